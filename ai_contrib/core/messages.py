@@ -1,0 +1,118 @@
+"""
+The message model: the one place where the shape of a history entry is defined.
+
+A *message* is a plain ``dict`` (JSON- and pickle-safe) holding:
+
+``id`` (str)
+    Stable unique identifier (12 hex characters), never reused. Compaction replaces a range of
+    ids, so messages appended while a summary is being written survive the splice.
+``seq`` (int)
+    Position in the NPC's append-only archive (0, 1, 2, ...). Monotonic per NPC; ``None`` for
+    messages that were never archived (entries written by older code).
+``role`` (str)
+    ``"system"``, ``"user"``, ``"assistant"`` or ``"tool"`` (OpenAI chat roles).
+``content`` (str)
+    The text. May be ``""`` for an assistant message that only carries ``tool_calls``.
+``name`` (str, optional)
+    Who spoke: the player's character name for ``user`` messages, the NPC's for ``assistant``.
+``timestamp`` (str)
+    ISO-8601 UTC time the message entered the history.
+``tool_calls`` (list, optional)
+    OpenAI-style calls on an assistant message:
+    ``[{"id": str, "type": "function", "function": {"name": str, "arguments": str(JSON)}}]``.
+``tool_call_id`` (str, optional)
+    On a ``tool`` message: the ``id`` of the call it answers.
+``metadata`` (dict, optional)
+    Extra data. A compaction marker (a ``system`` message whose content starts with
+    ``[CONTEXT SUMMARY]``) has ``metadata["type"] == "compaction"`` plus ``compacted_count``,
+    ``compacted_at``, ``original_token_count``, ``summary_token_count`` and the archive range it
+    replaces (``first_id``, ``last_id``, ``first_seq``, ``last_seq``) (seed 002, "Storage Format").
+
+Entries written by older code (``{"role", "content"}`` only) are accepted everywhere:
+:func:`normalise_message` fills in the missing fields without changing role or content.
+"""
+
+import uuid
+from datetime import datetime, timezone
+
+ROLES = ("system", "user", "assistant", "tool")
+SUMMARY_PREFIX = "[CONTEXT SUMMARY]"
+MARKER_TYPE = "compaction"
+
+
+def new_message_id():
+    """Return a fresh message id: 12 lower-case hex characters (48 random bits)."""
+    return uuid.uuid4().hex[:12]
+
+
+def utc_now_iso():
+    """Return the current UTC time as an ISO-8601 string with ``+00:00``."""
+    return datetime.now(timezone.utc).isoformat()
+
+
+def make_message(role, content, name=None, **fields):
+    """
+    Build a new message dict with a fresh ``id`` and ``timestamp``.
+
+    Args:
+        role (str): one of :data:`ROLES`.
+        content (str): the text (``None`` is stored as ``""``).
+        name (str, optional): the speaker.
+        **fields: any other message field (``tool_calls``, ``tool_call_id``, ``metadata``,
+            ``timestamp`` to override the clock, ``seq``).
+
+    Returns:
+        dict: the message (shape in the module docstring); ``seq`` is ``None`` until archived.
+
+    Raises:
+        ValueError: if ``role`` is not a chat role or ``content`` is not a string.
+    """
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+    if content is None:
+        content = ""
+    if not isinstance(content, str):
+        raise ValueError(f"content must be a string, got {type(content).__name__}")
+    msg = {
+        "id": fields.pop("id", None) or new_message_id(),
+        "seq": fields.pop("seq", None),
+        "role": role,
+        "content": content,
+        "timestamp": fields.pop("timestamp", None) or utc_now_iso(),
+    }
+    if name:
+        msg["name"] = str(name)
+    for key, value in fields.items():
+        if value is not None:
+            msg[key] = value
+    return msg
+
+
+def normalise_message(msg):
+    """
+    Return ``msg`` with every required field present, for entries written by older code.
+
+    Missing ``id`` gets a fresh one, missing ``timestamp`` becomes ``""`` (unknown), missing
+    ``seq`` becomes ``None``; role and content are kept as they are. The dict is modified in
+    place and returned, so callers holding it see the same object.
+    """
+    if "id" not in msg or not msg["id"]:
+        msg["id"] = new_message_id()
+    msg.setdefault("seq", None)
+    msg.setdefault("timestamp", "")
+    if msg.get("content") is None:
+        msg["content"] = ""
+    return msg
+
+
+def is_marker(msg):
+    """True if ``msg`` is a ``[CONTEXT SUMMARY]`` compaction marker."""
+    if msg.get("role") != "system":
+        return False
+    meta = msg.get("metadata") or {}
+    return meta.get("type") == MARKER_TYPE or (msg.get("content") or "").startswith(SUMMARY_PREFIX)
+
+
+def tool_call_ids(msg):
+    """Return the ids of the tool calls an assistant message makes (empty list if none)."""
+    return [call.get("id") for call in (msg.get("tool_calls") or []) if call.get("id")]

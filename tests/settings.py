@@ -1,0 +1,37 @@
+"""
+Django settings for running the test suite outside a game dir (pytest-django).
+
+``evennia.settings_default`` chdirs upward looking for a game dir when imported, so the working
+directory is saved and restored around the import.
+"""
+
+import os
+import tempfile
+
+_cwd = os.getcwd()
+try:
+    from evennia.settings_default import *  # noqa: F401,F403
+finally:
+    os.chdir(_cwd)
+
+_LOG_DIR = tempfile.mkdtemp(prefix="ai-contrib-test-logs-")
+LOG_DIR = _LOG_DIR
+SERVER_LOG_FILE = os.path.join(_LOG_DIR, "server.log")
+PORTAL_LOG_FILE = os.path.join(_LOG_DIR, "portal.log")
+HTTP_LOG_FILE = os.path.join(_LOG_DIR, "http_requests.log")
+LOCKWARNING_LOG_FILE = os.path.join(_LOG_DIR, "lockwarnings.log")
+CHANNEL_LOG_DIR = _LOG_DIR if "CHANNEL_LOG_DIR" in globals() else None
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": ":memory:",
+    }
+}
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+SECRET_KEY = "ai-contrib-tests-only"
+
+# the archive of raw messages goes to a throwaway directory
+AI_ARCHIVE_DIR = tempfile.mkdtemp(prefix="ai-contrib-test-archive-")
+AI_LLM_BASE_URL = "http://127.0.0.1:9/v1"  # tests point this at their own HTTP doubles
+AI_TICK_INTERVAL = 3600  # tests drive ticks by hand
