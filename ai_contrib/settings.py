@@ -40,10 +40,13 @@ DEFAULTS = {
     "COMPACT_SUMMARY_MAX_TOKENS": 400,  # tokens the summariser may generate
     "COMPACT_SUMMARIZER_CONTEXT": 8192,  # tokens the summariser model accepts per request
     "COMPACT_MODEL": None,  # None = LLM_MODEL
+    "COMPACT_PROMPT": None,  # None = rag_memory.DEFAULT_COMPACTION_PROMPT
     "COMPACT_FAILURE_LIMIT": 3,  # consecutive failed automatic compactions before the breaker opens
     "COMPACT_WARN_AFTER": 5,  # compactions after which aihistory warns about summary drift
     "PRE_COMPACT_EXTRACTION_ENABLED": True,
     "PRE_COMPACT_MAX_ITERATIONS": 5,
+    "PRE_COMPACT_EMERGENCY_ITERATIONS": 3,
+    "PRE_COMPACT_PROMPT": None,
     # --- storage ---
     "ARCHIVE_DIR": None,  # None = <game dir>/server/ai_archive
     "CHECKPOINT_INTERVAL": 30,  # seconds between checkpoints of db.conversation_history

@@ -1,0 +1,344 @@
+"""
+In-game commands: ``talk`` for players, ``aihistory``, ``compact``, ``aisleep`` and ``aiwake`` for
+admins, and the :class:`AIContribCmdSet` that bundles them.
+"""
+
+from evennia.commands.cmdset import CmdSet
+from evennia.commands.default.muxcommand import MuxCommand
+from evennia.utils.evtable import EvTable
+from evennia.utils.utils import crop
+
+from .core.messages import is_marker
+from .memory.journal import ensure_journal, synthesis_entries
+from .rag_memory import breaker_open, compact_conversation_history
+from .settings import get_setting
+from .typeclasses import get_assistant_script
+
+NPC_TYPECLASS = "ai_contrib.typeclasses.AssistantCharacter"
+RAW_PAGE_SIZE = 20
+
+
+def find_npc(caller, name):
+    """
+    Find an AI NPC by name anywhere in the game; report failures to ``caller``.
+
+    Returns:
+        tuple: ``(npc, script)``, or ``(None, None)`` after telling the caller why.
+    """
+    if not name:
+        return None, None
+    npc = caller.search(name, global_search=True, typeclass=NPC_TYPECLASS)
+    if not npc:
+        return None, None
+    script = get_assistant_script(npc)
+    if not script:
+        caller.msg(f"{npc.key} has no AssistantScript.")
+        return None, None
+    return npc, script
+
+
+def _split_npc_switch(cmd):
+    """Accept ``aihistory npc/raw 5 20`` as well as ``aihistory/raw npc 5 20``."""
+    words = cmd.args.split()
+    switches = list(cmd.switches)
+    if words and "/" in words[0]:
+        name, *extra = words[0].split("/")
+        words[0] = name
+        switches.extend(s.lower() for s in extra if s)
+    return words, switches
+
+
+class CmdTalk(MuxCommand):
+    """
+    Talk to an NPC.
+
+    Usage:
+      talk <npc> = <text>
+      talk <npc> <text>
+
+    Says something to a character in the room; AI NPCs answer in character.
+    Saying things with `say` in an NPC's room works too.
+    """
+
+    key = "talk"
+    aliases = ["talk to"]
+    locks = "cmd:all()"
+    help_category = "General"
+    arg_regex = r"\s.+|$"
+
+    def parse(self):
+        super().parse()
+        if self.rhs is not None:
+            self.target_name, self.speech = self.lhs.strip(), self.rhs.strip()
+            return
+        # "talk Marta hello there": the longest leading run of words naming something here wins
+        words = self.args.split()
+        self.target_name, self.speech = None, ""
+        location = self.caller.location
+        candidates = location.contents if location else []
+        for cut in range(len(words) - 1, 0, -1):
+            name = " ".join(words[:cut])
+            if any(obj.key.lower() == name.lower() or name.lower() in
+                   [a.lower() for a in obj.aliases.all()] for obj in candidates):
+                self.target_name, self.speech = name, " ".join(words[cut:])
+                return
+        if len(words) >= 2:
+            self.target_name, self.speech = words[0], " ".join(words[1:])
+
+    def func(self):
+        caller = self.caller
+        if not self.target_name or not self.speech:
+            caller.msg("Usage: talk <npc> = <text>  (or: talk <npc> <text>)")
+            return
+        target = caller.search(self.target_name)
+        if not target:
+            return
+        caller.msg(f'You say to {target.get_display_name(caller)}, "{self.speech}"')
+        if caller.location:
+            caller.location.msg_contents(
+                f'{caller.key} says to {target.key}, "{self.speech}"', exclude=[caller, target]
+            )
+        if hasattr(target, "at_heard_say"):
+            target.at_heard_say(caller, self.speech)
+        else:
+            target.msg(f'{caller.key} says to you, "{self.speech}"', from_obj=caller)
+
+
+class CmdAIHistory(MuxCommand):
+    """
+    Inspect an AI NPC's conversation history and compaction state.
+
+    Usage:
+      aihistory <npc>
+      aihistory <npc>/raw [from] [to]
+      aihistory/raw <npc> [from] [to]
+
+    Without a switch: token usage against the budget (tokens and %), message count, mode, last
+    compaction, each compaction event with its metadata, the summaries now in context, and the
+    latest journal synthesis entries.
+
+    /raw pages through the NPC's lossless archive of everything said, compacted or not, by
+    archive sequence number (default: the last 20 messages).
+    """
+
+    key = "aihistory"
+    locks = "cmd:perm(Builder)"
+    help_category = "AI"
+
+    def func(self):
+        words, switches = _split_npc_switch(self)
+        if not words:
+            self.caller.msg("Usage: aihistory <npc>[/raw [from] [to]]")
+            return
+        npc, script = find_npc(self.caller, words[0])
+        if not npc:
+            return
+        if "raw" in switches:
+            self.show_raw(npc, script, words[1:])
+        else:
+            self.show_overview(npc, script)
+
+    def show_overview(self, npc, script):
+        budget = int(script.cfg("max_context_tokens"))
+        tokens = script.token_count()
+        history = script.history
+        markers = [m for m in history if is_marker(m)]
+        count = script.db.compaction_count or 0
+        table = EvTable(border="cells")
+        table.add_row("NPC", f"{npc.key} ({npc.dbref})")
+        table.add_row("Mode", script.db.operating_mode)
+        table.add_row("Tokens", f"{tokens} / {budget} ({tokens / max(1, budget):.1%})")
+        table.add_row(
+            "Thresholds",
+            f"sleep {script.cfg('compact_sleep_threshold'):.0%}, "
+            f"emergency {script.cfg('compact_emergency_threshold'):.0%}, "
+            f"preserve {script.cfg('compact_preserve_window')} messages",
+        )
+        table.add_row("Messages", f"{len(history)} in context ({len(markers)} summaries)")
+        table.add_row("Archived", f"{script.archive.last_seq + 1} records")
+        table.add_row("Compaction", "enabled" if script.cfg("compact_enabled") else "DISABLED")
+        table.add_row("Compactions", f"{count} (last: {script.db.last_compaction or 'never'})")
+        if breaker_open(script):
+            breaker = f"|rOPEN|n: automatic compaction paused ({script.db.compact_last_error})"
+        elif script.db.compact_failures:
+            breaker = f"closed, {script.db.compact_failures} recent failure(s): {script.db.compact_last_error}"
+        else:
+            breaker = "closed"
+        table.add_row("Breaker", breaker)
+        lines = [f"|wAI history of {npc.key}|n", str(table)]
+        if count >= int(get_setting("COMPACT_WARN_AFTER")):
+            lines.append(
+                f"|yWarning: {count} compactions so far. Each summary folds in the previous one "
+                "and detail degrades; check the journal and consider a larger budget.|n"
+            )
+        events = script.db.compaction_log or []
+        if events:
+            ev = EvTable("when", "trigger", "result", "messages", "tokens", "reduction", border="cells")
+            for e in events[-10:]:
+                if e.get("success"):
+                    ev.add_row(
+                        e.get("at", "")[:19], e.get("trigger"), "ok", e.get("compacted_messages"),
+                        f"{e.get('original_tokens')} -> {e.get('new_tokens')}",
+                        f"{e.get('reduction_pct', 0):.1f}%",
+                    )
+                else:
+                    ev.add_row(e.get("at", "")[:19], e.get("trigger"), "failed",
+                               "-", "-", crop(e.get("error") or "", 40))
+            lines += ["|wCompaction events|n", str(ev)]
+        if markers:
+            mt = EvTable("summary", "compacted", "at", "tokens before -> summary", "archive range",
+                         border="cells")
+            for m in markers:
+                meta = m.get("metadata") or {}
+                mt.add_row(
+                    m["id"], meta.get("compacted_count"), (meta.get("compacted_at") or "")[:19],
+                    f"{meta.get('original_token_count')} -> {meta.get('summary_token_count')}",
+                    f"{meta.get('first_seq')}..{meta.get('last_seq')}",
+                )
+            lines += ["|wSummaries in context|n", str(mt)]
+        synth = synthesis_entries(ensure_journal(npc.db.journal), limit=3)
+        if synth:
+            jt = EvTable("journal entry", "importance", "content", border="cells")
+            for entry in synth:
+                jt.add_row(entry["id"], entry.get("importance"), crop(entry["content"], 70))
+            lines += ["|wRecent journal syntheses|n", str(jt)]
+        self.caller.msg("\n".join(lines))
+
+    def show_raw(self, npc, script, bounds):
+        archive = script.archive
+        try:
+            numbers = [int(b) for b in bounds[:2]]
+        except ValueError:
+            self.caller.msg("Usage: aihistory <npc>/raw [from] [to]  (archive sequence numbers)")
+            return
+        last = archive.last_seq
+        start = numbers[0] if numbers else max(0, last - 4 * RAW_PAGE_SIZE)
+        end = numbers[1] if len(numbers) > 1 else start + 4 * RAW_PAGE_SIZE - 1
+        messages = archive.messages(start, end)[-RAW_PAGE_SIZE:] if not numbers else \
+            archive.messages(start, end)[:RAW_PAGE_SIZE]
+        if not messages:
+            self.caller.msg(f"No archived messages of {npc.key} in {start}..{end} (last seq {last}).")
+            return
+        in_context = {m["id"] for m in script.history}
+        table = EvTable("seq", "time", "who", "text", "in context", border="cells")
+        for m in messages:
+            who = m.get("name") or m.get("role")
+            table.add_row(m.get("seq"), (m.get("timestamp") or "")[:19], who,
+                          crop(m.get("content") or "", 60), "yes" if m["id"] in in_context else "no")
+        self.caller.msg(
+            f"|wArchive of {npc.key}|n: seq {messages[0]['seq']}..{messages[-1]['seq']} "
+            f"of 0..{last}\n{table}"
+        )
+
+
+class CmdCompact(MuxCommand):
+    """
+    Compact an AI NPC's conversation history now.
+
+    Usage:
+      compact <npc>
+      compact/force <npc>
+
+    Summarises the messages before the preserve window into one [CONTEXT SUMMARY]. Without
+    /force this only runs above the NPC's sleep threshold; /force ignores the threshold (never
+    the preserve window). Reports messages compacted, tokens before -> after and the reduction,
+    or why nothing was done.
+    """
+
+    key = "compact"
+    switch_options = ("force",)
+    locks = "cmd:perm(Builder)"
+    help_category = "AI"
+
+    def func(self):
+        caller = self.caller
+        words, switches = _split_npc_switch(self)
+        if not words:
+            caller.msg("Usage: compact[/force] <npc>")
+            return
+        npc, script = find_npc(caller, words[0])
+        if not npc:
+            return
+        force = "force" in switches
+        caller.msg(f"Compacting {npc.key}'s history{' (forced)' if force else ''}...")
+        d = compact_conversation_history(script, npc, force=force, trigger="manual")
+        d.addCallback(lambda result: caller.msg(format_compaction_result(npc, result)))
+        d.addErrback(lambda failure: caller.msg(f"Compaction of {npc.key} failed: "
+                                                f"{failure.getErrorMessage()}"))
+
+
+def format_compaction_result(npc, result):
+    """One line for an admin describing a compaction result dict (see ``rag_memory``)."""
+    if result.get("skipped"):
+        return f"Compaction of {npc.key} skipped: {result['reason']}."
+    if not result.get("success"):
+        return f"Compaction of {npc.key} failed: {result.get('error')}. History unchanged."
+    return (
+        f"Compacted {npc.key}: {result['compacted_messages']} messages -> summary, "
+        f"{result['original_tokens']} -> {result['new_tokens']} tokens "
+        f"({result['reduction_pct']:.1f}% reduction), {result['preserved_messages']} kept."
+    )
+
+
+class CmdAISleep(MuxCommand):
+    """
+    Put an AI NPC to sleep.
+
+    Usage:
+      aisleep <npc>
+
+    A sleeping NPC does its memory work (fact extraction, compaction at the sleep threshold).
+    It wakes when spoken to, after its sleep duration, or with aiwake.
+    """
+
+    key = "aisleep"
+    locks = "cmd:perm(Builder)"
+    help_category = "AI"
+
+    def func(self):
+        npc, script = find_npc(self.caller, self.args.strip())
+        if not npc:
+            if not self.args.strip():
+                self.caller.msg("Usage: aisleep <npc>")
+            return
+        if script.sleep(reason=f"put to sleep by {self.caller.key}"):
+            self.caller.msg(f"{npc.key} falls asleep.")
+        else:
+            self.caller.msg(f"{npc.key} is already asleep.")
+
+
+class CmdAIWake(MuxCommand):
+    """
+    Wake an AI NPC up.
+
+    Usage:
+      aiwake <npc>
+    """
+
+    key = "aiwake"
+    locks = "cmd:perm(Builder)"
+    help_category = "AI"
+
+    def func(self):
+        npc, script = find_npc(self.caller, self.args.strip())
+        if not npc:
+            if not self.args.strip():
+                self.caller.msg("Usage: aiwake <npc>")
+            return
+        if script.wake(reason=f"woken by {self.caller.key}"):
+            self.caller.msg(f"{npc.key} wakes up.")
+        else:
+            self.caller.msg(f"{npc.key} is already awake.")
+
+
+class AIContribCmdSet(CmdSet):
+    """The contrib's commands; add it to the game's ``CharacterCmdSet``."""
+
+    key = "ai_contrib"
+
+    def at_cmdset_creation(self):
+        self.add(CmdTalk())
+        self.add(CmdAIHistory())
+        self.add(CmdCompact())
+        self.add(CmdAISleep())
+        self.add(CmdAIWake())

@@ -1,0 +1,215 @@
+"""
+Where to cut a history for compaction: the preserve window and safe cut points.
+
+A *cut* is an index ``i`` with ``0 <= i <= len(history)``: ``history[:i]`` is compacted into a
+summary, ``history[i:]`` is kept verbatim. Sources:
+
+- seed 000, "Preserve Window": keep the last N messages or 20 % of ``max_context_tokens``,
+  whichever keeps more;
+- Letta: cut only at assistant boundaries, so a tool call and its results stay together;
+- OpenAI chat APIs reject a ``tool`` message whose call is not in the request, so the kept part
+  must never start with an orphaned tool result.
+
+Messages are dicts as in :mod:`ai_contrib.core.messages`; ``token_counts[i]`` is the token count
+of ``history[i]`` (see :func:`ai_contrib.core.tokens.count_message_tokens`).
+"""
+
+from dataclasses import dataclass, field
+
+from .messages import is_marker, tool_call_ids
+
+__all__ = [
+    "CompactionPlan",
+    "is_safe_cut",
+    "plan_compaction",
+    "preserve_start",
+    "safe_cut",
+]
+
+SKIP_WITHIN_WINDOW = "history within preserve window"
+SKIP_NOTHING = "nothing to compact"
+
+
+def _safe_flags(history):
+    """
+    Return ``flags`` of length ``len(history) + 1``: ``flags[i]`` is True when cutting at ``i``
+    separates nothing. O(n).
+
+    Unsafe: any ``i`` with ``call < i <= result`` for an assistant message at ``call`` and a tool
+    result answering it at ``result`` (the messages in between go with them); any ``i`` where
+    ``history[i]`` is a tool message; and, while the history ends in a tool-call group still
+    waiting for results, every ``i`` after that call (the results will be appended later).
+    A call never answered but followed by other conversation is abandoned and blocks nothing,
+    so one failed tool cannot stop compaction for good. ``0`` is always safe (nothing cut).
+    """
+    n = len(history)
+    flags = [True] * (n + 1)
+    blocked_until = [-1] * (n + 1)  # blocked_until[start] = last blocked position from start
+    latest_call = {}
+    for index, msg in enumerate(history):
+        if msg.get("role") == "assistant":
+            for call_id in tool_call_ids(msg):
+                latest_call[call_id] = index
+        elif msg.get("role") == "tool":
+            flags[index] = False
+            call = latest_call.get(msg.get("tool_call_id"))
+            if call is not None:
+                blocked_until[call + 1] = max(blocked_until[call + 1], index)
+    pending = _pending_call_index(history)
+    if pending is not None:
+        blocked_until[pending + 1] = n
+    reach = -1
+    for i in range(n + 1):
+        reach = max(reach, blocked_until[i])
+        if i <= reach:
+            flags[i] = False
+    flags[0] = True
+    return flags
+
+
+def _pending_call_index(history):
+    """Index of a trailing assistant tool-call message some of whose results have not arrived
+    (only tool messages follow it), else None."""
+    index = len(history) - 1
+    answered = set()
+    while index >= 0 and history[index].get("role") == "tool":
+        answered.add(history[index].get("tool_call_id"))
+        index -= 1
+    if index < 0:
+        return None
+    calls = set(tool_call_ids(history[index]))
+    if calls and not calls <= answered:
+        return index
+    return None
+
+
+def is_safe_cut(history, i):
+    """
+    True if cutting ``history`` (list of message dicts) at index ``i`` separates no tool call
+    from its results and leaves no tool result first in the kept part. ``0`` is always safe,
+    ``len(history)`` is safe unless a tool call at the end still awaits results; an ``i``
+    outside ``0..len(history)`` is not a cut (False).
+    """
+    if not 0 <= i <= len(history):
+        return False
+    return _safe_flags(history)[i]
+
+
+def safe_cut(history, i):
+    """
+    Return the largest safe cut index ``<= i`` (an ``i`` past the end counts as the end).
+
+    Raises:
+        ValueError: if ``i`` is negative.
+    """
+    if i < 0:
+        raise ValueError(f"cut index must be >= 0, got {i}")
+    flags = _safe_flags(history)
+    i = min(i, len(history))
+    while not flags[i]:
+        i -= 1
+    return i
+
+
+def _check_counts(history, token_counts):
+    if len(token_counts) != len(history):
+        raise ValueError(
+            f"token_counts has {len(token_counts)} entries for {len(history)} messages"
+        )
+
+
+def preserve_start(history, token_counts, preserve_window, min_preserve_tokens):
+    """
+    Return the index ``i`` such that ``history[i:]`` is kept verbatim.
+
+    The kept part holds at least the last ``preserve_window`` messages AND at least
+    ``min_preserve_tokens`` tokens (or everything, if the history is smaller), whichever keeps
+    more (seed 000, "Preserve Window"); ``i`` is then moved earlier to a safe cut.
+
+    Args:
+        history (list[dict]): messages, oldest first.
+        token_counts (list[int]): tokens of each message, same length as ``history``.
+        preserve_window (int): messages to keep, >= 0.
+        min_preserve_tokens (int): tokens to keep, >= 0.
+
+    Raises:
+        ValueError: on mismatched lengths or negative limits.
+    """
+    _check_counts(history, token_counts)
+    if preserve_window < 0 or min_preserve_tokens < 0:
+        raise ValueError("preserve_window and min_preserve_tokens must be >= 0")
+    n = len(history)
+    by_count = max(0, n - preserve_window)
+    by_tokens = n
+    kept = 0
+    while by_tokens > 0 and kept < min_preserve_tokens:
+        by_tokens -= 1
+        kept += token_counts[by_tokens]
+    return safe_cut(history, min(by_count, by_tokens))
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    """
+    What to compact: ``history[:cut]`` (``to_compact``) becomes a summary, ``history[cut:]``
+    (``to_preserve``) stays. ``reason`` is None for a plan to act on, else why nothing should be
+    compacted (``cut == 0``, ``to_compact == []``). Token fields are sums of the caller's
+    ``token_counts``. Existing ``[CONTEXT SUMMARY]`` markers at the head are part of
+    ``to_compact``, to be folded into the new summary (Letta's running summary).
+    """
+
+    cut: int
+    to_compact: list = field(repr=False)
+    to_preserve: list = field(repr=False)
+    compact_tokens: int = 0
+    preserve_tokens: int = 0
+    reason: str | None = None
+
+    @property
+    def skipped(self):
+        """True when there is nothing to compact (see ``reason``)."""
+        return self.reason is not None
+
+
+def plan_compaction(
+    history, token_counts, max_context_tokens, preserve_window, preserve_fraction=0.2
+):
+    """
+    Choose what to compact (seed 000 "Preserve Window", seed 001 step 3).
+
+    Args:
+        history (list[dict]): messages, oldest first (a snapshot: the plan holds the same dicts).
+        token_counts (list[int]): tokens of each message.
+        max_context_tokens (int): the NPC's token budget.
+        preserve_window (int): at least this many recent messages are kept.
+        preserve_fraction (float): at least this fraction of ``max_context_tokens`` is kept,
+            in tokens (0..1).
+
+    Returns:
+        CompactionPlan: skipped with reason ``"history within preserve window"`` when
+        ``len(history) <= preserve_window``, or ``"nothing to compact"`` when the safe cut
+        leaves nothing but earlier summary markers before it.
+
+    Raises:
+        ValueError: on mismatched lengths or out-of-range limits.
+    """
+    _check_counts(history, token_counts)
+    if max_context_tokens < 0 or not 0 <= preserve_fraction <= 1:
+        raise ValueError("need max_context_tokens >= 0 and 0 <= preserve_fraction <= 1")
+
+    def skip(reason):
+        return CompactionPlan(0, [], list(history), 0, sum(token_counts), reason)
+
+    if len(history) <= preserve_window:
+        return skip(SKIP_WITHIN_WINDOW)
+    min_tokens = int(max_context_tokens * preserve_fraction)
+    cut = preserve_start(history, token_counts, preserve_window, min_tokens)
+    if all(is_marker(msg) for msg in history[:cut]):
+        return skip(SKIP_NOTHING)
+    return CompactionPlan(
+        cut,
+        list(history[:cut]),
+        list(history[cut:]),
+        sum(token_counts[:cut]),
+        sum(token_counts[cut:]),
+    )

@@ -1,0 +1,48 @@
+"""
+Rebuilding the runtime history from a checkpoint plus the archive records written after it.
+
+The archive (``memory/archive.py``) is the write-ahead record; ``db.conversation_history`` is a
+checkpoint of the runtime history. After a crash the records newer than the checkpoint are
+applied here in order. Each application is idempotent, so replaying a record that the
+checkpoint already reflects changes nothing: this is what makes a ``kill -9`` at any point of a
+compaction leave a consistent state (no message missing from both context and archive, no
+duplicated marker).
+"""
+
+from .splice import SpliceError, splice
+
+
+def apply_record(messages, record):
+    """
+    Apply one archive record to ``messages`` (a list of message dicts).
+
+    Args:
+        messages (list[dict]): the runtime history; not modified.
+        record (dict): an archive record (``kind`` ``message``, ``compaction`` or ``evict``;
+            shapes in ``memory/archive.py``). Unknown kinds are ignored.
+
+    Returns:
+        tuple: ``(new_messages, changed)``; ``new_messages`` is ``messages`` itself when
+        nothing changed.
+    """
+    kind = record.get("kind")
+    ids = {m.get("id") for m in messages}
+    if kind == "message":
+        msg = record.get("msg") or {}
+        if msg.get("id") in ids:
+            return messages, False
+        return messages + [msg], True
+    if kind == "compaction":
+        marker = record.get("marker") or {}
+        if marker.get("id") in ids:
+            return messages, False
+        try:
+            return splice(messages, record["first_id"], record["last_id"], [marker]), True
+        except (KeyError, SpliceError):
+            return messages, False
+    if kind == "evict":
+        gone = set(record.get("ids") or ())
+        if not gone & ids:
+            return messages, False
+        return [m for m in messages if m.get("id") not in gone], True
+    return messages, False

@@ -1,0 +1,650 @@
+"""
+The one LLM client of the contrib: OpenAI-compatible chat completions over ``treq``.
+
+Every LLM call (NPC replies, compaction summaries, memory extraction, benchmark QA) goes through
+:class:`LLMClient`, which POSTs to ``{base_url}/chat/completions`` and returns a Twisted
+``Deferred`` firing with a :class:`ChatResult`. Nothing here blocks the reactor thread.
+
+Design sources:
+
+- the OpenAI chat completions API (request: ``model``, ``messages``, ``max_tokens``,
+  ``temperature``, ``seed``, ``tools``; response: ``choices[0].message``, ``finish_reason``,
+  ``usage``), which Ollama, llama.cpp's server, vLLM, LiteLLM and hosted APIs all speak;
+- the handbook's measurements: servers such as llama.cpp's close idle keep-alive connections after
+  5 s, and Twisted never retries a POST, so a pooled connection that dies just as it is reused fails
+  the request (``RequestTransmissionFailed(ConnectionDone)``). Evennia's own LLM contrib fails every
+  second POST for that reason. This client keeps cached connections for at most 4 s and retries once
+  when a request dies with the connection;
+- llama.cpp's server loops at ``repeat_penalty`` 1.0 with small models and generates without limit
+  when ``max_tokens`` is missing, so both are always sent.
+
+Errors (all subclasses of :class:`LLMError`; messages name the URL, never the API key):
+
+- :class:`LLMTimeoutError`: no complete response within ``timeout`` seconds;
+- :class:`LLMHTTPError`: the server answered with a non-2xx status
+  (:class:`LLMContextOverflowError` when it says the prompt exceeds its context window);
+- :class:`LLMResponseError`: the body is not JSON or has no usable ``choices``;
+- :class:`LLMConnectionError`: connection refused or lost (after the one retry).
+"""
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from twisted.internet import defer, protocol
+from twisted.internet import error as net_error
+from twisted.internet.abstract import isIPAddress, isIPv6Address
+from twisted.internet.endpoints import (
+    HostnameEndpoint,
+    TCP4ClientEndpoint,
+    TCP6ClientEndpoint,
+    wrapClientTLS,
+)
+from twisted.python.failure import Failure
+from twisted.web.client import (
+    Agent,
+    BrowserLikePolicyForHTTPS,
+    HTTPConnectionPool,
+    RequestTransmissionFailed,
+    ResponseDone,
+    ResponseFailed,
+    ResponseNeverReceived,
+    _HTTP11ClientFactory,
+)
+from twisted.web.http import PotentialDataLoss
+from twisted.web.iweb import IAgentEndpointFactory
+from zope.interface import implementer
+
+from ai_contrib.settings import get_setting
+
+#: Seconds an idle pooled connection is kept. Below the 5 s after which llama.cpp's server (and
+#: many proxies) close idle keep-alive connections, so the pool rarely hands out a dying one.
+CACHED_CONNECTION_TIMEOUT = 4
+
+#: Characters of an error response body kept in :class:`LLMHTTPError` messages.
+BODY_EXCERPT_CHARS = 500
+
+#: Message fields the OpenAI chat API accepts; the contrib's own fields (id, seq, timestamp,
+#: metadata) are stripped before sending because strict servers reject unknown fields.
+_WIRE_FIELDS = ("role", "content", "name", "tool_calls", "tool_call_id")
+
+#: OpenAI accepts ``name`` only if it matches this; a player called "Old Tom" would get HTTP 400.
+_NAME_OK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_NAME_BAD_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
+
+# phrases servers use when a prompt is longer than the context window
+_OVERFLOW_MARKERS = (
+    "exceed_context_size",  # llama.cpp server
+    "context_length_exceeded",  # OpenAI
+    "maximum context length",  # OpenAI, vLLM
+    "context window",
+    "too many tokens",
+)
+
+
+# ------------------------------------------------------------------------------------------------
+# errors
+
+
+class LLMError(Exception):
+    """Base class of every error raised by the LLM client and the embedded server."""
+
+
+class LLMTimeoutError(LLMError):
+    """No complete response arrived within the client's timeout (seconds)."""
+
+
+class LLMConnectionError(LLMError):
+    """The server could not be reached, or the connection died (after the one retry)."""
+
+
+class LLMResponseError(LLMError):
+    """The server answered 2xx but the body is not JSON or has no usable ``choices``."""
+
+
+class LLMHTTPError(LLMError):
+    """
+    The server answered with a non-2xx HTTP status.
+
+    Attributes:
+        status (int): the HTTP status code, e.g. 500.
+        body (str): the start of the response body (at most :data:`BODY_EXCERPT_CHARS`
+            characters, with the API key masked should the server echo it).
+        url (str): the URL that was requested.
+    """
+
+    def __init__(self, status, body, url=""):
+        self.status = int(status)
+        self.body = body
+        self.url = url
+        detail = _error_detail(body)
+        super().__init__(f"LLM server at {url or '?'} answered HTTP {self.status}: {detail}")
+
+
+class LLMContextOverflowError(LLMHTTPError):
+    """An :class:`LLMHTTPError` saying the prompt exceeds the model's context window.
+
+    llama.cpp answers HTTP 400 ``exceed_context_size_error``, OpenAI ``context_length_exceeded``.
+    Callers can retry with less input (what Codex CLI does when its summary call overflows).
+    """
+
+
+def _error_detail(body):
+    """The server's own error message from an OpenAI-style error body, else the raw excerpt."""
+    try:
+        data = json.loads(body)
+        err = data.get("error") if isinstance(data, dict) else None
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])[:BODY_EXCERPT_CHARS]
+        if isinstance(err, str):
+            return err[:BODY_EXCERPT_CHARS]
+    except (ValueError, TypeError):
+        pass
+    return body if body else "(empty body)"
+
+
+def _is_overflow(status, body):
+    if status not in (400, 413):
+        return False
+    low = body.lower()
+    return any(marker in low for marker in _OVERFLOW_MARKERS)
+
+
+def http_error(status, body_bytes, url, api_key=None):
+    """
+    Build the :class:`LLMHTTPError` (or :class:`LLMContextOverflowError`) for an error response.
+
+    Args:
+        status (int): HTTP status.
+        body_bytes (bytes): the response body.
+        url (str): the requested URL.
+        api_key (str, optional): masked as ``***`` if the server echoes it.
+    """
+    body = body_bytes.decode("utf-8", errors="replace")[:BODY_EXCERPT_CHARS]
+    if api_key:
+        body = body.replace(api_key, "***")
+    cls = LLMContextOverflowError if _is_overflow(status, body) else LLMHTTPError
+    return cls(status, body, url)
+
+
+# ------------------------------------------------------------------------------------------------
+# request and response shapes
+
+
+@dataclass
+class ChatResult:
+    """
+    One chat completion, parsed from ``choices[0]`` of an OpenAI-style response.
+
+    Attributes:
+        content (str): the assistant's text (``""`` when it only calls tools).
+        tool_calls (list[dict]): native tool calls, each
+            ``{"id": str, "type": "function", "function": {"name": str, "arguments": str(JSON)}}``
+            (arguments always a JSON string, even from servers that send an object).
+        finish_reason (str|None): ``"stop"``, ``"length"`` (hit ``max_tokens``), ``"tool_calls"``...
+        usage (dict): token counts as the server reports them, typically
+            ``{"prompt_tokens": int, "completion_tokens": int, "total_tokens": int}``; ``{}`` if absent.
+        raw (dict): the whole decoded response body.
+    """
+
+    content: str
+    tool_calls: list = field(default_factory=list)
+    finish_reason: str = None
+    usage: dict = field(default_factory=dict)
+    raw: dict = field(default_factory=dict)
+
+
+def wire_name(name):
+    """
+    Return ``name`` in the form OpenAI accepts for a message's ``name`` (``[A-Za-z0-9_-]{1,64}``).
+
+    Runs of other characters become ``_`` ("Old Tom" -> "Old_Tom"); ``None`` if nothing is left.
+    """
+    if name is None:
+        return None
+    name = str(name)
+    if _NAME_OK.match(name):
+        return name
+    cleaned = _NAME_BAD_CHARS.sub("_", name).strip("_")[:64]
+    return cleaned or None
+
+
+def to_wire_message(msg):
+    """
+    Reduce a contrib message dict (see ``ai_contrib.core.messages``) to what the chat API accepts.
+
+    Keeps ``role``, ``content`` (``None`` -> ``""``), ``name`` (made API-safe with
+    :func:`wire_name`), ``tool_calls`` and ``tool_call_id``; drops ``id``, ``seq``, ``timestamp``,
+    ``metadata`` and anything else.
+
+    Args:
+        msg (dict): ``{"role": str, "content": str, ...}``.
+
+    Returns:
+        dict: a new dict, e.g. ``{"role": "user", "content": "hi", "name": "Old_Tom"}``.
+    """
+    out = {}
+    for key in _WIRE_FIELDS:
+        if key not in msg or msg[key] is None:
+            continue
+        out[key] = msg[key]
+    out["role"] = msg.get("role", "user")
+    out["content"] = "" if msg.get("content") is None else msg["content"]
+    if "name" in out:
+        safe = wire_name(out["name"])
+        if safe is None or out["role"] == "tool":
+            del out["name"]
+        else:
+            out["name"] = safe
+    if not out.get("tool_calls"):
+        out.pop("tool_calls", None)
+    return out
+
+
+def _normalise_tool_call(call, index):
+    if not isinstance(call, dict):
+        raise LLMResponseError(f"tool call #{index} is not an object: {call!r:.200}")
+    function = call.get("function") or {}
+    if not isinstance(function, dict) or not function.get("name"):
+        raise LLMResponseError(f"tool call #{index} has no function name: {call!r:.200}")
+    arguments = function.get("arguments", "{}")
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    return {
+        "id": str(call.get("id") or f"call_{index}"),
+        "type": call.get("type") or "function",
+        "function": {"name": str(function["name"]), "arguments": arguments},
+    }
+
+
+def parse_chat_response(data):
+    """
+    Turn a decoded chat completions response into a :class:`ChatResult`.
+
+    Args:
+        data: the decoded JSON body, expected
+            ``{"choices": [{"message": {"content": str|None, "tool_calls": [...]?},
+            "finish_reason": str}], "usage": {...}}``.
+
+    Returns:
+        ChatResult
+
+    Raises:
+        LLMResponseError: ``data`` is not an object, carries an ``error``, has no ``choices``, or
+            its first choice has no ``message``.
+    """
+    if not isinstance(data, dict):
+        raise LLMResponseError(f"response is not a JSON object: {data!r:.200}")
+    choices = data.get("choices")
+    if not choices or not isinstance(choices, list):
+        if data.get("error"):
+            raise LLMResponseError(f"response carries an error: {_error_detail(json.dumps(data))}")
+        raise LLMResponseError(f"response has no choices: {json.dumps(data)[:200]}")
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict):
+        raise LLMResponseError(f"first choice has no message: {choice!r:.200}")
+    content = message.get("content")
+    if isinstance(content, list):  # some servers send content parts
+        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    tool_calls = [
+        _normalise_tool_call(call, i) for i, call in enumerate(message.get("tool_calls") or [])
+    ]
+    usage = data.get("usage")
+    return ChatResult(
+        content="" if content is None else str(content),
+        tool_calls=tool_calls,
+        finish_reason=choice.get("finish_reason"),
+        usage=usage if isinstance(usage, dict) else {},
+        raw=data,
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# the HTTP side
+
+
+class _QuietHTTP11ClientFactory(_HTTP11ClientFactory):
+    """Twisted's per-connection factory without the "Starting/Stopping factory" log lines."""
+
+    noisy = False
+
+
+def make_quiet_pool(reactor=None, persistent=True):
+    """
+    Return an ``HTTPConnectionPool`` that keeps idle connections :data:`CACHED_CONNECTION_TIMEOUT`
+    seconds (under the 5 s after which servers drop them) and does not log every connection.
+    """
+    if reactor is None:
+        from twisted.internet import reactor
+    pool = HTTPConnectionPool(reactor, persistent=persistent)
+    pool.cachedConnectionTimeout = CACHED_CONNECTION_TIMEOUT
+    pool._factory = _QuietHTTP11ClientFactory  # the documented hook for a custom factory
+    return pool
+
+
+@implementer(IAgentEndpointFactory)
+class _EndpointFactory:
+    """
+    Endpoints for the Agent: IP literals (``127.0.0.1``, the usual local server) connect directly;
+    host names go through ``HostnameEndpoint``. Twisted's default resolves even IP literals on the
+    reactor's thread pool, which only starts once the reactor runs, so a request made while the
+    reactor is merely iterated (Evennia's Django test harness) would never connect.
+    """
+
+    def __init__(self, reactor):
+        self._reactor = reactor
+        self._tls_policy = BrowserLikePolicyForHTTPS()
+
+    def endpointForURI(self, uri):
+        host = uri.host.decode("ascii")
+        if isIPAddress(host):
+            endpoint = TCP4ClientEndpoint(self._reactor, host, uri.port)
+        elif isIPv6Address(host):
+            endpoint = TCP6ClientEndpoint(self._reactor, host, uri.port)
+        else:
+            endpoint = HostnameEndpoint(self._reactor, uri.host, uri.port)
+        if uri.scheme == b"https":
+            endpoint = wrapClientTLS(
+                self._tls_policy.creatorForNetloc(uri.host, uri.port), endpoint
+            )
+        return endpoint
+
+
+def _is_dropped_connection(failure):
+    """True if a request died because the connection closed under it (worth one retry)."""
+    if not failure.check(RequestTransmissionFailed, ResponseNeverReceived):
+        return False
+    return any(
+        isinstance(reason, Failure) and reason.check(net_error.ConnectionClosed)
+        for reason in failure.value.reasons
+    )
+
+
+class _BodyCollector(protocol.Protocol):
+    """Collects a response body; see :func:`read_body`."""
+
+    def __init__(self, finished):
+        self.finished = finished
+        self.parts = []
+
+    def dataReceived(self, data):
+        self.parts.append(data)
+
+    def connectionLost(self, reason):
+        if self.finished.called:  # cancelled
+            return
+        if reason.check(ResponseDone, PotentialDataLoss):
+            self.finished.callback(b"".join(self.parts))
+        else:
+            self.finished.errback(reason)
+
+
+def read_body(response):
+    """
+    Deferred[bytes]: the whole body of a Twisted ``IResponse``.
+
+    Unlike ``twisted.web.client.readBody`` (whose cancel finds no ``abortConnection`` on the
+    HTTP/1.1 client's transport proxy and leaves the socket open), cancelling this one closes the
+    connection, so a server stalling mid-body cannot hold it after a timeout.
+    """
+
+    def cancel(_):
+        transport = collector.transport
+        if transport is not None:
+            transport.stopProducing()  # the proxy passes this to the TCP transport: it closes
+
+    finished = defer.Deferred(cancel)
+    collector = _BodyCollector(finished)
+    response.deliverBody(collector)
+    return finished
+
+
+class _Timeout(Exception):
+    """Internal: the deadline of one attempt passed."""
+
+
+class LLMClient:
+    """
+    OpenAI-compatible chat completions client returning Deferreds.
+
+    Args:
+        base_url (str, optional): the API root, e.g. ``"http://127.0.0.1:11434/v1"``; requests go
+            to ``{base_url}/chat/completions``. ``None`` = ``get_setting("LLM_BASE_URL")``; if that
+            is unset too, the embedded model server is started (or reused) before the first
+            request and its URL and API key are used.
+        api_key (str, optional): sent as ``Authorization: Bearer <key>`` when set. When
+            ``base_url`` is ``None`` too, ``None`` means ``get_setting("LLM_API_KEY")`` (or the
+            embedded server's random key); with an explicit ``base_url`` it means no key.
+        model (str, optional): default ``model`` field. ``None`` = ``get_setting("LLM_MODEL")``.
+        timeout (float, optional): seconds one HTTP attempt may take, response body included.
+            ``None`` = ``get_setting("LLM_TIMEOUT")``.
+        reactor: the Twisted reactor (tests may pass another); default the global one.
+        pool: an ``HTTPConnectionPool``; default :func:`make_quiet_pool`.
+
+    Use it from the reactor thread (from another thread, wrap calls in
+    ``twisted.internet.threads.blockingCallFromThread``). Call :meth:`close` when done with a
+    client that is not the process-wide one (tests: its pool holds connections and timers that
+    trial reports as a dirty reactor).
+    """
+
+    def __init__(
+        self, base_url=None, api_key=None, model=None, timeout=None, reactor=None, pool=None
+    ):
+        if reactor is None:
+            from twisted.internet import reactor
+        self._reactor = reactor
+        if base_url is None:
+            base_url = get_setting("LLM_BASE_URL")
+            if api_key is None:
+                api_key = get_setting("LLM_API_KEY")
+        self.embedded = not base_url
+        self.base_url = base_url.rstrip("/") if base_url else None
+        self.api_key = api_key or None
+        self.model = model if model is not None else get_setting("LLM_MODEL")
+        self.timeout = float(timeout if timeout is not None else get_setting("LLM_TIMEOUT"))
+        self._pool = pool or make_quiet_pool(reactor)
+        from treq.client import HTTPClient
+
+        agent = Agent.usingEndpointFactory(reactor, _EndpointFactory(reactor), pool=self._pool)
+        self._http = HTTPClient(agent)
+
+    def __repr__(self):
+        where = self.base_url or "embedded model server"
+        return f"<LLMClient {where} model={self.model!r}>"
+
+    # --- payload ---------------------------------------------------------------------------------
+
+    def build_payload(
+        self, messages, model=None, max_tokens=None, temperature=None, tools=None, **extra
+    ):
+        """
+        Build the JSON request body of :meth:`chat` (no I/O).
+
+        Returns:
+            dict: ``{"model", "messages" (wire form, see :func:`to_wire_message`), "max_tokens",
+            "temperature", "repeat_penalty"?, "seed"?, "tools"?, **extra}``. ``repeat_penalty``
+            (``LLM_REPEAT_PENALTY``) is an extra field llama.cpp's server and Ollama honour and
+            OpenAI-compatible proxies ignore; ``seed`` is sent when ``LLM_SEED`` is set. An
+            ``extra`` key set to ``None`` removes that field (e.g. ``repeat_penalty=None`` for a
+            strict server).
+        """
+        payload = {
+            "model": model or self.model,
+            "messages": [to_wire_message(m) for m in messages],
+            "max_tokens": int(
+                max_tokens if max_tokens is not None else get_setting("LLM_MAX_REPLY_TOKENS")
+            ),
+            "temperature": float(
+                temperature if temperature is not None else get_setting("LLM_TEMPERATURE")
+            ),
+        }
+        repeat_penalty = get_setting("LLM_REPEAT_PENALTY")
+        if repeat_penalty is not None:
+            payload["repeat_penalty"] = float(repeat_penalty)
+        seed = get_setting("LLM_SEED")
+        if seed is not None:
+            payload["seed"] = int(seed)
+        if tools:
+            payload["tools"] = list(tools)
+        for key, value in extra.items():
+            if value is None:
+                payload.pop(key, None)
+            else:
+                payload[key] = value
+        if not payload.get("model"):
+            payload.pop("model", None)
+        return payload
+
+    # --- the call --------------------------------------------------------------------------------
+
+    def chat(self, messages, model=None, max_tokens=None, temperature=None, tools=None, **extra):
+        """
+        Ask for one chat completion.
+
+        Args:
+            messages (list[dict]): contrib message dicts or plain ``{"role", "content"}`` dicts.
+            model (str, optional): overrides the client's model.
+            max_tokens (int, optional): tokens the reply may have; default ``LLM_MAX_REPLY_TOKENS``.
+                Always sent: llama.cpp's server default is unlimited.
+            temperature (float, optional): default ``LLM_TEMPERATURE``.
+            tools (list[dict], optional): OpenAI tool schemas
+                ``[{"type": "function", "function": {"name", "description", "parameters"}}]``.
+            **extra: more body fields (``stop``, ``response_format``, ``seed``...); ``None`` drops one.
+
+        Returns:
+            Deferred[ChatResult]. Cancelling it aborts the request.
+
+        Errors (errback): :class:`LLMTimeoutError`, :class:`LLMHTTPError` (and
+        :class:`LLMContextOverflowError`), :class:`LLMResponseError`, :class:`LLMConnectionError`,
+        ``ai_contrib.llm.embedded.EmbeddedServerError`` if the embedded server cannot start.
+        A request whose connection dies before any response byte (a pooled keep-alive connection
+        the server had just closed) is sent once more on a fresh connection.
+        """
+        payload = self.build_payload(messages, model, max_tokens, temperature, tools, **extra)
+        return self._chat(payload)
+
+    @defer.inlineCallbacks
+    def _chat(self, payload):
+        base_url, api_key = yield self._endpoint()
+        url = f"{base_url}/chat/completions"
+        headers = {"Content-Type": ["application/json"], "Accept": ["application/json"]}
+        if api_key:
+            headers["Authorization"] = [f"Bearer {api_key}"]
+        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        try:
+            status, data = yield self._post_once(url, headers, body)
+        except Exception:
+            failure = Failure()
+            if not _is_dropped_connection(failure):
+                self._raise_translated(failure, url)
+            # the connection closed under the request: a keep-alive socket the server had just
+            # dropped; POSTs are never retried by Twisted, so retry once here
+            try:
+                status, data = yield self._post_once(url, headers, body)
+            except Exception:
+                self._raise_translated(Failure(), url)
+        if not 200 <= status < 300:
+            raise http_error(status, data, url, api_key)
+        try:
+            decoded = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as err:
+            raise LLMResponseError(
+                f"LLM server at {url} sent a body that is not JSON ({err}): {data[:200]!r}"
+            ) from None
+        try:
+            return parse_chat_response(decoded)
+        except LLMResponseError as err:
+            raise LLMResponseError(f"LLM server at {url}: {err}") from None
+
+    def _endpoint(self):
+        """Deferred[(base_url, api_key)]: the configured endpoint, or the embedded server's."""
+        if not self.embedded:
+            return defer.succeed((self.base_url, self.api_key))
+        from ai_contrib.llm.embedded import start_embedded_server
+
+        return start_embedded_server().addCallback(lambda srv: (srv.base_url, srv.api_key))
+
+    def _post_once(self, url, headers, body):
+        """One POST with a deadline covering connect, request, response and body. -> (status, bytes)."""
+        d = self._http.post(url, data=body, headers=headers, unbuffered=True, allow_redirects=False)
+
+        def read(response):
+            return read_body(response).addCallback(lambda data: (response.code, data))
+
+        d.addCallback(read)
+        timed_out = []
+
+        def on_deadline():
+            timed_out.append(True)
+            d.cancel()  # reaches the pending connect/request/readBody, which aborts the socket
+
+        deadline = self._reactor.callLater(self.timeout, on_deadline)
+
+        def settle(result):
+            if deadline.active():
+                deadline.cancel()
+            if timed_out and isinstance(result, Failure):
+                raise _Timeout()
+            return result
+
+        return d.addBoth(settle)
+
+    def _raise_translated(self, failure, url):
+        """Raise the LLMError for a failure of :meth:`_post_once`; re-raise anything else as is
+        (a caller's cancellation stays a ``CancelledError``)."""
+        reasons = getattr(failure.value, "reasons", None) or []
+        if any(isinstance(r, Failure) and r.check(defer.CancelledError) for r in reasons):
+            raise defer.CancelledError()  # the caller cancelled while the request was in flight
+        if failure.check(_Timeout):
+            raise LLMTimeoutError(
+                f"LLM server at {url} sent no complete response within {self.timeout:g} s"
+            ) from None
+        if failure.check(net_error.ConnectError, net_error.DNSLookupError):
+            raise LLMConnectionError(
+                f"cannot connect to LLM server at {url}: {failure.value}"
+            ) from None
+        if failure.check(ResponseFailed, RequestTransmissionFailed, net_error.ConnectionClosed):
+            reasons = getattr(failure.value, "reasons", None) or [failure]
+            why = "; ".join(str(r.value) if isinstance(r, Failure) else str(r) for r in reasons)
+            raise LLMConnectionError(f"connection to LLM server at {url} was lost: {why}") from None
+        failure.raiseException()
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def close(self):
+        """Close pooled connections. Returns a Deferred firing when they are closed."""
+        return self._pool.closeCachedConnections()
+
+
+# ------------------------------------------------------------------------------------------------
+# the process-wide client
+
+_default_client = None
+
+
+def get_client():
+    """
+    Return the process-wide :class:`LLMClient`, built from the settings on first use.
+
+    When ``AI_LLM_BASE_URL`` is unset it uses the embedded model server, starting it (or waiting
+    for the start under way) before its first request.
+    """
+    global _default_client
+    if _default_client is None:
+        _default_client = LLMClient()
+    return _default_client
+
+
+def reset_client():
+    """
+    Forget the process-wide client (tests, or after changing settings).
+
+    Returns:
+        Deferred firing when the old client's pooled connections are closed.
+    """
+    global _default_client
+    old, _default_client = _default_client, None
+    if old is None:
+        return defer.succeed(None)
+    return old.close()

@@ -1,0 +1,186 @@
+"""
+The lossless archive: an append-only JSONL file per NPC ("lossy in runtime, lossless in
+persistence", seed 004 section 5.1; Claude Code keeps its raw transcript as JSONL too).
+
+Every message is written here *before* it enters the runtime history, so whatever compaction,
+masking or eviction later does to the context, an admin can still read what was said. The file is
+also the write-ahead record of the runtime history: ``script.db.conversation_history`` is only
+checkpointed now and then (re-pickling a long list on every append costs O(n), see the
+handbook), and on load the records after the checkpoint are replayed.
+
+One record per line, ``seq`` first so a reader can skip lines without parsing them::
+
+    {"seq": 0, "kind": "message", "msg": {<message dict, see core/messages.py>}}
+    {"seq": 7, "kind": "compaction", "marker": {<marker>}, "first_id": "...", "last_id": "...",
+     "trigger": "sleep"}
+    {"seq": 9, "kind": "evict", "ids": ["...", ...], "reason": "..."}
+
+``seq`` counts records from 0 and never repeats. A message's ``seq`` is its record's.
+
+Why files and not a table: an append is one ``write()`` of one line, O(1) whatever the history
+length, needs no migration in the host game, survives ``kill -9`` of the server as soon as
+``write()`` returns (the data is in the OS page cache), and stays readable with ``grep``/``jq``.
+"""
+
+import json
+import os
+import re
+import threading
+
+_SEQ_RE = re.compile(rb'^\{"seq": (\d+),')
+_archives = {}
+_archives_lock = threading.Lock()
+
+
+class ArchiveError(OSError):
+    """The archive could not be written or read (disk full, permissions, corrupt file)."""
+
+
+class MessageArchive:
+    """
+    An append-only JSONL archive at ``path`` (created with its directory if missing).
+
+    A partial last line left by a crash mid-write is cut off when the file is opened, so every
+    complete record stays readable and the next append starts on a clean line.
+
+    Raises:
+        ArchiveError: if the file cannot be opened.
+    """
+
+    def __init__(self, path):
+        self.path = path
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            self._repair_tail()
+            self.last_seq = self._read_last_seq()
+            self._fh = open(path, "ab", buffering=0)
+        except OSError as err:
+            raise ArchiveError(f"cannot open archive {path}: {err}") from err
+
+    # -- opening -------------------------------------------------------------------------------
+
+    def _repair_tail(self):
+        if not os.path.exists(self.path):
+            return
+        with open(self.path, "rb+") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            if size == 0:
+                return
+            fh.seek(size - 1)
+            if fh.read(1) == b"\n":
+                return
+            # walk back to the last newline and cut the partial record
+            pos = size - 1
+            while pos > 0:
+                step = min(65536, pos)
+                fh.seek(pos - step)
+                chunk = fh.read(step)
+                idx = chunk.rfind(b"\n")
+                if idx >= 0:
+                    fh.truncate(pos - step + idx + 1)
+                    return
+                pos -= step
+            fh.truncate(0)
+
+    def _read_last_seq(self):
+        if not os.path.exists(self.path) or os.path.getsize(self.path) == 0:
+            return -1
+        with open(self.path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            end = fh.tell()
+            step = 4096
+            while True:
+                start = max(0, end - step)
+                fh.seek(start)
+                lines = fh.read(end - start).splitlines()
+                # the first line of a chunk may be partial unless it starts the file
+                candidates = lines if start == 0 else lines[1:]
+                for line in reversed(candidates):
+                    match = _SEQ_RE.match(line)
+                    if match:
+                        return int(match.group(1))
+                if start == 0:
+                    return -1
+                step *= 4
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def append(self, kind, **data):
+        """
+        Write one record and return it (a dict with ``seq`` and ``kind`` added).
+
+        Raises:
+            ArchiveError: if the write fails; nothing is recorded then.
+        """
+        record = {"seq": self.last_seq + 1, "kind": kind}
+        record.update(data)
+        line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        try:
+            self._fh.write(line)
+        except (OSError, ValueError) as err:
+            raise ArchiveError(f"cannot write archive {self.path}: {err}") from err
+        self.last_seq = record["seq"]
+        return record
+
+    def append_message(self, msg):
+        """Archive message ``msg``, set its ``seq`` and return it (same dict)."""
+        msg["seq"] = self.last_seq + 1
+        self.append("message", msg=msg)
+        return msg
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def records(self, start_seq=0, end_seq=None, kinds=None):
+        """
+        Yield records with ``start_seq <= seq <= end_seq`` (``end_seq`` None = to the end),
+        oldest first, optionally only those whose ``kind`` is in ``kinds``.
+
+        Cost: one pass over the file; lines outside the range are skipped without JSON parsing.
+        """
+        if not os.path.exists(self.path):
+            return
+        with open(self.path, "rb") as fh:
+            for line in fh:
+                match = _SEQ_RE.match(line)
+                if not match:
+                    continue
+                seq = int(match.group(1))
+                if seq < start_seq:
+                    continue
+                if end_seq is not None and seq > end_seq:
+                    break
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if kinds is None or record.get("kind") in kinds:
+                    yield record
+
+    def messages(self, start_seq=0, end_seq=None):
+        """Return the archived message dicts with ``seq`` in the range, oldest first."""
+        return [rec["msg"] for rec in self.records(start_seq, end_seq, kinds=("message",))]
+
+    def close(self):
+        """Close the file handle (further appends raise ArchiveError)."""
+        try:
+            self._fh.close()
+        except OSError:
+            pass
+
+
+def get_archive(path):
+    """Return the process-wide :class:`MessageArchive` for ``path``, opening it on first use."""
+    with _archives_lock:
+        archive = _archives.get(path)
+        if archive is None or archive._fh.closed:
+            archive = _archives[path] = MessageArchive(path)
+        return archive
+
+
+def close_archive(path):
+    """Close and forget the shared archive for ``path`` (used when an NPC is deleted, and in tests)."""
+    with _archives_lock:
+        archive = _archives.pop(path, None)
+    if archive:
+        archive.close()

@@ -1,0 +1,127 @@
+"""
+The character's journal: a plain dict kept in ``character.db.journal`` (seed 000, "Data Stores").
+
+Shape::
+
+    {
+        "entries": [entry, ...],           # oldest first
+        "consolidated_entry_ids": [id, ...] # entries already stored in Mem0
+    }
+
+An *entry* is a dict:
+
+``id`` (str)
+    Unique within the journal. Syntheses from compaction use ``compact_YYYYmmdd_HHMMSS``
+    (seed 001, "Journal Archive"), with a numeric suffix if two land in the same second.
+``content`` (str), ``importance`` (int, 1-10), ``timestamp`` (ISO-8601 UTC str)
+``source_type`` (str)
+    ``"fact"`` (pre-compaction extraction), ``"compaction"`` (synthesis) or ``"observation"``.
+``tags`` (list of str); ``speaker`` / ``entity`` (str) where known; ``marker_id`` (str) on a
+compaction synthesis: the id of the ``[CONTEXT SUMMARY]`` marker it archives, which makes
+recording the same compaction twice (for instance when a compaction is replayed after a crash)
+a no-op.
+
+These are pure functions over the dict; the caller saves it back to the Attribute.
+"""
+
+from datetime import datetime, timezone
+
+SOURCE_TYPES = ("fact", "compaction", "observation")
+
+
+def new_journal():
+    """Return an empty journal dict."""
+    return {"entries": [], "consolidated_entry_ids": []}
+
+
+def ensure_journal(journal):
+    """Return ``journal`` with both keys present (``None`` gives a new journal)."""
+    if not journal:
+        return new_journal()
+    journal.setdefault("entries", [])
+    journal.setdefault("consolidated_entry_ids", [])
+    return journal
+
+
+def add_entry(
+    journal,
+    content,
+    importance=5,
+    source_type="fact",
+    tags=(),
+    speaker=None,
+    entity=None,
+    entry_id=None,
+    now=None,
+    **extra,
+):
+    """
+    Append an entry to ``journal`` and return it.
+
+    Args:
+        journal (dict): a journal dict (modified in place).
+        content (str): the fact or synthesis text; must be non-empty.
+        importance (int): 1-10, clamped.
+        source_type (str): one of :data:`SOURCE_TYPES`.
+        tags (iterable of str): free-form labels.
+        speaker, entity (str, optional): who said it / whom it is about.
+        entry_id (str, optional): explicit id; default ``<source_type>_YYYYmmdd_HHMMSS`` made
+            unique by a suffix.
+        now (datetime, optional): clock override for tests.
+        **extra: stored as they are (e.g. ``marker_id``, ``archive_range``).
+
+    Returns:
+        dict: the new entry.
+
+    Raises:
+        ValueError: for empty content or an unknown ``source_type``.
+    """
+    content = (content or "").strip()
+    if not content:
+        raise ValueError("journal entry content is empty")
+    if source_type not in SOURCE_TYPES:
+        raise ValueError(f"source_type must be one of {SOURCE_TYPES}, got {source_type!r}")
+    now = now or datetime.now(timezone.utc)
+    existing = {e.get("id") for e in journal["entries"]}
+    if entry_id is None:
+        prefix = "compact" if source_type == "compaction" else source_type
+        entry_id = f"{prefix}_{now.strftime('%Y%m%d_%H%M%S')}"
+    base, n = entry_id, 1
+    while entry_id in existing:
+        n += 1
+        entry_id = f"{base}_{n}"
+    entry = {
+        "id": entry_id,
+        "content": content,
+        "importance": max(1, min(10, int(importance))),
+        "timestamp": now.isoformat(),
+        "source_type": source_type,
+        "tags": list(tags),
+    }
+    if speaker:
+        entry["speaker"] = speaker
+    if entity:
+        entry["entity"] = entity
+    entry.update({k: v for k, v in extra.items() if v is not None})
+    journal["entries"].append(entry)
+    return entry
+
+
+def find_entry(journal, **match):
+    """Return the first entry whose fields equal all of ``match`` (e.g. ``marker_id=...``), or None."""
+    for entry in journal.get("entries", []):
+        if all(entry.get(k) == v for k, v in match.items()):
+            return entry
+    return None
+
+
+def synthesis_entries(journal, limit=None):
+    """Return compaction synthesis entries, newest last (the last ``limit`` if given)."""
+    found = [e for e in journal.get("entries", []) if e.get("source_type") == "compaction"]
+    return found[-limit:] if limit else found
+
+
+def unconsolidated(journal):
+    """Return the entries not yet recorded in ``consolidated_entry_ids``, oldest first."""
+    done = set(journal.get("consolidated_entry_ids", []))
+    return [e for e in journal.get("entries", []) if e.get("id") not in done]

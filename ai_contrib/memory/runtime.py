@@ -1,0 +1,124 @@
+"""
+The runtime history of one NPC: the message list its prompts are built from, with a running
+token total and the archive as write-ahead record.
+
+Costs (the point of this module): an append is one archive line plus one token count of the new
+message, O(1) in the history length; the budget check reads a running total, O(1); a compaction
+or eviction is O(n) once. The checkpoint into ``script.db.conversation_history`` (a full
+re-pickle, O(n)) is the caller's to schedule, not done per append.
+"""
+
+from ..core.messages import normalise_message
+from ..core.replay import apply_record
+from ..core.splice import splice
+from ..core.tokens import TokenLedger
+
+
+class RuntimeHistory:
+    """
+    Runtime context rebuilt from a checkpoint plus the archive.
+
+    Args:
+        archive (MessageArchive): this NPC's archive.
+        checkpoint (list[dict]): the last saved ``db.conversation_history`` (may hold
+            ``{role, content}`` entries from older code).
+        checkpoint_seq (int or None): the archive ``seq`` the checkpoint reflects; ``-1`` for an
+            empty start. ``None`` means the checkpoint predates the archive: its messages are
+            archived now so that nothing said before stays unrecorded.
+        model (str, optional): model name used for token counting.
+
+    Attributes:
+        messages (list[dict]): the live runtime history (do not mutate directly: use
+            :meth:`append`, :meth:`apply_compaction`, :meth:`evict`).
+        replayed (list[dict]): archive records applied while loading (for crash recovery).
+        dirty (bool): True when ``messages`` differs from the last checkpoint.
+
+    Raises:
+        ArchiveError: if archiving legacy messages fails.
+    """
+
+    def __init__(self, archive, checkpoint, checkpoint_seq, model=None):
+        self.archive = archive
+        self.messages = [normalise_message(dict(m)) for m in (checkpoint or [])]
+        self.replayed = []
+        self.dirty = False
+        if checkpoint_seq is None:
+            for msg in self.messages:
+                if msg.get("seq") is None:
+                    archive.append_message(msg)
+            self.dirty = bool(self.messages)
+        else:
+            for record in archive.records(start_seq=checkpoint_seq + 1):
+                self.messages, changed = apply_record(self.messages, record)
+                if changed:
+                    self.replayed.append(record)
+                    self.dirty = True
+        self.ledger = TokenLedger(model)
+        self.ledger.replace(self.messages)
+
+    @property
+    def tokens(self):
+        """Tokens in the runtime history (running total, O(1))."""
+        return self.ledger.total
+
+    def token_counts(self, messages=None):
+        """Per-message token counts for ``messages`` (default the runtime history), cached."""
+        return [self.ledger.tokens_of(m) for m in (self.messages if messages is None else messages)]
+
+    def append(self, msg):
+        """
+        Archive ``msg`` and add it to the runtime history; returns it with ``seq`` set.
+
+        Raises:
+            ArchiveError: the archive write failed; the message is not added.
+        """
+        self.archive.append_message(msg)
+        self.messages.append(msg)
+        self.ledger.add(msg)
+        self.dirty = True
+        return msg
+
+    def apply_compaction(self, marker, first_id, last_id, **info):
+        """
+        Record a compaction in the archive, then splice ``marker`` over the id range.
+
+        The archive record is the commit point: if writing it fails nothing changes. Messages
+        appended after the range (while the summary was being written) keep their place.
+
+        Returns:
+            list[dict]: the messages the marker replaced.
+
+        Raises:
+            ArchiveError: the record could not be written (history unchanged).
+            SpliceError: the range is no longer in the history (history unchanged).
+        """
+        new_messages = splice(self.messages, first_id, last_id, [marker])
+        kept = {m["id"] for m in new_messages}
+        removed = [m for m in self.messages if m["id"] not in kept]
+        self.archive.append(
+            "compaction", marker=marker, first_id=first_id, last_id=last_id, **info
+        )
+        self.messages = new_messages
+        self.ledger.remove_ids([m["id"] for m in removed])
+        self.ledger.add(marker)
+        self.dirty = True
+        return removed
+
+    def evict(self, ids, reason):
+        """
+        Drop messages ``ids`` from the runtime history; they stay in the archive.
+
+        Raises:
+            ArchiveError: the eviction could not be recorded (history unchanged).
+        """
+        present = {m["id"] for m in self.messages}
+        ids = [i for i in ids if i in present]
+        if not ids:
+            return []
+        self.archive.append("evict", ids=ids, reason=reason)
+        gone = set(ids)
+        removed = [m for m in self.messages if m["id"] in gone]
+        self.messages = [m for m in self.messages if m["id"] not in gone]
+        self.ledger.remove_ids(ids)
+        self.dirty = True
+        return removed

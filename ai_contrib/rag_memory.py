@@ -1,0 +1,347 @@
+"""
+Orchestration of the NPC's memory work: compaction, the sleep tick, the emergency check.
+
+This module sequences Deferreds and records results; the algorithms live in
+:mod:`ai_contrib.core` (cuts, splice, summary requests) and the I/O in :mod:`ai_contrib.llm` and
+:mod:`ai_contrib.memory`. Design: seed 001 (data flows: sleep-triggered compaction at 70 %,
+emergency compaction at 80 %, pre-compaction fact extraction) and seed 002 (the implementation
+plan: ``compact_conversation_history``, ``generate_context_summary``, result dicts), hardened
+so that a message arriving during compaction survives it (compaction replaces an id range) and
+a failed summary leaves the history as it was.
+
+Result dicts of :func:`compact_conversation_history` (seed 002, step 3):
+
+* skipped: ``{"skipped": True, "reason": str, ...}``
+* failed: ``{"success": False, "error": str, "trigger": str}``
+* done: ``{"success": True, "compacted_messages": int, "preserved_messages": int,
+  "original_tokens": int, "new_tokens": int, "reduction_pct": float, "summary_tokens": int,
+  "trigger": str, "marker_id": str}`` (tokens are model tokens, see ``core/tokens.py``)
+"""
+
+from datetime import datetime, timezone
+
+from evennia.utils import logger
+from twisted.internet import defer
+
+from .core.cuts import plan_compaction
+from .core.summary import (
+    DEFAULT_COMPACTION_PROMPT,
+    build_summary_request,
+    check_summary,
+    clean_summary,
+    make_marker,
+    plan_summary_chunks,
+)
+from .core.tokens import count_tokens
+from .llm.client import LLMError, LLMResponseError, get_client
+from .memory.archive import ArchiveError
+from .memory.journal import add_entry, ensure_journal, find_entry
+from .settings import get_setting
+
+AUTOMATIC_TRIGGERS = ("sleep", "emergency")
+STALL_FRACTION = 0.05  # a compaction cutting less than this share of the tokens is a stall
+COMPACTION_LOG_SIZE = 20
+# tokens kept free in every summary request besides prompt and output: chat-template overhead
+SUMMARY_HEADROOM_TOKENS = 256
+
+__all__ = [
+    "DEFAULT_COMPACTION_PROMPT",
+    "compact_conversation_history",
+    "generate_context_summary",
+    "run_pre_compaction_extraction",
+    "run_sleep_tick",
+    "check_emergency_compaction",
+]
+
+
+def _now():
+    return datetime.now(timezone.utc)
+
+
+def summary_input_budget(prompt, max_output_tokens, summarizer_context):
+    """
+    Tokens of transcript one summary request may carry so that prompt, transcript, previous
+    summary and the generated summary always fit the summariser's context window (a full
+    context must never deadlock compaction, as it does in Claude Code).
+    """
+    reserved = count_tokens(prompt) + 2 * max_output_tokens + SUMMARY_HEADROOM_TOKENS
+    return max(256, summarizer_context - reserved)
+
+
+@defer.inlineCallbacks
+def generate_context_summary(script, messages):
+    """
+    Summarise ``messages`` with the LLM (seed 002, step 2).
+
+    Uses ``script.cfg("compact_prompt")`` or :data:`DEFAULT_COMPACTION_PROMPT`, and
+    ``compact_model`` or the NPC's ``llm_model``. When the transcript is larger than one request
+    can carry, it is summarised in chunks, each request folding in the summary so far (a running
+    summary); an earlier ``[CONTEXT SUMMARY]`` among ``messages`` is folded in the same way.
+
+    Args:
+        script (AssistantScript): the NPC's script.
+        messages (list[dict]): the messages to summarise (shape in ``core/messages.py``).
+
+    Returns:
+        Deferred firing the summary text (str, without the ``[CONTEXT SUMMARY]`` prefix).
+
+    Raises (through the Deferred):
+        LLMError: the request failed, or (``LLMResponseError``) the summary came back empty.
+    """
+    prompt = script.cfg("compact_prompt") or DEFAULT_COMPACTION_PROMPT
+    model = script.cfg("compact_model") or script.cfg("llm_model")
+    max_output = int(get_setting("COMPACT_SUMMARY_MAX_TOKENS"))
+    budget = summary_input_budget(prompt, max_output, int(get_setting("COMPACT_SUMMARIZER_CONTEXT")))
+    chunks = plan_summary_chunks(messages, script.runtime.token_counts(messages), budget)
+    summary = None
+    client = get_client()
+    for chunk in chunks:
+        request = build_summary_request(chunk, prompt=prompt, previous_summary=summary)
+        result = yield client.chat(request, model=model, max_tokens=max_output, temperature=0.2)
+        text = clean_summary(result.content)
+        if not text:
+            raise LLMResponseError("the summariser returned an empty summary")
+        summary = text
+    return summary
+
+
+def _log_event(script, event):
+    log = list(script.db.compaction_log or [])
+    log.append(event)
+    script.db.compaction_log = log[-COMPACTION_LOG_SIZE:]
+
+
+def breaker_open(script):
+    """True when automatic compaction is paused after too many consecutive failures."""
+    return (script.db.compact_failures or 0) >= int(get_setting("COMPACT_FAILURE_LIMIT"))
+
+
+def _record_failure(script, trigger, error):
+    event = {"at": _now().isoformat(), "trigger": trigger, "success": False, "error": error}
+    _log_event(script, event)
+    script.db.compact_last_error = error
+    if trigger in AUTOMATIC_TRIGGERS:
+        script.db.compact_failures = (script.db.compact_failures or 0) + 1
+        if breaker_open(script):
+            logger.log_warn(
+                f"AI {script.obj}: automatic compaction paused after "
+                f"{script.db.compact_failures} consecutive failures (last: {error}); "
+                "an admin can still run `compact`"
+            )
+    logger.log_warn(f"AI compaction [{trigger}] {script.obj} failed: {error}")
+    return {"success": False, "error": error, "trigger": trigger}
+
+
+@defer.inlineCallbacks
+def compact_conversation_history(script, character, force=False, trigger=None):
+    """
+    Compact the NPC's history: summarise the messages before the preserve window and replace
+    them with one ``[CONTEXT SUMMARY]`` system message (seed 002, step 3).
+
+    Args:
+        script (AssistantScript): the NPC's script (history, config Attributes).
+        character (AssistantCharacter): the NPC (journal).
+        force (bool): ignore the threshold (never the preserve window) and ``compact_enabled``.
+        trigger (str, optional): ``"sleep"``, ``"emergency"`` or ``"manual"``; defaults to
+            ``"emergency"`` when forced, else ``"sleep"``. Automatic triggers respect the
+            circuit breaker; ``"manual"`` always runs.
+
+    Returns:
+        Deferred firing one of the result dicts in the module docstring. Never errbacks for
+        LLM, archive or summary-validation failures: those give ``success: False`` and leave
+        the history exactly as it was.
+    """
+    trigger = trigger or ("emergency" if force else "sleep")
+    if script.ndb.compacting:
+        return {"skipped": True, "reason": "already compacting", "trigger": trigger}
+    if not script.cfg("compact_enabled") and not force:
+        return {"skipped": True, "reason": "compaction disabled", "trigger": trigger}
+    if trigger in AUTOMATIC_TRIGGERS and breaker_open(script):
+        return {
+            "skipped": True,
+            "reason": f"automatic compaction paused after {script.db.compact_failures} "
+            f"failures (last: {script.db.compact_last_error})",
+            "trigger": trigger,
+        }
+    history = list(script.history)
+    if not history:
+        return {"skipped": True, "reason": "no history", "trigger": trigger}
+    max_tokens = max(1, int(script.cfg("max_context_tokens")))
+    total_tokens = script.token_count()
+    usage = total_tokens / max_tokens
+    threshold = script.cfg("compact_emergency_threshold" if force else "compact_sleep_threshold")
+    if usage < threshold and not force:
+        return {
+            "skipped": True,
+            "reason": f"below threshold ({usage:.1%} < {threshold:.0%})",
+            "token_usage": usage,
+            "trigger": trigger,
+        }
+    counts = script.runtime.token_counts(history)
+    plan = plan_compaction(
+        history,
+        counts,
+        max_context_tokens=max_tokens,
+        preserve_window=int(script.cfg("compact_preserve_window")),
+        preserve_fraction=float(get_setting("COMPACT_PRESERVE_FRACTION")),
+    )
+    if plan.skipped:
+        return {"skipped": True, "reason": plan.reason, "trigger": trigger}
+    to_compact = plan.to_compact
+    replaced_tokens = plan.compact_tokens
+
+    script.ndb.compacting = True
+    try:
+        try:
+            summary = yield generate_context_summary(script, to_compact)
+        except LLMError as err:
+            return _record_failure(script, trigger, f"summary failed: {err}")
+        summary_tokens = count_tokens(summary, model=script.cfg("llm_model"))
+        problem = check_summary(
+            summary, summary_tokens, replaced_tokens, int(get_setting("COMPACT_MIN_SAVING_TOKENS"))
+        )
+        if problem is None and (replaced_tokens - summary_tokens) < STALL_FRACTION * total_tokens:
+            problem = (
+                f"stall: the summary would cut only {replaced_tokens - summary_tokens} of "
+                f"{total_tokens} tokens (< {STALL_FRACTION:.0%})"
+            )
+        if problem:
+            return _record_failure(script, trigger, problem)
+        marker = make_marker(
+            summary,
+            to_compact,
+            original_token_count=replaced_tokens,
+            summary_token_count=summary_tokens,
+            trigger=trigger,
+        )
+        try:
+            script.runtime.apply_compaction(
+                marker, to_compact[0]["id"], to_compact[-1]["id"], trigger=trigger
+            )
+        except (ArchiveError, ValueError) as err:
+            return _record_failure(script, trigger, f"could not apply the compaction: {err}")
+        _record_synthesis(character, marker)
+        script.checkpoint()
+    finally:
+        script.ndb.compacting = False
+
+    new_tokens = script.token_count()
+    result = {
+        "success": True,
+        "trigger": trigger,
+        "compacted_messages": len(to_compact),
+        "preserved_messages": len(script.history) - 1,
+        "original_tokens": total_tokens,
+        "new_tokens": new_tokens,
+        "reduction_pct": (1 - new_tokens / total_tokens) * 100 if total_tokens else 0.0,
+        "summary_tokens": summary_tokens,
+        "marker_id": marker["id"],
+    }
+    script.db.last_compaction = marker["metadata"]["compacted_at"]
+    script.db.compaction_count = (script.db.compaction_count or 0) + 1
+    script.db.compact_failures = 0
+    script.db.compact_last_error = None
+    _log_event(script, {"at": script.db.last_compaction, **result})
+    logger.log_info(
+        f"AI compaction [{trigger}] {character}: {len(to_compact)} messages -> summary, "
+        f"{total_tokens} -> {new_tokens} tokens ({result['reduction_pct']:.0f}% reduction)"
+    )
+    return result
+
+
+def _record_synthesis(character, marker):
+    """Archive the summary as a synthesis entry in the journal (seed 001), once per marker."""
+    journal = ensure_journal(character.db.journal)
+    if find_entry(journal, marker_id=marker["id"]):
+        return None
+    meta = marker.get("metadata") or {}
+    entry = add_entry(
+        journal,
+        "[CONTEXT SYNTHESIS]\n" + marker["content"].split("\n", 1)[-1],
+        importance=7,
+        source_type="compaction",
+        tags=["compaction", "synthesis"],
+        marker_id=marker["id"],
+        archive_range=[meta.get("first_seq"), meta.get("last_seq")],
+    )
+    character.db.journal = journal
+    return entry
+
+
+def recover_after_replay(script, records):
+    """
+    Finish work a crash interrupted: every compaction replayed from the archive gets its
+    journal synthesis entry (idempotent, keyed by marker id).
+    """
+    character = script.obj
+    if character is None:
+        return
+    for record in records:
+        if record.get("kind") == "compaction" and record.get("marker"):
+            _record_synthesis(character, record["marker"])
+
+
+def run_pre_compaction_extraction(script, character, max_iterations=None):
+    """
+    Let the NPC journal the facts it must not lose before compaction (seed 001, section 3).
+
+    Returns:
+        Deferred firing ``{"success", "facts_recorded", "iterations", ...}``; never errbacks.
+    """
+    try:
+        from .memory.extraction import run_pre_compaction_extraction as run
+    except ImportError:
+        return defer.succeed({"success": False, "skipped": True, "reason": "not available"})
+    d = defer.maybeDeferred(run, script, character, max_iterations=max_iterations)
+
+    def _failed(failure):
+        logger.log_warn(f"AI {character}: fact extraction failed: {failure.getErrorMessage()}")
+        return {"success": False, "error": failure.getErrorMessage()}
+
+    return d.addErrback(_failed)
+
+
+@defer.inlineCallbacks
+def check_emergency_compaction(script, character):
+    """
+    The emergency check at the start of an awake tick (seed 001, section 2): at or above
+    ``compact_emergency_threshold`` of the budget, extract facts (3 iterations) and compact
+    with ``force=True``. O(1) when nothing needs doing: it reads the running token total.
+
+    Returns:
+        Deferred firing the compaction result dict, or None when no compaction was needed.
+    """
+    if not script.cfg("compact_enabled") or script.ndb.compacting:
+        return None
+    usage = script.token_usage()
+    if usage < script.cfg("compact_emergency_threshold"):
+        return None
+    if breaker_open(script):
+        return None
+    logger.log_warn(f"AI {character}: emergency compaction triggered: {usage:.1%} context usage")
+    yield run_pre_compaction_extraction(
+        script, character, max_iterations=int(get_setting("PRE_COMPACT_EMERGENCY_ITERATIONS"))
+    )
+    result = yield compact_conversation_history(script, character, force=True, trigger="emergency")
+    return result
+
+
+@defer.inlineCallbacks
+def run_sleep_tick(script, character):
+    """
+    The sleep phase (seed 001, section 1): memory work while no one is waiting for an answer,
+    then compaction at ``compact_sleep_threshold``.
+
+    Returns:
+        Deferred firing ``{step_name: result}`` for each step run.
+    """
+    results = {}
+    usage = script.token_usage()
+    if script.cfg("compact_enabled") and usage >= script.cfg("compact_sleep_threshold"):
+        results["pre_compaction_extraction"] = yield run_pre_compaction_extraction(
+            script, character, max_iterations=int(script.cfg("pre_compact_max_iterations"))
+        )
+    results["context_compaction"] = yield compact_conversation_history(
+        script, character, trigger="sleep"
+    )
+    return results

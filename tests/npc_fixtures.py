@@ -1,0 +1,48 @@
+"""
+A base test case with an AI NPC in Evennia's test world and an LLM double behind it.
+"""
+
+from django.test import override_settings
+from evennia.utils import create
+from evennia.utils.test_resources import BaseEvenniaCommandTest
+
+from ai_contrib.llm.client import reset_client
+from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
+
+from .llm_double import LLMDouble
+from .twisted_util import wait_for
+
+
+class NPCTestCase(BaseEvenniaCommandTest):
+    """
+    ``self.npc`` (an AssistantCharacter "Marta" in ``self.room1``), ``self.script`` (its
+    AssistantScript) and ``self.llm`` (a started :class:`LLMDouble` that the contrib's client is
+    pointed at through ``AI_LLM_BASE_URL``).
+    """
+
+    llm_default = None
+
+    def setUp(self):
+        super().setUp()
+        self.llm = LLMDouble(default=self.llm_default)
+        self.llm.start()
+        self.addCleanup(self.llm.stop)
+        override = override_settings(AI_LLM_BASE_URL=self.llm.base_url, AI_LLM_API_KEY="test-key")
+        override.enable()
+        self.addCleanup(override.disable)
+        reset_client()
+        self.addCleanup(lambda: wait_for(reset_client()))
+        self.npc = create.create_object(AssistantCharacter, key="Marta", location=self.room1)
+        self.npc.db.persona = "You are Marta, the innkeeper of the Prancing Goat."
+        self.script = get_assistant_script(self.npc)
+
+    def fill(self, count, words=20, speaker="Bob"):
+        """Add ``count`` alternating user/assistant messages of about ``words`` words each."""
+        added = []
+        for i in range(count):
+            text = f"line {i} " + " ".join(f"word{j}" for j in range(words))
+            if i % 2 == 0:
+                added.append(self.script.add_message("user", text, name=speaker))
+            else:
+                added.append(self.script.add_message("assistant", text, name="Marta"))
+        return added

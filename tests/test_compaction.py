@@ -1,0 +1,162 @@
+"""
+compact_conversation_history on a real AssistantScript in Evennia's test DB, with the summary
+written by a real HTTP LLM double on 127.0.0.1.
+"""
+
+from ai_contrib import rag_memory
+from ai_contrib.core.messages import is_marker
+
+from .llm_double import http_error, reply, sleep
+from .npc_fixtures import NPCTestCase
+from .twisted_util import spin, wait_for
+
+SUMMARY = "Bob asked about rooms; Marta offered the east room for two silver."
+
+
+class TestSkips(NPCTestCase):
+    def test_disabled(self):
+        self.fill(30)
+        self.script.db.compact_enabled = False
+        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        self.assertEqual(result["reason"], "compaction disabled")
+        self.assertEqual(len(self.llm.requests), 0)
+
+    def test_no_history(self):
+        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        self.assertEqual(result, {"skipped": True, "reason": "no history", "trigger": "sleep"})
+
+    def test_below_threshold(self):
+        self.fill(30)
+        self.script.db.max_context_tokens = 100000
+        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        self.assertTrue(result["skipped"])
+        self.assertTrue(result["reason"].startswith("below threshold"))
+        self.assertLess(result["token_usage"], 0.7)
+
+    def test_within_preserve_window(self):
+        self.fill(10)
+        self.script.db.max_context_tokens = 50
+        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc, force=True))
+        self.assertEqual(result["reason"], "history within preserve window")
+
+    def test_already_compacting(self):
+        self.fill(40)
+        self.script.db.max_context_tokens = 1000
+        self.llm.enqueue(sleep(0.5, then=reply(SUMMARY)))
+        first = rag_memory.compact_conversation_history(self.script, self.npc, force=True)
+        second = wait_for(rag_memory.compact_conversation_history(self.script, self.npc, force=True))
+        self.assertEqual(second["reason"], "already compacting")
+        self.assertTrue(wait_for(first)["success"])
+
+
+class TestCompaction(NPCTestCase):
+    def setUp(self):
+        super().setUp()
+        self.added = self.fill(50)
+        self.script.db.max_context_tokens = 1500  # 50 lines of ~25 tokens: well over 70 %
+
+    def test_split_marker_journal_and_result(self):
+        before = self.script.token_count()
+        self.llm.enqueue(reply(SUMMARY))
+        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        self.assertTrue(result["success"], result)
+        history = self.script.history
+        marker = history[0]
+        self.assertTrue(is_marker(marker))
+        self.assertEqual(marker["role"], "system")
+        self.assertTrue(marker["content"].startswith("[CONTEXT SUMMARY]\n"))
+        self.assertIn("east room", marker["content"])
+        meta = marker["metadata"]
+        self.assertEqual(meta["type"], "compaction")
+        self.assertEqual(meta["compacted_count"], result["compacted_messages"])
+        self.assertGreater(meta["original_token_count"], meta["summary_token_count"])
+        self.assertEqual(meta["first_id"], self.added[0]["id"])
+        # the preserve window: at least the last 20 messages, verbatim and in order
+        kept = history[1:]
+        self.assertGreaterEqual(len(kept), 20)
+        self.assertEqual([m["id"] for m in kept], [m["id"] for m in self.added[-len(kept):]])
+        self.assertEqual(result["compacted_messages"] + result["preserved_messages"], 50)
+        self.assertEqual(result["original_tokens"], before)
+        self.assertEqual(result["new_tokens"], self.script.token_count())
+        self.assertLess(result["new_tokens"], before)
+        self.assertAlmostEqual(result["reduction_pct"], (1 - result["new_tokens"] / before) * 100)
+        # the summary request carried only the compacted messages, with the compaction prompt
+        request = self.llm.requests[0]["messages"]
+        transcript = request[-1]["content"]
+        self.assertIn("line 0 ", transcript)
+        self.assertNotIn(f"line {49} ", transcript)
+        # journal synthesis entry (seed 001)
+        entries = self.npc.db.journal["entries"]
+        self.assertEqual(len(entries), 1)
+        entry = entries[0]
+        self.assertTrue(entry["id"].startswith("compact_"))
+        self.assertEqual(entry["source_type"], "compaction")
+        self.assertEqual(entry["importance"], 7)
+        self.assertEqual(entry["tags"], ["compaction", "synthesis"])
+        self.assertIn("east room", entry["content"])
+        self.assertIsNotNone(self.script.db.last_compaction)
+        # checkpointed: the Attribute is the readable runtime context
+        self.assertEqual([m["id"] for m in self.script.db.conversation_history],
+                         [m["id"] for m in history])
+
+    def test_message_arriving_during_compaction_survives(self):
+        self.llm.enqueue(sleep(0.3, then=reply(SUMMARY)))
+        d = rag_memory.compact_conversation_history(self.script, self.npc)
+        spin(0.05)
+        late = self.script.add_message("user", "Is the stew ready?", name="Alice")
+        result = wait_for(d)
+        self.assertTrue(result["success"], result)
+        self.assertEqual(self.script.history[-1]["id"], late["id"])
+        self.assertIn(late["id"], [m["id"] for m in self.script.db.conversation_history])
+
+    def test_failed_summary_leaves_history_unchanged(self):
+        ids = [m["id"] for m in self.script.history]
+        tokens = self.script.token_count()
+        self.llm.enqueue(http_error(500))
+        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        self.assertFalse(result["success"])
+        self.assertIn("500", result["error"])
+        self.assertEqual([m["id"] for m in self.script.history], ids)
+        self.assertEqual(self.script.token_count(), tokens)
+        self.assertEqual(self.npc.db.journal["entries"], [])
+
+    def test_force_ignores_threshold_not_window(self):
+        self.script.db.max_context_tokens = 3000  # ~40 % used: below the sleep threshold
+        self.llm.enqueue(reply(SUMMARY))
+        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc, force=True))
+        self.assertTrue(result["success"], result)
+        self.assertEqual(result["trigger"], "emergency")
+        self.assertGreaterEqual(result["preserved_messages"], 20)
+
+    def test_second_compaction_folds_the_first_summary(self):
+        self.llm.enqueue(reply(SUMMARY))
+        wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        self.fill(40)
+        self.llm.enqueue(reply("Marta let the east room to Bob; Alice asked about stew."))
+        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        self.assertTrue(result["success"], result)
+        markers = [m for m in self.script.history if is_marker(m)]
+        self.assertEqual(len(markers), 1)
+        self.assertIn("east room", self.llm.requests[-1]["messages"][-1]["content"])
+        self.assertEqual(self.script.db.compaction_count, 2)
+
+    def test_breaker_opens_after_three_automatic_failures_and_manual_still_runs(self):
+        for _ in range(3):
+            self.llm.enqueue(http_error(503))
+            result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+            self.assertFalse(result["success"])
+        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        self.assertTrue(result["skipped"])
+        self.assertIn("paused", result["reason"])
+        self.llm.enqueue(reply(SUMMARY))
+        result = wait_for(rag_memory.compact_conversation_history(
+            self.script, self.npc, trigger="manual"))
+        self.assertTrue(result["success"], result)
+        self.assertEqual(self.script.db.compact_failures, 0)
+
+    def test_sleep_tick_compacts(self):
+        self.script.db.pre_compact_extraction_enabled = False
+        self.llm.enqueue(reply(SUMMARY))
+        results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc))
+        self.assertTrue(results["context_compaction"]["success"], results)
+        self.assertEqual(results["context_compaction"]["trigger"], "sleep")

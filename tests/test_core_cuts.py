@@ -1,0 +1,139 @@
+"""Safe cut points, the preserve window and compaction plans (seed 000 "Preserve Window")."""
+
+import pytest
+
+from ai_contrib.core.cuts import (
+    is_safe_cut,
+    plan_compaction,
+    preserve_start,
+    safe_cut,
+)
+
+
+def user(text="hi", i=None):
+    return {"id": i or f"u-{text}", "role": "user", "content": text, "name": "Mara"}
+
+
+def npc(text="hello"):
+    return {"id": f"a-{text}", "role": "assistant", "content": text}
+
+
+def call(*ids):
+    calls = [
+        {"id": c, "type": "function", "function": {"name": "look", "arguments": "{}"}} for c in ids
+    ]
+    return {"id": "call-" + "-".join(ids), "role": "assistant", "content": "", "tool_calls": calls}
+
+
+def result(call_id):
+    return {"id": f"res-{call_id}", "role": "tool", "content": "a forge", "tool_call_id": call_id}
+
+
+def marker():
+    return {
+        "id": "mk",
+        "role": "system",
+        "content": "[CONTEXT SUMMARY]\nold notes",
+        "metadata": {"type": "compaction"},
+    }
+
+
+def safe_positions(history):
+    return [i for i in range(len(history) + 1) if is_safe_cut(history, i)]
+
+
+def test_tool_call_and_results_stay_together():
+    history = [user("a"), call("x", "y"), result("x"), result("y"), user("b"), npc()]
+    assert safe_positions(history) == [0, 1, 4, 5, 6]
+    assert safe_cut(history, 3) == 1
+    assert safe_cut(history, 4) == 4
+
+
+def test_messages_between_a_call_and_its_result_go_with_them():
+    history = [call("x"), user("meanwhile"), result("x"), user("b")]
+    assert safe_positions(history) == [0, 3, 4]
+
+
+def test_kept_part_never_starts_with_an_orphan_tool_result():
+    history = [user("a"), result("ghost"), user("b")]
+    assert safe_positions(history) == [0, 2, 3]
+
+
+def test_call_still_waiting_for_results_is_not_cut_off():
+    waiting = [user("a"), call("x", "y"), result("x")]
+    assert safe_positions(waiting) == [0, 1]
+    assert safe_cut(waiting, 3) == 1
+    assert safe_positions([user("a"), call("x")]) == [0, 1]
+
+
+def test_abandoned_call_blocks_nothing():
+    # A call that never got a result but was followed by more talk must not stop compaction.
+    history = [user("a"), call("x"), user("b"), npc()]
+    assert safe_positions(history) == [0, 1, 2, 3, 4]
+
+
+def test_cut_bounds():
+    history = [user("a"), npc()]
+    assert not is_safe_cut(history, -1) and not is_safe_cut(history, 3)
+    assert safe_cut(history, 99) == 2
+    assert is_safe_cut([result("x")], 0)  # cutting nothing separates nothing
+    with pytest.raises(ValueError):
+        safe_cut(history, -1)
+
+
+def test_preserve_start_window_or_tokens_whichever_keeps_more():
+    history = [user(str(i)) for i in range(10)]
+    counts = [10] * 10
+    assert preserve_start(history, counts, 3, 0) == 7  # window wins
+    assert preserve_start(history, counts, 3, 45) == 5  # 45 tokens need 5 messages
+    assert preserve_start(history, counts, 0, 1000) == 0  # everything kept
+    assert preserve_start(history, counts, 0, 0) == 10
+
+
+def test_preserve_start_moves_earlier_to_a_safe_cut():
+    history = [user("a"), user("b"), call("x"), result("x"), user("c")]
+    assert preserve_start(history, [5] * 5, 2, 0) == 2  # 3 would split the call from its result
+
+
+def test_preserve_start_validates_arguments():
+    with pytest.raises(ValueError):
+        preserve_start([user()], [1, 2], 1, 0)
+    with pytest.raises(ValueError):
+        preserve_start([user()], [1], -1, 0)
+
+
+def test_plan_skips_history_within_the_window():
+    history = [user(str(i)) for i in range(5)]
+    plan = plan_compaction(history, [10] * 5, 1000, 5, 0.0)
+    assert plan.skipped and plan.reason == "history within preserve window"
+    assert plan.to_compact == [] and plan.to_preserve == history and plan.cut == 0
+
+
+def test_plan_skips_when_only_an_old_marker_would_be_compacted():
+    history = [marker(), user("a"), user("b"), user("c")]
+    plan = plan_compaction(history, [50, 10, 10, 10], 1000, 3, 0.0)
+    assert plan.skipped and plan.reason == "nothing to compact"
+
+
+def test_plan_splits_with_marker_folded_in_and_token_sums():
+    history = [marker(), user("a"), npc("b"), user("c"), npc("d"), user("e")]
+    counts = [40, 10, 20, 30, 40, 50]
+    plan = plan_compaction(history, counts, 1000, 2, 0.0)
+    assert not plan.skipped and plan.reason is None
+    assert plan.cut == 4
+    assert plan.to_compact == history[:4] and plan.to_preserve == history[4:]
+    assert (plan.compact_tokens, plan.preserve_tokens) == (100, 90)
+
+
+def test_plan_preserve_fraction_of_the_budget():
+    history = [user(str(i)) for i in range(10)]
+    # 20 % of 250 tokens = 50 tokens = 5 messages of 10, more than the window of 2
+    plan = plan_compaction(history, [10] * 10, 250, 2, 0.2)
+    assert plan.cut == 5 and len(plan.to_preserve) == 5
+
+
+def test_plan_validates_arguments():
+    with pytest.raises(ValueError):
+        plan_compaction([user()], [], 100, 1)
+    with pytest.raises(ValueError):
+        plan_compaction([user()], [1], 100, 1, 1.5)

@@ -1,0 +1,41 @@
+"""
+Driving Deferreds to completion inside Evennia's (Django) test cases.
+
+Evennia's test harness is built on Django's TestCase, which does not run the Twisted reactor.
+``wait_for`` iterates the reactor by hand until a Deferred fires, so the real treq client can
+talk to a real HTTP server on 127.0.0.1 from inside such a test.
+"""
+
+import time
+
+from twisted.internet import defer, reactor
+from twisted.python.failure import Failure
+
+
+def wait_for(d, timeout=20.0):
+    """
+    Iterate the reactor until Deferred ``d`` fires; return its result or raise its error.
+
+    Raises:
+        TimeoutError: if ``d`` has not fired after ``timeout`` seconds.
+    """
+    if not isinstance(d, defer.Deferred):
+        return d
+    box = []
+    d.addBoth(box.append)
+    deadline = time.monotonic() + timeout
+    while not box:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"Deferred did not fire within {timeout} s")
+        reactor.iterate(0.01)
+    result = box[0]
+    if isinstance(result, Failure):
+        result.raiseException()
+    return result
+
+
+def spin(seconds):
+    """Iterate the reactor for ``seconds`` (lets callLater'd work run)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        reactor.iterate(0.01)
