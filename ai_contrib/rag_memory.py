@@ -23,7 +23,8 @@ from datetime import datetime, timezone
 from evennia.utils import logger
 from twisted.internet import defer
 
-from .core.cuts import plan_compaction
+from .core.cuts import is_safe_cut, plan_compaction
+from .core.messages import is_marker
 from .core.summary import (
     DEFAULT_COMPACTION_PROMPT,
     build_summary_request,
@@ -317,13 +318,73 @@ def check_emergency_compaction(script, character):
     if usage < script.cfg("compact_emergency_threshold"):
         return None
     if breaker_open(script):
+        if usage >= 1.0:
+            evict_overflow(script, character)
         return None
     logger.log_warn(f"AI {character}: emergency compaction triggered: {usage:.1%} context usage")
     yield run_pre_compaction_extraction(
         script, character, max_iterations=int(get_setting("PRE_COMPACT_EMERGENCY_ITERATIONS"))
     )
     result = yield compact_conversation_history(script, character, force=True, trigger="emergency")
+    if not result.get("success") and script.token_usage() >= 1.0:
+        evict_overflow(script, character)
     return result
+
+
+def _notify_admins(text):
+    """Tell admins through the log and Evennia's MudInfo channel (if the game has one)."""
+    logger.log_warn(text)
+    try:
+        from django.conf import settings
+        from evennia.utils.search import search_channel
+
+        channels = search_channel(settings.CHANNEL_MUDINFO["key"])
+        if channels:
+            channels[0].msg(text)
+    except Exception:  # no channel configured: the log line is enough
+        pass
+
+
+def evict_overflow(script, character):
+    """
+    Last resort when the context is full and no summary can be made (summariser down, breaker
+    open): move the oldest messages out of the runtime context so the NPC keeps answering. They
+    stay in the archive (``aihistory <npc>/raw``), so nothing is lost, and admins are told.
+
+    Evicts from the oldest non-summary message up to a safe cut (tool calls stay with their
+    results) until the history is back under the emergency threshold.
+
+    Returns:
+        int: the number of messages evicted.
+    """
+    history = script.history
+    counts = script.runtime.token_counts(history)
+    target = float(script.cfg("compact_emergency_threshold")) * int(script.cfg("max_context_tokens"))
+    remaining = sum(counts)
+    cut = 0
+    while cut < len(history) - 1 and remaining > target:
+        if not is_marker(history[cut]):
+            remaining -= counts[cut]
+        cut += 1
+    while cut < len(history) and not is_safe_cut(history, cut):
+        cut += 1
+    ids = [m["id"] for m in history[:cut] if not is_marker(m)]
+    if not ids:
+        return 0
+    try:
+        script.runtime.evict(ids, reason="context full and no summary could be made")
+    except ArchiveError as err:
+        logger.log_err(f"AI {character}: could not evict overflowing messages: {err}")
+        return 0
+    script.checkpoint()
+    _log_event(script, {"at": _now().isoformat(), "trigger": "overflow", "success": False,
+                        "error": f"evicted {len(ids)} oldest messages to the archive"})
+    _notify_admins(
+        f"AI {character}: context full and compaction failing ({script.db.compact_last_error}); "
+        f"moved the {len(ids)} oldest messages out of context into the archive "
+        f"(aihistory {character.key}/raw). Check the summariser, then `compact {character.key}`."
+    )
+    return len(ids)
 
 
 @defer.inlineCallbacks

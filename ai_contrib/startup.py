@@ -21,6 +21,7 @@ the embedded server is never logged.
 
 from evennia.utils import logger
 
+from ai_contrib.core.tokens import prepare_offline_tiktoken
 from ai_contrib.llm.embedded import start_embedded_server, stop_embedded_server
 from ai_contrib.settings import get_setting
 
@@ -34,6 +35,8 @@ def at_server_start():
         external server or if the start failed; a failure is logged, not raised, so the game
         still starts and NPCs fall back to their ``FALLBACK_REPLY``).
     """
+    # before anything (Mem0 included) asks tiktoken for an encoding: its download has no timeout
+    prepare_offline_tiktoken()
     base_url = get_setting("LLM_BASE_URL")
     if base_url:
         logger.log_info(f"ai_contrib: using the LLM server at {base_url}")

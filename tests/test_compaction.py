@@ -160,3 +160,23 @@ class TestCompaction(NPCTestCase):
         results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc))
         self.assertTrue(results["context_compaction"]["success"], results)
         self.assertEqual(results["context_compaction"]["trigger"], "sleep")
+
+
+class TestOverflow(NPCTestCase):
+    def test_full_context_with_summariser_down_evicts_to_archive_and_keeps_answering(self):
+        added = self.fill(60)
+        self.script.db.max_context_tokens = 1000  # 60 lines of ~25 tokens: ~150 %
+        self.script.db.compact_failures = 3  # the breaker is open: the summariser keeps failing
+        self.script.db.compact_last_error = "summary failed: HTTP 503"
+        result = wait_for(rag_memory.check_emergency_compaction(self.script, self.npc))
+        self.assertIsNone(result)
+        self.assertLessEqual(self.script.token_usage(), 0.8)
+        kept = [m["id"] for m in self.script.history]
+        self.assertEqual(kept, [m["id"] for m in added[-len(kept):]])
+        archived = [m["id"] for m in self.script.archive.messages()]
+        self.assertEqual(archived, [m["id"] for m in added])  # nothing lost
+        self.assertEqual(self.script.db.compaction_log[-1]["trigger"], "overflow")
+        self.llm.enqueue(reply("Still here, love."))
+        self.script.receive_speech(self.char1, "Marta?")
+        wait_for(self.script.run_tick())
+        self.assertEqual(self.script.history[-1]["content"], "Still here, love.")
