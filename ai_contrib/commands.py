@@ -3,6 +3,8 @@ In-game commands: ``talk`` for players, ``aihistory``, ``compact``, ``aisleep`` 
 admins, and the :class:`AIContribCmdSet` that bundles them.
 """
 
+import re
+
 from evennia.commands.cmdset import CmdSet
 from evennia.commands.default.muxcommand import MuxCommand
 from evennia.utils.evtable import EvTable
@@ -12,9 +14,11 @@ from .core.messages import is_marker
 from .memory.journal import ensure_journal, synthesis_entries
 from .rag_memory import breaker_open, compact_conversation_history
 from .settings import get_setting
+from .strategies import STRATEGIES, describe_benefit, describe_strategy, format_result
 from .typeclasses import get_assistant_script
 
 NPC_TYPECLASS = "ai_contrib.typeclasses.AssistantCharacter"
+_STRATEGY_ARG = re.compile(r"/?\bstrategy\s*=\s*([\w-]+)", re.IGNORECASE)
 RAW_PAGE_SIZE = 20
 
 
@@ -113,9 +117,10 @@ class CmdAIHistory(MuxCommand):
       aihistory <npc>/raw [from] [to]
       aihistory/raw <npc> [from] [to]
 
-    Without a switch: token usage against the budget (tokens and %), message count, mode, last
-    compaction, each compaction event with its metadata, the summaries now in context, and the
-    latest journal synthesis entries.
+    Without a switch: token usage against the budget (tokens and %), message count, mode, the
+    compaction strategy and where it stands, the last benefit-guard decision (estimated saving
+    against the minimum), last compaction, each compaction event with its metadata, the
+    summaries now in context, and the latest journal synthesis entries.
 
     /raw pages through the NPC's lossless archive of everything said, compacted or not, by
     archive sequence number (default: the last 20 messages).
@@ -157,6 +162,8 @@ class CmdAIHistory(MuxCommand):
         table.add_row("Messages", f"{len(history)} in context ({len(markers)} summaries)")
         table.add_row("Archived", f"{script.archive.last_seq + 1} records")
         table.add_row("Compaction", "enabled" if script.cfg("compact_enabled") else "DISABLED")
+        table.add_row("Strategy", describe_strategy(script))
+        table.add_row("Benefit guard", describe_benefit(script))
         table.add_row("Compactions", f"{count} (last: {script.db.last_compaction or 'never'})")
         if breaker_open(script):
             breaker = f"|rOPEN|n: automatic compaction paused ({script.db.compact_last_error})"
@@ -177,7 +184,8 @@ class CmdAIHistory(MuxCommand):
             for e in events[-10:]:
                 if e.get("success"):
                     ev.add_row(
-                        e.get("at", "")[:19], e.get("trigger"), "ok", e.get("compacted_messages"),
+                        e.get("at", "")[:19], f"{e.get('trigger')} ({e.get('strategy', 'summary')})",
+                        "ok", e.get("compacted_messages"),
                         f"{e.get('original_tokens')} -> {e.get('new_tokens')}",
                         f"{e.get('reduction_pct', 0):.1f}%",
                     )
@@ -238,11 +246,20 @@ class CmdCompact(MuxCommand):
     Usage:
       compact <npc>
       compact/force <npc>
+      compact <npc>/strategy=<name>
+      compact/strategy=<name> <npc>
 
-    Summarises the messages before the preserve window into one [CONTEXT SUMMARY]. Without
-    /force this only runs above the NPC's sleep threshold; /force ignores the threshold (never
-    the preserve window). Reports messages compacted, tokens before -> after and the reduction,
-    or why nothing was done.
+    Compacts with the NPC's strategy (see aihistory), or runs the named one once:
+      summary      the messages before the preserve window -> one [CONTEXT SUMMARY]
+      mask         old tool outputs -> [TOOL OUTPUT ARCHIVED - seq N] (no LLM call)
+      hybrid       mask, then summary if still over the threshold
+      cascade      one cycle: short-term summary of what left the immediate window,
+                   the previous short-term summary folded into the long-term one
+      replace_all  the whole history -> one structured summary
+    Without /force a summary only runs above the NPC's sleep threshold (a cascade cycle
+    also when one is due); /force ignores the threshold and the benefit guard (never the
+    preserve window). Reports what was done and tokens before -> after, or why nothing
+    was done. Everything removed from the context stays in the archive (aihistory /raw).
     """
 
     key = "compact"
@@ -250,18 +267,34 @@ class CmdCompact(MuxCommand):
     locks = "cmd:perm(Builder)"
     help_category = "AI"
 
+    def parse(self):
+        # "strategy=<name>" may come as a switch or after the NPC's name; take it out before
+        # MuxCommand sees it (it would drop it as an unknown switch)
+        match = _STRATEGY_ARG.search(self.args)
+        self.strategy = match.group(1).lower() if match else None
+        if match:
+            rest = self.args[: match.start()] + " " + self.args[match.end():]
+            self.args = rest.lstrip() if rest.lstrip().startswith("/") else " " + rest.strip()
+        super().parse()
+
     def func(self):
         caller = self.caller
         words, switches = _split_npc_switch(self)
         if not words:
-            caller.msg("Usage: compact[/force] <npc>")
+            caller.msg("Usage: compact[/force] <npc>[/strategy=<name>]")
+            return
+        if self.strategy is not None and self.strategy not in STRATEGIES:
+            caller.msg(f"Unknown strategy '{self.strategy}'. Choose one of: {', '.join(STRATEGIES)}.")
             return
         npc, script = find_npc(caller, words[0])
         if not npc:
             return
         force = "force" in switches
-        caller.msg(f"Compacting {npc.key}'s history{' (forced)' if force else ''}...")
-        d = compact_conversation_history(script, npc, force=force, trigger="manual")
+        how = f" with strategy {self.strategy}" if self.strategy else ""
+        caller.msg(f"Compacting {npc.key}'s history{how}{' (forced)' if force else ''}...")
+        d = compact_conversation_history(
+            script, npc, force=force, trigger="manual", strategy=self.strategy
+        )
         d.addCallback(lambda result: caller.msg(format_compaction_result(npc, result)))
         d.addErrback(lambda failure: caller.msg(f"Compaction of {npc.key} failed: "
                                                 f"{failure.getErrorMessage()}"))
@@ -269,6 +302,9 @@ class CmdCompact(MuxCommand):
 
 def format_compaction_result(npc, result):
     """One line for an admin describing a compaction result dict (see ``rag_memory``)."""
+    line = format_result(npc.key, result)
+    if line:
+        return line
     if result.get("skipped"):
         return f"Compaction of {npc.key} skipped: {result['reason']}."
     if not result.get("success"):

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from evennia.utils import logger
 from twisted.internet import defer
 
+from .core.cascade import TIER_LONG, TIER_SHORT, summary_text_of
 from .core.cuts import is_safe_cut, plan_compaction
 from .core.messages import is_marker
 from .core.summary import (
@@ -34,16 +35,18 @@ from .core.summary import (
     plan_summary_chunks,
 )
 from .core.tokens import count_tokens
-from .llm.client import LLMError, LLMResponseError, get_client
+from .llm.client import LLMContextOverflowError, LLMError, LLMResponseError, get_client
 from .memory.archive import ArchiveError
 from .memory.journal import add_entry, ensure_journal, find_entry
 from .settings import get_setting
 
-AUTOMATIC_TRIGGERS = ("sleep", "emergency")
+AUTOMATIC_TRIGGERS = ("sleep", "emergency", "turn")  # "turn": a cascade cycle after a reply
 STALL_FRACTION = 0.05  # a compaction cutting less than this share of the tokens is a stall
 COMPACTION_LOG_SIZE = 20
 # tokens kept free in every summary request besides prompt and output: chat-template overhead
 SUMMARY_HEADROOM_TOKENS = 256
+# the smallest transcript budget worth a request: below it the window is misconfigured
+MIN_SUMMARY_INPUT_TOKENS = 64
 
 __all__ = [
     "DEFAULT_COMPACTION_PROMPT",
@@ -52,6 +55,7 @@ __all__ = [
     "run_pre_compaction_extraction",
     "run_sleep_tick",
     "check_emergency_compaction",
+    "after_turn_compaction",
 ]
 
 
@@ -64,9 +68,21 @@ def summary_input_budget(prompt, max_output_tokens, summarizer_context):
     Tokens of transcript one summary request may carry so that prompt, transcript, previous
     summary and the generated summary always fit the summariser's context window (a full
     context must never deadlock compaction, as it does in Claude Code).
+
+    Args:
+        prompt (str): the system prompt of the summary requests.
+        max_output_tokens (int): ``max_tokens`` of each request; a running summary brought into
+            the next request is at most this long too.
+        summarizer_context (int): the summariser's context window, in tokens.
+
+    Returns:
+        int: tokens left for the transcript: the window minus the prompt, one previous summary,
+        the reply and :data:`SUMMARY_HEADROOM_TOKENS` of framing; ``0`` or less when those alone
+        fill the window (then no request can fit, see
+        :data:`MIN_SUMMARY_INPUT_TOKENS`).
     """
     reserved = count_tokens(prompt) + 2 * max_output_tokens + SUMMARY_HEADROOM_TOKENS
-    return max(256, summarizer_context - reserved)
+    return summarizer_context - reserved
 
 
 @defer.inlineCallbacks
@@ -76,8 +92,12 @@ def generate_context_summary(script, messages):
 
     Uses ``script.cfg("compact_prompt")`` or :data:`DEFAULT_COMPACTION_PROMPT`, and
     ``compact_model`` or the NPC's ``llm_model``. When the transcript is larger than one request
-    can carry, it is summarised in chunks, each request folding in the summary so far (a running
-    summary); an earlier ``[CONTEXT SUMMARY]`` among ``messages`` is folded in the same way.
+    can carry (:func:`summary_input_budget` of ``AI_COMPACT_SUMMARIZER_CONTEXT``), it is
+    summarised in chunks, each request folding in the summary so far (a running summary); an
+    earlier ``[CONTEXT SUMMARY]`` among ``messages`` is folded in the same way. If the server
+    still answers that a request exceeds its context window (its tokenizer counts more tokens
+    than ours), the messages not yet summarised are chunked again with half the budget, once
+    (OpenCode retries with less input; Codex CLI drops input instead, which loses it).
 
     Args:
         script (AssistantScript): the NPC's script.
@@ -87,22 +107,54 @@ def generate_context_summary(script, messages):
         Deferred firing the summary text (str, without the ``[CONTEXT SUMMARY]`` prefix).
 
     Raises (through the Deferred):
-        LLMError: the request failed, or (``LLMResponseError``) the summary came back empty.
+        LLMError: the request failed (``LLMContextOverflowError`` when even half the budget did
+        not fit), the summary came back empty (``LLMResponseError``), or the window cannot
+        hold a request at all (prompt, summaries and reply leave less than
+        :data:`MIN_SUMMARY_INPUT_TOKENS`): no request is sent then.
     """
     prompt = script.cfg("compact_prompt") or DEFAULT_COMPACTION_PROMPT
     model = script.cfg("compact_model") or script.cfg("llm_model")
     max_output = int(get_setting("COMPACT_SUMMARY_MAX_TOKENS"))
-    budget = summary_input_budget(prompt, max_output, int(get_setting("COMPACT_SUMMARIZER_CONTEXT")))
-    chunks = plan_summary_chunks(messages, script.runtime.token_counts(messages), budget)
-    summary = None
+    context = int(get_setting("COMPACT_SUMMARIZER_CONTEXT"))
+    budget = summary_input_budget(prompt, max_output, context)
+    if budget < MIN_SUMMARY_INPUT_TOKENS:
+        raise LLMError(
+            f"a summary request cannot fit the summariser's context window: "
+            f"AI_COMPACT_SUMMARIZER_CONTEXT={context} tokens leaves {max(0, budget)} for the "
+            f"transcript after the prompt ({count_tokens(prompt)}), the previous and the new "
+            f"summary (2 x AI_COMPACT_SUMMARY_MAX_TOKENS={max_output}) and "
+            f"{SUMMARY_HEADROOM_TOKENS} of framing; raise the one or lower the other"
+        )
     client = get_client()
-    for chunk in chunks:
-        request = build_summary_request(chunk, prompt=prompt, previous_summary=summary)
-        result = yield client.chat(request, model=model, max_tokens=max_output, temperature=0.2)
-        text = clean_summary(result.content)
-        if not text:
-            raise LLMResponseError("the summariser returned an empty summary")
-        summary = text
+    remaining = list(messages)
+    summary = None
+    halved = False
+    while remaining:
+        try:
+            chunks = plan_summary_chunks(remaining, script.runtime.token_counts(remaining), budget)
+        except ValueError as err:  # one message's line cannot be cut down to the budget
+            raise LLMError(f"a summary request cannot fit: {err}") from None
+        try:
+            for chunk in chunks:
+                request = build_summary_request(chunk, prompt=prompt, previous_summary=summary)
+                result = yield client.chat(
+                    request, model=model, max_tokens=max_output, temperature=0.2
+                )
+                text = clean_summary(result.content)
+                if not text:
+                    raise LLMResponseError("the summariser returned an empty summary")
+                summary = text
+                # chunks hold the messages in order, one entry each (some truncated copies)
+                remaining = remaining[len(chunk) :]
+        except LLMContextOverflowError as err:
+            if halved:
+                raise
+            halved = True
+            budget //= 2
+            logger.log_warn(
+                f"AI {script.obj}: the summariser said a request was too long ({err}); "
+                f"retrying the {len(remaining)} messages left with {budget}-token chunks"
+            )
     return summary
 
 
@@ -134,24 +186,32 @@ def _record_failure(script, trigger, error):
 
 
 @defer.inlineCallbacks
-def compact_conversation_history(script, character, force=False, trigger=None):
+def compact_conversation_history(script, character, force=False, trigger=None, strategy=None):
     """
-    Compact the NPC's history: summarise the messages before the preserve window and replace
-    them with one ``[CONTEXT SUMMARY]`` system message (seed 002, step 3).
+    Compact the NPC's history with its compaction strategy. The ``summary`` strategy (the
+    default) summarises the messages before the preserve window and replaces them with one
+    ``[CONTEXT SUMMARY]`` system message (seed 002, step 3); the others (``mask``, ``hybrid``,
+    ``cascade``, ``replace_all``) are run by :func:`ai_contrib.strategies.run_strategy` after
+    the shared checks below.
 
     Args:
         script (AssistantScript): the NPC's script (history, config Attributes).
         character (AssistantCharacter): the NPC (journal).
         force (bool): ignore the threshold (never the preserve window) and ``compact_enabled``.
-        trigger (str, optional): ``"sleep"``, ``"emergency"`` or ``"manual"``; defaults to
-            ``"emergency"`` when forced, else ``"sleep"``. Automatic triggers respect the
-            circuit breaker; ``"manual"`` always runs.
+        trigger (str, optional): ``"sleep"``, ``"emergency"``, ``"turn"`` (after a reply) or
+            ``"manual"``; defaults to ``"emergency"`` when forced, else ``"sleep"``. Automatic
+            triggers respect the circuit breaker; ``"manual"`` always runs.
+        strategy (str, optional): run this strategy once instead of the NPC's
+            ``compact_strategy`` (``compact <npc>/strategy=<name>``).
 
     Returns:
-        Deferred firing one of the result dicts in the module docstring. Never errbacks for
-        LLM, archive or summary-validation failures: those give ``success: False`` and leave
-        the history exactly as it was.
+        Deferred firing one of the result dicts in the module docstring (other strategies add
+        ``"strategy"`` and their own fields, see :mod:`ai_contrib.strategies`). Never errbacks
+        for LLM, archive or summary-validation failures: those give ``success: False`` and
+        leave the history exactly as it was. An unknown ``strategy`` gives ``success: False``.
     """
+    from . import strategies
+
     trigger = trigger or ("emergency" if force else "sleep")
     if script.ndb.compacting:
         return {"skipped": True, "reason": "already compacting", "trigger": trigger}
@@ -164,6 +224,13 @@ def compact_conversation_history(script, character, force=False, trigger=None):
             f"failures (last: {script.db.compact_last_error})",
             "trigger": trigger,
         }
+    try:
+        strategy = strategies.resolve_strategy(script, strategy)
+    except ValueError as err:
+        return {"success": False, "error": str(err), "trigger": trigger}
+    if strategy != "summary":
+        result = yield strategies.run_strategy(script, character, strategy, force, trigger)
+        return result
     history = list(script.history)
     if not history:
         return {"skipped": True, "reason": "no history", "trigger": trigger}
@@ -190,11 +257,15 @@ def compact_conversation_history(script, character, force=False, trigger=None):
         return {"skipped": True, "reason": plan.reason, "trigger": trigger}
     to_compact = plan.to_compact
     replaced_tokens = plan.compact_tokens
+    benefit = strategies.check_benefit(script, trigger, replaced_tokens, force)
+    if not benefit["run"]:
+        return strategies.benefit_skip_result(benefit, trigger, "summary")
 
     script.ndb.compacting = True
     try:
         try:
-            summary = yield generate_context_summary(script, to_compact)
+            # the NPC's prompt style (chat or base), headings normalised (core/structured.py)
+            summary = yield strategies.summarise(script, to_compact)
         except LLMError as err:
             return _record_failure(script, trigger, f"summary failed: {err}")
         summary_tokens = count_tokens(summary, model=script.cfg("llm_model"))
@@ -230,6 +301,7 @@ def compact_conversation_history(script, character, force=False, trigger=None):
     result = {
         "success": True,
         "trigger": trigger,
+        "strategy": "summary",
         "compacted_messages": len(to_compact),
         "preserved_messages": len(script.history) - 1,
         "original_tokens": total_tokens,
@@ -251,19 +323,31 @@ def compact_conversation_history(script, character, force=False, trigger=None):
 
 
 def _record_synthesis(character, marker):
-    """Archive the summary as a synthesis entry in the journal (seed 001), once per marker."""
+    """
+    Archive the summary as a synthesis entry in the journal (seed 001), once per marker. A
+    cascade short-term summary becomes a ``["compaction", "short_term"]`` entry with
+    ``memory_range_start``/``memory_range_end`` (seed 003, "RAG Integration"); a cascade
+    long-term summary is not journaled (it folds short-term summaries that already are).
+    """
+    meta = marker.get("metadata") or {}
+    tier = meta.get("tier")
+    if tier == TIER_LONG:
+        return None
     journal = ensure_journal(character.db.journal)
     if find_entry(journal, marker_id=marker["id"]):
         return None
-    meta = marker.get("metadata") or {}
+    short = tier == TIER_SHORT
     entry = add_entry(
         journal,
-        "[CONTEXT SYNTHESIS]\n" + marker["content"].split("\n", 1)[-1],
-        importance=7,
+        summary_text_of(marker) if short
+        else "[CONTEXT SYNTHESIS]\n" + marker["content"].split("\n", 1)[-1],
+        importance=6 if short else 7,
         source_type="compaction",
-        tags=["compaction", "synthesis"],
+        tags=["compaction", "short_term"] if short else ["compaction", "synthesis"],
         marker_id=marker["id"],
         archive_range=[meta.get("first_seq"), meta.get("last_seq")],
+        memory_range_start=meta.get("memory_range_start") if short else None,
+        memory_range_end=meta.get("memory_range_end") if short else None,
     )
     character.db.journal = journal
     return entry
@@ -322,11 +406,15 @@ def check_emergency_compaction(script, character):
             evict_overflow(script, character)
         return None
     logger.log_warn(f"AI {character}: emergency compaction triggered: {usage:.1%} context usage")
-    yield run_pre_compaction_extraction(
-        script, character, max_iterations=int(get_setting("PRE_COMPACT_EMERGENCY_ITERATIONS"))
-    )
+    from .strategies import summarises
+
+    if summarises(script):
+        yield run_pre_compaction_extraction(
+            script, character, max_iterations=int(get_setting("PRE_COMPACT_EMERGENCY_ITERATIONS"))
+        )
     result = yield compact_conversation_history(script, character, force=True, trigger="emergency")
-    if not result.get("success") and script.token_usage() >= 1.0:
+    # masking alone (or a cascade cycle over a few huge messages) can leave it over budget
+    if script.token_usage() >= 1.0:
         evict_overflow(script, character)
     return result
 
@@ -396,9 +484,12 @@ def run_sleep_tick(script, character):
     Returns:
         Deferred firing ``{step_name: result}`` for each step run.
     """
+    from .strategies import summarises
+
     results = {}
     usage = script.token_usage()
-    if script.cfg("compact_enabled") and usage >= script.cfg("compact_sleep_threshold"):
+    if (script.cfg("compact_enabled") and usage >= script.cfg("compact_sleep_threshold")
+            and summarises(script)):
         results["pre_compaction_extraction"] = yield run_pre_compaction_extraction(
             script, character, max_iterations=int(script.cfg("pre_compact_max_iterations"))
         )
@@ -406,3 +497,18 @@ def run_sleep_tick(script, character):
         script, character, trigger="sleep"
     )
     return results
+
+
+def after_turn_compaction(script, character):
+    """
+    The micro-compaction hook, called by the ``AssistantScript`` after each turn in which the
+    NPC replied (seed 004 ``micro_compact``): masks old tool outputs under the ``mask`` and
+    ``hybrid`` strategies, starts a due cascade cycle under ``cascade``
+    (:func:`ai_contrib.strategies.after_turn`).
+
+    Returns:
+        Deferred firing the result dict or None; never errbacks, never blocks a reply.
+    """
+    from .strategies import after_turn
+
+    return after_turn(script, character)

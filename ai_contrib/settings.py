@@ -43,6 +43,18 @@ DEFAULTS = {
     "COMPACT_PROMPT": None,  # None = rag_memory.DEFAULT_COMPACTION_PROMPT
     "COMPACT_FAILURE_LIMIT": 3,  # consecutive failed automatic compactions before the breaker opens
     "COMPACT_WARN_AFTER": 5,  # compactions after which aihistory warns about summary drift
+    # expected summary tokens per input token, for the benefit guard's estimate (seed 004 s. 7)
+    "COMPACT_SUMMARY_RATIO": 0.25,
+    # --- compaction strategies (per-NPC Attributes compact_strategy, mask_window, ...) ---
+    # "summary" | "mask" | "hybrid" | "cascade" | "replace_all" (see ai_contrib.strategies)
+    "COMPACT_STRATEGY": "summary",
+    "MASK_WINDOW": 10,  # turns (assistant messages) whose tool outputs are never masked
+    "MASK_MIN_TOKENS": 32,  # tokens; smaller tool outputs are not worth masking
+    "CASCADE_IMMEDIATE_WINDOW": 64,  # messages kept verbatim (seed 003)
+    "CASCADE_RECENT_WINDOW": 64,  # messages per short-term summary (seed 003)
+    # "chat": system prompt + transcript; "base": one completion-style prompt ending in
+    # "SUMMARY:" for models without a chat template (seed 003)
+    "SUMMARY_PROMPT_STYLE": "chat",
     "PRE_COMPACT_EXTRACTION_ENABLED": True,
     "PRE_COMPACT_MAX_ITERATIONS": 5,
     "PRE_COMPACT_EMERGENCY_ITERATIONS": 3,

@@ -24,6 +24,7 @@ from evennia.objects.objects import DefaultCharacter
 from evennia.scripts.scripts import DefaultScript
 from evennia.utils import logger
 from evennia.utils.ansi import strip_ansi
+from evennia.utils.dbserialize import deserialize
 
 from .core.messages import make_message
 from .memory.archive import get_archive
@@ -48,6 +49,8 @@ CONFIG_ATTRIBUTES = (
     "pre_compact_max_iterations",
     "pre_compact_prompt",
     "llm_model",
+    "compact_strategy",
+    "mask_window",
 )
 
 
@@ -197,7 +200,8 @@ class AssistantScript(DefaultScript):
         if runtime is None:
             runtime = RuntimeHistory(
                 self.archive,
-                self.db.conversation_history or [],
+                # plain lists/dicts: Evennia returns nested _Saver containers that json refuses
+                deserialize(self.db.conversation_history or []),
                 self.db.checkpoint_seq,
                 model=self.cfg("llm_model"),
             )
@@ -347,7 +351,10 @@ class AssistantScript(DefaultScript):
                     self.wake(reason="rested")
                 return
         yield rag_memory.check_emergency_compaction(self, character)
-        yield answer_pending(self, character)
+        said = yield answer_pending(self, character)
+        if said:
+            # micro-compaction after the turn; a cascade cycle's LLM calls run in the background
+            self.ndb.after_turn = rag_memory.after_turn_compaction(self, character)
         idle = get_setting("SLEEP_AFTER_IDLE")
         last = self.ndb.last_activity or self.ndb.awake_since or time.time()
         if self.ndb.awake_since is None:

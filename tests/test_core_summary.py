@@ -193,3 +193,32 @@ def test_check_summary():
     assert "not shorter" in check_summary("long", 600, 500, 0)
     assert "not shorter" in check_summary("same", 500, 500, 0)
     assert "saves only 40 tokens" in check_summary("ok", 460, 500, 100)
+
+
+def test_default_prompt_asks_for_the_fixed_sections():
+    from ai_contrib.core.structured import SECTIONS
+
+    for title in SECTIONS:
+        assert f"- {title}:" in DEFAULT_COMPACTION_PROMPT
+    assert '"## <heading>"' in DEFAULT_COMPACTION_PROMPT
+
+
+def test_summary_estimate_is_capped_and_counts_the_marker():
+    from ai_contrib.core.summary import estimate_summary_tokens
+
+    small, large = estimate_summary_tokens(1000, 400), estimate_summary_tokens(100_000, 400)
+    assert small - estimate_summary_tokens(0, 400) == 250  # a quarter of the input
+    assert large - estimate_summary_tokens(0, 400) == 400  # never more than max_tokens
+    assert estimate_summary_tokens(0, 400) > 0  # the marker's own overhead
+    assert estimate_summary_tokens(1000, 400, ratio=0.5) - estimate_summary_tokens(0, 400) == 400
+
+
+def test_benefit_decision_is_seed_004s_formula():
+    from ai_contrib.core.summary import benefit_decision
+
+    ok = benefit_decision(5000, 1200, 2000)
+    assert ok["run"] and ok["estimated_saving"] == 3800
+    assert ok["reason"] == "5000 - 1200 = 3800 >= 2000 tokens"
+    no = benefit_decision(3000, 1200, 2000)
+    assert not no["run"] and no["reason"] == "3000 - 1200 = 1800 < 2000 tokens"
+    assert benefit_decision(3200, 1200, 2000)["run"]  # exactly the minimum is enough

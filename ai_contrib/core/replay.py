@@ -9,6 +9,7 @@ compaction leave a consistent state (no message missing from both context and ar
 duplicated marker).
 """
 
+from .masking import apply_masks
 from .splice import SpliceError, splice
 
 
@@ -18,8 +19,10 @@ def apply_record(messages, record):
 
     Args:
         messages (list[dict]): the runtime history; not modified.
-        record (dict): an archive record (``kind`` ``message``, ``compaction`` or ``evict``;
-            shapes in ``memory/archive.py``). Unknown kinds are ignored.
+        record (dict): an archive record (``kind`` ``message``, ``compaction``, ``evict`` or
+            ``mask``; shapes in ``memory/archive.py``; a ``mask`` record is
+            ``{"kind": "mask", "ids": [...], "replacements": [<placeholder message>, ...]}``,
+            see ``core/masking.py``). Unknown kinds are ignored.
 
     Returns:
         tuple: ``(new_messages, changed)``; ``new_messages`` is ``messages`` itself when
@@ -45,4 +48,15 @@ def apply_record(messages, record):
         if not gone & ids:
             return messages, False
         return [m for m in messages if m.get("id") not in gone], True
+    if kind == "mask":
+        # observation masking (core/masking.py): placeholders swapped in by id; a message
+        # already masked, or compacted away since, is left alone
+        current = {m.get("id"): m for m in messages}
+        todo = [
+            r for r in record.get("replacements") or ()
+            if r.get("id") in current and current[r["id"]].get("content") != r.get("content")
+        ]
+        if not todo:
+            return messages, False
+        return apply_masks(messages, todo), True
     return messages, False

@@ -9,16 +9,20 @@ failure users hate most: summaries that read as if the player said them. Message
 :mod:`ai_contrib.core.messages`; all sizes are in tokens.
 """
 
+import math
 import re
 
 from .messages import SUMMARY_PREFIX, is_marker, make_message, utc_now_iso
-from .tokens import count_tokens, truncate_to_tokens
+from .tokens import PER_MESSAGE_OVERHEAD, count_tokens, truncate_to_tokens
 
 __all__ = [
     "DEFAULT_COMPACTION_PROMPT",
+    "DEFAULT_SUMMARY_RATIO",
+    "benefit_decision",
     "build_summary_request",
     "check_summary",
     "clean_summary",
+    "estimate_summary_tokens",
     "format_message_for_compaction",
     "format_messages_for_compaction",
     "make_marker",
@@ -37,18 +41,25 @@ carry on later without it. Attribute everything: "Mara told me her brother is mi
 "I promised Tom a map". Never write a line as a player's words, never start a line with a \
 speaker label such as "Mara:" or "User:", and never address the players.
 
-Keep:
-- People: who I spoke with and what I learned about each (names, goals, likes, relationships).
-- Places, objects and events, with when and where if known.
-- Promises and deals: what I promised whom, what was promised to me, and whether it was kept.
-- Decisions I made and why.
-- Open questions and unfinished business.
+Use these headings, in this order, each written on its own line as "## <heading>" and followed \
+by short "- " bullet points; leave out a heading with nothing under it:
+- Who I Spoke With: each person, what they want, what I learned about them.
+- Confirmed Facts: what is known for certain, with when and where if known.
+- Promises and Quests: what I promised whom, what was promised to me, errands and quests, and \
+whether each was kept.
+- Decisions Made: what I decided and why.
+- Open Questions: unanswered questions, unfinished business, and anything unconfirmed (mark it \
+"unconfirmed"; never mix it into the confirmed facts).
+- Relationship State: how each person and I stand (trust, debts, grudges, friendship).
+- Important Names and Places: names, places, objects and numbers needed to carry on.
 
-Leave out greetings, small talk, repetition and the mechanics of lookups (keep what they revealed).
+Leave out greetings, small talk, repetition and the mechanics of lookups (keep what they \
+revealed). Keep names, numbers and the exact terms of promises. At most 400 words. Write only \
+the notes."""
 
-Use these headings, leaving out any with nothing under it: People, Places and events, Promises, \
-Decisions, Open questions. Keep names, numbers and the exact terms of promises. Mark anything \
-not confirmed as "unconfirmed". At most 400 words. Write only the notes."""
+#: Expected summary tokens per input token, for the benefit estimate (a summary of an NPC's
+#: conversation is typically a fifth to a third of it; the cap below bounds it in any case).
+DEFAULT_SUMMARY_RATIO = 0.25
 
 _LABELS = {"user": "Player", "assistant": "NPC", "system": "Game", "tool": "Tool"}
 _ROLES = "user|assistant|system|tool"
@@ -323,3 +334,53 @@ def check_summary(summary_text, summary_tokens, replaced_tokens, min_saving_toke
     if saving < min_saving_tokens:
         return f"summary saves only {saving} tokens (minimum {min_saving_tokens})"
     return None
+
+
+def estimate_summary_tokens(input_tokens, max_output_tokens, ratio=DEFAULT_SUMMARY_RATIO):
+    """
+    Estimate the tokens a ``[CONTEXT SUMMARY]`` marker will cost before asking for it (seed 004
+    section 7: "estimate the token count of the compacted summary first").
+
+    Args:
+        input_tokens (int): tokens of the messages to be summarised.
+        max_output_tokens (int): the most the summariser may generate (``max_tokens``).
+        ratio (float): expected summary tokens per input token.
+
+    Returns:
+        int: ``min(max_output_tokens, ceil(input_tokens * ratio))`` plus the marker's overhead
+        (per-message overhead and the ``[CONTEXT SUMMARY]`` prefix line).
+    """
+    body = min(int(max_output_tokens), math.ceil(input_tokens * ratio))
+    return max(0, body) + PER_MESSAGE_OVERHEAD + count_tokens(SUMMARY_PREFIX + "\n")
+
+
+def benefit_decision(current_tokens, estimated_summary_tokens, min_saving_tokens):
+    """
+    The benefit guard of seed 004 section 7: compact only when
+    ``current_tokens - estimated_summary_tokens >= min_saving_tokens``.
+
+    Args:
+        current_tokens (int): tokens the summary would replace (the whole history for
+            seed 004's ``auto_compact``; the part before the preserve window otherwise).
+        estimated_summary_tokens (int): see :func:`estimate_summary_tokens`.
+        min_saving_tokens (int): the smallest saving worth an LLM call.
+
+    Returns:
+        dict: ``{"run": bool, "current_tokens", "estimated_summary_tokens",
+        "estimated_saving", "min_saving_tokens", "reason": str}`` (``reason`` reads
+        ``"<current> - <estimate> = <saving> >= <min>"`` or with ``<``).
+    """
+    saving = int(current_tokens) - int(estimated_summary_tokens)
+    run = saving >= int(min_saving_tokens)
+    reason = (
+        f"{current_tokens} - {estimated_summary_tokens} = {saving} "
+        f"{'>=' if run else '<'} {min_saving_tokens} tokens"
+    )
+    return {
+        "run": run,
+        "current_tokens": int(current_tokens),
+        "estimated_summary_tokens": int(estimated_summary_tokens),
+        "estimated_saving": saving,
+        "min_saving_tokens": int(min_saving_tokens),
+        "reason": reason,
+    }

@@ -1,0 +1,840 @@
+"""
+Compaction strategies: how an NPC keeps its runtime history inside its token budget, chosen per
+NPC with ``script.db.compact_strategy`` (default ``AI_COMPACT_STRATEGY``, ``"summary"``).
+
+``summary``
+    The default (seeds 000-002): the messages before the preserve window become one
+    ``[CONTEXT SUMMARY]`` marker at the sleep (70 %) and emergency (80 %) thresholds; the
+    orchestration is :func:`ai_contrib.rag_memory.compact_conversation_history`.
+``mask``
+    Observation masking only (JetBrains, NeurIPS 2025; seed 000 "Observation Masking"): tool
+    outputs older than the last ``mask_window`` turns (default 10) become
+    ``[TOOL OUTPUT ARCHIVED - seq N] <tool>: <status>``; no LLM call, no summary. Runs after
+    every turn and whenever compaction is triggered. Since masking alone cannot bound an endless
+    conversation, at the emergency threshold the oldest messages then leave the context for the
+    archive, first in first out (MemGPT's queue eviction), down to 90 % of the threshold.
+``hybrid``
+    Masking after every turn plus summary compaction at the thresholds (the JetBrains hybrid):
+    a triggered compaction masks first, then summarises if the history is still over the
+    threshold.
+``cascade``
+    Seed 003's three tiers (:mod:`ai_contrib.core.cascade`): an immediate window verbatim
+    (``cascade_immediate_window``, 64), a short-term summary of the next ``cascade_recent_window``
+    (64) messages, and a long-term summary the short-term one waterfalls into at each cycle
+    (first at 129 messages, then every 64). Cycles run after a turn when due, and at the sleep
+    and emergency thresholds; each short-term summary goes into the journal with its archive
+    range (``memory_range_start``/``memory_range_end``) for the memory layer.
+``replace_all``
+    Seed 004's ``auto_compact``: at the thresholds the whole runtime history becomes one
+    structured summary, with no raw tail (only speech still waiting for an answer stays).
+
+Everything any strategy removes from the context stays in the NPC's append-only archive (seed
+004 "lossy in runtime, lossless in persistence"), and every change is an archive record first, so
+a crash replays to the same state (``core/replay.py``). Micro-compaction (masking) never blocks
+the conversation: a failure leaves the messages as they were (seed 004 section 5.5).
+
+Result dicts are those of ``compact_conversation_history`` plus ``"strategy"`` and, per
+strategy: ``masked_messages``/``masked_ids`` (mask, hybrid); ``cycle``, ``waterfall``,
+``short_term_marker_id``, ``long_term_marker_id`` (cascade). Tokens are model tokens.
+"""
+
+from datetime import datetime, timezone
+
+from evennia.utils import logger
+from twisted.internet import defer
+
+from . import rag_memory
+from .core import cascade as cascade_core
+from .core.cuts import is_safe_cut
+from .core.masking import masked_count, plan_masks
+from .core.messages import is_marker
+from .core.replay import apply_record
+from .core.structured import (
+    BASE_SUMMARY_INSTRUCTION,
+    build_base_summary_request,
+    normalise_summary,
+    plan_replace_all,
+)
+from .core.summary import (
+    DEFAULT_COMPACTION_PROMPT,
+    benefit_decision,
+    build_summary_request,
+    check_summary,
+    clean_summary,
+    estimate_summary_tokens,
+    make_marker,
+    plan_summary_chunks,
+)
+from .core.tokens import count_message_tokens, count_tokens
+from .llm.client import LLMError, LLMResponseError, get_client
+from .memory.archive import ArchiveError
+from .settings import get_setting
+
+__all__ = [
+    "STRATEGIES",
+    "after_turn",
+    "apply_cascade",
+    "apply_masks_to_runtime",
+    "benefit_skip_result",
+    "check_benefit",
+    "describe_benefit",
+    "describe_strategy",
+    "format_result",
+    "micro_compact",
+    "resolve_strategy",
+    "run_strategy",
+    "summarise",
+]
+
+STRATEGIES = ("summary", "mask", "hybrid", "cascade", "replace_all")
+DEFAULT_STRATEGY = "summary"
+PROMPT_STYLES = ("chat", "base")
+# tokens kept free in a summary request besides prompt and output (chat-template overhead)
+_HEADROOM_TOKENS = 256
+
+
+def _now():
+    return datetime.now(timezone.utc).isoformat()
+
+
+# -- choosing --------------------------------------------------------------------------------
+
+
+def resolve_strategy(script, name=None):
+    """
+    The strategy to use: ``name`` if given, else the NPC's ``compact_strategy`` (Attribute or
+    ``AI_COMPACT_STRATEGY``).
+
+    Raises:
+        ValueError: if ``name`` is given and is not one of :data:`STRATEGIES`. A bad configured
+        value does not raise: it is logged once and ``"summary"`` is used, so a typo in
+        settings never stops an NPC from compacting.
+    """
+    if name is not None:
+        value = str(name).strip().lower()
+        if value not in STRATEGIES:
+            raise ValueError(
+                f"unknown compaction strategy {name!r}; choose one of {', '.join(STRATEGIES)}"
+            )
+        return value
+    value = str(script.cfg("compact_strategy") or DEFAULT_STRATEGY).strip().lower()
+    if value in STRATEGIES:
+        return value
+    if script.ndb.bad_strategy_warned != value:
+        script.ndb.bad_strategy_warned = value
+        logger.log_warn(
+            f"AI {script.obj}: unknown compact_strategy {value!r}; using {DEFAULT_STRATEGY!r}"
+        )
+    return DEFAULT_STRATEGY
+
+
+def prompt_style(script):
+    """``"chat"`` or ``"base"`` from ``summary_prompt_style`` (unknown values mean chat)."""
+    value = str(script.cfg("summary_prompt_style") or "chat").strip().lower()
+    return value if value in PROMPT_STYLES else "chat"
+
+
+def summarises(script):
+    """False for the ``mask`` strategy, which never writes a summary (so pre-compaction fact
+    extraction has nothing to protect)."""
+    return resolve_strategy(script) != "mask"
+
+
+# -- the benefit guard -------------------------------------------------------------------------
+
+
+def check_benefit(script, trigger, current_tokens, force=False):
+    """
+    Seed 004 section 7's benefit guard, logged and kept for ``aihistory``: a summary runs only
+    when ``current_tokens - estimated_summary_tokens >= compact_min_saving_tokens``.
+
+    Args:
+        script (AssistantScript): the NPC's script.
+        trigger (str): what asked for the compaction.
+        current_tokens (int): tokens the summary would replace.
+        force (bool): with ``trigger == "manual"``, an admin's ``compact/force`` runs anyway
+            (the decision is still recorded, with ``bypassed: True``).
+
+    Returns:
+        dict: :func:`ai_contrib.core.summary.benefit_decision` plus ``at`` (ISO-8601 UTC),
+        ``trigger`` and ``bypassed``; also stored in ``script.db.compact_benefit``.
+    """
+    estimate = estimate_summary_tokens(
+        current_tokens,
+        int(get_setting("COMPACT_SUMMARY_MAX_TOKENS")),
+        float(script.cfg("compact_summary_ratio")),
+    )
+    minimum = int(script.cfg("compact_min_saving_tokens"))
+    decision = benefit_decision(current_tokens, estimate, minimum)
+    bypassed = trigger == "manual" and force and not decision["run"]
+    decision.update(at=_now(), trigger=trigger, bypassed=bypassed)
+    if bypassed:
+        decision["run"] = True
+    script.db.compact_benefit = decision
+    verdict = "compact" if decision["run"] else "skip"
+    logger.log_info(
+        f"AI {script.obj}: benefit guard [{trigger}]: estimated saving {decision['reason']} "
+        f"-> {verdict}{' (forced)' if bypassed else ''}"
+    )
+    return decision
+
+
+def benefit_skip_result(decision, trigger, strategy):
+    """The ``skipped`` result dict of a compaction the benefit guard stopped."""
+    return {
+        "skipped": True,
+        "reason": f"benefit guard: estimated saving {decision['reason']}",
+        "trigger": trigger,
+        "strategy": strategy,
+        "benefit": decision,
+    }
+
+
+# -- masking (micro-compaction) ---------------------------------------------------------------
+
+
+def apply_masks_to_runtime(runtime, replacements, **info):
+    """
+    Swap placeholders (from :func:`ai_contrib.core.masking.plan_masks`) into a
+    :class:`~ai_contrib.memory.runtime.RuntimeHistory`.
+
+    The archive record ``{"kind": "mask", "ids": [...], "replacements": [...], **info}`` is the
+    commit point: written first, so a crash before the next checkpoint replays the masking, and
+    if it cannot be written nothing changes. The token ledger drops the originals' counts and
+    counts the placeholders (same ids).
+
+    Returns:
+        list[str]: the ids masked (empty when none of ``replacements`` is in the history).
+
+    Raises:
+        ArchiveError: the record could not be written (history unchanged).
+    """
+    present = {m["id"] for m in runtime.messages}
+    replacements = [r for r in replacements if r.get("id") in present]
+    if not replacements:
+        return []
+    ids = [r["id"] for r in replacements]
+    record = {"kind": "mask", "ids": ids, "replacements": replacements}
+    new_messages, changed = apply_record(runtime.messages, record)
+    if not changed:
+        return []
+    runtime.archive.append("mask", ids=ids, replacements=replacements, **info)
+    runtime.messages = new_messages
+    runtime.ledger.remove_ids(ids)
+    for msg in replacements:
+        runtime.ledger.add(msg)
+    runtime.dirty = True
+    return ids
+
+
+def micro_compact(script, trigger="turn", strategy="mask"):
+    """
+    Mask old tool outputs now (seed 004 ``micro_compact``): no LLM call, O(n) in the history.
+
+    Uses ``mask_window`` (turns) and ``mask_min_tokens``. Never raises: any failure is logged
+    and the messages stay as they were (seed 004 section 5.5), so it cannot block a reply.
+
+    Returns:
+        dict: ``{"success": True, "strategy", "trigger", "masked_messages", "masked_ids",
+        "compacted_messages", "original_tokens", "new_tokens", "reduction_pct"}``,
+        ``{"skipped": True, "reason", ...}`` when nothing qualifies, or
+        ``{"success": False, "error", ...}``.
+    """
+    base = {"trigger": trigger, "strategy": strategy}
+    try:
+        runtime = script.runtime
+        history = runtime.messages
+        before = runtime.tokens
+        replacements = plan_masks(
+            history,
+            runtime.token_counts(history),
+            window=int(script.cfg("mask_window")),
+            min_tokens=int(script.cfg("mask_min_tokens")),
+            model=runtime.ledger.model,
+        )
+        ids = apply_masks_to_runtime(runtime, replacements, trigger=trigger) if replacements else []
+    except Exception as err:  # seed 004 5.5: micro compaction must never block the conversation
+        logger.log_warn(f"AI {script.obj}: masking old tool outputs failed: {err}")
+        return {"success": False, "error": f"masking failed: {err}", **base}
+    if not ids:
+        return {"skipped": True, "reason": "no old tool output to mask", **base}
+    after = runtime.tokens
+    result = {
+        "success": True,
+        **base,
+        "masked_messages": len(ids),
+        "masked_ids": ids,
+        "compacted_messages": len(ids),
+        "original_tokens": before,
+        "new_tokens": after,
+        "reduction_pct": (1 - after / before) * 100 if before else 0.0,
+    }
+    rag_memory._log_event(script, {"at": _now(), **{k: v for k, v in result.items()
+                                                    if k != "masked_ids"}})
+    logger.log_info(
+        f"AI masking [{trigger}] {script.obj}: {len(ids)} old tool outputs archived, "
+        f"{before} -> {after} tokens"
+    )
+    return result
+
+
+# -- summarising ---------------------------------------------------------------------------------
+
+
+def _input_budget(fixed_prompt, max_output):
+    # prompt, running summary and generated summary must all fit the summariser's window
+    context = int(get_setting("COMPACT_SUMMARIZER_CONTEXT"))
+    return max(256, context - count_tokens(fixed_prompt) - 2 * max_output - _HEADROOM_TOKENS)
+
+
+@defer.inlineCallbacks
+def summarise(script, messages, prompt=None, instruction=None, structured=True):
+    """
+    Summarise ``messages`` in the NPC's prompt style (``summary_prompt_style``).
+
+    ``chat`` with the default prompt goes through
+    :func:`ai_contrib.rag_memory.generate_context_summary`; a given ``prompt`` (cascade tiers)
+    or the ``base`` style (seed 003: one completion-style prompt ending in ``SUMMARY:``, sent
+    as a single user message) is handled here, in chunks with a running summary when the
+    transcript is larger than one request can carry.
+
+    Args:
+        script (AssistantScript): the NPC's script.
+        messages (list[dict]): the messages to summarise (markers among them are folded in).
+        prompt (str, optional): chat system prompt; default ``compact_prompt`` or
+            :data:`~ai_contrib.core.summary.DEFAULT_COMPACTION_PROMPT`.
+        instruction (str, optional): the base prompt's instruction line; default
+            ``compact_prompt`` or :data:`~ai_contrib.core.structured.BASE_SUMMARY_INSTRUCTION`.
+        structured (bool): normalise the section headings (:mod:`ai_contrib.core.structured`).
+
+    Returns:
+        Deferred firing the cleaned summary text.
+
+    Raises (through the Deferred):
+        LLMError: the request failed, or the summary came back empty.
+    """
+    style = prompt_style(script)
+    if style == "chat" and prompt is None:
+        text = yield rag_memory.generate_context_summary(script, messages)
+        return normalise_summary(text) if structured else text
+    chat_prompt = prompt or script.cfg("compact_prompt") or DEFAULT_COMPACTION_PROMPT
+    base_instruction = instruction or script.cfg("compact_prompt") or BASE_SUMMARY_INSTRUCTION
+    model = script.cfg("compact_model") or script.cfg("llm_model")
+    max_output = int(get_setting("COMPACT_SUMMARY_MAX_TOKENS"))
+    budget = _input_budget(chat_prompt if style == "chat" else base_instruction, max_output)
+    chunks = plan_summary_chunks(messages, script.runtime.token_counts(messages), budget)
+    client = get_client()
+    summary = None
+    for chunk in chunks:
+        if style == "base":
+            request = build_base_summary_request(chunk, base_instruction, previous_summary=summary)
+        else:
+            request = build_summary_request(chunk, prompt=chat_prompt, previous_summary=summary)
+        result = yield client.chat(request, model=model, max_tokens=max_output, temperature=0.2)
+        text = clean_summary(result.content)
+        if not text:
+            raise LLMResponseError("the summariser returned an empty summary")
+        summary = text
+    return normalise_summary(summary) if structured else summary
+
+
+@defer.inlineCallbacks
+def fold_summaries(script, fold):
+    """
+    Waterfall: merge the long-term and short-term summaries in ``fold`` (markers) into one
+    (seed 003). Returns a Deferred firing the cleaned text; errbacks with LLMError.
+    """
+    request = cascade_core.build_fold_request(fold, style=prompt_style(script))
+    model = script.cfg("compact_model") or script.cfg("llm_model")
+    result = yield get_client().chat(
+        request, model=model, max_tokens=int(get_setting("COMPACT_SUMMARY_MAX_TOKENS")),
+        temperature=0.2,
+    )
+    text = clean_summary(result.content)
+    if not text:
+        raise LLMResponseError("the summariser returned an empty long-term summary")
+    return text
+
+
+# -- shared bookkeeping --------------------------------------------------------------------------
+
+
+def _usage_check(script, trigger, force):
+    """``(usage, threshold, over)`` as the summary path decides it."""
+    usage = script.token_usage()
+    threshold = float(script.cfg(
+        "compact_emergency_threshold" if force else "compact_sleep_threshold"))
+    return usage, threshold, force or usage >= threshold
+
+
+def _below(usage, threshold, trigger, strategy):
+    return {
+        "skipped": True,
+        "reason": f"below threshold ({usage:.1%} < {threshold:.0%})",
+        "token_usage": usage,
+        "trigger": trigger,
+        "strategy": strategy,
+    }
+
+
+def _failed(script, trigger, strategy, error):
+    result = rag_memory._record_failure(script, trigger, error)
+    result["strategy"] = strategy
+    return result
+
+
+def _succeeded(script, character, result):
+    """Bookkeeping of a successful summarising compaction (as in the summary path)."""
+    script.db.last_compaction = _now()
+    script.db.compaction_count = (script.db.compaction_count or 0) + 1
+    script.db.compact_failures = 0
+    script.db.compact_last_error = None
+    rag_memory._log_event(script, {"at": script.db.last_compaction, **result})
+    logger.log_info(
+        f"AI compaction [{result['trigger']}, {result['strategy']}] {character}: "
+        f"{result['compacted_messages']} messages, {result['original_tokens']} -> "
+        f"{result['new_tokens']} tokens ({result['reduction_pct']:.0f}% reduction)"
+    )
+    return result
+
+
+def _summary_result(script, trigger, strategy, compacted, total_before, summary_tokens, marker):
+    new_tokens = script.token_count()
+    return {
+        "success": True,
+        "trigger": trigger,
+        "strategy": strategy,
+        "compacted_messages": compacted,
+        "preserved_messages": sum(1 for m in script.history if not is_marker(m)),
+        "original_tokens": total_before,
+        "new_tokens": new_tokens,
+        "reduction_pct": (1 - new_tokens / total_before) * 100 if total_before else 0.0,
+        "summary_tokens": summary_tokens,
+        "marker_id": marker["id"],
+    }
+
+
+# -- the strategies --------------------------------------------------------------------------
+
+
+def _evict_oldest(script, target_tokens):
+    """
+    Move the oldest raw messages out of the runtime context (they stay in the archive) until
+    at most ``target_tokens`` remain, cutting only where no tool call loses its results.
+    Returns the ids evicted. Raises ArchiveError when the eviction cannot be recorded.
+    """
+    history = script.history
+    counts = script.runtime.token_counts(history)
+    remaining, cut = sum(counts), 0
+    while cut < len(history) - 1 and remaining > target_tokens:
+        if not is_marker(history[cut]):
+            remaining -= counts[cut]
+        cut += 1
+    while cut < len(history) and not is_safe_cut(history, cut):
+        cut += 1
+    ids = [m["id"] for m in history[:cut] if not is_marker(m)]
+    if ids:
+        script.runtime.evict(
+            ids, reason="mask strategy: oldest messages moved out of context at the emergency "
+            "threshold")
+    return ids
+
+
+def _run_mask(script, character, force, trigger):
+    result = micro_compact(script, trigger=trigger, strategy="mask")
+    if trigger != "emergency":
+        return defer.succeed(result)
+    # Masking alone cannot bound a conversation that goes on for ever: at the emergency
+    # threshold the oldest messages leave the context first-in first-out (MemGPT's queue
+    # eviction), to the archive, so mask never needs a summariser; down to 90 % of the
+    # threshold so that the next few messages do not trigger it again.
+    threshold = float(script.cfg("compact_emergency_threshold"))
+    budget = max(1, int(script.cfg("max_context_tokens")))
+    if script.token_usage() < threshold:
+        return defer.succeed(result)
+    before = result.get("original_tokens", script.token_count())
+    try:
+        ids = _evict_oldest(script, int(threshold * budget * 0.9))
+    except ArchiveError as err:
+        logger.log_err(f"AI {character}: could not evict the oldest messages: {err}")
+        ids = []
+    if not ids:
+        return defer.succeed(result)
+    script.checkpoint()
+    after = script.token_count()
+    masked = result.get("masked_messages", 0)
+    result = {
+        "success": True,
+        "trigger": trigger,
+        "strategy": "mask",
+        "masked_messages": masked,
+        "evicted_messages": len(ids),
+        "compacted_messages": masked + len(ids),
+        "original_tokens": before,
+        "new_tokens": after,
+        "reduction_pct": (1 - after / before) * 100 if before else 0.0,
+    }
+    rag_memory._log_event(script, {"at": _now(), **result})
+    logger.log_info(
+        f"AI masking [{trigger}] {character}: {len(ids)} oldest messages moved to the archive, "
+        f"{before} -> {after} tokens"
+    )
+    return defer.succeed(result)
+
+
+@defer.inlineCallbacks
+def _run_hybrid(script, character, force, trigger):
+    masked = micro_compact(script, trigger=trigger, strategy="hybrid")
+    count = masked.get("masked_messages", 0)
+    summary = yield rag_memory.compact_conversation_history(
+        script, character, force=force, trigger=trigger, strategy="summary"
+    )
+    if summary.get("success") or "error" in summary:
+        result = dict(summary, strategy="hybrid", masked_messages=count)
+        if count and summary.get("success"):
+            before = masked["original_tokens"]
+            result["original_tokens"] = before
+            result["reduction_pct"] = (1 - result["new_tokens"] / before) * 100 if before else 0.0
+        return result
+    if count:
+        return dict(masked, summary=summary.get("reason"))
+    return {
+        "skipped": True,
+        "reason": f"{masked.get('reason') or masked.get('error')}; summary: "
+                  f"{summary.get('reason')}",
+        "trigger": trigger,
+        "strategy": "hybrid",
+    }
+
+
+@defer.inlineCallbacks
+def _run_replace_all(script, character, force, trigger):
+    strategy = "replace_all"
+    history = list(script.history)
+    if not history:
+        return {"skipped": True, "reason": "no history", "trigger": trigger, "strategy": strategy}
+    usage, threshold, over = _usage_check(script, trigger, force)
+    if not over:
+        return _below(usage, threshold, trigger, strategy)
+    # speech still waiting for an answer stays verbatim so the reply can see it
+    tail = 0
+    while tail < len(history) and history[-1 - tail].get("role") == "user":
+        tail += 1
+    keep = min(tail, len(script.ndb.pending or []))
+    to_compact, _kept, reason = plan_replace_all(history, keep_tail=keep)
+    if reason:
+        return {"skipped": True, "reason": reason, "trigger": trigger, "strategy": strategy}
+    runtime = script.runtime
+    replaced_tokens = sum(runtime.token_counts(to_compact))
+    total_before = script.token_count()
+    decision = check_benefit(script, trigger, replaced_tokens, force)
+    if not decision["run"]:
+        return benefit_skip_result(decision, trigger, strategy)
+
+    script.ndb.compacting = True
+    try:
+        try:
+            summary = yield summarise(script, to_compact)
+        except LLMError as err:
+            return _failed(script, trigger, strategy, f"summary failed: {err}")
+        model = runtime.ledger.model
+        marker = make_marker(
+            summary, to_compact, original_token_count=replaced_tokens,
+            summary_token_count=count_tokens(summary, model), trigger=trigger, strategy=strategy,
+        )
+        marker_tokens = count_message_tokens(marker, model)
+        problem = check_summary(
+            summary, marker_tokens, replaced_tokens, int(script.cfg("compact_min_saving_tokens"))
+        )
+        if problem is None and (replaced_tokens - marker_tokens) < (
+            rag_memory.STALL_FRACTION * total_before
+        ):
+            problem = (
+                f"stall: the summary would cut only {replaced_tokens - marker_tokens} of "
+                f"{total_before} tokens (< {rag_memory.STALL_FRACTION:.0%})"
+            )
+        if problem:
+            return _failed(script, trigger, strategy, problem)
+        try:
+            runtime.apply_compaction(
+                marker, to_compact[0]["id"], to_compact[-1]["id"], trigger=trigger,
+                strategy=strategy,
+            )
+        except (ArchiveError, ValueError) as err:
+            return _failed(script, trigger, strategy, f"could not apply the compaction: {err}")
+        rag_memory._record_synthesis(character, marker)
+        script.checkpoint()
+    finally:
+        script.ndb.compacting = False
+    result = _summary_result(
+        script, trigger, strategy, len(to_compact), total_before, marker_tokens, marker
+    )
+    return _succeeded(script, character, result)
+
+
+def apply_cascade(runtime, cycle, long_marker, short_marker, **info):
+    """
+    Apply a cascade cycle to a :class:`~ai_contrib.memory.runtime.RuntimeHistory`: one
+    ``compaction`` archive record per tier (the fold range becomes ``long_marker``, then the
+    summarised range ``short_marker``), so replay after a crash needs nothing new.
+
+    Both ranges are checked before anything is written, so a cycle whose range changed while
+    its summaries were written is refused whole.
+
+    Raises:
+        SpliceError: a planned range is no longer in the history (nothing changed).
+        ArchiveError: a record could not be written (if it was the second, the long-term fold
+            is applied and the short-term range is still verbatim: consistent, nothing lost).
+    """
+    cascade_core.apply_cycle(runtime.messages, cycle, long_marker, short_marker)  # dry run
+    for first_id, last_id, marker in cascade_core.cycle_replacements(
+        cycle, long_marker, short_marker
+    ):
+        runtime.apply_compaction(
+            marker, first_id, last_id, strategy="cascade", tier=marker["metadata"]["tier"],
+            **info,
+        )
+
+
+@defer.inlineCallbacks
+def _run_cascade(script, character, force, trigger):
+    strategy = "cascade"
+    history = list(script.history)
+    if not history:
+        return {"skipped": True, "reason": "no history", "trigger": trigger, "strategy": strategy}
+    # token pressure (or an admin's /force) runs a cycle before its message count is due
+    pressure = force
+    if trigger != "turn" and not pressure:
+        pressure = _usage_check(script, trigger, force)[2]
+    cycle = cascade_core.plan_cycle(
+        history,
+        int(script.cfg("cascade_immediate_window")),
+        int(script.cfg("cascade_recent_window")),
+        force=pressure,
+    )
+    if cycle.skipped:
+        return {"skipped": True, "reason": cycle.reason, "trigger": trigger, "strategy": strategy}
+    runtime = script.runtime
+    replaced_tokens = sum(runtime.token_counts(cycle.to_summarise))
+    fold_tokens = sum(runtime.token_counts(cycle.fold))
+    total_before = script.token_count()
+    decision = check_benefit(script, trigger, replaced_tokens, force)
+    if not decision["run"]:
+        return benefit_skip_result(decision, trigger, strategy)
+
+    script.ndb.compacting = True
+    try:
+        try:
+            short_text = yield summarise(
+                script, cycle.to_summarise, prompt=cascade_core.SHORT_TERM_PROMPT,
+                instruction=cascade_core.SHORT_TERM_INSTRUCTION, structured=False,
+            )
+            long_text = None
+            if cycle.promote:
+                long_text = cascade_core.summary_text_of(cycle.fold[0])
+            elif cycle.fold:
+                long_text = yield fold_summaries(script, cycle.fold)
+        except LLMError as err:
+            return _failed(script, trigger, strategy, f"summary failed: {err}")
+        model = runtime.ledger.model
+        short_marker = cascade_core.make_tier_marker(
+            cascade_core.TIER_SHORT, short_text, cycle.to_summarise, replaced_tokens,
+            count_tokens(short_text, model), cycle.cycle, trigger=trigger,
+        )
+        long_marker = None
+        long_tokens = 0
+        if cycle.fold:
+            long_marker = cascade_core.make_tier_marker(
+                cascade_core.TIER_LONG, long_text, cycle.fold, fold_tokens,
+                count_tokens(long_text, model), cycle.cycle, trigger=trigger,
+            )
+            long_tokens = count_message_tokens(long_marker, model)
+        short_tokens = count_message_tokens(short_marker, model)
+        problem = cascade_core.check_cycle(
+            short_text, short_tokens, replaced_tokens,
+            int(script.cfg("compact_min_saving_tokens")),
+            long_text=long_text, long_marker_tokens=long_tokens, fold_tokens=fold_tokens,
+        )
+        if problem:
+            return _failed(script, trigger, strategy, problem)
+        try:
+            apply_cascade(runtime, cycle, long_marker, short_marker, trigger=trigger)
+        except (ArchiveError, ValueError) as err:
+            return _failed(script, trigger, strategy, f"could not apply the cycle: {err}")
+        rag_memory._record_synthesis(character, short_marker)
+        script.checkpoint()
+    finally:
+        script.ndb.compacting = False
+    result = _summary_result(
+        script, trigger, strategy, len(cycle.to_summarise), total_before, short_tokens,
+        short_marker,
+    )
+    result.update(
+        cycle=cycle.cycle,
+        waterfall=cycle.waterfall,
+        short_term_marker_id=short_marker["id"],
+        long_term_marker_id=long_marker["id"] if long_marker else None,
+    )
+    logger.log_info(
+        f"AI cascade {character}: cycle {cycle.cycle} "
+        f"({'waterfall' if cycle.waterfall else 'first summary'}): "
+        f"{len(cycle.to_summarise)} messages -> short-term summary ({len(short_text)} chars)"
+        + (f", long-term summary {len(long_text)} chars" if long_text else "")
+    )
+    return _succeeded(script, character, result)
+
+
+_RUNNERS = {
+    "mask": _run_mask,
+    "hybrid": _run_hybrid,
+    "cascade": _run_cascade,
+    "replace_all": _run_replace_all,
+}
+
+
+def run_strategy(script, character, strategy, force=False, trigger="sleep"):
+    """
+    Run one compaction with ``strategy`` (any of :data:`STRATEGIES` except ``"summary"``, which
+    :func:`ai_contrib.rag_memory.compact_conversation_history` runs itself). Called by
+    ``compact_conversation_history`` after its shared checks (already compacting, disabled,
+    circuit breaker).
+
+    Returns:
+        Deferred firing a result dict (module docstring); never errbacks for LLM, archive or
+        validation failures, which leave the history as it was.
+
+    Raises:
+        ValueError: for an unknown strategy or ``"summary"``.
+    """
+    runner = _RUNNERS.get(strategy)
+    if runner is None:
+        raise ValueError(f"no runner for strategy {strategy!r}")
+    return runner(script, character, force, trigger)
+
+
+# -- after each turn ---------------------------------------------------------------------------
+
+
+def after_turn(script, character):
+    """
+    The per-turn hook (seed 004 ``micro_compact`` "after each turn"; seed 003's cycle check on
+    each new memory): ``mask`` and ``hybrid`` mask old tool outputs at once; ``cascade`` runs a
+    cycle when one is due (its LLM calls run in the background: the returned Deferred fires
+    when it is done). Other strategies, and NPCs with compaction disabled, do nothing.
+
+    Returns:
+        Deferred firing the result dict, or None when nothing was attempted. Never errbacks.
+    """
+    try:
+        if not script.cfg("compact_enabled"):
+            return defer.succeed(None)
+        strategy = resolve_strategy(script)
+        if strategy in ("mask", "hybrid"):
+            return defer.succeed(micro_compact(script, trigger="turn", strategy=strategy))
+        if strategy != "cascade":
+            return defer.succeed(None)
+        d = rag_memory.compact_conversation_history(script, character, trigger="turn")
+    except Exception as err:  # a hook failure must never cost the NPC its next reply
+        logger.log_warn(f"AI {character}: after-turn compaction failed: {err}")
+        return defer.succeed(None)
+
+    def _failed_hook(failure):
+        logger.log_warn(f"AI {character}: cascade cycle failed: {failure.getErrorMessage()}")
+        return None
+
+    return d.addErrback(_failed_hook)
+
+
+# -- display ---------------------------------------------------------------------------------
+
+
+def describe_strategy(script):
+    """One line for ``aihistory``: the strategy and where it stands."""
+    strategy = resolve_strategy(script)
+    history = script.history
+    style = prompt_style(script)
+    configured = script.cfg("compact_strategy")
+    shown = strategy if str(configured).lower() == strategy else (
+        f"{strategy} (configured {configured!r} is unknown)")
+    mask = (
+        f"mask window {script.cfg('mask_window')} turns, outputs >= "
+        f"{script.cfg('mask_min_tokens')} tokens, {masked_count(history)} masked in context"
+    )
+    if strategy == "mask":
+        detail = mask
+    elif strategy == "hybrid":
+        detail = f"{mask}; summary at the thresholds"
+    elif strategy == "cascade":
+        status = cascade_core.cascade_status(
+            history, int(script.cfg("cascade_immediate_window")),
+            int(script.cfg("cascade_recent_window")),
+        )
+        detail = (
+            f"immediate {script.cfg('cascade_immediate_window')}, recent "
+            f"{script.cfg('cascade_recent_window')} messages; {status['raw']} raw in context, "
+            f"{status['cycles']} cycle(s) so far, next at {status['due_at']} raw"
+        )
+    elif strategy == "replace_all":
+        detail = "whole history -> one structured summary at the thresholds"
+    else:
+        detail = f"preserve window {script.cfg('compact_preserve_window')} messages"
+    if strategy != "mask":
+        detail += f"; {style} prompts"
+    return f"{shown} ({detail})"
+
+
+def describe_benefit(script):
+    """One line for ``aihistory``: the last benefit-guard decision, or that none was made."""
+    decision = script.db.compact_benefit
+    if not decision:
+        return "not evaluated yet"
+    verdict = "compact" if decision.get("run") else "|yskip|n"
+    forced = " (forced by admin)" if decision.get("bypassed") else ""
+    return (
+        f"{verdict}{forced}: {decision.get('reason')} "
+        f"[{decision.get('trigger')}, {(decision.get('at') or '')[:19]}]"
+    )
+
+
+def format_result(npc_key, result):
+    """
+    A line for an admin describing a result of a strategy other than ``summary``, or None to
+    let the caller use its summary wording.
+    """
+    strategy = result.get("strategy")
+    if strategy not in ("mask", "hybrid", "cascade", "replace_all"):
+        return None
+    if result.get("skipped"):
+        return f"Compaction of {npc_key} ({strategy}) skipped: {result['reason']}."
+    if not result.get("success"):
+        return (f"Compaction of {npc_key} ({strategy}) failed: {result.get('error')}. "
+                "History unchanged.")
+    tokens = (
+        f"{result['original_tokens']} -> {result['new_tokens']} tokens "
+        f"({result['reduction_pct']:.1f}% reduction)"
+    )
+    masked = result.get("masked_messages", 0)
+    if strategy == "mask" or (strategy == "hybrid" and "marker_id" not in result):
+        evicted = result.get("evicted_messages")
+        moved = f" and moved the {evicted} oldest messages out of context" if evicted else ""
+        return (
+            f"Masked {masked} old tool output(s) of {npc_key}{moved}: {tokens}; the originals "
+            "stay in the archive (aihistory <npc>/raw)."
+        )
+    if strategy == "cascade":
+        what = "waterfall into the long-term summary, " if result.get("waterfall") else ""
+        return (
+            f"Cascade cycle {result['cycle']} for {npc_key}: {what}"
+            f"{result['compacted_messages']} messages -> short-term summary, {tokens}, "
+            f"{result['preserved_messages']} kept verbatim."
+        )
+    if strategy == "replace_all":
+        return (
+            f"Replaced {npc_key}'s whole history ({result['compacted_messages']} messages) with "
+            f"one structured summary: {tokens}."
+        )
+    return (
+        f"Compacted {npc_key} (hybrid): masked {masked} old tool output(s), then "
+        f"{result['compacted_messages']} messages -> summary, {tokens}, "
+        f"{result['preserved_messages']} kept."
+    )
