@@ -61,7 +61,9 @@ DEFAULTS = {
     "PRE_COMPACT_PROMPT": None,
     # --- storage ---
     "ARCHIVE_DIR": None,  # None = <game dir>/server/ai_archive
-    "CHECKPOINT_INTERVAL": 30,  # seconds between checkpoints of db.conversation_history
+    # seconds between checkpoints of db.conversation_history; the archive is the write-ahead
+    # record, so this only bounds how much is replayed when the server loads
+    "CHECKPOINT_INTERVAL": 300,
 }
 
 

@@ -16,6 +16,7 @@ file line, not a re-pickle of the whole list (O(n) per append, measured in the h
 import os
 import time
 import uuid
+from collections import deque
 
 from django.conf import settings
 from twisted.internet import defer, reactor
@@ -79,6 +80,34 @@ def _speech_from_say(text):
     return plain[first + 1 : last].strip() or None
 
 
+_checkpoint_queue = deque()
+
+
+def _queue_checkpoint(script):
+    """
+    Checkpoint ``script`` soon, one script per reactor turn: a checkpoint re-pickles the whole
+    history (O(n), ~10-30 ms for long ones), and many NPCs due at once must not stall the
+    reactor together.
+    """
+    script.ndb.checkpoint_queued = True
+    _checkpoint_queue.append(script)
+    if len(_checkpoint_queue) == 1:
+        reactor.callLater(0, _drain_checkpoint_queue)
+
+
+def _drain_checkpoint_queue():
+    if not _checkpoint_queue:
+        return
+    script = _checkpoint_queue.popleft()
+    try:
+        script.ndb.checkpoint_queued = False
+        script.checkpoint()
+    except Exception as err:  # a script deleted meanwhile: nothing left to save
+        logger.log_warn(f"AI checkpoint skipped: {err}")
+    if _checkpoint_queue:
+        reactor.callLater(0, _drain_checkpoint_queue)
+
+
 class AssistantCharacter(DefaultCharacter):
     """
     An NPC with an LLM mind.
@@ -140,7 +169,12 @@ class AssistantScript(DefaultScript):
     ``compact_preserve_window`` (messages), ``compact_model``, ``compact_prompt``,
     ``max_context_tokens`` (tokens), ``last_compaction`` (ISO time or None),
     ``pre_compact_extraction_enabled``, ``pre_compact_max_iterations``, ``pre_compact_prompt``,
-    ``llm_model``, ``operating_mode`` (``"awake"`` or ``"sleep"``).
+    ``llm_model``, ``operating_mode`` (``"awake"`` or ``"sleep"``), ``compact_strategy``
+    (``summary``, ``mask``, ``hybrid``, ``cascade`` or ``replace_all``, see
+    :mod:`ai_contrib.strategies`) and ``mask_window`` (turns). Any other ``AI_<NAME>`` option can
+    be given per NPC the same way (``mask_min_tokens``, ``cascade_immediate_window``,
+    ``cascade_recent_window``, ``summary_prompt_style``, ``compact_min_saving_tokens``,
+    ``compact_summary_ratio``): :meth:`cfg` reads the Attribute first.
 
     State Attributes: ``conversation_history`` (checkpoint of the runtime history, list of
     message dicts as in :mod:`ai_contrib.core.messages`), ``checkpoint_seq`` (archive seq the
@@ -265,12 +299,15 @@ class AssistantScript(DefaultScript):
         runtime.dirty = False
         self.ndb.last_checkpoint = time.time()
 
-    def _maybe_checkpoint(self):
+    def _checkpoint_due(self):
         runtime = self.ndb.runtime
-        if runtime is None or not runtime.dirty:
-            return
-        if time.time() - (self.ndb.last_checkpoint or 0) >= get_setting("CHECKPOINT_INTERVAL"):
-            self.checkpoint()
+        if runtime is None or not runtime.dirty or self.ndb.checkpoint_queued:
+            return False
+        return time.time() - (self.ndb.last_checkpoint or 0) >= get_setting("CHECKPOINT_INTERVAL")
+
+    def _maybe_checkpoint(self):
+        if self._checkpoint_due():
+            _queue_checkpoint(self)
 
     # -- hearing -------------------------------------------------------------------------------
 
@@ -301,7 +338,26 @@ class AssistantScript(DefaultScript):
     # -- ticking -------------------------------------------------------------------------------
 
     def at_repeat(self, **kwargs):
-        self.run_tick()
+        if self._needs_tick():
+            self.run_tick()
+
+    def _needs_tick(self):
+        """
+        The cheap synchronous test before a tick: False when an awake NPC has nothing pending,
+        no checkpoint due, is under the emergency threshold and not due to fall asleep. Idle
+        NPCs then cost a few Attribute reads per tick instead of a Deferred chain.
+        """
+        if self.ndb.busy:
+            return False
+        if self.ndb.pending or self.db.operating_mode != "awake" or self._checkpoint_due():
+            return True
+        if self.cfg("compact_enabled") and self.token_usage() >= self.cfg(
+            "compact_emergency_threshold"
+        ):
+            return True
+        last = self.ndb.last_activity or self.ndb.awake_since
+        idle = get_setting("SLEEP_AFTER_IDLE")
+        return last is None or bool(idle and time.time() - last >= idle)
 
     def run_tick(self):
         """

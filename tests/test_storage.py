@@ -5,12 +5,14 @@ point leaves behind is rebuilt consistently.
 
 import os
 import tempfile
+import time
 
 from ai_contrib.core.messages import is_marker, make_message
 from ai_contrib.memory.archive import ArchiveError, MessageArchive, close_archive
 from ai_contrib.memory.runtime import RuntimeHistory
 
 from .npc_fixtures import NPCTestCase
+from .twisted_util import spin
 
 
 def _archive():
@@ -88,3 +90,21 @@ class TestCrashRecovery(NPCTestCase):
         runtime = self.reload()
         self.assertEqual(len(runtime.messages), 21)
         self.assertEqual(len(self.npc.db.journal["entries"]), 1)
+
+
+class TestTickScheduling(NPCTestCase):
+    def test_idle_awake_npc_skips_the_tick_and_due_checkpoint_is_queued(self):
+        self.fill(4)
+        self.script.checkpoint()
+        self.script.ndb.awake_since = self.script.ndb.last_activity = time.time()
+        self.assertFalse(self.script._needs_tick())
+        self.fill(2)  # dirty, but the checkpoint interval has not passed
+        self.assertFalse(self.script._needs_tick())
+        self.script.ndb.last_checkpoint = time.time() - 10_000
+        self.assertTrue(self.script._needs_tick())
+        self.script.at_repeat()
+        spin(0.2)
+        self.assertEqual(len(self.script.db.conversation_history), 6)
+        self.assertFalse(self.script.runtime.dirty)
+        self.script.ndb.pending = ["Bob"]
+        self.assertTrue(self.script._needs_tick())
