@@ -20,6 +20,7 @@ from .typeclasses import get_assistant_script
 NPC_TYPECLASS = "ai_contrib.typeclasses.AssistantCharacter"
 _STRATEGY_ARG = re.compile(r"/?\bstrategy\s*=\s*([\w-]+)", re.IGNORECASE)
 RAW_PAGE_SIZE = 20
+JOURNAL_PAGE_SIZE = 30
 
 
 def find_npc(caller, name):
@@ -116,6 +117,7 @@ class CmdAIHistory(MuxCommand):
       aihistory <npc>
       aihistory <npc>/raw [from] [to]
       aihistory/raw <npc> [from] [to]
+      aihistory <npc>/journal
 
     Without a switch: token usage against the budget (tokens and %), message count, mode, the
     compaction strategy and where it stands, the last benefit-guard decision (estimated saving
@@ -124,6 +126,9 @@ class CmdAIHistory(MuxCommand):
 
     /raw pages through the NPC's lossless archive of everything said, compacted or not, by
     archive sequence number (default: the last 20 messages).
+
+    /journal lists the NPC's journal: facts it recorded, compaction syntheses and observations,
+    with importance, source and whether they are consolidated into long-term memory (Mem0).
     """
 
     key = "aihistory"
@@ -140,6 +145,8 @@ class CmdAIHistory(MuxCommand):
             return
         if "raw" in switches:
             self.show_raw(npc, script, words[1:])
+        elif "journal" in switches:
+            self.show_journal(npc)
         else:
             self.show_overview(npc, script)
 
@@ -211,6 +218,25 @@ class CmdAIHistory(MuxCommand):
                 jt.add_row(entry["id"], entry.get("importance"), crop(entry["content"], 70))
             lines += ["|wRecent journal syntheses|n", str(jt)]
         self.caller.msg("\n".join(lines))
+
+    def show_journal(self, npc):
+        journal = ensure_journal(npc.db.journal)
+        entries = journal["entries"]
+        if not entries:
+            self.caller.msg(f"{npc.key}'s journal is empty.")
+            return
+        done = set(journal["consolidated_entry_ids"])
+        table = EvTable("id", "importance", "source", "who", "in Mem0", "content", border="cells")
+        for entry in entries[-JOURNAL_PAGE_SIZE:]:
+            table.add_row(
+                entry["id"], entry.get("importance"), entry.get("source_type"),
+                entry.get("speaker") or entry.get("entity") or "-",
+                "yes" if entry["id"] in done else "no", crop(entry.get("content") or "", 60),
+            )
+        self.caller.msg(
+            f"|wJournal of {npc.key}|n: {len(entries)} entries, {len(done)} consolidated "
+            f"(last {min(len(entries), JOURNAL_PAGE_SIZE)} shown)\n{table}"
+        )
 
     def show_raw(self, npc, script, bounds):
         archive = script.archive
@@ -367,6 +393,54 @@ class CmdAIWake(MuxCommand):
             self.caller.msg(f"{npc.key} is already awake.")
 
 
+class CmdAIMemory(MuxCommand):
+    """
+    Show what an AI NPC's long-term memory returns for a query.
+
+    Usage:
+      aimemory <npc> <query>
+      aimemory <npc> = <query>
+
+    Searches the NPC's Mem0 memories (journal facts and compaction summaries) the way a reply
+    does, with their similarity scores, so you can see why the NPC remembers what it
+    remembers. Memories private to a player are included and marked.
+    """
+
+    key = "aimemory"
+    locks = "cmd:perm(Builder)"
+    help_category = "AI"
+
+    def func(self):
+        caller = self.caller
+        if self.rhs is not None:
+            name, query = self.lhs.strip(), self.rhs.strip()
+        else:
+            name, _, query = self.args.strip().partition(" ")
+        if not name or not query.strip():
+            caller.msg("Usage: aimemory <npc> <query>")
+            return
+        npc, _script = find_npc(caller, name)
+        if not npc:
+            return
+        from .memory.mem0_store import get_store, npc_agent_id
+
+        d = get_store().search(npc_agent_id(npc), query.strip(), include_private=True, threshold=0.0)
+
+        def _show(hits):
+            if not hits:
+                caller.msg(f"{npc.key} remembers nothing about '{query.strip()}'.")
+                return
+            table = EvTable("score", "source", "visibility", "memory", border="cells")
+            for hit in hits:
+                meta = hit.get("metadata") or {}
+                table.add_row(f"{hit.get('score', 0):.3f}", meta.get("source_type", "-"),
+                              meta.get("visibility", "-"), crop(hit.get("text") or "", 70))
+            caller.msg(f"|wMemories of {npc.key} for '{query.strip()}'|n\n{table}")
+
+        d.addCallbacks(_show, lambda failure: caller.msg(
+            f"Memory search failed: {failure.getErrorMessage()}"))
+
+
 class AIContribCmdSet(CmdSet):
     """The contrib's commands; add it to the game's ``CharacterCmdSet``."""
 
@@ -378,3 +452,4 @@ class AIContribCmdSet(CmdSet):
         self.add(CmdCompact())
         self.add(CmdAISleep())
         self.add(CmdAIWake())
+        self.add(CmdAIMemory())

@@ -292,7 +292,7 @@ def compact_conversation_history(script, character, force=False, trigger=None, s
             )
         except (ArchiveError, ValueError) as err:
             return _record_failure(script, trigger, f"could not apply the compaction: {err}")
-        _record_synthesis(character, marker)
+        note_compaction_applied(script, character, marker)
         script.checkpoint()
     finally:
         script.ndb.compacting = False
@@ -310,8 +310,6 @@ def compact_conversation_history(script, character, force=False, trigger=None, s
         "summary_tokens": summary_tokens,
         "marker_id": marker["id"],
     }
-    script.db.last_compaction = marker["metadata"]["compacted_at"]
-    script.db.compaction_count = (script.db.compaction_count or 0) + 1
     script.db.compact_failures = 0
     script.db.compact_last_error = None
     _log_event(script, {"at": script.db.last_compaction, **result})
@@ -320,6 +318,25 @@ def compact_conversation_history(script, character, force=False, trigger=None, s
         f"{total_tokens} -> {new_tokens} tokens ({result['reduction_pct']:.0f}% reduction)"
     )
     return result
+
+
+def note_compaction_applied(script, character, marker):
+    """
+    The bookkeeping that follows every applied compaction, right after its archive record:
+    the journal synthesis entry and the compaction count. Both are idempotent (keyed by marker id
+    and archive seq), so :func:`recover_after_replay` can redo them after a crash.
+    """
+    _record_synthesis(character, marker)
+    _count_compaction(script, marker, script.runtime.archive.last_seq)
+
+
+def _count_compaction(script, marker, seq):
+    counted = script.db.compaction_counted_seq
+    if counted is not None and seq <= counted:
+        return
+    script.db.compaction_count = (script.db.compaction_count or 0) + 1
+    script.db.compaction_counted_seq = seq
+    script.db.last_compaction = (marker.get("metadata") or {}).get("compacted_at")
 
 
 def _record_synthesis(character, marker):
@@ -356,14 +373,19 @@ def _record_synthesis(character, marker):
 def recover_after_replay(script, records):
     """
     Finish work a crash interrupted: every compaction replayed from the archive gets its
-    journal synthesis entry (idempotent, keyed by marker id).
+    journal synthesis entry and is counted, once (see :func:`note_compaction_applied`). A
+    cascade cycle writes two records (long-term fold, then short-term summary) and counts once.
     """
     character = script.obj
     if character is None:
         return
     for record in records:
-        if record.get("kind") == "compaction" and record.get("marker"):
-            _record_synthesis(character, record["marker"])
+        marker = record.get("marker")
+        if record.get("kind") != "compaction" or not marker:
+            continue
+        _record_synthesis(character, marker)
+        if (marker.get("metadata") or {}).get("tier") != "long":
+            _count_compaction(script, marker, record["seq"])
 
 
 def run_pre_compaction_extraction(script, character, max_iterations=None):
@@ -475,11 +497,50 @@ def evict_overflow(script, character):
     return len(ids)
 
 
+def _consolidate_entities(character):
+    from .memory.housekeeping import consolidate_entities
+    from .memory.mem0_store import memory_setting
+
+    profiles, stats = consolidate_entities(
+        dict(character.db.entity_profiles or {}),
+        int(memory_setting("MEMORY_ENTITY_MAX_OBSERVATIONS") or 0),
+    )
+    character.db.entity_profiles = profiles
+    return stats
+
+
+def _prune_episodic(character):
+    from .memory.housekeeping import prune_episodic
+
+    journal = ensure_journal(character.db.journal)
+    removed = prune_episodic(
+        journal,
+        max_importance=int(get_setting("JOURNAL_PRUNE_IMPORTANCE")),
+        min_age_seconds=float(get_setting("JOURNAL_PRUNE_AGE")),
+    )
+    if removed:
+        character.db.journal = journal
+    return {"pruned": len(removed)}
+
+
+def _consolidate_into_mem0(character):
+    from .memory.mem0_store import consolidate_journal
+
+    return consolidate_journal(character)
+
+
 @defer.inlineCallbacks
 def run_sleep_tick(script, character):
     """
-    The sleep phase (seed 001, section 1): memory work while no one is waiting for an answer,
-    then compaction at ``compact_sleep_threshold``.
+    The sleep phase (seed 001, section 1): memory work while no one is waiting for an answer.
+
+    Steps, in order: entity consolidation (merge and de-duplicate ``db.entity_profiles``),
+    episodic prune (low-importance journal entries Mem0 already holds), pre-compaction fact
+    extraction (only when compaction is due and the strategy summarises), compaction at
+    ``compact_sleep_threshold``, and journal -> Mem0 consolidation (so facts and syntheses made
+    in this sleep are stored in the same sleep). The seed's memory-link steps are absent: Mem0's
+    vector index is the only link structure, so there is no link graph to build or clean.
+    A failing step is logged and recorded; the next steps still run.
 
     Returns:
         Deferred firing ``{step_name: result}`` for each step run.
@@ -487,6 +548,13 @@ def run_sleep_tick(script, character):
     from .strategies import summarises
 
     results = {}
+    for name, step in (("entity_consolidation", _consolidate_entities),
+                       ("episodic_prune", _prune_episodic)):
+        try:
+            results[name] = step(character)
+        except Exception as err:  # housekeeping must never stop the sleep phase
+            logger.log_trace(f"AI {character}: sleep step {name} failed")
+            results[name] = {"success": False, "error": str(err)}
     usage = script.token_usage()
     if (script.cfg("compact_enabled") and usage >= script.cfg("compact_sleep_threshold")
             and summarises(script)):
@@ -496,6 +564,7 @@ def run_sleep_tick(script, character):
     results["context_compaction"] = yield compact_conversation_history(
         script, character, trigger="sleep"
     )
+    results["memory_consolidation"] = yield _consolidate_into_mem0(character)
     return results
 
 

@@ -59,6 +59,9 @@ DEFAULTS = {
     "PRE_COMPACT_MAX_ITERATIONS": 5,
     "PRE_COMPACT_EMERGENCY_ITERATIONS": 3,
     "PRE_COMPACT_PROMPT": None,
+    # --- memory housekeeping in the sleep phase ---
+    "JOURNAL_PRUNE_IMPORTANCE": 3,  # consolidated journal facts at or below this importance...
+    "JOURNAL_PRUNE_AGE": 7 * 86400,  # ...and older than this many seconds leave the journal
     # --- storage ---
     "ARCHIVE_DIR": None,  # None = <game dir>/server/ai_archive
     # seconds between checkpoints of db.conversation_history; the archive is the write-ahead

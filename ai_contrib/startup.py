@@ -64,4 +64,8 @@ def at_server_stop():
     Stop the embedded model server if it runs (its child process also exits by itself when the
     game process dies). Returns a Deferred firing once the child is gone.
     """
+    from ai_contrib.memory.mem0_store import get_store
+
+    # embedded Qdrant allows one client per path: release it for the next start
+    get_store().close()
     return stop_embedded_server()

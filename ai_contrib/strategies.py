@@ -385,8 +385,6 @@ def _failed(script, trigger, strategy, error):
 
 def _succeeded(script, character, result):
     """Bookkeeping of a successful summarising compaction (as in the summary path)."""
-    script.db.last_compaction = _now()
-    script.db.compaction_count = (script.db.compaction_count or 0) + 1
     script.db.compact_failures = 0
     script.db.compact_last_error = None
     rag_memory._log_event(script, {"at": script.db.last_compaction, **result})
@@ -562,7 +560,7 @@ def _run_replace_all(script, character, force, trigger):
             )
         except (ArchiveError, ValueError) as err:
             return _failed(script, trigger, strategy, f"could not apply the compaction: {err}")
-        rag_memory._record_synthesis(character, marker)
+        rag_memory.note_compaction_applied(script, character, marker)
         script.checkpoint()
     finally:
         script.ndb.compacting = False
@@ -661,7 +659,7 @@ def _run_cascade(script, character, force, trigger):
             apply_cascade(runtime, cycle, long_marker, short_marker, trigger=trigger)
         except (ArchiveError, ValueError) as err:
             return _failed(script, trigger, strategy, f"could not apply the cycle: {err}")
-        rag_memory._record_synthesis(character, short_marker)
+        rag_memory.note_compaction_applied(script, character, short_marker)
         script.checkpoint()
     finally:
         script.ndb.compacting = False

