@@ -34,7 +34,7 @@ from .core.summary import (
     make_marker,
     plan_summary_chunks,
 )
-from .core.tokens import count_tokens
+from .core.tokens import count_message_tokens, count_tokens
 from .llm.client import LLMContextOverflowError, LLMError, LLMResponseError, get_client
 from .memory.archive import ArchiveError
 from .memory.journal import add_entry, ensure_journal, find_entry
@@ -86,13 +86,13 @@ def summary_input_budget(prompt, max_output_tokens, summarizer_context):
 
 
 @defer.inlineCallbacks
-def generate_context_summary(script, messages):
+def generate_context_summary(script, messages, prompt=None, build_request=None):
     """
     Summarise ``messages`` with the LLM (seed 002, step 2).
 
-    Uses ``script.cfg("compact_prompt")`` or :data:`DEFAULT_COMPACTION_PROMPT`, and
-    ``compact_model`` or the NPC's ``llm_model``. When the transcript is larger than one request
-    can carry (:func:`summary_input_budget` of ``AI_COMPACT_SUMMARIZER_CONTEXT``), it is
+    Uses ``prompt``, else ``script.cfg("compact_prompt")`` or :data:`DEFAULT_COMPACTION_PROMPT`,
+    and ``compact_model`` or the NPC's ``llm_model``. When the transcript is larger than one
+    request can carry (:func:`summary_input_budget` of ``AI_COMPACT_SUMMARIZER_CONTEXT``), it is
     summarised in chunks, each request folding in the summary so far (a running summary); an
     earlier ``[CONTEXT SUMMARY]`` among ``messages`` is folded in the same way. If the server
     still answers that a request exceeds its context window (its tokenizer counts more tokens
@@ -102,6 +102,13 @@ def generate_context_summary(script, messages):
     Args:
         script (AssistantScript): the NPC's script.
         messages (list[dict]): the messages to summarise (shape in ``core/messages.py``).
+        prompt (str, optional): the fixed text of every request (the system prompt, or a base
+            model's instruction line), counted against the window.
+        build_request (callable, optional): ``build_request(chunk, previous_summary)`` returning
+            the chat messages of one request (e.g. seed 003's completion-style prompt); default
+            :func:`~ai_contrib.core.summary.build_summary_request` with ``prompt``. Its framing
+            besides ``prompt``, the previous summary and the transcript must stay within
+            :data:`SUMMARY_HEADROOM_TOKENS`.
 
     Returns:
         Deferred firing the summary text (str, without the ``[CONTEXT SUMMARY]`` prefix).
@@ -112,7 +119,12 @@ def generate_context_summary(script, messages):
         hold a request at all (prompt, summaries and reply leave less than
         :data:`MIN_SUMMARY_INPUT_TOKENS`): no request is sent then.
     """
-    prompt = script.cfg("compact_prompt") or DEFAULT_COMPACTION_PROMPT
+    prompt = prompt or script.cfg("compact_prompt") or DEFAULT_COMPACTION_PROMPT
+    if build_request is None:
+
+        def build_request(chunk, previous_summary):
+            return build_summary_request(chunk, prompt=prompt, previous_summary=previous_summary)
+
     model = script.cfg("compact_model") or script.cfg("llm_model")
     max_output = int(get_setting("COMPACT_SUMMARY_MAX_TOKENS"))
     context = int(get_setting("COMPACT_SUMMARIZER_CONTEXT"))
@@ -136,7 +148,7 @@ def generate_context_summary(script, messages):
             raise LLMError(f"a summary request cannot fit: {err}") from None
         try:
             for chunk in chunks:
-                request = build_summary_request(chunk, prompt=prompt, previous_summary=summary)
+                request = build_request(chunk, summary)
                 result = yield client.chat(
                     request, model=model, max_tokens=max_output, temperature=0.2
                 )
@@ -268,9 +280,18 @@ def compact_conversation_history(script, character, force=False, trigger=None, s
             summary = yield strategies.summarise(script, to_compact)
         except LLMError as err:
             return _record_failure(script, trigger, f"summary failed: {err}")
-        summary_tokens = count_tokens(summary, model=script.cfg("llm_model"))
+        model = script.runtime.ledger.model
+        marker = make_marker(
+            summary,
+            to_compact,
+            original_token_count=replaced_tokens,
+            summary_token_count=count_tokens(summary, model=model),
+            trigger=trigger,
+        )
+        # judged by what the stored marker costs in context, not by the bare summary text
+        summary_tokens = count_message_tokens(marker, model)
         problem = check_summary(
-            summary, summary_tokens, replaced_tokens, int(get_setting("COMPACT_MIN_SAVING_TOKENS"))
+            summary, summary_tokens, replaced_tokens, int(script.cfg("compact_min_saving_tokens"))
         )
         if problem is None and (replaced_tokens - summary_tokens) < STALL_FRACTION * total_tokens:
             problem = (
@@ -279,13 +300,6 @@ def compact_conversation_history(script, character, force=False, trigger=None, s
             )
         if problem:
             return _record_failure(script, trigger, problem)
-        marker = make_marker(
-            summary,
-            to_compact,
-            original_token_count=replaced_tokens,
-            summary_token_count=summary_tokens,
-            trigger=trigger,
-        )
         try:
             script.runtime.apply_compaction(
                 marker, to_compact[0]["id"], to_compact[-1]["id"], trigger=trigger
@@ -331,12 +345,14 @@ def note_compaction_applied(script, character, marker):
 
 
 def _count_compaction(script, marker, seq):
+    """Count the compaction recorded at archive ``seq`` once; True if it was counted now."""
     counted = script.db.compaction_counted_seq
     if counted is not None and seq <= counted:
-        return
+        return False
     script.db.compaction_count = (script.db.compaction_count or 0) + 1
     script.db.compaction_counted_seq = seq
     script.db.last_compaction = (marker.get("metadata") or {}).get("compacted_at")
+    return True
 
 
 def _record_synthesis(character, marker):
@@ -384,8 +400,16 @@ def recover_after_replay(script, records):
         if record.get("kind") != "compaction" or not marker:
             continue
         _record_synthesis(character, marker)
-        if (marker.get("metadata") or {}).get("tier") != "long":
-            _count_compaction(script, marker, record["seq"])
+        meta = marker.get("metadata") or {}
+        if meta.get("tier") != "long" and _count_compaction(script, marker, record["seq"]):
+            _log_event(script, {
+                "at": meta.get("compacted_at"), "trigger": record.get("trigger") or "recovered",
+                "success": True, "recovered": True,
+                "compacted_messages": meta.get("compacted_count"),
+                "original_tokens": meta.get("original_token_count"),
+                "new_tokens": meta.get("summary_token_count"),
+                "reduction_pct": 0.0,
+            })
 
 
 def run_pre_compaction_extraction(script, character, max_iterations=None):

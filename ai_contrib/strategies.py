@@ -56,14 +56,11 @@ from .core.structured import (
     plan_replace_all,
 )
 from .core.summary import (
-    DEFAULT_COMPACTION_PROMPT,
     benefit_decision,
-    build_summary_request,
     check_summary,
     clean_summary,
     estimate_summary_tokens,
     make_marker,
-    plan_summary_chunks,
 )
 from .core.tokens import count_message_tokens, count_tokens
 from .llm.client import LLMError, LLMResponseError, get_client
@@ -89,8 +86,6 @@ __all__ = [
 STRATEGIES = ("summary", "mask", "hybrid", "cascade", "replace_all")
 DEFAULT_STRATEGY = "summary"
 PROMPT_STYLES = ("chat", "base")
-# tokens kept free in a summary request besides prompt and output (chat-template overhead)
-_HEADROOM_TOKENS = 256
 
 
 def _now():
@@ -281,12 +276,6 @@ def micro_compact(script, trigger="turn", strategy="mask"):
 # -- summarising ---------------------------------------------------------------------------------
 
 
-def _input_budget(fixed_prompt, max_output):
-    # prompt, running summary and generated summary must all fit the summariser's window
-    context = int(get_setting("COMPACT_SUMMARIZER_CONTEXT"))
-    return max(256, context - count_tokens(fixed_prompt) - 2 * max_output - _HEADROOM_TOKENS)
-
-
 @defer.inlineCallbacks
 def summarise(script, messages, prompt=None, instruction=None, structured=True):
     """
@@ -313,29 +302,19 @@ def summarise(script, messages, prompt=None, instruction=None, structured=True):
     Raises (through the Deferred):
         LLMError: the request failed, or the summary came back empty.
     """
-    style = prompt_style(script)
-    if style == "chat" and prompt is None:
-        text = yield rag_memory.generate_context_summary(script, messages)
-        return normalise_summary(text) if structured else text
-    chat_prompt = prompt or script.cfg("compact_prompt") or DEFAULT_COMPACTION_PROMPT
-    base_instruction = instruction or script.cfg("compact_prompt") or BASE_SUMMARY_INSTRUCTION
-    model = script.cfg("compact_model") or script.cfg("llm_model")
-    max_output = int(get_setting("COMPACT_SUMMARY_MAX_TOKENS"))
-    budget = _input_budget(chat_prompt if style == "chat" else base_instruction, max_output)
-    chunks = plan_summary_chunks(messages, script.runtime.token_counts(messages), budget)
-    client = get_client()
-    summary = None
-    for chunk in chunks:
-        if style == "base":
-            request = build_base_summary_request(chunk, base_instruction, previous_summary=summary)
-        else:
-            request = build_summary_request(chunk, prompt=chat_prompt, previous_summary=summary)
-        result = yield client.chat(request, model=model, max_tokens=max_output, temperature=0.2)
-        text = clean_summary(result.content)
-        if not text:
-            raise LLMResponseError("the summariser returned an empty summary")
-        summary = text
-    return normalise_summary(summary) if structured else summary
+    if prompt_style(script) == "base":
+        fixed = instruction or script.cfg("compact_prompt") or BASE_SUMMARY_INSTRUCTION
+
+        def build(chunk, previous):
+            return build_base_summary_request(chunk, fixed, previous_summary=previous)
+
+    else:
+        fixed, build = prompt, None
+    # one chunking loop for every style: budget, running summary, overflow retry
+    text = yield rag_memory.generate_context_summary(
+        script, messages, prompt=fixed, build_request=build
+    )
+    return normalise_summary(text) if structured else text
 
 
 @defer.inlineCallbacks

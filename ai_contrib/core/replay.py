@@ -60,3 +60,32 @@ def apply_record(messages, record):
             return messages, False
         return apply_masks(messages, todo), True
     return messages, False
+
+
+def replay(messages, records):
+    """
+    Apply ``records`` in order to ``messages`` (not modified) and return
+    ``(new_messages, applied_records)``.
+
+    Message records, the bulk of any replay, are appended in O(1) each against one running id
+    set; compaction, eviction and mask records go through :func:`apply_record` (O(n) each), after
+    which the id set is rebuilt. So a replay costs O(records + n x structural records) instead of
+    O(records x n).
+    """
+    current = list(messages)
+    ids = {m.get("id") for m in current}
+    applied = []
+    for record in records:
+        if record.get("kind") == "message":
+            msg = record.get("msg") or {}
+            if msg.get("id") in ids:
+                continue
+            current.append(msg)
+            ids.add(msg.get("id"))
+            applied.append(record)
+            continue
+        current, changed = apply_record(current, record)
+        if changed:
+            applied.append(record)
+            ids = {m.get("id") for m in current}
+    return current, applied

@@ -9,7 +9,7 @@ re-pickle, O(n)) is the caller's to schedule, not done per append.
 """
 
 from ..core.messages import normalise_message
-from ..core.replay import apply_record
+from ..core.replay import replay
 from ..core.splice import splice
 from ..core.tokens import TokenLedger
 
@@ -48,11 +48,10 @@ class RuntimeHistory:
                     archive.append_message(msg)
             self.dirty = bool(self.messages)
         else:
-            for record in archive.records(start_seq=checkpoint_seq + 1):
-                self.messages, changed = apply_record(self.messages, record)
-                if changed:
-                    self.replayed.append(record)
-                    self.dirty = True
+            self.messages, self.replayed = replay(
+                self.messages, archive.records(start_seq=checkpoint_seq + 1)
+            )
+            self.dirty = bool(self.replayed)
         self.ledger = TokenLedger(model)
         self.ledger.replace(self.messages)
 
