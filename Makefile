@@ -17,10 +17,10 @@ $(STAMP): pyproject.toml scripts/find_python.sh
 	@touch $(STAMP)
 
 demo: install
-	$(PY) -m ai_contrib.demo $(DEMO_ARGS)
+	$(PY) -m demo $(DEMO_ARGS)
 
 demo-keep: install
-	$(PY) -m ai_contrib.demo --keep-running $(DEMO_ARGS)
+	$(PY) -m demo --keep-running $(DEMO_ARGS)
 
 test: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)

@@ -45,6 +45,7 @@ STALL_FRACTION = 0.05  # a compaction cutting less than this share of the tokens
 COMPACTION_LOG_SIZE = 20
 # tokens kept free in every summary request besides prompt and output: chat-template overhead
 SUMMARY_HEADROOM_TOKENS = 256
+SUMMARY_MIN_OUTPUT_TOKENS = 32  # the least a summary request may ask the model to write
 # the smallest transcript budget worth a request: below it the window is misconfigured
 MIN_SUMMARY_INPUT_TOKENS = 64
 
@@ -126,7 +127,13 @@ def generate_context_summary(script, messages, prompt=None, build_request=None):
             return build_summary_request(chunk, prompt=prompt, previous_summary=previous_summary)
 
     model = script.cfg("compact_model") or script.cfg("llm_model")
-    max_output = int(get_setting("COMPACT_SUMMARY_MAX_TOKENS"))
+    # a summary may take at most half of what it replaces: small models otherwise write
+    # "summaries" longer than a short stretch of talk, which the saving check must then refuse
+    replaced = sum(script.runtime.token_counts(messages))
+    max_output = max(
+        SUMMARY_MIN_OUTPUT_TOKENS,
+        min(int(get_setting("COMPACT_SUMMARY_MAX_TOKENS")), replaced // 2),
+    )
     context = int(get_setting("COMPACT_SUMMARIZER_CONTEXT"))
     budget = summary_input_budget(prompt, max_output, context)
     if budget < MIN_SUMMARY_INPUT_TOKENS:

@@ -51,9 +51,14 @@ def at_server_start():
         return server
 
     def failed(failure):
-        logger.log_err(
-            f"ai_contrib: the embedded model server did not start: {failure.getErrorMessage()}"
-        )
+        from ai_contrib.llm.embedded import EmbeddedServerError
+
+        message = failure.getErrorMessage()
+        if failure.check(EmbeddedServerError) and "stopped before it was ready" in message:
+            # Evennia's first start restarts the server once: an interrupted start is expected
+            logger.log_info(f"ai_contrib: {message}")
+        else:
+            logger.log_err(f"ai_contrib: the embedded model server did not start: {message}")
         return None
 
     return start_embedded_server().addCallbacks(ready, failed)

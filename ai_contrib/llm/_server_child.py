@@ -81,6 +81,9 @@ def main(argv):
     if api_key:
         params.api_keys = [api_key]
     params.verbosity = 0
+    # llama.cpp's prompt cache defaults to 8 GiB; an NPC server needs a small one
+    if hasattr(params, "cache_ram_mib"):
+        params.cache_ram_mib = int(config.get("cache_ram_mib", 256))
     try:
         server = xllamacpp.Server(params)  # blocks until the model is loaded and the port listens
         server.handle_metrics()  # avoids the hang seen when a fresh server is torn down

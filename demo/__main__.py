@@ -1,0 +1,548 @@
+"""
+The demo: a real Evennia game, an LLM innkeeper, two telnet players and a long conversation.
+
+``python -m demo`` (what ``make demo`` runs; ``make install`` installed everything first):
+
+1. makes a fresh game under ``./demo-game`` from ``game_template/`` and starts Evennia on
+   127.0.0.1 with free ports; the innkeeper Marta answers through the embedded local model
+   (SmolLM2-135M-Instruct) unless ``AI_LLM_BASE_URL`` points elsewhere;
+2. connects two players over telnet (two accounts, made with ``create``) and an admin (the
+   superuser), and has the players replay a LoCoMo conversation to Marta line by line (speaker
+   A's lines by player 1, speaker B's by player 2), each waiting for Marta's answer. The token
+   budget is small (1500 tokens) so emergency compaction happens mid-conversation;
+3. between two LoCoMo sessions the admin puts Marta to sleep (``aisleep``), which compacts her
+   history during the sleep phase, then wakes her (``aiwake``);
+4. at the end the admin runs ``aihistory``, ``compact`` and ``compact/force``;
+5. writes the transcript of every connection to ``./demo-output/``, prints its tail and a
+   summary (lines, replies, compactions with tokens before -> after, wall times) and stops the
+   server, unless ``--keep-running``.
+
+The conversation data is LoCoMo (Maharana et al., ACL 2024; CC BY-NC 4.0, see
+``data/locomo/NOTICE.txt``); only its conversation turns are used, never its questions.
+"""
+
+import argparse
+import asyncio
+import json
+import re
+import secrets
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ai_contrib.settings import DEFAULTS as AI_DEFAULTS
+
+from .gamectl import REPO_ROOT, GameDir, GameError
+from .locomo import list_conversations, load_conversation
+from .telnet import TelnetError, TelnetPlayer, Transcript
+
+NPC = "Marta"
+
+#: Marta's answer: the start of her say line (the model's words follow in quotes), or the
+#: in-character line shown when the model fails (AI_FALLBACK_REPLY)
+ANSWER_RE = re.compile(
+    rf'^(?:(?P<reply>{NPC} says, ")'
+    rf"|(?P<fallback>{re.escape(AI_DEFAULTS['FALLBACK_REPLY'].format(name=NPC))}))",
+    re.M,
+)
+#: the server log line ai_contrib writes for every successful compaction, in either form:
+#: "AI compaction [emergency] Marta: 13 messages -> summary, 1207 -> 542 tokens" or
+#: "AI compaction [sleep, <strategy>] Marta: 13 messages, 1207 -> 542 tokens"
+COMPACTION_LOG_RE = re.compile(
+    r"AI compaction \[(?P<trigger>\w+)(?:, (?P<strategy>[^\]]+))?\] (?P<npc>.+?): "
+    r"(?P<messages>\d+) messages(?: -> summary)?, (?P<before>\d+) -> (?P<after>\d+) tokens"
+)
+COMPACTION_FAIL_RE = re.compile(
+    r"AI compaction \[(?P<trigger>\w+)(?:, [^\]]+)?\] (?P<npc>.+?) failed: (?P<error>.*)"
+)
+#: the "Tokens" row of aihistory: used / budget (percent)
+TOKENS_ROW_RE = re.compile(r"Tokens\s*\|\s*(\d+) / (\d+) \(([\d.]+)%\)")
+
+
+@dataclass
+class Stats:
+    """What the demo measured (seconds are wall-clock seconds)."""
+
+    lines_sent: dict = field(default_factory=dict)  # player label -> lines said to Marta
+    replies: int = 0  # model-written replies received
+    fallbacks: int = 0  # fallback lines ("Marta seems lost in thought.")
+    timeouts: int = 0  # lines with no answer within the reply timeout
+    reply_seconds: list = field(default_factory=list)  # per answered line
+    sleep_session: int | None = None  # the session after which Marta slept
+    timings: dict = field(default_factory=dict)  # phase -> seconds
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m demo",
+        description="Run a real Evennia game whose innkeeper is an LLM NPC, and talk to her.",
+    )
+    parser.add_argument(
+        "--lines",
+        type=int,
+        default=60,
+        help="player lines to replay from the conversation (default 60)",
+    )
+    parser.add_argument(
+        "--conversation",
+        default="conv-26",
+        help="LoCoMo sample_id to replay (default conv-26; --list shows all)",
+    )
+    parser.add_argument("--list", action="store_true", help="list the conversations and exit")
+    parser.add_argument(
+        "--keep-running",
+        action="store_true",
+        help="leave the game running afterwards and print how to connect",
+    )
+    parser.add_argument(
+        "--stop", action="store_true", help="stop a game left running by --keep-running, and exit"
+    )
+    parser.add_argument("--game-dir", default="demo-game", help="where to make the game")
+    parser.add_argument("--output-dir", default="demo-output", help="where to write transcripts")
+    parser.add_argument(
+        "--port-base",
+        type=int,
+        default=None,
+        help="telnet port; web +1, websocket +2, internal +5 and +6 (default: a free block)",
+    )
+    parser.add_argument(
+        "--max-context-tokens",
+        type=int,
+        default=1500,
+        help="Marta's token budget (AI_MAX_CONTEXT_TOKENS, default 1500)",
+    )
+    parser.add_argument(
+        "--preserve-window",
+        type=int,
+        default=6,
+        help="messages kept verbatim by a compaction (default 6)",
+    )
+    parser.add_argument(
+        "--sleep-threshold",
+        type=float,
+        default=0.4,
+        help="fraction of the budget above which sleeping compacts (default 0.4)",
+    )
+    parser.add_argument(
+        "--summary-max-tokens",
+        type=int,
+        default=200,
+        help="tokens a compaction summary may have (default 200)",
+    )
+    parser.add_argument(
+        "--sleep-after-idle",
+        type=float,
+        default=300,
+        help="seconds without speech before Marta falls asleep by herself",
+    )
+    parser.add_argument(
+        "--reply-timeout",
+        type=float,
+        default=180,
+        help="seconds a player waits for Marta's answer (default 180)",
+    )
+    parser.add_argument("--tail", type=int, default=40, help="transcript lines to print at the end")
+    return parser.parse_args(argv)
+
+
+def game_environment(args):
+    """The AI_* settings of the demo game (see game_template/server/conf/settings.py)."""
+    return {
+        "AI_MAX_CONTEXT_TOKENS": str(args.max_context_tokens),
+        "AI_COMPACT_PRESERVE_WINDOW": str(args.preserve_window),
+        "AI_COMPACT_SLEEP_THRESHOLD": str(args.sleep_threshold),
+        "AI_SLEEP_AFTER_IDLE": str(args.sleep_after_idle),
+        "AI_COMPACT_SUMMARY_MAX_TOKENS": str(args.summary_max_tokens),
+    }
+
+
+def account_name(speaker, taken):
+    """A login name for a LoCoMo speaker: letters and digits only, unique among ``taken``."""
+    base = re.sub(r"[^A-Za-z0-9]", "", speaker) or "player"
+    name, n = base, 1
+    while name.lower() in taken:
+        n += 1
+        name = f"{base}{n}"
+    taken.add(name.lower())
+    return name
+
+
+async def wait_for_log(game, pattern, offset, timeout):
+    """Poll the server log from ``offset`` for ``pattern`` without blocking the telnet clients."""
+    rx = re.compile(pattern)
+    deadline = time.monotonic() + timeout
+    while True:
+        match = rx.search(game.read_log("server", offset=offset))
+        if match or time.monotonic() >= deadline:
+            return match
+        await asyncio.sleep(0.5)
+
+
+async def token_usage(admin):
+    """Marta's token use from ``aihistory``: ``(used, budget, percent)`` or None."""
+    text = await admin.command(f"aihistory {NPC}", until=r"Breaker", timeout=30)
+    match = TOKENS_ROW_RE.search(text)
+    return (int(match.group(1)), int(match.group(2)), float(match.group(3))) if match else None
+
+
+async def settle(players, timeout=15.0):
+    """
+    Wait until every player has received each answer Marta has given so far.
+
+    All players stand in the tavern and hear every answer, but not at the same instant: without
+    this, the next speaker could take the tail of the previous exchange for its own answer.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        counts = [len(ANSWER_RE.findall(p.received)) for p in players]
+        if min(counts) >= max(counts) or time.monotonic() >= deadline:
+            return
+        await asyncio.sleep(0.1)
+
+
+async def say_to_marta(player, text, stats, timeout, transcript):
+    """
+    One player line and Marta's answer; updates ``stats``.
+
+    Returns:
+        tuple[str, float]: ``"reply"``, ``"fallback"`` or ``"timeout"``, and the seconds waited.
+    """
+    t0 = time.monotonic()
+    player.discard()  # what arrived before (e.g. the other player's exchange) is transcript only
+    player.send(f"talk {NPC} = {text}")
+    match, _ = await player.read_until(ANSWER_RE, timeout=timeout)
+    elapsed = time.monotonic() - t0
+    stats.lines_sent[player.label] = stats.lines_sent.get(player.label, 0) + 1
+    if match is None:
+        stats.timeouts += 1
+        transcript.note(f"no answer from {NPC} within {timeout:.0f} s")
+        return "timeout", elapsed
+    stats.reply_seconds.append(elapsed)
+    if match.group("fallback"):
+        stats.fallbacks += 1
+        return "fallback", elapsed
+    stats.replies += 1
+    return "reply", elapsed
+
+
+async def sleep_and_wake(
+    admin, game, stats, session, transcript, threshold_pct, usage=None, timeout=300
+):
+    """
+    Put Marta to sleep, let her sleep phase run, wake her.
+
+    The sleep phase compacts only above the sleep threshold; below it there is nothing to wait
+    for (and no log line to wait on), so she is woken after a short nap. ``usage`` is her token
+    use as :func:`token_usage` returns it (asked for here when None).
+    """
+    usage = usage or await token_usage(admin)
+    transcript.note(
+        f"--- after session {session}: {NPC} goes to sleep "
+        f"(context {usage[2] if usage else '?'}% of the budget) ---"
+    )
+    offset = game.log_size("server")
+    await admin.command(f"aisleep {NPC}", until=rf"{NPC} (falls|is already) asleep", timeout=30)
+    stats.sleep_session = session
+    if usage and usage[2] >= threshold_pct:
+        # the compaction line itself is reported by report_compactions
+        match = await wait_for_log(game, rf"AI compaction \[sleep[^\]]*\] {NPC}.*", offset, timeout)
+        note = None if match else f"no sleep compaction within {timeout} s"
+    else:
+        await asyncio.sleep(5)
+        note = f"below the sleep threshold ({threshold_pct:.0f}%): nothing to compact"
+    if note:
+        transcript.note(f"sleep phase: {note}")
+        print(f"        ** sleep phase: {note}", flush=True)
+    await admin.command(f"aiwake {NPC}", until=rf"{NPC} (wakes up|is already awake)", timeout=30)
+
+
+def report_compactions(game, offset, transcript):
+    """Print and note the compactions logged since byte ``offset``; return the new offset."""
+    text, end = game.read_new("server", offset)
+    done, failed = compactions_from_log(text)
+    for c in done:
+        line = (
+            f"compaction [{c['trigger']}, {c['strategy']}]: {c['messages']} messages, "
+            f"{c['before']} -> {c['after']} tokens"
+        )
+        print(f"        ** {line}", flush=True)
+        transcript.note(line)
+    for f in failed:
+        line = f"compaction [{f['trigger']}] failed: {f['error']}"
+        print(f"        ** {line}", flush=True)
+        transcript.note(line)
+    return end
+
+
+def compactions_from_log(text):
+    """
+    Compactions and failed compactions in server log text.
+
+    Returns:
+        tuple[list[dict], list[dict]]: ``{"trigger", "strategy", "messages", "before",
+        "after"}`` per compaction (tokens), ``{"trigger", "error"}`` per failure.
+    """
+    done = [
+        {
+            "trigger": m["trigger"],
+            "strategy": m["strategy"] or "summary",
+            "messages": int(m["messages"]),
+            "before": int(m["before"]),
+            "after": int(m["after"]),
+        }
+        for m in COMPACTION_LOG_RE.finditer(text)
+    ]
+    failed = [
+        {"trigger": m["trigger"], "error": m["error"].strip()}
+        for m in COMPACTION_FAIL_RE.finditer(text)
+    ]
+    return done, failed
+
+
+async def run_conversation(game, args, conversation, transcript, stats):
+    """Log everyone in, replay the lines, sleep once between sessions, finish with admin commands."""
+    turns = conversation.turns[: args.lines]
+    taken = {game.superuser[0].lower()}
+    players = {}
+    for speaker in (conversation.speaker_a, conversation.speaker_b):
+        name = account_name(speaker, taken)
+        password = f"pw-{secrets.token_hex(6)}"  # never all digits: Django refuses those
+        players[speaker] = (TelnetPlayer(name, game.ports.telnet, transcript=transcript), password)
+    admin = TelnetPlayer(game.superuser[0], game.ports.telnet, transcript=transcript)
+    try:
+        await admin.connect()
+        await admin.login(*game.superuser)
+        for speaker, (player, password) in players.items():
+            await player.connect()
+            await player.login(player.label, password, create=True)
+            await player.command("tavern")
+        transcript.note(
+            f"replaying {len(turns)} lines of LoCoMo {conversation.sample_id} "
+            f"({conversation.speaker_a} and {conversation.speaker_b}) to {NPC}"
+        )
+        sleep_threshold_pct = args.sleep_threshold * 100
+        log_offset = game.log_size("server")
+        t_conv = time.monotonic()
+        for i, turn in enumerate(turns):
+            if i and turn.session != turns[i - 1].session:
+                transcript.note(f"--- session {turn.session} ({turn.date}) ---")
+                # sleep once, at the first session break where sleeping has something to compact
+                if stats.sleep_session is None:
+                    usage = await token_usage(admin)
+                    last_break = turn.session == turns[-1].session
+                    if usage and (usage[2] >= sleep_threshold_pct or last_break):
+                        await sleep_and_wake(
+                            admin,
+                            game,
+                            stats,
+                            turns[i - 1].session,
+                            transcript,
+                            sleep_threshold_pct,
+                            usage,
+                        )
+                        log_offset = report_compactions(game, log_offset, transcript)
+            player, _ = players[turn.speaker]
+            await settle([p for p, _ in players.values()])
+            outcome, elapsed = await say_to_marta(
+                player, turn.text, stats, args.reply_timeout, transcript
+            )
+            print(
+                f"  [{i + 1:3d}/{len(turns)}] {turn.dia_id:>6} {player.label:<10} "
+                f"-> {NPC}: {outcome} in {elapsed:5.1f} s",
+                flush=True,
+            )
+            log_offset = report_compactions(game, log_offset, transcript)
+        stats.timings["conversation"] = time.monotonic() - t_conv
+        if stats.sleep_session is None:
+            # the lines ended before a session break: sleep now, after the last one
+            await sleep_and_wake(
+                admin, game, stats, turns[-1].session, transcript, sleep_threshold_pct
+            )
+            log_offset = report_compactions(game, log_offset, transcript)
+
+        transcript.note("--- admin commands ---")
+        await admin.command(f"aihistory {NPC}", quiet=1.5, timeout=30)
+        await admin.command(f"compact {NPC}", until=r"Compact(?:ed|ion of)[^\n]*", timeout=300)
+        await admin.command(
+            f"compact/force {NPC}", until=r"Compact(?:ed|ion of)[^\n]*", timeout=300
+        )
+        await admin.command(f"aihistory {NPC}", quiet=1.5, timeout=30)
+    finally:
+        for player, _ in players.values():
+            await player.close()
+        await admin.close()
+    return {p.label: pw for p, pw in players.values()}
+
+
+def print_summary(args, game, conversation, stats, compactions, failures, transcript_path):
+    total_lines = sum(stats.lines_sent.values())
+    print("\n=== Summary ===")
+    print(f"game:          {game.path} (telnet 127.0.0.1:{game.ports.telnet})")
+    print(
+        f"conversation:  LoCoMo {conversation.sample_id} ({conversation.speaker_a} & "
+        f"{conversation.speaker_b}), {total_lines} lines sent ("
+        + ", ".join(f"{k}: {v}" for k, v in stats.lines_sent.items())
+        + ")"
+    )
+    print(
+        f"answers:       {stats.replies} model replies, {stats.fallbacks} fallback lines, "
+        f"{stats.timeouts} unanswered"
+    )
+    if stats.reply_seconds:
+        rs = sorted(stats.reply_seconds)
+        print(
+            f"answer time:   median {rs[len(rs) // 2]:.1f} s, max {rs[-1]:.1f} s "
+            "(includes any compaction run before the answer)"
+        )
+    print(
+        f"budget:        {args.max_context_tokens} tokens, preserve window "
+        f"{args.preserve_window} messages, sleep threshold {args.sleep_threshold:.0%}"
+    )
+    by_trigger = {}
+    for c in compactions:
+        by_trigger.setdefault(c["trigger"], []).append(c)
+    print(
+        f"compactions:   {len(compactions)}"
+        + (
+            " (" + ", ".join(f"{t}: {len(v)}" for t, v in sorted(by_trigger.items())) + ")"
+            if compactions
+            else ""
+        )
+    )
+    for c in compactions:
+        print(
+            f"   [{c['trigger']:<9}] {c['strategy']:<10} {c['messages']:3d} messages, "
+            f"{c['before']} -> {c['after']} tokens"
+        )
+    for f in failures:
+        print(f"   [{f['trigger']:<9}] FAILED: {f['error']}")
+    if stats.sleep_session is not None:
+        print(f"sleep:         after session {stats.sleep_session}")
+    print("wall time:     " + ", ".join(f"{k} {v:.1f} s" for k, v in stats.timings.items()))
+    print(f"transcript:    {transcript_path}")
+
+
+async def _run(args):
+    conversation = load_conversation(args.conversation)
+    if len(conversation.turns) < args.lines:
+        print(f"note: {conversation.sample_id} has only {len(conversation.turns)} lines")
+    stats = Stats()
+    t_all = time.monotonic()
+    out_dir = Path(args.output_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    transcript_path = out_dir / f"transcript-{stamp}.txt"
+
+    print(f"Making a fresh game in {args.game_dir} ...", flush=True)
+    t0 = time.monotonic()
+    game = GameDir.create(args.game_dir, port_base=args.port_base, env=game_environment(args))
+    stats.timings["create"] = time.monotonic() - t0
+    print(f"Starting Evennia on 127.0.0.1:{game.ports.telnet} ...", flush=True)
+    transcript = Transcript(transcript_path)
+    transcript.note(
+        f"game {game.path}, telnet 127.0.0.1:{game.ports.telnet}, "
+        f"settings {json.dumps(game_environment(args))}"
+    )
+    passwords, failed = {}, None
+    try:
+        stats.timings["start"] = game.start()
+        passwords = await run_conversation(game, args, conversation, transcript, stats)
+    except (TelnetError, GameError, asyncio.TimeoutError) as err:
+        failed = err
+        transcript.note(f"demo stopped early: {err!r}")
+    finally:
+        transcript.close()
+        log_text = game.read_log("server")
+        if game.log_path("server").exists():
+            shutil.copyfile(game.log_path("server"), out_dir / f"server-{stamp}.log")
+        compactions, failures = compactions_from_log(log_text)
+        print(f"\n=== Transcript tail ({transcript_path.name}) ===")
+        print("\n".join(transcript.lines[-args.tail :]))
+        if not args.keep_running or failed:
+            stats.timings["stop"] = stop_game(game)
+        stats.timings["total"] = time.monotonic() - t_all
+        print_summary(args, game, conversation, stats, compactions, failures, transcript_path)
+        summary = {
+            "conversation": conversation.sample_id,
+            "lines_sent": stats.lines_sent,
+            "replies": stats.replies,
+            "fallbacks": stats.fallbacks,
+            "timeouts": stats.timeouts,
+            "reply_seconds": [round(x, 2) for x in stats.reply_seconds],
+            "compactions": compactions,
+            "compaction_failures": failures,
+            "sleep_after_session": stats.sleep_session,
+            "settings": game_environment(args),
+            "timings": {k: round(v, 2) for k, v in stats.timings.items()},
+            "error": repr(failed) if failed else None,
+        }
+        (out_dir / f"summary-{stamp}.json").write_text(json.dumps(summary, indent=2))
+    if failed:
+        print(f"\nThe demo stopped early: {failed}", file=sys.stderr)
+        print("Server log tail:\n" + "\n".join(log_text.splitlines()[-30:]), file=sys.stderr)
+        return 1
+    if args.keep_running:
+        print_connect_help(game, passwords)
+    return 0
+
+
+def stop_game(game):
+    """``evennia stop``; if that fails, kill the Server and Portal. Returns the seconds taken."""
+    t0 = time.monotonic()
+    try:
+        game.stop()
+    except GameError as err:
+        print(f"{err}; killing the server and portal", file=sys.stderr)
+        game.kill("server")
+        game.kill("portal")
+    return time.monotonic() - t0
+
+
+def print_connect_help(game, passwords):
+    print("\nThe game is still running.")
+    print(f"  telnet:     telnet 127.0.0.1 {game.ports.telnet}")
+    print(f"  web client: http://127.0.0.1:{game.ports.web}/webclient")
+    print(f"  admin:      connect {game.superuser[0]} {game.superuser[1]}")
+    for name, pw in passwords.items():
+        print(f"  player:     connect {name} {pw}")
+    print("  then: tavern, talk Marta = Hello!   (admins: aihistory Marta, compact Marta)")
+    print(
+        f"  stop it:    cd {REPO_ROOT} && {sys.executable} -m demo --stop "
+        f"--game-dir {game.path}"
+    )
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.list:
+        for sample_id, a, b, n in list_conversations():
+            print(f"{sample_id}: {a} & {b}, {n} lines")
+        return 0
+    if args.stop:
+        try:
+            game = GameDir.open(args.game_dir)
+        except GameError as err:
+            print(err, file=sys.stderr)
+            return 1
+        if game.server_pid() is None and game.portal_pid() is None:
+            print(f"no game is running in {game.path}")
+            return 0
+        print(f"stopped in {game.stop():.1f} s")
+        return 0
+    try:
+        return asyncio.run(_run(args))
+    except KeyError as err:  # an unknown --conversation
+        print(err.args[0], file=sys.stderr)
+        return 2
+    except GameError as err:  # the game could not be made
+        print(err, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\ninterrupted; if a game is still running: python -m demo --stop", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

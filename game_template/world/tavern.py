@@ -1,0 +1,114 @@
+"""
+The Sleeping Stag: a tavern north of Limbo where Marta, the innkeeper, works.
+
+Marta is an ``ai_contrib.typeclasses.AssistantCharacter``: an NPC whose replies come from an LLM and
+whose conversation history is kept within a token budget by compaction. Her ``db.persona`` is the
+character sheet the contrib puts at the head of every prompt.
+
+:func:`build_tavern` is called once by ``server/conf/at_initial_setup.py`` on the game's first
+start. It finds what exists by tag, so it is safe to call again by hand (``py from world.tavern
+import build_tavern; build_tavern()``) after deleting something.
+"""
+
+from django.conf import settings
+
+TAG_CATEGORY = "ai_tavern"
+NPC_KEY = "Marta"
+
+TAVERN_DESC = (
+    "A low-beamed common room that smells of woodsmoke, bread and spilled ale. A fire crackles "
+    "in a wide stone hearth; scarred oak tables stand between the pillars, and behind the long "
+    "counter Marta keeps an eye on every guest. A door leads back |wout|n."
+)
+
+LIMBO_DESC = (
+    "A muddy crossroads under a wide grey sky. Warm light and the murmur of voices spill from "
+    "the door of |wThe Sleeping Stag|n, a tavern just |wnorth|n of here (type |wtavern|n). Its "
+    "innkeeper, Marta, listens to anyone: |wtalk Marta = Hello!|n, or just |wsay|n something "
+    "once you are inside."
+)
+
+MARTA_DESC = (
+    "A broad-shouldered woman in her fifties with flour on her sleeves, grey-streaked hair tied "
+    "back with a leather cord, and sharp, friendly eyes that miss nothing."
+)
+
+# Short and concrete: small local models follow a few plain sentences better than a long sheet.
+MARTA_PERSONA = (
+    "You are Marta, the innkeeper of The Sleeping Stag, a busy tavern at a crossroads. "
+    "You are warm, practical and a little nosy. You listen closely to your guests, remember what "
+    "they tell you about their lives (names, family, work, plans, dates) and ask about it later. "
+    "You answer in one to three short sentences, in character, and you never say you are an AI."
+)
+
+
+def _tagged(tag):
+    """Return the first object tagged ``tag`` in :data:`TAG_CATEGORY`, or None."""
+    from evennia.utils.search import search_tag
+
+    found = search_tag(tag, category=TAG_CATEGORY)
+    return found[0] if found else None
+
+
+def build_tavern():
+    """
+    Create the tavern room, its exits to and from Limbo and Marta, where missing.
+
+    Returns:
+        dict: ``{"tavern": room, "marta": npc}`` (the existing objects where already built).
+
+    Raises:
+        ImportError: if ``ai_contrib.typeclasses`` cannot be imported. The import happens here and
+            not at module level on purpose: Evennia silently skips an initial-setup hook module
+            that fails to import, and a game without its NPC should fail loudly instead.
+    """
+    from ai_contrib.typeclasses import AssistantCharacter
+    from evennia.utils import create, logger
+    from evennia.utils.search import search_object
+
+    limbo = search_object(settings.DEFAULT_HOME)[0]
+
+    tavern = _tagged("tavern")
+    if tavern is None:
+        tavern = create.create_object(
+            settings.BASE_ROOM_TYPECLASS,
+            key="The Sleeping Stag",
+            tags=[("tavern", TAG_CATEGORY)],
+            attributes=[("desc", TAVERN_DESC)],
+        )
+        logger.log_info(f"AI tavern: created room {tavern.key} ({tavern.dbref}).")
+
+    if _tagged("tavern_entrance") is None:
+        create.create_object(
+            settings.BASE_EXIT_TYPECLASS,
+            key="tavern",
+            aliases=["north", "n", "sleeping stag"],
+            location=limbo,
+            destination=tavern,
+            tags=[("tavern_entrance", TAG_CATEGORY)],
+        )
+        limbo.db.desc = LIMBO_DESC
+    if _tagged("tavern_exit") is None:
+        create.create_object(
+            settings.BASE_EXIT_TYPECLASS,
+            key="out",
+            aliases=["south", "s", "leave"],
+            location=tavern,
+            destination=limbo,
+            tags=[("tavern_exit", TAG_CATEGORY)],
+        )
+
+    marta = _tagged("innkeeper")
+    if marta is None:
+        marta = create.create_object(
+            AssistantCharacter,
+            key=NPC_KEY,
+            location=tavern,
+            home=tavern,
+            tags=[("innkeeper", TAG_CATEGORY)],
+            attributes=[("desc", MARTA_DESC)],
+        )
+        # db.persona is read on every reply, so it is set after creation like any later edit
+        marta.db.persona = MARTA_PERSONA
+        logger.log_info(f"AI tavern: created NPC {marta.key} ({marta.dbref}) in {tavern.key}.")
+    return {"tavern": tavern, "marta": marta}

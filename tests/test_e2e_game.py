@@ -1,0 +1,165 @@
+"""
+End to end: the real game from ``game_template/`` with the embedded model, driven over telnet.
+
+One game is made in a temporary directory on free loopback ports and started once for this
+module (Evennia's start and the embedded SmolLM2 model are the slow part). A player creates an
+account, walks into the tavern and talks to Marta; the admin (superuser) inspects her with
+``aihistory`` and compacts her history. The token budget is tiny (AI_MAX_CONTEXT_TOKENS=400,
+preserve window 2 messages) so a few lines fill it.
+"""
+
+import asyncio
+import re
+
+import pytest
+
+from demo.gamectl import GameDir
+from demo.telnet import TelnetPlayer, Transcript
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(480)]
+
+NPC = "Marta"
+FALLBACK = f"{NPC} seems lost in thought."  # AI_FALLBACK_REPLY, shown when the model fails
+REPLY_RE = re.compile(rf'^{NPC} says, "(?P<text>.+)"\s*$', re.M)
+ANSWER_RE = re.compile(rf'^(?:{NPC} says, "|{re.escape(FALLBACK)})', re.M)
+# a successful row of aihistory's "Compaction events" table: trigger, ok, messages, before -> after
+# (the trigger cell may name the strategy too: "emergency (summary)")
+EVENT_ROW_RE = re.compile(
+    r"\|\s*(?P<trigger>sleep|emergency|manual)\b[^|]*\|\s*ok\s*\|\s*(?P<messages>\d+)\s*\|"
+    r"\s*(?P<before>\d+) -> (?P<after>\d+)\s*\|"
+)
+REPLY_TIMEOUT = 150  # seconds; an emergency compaction may run before the answer
+
+PLAYER = ("Wren", "wren-pw-4821")
+LINES = [
+    "Good evening, Marta! I'm Wren, a blacksmith from Riverbend.",
+    "My daughter Lily turns seven next Tuesday, so I need a cake.",
+    "I also sold my old grey mare, Pepper, to a farmer at the market.",
+    "Do you remember what my daughter's name is?",
+]
+
+
+@pytest.fixture(scope="module")
+def game(tmp_path_factory):
+    """A started game with a tiny token budget; stopped (or killed) afterwards."""
+    path = tmp_path_factory.mktemp("e2e-game") / "game"
+    env = {
+        "AI_LLM_BASE_URL": "",  # empty = unset: always the embedded model here
+        "AI_MAX_CONTEXT_TOKENS": "400",
+        "AI_COMPACT_PRESERVE_WINDOW": "2",
+        "AI_SLEEP_AFTER_IDLE": "0",
+        # a summary must be shorter than what it replaces; with a 400-token budget that is
+        # a few hundred tokens, so the summariser may write at most 120
+        "AI_COMPACT_SUMMARY_MAX_TOKENS": "120",
+        "AI_LLM_SEED": "1234",
+        # one round of fact extraction before an emergency compaction keeps the test short
+        "AI_PRE_COMPACT_EMERGENCY_ITERATIONS": "1",
+    }
+    gamedir = GameDir.create(path, env=env)
+    try:
+        gamedir.start(timeout=300)
+    except Exception:
+        _retire(gamedir)
+        raise
+    yield gamedir
+    _retire(gamedir)
+
+
+def _retire(gamedir):
+    try:
+        gamedir.stop(timeout=60)
+    except Exception:
+        gamedir.kill("server")
+        gamedir.kill("portal")
+
+
+def _fail(gamedir, transcript, message):
+    """Fail with the transcript tail and the server log tail, which say what went wrong."""
+    pytest.fail(
+        f"{message}\n--- transcript tail ---\n"
+        + "\n".join(transcript.lines[-30:])
+        + "\n--- server log tail ---\n"
+        + gamedir.log_tail("server", 40)
+    )
+
+
+async def _talk(player, text):
+    """Say ``text`` to Marta and return (match, answer text)."""
+    player.discard()
+    player.send(f"talk {NPC} = {text}")
+    return await player.read_until(ANSWER_RE, timeout=REPLY_TIMEOUT)
+
+
+def test_player_gets_a_model_written_reply_and_admin_sees_a_compaction(game):
+    transcript = Transcript(game.path.parent / "transcript.txt")  # kept by pytest's tmp dirs
+    replies = asyncio.run(_conversation(game, transcript))
+
+    # (a) Marta answered every line with words from the model, not the fallback line
+    for said, reply in zip(LINES, replies, strict=True):
+        if reply is None or reply == FALLBACK:
+            _fail(game, transcript, f"no model-written answer to {said!r}: {reply!r}")
+        assert reply.strip() and reply.strip() != said
+
+    history, compact_answer, history_after = asyncio.run(_admin_checks(game, transcript))
+
+    # the answers are the NPC's own history: the archive lists them as Marta's messages
+    raw = history["raw"]
+    for reply in replies:
+        head = reply[:25]
+        if head not in raw:
+            _fail(game, transcript, f"reply {head!r} not in Marta's archive:\n{raw}")
+
+    # (b) a compaction appears in aihistory: emergency (the budget overflowed) or the admin's
+    events = [m.groupdict() for m in EVENT_ROW_RE.finditer(history_after)]
+    if not events:
+        _fail(
+            game,
+            transcript,
+            f"no compaction event in aihistory (compact said: "
+            f"{compact_answer!r}):\n{history_after}",
+        )
+    for event in events:
+        assert int(event["after"]) < int(event["before"]), event
+    count = re.search(r"Compactions\s*\|\s*(\d+)", history_after)
+    assert count and int(count.group(1)) >= len(events)
+    assert "[CONTEXT SUMMARY]" not in "\n".join(replies)  # a summary never reads as speech
+
+
+async def _conversation(game, transcript):
+    replies = []
+    async with TelnetPlayer("player", game.ports.telnet, transcript=transcript) as player:
+        await player.login(*PLAYER, create=True)
+        await player.command("tavern")
+        for line in LINES:
+            match, text = await _talk(player, line)
+            if match is None:
+                replies.append(None)
+                continue
+            said = REPLY_RE.search(text)
+            replies.append(said.group("text") if said else FALLBACK)
+    return replies
+
+
+async def _admin_checks(game, transcript):
+    """
+    aihistory until no compaction is running; compact/force if none succeeded yet; aihistory
+    again; the raw archive.
+    """
+    async with TelnetPlayer("admin", game.ports.telnet, transcript=transcript) as admin:
+        await admin.login(*game.superuser)
+        before = await admin.command(f"aihistory {NPC}", quiet=1.5, timeout=30)
+        compact_answer = None
+        for _ in range(6):
+            if EVENT_ROW_RE.search(before):
+                break
+            _, compact_answer = await admin.expect(
+                f"compact/force {NPC}", r"Compacted [^\n]*|Compaction of [^\n]*", timeout=300
+            )
+            if "already compacting" not in compact_answer:
+                break
+            # an emergency compaction is under way: let it finish, then look again
+            await asyncio.sleep(5)
+            before = await admin.command(f"aihistory {NPC}", quiet=1.5, timeout=30)
+        after = await admin.command(f"aihistory {NPC}", quiet=1.5, timeout=30)
+        raw = await admin.command(f"aihistory/raw {NPC}", quiet=1.5, timeout=30)
+    return {"before": before, "raw": raw}, compact_answer, after
