@@ -342,34 +342,49 @@ def format_compaction_result(npc, result):
     )
 
 
-class CmdAISleep(MuxCommand):
+class _CmdSetMode(MuxCommand):
+    """Shared body of aisleep and aiwake: find the NPC, switch its mode, report."""
+
+    locks = "cmd:perm(Builder)"
+    help_category = "AI"
+    done_message = already_message = ""
+
+    def switch(self, script):
+        raise NotImplementedError
+
+    def func(self):
+        name = self.args.strip()
+        if not name:
+            self.caller.msg(f"Usage: {self.key} <npc>")
+            return
+        npc, script = find_npc(self.caller, name)
+        if not npc:
+            return
+        changed = self.switch(script)
+        self.caller.msg((self.done_message if changed else self.already_message).format(npc=npc.key))
+
+
+class CmdAISleep(_CmdSetMode):
     """
     Put an AI NPC to sleep.
 
     Usage:
       aisleep <npc>
 
-    A sleeping NPC does its memory work (fact extraction, compaction at the sleep threshold).
-    It wakes when spoken to, after its sleep duration, or with aiwake.
+    A sleeping NPC does its memory work (fact extraction, compaction at the sleep threshold,
+    consolidation into long-term memory). It wakes when spoken to, after its sleep duration,
+    or with aiwake.
     """
 
     key = "aisleep"
-    locks = "cmd:perm(Builder)"
-    help_category = "AI"
+    done_message = "{npc} falls asleep."
+    already_message = "{npc} is already asleep."
 
-    def func(self):
-        npc, script = find_npc(self.caller, self.args.strip())
-        if not npc:
-            if not self.args.strip():
-                self.caller.msg("Usage: aisleep <npc>")
-            return
-        if script.sleep(reason=f"put to sleep by {self.caller.key}"):
-            self.caller.msg(f"{npc.key} falls asleep.")
-        else:
-            self.caller.msg(f"{npc.key} is already asleep.")
+    def switch(self, script):
+        return script.sleep(reason=f"put to sleep by {self.caller.key}")
 
 
-class CmdAIWake(MuxCommand):
+class CmdAIWake(_CmdSetMode):
     """
     Wake an AI NPC up.
 
@@ -378,19 +393,11 @@ class CmdAIWake(MuxCommand):
     """
 
     key = "aiwake"
-    locks = "cmd:perm(Builder)"
-    help_category = "AI"
+    done_message = "{npc} wakes up."
+    already_message = "{npc} is already awake."
 
-    def func(self):
-        npc, script = find_npc(self.caller, self.args.strip())
-        if not npc:
-            if not self.args.strip():
-                self.caller.msg("Usage: aiwake <npc>")
-            return
-        if script.wake(reason=f"woken by {self.caller.key}"):
-            self.caller.msg(f"{npc.key} wakes up.")
-        else:
-            self.caller.msg(f"{npc.key} is already awake.")
+    def switch(self, script):
+        return script.wake(reason=f"woken by {self.caller.key}")
 
 
 class CmdAIMemory(MuxCommand):

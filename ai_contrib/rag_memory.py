@@ -24,8 +24,7 @@ from evennia.utils import logger
 from twisted.internet import defer
 
 from .core.cascade import TIER_LONG, TIER_SHORT, summary_text_of
-from .core.cuts import is_safe_cut, plan_compaction
-from .core.messages import is_marker
+from .core.cuts import eviction_ids, plan_compaction
 from .core.summary import (
     DEFAULT_COMPACTION_PROMPT,
     build_summary_request,
@@ -499,17 +498,8 @@ def evict_overflow(script, character):
         int: the number of messages evicted.
     """
     history = script.history
-    counts = script.runtime.token_counts(history)
     target = float(script.cfg("compact_emergency_threshold")) * int(script.cfg("max_context_tokens"))
-    remaining = sum(counts)
-    cut = 0
-    while cut < len(history) - 1 and remaining > target:
-        if not is_marker(history[cut]):
-            remaining -= counts[cut]
-        cut += 1
-    while cut < len(history) and not is_safe_cut(history, cut):
-        cut += 1
-    ids = [m["id"] for m in history[:cut] if not is_marker(m)]
+    ids = eviction_ids(history, script.runtime.token_counts(history), target)
     if not ids:
         return 0
     try:

@@ -45,7 +45,7 @@ from twisted.internet import defer
 
 from . import rag_memory
 from .core import cascade as cascade_core
-from .core.cuts import is_safe_cut
+from .core.cuts import eviction_ids
 from .core.masking import masked_count, plan_masks
 from .core.messages import is_marker
 from .core.replay import apply_record
@@ -401,15 +401,7 @@ def _evict_oldest(script, target_tokens):
     Returns the ids evicted. Raises ArchiveError when the eviction cannot be recorded.
     """
     history = script.history
-    counts = script.runtime.token_counts(history)
-    remaining, cut = sum(counts), 0
-    while cut < len(history) - 1 and remaining > target_tokens:
-        if not is_marker(history[cut]):
-            remaining -= counts[cut]
-        cut += 1
-    while cut < len(history) and not is_safe_cut(history, cut):
-        cut += 1
-    ids = [m["id"] for m in history[:cut] if not is_marker(m)]
+    ids = eviction_ids(history, script.runtime.token_counts(history), target_tokens)
     if ids:
         script.runtime.evict(
             ids, reason="mask strategy: oldest messages moved out of context at the emergency "

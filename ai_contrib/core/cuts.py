@@ -213,3 +213,28 @@ def plan_compaction(
         sum(token_counts[:cut]),
         sum(token_counts[cut:]),
     )
+
+
+def eviction_ids(history, token_counts, target_tokens):
+    """
+    The ids of the oldest messages to move out of context so that at most ``target_tokens``
+    remain, ending at a safe cut (a tool call keeps its results). Summary markers are never
+    chosen: they are small and stand for everything before them.
+
+    Args:
+        history (list[dict]): messages, oldest first.
+        token_counts (list[int]): tokens of each message.
+        target_tokens (int | float): what may remain.
+
+    Returns:
+        list[str]: ids, oldest first (empty when nothing needs to go).
+    """
+    _check_counts(history, token_counts)
+    remaining, cut = sum(token_counts), 0
+    while cut < len(history) - 1 and remaining > target_tokens:
+        if not is_marker(history[cut]):
+            remaining -= token_counts[cut]
+        cut += 1
+    while cut < len(history) and not is_safe_cut(history, cut):
+        cut += 1
+    return [m["id"] for m in history[:cut] if not is_marker(m)]

@@ -1,0 +1,111 @@
+"""
+The admin and player commands through Evennia's command test harness: output, usage errors,
+locks.
+"""
+
+from unittest import mock
+
+from ai_contrib.commands import (
+    AIContribCmdSet,
+    CmdAIHistory,
+    CmdAISleep,
+    CmdAIWake,
+    CmdCompact,
+    CmdTalk,
+)
+
+from .llm_double import reply
+from .npc_fixtures import NPCTestCase
+from .twisted_util import spin
+
+SUMMARY = "Who I Spoke With: Bob.\nConfirmed Facts: Bob rented the east room."
+
+
+class TestLocks(NPCTestCase):
+    def test_admin_commands_need_builder_and_talk_is_for_everyone(self):
+        self.char2.account.permissions.remove("Developer")
+        self.char2.account.permissions.add("Player")
+        for cmd in (CmdAIHistory(), CmdCompact(), CmdAISleep(), CmdAIWake()):
+            self.assertFalse(cmd.access(self.char2, "cmd"), cmd.key)
+            self.assertTrue(cmd.access(self.char1, "cmd"), cmd.key)  # char1 is a Developer
+        self.assertTrue(CmdTalk().access(self.char2, "cmd"))
+
+    def test_cmdset_holds_the_commands(self):
+        cmdset = AIContribCmdSet()
+        cmdset.at_cmdset_creation()
+        keys = {cmd.key for cmd in cmdset.commands}
+        self.assertTrue({"talk", "aihistory", "compact", "aisleep", "aiwake", "aimemory"} <= keys)
+
+
+class TestAIHistory(NPCTestCase):
+    def test_overview_shows_budget_usage_messages_and_mode(self):
+        self.fill(10)
+        self.script.db.max_context_tokens = 1000
+        tokens = self.script.token_count()
+        out = self.call(CmdAIHistory(), "Marta")
+        self.assertIn("AI history of Marta", out)
+        self.assertIn(f"{tokens} / 1000 ({tokens / 1000:.1%})", out)
+        self.assertIn("10 in context (0 summaries)", out)
+        self.assertIn("awake", out)
+        self.assertIn("never", out)
+
+    def test_raw_pages_through_the_archive(self):
+        added = self.fill(30)
+        out = self.call(CmdAIHistory(), "Marta/raw 0 4")
+        self.assertIn("Archive of Marta", out)
+        self.assertIn("line 0 ", out)
+        self.assertIn("line 4 ", out)
+        self.assertNotIn("line 5 ", out)
+        same = self.call(CmdAIHistory(), "/raw Marta 0 4")
+        self.assertEqual(out, same)
+        self.assertEqual(added[0]["seq"], 0)
+
+    def test_usage_errors(self):
+        self.call(CmdAIHistory(), "", "Usage: aihistory")
+        self.call(CmdAIHistory(), "Nobody", "Could not find 'Nobody'")
+        self.call(CmdAIHistory(), "Marta/raw x", "Usage: aihistory <npc>/raw")
+
+
+class TestCompactCommand(NPCTestCase):
+    def run_compact(self, args):
+        with mock.patch.object(self.char1, "msg") as msg:
+            immediate = self.call(CmdCompact(), args)  # a skip is reported at once
+            for _ in range(400):
+                if any("Compacted" in str(c) or "skipped" in str(c) or "failed" in str(c)
+                       for c in msg.call_args_list):
+                    break
+                spin(0.05)
+        return immediate + " ".join(str(c) for c in msg.call_args_list)
+
+    def test_reports_messages_tokens_and_reduction(self):
+        self.fill(50)
+        self.script.db.max_context_tokens = 1500
+        self.llm.enqueue(reply(SUMMARY))
+        out = self.run_compact("Marta")
+        self.assertRegex(out, r"Compacted Marta: \d+ messages -> summary, \d+ -> \d+ tokens "
+                              r"\(\d+\.\d% reduction\)")
+
+    def test_below_threshold_is_skipped_and_force_runs(self):
+        self.fill(50)
+        self.script.db.max_context_tokens = 10000
+        out = self.run_compact("Marta")
+        self.assertIn("skipped: below threshold", out)
+        self.llm.enqueue(reply(SUMMARY))
+        out = self.run_compact("/force Marta")
+        self.assertIn("Compacted Marta", out)
+
+    def test_usage(self):
+        self.call(CmdCompact(), "", "Usage: compact")
+
+
+class TestSleepWakeCommands(NPCTestCase):
+    def test_sleep_and_wake(self):
+        out = self.call(CmdAISleep(), "Marta")
+        self.assertIn("Marta dozes off.", out)  # the room sees it too
+        self.assertIn("Marta falls asleep.", out)
+        self.assertEqual(self.script.db.operating_mode, "sleep")
+        self.call(CmdAISleep(), "Marta", "Marta is already asleep.")
+        self.assertIn("Marta wakes up.", self.call(CmdAIWake(), "Marta"))
+        self.assertEqual(self.script.db.operating_mode, "awake")
+        self.call(CmdAIWake(), "Marta", "Marta is already awake.")
+        self.call(CmdAISleep(), "", "Usage: aisleep <npc>")
