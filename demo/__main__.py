@@ -143,6 +143,12 @@ def parse_args(argv=None):
         default=180,
         help="seconds a player waits for Marta's answer (default 180)",
     )
+    parser.add_argument(
+        "--strategy",
+        default=None,
+        help="Marta's compaction strategy (AI_COMPACT_STRATEGY: summary, mask, hybrid, cascade, "
+        "replace_all; default summary)",
+    )
     parser.add_argument("--tail", type=int, default=40, help="transcript lines to print at the end")
     return parser.parse_args(argv)
 
@@ -155,7 +161,18 @@ def game_environment(args):
         "AI_COMPACT_SLEEP_THRESHOLD": str(args.sleep_threshold),
         "AI_SLEEP_AFTER_IDLE": str(args.sleep_after_idle),
         "AI_COMPACT_SUMMARY_MAX_TOKENS": str(args.summary_max_tokens),
+        **({"AI_COMPACT_STRATEGY": args.strategy} if args.strategy else {}),
     }
+
+
+def memory_query(turns):
+    """A query for ``aimemory``: the longest capitalised word said early in the replay."""
+    words = [
+        w.strip(".,!?;:'\"()").removesuffix("'s") for turn in turns[: max(1, len(turns) // 3)]
+        for w in turn.text.split()
+    ]
+    names = [w for w in words if len(w) > 3 and w[:1].isupper() and w[1:].islower()]
+    return max(names, key=len) if names else "name"
 
 
 def account_name(speaker, taken):
@@ -369,6 +386,13 @@ async def run_conversation(game, args, conversation, transcript, stats):
             f"compact/force {NPC}", until=r"Compact(?:ed|ion of)[^\n]*", timeout=300
         )
         await admin.command(f"aihistory {NPC}", quiet=1.5, timeout=30)
+        # long-term memory: the journal and what Mem0 retrieves for a topic of the conversation
+        await admin.command(f"aihistory {NPC}/journal", quiet=1.5, timeout=30)
+        topic = memory_query(turns)
+        await admin.command(
+            f"aimemory {NPC} {topic}", until=r"(Memories of|remembers nothing|search failed)[^\n]*",
+            timeout=120,
+        )
     finally:
         for player, _ in players.values():
             await player.close()
