@@ -1,0 +1,935 @@
+"""
+LoCoMo memory benchmark: after a long conversation has gone through an NPC's real memory
+pipeline, is what the questions ask about still in the prompt the NPC would answer from?
+
+LoCoMo (Maharana et al., ACL 2024; CC BY-NC 4.0, ``data/locomo/NOTICE.txt``) holds very long
+two-person conversations (19-32 sessions, weeks apart) and questions about them. Any file in its
+format works (``--data``); ``--conversations conv-26,conv-30`` picks samples by ``sample_id``.
+
+**Replay.** For each compaction strategy of :mod:`ai_contrib.strategies` (``summary``, ``mask``,
+``hybrid``, ``cascade``, ``replace_all``: whatever ``strategies.STRATEGIES`` lists), a fresh
+``AssistantCharacter`` named after speaker B is created in Evennia's database (Django + Evennia
+set up outside a game dir by ``benchmarks/_evennia_env.py``), with
+``script.db.compact_strategy`` set to the strategy and ``script.db.max_context_tokens`` to
+``--max-context-tokens`` (4,096). Every turn goes through ``script.add_message``: speaker A's
+turns as ``user`` messages named as in the data, speaker B's as the NPC's own ``assistant``
+messages, verbatim (no reply is generated). Each message's content starts with its session's
+date and time (``"[1:56 pm on 8 May, 2023] ..."``: summaries see only content, and temporal
+questions need the date); its ``timestamp`` is that date, its ``metadata`` holds ``session``,
+``date_time`` and ``dia_id``; a turn with an image ends with ``[shares <blip_caption>]``.
+After each NPC turn the per-turn hook runs (``rag_memory.after_turn_compaction``: masking, a due
+cascade cycle), after every message the emergency check (``rag_memory.check_emergency_compaction``:
+at 80 % of the budget, fact extraction then compaction). Between sessions, and after the last
+one, the NPC is put to sleep and ticks once (``AssistantScript.run_tick`` -> ``run_sleep_tick``:
+memory work, compaction at 70 %), then wakes for the next session. The replay reads only the
+``conversation`` field of a sample: ``qa``, ``event_summary``, ``observation`` and
+``session_summary`` are for scoring only.
+
+Baselines, computed from the same message list by pure functions: ``window25`` (Evennia's own
+``contrib/rpg/llm`` NPC: its prompt prefix and the last 25 ``Name: text`` lines, the question
+being the last, nothing else), ``truncate`` (our reply prompt over the whole history with the
+oldest messages dropped to fit the budget: no summary, no memory) and ``full`` (the whole
+conversation, no budget: the ceiling).
+
+**Questions.** For every QA item, the prompt is built exactly as the NPC would build it when
+speaker A asks the question: the question becomes the newest ``user`` message (not stored),
+``replies.memories_for_prompt`` retrieves memories with the question as query and A as speaker,
+``replies.build_prompt`` assembles persona, memories, summaries and history within the budget.
+Scores (:mod:`benchmarks.locomo_metrics`):
+
+* ``answer_in_prompt``: the gold answer is in the prompt (the question itself left out):
+  normalised words contiguous in one message, or >= 80 % token recall in one message; multi-hop
+  answers part by part;
+* ``evidence_verbatim``: share of the evidence turns still verbatim in the prompt's
+  conversation messages (summaries and retrieved memories do not count);
+* ``prompt_tokens``: tokens of the whole prompt (``core.tokens``, every system counted alike);
+* with ``--answer``: the LLM answers from that prompt (temperature 0, ``LLM_SEED``) and the answer
+  gets LoCoMo's token F1. A prompt the model cannot take (over its context window) scores 0.
+
+Category 5 (adversarial) is reported apart: ``adversarial_answer`` is what must not be asserted
+(its presence in the prompt, and with ``--answer`` whether the answer contains it and whether it
+declines the way LoCoMo scores).
+
+**LLM.** By default the embedded model (SmolLM2-135M-Instruct, ``EmbeddedServerProcess``);
+``--base-url``/``--model``/``--api-key`` point summaries, extraction and answers at any
+OpenAI-compatible server. Temperature 0 for answers (summaries and extraction use the
+contrib's own settings) and a fixed ``--seed``: the same model outputs give the same tables.
+
+Usage::
+
+    .venv/bin/python benchmarks/locomo.py [--data PATH] [--conversations conv-30]
+        [--systems summary,window25,...] [--max-sessions N] [--max-questions N]
+        [--max-context-tokens 4096] [--answer] [--base-url URL --model NAME --api-key KEY]
+        [--json OUT.json]
+
+Progress goes to stderr, Markdown tables to stdout. Nothing is asserted.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter, OrderedDict
+from datetime import datetime, timezone
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from benchmarks import locomo_metrics as metrics  # noqa: E402
+
+DEFAULT_DATA = os.path.join(ROOT, "data", "locomo", "locomo_dev.json")
+BASELINES = ("window25", "truncate", "full")
+FALLBACK_STRATEGIES = ("summary",)
+WINDOW_LINES = 25  # Evennia's LLMNPC.max_chat_memory_size
+DEFAULT_BUDGET = 4096
+DEFAULT_SEED = 1234
+ANSWER_MAX_TOKENS = 96
+WAIT_TIMEOUT = 3600.0  # seconds one step may take (a compaction is several LLM calls)
+# Evennia's contrib/rpg/llm DEFAULT_PROMPT_PREFIX (Evennia 6.1), used if the contrib is missing
+EVENNIA_PROMPT_PREFIX = (
+    "You are roleplaying as {name}, a {desc} existing in {location}. "
+    "Answer with short sentences. Only respond as {name} would. "
+    "From here on, the conversation between {name} and {character} begins."
+)
+PERSONA = (
+    "You are {npc}. You have been talking with your friend {player} for many weeks, "
+    "in sessions days or weeks apart."
+)
+
+
+# ------------------------------------------------------------------------------------------------
+# progress
+
+
+class Progress:
+    """One status line on stderr: rewritten in place on a terminal, else printed every few
+    seconds (and whenever :meth:`note` is called)."""
+
+    def __init__(self, stream=sys.stderr, every=15.0):
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.every = every
+        self.last = 0.0
+        self.started = time.monotonic()
+
+    def update(self, text, force=False):
+        now = time.monotonic()
+        line = f"[{now - self.started:7.1f} s] {text}"
+        if self.tty:
+            self.stream.write("\r\033[K" + line[:200])
+            self.stream.flush()
+        elif force or now - self.last >= self.every:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+            self.last = now
+
+    def note(self, text):
+        if self.tty:
+            self.stream.write("\r\033[K")
+        self.stream.write(f"[{time.monotonic() - self.started:7.1f} s] {text}\n")
+        self.stream.flush()
+
+
+# ------------------------------------------------------------------------------------------------
+# data (pure)
+
+
+def load_samples(path, wanted=None):
+    """
+    Read a LoCoMo-format JSON file (a list of samples, or one sample).
+
+    Args:
+        path (str): the file.
+        wanted (list[str], optional): ``sample_id`` values to keep, in this order.
+
+    Returns:
+        list[dict]: the samples.
+
+    Raises:
+        SystemExit: when a wanted ``sample_id`` is not in the file.
+    """
+    with open(path, encoding="utf-8") as fh:
+        data = json.load(fh)
+    if isinstance(data, dict):
+        data = [data]
+    if not wanted:
+        return data
+    by_id = {str(s.get("sample_id")): s for s in data}
+    missing = [w for w in wanted if w not in by_id]
+    if missing:
+        raise SystemExit(
+            f"no sample_id {', '.join(missing)} in {path} (it has: {', '.join(by_id)})"
+        )
+    return [by_id[w] for w in wanted]
+
+
+def session_keys(conversation):
+    """``[(number, "session_<number>"), ...]`` sorted by number (the date keys are skipped)."""
+    found = []
+    for key in conversation:
+        head, _, number = key.partition("_")
+        if head == "session" and number.isdigit():
+            found.append((int(number), key))
+    return sorted(found)
+
+
+def parse_session_time(text):
+    """``"1:56 pm on 8 May, 2023"`` -> ``"2023-05-08T13:56:00+00:00"``; None if unreadable."""
+    cleaned = " ".join(str(text or "").replace(",", " ").split())
+    for fmt in ("%I:%M %p on %d %B %Y", "%I:%M %p on %d %b %Y", "%H:%M on %d %B %Y"):
+        try:
+            return datetime.strptime(cleaned, fmt).replace(tzinfo=timezone.utc).isoformat()
+        except ValueError:
+            continue
+    return None
+
+
+def turn_content(turn, date_time):
+    """The text a turn is replayed as: ``"[<date>] <text>"`` plus ``" [shares <caption>]"``."""
+    text = str(turn.get("text") or "").strip()
+    content = f"[{date_time}] {text}" if date_time else text
+    caption = turn.get("blip_caption")
+    if caption:
+        content += f" [shares {caption}]"
+    return content
+
+
+def conversation_turns(conversation, max_sessions=None):
+    """
+    The turns to replay, oldest first. Reads only the ``conversation`` dict of a sample.
+
+    Args:
+        conversation (dict): ``{"speaker_a", "speaker_b", "session_<n>": [turn, ...],
+            "session_<n>_date_time": str, ...}``; a turn is ``{"speaker", "dia_id", "text",
+            "blip_caption"?}``.
+        max_sessions (int, optional): replay only the first this many sessions.
+
+    Returns:
+        list[dict]: ``{"id" (normalised dia_id or None), "session" (int), "date_time" (str),
+        "timestamp" (ISO str or None), "speaker" (str), "role" ("user" for speaker A and
+        anyone else, "assistant" for speaker B), "content" (str)}``.
+    """
+    npc = conversation.get("speaker_b")
+    keys = session_keys(conversation)
+    if max_sessions:
+        keys = keys[:max_sessions]
+    turns = []
+    for number, key in keys:
+        date_time = str(conversation.get(f"{key}_date_time") or "").strip()
+        stamp = parse_session_time(date_time)
+        for turn in conversation.get(key) or []:
+            speaker = str(turn.get("speaker") or conversation.get("speaker_a") or "")
+            turns.append({
+                "id": metrics.normalise_dia_id(turn.get("dia_id")),
+                "session": number,
+                "date_time": date_time,
+                "timestamp": stamp,
+                "speaker": speaker,
+                "role": "assistant" if speaker == npc else "user",
+                "content": turn_content(turn, date_time),
+            })
+    return turns
+
+
+def select_questions(sample, sessions, truncated, max_questions=None):
+    """
+    The QA items to ask, in file order.
+
+    Args:
+        sample (dict): a LoCoMo sample (its ``qa`` list).
+        sessions (set[int]): the session numbers replayed.
+        truncated (bool): True when not every session was replayed: then only questions whose
+            evidence all lies in ``sessions`` are asked.
+        max_questions (int, optional): ask at most this many.
+
+    Returns:
+        list[dict]: ``{"index" (position in qa), "question", "category", "gold" (``answer``,
+        or ``adversarial_answer`` for category 5), "evidence" (normalised ids)}``. Items of an
+        unknown category, and answerable ones without an answer, are left out.
+    """
+    out = []
+    for index, qa in enumerate(sample.get("qa") or []):
+        category = qa.get("category")
+        if category not in metrics.CATEGORIES:
+            continue
+        evidence = metrics.parse_evidence(qa.get("evidence"))
+        if truncated and (
+            not evidence or any(metrics.evidence_session(e) not in sessions for e in evidence)
+        ):
+            continue
+        gold = qa.get("adversarial_answer") if category == metrics.ADVERSARIAL else qa.get("answer")
+        if gold is None and category != metrics.ADVERSARIAL:
+            continue
+        out.append({
+            "index": index,
+            "question": str(qa.get("question") or "").strip(),
+            "category": category,
+            "gold": gold,
+            "evidence": evidence,
+        })
+        if max_questions and len(out) >= max_questions:
+            break
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# baselines (pure)
+
+
+def history_messages(turns, player, npc):
+    """Message dicts (``core.messages.make_message``) for ``turns``, as the replay adds them."""
+    from ai_contrib.core.messages import make_message
+
+    return [
+        make_message(
+            t["role"], t["content"], name=npc if t["role"] == "assistant" else t["speaker"] or player,
+            timestamp=t["timestamp"],
+            metadata={"session": t["session"], "date_time": t["date_time"], "dia_id": t["id"]},
+        )
+        for t in turns
+    ]
+
+
+def window25_prompt(history, question_msg, npc, player, prefix=EVENNIA_PROMPT_PREFIX,
+                    lines=WINDOW_LINES):
+    """
+    Evennia's ``LLMNPC`` prompt: its prefix, then the last ``lines`` ``"Name: text"`` lines, the
+    question being the last (it is remembered before the prompt is built), as one user message.
+    """
+    recent = (list(history) + [question_msg])[-lines:]
+    text = prefix.format(name=npc, desc="someone", location="the void", character=player)
+    text += "\n" + "\n".join(f"{m.get('name')}: {m['content']}" for m in recent)
+    return [{"role": "user", "content": text}]
+
+
+def reply_prompt(history, counts, question_msg, persona, npc, budget, model=None):
+    """
+    Our reply prompt (``core.prompts.build_reply_messages``) over ``history`` plus the question,
+    newest kept first within ``budget`` tokens (None = no budget).
+    """
+    from ai_contrib.core.prompts import build_reply_messages
+    from ai_contrib.core.tokens import count_message_tokens
+
+    messages = list(history) + [question_msg]
+    all_counts = list(counts) + [count_message_tokens(question_msg, model)]
+    return build_reply_messages(
+        persona, npc, messages, all_counts, budget if budget is not None else 10**12
+    )
+
+
+def prompt_tokens(prompt, model=None):
+    """Tokens of a chat prompt (list of ``{"role", "content"}``), counted as the contrib counts."""
+    from ai_contrib.core.tokens import count_message_tokens
+
+    return sum(count_message_tokens({"role": m["role"], "content": m["content"]}, model)
+               for m in prompt)
+
+
+def context_texts(prompt):
+    """The prompt's conversation messages (user/assistant): where a turn can stay verbatim."""
+    return [m["content"] for m in prompt if m.get("role") in ("user", "assistant")]
+
+
+def answer_texts(prompt, question_line):
+    """Every message of the prompt with the question line itself taken out."""
+    return [m["content"].replace(question_line, " ") for m in prompt]
+
+
+def score_question(q, prompt, question_line, turn_texts, model=None):
+    """The per-question row without the answer: ``answer_in_prompt`` (categories 1-4),
+    ``adversarial_in_prompt`` (5), ``evidence_verbatim``, ``prompt_tokens``."""
+    texts = answer_texts(prompt, question_line)
+    row = {
+        "evidence_verbatim": metrics.evidence_score(q["evidence"], turn_texts, context_texts(prompt)),
+        "prompt_tokens": prompt_tokens(prompt, model),
+        "answer_in_prompt": None,
+        "adversarial_in_prompt": None,
+    }
+    if q["category"] == metrics.ADVERSARIAL:
+        if q["gold"] is not None:
+            score = metrics.answer_score(q["gold"], texts, 4)
+            row["adversarial_in_prompt"] = None if score is None else float(score >= 1.0)
+    else:
+        row["answer_in_prompt"] = metrics.answer_score(q["gold"], texts, q["category"])
+    return row
+
+
+# ------------------------------------------------------------------------------------------------
+# the live pipeline (needs Django + Evennia)
+
+
+def wait(d, timeout=WAIT_TIMEOUT):
+    """Drive the reactor until Deferred ``d`` fires (tests/twisted_util.wait_for)."""
+    from tests.twisted_util import wait_for
+
+    return wait_for(d, timeout=timeout)
+
+
+class AskingView:
+    """
+    The NPC's script as it is when the question has just been heard: ``history`` is the runtime
+    history plus the question message; everything else is the script's own. The question is not
+    stored, so one replay serves every question.
+    """
+
+    def __init__(self, script, question_msg):
+        self._script = script
+        self._question = question_msg
+
+    @property
+    def history(self):
+        return list(self._script.history) + [self._question]
+
+    def __getattr__(self, name):
+        return getattr(self._script, name)
+
+
+class CallMeter:
+    """
+    Counts the LLM requests made through the contrib's process-wide client, per system and
+    purpose (``"memory"``: summaries, extraction and anything else during the replay or
+    retrieval; ``"answer"``: the answers of ``--answer``), with their wall time.
+    """
+
+    def __init__(self):
+        self.system = None
+        self.purpose = "memory"
+        self.calls = Counter()
+        self.seconds = Counter()
+        self.tokens = Counter()
+        self.installed = None
+
+    def install(self):
+        from ai_contrib.llm.client import get_client
+
+        client = get_client()
+        if self.installed is client:
+            return
+        original = client.chat
+
+        def chat(messages, *args, **kwargs):
+            key = (self.system, self.purpose)
+            start = time.perf_counter()
+            d = original(messages, *args, **kwargs)
+
+            def _done(result):
+                self.calls[key] += 1
+                self.seconds[key] += time.perf_counter() - start
+                usage = getattr(result, "usage", None) or {}
+                self.tokens[(self.system, "prompt")] += int(usage.get("prompt_tokens") or 0)
+                self.tokens[(self.system, "completion")] += int(usage.get("completion_tokens") or 0)
+                return result
+
+            return d.addBoth(_done)
+
+        client.chat = chat
+        self.installed = client
+
+    def of(self, system, purpose=None):
+        if purpose:
+            return self.calls[(system, purpose)]
+        return sum(v for (s, _), v in self.calls.items() if s == system)
+
+    def seconds_of(self, system):
+        return sum(v for (s, _), v in self.seconds.items() if s == system)
+
+
+class PipelineNPC:
+    """
+    A real ``AssistantCharacter`` replaying a conversation under one compaction strategy.
+
+    Args:
+        strategy (str): ``compact_strategy``.
+        npc_name (str), player (DefaultCharacter): who talks.
+        budget (int): ``max_context_tokens`` (tokens).
+    """
+
+    def __init__(self, strategy, npc_name, player, budget):
+        from evennia.utils import create
+
+        from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
+
+        self.strategy = strategy
+        self.player = player
+        room = player.location
+        self.npc = create.create_object(AssistantCharacter, key=npc_name, location=room, home=room)
+        self.npc.db.persona = PERSONA.format(npc=npc_name, player=player.key)
+        self.script = get_assistant_script(self.npc)
+        self.script.db.compact_strategy = strategy
+        self.script.db.max_context_tokens = int(budget)
+        self.sleeps = []
+        self.outcomes = Counter()  # (trigger, "success" | "failed" | "skipped") -> count
+        self.errors = Counter()  # error text of failed compactions -> count
+        self.skips = Counter()  # reason of skipped compactions -> count
+
+    def _tally(self, trigger, result):
+        """Record what one compaction attempt of the pipeline returned."""
+        if not isinstance(result, dict):
+            return
+        if result.get("success"):
+            self.outcomes[(trigger, "success")] += 1
+        elif result.get("skipped"):
+            self.outcomes[(trigger, "skipped")] += 1
+            self.skips[f"{trigger}: {str(result.get('reason'))[:120]}"] += 1
+        elif "error" in result:
+            self.outcomes[(trigger, "failed")] += 1
+            self.errors[str(result["error"])[:160]] += 1
+
+    def replay(self, turns, on_message=None):
+        """Add every turn through the real pipeline (module docstring); returns nothing."""
+        from ai_contrib import rag_memory
+
+        script, npc = self.script, self.npc
+        sessions = OrderedDict()
+        for turn in turns:
+            sessions.setdefault(turn["session"], []).append(turn)
+        done = 0
+        for number, session_turns in sessions.items():
+            if script.db.operating_mode == "sleep":
+                script.wake(reason=f"session {number} begins")
+            for turn in session_turns:
+                name = npc.key if turn["role"] == "assistant" else turn["speaker"]
+                metadata = {"session": number, "date_time": turn["date_time"], "dia_id": turn["id"]}
+                if turn["role"] == "user":
+                    metadata["speaker"] = self.player.dbref
+                script.add_message(turn["role"], turn["content"], name=name,
+                                   timestamp=turn["timestamp"], metadata=metadata)
+                if turn["role"] == "assistant":
+                    self._tally("turn", wait(rag_memory.after_turn_compaction(script, npc)))
+                self._tally("emergency", wait(rag_memory.check_emergency_compaction(script, npc)))
+                done += 1
+                if on_message:
+                    on_message(done, number)
+            # sleep() would schedule a tick of its own, to run at an arbitrary point of the
+            # replay: the busy flag stops that, and the tick runs here, to completion
+            script.ndb.busy = True
+            script.sleep(reason=f"session {number} is over")
+            script.ndb.busy = False
+            script.ndb.last_sleep_result = None
+            wait(script.run_tick())
+            sleep_result = script.ndb.last_sleep_result or {}
+            self.sleeps.append(sleep_result)
+            self._tally("sleep", sleep_result.get("context_compaction"))
+        if script.db.operating_mode == "sleep":
+            script.wake(reason="questions")
+
+    def prompt_for(self, question_msg, query, speaker):
+        """The exact reply prompt for ``question_msg`` and the memories text retrieved for it."""
+        from ai_contrib import replies
+
+        view = AskingView(self.script, question_msg)
+        memories = wait(replies.memories_for_prompt(view, self.npc, query, speaker))
+        return replies.build_prompt(view, self.npc, memories), memories
+
+    def stats(self):
+        """``{"compactions", "compactions_by_trigger", "evictions", "masks", "facts",
+        "final_tokens", "messages_in_context"}`` from the archive, journal and runtime."""
+        by_trigger = Counter()
+        evictions = masks = 0
+        for record in self.script.archive.records(kinds=("compaction", "evict", "mask")):
+            if record["kind"] == "compaction":
+                by_trigger[str(record.get("trigger") or "?")] += 1
+            elif record["kind"] == "evict":
+                evictions += 1
+            else:
+                masks += 1
+        journal = self.npc.db.journal or {}
+        entries = list(journal.get("entries") or [])
+        facts = sum(1 for e in entries if e.get("source_type") != "compaction")
+        return {
+            "attempts": {f"{t} {o}": n for (t, o), n in sorted(self.outcomes.items())},
+            "failed_compactions": sum(n for (_, o), n in self.outcomes.items() if o == "failed"),
+            "errors": dict(self.errors.most_common(5)),
+            "skip_reasons": dict(self.skips.most_common(5)),
+            "compactions": sum(by_trigger.values()),
+            "compactions_by_trigger": dict(sorted(by_trigger.items())),
+            "evictions": evictions,
+            "masks": masks,
+            "facts": facts,
+            "journal_entries": len(entries),
+            "final_tokens": self.script.token_count(),
+            "messages_in_context": len(self.script.history),
+        }
+
+
+# ------------------------------------------------------------------------------------------------
+# running
+
+
+def available_strategies():
+    """Compaction strategies the contrib supports now (``strategies.STRATEGIES``)."""
+    try:
+        from ai_contrib import strategies
+
+        return tuple(strategies.STRATEGIES)
+    except Exception:  # the strategies module is optional for this benchmark
+        return FALLBACK_STRATEGIES
+
+
+def answer_question(prompt, npc_name, model, max_tokens):
+    """The LLM's cleaned answer from ``prompt``; ``(answer or None, error or None)``."""
+    from ai_contrib.core.prompts import clean_reply
+    from ai_contrib.llm.client import LLMError, get_client
+
+    try:
+        result = wait(get_client().chat(prompt, model=model, max_tokens=max_tokens, temperature=0.0))
+    except LLMError as err:
+        return None, f"{type(err).__name__}: {err}"
+    return clean_reply(result.content, npc_name), None
+
+
+class Conversation:
+    """
+    One LoCoMo sample, ready to replay and ask: its turns (first ``max_sessions`` sessions), the
+    questions about them, the baseline message list, and the speakers as Evennia objects.
+
+    Attributes:
+        sample_id (str), player_name (str), npc_name (str), persona (str).
+        turns (list[dict]): :func:`conversation_turns`.
+        questions (list[dict]): :func:`select_questions`.
+        turn_texts (dict): ``{turn id: content}`` for the evidence check.
+        history (list[dict]), counts (list[int]): the baselines' messages and their tokens.
+        player (DefaultCharacter): speaker A, in a room of its own.
+    """
+
+    def __init__(self, sample, max_sessions=None, max_questions=None, model=None):
+        from evennia.utils import create
+
+        from ai_contrib.core.tokens import count_message_tokens
+
+        conversation = sample["conversation"]
+        self.sample_id = str(sample.get("sample_id"))
+        self.player_name = str(conversation.get("speaker_a") or "Player")
+        self.npc_name = str(conversation.get("speaker_b") or "NPC")
+        self.persona = PERSONA.format(npc=self.npc_name, player=self.player_name)
+        self.session_count = len(session_keys(conversation))
+        self.turns = conversation_turns(conversation, max_sessions)
+        self.sessions = {t["session"] for t in self.turns}
+        self.questions = select_questions(
+            sample, self.sessions, len(self.sessions) < self.session_count, max_questions
+        )
+        self.turn_texts = {}
+        for turn in self.turns:
+            if turn["id"] and turn["id"] not in self.turn_texts:
+                self.turn_texts[turn["id"]] = turn["content"]
+        self.model = model
+        self.history = history_messages(self.turns, self.player_name, self.npc_name)
+        self.counts = [count_message_tokens(m, model) for m in self.history]
+        room = create.create_object(
+            "evennia.objects.objects.DefaultRoom", key=f"{self.sample_id} room", nohome=True
+        )
+        self.player = create.create_object(
+            "evennia.objects.objects.DefaultCharacter", key=self.player_name, location=room,
+            home=room,
+        )
+        try:
+            from evennia.contrib.rpg.llm.llm_npc import DEFAULT_PROMPT_PREFIX
+        except Exception:  # the contrib's flat imports need evennia._init(); keep our copy
+            DEFAULT_PROMPT_PREFIX = EVENNIA_PROMPT_PREFIX
+        self.evennia_prefix = DEFAULT_PROMPT_PREFIX
+
+    def describe(self):
+        return (
+            f"{self.sample_id}: {len(self.sessions)} of {self.session_count} sessions, "
+            f"{len(self.turns)} turns, {len(self.questions)} questions; "
+            f"{self.player_name} talks to {self.npc_name}"
+        )
+
+    def prompt(self, system, question_msg, npc=None, budget=DEFAULT_BUDGET):
+        """
+        The prompt ``system`` answers ``question_msg`` from, and the memories text in it.
+
+        Args:
+            system (str): a baseline name, or a strategy (then ``npc`` is its replayed
+                :class:`PipelineNPC`).
+            question_msg (dict): the question as a user message from speaker A.
+            budget (int): the token budget (``truncate``).
+
+        Returns:
+            tuple: ``(list of {"role", "content"}, str or None)``.
+        """
+        if npc is not None:
+            return npc.prompt_for(question_msg, question_msg["content"], self.player_name)
+        if system == "window25":
+            return window25_prompt(self.history, question_msg, self.npc_name, self.player_name,
+                                   prefix=self.evennia_prefix), None
+        return reply_prompt(self.history, self.counts, question_msg, self.persona, self.npc_name,
+                            None if system == "full" else budget, self.model), None
+
+
+def question_row(conv, system, q, prompt, memories, answer=None, error=None, answered=False):
+    """
+    The result row of one question for one system (:func:`score_question` plus identifiers;
+    with ``answered``, the answer, its error, LoCoMo's score and, for category 5, whether the
+    answer asserts the adversarial answer).
+    """
+    question_line = f"{conv.player_name}: {q['question']}"
+    row = {
+        "system": system, "conversation": conv.sample_id, "qa_index": q["index"],
+        "category": q["category"], "question": q["question"], "gold": q["gold"],
+        "evidence": q["evidence"],
+        **score_question(q, prompt, question_line, conv.turn_texts, conv.model),
+        "memories_tokens": prompt_tokens([{"role": "system", "content": memories}], conv.model)
+        if memories else 0,
+    }
+    if answered:
+        row["answer"] = answer
+        row["answer_error"] = error
+        row["f1"] = metrics.locomo_f1(answer, q["gold"], q["category"])
+        if q["category"] == metrics.ADVERSARIAL:
+            row["asserted"] = (
+                None if q["gold"] is None or answer is None
+                else float(metrics.answer_score(q["gold"], [answer], 4) == 1.0)
+            )
+    return row
+
+
+def run_system(conv, system, args, meter, progress, rows):
+    """
+    Replay ``conv`` for one system (nothing to replay for a baseline), then ask every question.
+
+    Returns:
+        dict: ``{"replay_s", "qa_s", "answer_errors"}`` plus :meth:`PipelineNPC.stats` and the
+        sleep results for a strategy.
+    """
+    from ai_contrib.core.messages import make_message
+
+    meter.system, meter.purpose = system, "memory"
+    started = time.perf_counter()
+    npc = None
+    if system not in BASELINES:
+        npc = PipelineNPC(system, conv.npc_name, conv.player, args.max_context_tokens)
+        npc.replay(conv.turns, on_message=lambda done, session: progress.update(
+            f"{conv.sample_id} {system}: replay {done}/{len(conv.turns)} (session {session}), "
+            f"{meter.of(system)} LLM calls"))
+    replay_s = time.perf_counter() - started
+    started = time.perf_counter()
+    errors = 0
+    for i, q in enumerate(conv.questions):
+        progress.update(f"{conv.sample_id} {system}: question {i + 1}/{len(conv.questions)}, "
+                        f"{meter.of(system)} LLM calls")
+        question_msg = make_message("user", q["question"], name=conv.player_name)
+        meter.purpose = "memory"  # retrieval
+        prompt, memories = conv.prompt(system, question_msg, npc, args.max_context_tokens)
+        answer = error = None
+        if args.answer:
+            meter.purpose = "answer"
+            answer, error = answer_question(prompt, conv.npc_name, args.model, args.answer_tokens)
+            errors += bool(error)
+        row = question_row(conv, system, q, prompt, memories, answer, error, args.answer)
+        if args.keep_prompts:
+            row["prompt"] = prompt
+        rows.append(row)
+    result = {"replay_s": replay_s, "qa_s": time.perf_counter() - started, "answer_errors": errors}
+    if npc is not None:
+        result.update(npc.stats(), sleep_results=npc.sleeps)
+    progress.note(
+        f"{conv.sample_id} {system}: replay {replay_s:.1f} s, questions {result['qa_s']:.1f} s, "
+        f"{meter.of(system)} LLM calls so far"
+    )
+    return result
+
+
+def run_conversation(sample, systems, args, meter, progress, rows, stats):
+    """Replay one sample for every system and ask its questions; append to ``rows``; add the
+    per-system figures to ``stats`` (``{system: Counter}``) and return the per-system details."""
+    conv = Conversation(sample, args.max_sessions, args.max_questions, args.model)
+    progress.note(conv.describe())
+    details = {}
+    for system in systems:
+        result = run_system(conv, system, args, meter, progress, rows)
+        details[system] = result
+        entry = stats.setdefault(system, Counter())
+        entry["conversations"] += 1
+        entry["wall_s"] += result["replay_s"] + result["qa_s"]
+        for key in ("replay_s", "qa_s", "answer_errors", "compactions", "failed_compactions",
+                    "evictions", "masks", "facts", "final_tokens"):
+            entry[key] += result.get(key, 0)
+    return details
+
+
+def finish_stats(stats, meter, systems):
+    """Plain per-system dicts for the report (LLM calls and seconds from the meter)."""
+    out = {}
+    for system in systems:
+        entry = dict(stats.get(system, {}))
+        if system not in BASELINES and entry.get("conversations"):
+            # a mean over conversations: a sum of end states means nothing
+            entry["final_tokens"] = round(entry.get("final_tokens", 0) / entry["conversations"])
+        else:
+            entry.pop("final_tokens", None)
+        entry["memory_calls"] = meter.of(system, "memory")
+        entry["answer_calls"] = meter.of(system, "answer")
+        entry["llm_calls"] = meter.of(system)
+        entry["llm_seconds"] = meter.seconds_of(system)
+        entry["llm_prompt_tokens"] = meter.tokens[(system, "prompt")]
+        entry["llm_completion_tokens"] = meter.tokens[(system, "completion")]
+        out[system] = entry
+    return out
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description="LoCoMo memory benchmark: replay conversations through the NPC memory "
+        "pipeline and score the prompts built for the questions.")
+    parser.add_argument("--data", default=DEFAULT_DATA, help="LoCoMo-format JSON file")
+    parser.add_argument("--conversations", default="",
+                        help="comma-separated sample_id values (default: all in the file)")
+    parser.add_argument("--systems", default="",
+                        help="comma-separated systems (default: every compaction strategy, "
+                        "then window25, truncate, full)")
+    parser.add_argument("--max-sessions", type=int, default=None,
+                        help="replay only the first N sessions (questions about later ones "
+                        "are skipped)")
+    parser.add_argument("--max-questions", type=int, default=None,
+                        help="ask at most N questions per conversation (file order)")
+    parser.add_argument("--max-context-tokens", type=int, default=DEFAULT_BUDGET,
+                        help="the NPC's token budget (default %(default)s)")
+    parser.add_argument("--answer", action="store_true",
+                        help="let the LLM answer from each prompt and score LoCoMo's F1")
+    parser.add_argument("--answer-tokens", type=int, default=ANSWER_MAX_TOKENS,
+                        help="max_tokens of each answer (default %(default)s)")
+    parser.add_argument("--base-url", default=None,
+                        help="OpenAI-compatible /v1 URL (default: the embedded model)")
+    parser.add_argument("--model", default=None, help="model name sent to that server")
+    parser.add_argument("--api-key", default=None, help="bearer token for that server")
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="seconds per LLM request (default %(default)s)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads of the embedded model (default AI_EMBEDDED_THREADS)")
+    parser.add_argument("--seed", type=int, default=int(os.environ.get("AI_LLM_SEED") or DEFAULT_SEED),
+                        help="LLM sampling seed (default $AI_LLM_SEED or %(default)s)")
+    parser.add_argument("--json", default=None, help="also write the results to this file")
+    parser.add_argument("--keep-prompts", action="store_true",
+                        help="put every prompt into the JSON (large)")
+    parser.add_argument("--workdir", default=None,
+                        help="database, archives and Mem0 files (default: a temporary directory, "
+                        "removed at the end)")
+    args = parser.parse_args(argv)
+    args.conversations = [c.strip() for c in args.conversations.split(",") if c.strip()]
+    args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    return args
+
+
+def resolve_systems(requested):
+    """The systems to run: ``requested`` checked against what exists, or all of them."""
+    known = list(available_strategies()) + list(BASELINES)
+    if not requested:
+        return known
+    unknown = [s for s in requested if s not in known]
+    if unknown:
+        raise SystemExit(f"unknown system(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    return list(dict.fromkeys(requested))
+
+
+def run(args):
+    """Set up Evennia and the LLM, run every conversation, return the result dict."""
+    os.environ.setdefault("MEM0_TELEMETRY", "False")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    samples = load_samples(args.data, args.conversations)
+    workdir = args.workdir or tempfile.mkdtemp(prefix="ai-contrib-locomo-")
+    os.environ.setdefault("MEM0_DIR", os.path.join(workdir, "mem0"))
+    overrides = {
+        "AI_LLM_BASE_URL": args.base_url,
+        "AI_LLM_API_KEY": args.api_key,
+        "AI_LLM_TIMEOUT": args.timeout,
+        "AI_LLM_SEED": args.seed,
+        "AI_MAX_CONTEXT_TOKENS": args.max_context_tokens,
+        "AI_TICK_INTERVAL": 10**7,  # seconds: the replay drives every tick itself
+        "AI_SLEEP_AFTER_IDLE": 0,  # sleep only between sessions
+        "AI_SLEEP_DURATION": 0,  # until woken by the next session
+        "AI_MEMORY_DIR": os.path.join(workdir, "memory"),
+    }
+    if args.model:
+        overrides["AI_LLM_MODEL"] = args.model
+    if args.threads:
+        overrides["AI_EMBEDDED_THREADS"] = args.threads
+    from benchmarks._evennia_env import setup_evennia
+
+    setup_evennia(workdir, **overrides)
+    from django.conf import settings
+
+    from ai_contrib.llm.client import reset_client
+    from ai_contrib.settings import get_setting
+
+    systems = resolve_systems(args.systems)
+    args.model = args.model or get_setting("LLM_MODEL")
+    progress = Progress()
+    embedded = None
+    if not args.base_url:
+        from ai_contrib.llm.embedded import EmbeddedServerProcess
+
+        progress.note("starting the embedded model server")
+        embedded = EmbeddedServerProcess()
+        server = embedded.start()
+        settings.AI_LLM_BASE_URL = server.base_url
+        settings.AI_LLM_API_KEY = server.api_key
+        wait(reset_client())
+    meter = CallMeter()
+    meter.install()
+    rows, stats, per_conversation = [], {}, {}
+    started = time.perf_counter()
+    try:
+        for sample in samples:
+            per_conversation[str(sample.get("sample_id"))] = run_conversation(
+                sample, systems, args, meter, progress, rows, stats)
+    finally:
+        if embedded is not None:
+            embedded.stop()
+        if not args.workdir:  # a temporary directory of our own: database, archives, Mem0
+            shutil.rmtree(workdir, ignore_errors=True)
+    wall = time.perf_counter() - started
+    system_stats = finish_stats(stats, meter, systems)
+    with open(args.data, "rb") as fh:
+        digest = hashlib.sha256(fh.read()).hexdigest()
+    return {
+        "config": {
+            "data": os.path.relpath(os.path.abspath(args.data), ROOT)
+            if os.path.abspath(args.data).startswith(ROOT) else args.data,
+            "data_sha256": digest,
+            "conversations": [str(s.get("sample_id")) for s in samples],
+            "systems": systems,
+            "max_context_tokens": args.max_context_tokens,
+            "max_sessions": args.max_sessions,
+            "max_questions": args.max_questions,
+            "answer": args.answer,
+            "llm": args.base_url or "embedded",
+            "model": args.model,
+            "seed": args.seed,
+            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        },
+        "wall_s": wall,
+        "summary": metrics.aggregate(rows),
+        "stats": system_stats,
+        "per_conversation": per_conversation,
+        "questions": rows,
+    }
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    result = run(args)
+    report = metrics.format_report(result["summary"], result["config"]["systems"],
+                                   result["stats"], args.answer)
+    config = result["config"]
+    print(f"# LoCoMo memory benchmark\n\n"
+          f"{', '.join(config['conversations'])}; budget {config['max_context_tokens']} tokens; "
+          f"LLM {config['llm']} ({config['model']}); seed {config['seed']}; "
+          f"{config['machine']}; total wall {result['wall_s']:.0f} s\n")
+    print(report)
+    sys.stdout.flush()
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=1, ensure_ascii=False, default=str)
+        print(f"results written to {args.json}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,584 @@
+"""
+Scoring for the LoCoMo memory benchmark (``benchmarks/locomo.py``): pure functions, no Evennia,
+no Django, no I/O.
+
+LoCoMo (Maharana et al., "Evaluating Very Long-Term Conversational Memory of LLM Agents",
+ACL 2024) asks questions about long two-person conversations. Each QA item is a dict::
+
+    {"question": str, "answer": str | int (categories 1-4), "adversarial_answer": str
+     (category 5), "evidence": ["D<session>:<turn>", ...], "category": 1..5}
+
+Categories: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial (the question
+presupposes something the conversation never said; ``adversarial_answer`` is what a model
+must NOT assert).
+
+What is scored here:
+
+* :func:`normalize_answer`: LoCoMo's own normalisation (``task_eval/evaluation.py``: commas
+  dropped, lower-case, punctuation removed, the words a/an/the/and removed, whitespace
+  collapsed), plus Unicode punctuation (curly quotes, dashes), which LoCoMo's ASCII-only
+  ``string.punctuation`` leaves in.
+* :func:`answer_score`: is the gold answer in the prompt? Per answer part (multi-hop answers are
+  comma-separated lists, scored part by part as LoCoMo's F1 does), contained when its normalised
+  tokens occur contiguously in one prompt text, or when one prompt text holds at least 80 % of
+  its (stemmed) tokens. The score is the share of parts contained (0 or 1 for a one-part answer).
+* :func:`locomo_f1`: LoCoMo's token F1 of a model answer against the gold answer, with Porter
+  stems, per category as in ``evaluation.py``; category 5 scores 1 when the answer says "no
+  information available" or "not mentioned".
+* :func:`parse_evidence`: evidence ids, read leniently (``"D8:6; D9:17"`` is two ids,
+  ``"D:11:26"`` is ``D11:26``, ``"D30:05"`` is ``D30:5``, ``"D"`` is none).
+* :func:`evidence_score`: the share of a question's evidence turns still verbatim in the
+  conversational part of the prompt.
+* :func:`aggregate` and :func:`format_report`: the tables.
+
+:func:`stem` is Porter's suffix-stripping algorithm (Porter, "An algorithm for suffix
+stripping", Program 14(3), 1980) with the variations of NLTK's default mode, which LoCoMo's
+evaluation uses (``nltk.stem.PorterStemmer()``): a few irregular forms, "-ies"/"-ied" on
+four-letter words, y -> i only after a consonant, "bli" -> "ble", "logi" -> "log", "alli" and
+"fulli", words of one or two letters left alone.
+"""
+
+import re
+import string
+import unicodedata
+from collections import Counter
+
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+ANSWERED_CATEGORIES = (1, 2, 3, 4)
+ADVERSARIAL = 5
+#: Token recall (share of the answer's stemmed tokens found in one prompt text) that counts as
+#: "contained".
+MIN_RECALL = 0.8
+#: Phrases LoCoMo's evaluation accepts as declining an adversarial question.
+REFUSAL_PHRASES = ("no information available", "not mentioned")
+
+_ASCII_PUNCT = frozenset(string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the|and)\b")
+_EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
+
+
+# ------------------------------------------------------------------------------------------------
+# normalisation
+
+
+def _is_punct(ch):
+    return ch in _ASCII_PUNCT or unicodedata.category(ch).startswith("P")
+
+
+def normalize_answer(text):
+    """
+    LoCoMo's answer normalisation, plus Unicode punctuation.
+
+    Args:
+        text (str | int | None): an answer or any text.
+
+    Returns:
+        str: lower-case words separated by single spaces; ``""`` for None.
+    """
+    if text is None:
+        return ""
+    text = str(text).replace(",", "").lower()
+    text = "".join(ch for ch in text if not _is_punct(ch))
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def answer_tokens(text):
+    """The words of :func:`normalize_answer` (list of str)."""
+    return normalize_answer(text).split()
+
+
+# ------------------------------------------------------------------------------------------------
+# Porter stemmer (NLTK's default mode)
+
+_VOWELS = frozenset("aeiou")
+_IRREGULAR = {
+    "skies": "sky", "sky": "sky", "dying": "die", "lying": "lie", "tying": "tie",
+    "news": "news", "innings": "inning", "inning": "inning", "outings": "outing",
+    "outing": "outing", "cannings": "canning", "canning": "canning", "howe": "howe",
+    "proceed": "proceed", "exceed": "exceed", "succeed": "succeed",
+}
+
+
+def _consonants(word):
+    """Per letter: True for a consonant. A 'y' is a consonant at the start or after a vowel."""
+    flags = []
+    for i, ch in enumerate(word):
+        if ch in _VOWELS:
+            flags.append(False)
+        elif ch == "y":
+            flags.append(True if i == 0 else not flags[i - 1])
+        else:
+            flags.append(True)
+    return flags
+
+
+def _measure(stem):
+    """Porter's m: the number of vowel-consonant sequences in ``stem``."""
+    pattern = "".join("c" if c else "v" for c in _consonants(stem))
+    return len(re.findall(r"v+c+", pattern))
+
+
+def _has_vowel(stem):
+    return not all(_consonants(stem))
+
+
+def _double_consonant(word):
+    return len(word) >= 2 and word[-1] == word[-2] and _consonants(word)[-1]
+
+
+def _cvc(word):
+    """Porter's *o: ends consonant-vowel-consonant, the last not w, x or y (or a two-letter
+    vowel-consonant word, NLTK's addition)."""
+    flags = _consonants(word)
+    if len(word) >= 3 and flags[-3] and not flags[-2] and flags[-1] and word[-1] not in "wxy":
+        return True
+    return len(word) == 2 and not flags[0] and flags[1]
+
+
+def _first_rule(word, rules):
+    """Apply the first rule whose suffix ``word`` ends with, if its condition holds on the stem;
+    a matching suffix whose condition fails stops the search (Porter's rule lists)."""
+    for suffix, replacement, condition in rules:
+        if word.endswith(suffix):
+            stem = word[: len(word) - len(suffix)]
+            return stem + replacement if condition(stem) else word
+    return word
+
+
+def _m_positive(stem):
+    return _measure(stem) > 0
+
+
+def _m_above_one(stem):
+    return _measure(stem) > 1
+
+
+def _step1a(word):
+    if word.endswith("ies") and len(word) == 4:
+        return word[:-3] + "ie"
+    if word.endswith("sses"):
+        return word[:-2]
+    if word.endswith("ies"):
+        return word[:-2]
+    if word.endswith("ss"):
+        return word
+    if word.endswith("s"):
+        return word[:-1]
+    return word
+
+
+def _step1b(word):
+    if word.endswith("ied"):
+        return word[:-3] + ("ie" if len(word) == 4 else "i")
+    if word.endswith("eed"):
+        stem = word[:-3]
+        return stem + "ee" if _measure(stem) > 0 else word
+    for suffix in ("ed", "ing"):
+        if word.endswith(suffix) and _has_vowel(word[: -len(suffix)]):
+            stem = word[: -len(suffix)]
+            break
+    else:
+        return word
+    if stem.endswith(("at", "bl", "iz")):
+        return stem + "e"
+    if _double_consonant(stem):
+        return stem if stem[-1] in "lsz" else stem[:-1]
+    if _measure(stem) == 1 and _cvc(stem):
+        return stem + "e"
+    return stem
+
+
+def _step1c(word):
+    if word.endswith("y") and len(word) > 2 and _consonants(word[:-1])[-1]:
+        return word[:-1] + "i"
+    return word
+
+
+_STEP2 = [
+    ("ational", "ate"), ("tional", "tion"), ("enci", "ence"), ("anci", "ance"),
+    ("izer", "ize"), ("bli", "ble"), ("alli", "al"), ("entli", "ent"), ("eli", "e"),
+    ("ousli", "ous"), ("ization", "ize"), ("ation", "ate"), ("ator", "ate"), ("alism", "al"),
+    ("iveness", "ive"), ("fulness", "ful"), ("ousness", "ous"), ("aliti", "al"),
+    ("iviti", "ive"), ("biliti", "ble"), ("fulli", "ful"),
+]
+
+
+def _step2(word):
+    if word.endswith("alli") and _m_positive(word[:-4]):
+        return _step2(word[:-4] + "al")
+    if word.endswith("logi"):
+        # the 'l' stays with the stem, so short stems like "geo" qualify
+        return word[:-1] if _m_positive(word[:-3]) else word
+    return _first_rule(word, [(s, r, _m_positive) for s, r in _STEP2])
+
+
+_STEP3 = [("icate", "ic"), ("ative", ""), ("alize", "al"), ("iciti", "ic"), ("ical", "ic"),
+          ("ful", ""), ("ness", "")]
+_STEP4 = ["al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent",
+          "ion", "ou", "ism", "ate", "iti", "ous", "ive", "ize"]
+
+
+def _step3(word):
+    return _first_rule(word, [(s, r, _m_positive) for s, r in _STEP3])
+
+
+def _step4(word):
+    rules = []
+    for suffix in _STEP4:
+        if suffix == "ion":
+            rules.append((suffix, "", lambda s: _measure(s) > 1 and s[-1:] in ("s", "t")))
+        else:
+            rules.append((suffix, "", _m_above_one))
+    return _first_rule(word, rules)
+
+
+def _step5(word):
+    if word.endswith("e"):
+        stem = word[:-1]
+        m = _measure(stem)
+        if m > 1 or (m == 1 and not _cvc(stem)):
+            word = stem
+    if word.endswith("ll") and _measure(word[:-1]) > 1:
+        word = word[:-1]
+    return word
+
+
+def stem(word):
+    """
+    Porter stem of one lower-case word (NLTK's default mode, which LoCoMo's F1 uses).
+
+    Examples: ``"caresses" -> "caress"``, ``"ponies" -> "poni"``, ``"relational" -> "relat"``,
+    ``"happy" -> "happi"``, ``"painting" -> "paint"``.
+    """
+    word = word.lower()
+    if word in _IRREGULAR:
+        return _IRREGULAR[word]
+    if len(word) <= 2:
+        return word
+    for step in (_step1a, _step1b, _step1c, _step2, _step3, _step4, _step5):
+        word = step(word)
+    return word
+
+
+def stemmed_tokens(text):
+    """Porter stems of the words of :func:`normalize_answer` (list of str)."""
+    return [stem(w) for w in answer_tokens(text)]
+
+
+# ------------------------------------------------------------------------------------------------
+# F1 (LoCoMo task_eval/evaluation.py)
+
+
+def f1_score(prediction, gold):
+    """
+    Token F1 of ``prediction`` against ``gold`` over Porter-stemmed normalised words.
+
+    Returns:
+        float: 0.0-1.0 (0.0 when either side has no words).
+    """
+    pred = stemmed_tokens(prediction)
+    truth = stemmed_tokens(gold)
+    common = sum((Counter(pred) & Counter(truth)).values())
+    if not common:
+        return 0.0
+    precision = common / len(pred)
+    recall = common / len(truth)
+    return 2 * precision * recall / (precision + recall)
+
+
+def multi_answer_f1(prediction, gold):
+    """LoCoMo's multi-hop F1: both sides split on commas; for each gold part, the best F1
+    over the predicted parts; the mean over gold parts."""
+    predictions = [p.strip() for p in str(prediction).split(",")]
+    golds = [g.strip() for g in str(gold).split(",")]
+    return sum(max(f1_score(p, g) for p in predictions) for g in golds) / len(golds)
+
+
+def is_refusal(prediction):
+    """True when ``prediction`` declines as LoCoMo's category-5 scoring expects."""
+    text = (prediction or "").lower()
+    return any(phrase in text for phrase in REFUSAL_PHRASES)
+
+
+def scored_gold(answer, category):
+    """The gold answer as LoCoMo scores it: a string; for open-domain (3) the part before
+    the first ';'."""
+    text = "" if answer is None else str(answer)
+    if category == 3:
+        text = text.split(";")[0].strip()
+    return text
+
+
+def locomo_f1(prediction, answer, category):
+    """
+    LoCoMo's score of a model answer, per category: multi-hop (1) :func:`multi_answer_f1`;
+    temporal, open-domain, single-hop (2-4) :func:`f1_score` (open-domain gold cut at ';');
+    adversarial (5) 1.0 for a refusal (:func:`is_refusal`), else 0.0.
+
+    Args:
+        prediction (str | None): the model's answer; None (no answer) scores 0.0.
+        answer: the gold ``answer`` (ignored for category 5).
+        category (int): 1-5.
+
+    Raises:
+        ValueError: for an unknown category.
+    """
+    if category not in CATEGORIES:
+        raise ValueError(f"unknown LoCoMo category {category!r}")
+    if prediction is None:
+        return 0.0
+    if category == ADVERSARIAL:
+        return 1.0 if is_refusal(prediction) else 0.0
+    gold = scored_gold(answer, category)
+    if category == 1:
+        return multi_answer_f1(prediction, gold)
+    return f1_score(prediction, gold)
+
+
+# ------------------------------------------------------------------------------------------------
+# is the answer in the prompt?
+
+
+def answer_parts(answer, category):
+    """The parts of a gold answer scored separately: comma-separated parts for multi-hop (1),
+    the part before ';' for open-domain (3), else the whole answer. Parts without words after
+    normalisation are dropped."""
+    gold = scored_gold(answer, category)
+    parts = gold.split(",") if category == 1 else [gold]
+    return [p.strip() for p in parts if normalize_answer(p)]
+
+
+def token_recall(answer, text):
+    """Share of the stemmed words of ``answer`` that occur among those of ``text`` (0.0-1.0;
+    0.0 for an answer without words)."""
+    wanted = stemmed_tokens(answer)
+    if not wanted:
+        return 0.0
+    present = set(stemmed_tokens(text))
+    return sum(1 for w in wanted if w in present) / len(wanted)
+
+
+def contains_part(part, texts, min_recall=MIN_RECALL):
+    """
+    True when answer ``part`` is in one of ``texts``: its normalised words occur there
+    contiguously, or that text holds at least ``min_recall`` of its stemmed words.
+
+    Args:
+        part (str): one answer part.
+        texts (list[str]): prompt texts (one per chat message, say); a match never spans two.
+    """
+    needle = normalize_answer(part)
+    if not needle:
+        return False
+    padded = f" {needle} "
+    for text in texts:
+        if padded in f" {normalize_answer(text)} ":
+            return True
+    return any(token_recall(part, text) >= min_recall for text in texts)
+
+
+def answer_score(answer, texts, category, min_recall=MIN_RECALL):
+    """
+    How much of the gold ``answer`` the prompt ``texts`` contain: the share of
+    :func:`answer_parts` that :func:`contains_part` finds.
+
+    Returns:
+        float | None: 0.0-1.0; None when the answer has no scorable words.
+    """
+    parts = answer_parts(answer, category)
+    if not parts:
+        return None
+    return sum(1 for p in parts if contains_part(p, texts, min_recall)) / len(parts)
+
+
+# ------------------------------------------------------------------------------------------------
+# evidence
+
+
+def parse_evidence(items):
+    """
+    Evidence ids, normalised to ``"D<session>:<turn>"`` without leading zeros, in order, each
+    once. Tolerates the malformed ids in the data: ``"D8:6; D9:17"`` (two ids in one string),
+    ``"D:11:26"``, ``"D30:05"``; strings without an id (``"D"``) give nothing.
+
+    Args:
+        items (list | str | None): the ``evidence`` field (or one ``dia_id``).
+
+    Returns:
+        list[str]
+    """
+    if items is None:
+        return []
+    if isinstance(items, (str, bytes)):
+        items = [items]
+    found = []
+    for item in items:
+        for session, turn in _EVIDENCE.findall(str(item)):
+            found.append(f"D{int(session)}:{int(turn)}")
+    return list(dict.fromkeys(found))
+
+
+def normalise_dia_id(dia_id):
+    """``"D1:03"`` -> ``"D1:3"``; None when it holds no id."""
+    ids = parse_evidence([dia_id])
+    return ids[0] if ids else None
+
+
+def evidence_session(evidence_id):
+    """The session number of a normalised evidence id (``"D8:6"`` -> 8)."""
+    return int(evidence_id[1:].split(":")[0])
+
+
+def evidence_score(evidence_ids, turn_texts, context_texts):
+    """
+    Share of a question's evidence turns still verbatim in the conversational part of a prompt.
+
+    Args:
+        evidence_ids (list[str]): normalised ids (:func:`parse_evidence`).
+        turn_texts (dict): ``{turn id: the exact text the turn was replayed as}``; ids missing
+            here (evidence pointing nowhere) are ignored.
+        context_texts (list[str]): the prompt's conversation messages (not summaries, not
+            retrieved memories).
+
+    Returns:
+        float | None: 0.0-1.0, or None when no evidence id names a known turn.
+    """
+    known = [turn_texts[e] for e in evidence_ids if e in turn_texts]
+    if not known:
+        return None
+    return sum(1 for text in known if any(text in ctx for ctx in context_texts)) / len(known)
+
+
+# ------------------------------------------------------------------------------------------------
+# aggregation and tables
+
+
+def mean(values):
+    """Mean of the non-None ``values``; None when there are none."""
+    kept = [v for v in values if v is not None]
+    return sum(kept) / len(kept) if kept else None
+
+
+def aggregate(rows):
+    """
+    Per system and category means of per-question rows.
+
+    Args:
+        rows (list[dict]): ``{"system", "category", "answer_in_prompt", "evidence_verbatim",
+            "prompt_tokens", "f1"?, "adversarial_in_prompt"?, "asserted"?}`` (None = not scored).
+
+    Returns:
+        dict: ``{system: {key: stats}}`` where key is a category number, ``"1-4"`` (all
+        answerable questions) or nothing else; stats are ``{"n", "answer_in_prompt",
+        "evidence_verbatim", "prompt_tokens", "f1", "adversarial_in_prompt", "asserted"}``,
+        means as fractions (None where nothing was scored).
+    """
+    out = {}
+    for row in rows:
+        system = out.setdefault(row["system"], {})
+        keys = [row["category"]]
+        if row["category"] in ANSWERED_CATEGORIES:
+            keys.append("1-4")
+        for key in keys:
+            system.setdefault(key, []).append(row)
+    fields = ("answer_in_prompt", "evidence_verbatim", "prompt_tokens", "f1",
+              "adversarial_in_prompt", "asserted")
+    return {
+        name: {
+            key: {"n": len(group), **{f: mean([r.get(f) for r in group]) for f in fields}}
+            for key, group in groups.items()
+        }
+        for name, groups in out.items()
+    }
+
+
+def _pct(value):
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def _num(value, digits=0):
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def markdown_table(header, rows):
+    """A Markdown table (str) from a header list and rows of cell strings."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def format_report(summary, systems, stats, with_f1):
+    """
+    The stdout report: one table for categories 1-4, one for category 5, one for the replay.
+
+    Args:
+        summary (dict): :func:`aggregate`'s result.
+        systems (list[str]): system names in display order.
+        stats (dict): ``{system: {"llm_calls", "llm_seconds", "wall_s", "replay_s", "qa_s",
+            "compactions", "failed_compactions", "evictions", "facts", "final_tokens",
+            "answer_errors"}}``.
+        with_f1 (bool): whether answers were generated (adds the F1 and refusal columns).
+
+    Returns:
+        str
+    """
+    header = ["system", "category", "n", "answer in prompt %", "evidence verbatim %"]
+    if with_f1:
+        header.append("F1 %")
+    header += ["prompt tokens", "LLM calls", "wall s"]
+    rows = []
+    for system in systems:
+        groups = summary.get(system, {})
+        for key in ["1-4", *ANSWERED_CATEGORIES]:
+            group = groups.get(key)
+            if not group:
+                continue
+            label = "all 1-4" if key == "1-4" else f"{key} {CATEGORIES[key]}"
+            row = [system if key == "1-4" else "", label, group["n"],
+                   _pct(group["answer_in_prompt"]), _pct(group["evidence_verbatim"])]
+            if with_f1:
+                row.append(_pct(group["f1"]))
+            row.append(_num(group["prompt_tokens"]))
+            if key == "1-4":
+                row += [stats.get(system, {}).get("llm_calls", 0),
+                        _num(stats.get(system, {}).get("wall_s"), 1)]
+            else:
+                row += ["", ""]
+            rows.append(row)
+    parts = ["## Categories 1-4 (answerable)", "", markdown_table(header, rows)]
+
+    adv_header = ["system", "n", "adversarial answer in prompt %", "evidence verbatim %"]
+    if with_f1:
+        adv_header += ["declined % (LoCoMo score)", "asserted adversarial answer %"]
+    adv_header.append("prompt tokens")
+    adv_rows = []
+    for system in systems:
+        group = summary.get(system, {}).get(ADVERSARIAL)
+        if not group:
+            continue
+        row = [system, group["n"], _pct(group["adversarial_in_prompt"]),
+               _pct(group["evidence_verbatim"])]
+        if with_f1:
+            row += [_pct(group["f1"]), _pct(group["asserted"])]
+        row.append(_num(group["prompt_tokens"]))
+        adv_rows.append(row)
+    if adv_rows:
+        parts += ["", "## Category 5 (adversarial)", "", markdown_table(adv_header, adv_rows)]
+
+    rep_header = ["system", "compactions", "failed", "evictions", "facts journaled", "context tokens at end",
+                  "LLM calls (memory work / answers)", "LLM s", "replay s", "questions s"]
+    if with_f1:
+        rep_header.append("answer errors")
+    rep_rows = []
+    for system in systems:
+        s = stats.get(system, {})
+        row = [system, s.get("compactions", 0), s.get("failed_compactions", 0), s.get("evictions", 0), s.get("facts", 0),
+               s.get("final_tokens", "-"),
+               f"{s.get('memory_calls', 0)} / {s.get('answer_calls', 0)}",
+               _num(s.get("llm_seconds"), 1), _num(s.get("replay_s"), 1), _num(s.get("qa_s"), 1)]
+        if with_f1:
+            row.append(s.get("answer_errors", 0))
+        rep_rows.append(row)
+    parts += ["", "## Replay", "", markdown_table(rep_header, rep_rows)]
+    return "\n".join(parts) + "\n"
