@@ -30,31 +30,13 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ai_contrib.memory.retrieval import BM25Index, rrf_fuse  # noqa: E402
+from locomo_metrics import normalise_dia_id as normalise_turn_id  # noqa: E402
+from locomo_metrics import parse_evidence  # noqa: E402
 
 DEFAULT_DATA = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "locomo", "locomo_dev.json"
 )
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
-_EVIDENCE_RE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
-
-
-def parse_evidence(items):
-    """
-    Normalised turn ids from an ``evidence`` list, tolerating the malformed ones
-    (``"D8:6; D9:17"`` -> two ids, ``"D:11:26"`` -> ``"D11:26"``, ``"D30:05"`` -> ``"D30:5"``,
-    ``"D"`` -> none).
-    """
-    found = []
-    for item in items or []:
-        for session, turn in _EVIDENCE_RE.findall(str(item)):
-            found.append(f"D{int(session)}:{int(turn)}")
-    return list(dict.fromkeys(found))
-
-
-def normalise_turn_id(dia_id):
-    """``"D1:03"`` -> ``"D1:3"``; None if unreadable."""
-    ids = parse_evidence([dia_id])
-    return ids[0] if ids else None
 
 
 def conversation_turns(sample):
