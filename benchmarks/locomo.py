@@ -70,6 +70,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import sys
 import tempfile
@@ -572,8 +573,24 @@ def available_strategies():
         return FALLBACK_STRATEGIES
 
 
+_DATE_ECHO = re.compile(r"^\s*\[[^\]\n]{0,40}\b\d{4}\]\s*")  # "[... 2023] "
+
+
+def strip_date_echo(text):
+    """Drop a leading ``"[<date>] "`` a model copies from the replayed messages' format: it is
+    an artefact of the replay, not part of the answer."""
+    return _DATE_ECHO.sub("", text or "", count=1)
+
+
 def answer_question(prompt, npc_name, model, max_tokens):
-    """The LLM's cleaned answer from ``prompt``; ``(answer or None, error or None)``."""
+    """
+    The NPC's answer from ``prompt`` (temperature 0), cleaned as the NPC cleans its replies
+    (``core.prompts.clean_reply``) and without a copied date prefix.
+
+    Returns:
+        tuple: ``(answer or None, error text or None)``; an LLM error (e.g. a prompt over the
+        model's context window) gives ``(None, error)``.
+    """
     from ai_contrib.core.prompts import clean_reply
     from ai_contrib.llm.client import LLMError, get_client
 
@@ -581,7 +598,7 @@ def answer_question(prompt, npc_name, model, max_tokens):
         result = wait(get_client().chat(prompt, model=model, max_tokens=max_tokens, temperature=0.0))
     except LLMError as err:
         return None, f"{type(err).__name__}: {err}"
-    return clean_reply(result.content, npc_name), None
+    return strip_date_echo(clean_reply(result.content, npc_name)), None
 
 
 class Conversation:
@@ -736,12 +753,15 @@ def run_system(conv, system, args, meter, progress, rows):
     return result
 
 
-def run_conversation(sample, systems, args, meter, progress, rows, stats):
-    """Replay one sample for every system and ask its questions; append to ``rows``; add the
-    per-system figures to ``stats`` (``{system: Counter}``) and return the per-system details."""
+def run_conversation(sample, systems, args, meter, progress, rows, stats, details,
+                     on_system_done=None):
+    """
+    Replay one sample for every system and ask its questions: append to ``rows``, add the
+    per-system figures to ``stats`` (``{system: Counter}``), put :func:`run_system`'s result
+    into ``details[system]``, and call ``on_system_done()`` after each system.
+    """
     conv = Conversation(sample, args.max_sessions, args.max_questions, args.model)
     progress.note(conv.describe())
-    details = {}
     for system in systems:
         result = run_system(conv, system, args, meter, progress, rows)
         details[system] = result
@@ -751,7 +771,8 @@ def run_conversation(sample, systems, args, meter, progress, rows, stats):
         for key in ("replay_s", "qa_s", "answer_errors", "compactions", "failed_compactions",
                     "evictions", "masks", "facts", "final_tokens"):
             entry[key] += result.get(key, 0)
-    return details
+        if on_system_done:
+            on_system_done()
 
 
 def finish_stats(stats, meter, systems):
@@ -808,6 +829,9 @@ def parse_args(argv=None):
     parser.add_argument("--json", default=None, help="also write the results to this file")
     parser.add_argument("--keep-prompts", action="store_true",
                         help="put every prompt into the JSON (large)")
+    parser.add_argument("--merge", nargs="+", metavar="JSON", default=None,
+                        help="print the tables of earlier --json results combined (runs over "
+                        "disjoint systems or conversations) instead of running")
     parser.add_argument("--workdir", default=None,
                         help="database, archives and Mem0 files (default: a temporary directory, "
                         "removed at the end)")
@@ -873,40 +897,128 @@ def run(args):
         wait(reset_client())
     meter = CallMeter()
     meter.install()
+    with open(args.data, "rb") as fh:
+        digest = hashlib.sha256(fh.read()).hexdigest()
+    data_path = os.path.abspath(args.data)
+    config = {
+        "data": os.path.relpath(data_path, ROOT) if data_path.startswith(ROOT) else args.data,
+        "data_sha256": digest,
+        "conversations": [str(s.get("sample_id")) for s in samples],
+        "systems": systems,
+        "max_context_tokens": args.max_context_tokens,
+        "max_sessions": args.max_sessions,
+        "max_questions": args.max_questions,
+        "answer": args.answer,
+        "llm": args.base_url or "embedded",
+        "model": args.model,
+        "seed": args.seed,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, "
+                   f"Python {platform.python_version()}",
+    }
     rows, stats, per_conversation = [], {}, {}
     started = time.perf_counter()
+
+    def snapshot():
+        done = [s for s in systems if s in stats]
+        return {
+            "config": dict(config, systems_done=done),
+            "wall_s": time.perf_counter() - started,
+            "summary": metrics.aggregate(rows),
+            "stats": finish_stats(stats, meter, done),
+            "per_conversation": per_conversation,
+            "questions": rows,
+        }
+
+    def save():  # after each system, so an interrupted run keeps what it finished
+        if args.json:
+            write_json(args.json, snapshot())
+
     try:
         for sample in samples:
-            per_conversation[str(sample.get("sample_id"))] = run_conversation(
-                sample, systems, args, meter, progress, rows, stats)
+            details = per_conversation.setdefault(str(sample.get("sample_id")), {})
+            run_conversation(sample, systems, args, meter, progress, rows, stats, details, save)
     finally:
         if embedded is not None:
             embedded.stop()
         if not args.workdir:  # a temporary directory of our own: database, archives, Mem0
             shutil.rmtree(workdir, ignore_errors=True)
-    wall = time.perf_counter() - started
-    system_stats = finish_stats(stats, meter, systems)
-    with open(args.data, "rb") as fh:
-        digest = hashlib.sha256(fh.read()).hexdigest()
+    return snapshot()
+
+
+def write_json(path, result):
+    """Write ``result`` to ``path`` atomically (a reader never sees half a file)."""
+    tmp = f"{path}.part"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(result, fh, indent=1, ensure_ascii=False, default=str)
+    os.replace(tmp, path)
+
+
+def merge_results(results):
+    """
+    Combine results of runs over disjoint (system, conversation) pairs of the same data and
+    budget (e.g. one process per system): question rows concatenated, per-system figures
+    summed (``final_tokens`` averaged over conversations).
+
+    Args:
+        results (list[dict]): :func:`run` results (loaded from ``--json`` files).
+
+    Returns:
+        dict: a result of the same shape; ``wall_s`` is the longest run's, ``config["runs"]``
+        lists each run's systems, conversations and wall time.
+
+    Raises:
+        SystemExit: when the runs used different data, budgets or models, or overlap.
+    """
+    if not results:
+        raise SystemExit("nothing to merge")
+    first = results[0]["config"]
+    for result in results[1:]:
+        config = result["config"]
+        for key in ("data_sha256", "max_context_tokens", "max_sessions", "max_questions",
+                    "model", "seed", "answer"):
+            if config.get(key) != first.get(key):
+                raise SystemExit(f"cannot merge runs with different {key}: "
+                                 f"{first.get(key)!r} and {config.get(key)!r}")
+    seen, rows, stats, per_conversation, runs = set(), [], {}, {}, []
+    systems, conversations = [], []
+    for result in results:
+        config = result["config"]
+        done = config.get("systems_done", config["systems"])
+        runs.append({"systems": done, "conversations": config["conversations"],
+                     "wall_s": result.get("wall_s")})
+        for row in result["questions"]:
+            if row["system"] in done:
+                rows.append(row)
+        for conv_id, details in result.get("per_conversation", {}).items():
+            for system, detail in details.items():
+                if (system, conv_id) in seen:
+                    raise SystemExit(f"{system} on {conv_id} is in more than one run")
+                seen.add((system, conv_id))
+                per_conversation.setdefault(conv_id, {})[system] = detail
+        for system in done:
+            entry = dict(result["stats"].get(system, {}))
+            merged = stats.setdefault(system, {})
+            n_before = merged.get("conversations", 0)
+            n_new = entry.get("conversations", 0)
+            tokens_before = merged.get("final_tokens")
+            for key, value in entry.items():
+                if isinstance(value, (int, float)) and key != "final_tokens":
+                    merged[key] = merged.get(key, 0) + value
+            if entry.get("final_tokens") is not None:
+                total = (tokens_before or 0) * n_before + entry["final_tokens"] * n_new
+                merged["final_tokens"] = round(total / max(1, n_before + n_new))
+            if system not in systems:
+                systems.append(system)
+        for conv_id in config["conversations"]:
+            if conv_id not in conversations:
+                conversations.append(conv_id)
+    config = dict(first, systems=systems, systems_done=systems, conversations=conversations,
+                  runs=runs)
     return {
-        "config": {
-            "data": os.path.relpath(os.path.abspath(args.data), ROOT)
-            if os.path.abspath(args.data).startswith(ROOT) else args.data,
-            "data_sha256": digest,
-            "conversations": [str(s.get("sample_id")) for s in samples],
-            "systems": systems,
-            "max_context_tokens": args.max_context_tokens,
-            "max_sessions": args.max_sessions,
-            "max_questions": args.max_questions,
-            "answer": args.answer,
-            "llm": args.base_url or "embedded",
-            "model": args.model,
-            "seed": args.seed,
-            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
-        },
-        "wall_s": wall,
+        "config": config,
+        "wall_s": max((r.get("wall_s") or 0) for r in results),
         "summary": metrics.aggregate(rows),
-        "stats": system_stats,
+        "stats": stats,
         "per_conversation": per_conversation,
         "questions": rows,
     }
@@ -914,19 +1026,28 @@ def run(args):
 
 def main(argv=None):
     args = parse_args(argv)
-    result = run(args)
-    report = metrics.format_report(result["summary"], result["config"]["systems"],
-                                   result["stats"], args.answer)
+    if args.merge:
+        results = []
+        for path in args.merge:
+            with open(path, encoding="utf-8") as fh:
+                results.append(json.load(fh))
+        result = merge_results(results)
+    else:
+        result = run(args)
     config = result["config"]
+    systems = config.get("systems_done", config["systems"])
+    report = metrics.format_report(result["summary"], systems, result["stats"], config["answer"])
+    runs = config.get("runs")
+    wall = (f"{len(runs)} runs merged, wall " + ", ".join(f"{r['wall_s']:.0f} s" for r in runs)
+            if runs else f"total wall {result['wall_s']:.0f} s")
     print(f"# LoCoMo memory benchmark\n\n"
           f"{', '.join(config['conversations'])}; budget {config['max_context_tokens']} tokens; "
           f"LLM {config['llm']} ({config['model']}); seed {config['seed']}; "
-          f"{config['machine']}; total wall {result['wall_s']:.0f} s\n")
+          f"{config['machine']}; {wall}\n")
     print(report)
     sys.stdout.flush()
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=1, ensure_ascii=False, default=str)
+        write_json(args.json, result)
         print(f"results written to {args.json}", file=sys.stderr)
     return 0
 
