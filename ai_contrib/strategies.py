@@ -23,7 +23,9 @@ NPC with ``script.db.compact_strategy`` (default ``AI_COMPACT_STRATEGY``, ``"sum
     (64) messages, and a long-term summary the short-term one waterfalls into at each cycle
     (first at 129 messages, then every 64). Cycles run after a turn when due, and at the sleep
     and emergency thresholds; each short-term summary goes into the journal with its archive
-    range (``memory_range_start``/``memory_range_end``) for the memory layer.
+    range (``memory_range_start``/``memory_range_end``) for the memory layer. A cycle that
+    token pressure runs before it is due keeps at most ``cascade_pressure_window`` (0.4) of the
+    token budget verbatim, so a small budget gets one cycle per many messages, not per message.
 ``replace_all``
     Seed 004's ``auto_compact``: at the thresholds the whole runtime history becomes one
     structured summary, with no raw tail (only speech still waiting for an answer stays).
@@ -575,15 +577,20 @@ def _run_cascade(script, character, force, trigger):
     pressure = force
     if trigger != "turn" and not pressure:
         pressure = _usage_check(script, trigger, force)[2]
-    cycle = cascade_core.plan_cycle(
-        history,
-        int(script.cfg("cascade_immediate_window")),
-        int(script.cfg("cascade_recent_window")),
-        force=pressure,
-    )
+    runtime = script.runtime
+    window = int(script.cfg("cascade_immediate_window"))
+    recent = int(script.cfg("cascade_recent_window"))
+    if pressure and not cascade_core.cascade_due(
+        cascade_core.raw_count(history), any(cascade_core.tier_of(m) == cascade_core.TIER_SHORT
+                                             for m in history), window, recent,
+    ):
+        window = cascade_core.fitted_window(
+            history, runtime.token_counts(history), window,
+            int(float(script.cfg("cascade_pressure_window")) * int(script.cfg("max_context_tokens"))),
+        )
+    cycle = cascade_core.plan_cycle(history, window, recent, force=pressure)
     if cycle.skipped:
         return {"skipped": True, "reason": cycle.reason, "trigger": trigger, "strategy": strategy}
-    runtime = script.runtime
     replaced_tokens = sum(runtime.token_counts(cycle.to_summarise))
     fold_tokens = sum(runtime.token_counts(cycle.fold))
     total_before = script.token_count()

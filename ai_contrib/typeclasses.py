@@ -173,7 +173,7 @@ class AssistantScript(DefaultScript):
     (``summary``, ``mask``, ``hybrid``, ``cascade`` or ``replace_all``, see
     :mod:`ai_contrib.strategies`) and ``mask_window`` (turns). Any other ``AI_<NAME>`` option can
     be given per NPC the same way (``mask_min_tokens``, ``cascade_immediate_window``,
-    ``cascade_recent_window``, ``summary_prompt_style``, ``compact_min_saving_tokens``,
+    ``cascade_recent_window``, ``cascade_pressure_window``, ``summary_prompt_style``, ``compact_min_saving_tokens``,
     ``compact_summary_ratio``): :meth:`cfg` reads the Attribute first.
 
     State Attributes: ``conversation_history`` (checkpoint of the runtime history, list of

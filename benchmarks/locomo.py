@@ -61,8 +61,13 @@ Usage::
         [--systems summary,window25,...] [--max-sessions N] [--max-questions N]
         [--max-context-tokens 4096] [--answer] [--base-url URL --model NAME --api-key KEY]
         [--json OUT.json]
+    .venv/bin/python benchmarks/locomo.py --merge A.json B.json [--json ALL.json]
 
-Progress goes to stderr, Markdown tables to stdout. Nothing is asserted.
+``--json`` is rewritten after each system, so an interrupted run keeps what it finished;
+``--merge`` prints the tables of runs over disjoint systems or conversations combined (one
+process per strategy runs them side by side). Answers the model copies the replay's
+``[<date>]`` prefix into have it removed before scoring. Progress goes to stderr, Markdown
+tables to stdout. Nothing is asserted.
 """
 
 import argparse
@@ -1012,6 +1017,8 @@ def merge_results(results):
         for conv_id in config["conversations"]:
             if conv_id not in conversations:
                 conversations.append(conv_id)
+    # strategies first, in the order met, then the baselines in their usual order
+    systems = [s for s in systems if s not in BASELINES] + [b for b in BASELINES if b in systems]
     config = dict(first, systems=systems, systems_done=systems, conversations=conversations,
                   runs=runs)
     return {

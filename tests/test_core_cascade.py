@@ -13,6 +13,7 @@ from ai_contrib.core.cascade import (
     cascade_status,
     check_cycle,
     cycle_replacements,
+    fitted_window,
     make_tier_marker,
     plan_cycle,
     raw_count,
@@ -101,6 +102,20 @@ def test_force_runs_early_but_never_inside_the_immediate_window():
     short = [talk.msg() for _ in range(64)]
     assert plan_cycle(short, force=True).reason == "within immediate window"
     assert plan_cycle([]).reason == "no history"
+
+
+def test_fitted_window_holds_at_most_its_token_share():
+    talk = Talk()
+    history = [talk.msg() for _ in range(70)]
+    counts = [10] * 70
+    assert fitted_window(history, counts, 64, 10_000) == 64  # the configured window fits
+    assert fitted_window(history, counts, 64, 255) == 25  # 25 x 10 tokens <= 255 < 26 x 10
+    assert fitted_window(history, counts, 64, 5) == 0
+    # a summary marker inside the window costs tokens but is not a raw message
+    marked = history[:60] + [make_marker("s", history[60:65], 50, 5)] + history[65:]
+    assert fitted_window(marked, [10] * 60 + [40] + [10] * 5, 64, 95) == 5
+    with pytest.raises(ValueError):
+        fitted_window(history, counts[:-1], 64, 100)
 
 
 def test_cut_keeps_tool_calls_with_their_results():

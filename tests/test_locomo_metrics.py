@@ -196,6 +196,34 @@ def test_strip_date_echo_and_session_time():
     assert locomo.parse_session_time("sometime") is None
 
 
+def _result(system, final_tokens, budget=4096):
+    row = {"system": system, "category": 4, "answer_in_prompt": 1.0, "evidence_verbatim": 0.5,
+           "prompt_tokens": 100}
+    return {
+        "config": {"data_sha256": "x", "max_context_tokens": budget, "max_sessions": None,
+                   "max_questions": None, "model": "m", "seed": 1, "answer": False,
+                   "conversations": ["c1"], "systems": [system], "systems_done": [system]},
+        "wall_s": 10.0,
+        "stats": {system: {"conversations": 1, "llm_calls": 3, "final_tokens": final_tokens}},
+        "per_conversation": {"c1": {system: {"replay_s": 1.0}}},
+        "questions": [row],
+    }
+
+
+def test_merge_results_of_runs_over_disjoint_systems():
+    from benchmarks import locomo
+
+    merged = locomo.merge_results([_result("full", None), _result("summary", 900)])
+    assert merged["config"]["systems"] == ["summary", "full"]  # baselines last
+    assert merged["summary"]["summary"]["1-4"]["n"] == 1
+    assert merged["stats"]["summary"]["final_tokens"] == 900
+    assert len(merged["config"]["runs"]) == 2
+    with pytest.raises(SystemExit):
+        locomo.merge_results([_result("summary", 900), _result("summary", 800)])
+    with pytest.raises(SystemExit):
+        locomo.merge_results([_result("summary", 900), _result("full", None, budget=1024)])
+
+
 # ------------------------------------------------------------------------------------------------
 # end to end
 

@@ -363,10 +363,29 @@ class TestCascade(StrategyTestCase):
 
     def test_token_pressure_forces_a_cycle_before_it_is_due(self):
         self.fill(80)
-        self.script.db.max_context_tokens = int(self.script.token_count() / 0.85)
+        budget = int(self.script.token_count() / 0.85)
+        self.script.db.max_context_tokens = budget
         result = wait_for(rag_memory.check_emergency_compaction(self.script, self.npc))
         self.assertTrue(result["success"], result)
-        self.assertEqual((result["trigger"], result["compacted_messages"]), ("emergency", 16))
+        self.assertEqual(result["trigger"], "emergency")
+        # the window shrinks to 40 % of the budget, not the 64 messages the count rule keeps
+        raw = [m for m in self.script.history if not is_marker(m)]
+        self.assertEqual(result["compacted_messages"], 80 - len(raw))
+        self.assertLessEqual(sum(self.script.runtime.token_counts(raw)), 0.4 * budget)
+        self.assertGreater(sum(self.script.runtime.token_counts(raw)), 0.3 * budget)
+
+    def test_a_small_budget_does_not_cost_an_llm_call_per_message(self):
+        self.fill(60)
+        self.script.db.max_context_tokens = int(self.script.token_count() / 0.75)
+        for _ in range(40):
+            self.fill(1)
+            wait_for(rag_memory.check_emergency_compaction(self.script, self.npc))
+            wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        # one cycle when pressure first hits, and at most one more as the window refills
+        short_calls = [r for r in self.llm.requests
+                       if r["messages"][0]["content"] == cascade.SHORT_TERM_PROMPT]
+        self.assertLessEqual(len(short_calls), 2)
+        self.assertGreaterEqual(len(short_calls), 1)
 
     def test_failed_summary_changes_nothing_and_counts_for_the_breaker(self):
         self.fill(129)
