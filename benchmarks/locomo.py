@@ -396,11 +396,38 @@ class AskingView:
         return getattr(self._script, name)
 
 
+#: Functions whose LLM requests are summaries (compaction, cascade tiers, waterfall folds).
+SUMMARY_FUNCTIONS = frozenset({"generate_context_summary", "summarise", "fold_summaries"})
+
+
+def memory_call_kind(frame):
+    """
+    What a memory-work LLM request is for, from the Python stack that made it: ``"summary"``,
+    ``"extraction"`` (pre-compaction and sleep fact extraction), ``"importance"`` (journal
+    importance scoring) or ``"other"``. Inside ``inlineCallbacks`` the calling generator's
+    frame is on the stack while it runs, so the caller is found by walking ``f_back``.
+    """
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name in SUMMARY_FUNCTIONS:
+            return "summary"
+        name = os.path.basename(code.co_filename)
+        if name == "extraction.py":
+            return "extraction"
+        if name == "importance.py":
+            return "importance"
+        frame = frame.f_back
+    return "other"
+
+
 class CallMeter:
     """
     Counts the LLM requests made through the contrib's process-wide client, per system and
     purpose (``"memory"``: summaries, extraction and anything else during the replay or
-    retrieval; ``"answer"``: the answers of ``--answer``), with their wall time.
+    retrieval; ``"answer"``: the answers of ``--answer``), with their wall time; memory work is
+    also split by :func:`memory_call_kind` (calls and generated tokens). It also times each
+    outermost ``rag_memory.compact_conversation_history`` (the summary LLM calls and the
+    bookkeeping; the fact extraction that runs before it is counted apart, as calls).
     """
 
     def __init__(self):
@@ -409,9 +436,13 @@ class CallMeter:
         self.calls = Counter()
         self.seconds = Counter()
         self.tokens = Counter()
+        self.kinds = Counter()  # (system, kind, "calls" | "completion")
+        self.compaction_seconds = Counter()
+        self._compacting = 0
         self.installed = None
 
     def install(self):
+        from ai_contrib import rag_memory
         from ai_contrib.llm.client import get_client
 
         client = get_client()
@@ -421,6 +452,7 @@ class CallMeter:
 
         def chat(messages, *args, **kwargs):
             key = (self.system, self.purpose)
+            kind = memory_call_kind(sys._getframe(1)) if self.purpose == "memory" else None
             start = time.perf_counter()
             d = original(messages, *args, **kwargs)
 
@@ -428,14 +460,44 @@ class CallMeter:
                 self.calls[key] += 1
                 self.seconds[key] += time.perf_counter() - start
                 usage = getattr(result, "usage", None) or {}
+                completion = int(usage.get("completion_tokens") or 0)
                 self.tokens[(self.system, "prompt")] += int(usage.get("prompt_tokens") or 0)
-                self.tokens[(self.system, "completion")] += int(usage.get("completion_tokens") or 0)
+                self.tokens[(self.system, "completion")] += completion
+                if kind:
+                    self.kinds[(self.system, kind, "calls")] += 1
+                    self.kinds[(self.system, kind, "completion")] += completion
+                return result
+
+            return d.addBoth(_done)
+
+        compact = rag_memory.compact_conversation_history
+
+        def timed_compaction(*args, **kwargs):
+            # nested calls (hybrid's summary step) are inside the outer one's time
+            outer = self._compacting == 0
+            self._compacting += 1
+            system, start = self.system, time.perf_counter()
+            try:
+                d = compact(*args, **kwargs)
+            except BaseException:
+                self._compacting -= 1
+                raise
+
+            def _done(result):
+                self._compacting -= 1
+                if outer:
+                    self.compaction_seconds[system] += time.perf_counter() - start
                 return result
 
             return d.addBoth(_done)
 
         client.chat = chat
+        rag_memory.compact_conversation_history = timed_compaction
         self.installed = client
+
+    def kind_of(self, system, kind, what="calls"):
+        """Memory-work LLM ``calls`` (or generated ``completion`` tokens) of one kind."""
+        return self.kinds[(system, kind, what)]
 
     def of(self, system, purpose=None):
         if purpose:
@@ -796,6 +858,11 @@ def finish_stats(stats, meter, systems):
         entry["llm_seconds"] = meter.seconds_of(system)
         entry["llm_prompt_tokens"] = meter.tokens[(system, "prompt")]
         entry["llm_completion_tokens"] = meter.tokens[(system, "completion")]
+        entry["summary_calls"] = meter.kind_of(system, "summary")
+        entry["summary_completion_tokens"] = meter.kind_of(system, "summary", "completion")
+        entry["extraction_calls"] = meter.kind_of(system, "extraction")
+        entry["importance_calls"] = meter.kind_of(system, "importance")
+        entry["compaction_s"] = meter.compaction_seconds[system]
         out[system] = entry
     return out
 

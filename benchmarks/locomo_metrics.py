@@ -472,7 +472,7 @@ def aggregate(rows):
         dict: ``{system: {key: stats}}`` where key is a category number, ``"1-4"`` (all
         answerable questions) or nothing else; stats are ``{"n", "answer_in_prompt",
         "evidence_verbatim", "prompt_tokens", "f1", "adversarial_in_prompt", "asserted"}``,
-        means as fractions (None where nothing was scored).
+        means as fractions (None where nothing was scored), plus ``"prompt_tokens_max"``.
     """
     out = {}
     for row in rows:
@@ -486,7 +486,9 @@ def aggregate(rows):
               "adversarial_in_prompt", "asserted")
     return {
         name: {
-            key: {"n": len(group), **{f: mean([r.get(f) for r in group]) for f in fields}}
+            key: {"n": len(group), **{f: mean([r.get(f) for r in group]) for f in fields},
+                  "prompt_tokens_max": max((r.get("prompt_tokens") or 0 for r in group),
+                                           default=None)}
             for key, group in groups.items()
         }
         for name, groups in out.items()
@@ -517,7 +519,8 @@ def format_report(summary, systems, stats, with_f1):
         systems (list[str]): system names in display order.
         stats (dict): ``{system: {"llm_calls", "llm_seconds", "wall_s", "replay_s", "qa_s",
             "compactions", "failed_compactions", "evictions", "facts", "final_tokens",
-            "answer_errors"}}``.
+            "answer_errors", "summary_calls", "summary_completion_tokens", "extraction_calls",
+            "compaction_s"}}`` (missing keys print as 0 or ``-``).
         with_f1 (bool): whether answers were generated (adds the F1 and refusal columns).
 
     Returns:
@@ -526,7 +529,7 @@ def format_report(summary, systems, stats, with_f1):
     header = ["system", "category", "n", "answer in prompt %", "evidence verbatim %"]
     if with_f1:
         header.append("F1 %")
-    header += ["prompt tokens", "LLM calls", "wall s"]
+    header += ["prompt tokens mean", "max", "LLM calls", "wall s"]
     rows = []
     for system in systems:
         groups = summary.get(system, {})
@@ -539,7 +542,7 @@ def format_report(summary, systems, stats, with_f1):
                    _pct(group["answer_in_prompt"]), _pct(group["evidence_verbatim"])]
             if with_f1:
                 row.append(_pct(group["f1"]))
-            row.append(_num(group["prompt_tokens"]))
+            row += [_num(group["prompt_tokens"]), _num(group.get("prompt_tokens_max"))]
             if key == "1-4":
                 row += [stats.get(system, {}).get("llm_calls", 0),
                         _num(stats.get(system, {}).get("wall_s"), 1)]
@@ -566,8 +569,10 @@ def format_report(summary, systems, stats, with_f1):
     if adv_rows:
         parts += ["", "## Category 5 (adversarial)", "", markdown_table(adv_header, adv_rows)]
 
-    rep_header = ["system", "compactions", "failed", "evictions", "facts journaled", "context tokens at end",
-                  "LLM calls (memory work / answers)", "LLM s", "replay s", "questions s"]
+    rep_header = ["system", "compactions", "failed", "evictions", "facts journaled",
+                  "context tokens at end", "LLM calls (memory work / answers)",
+                  "summary calls", "summary tokens generated", "extraction calls",
+                  "compaction s", "LLM s", "replay s", "questions s"]
     if with_f1:
         rep_header.append("answer errors")
     rep_rows = []
@@ -576,6 +581,8 @@ def format_report(summary, systems, stats, with_f1):
         row = [system, s.get("compactions", 0), s.get("failed_compactions", 0), s.get("evictions", 0), s.get("facts", 0),
                s.get("final_tokens", "-"),
                f"{s.get('memory_calls', 0)} / {s.get('answer_calls', 0)}",
+               s.get("summary_calls", 0), s.get("summary_completion_tokens", 0),
+               s.get("extraction_calls", 0), _num(s.get("compaction_s"), 1),
                _num(s.get("llm_seconds"), 1), _num(s.get("replay_s"), 1), _num(s.get("qa_s"), 1)]
         if with_f1:
             row.append(s.get("answer_errors", 0))

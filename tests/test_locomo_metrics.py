@@ -149,9 +149,14 @@ def test_aggregate_and_report():
     assert summary["full"]["1-4"]["answer_in_prompt"] == 0.5
     assert summary["full"]["1-4"]["evidence_verbatim"] == 1.0  # None is not scored
     assert summary["full"]["1-4"]["prompt_tokens"] == 200
+    assert summary["full"]["1-4"]["prompt_tokens_max"] == 300
     assert summary["full"][5]["n"] == 1 and "1-4" in summary["full"]
-    text = m.format_report(summary, ["full"], {"full": {"llm_calls": 3, "wall_s": 1.5}}, True)
-    assert "| full | all 1-4 | 2 | 50.0 | 100.0 | 25.0 | 200 | 3 | 1.5 |" in text
+    stats = {"full": {"llm_calls": 3, "wall_s": 1.5, "summary_calls": 2,
+                      "summary_completion_tokens": 250, "extraction_calls": 1,
+                      "compaction_s": 12.25}}
+    text = m.format_report(summary, ["full"], stats, True)
+    assert "| full | all 1-4 | 2 | 50.0 | 100.0 | 25.0 | 200 | 300 | 3 | 1.5 |" in text
+    assert "| 2 | 250 | 1 | 12.2 |" in text
     assert "Category 5" in text
 
 
@@ -342,6 +347,13 @@ def test_benchmark_end_to_end(tmp_path):
     assert summary_stats["compactions"] >= 1
     assert summary_stats["memory_calls"] >= 1
     assert summary_stats["final_tokens"] <= budget
+    # every compaction wrote its summary through the metered client, and took time
+    assert summary_stats["summary_calls"] >= summary_stats["compactions"]
+    assert summary_stats["summary_completion_tokens"] > 0
+    assert summary_stats["compaction_s"] > 0
+    assert summary_stats["summary_calls"] + summary_stats["extraction_calls"] <= \
+        summary_stats["memory_calls"]
+    assert result["stats"]["mask"]["summary_calls"] == 0  # masking needs no LLM
     assert result["stats"]["full"]["memory_calls"] == 0
 
     # the replay never read the scoring-only fields: the sentinel reached no LLM request and
