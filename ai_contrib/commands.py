@@ -14,7 +14,13 @@ from .core.messages import is_marker
 from .memory.journal import ensure_journal, synthesis_entries
 from .rag_memory import breaker_open, compact_conversation_history
 from .settings import get_setting
-from .strategies import STRATEGIES, describe_benefit, describe_strategy, format_result
+from .strategies import (
+    STRATEGIES,
+    describe_benefit,
+    describe_strategy,
+    format_result,
+    resolve_strategy,
+)
 from .typeclasses import get_assistant_script
 
 NPC_TYPECLASS = "ai_contrib.typeclasses.AssistantCharacter"
@@ -274,8 +280,11 @@ class CmdCompact(MuxCommand):
       compact/force <npc>
       compact <npc>/strategy=<name>
       compact/strategy=<name> <npc>
+      compact/set <npc>/strategy=<name>
 
-    Compacts with the NPC's strategy (see aihistory), or runs the named one once:
+    Compacts with the NPC's strategy (see aihistory), or runs the named one once;
+    /set makes the named one the NPC's strategy from now on (compacting nothing now;
+    safe on a live NPC: summaries already in its history stay and are folded in later):
       summary      the messages before the preserve window -> one [CONTEXT SUMMARY]
       mask         old tool outputs -> [TOOL OUTPUT ARCHIVED - seq N] (no LLM call)
       hybrid       mask, then summary if still over the threshold
@@ -289,7 +298,7 @@ class CmdCompact(MuxCommand):
     """
 
     key = "compact"
-    switch_options = ("force",)
+    switch_options = ("force", "set")
     locks = "cmd:perm(Builder)"
     help_category = "AI"
 
@@ -307,13 +316,21 @@ class CmdCompact(MuxCommand):
         caller = self.caller
         words, switches = _split_npc_switch(self)
         if not words:
-            caller.msg("Usage: compact[/force] <npc>[/strategy=<name>]")
+            caller.msg("Usage: compact[/force|/set] <npc>[/strategy=<name>]")
             return
         if self.strategy is not None and self.strategy not in STRATEGIES:
             caller.msg(f"Unknown strategy '{self.strategy}'. Choose one of: {', '.join(STRATEGIES)}.")
             return
         npc, script = find_npc(caller, words[0])
         if not npc:
+            return
+        if "set" in switches:
+            if self.strategy is None:
+                caller.msg("Usage: compact/set <npc>/strategy=<name>")
+                return
+            before = resolve_strategy(script)
+            script.db.compact_strategy = self.strategy
+            caller.msg(f"{npc.key} now compacts with strategy {self.strategy} (was {before}).")
             return
         force = "force" in switches
         how = f" with strategy {self.strategy}" if self.strategy else ""

@@ -453,6 +453,17 @@ def _run_mask(script, character, force, trigger):
     return defer.succeed(result)
 
 
+def _relabel_last_event(script, result, strategy, **extra):
+    """The summary step logged ``result`` as a summary compaction; name the strategy that ran
+    it in the compaction log (what ``aihistory`` shows)."""
+    log = list(script.db.compaction_log or [])
+    if log and log[-1].get("at") and all(
+        log[-1].get(k) == result.get(k) for k in ("trigger", "marker_id", "error")
+    ):
+        log[-1] = dict(log[-1], strategy=strategy, **extra)
+        script.db.compaction_log = log
+
+
 @defer.inlineCallbacks
 def _run_hybrid(script, character, force, trigger):
     masked = micro_compact(script, trigger=trigger, strategy="hybrid")
@@ -462,6 +473,7 @@ def _run_hybrid(script, character, force, trigger):
     )
     if summary.get("success") or "error" in summary:
         result = dict(summary, strategy="hybrid", masked_messages=count)
+        _relabel_last_event(script, summary, "hybrid", masked_messages=count)
         if count and summary.get("success"):
             before = masked["original_tokens"]
             result["original_tokens"] = before

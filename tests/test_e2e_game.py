@@ -163,3 +163,77 @@ async def _admin_checks(game, transcript):
         after = await admin.command(f"aihistory {NPC}", quiet=1.5, timeout=30)
         raw = await admin.command(f"aihistory/raw {NPC}", quiet=1.5, timeout=30)
     return {"before": before, "raw": raw}, compact_answer, after
+
+
+# -- every compaction strategy on the live NPC ---------------------------------------------------
+
+#: What ``compact/force`` answers when each strategy did its work (ai_contrib.strategies).
+STRATEGY_DONE = {
+    "mask": r"Masked \d+ old tool output|Compaction of Marta \(mask\) skipped: [^\n]+",
+    "hybrid": r"Compacted Marta \(hybrid\)[^\n]*|Masked \d+ old tool output[^\n]*",
+    "cascade": r"Cascade cycle \d+ for Marta[^\n]*",
+    "replace_all": r"Replaced Marta's whole history[^\n]*",
+}
+STRATEGY_PLAYER = ("Tamsin", "tamsin-pw-7730")
+STRATEGY_LINES = {
+    "mask": "The mill by the river burned down last night.",
+    "hybrid": "My brother Tobin is coming to town on Friday.",
+    "cascade": "I owe the miller four silver coins.",
+    "replace_all": "Will you keep a room for Tobin?",
+}
+COMPACT_RESULT_RE = re.compile(
+    r"(?:Compacted|Masked|Cascade cycle|Replaced|Compaction of)[^\n]*"
+)
+
+
+def test_each_strategy_compacts_the_live_npc_and_she_keeps_talking(game):
+    """
+    The admin switches Marta to each strategy in turn (``compact/set``), a player talks to her
+    under it (the tiny budget makes the automatic path run with that strategy too), and
+    ``compact/force`` runs it once: every strategy must do its work, Marta must answer every
+    line with model-written words, and no compaction may grow the history.
+    """
+    transcript = Transcript(game.path.parent / "transcript-strategies.txt")
+    outcomes, final = asyncio.run(_strategy_round(game, transcript))
+    for strategy, outcome in outcomes.items():
+        if outcome["reply"] in (None, FALLBACK):
+            _fail(game, transcript, f"{strategy}: no model-written answer: {outcome!r}")
+        if not re.search(STRATEGY_DONE[strategy], outcome["compact"]):
+            _fail(game, transcript, f"{strategy}: compact/force said {outcome['compact']!r}")
+        assert f"now compacts with strategy {strategy}" in outcome["set"], outcome
+        assert strategy in outcome["history"], outcome  # aihistory's Strategy row
+        tokens = re.search(r"(\d+) -> (\d+) tokens", outcome["compact"])
+        if tokens:
+            assert int(tokens.group(2)) <= int(tokens.group(1)), outcome
+    for strategy in ("hybrid", "cascade", "replace_all"):  # the ones that write summaries
+        assert f"({strategy})" in final, f"no {strategy} event in aihistory:\n{final}"
+
+
+async def _strategy_round(game, transcript):
+    outcomes = {}
+    async with (
+        TelnetPlayer("admin", game.ports.telnet, transcript=transcript) as admin,
+        TelnetPlayer("player", game.ports.telnet, transcript=transcript) as player,
+    ):
+        await admin.login(*game.superuser)
+        await player.login(*STRATEGY_PLAYER, create=True)
+        await player.command("tavern")
+        for strategy, line in STRATEGY_LINES.items():
+            outcome = outcomes[strategy] = {}
+            _, outcome["set"] = await admin.expect(
+                f"compact/set {NPC}/strategy={strategy}", r"now compacts with[^\n]*|Unknown[^\n]*"
+            )
+            match, text = await _talk(player, line)
+            said = REPLY_RE.search(text) if match else None
+            outcome["reply"] = said.group("text") if said else (FALLBACK if match else None)
+            for _ in range(6):
+                _, outcome["compact"] = await admin.expect(
+                    f"compact/force {NPC}", COMPACT_RESULT_RE, timeout=300
+                )
+                if "already compacting" not in outcome["compact"]:
+                    break
+                await asyncio.sleep(5)  # an automatic compaction is under way
+            outcome["history"] = await admin.command(f"aihistory {NPC}", quiet=1.5, timeout=30)
+        await admin.expect(f"compact/set {NPC}/strategy=summary", r"now compacts with[^\n]*")
+        final = await admin.command(f"aihistory {NPC}", quiet=1.5, timeout=30)
+    return outcomes, final

@@ -117,6 +117,19 @@ class TestConfiguration(StrategyTestCase):
         out = self.call(CmdCompact(), "Marta/strategy=bogus")
         self.assertIn("Unknown strategy 'bogus'", out)
 
+    def test_compact_set_changes_the_npc_strategy_without_compacting(self):
+        self.fill(10)
+        ids = [m["id"] for m in self.script.history]
+        out = self.call(CmdCompact(), "/set Marta/strategy=Hybrid")
+        self.assertIn("Marta now compacts with strategy hybrid (was summary).", out)
+        self.assertEqual(self.script.db.compact_strategy, "hybrid")
+        self.assertEqual(strategies.resolve_strategy(self.script), "hybrid")
+        self.assertEqual([m["id"] for m in self.script.history], ids)
+        self.assertEqual(self.llm.requests, [])
+        self.assertIn("Usage: compact/set", self.call(CmdCompact(), "/set Marta"))
+        self.assertIn("Unknown strategy", self.call(CmdCompact(), "/set Marta/strategy=zip"))
+        self.assertEqual(self.script.db.compact_strategy, "hybrid")
+
     def test_aihistory_shows_strategy_and_benefit_guard(self):
         self.script.db.compact_strategy = "cascade"
         self.fill(10)
@@ -259,6 +272,8 @@ class TestHybrid(StrategyTestCase):
         self.assertTrue(result["success"], result)
         self.assertEqual((result["strategy"], result["masked_messages"]), ("hybrid", 1))
         self.assertTrue(is_marker(self.script.history[0]))
+        event = self.script.db.compaction_log[-1]  # what aihistory lists
+        self.assertEqual((event["strategy"], event["marker_id"]), ("hybrid", result["marker_id"]))
         # the summariser saw the placeholder, not the 600-token ledger
         transcript = self.llm.requests[0]["messages"][-1]["content"]
         self.assertIn("[TOOL OUTPUT ARCHIVED - seq", transcript)
