@@ -515,12 +515,8 @@ async def _run(args):
 def stop_game(game):
     """``evennia stop``; if that fails, kill the Server and Portal. Returns the seconds taken."""
     t0 = time.monotonic()
-    try:
-        game.stop()
-    except GameError as err:
-        print(f"{err}; killing the server and portal", file=sys.stderr)
-        game.kill("server")
-        game.kill("portal")
+    if not game.retire():
+        print("the game did not stop; killed the server and portal", file=sys.stderr)
     return time.monotonic() - t0
 
 

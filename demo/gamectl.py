@@ -279,11 +279,7 @@ class GameDir:
             return
         if old.server_pid() is None and old.portal_pid() is None:
             return
-        try:
-            old.stop(timeout=30)
-        except GameError:
-            old.kill("server")
-            old.kill("portal")
+        old.retire(timeout=30)
 
     def _save_state(self):
         (self.path / STATE_FILE).write_text(
@@ -471,6 +467,22 @@ class GameDir:
                 time.sleep(0.2)
         pids = [p for p in (self.server_pid(), self.portal_pid()) if p]
         raise GameError(f"Evennia processes {pids} still alive {timeout} s after `evennia stop`")
+
+    def retire(self, timeout=60):
+        """
+        Stop the game (:meth:`stop`); if it will not stop in ``timeout`` seconds, kill the Server
+        and the Portal. Never raises for a game that will not stop.
+
+        Returns:
+            bool: True if it stopped cleanly, False if it had to be killed.
+        """
+        try:
+            self.stop(timeout=timeout)
+            return True
+        except GameError:
+            self.kill("server")
+            self.kill("portal")
+            return False
 
     def kill(self, which="server"):
         """

@@ -47,8 +47,8 @@ import threading
 
 import pytest
 
-from demo.gamectl import GameDir
-from demo.telnet import TelnetPlayer, Transcript
+from demo.telnet import TelnetPlayer
+from tests.e2e_util import started_game
 from tests.llm_double import LLMDouble
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -132,26 +132,10 @@ def llm():
 def game(tmp_path_factory, llm):
     """A started game whose LLM is the double, with two player accounts made; the transcript
     of everything said over telnet is kept beside the game dir."""
-    path = tmp_path_factory.mktemp("e2e-crash") / "game"
-    gamedir = GameDir.create(path, env={**ENV, "AI_LLM_BASE_URL": llm.base_url})
-    gamedir.transcript = Transcript(path.parent / "transcript.txt")
-    try:
-        gamedir.start(timeout=240)
-        asyncio.run(_create_players(gamedir))
-    except Exception:
-        _retire(gamedir)
-        raise
-    yield gamedir
-    _retire(gamedir)
-    gamedir.transcript.close()
-
-
-def _retire(gamedir):
-    try:
-        gamedir.stop(timeout=60)
-    except Exception:
-        gamedir.kill("server")
-        gamedir.kill("portal")
+    yield from started_game(
+        tmp_path_factory, "e2e-crash", {**ENV, "AI_LLM_BASE_URL": llm.base_url},
+        prepare=lambda game: asyncio.run(_create_players(game)),
+    )
 
 
 # -- driving the game ------------------------------------------------------------------------------

@@ -13,8 +13,8 @@ import re
 
 import pytest
 
-from demo.gamectl import GameDir
 from demo.telnet import TelnetPlayer, Transcript
+from tests.e2e_util import fail_with_logs, started_game
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(480)]
 
@@ -42,7 +42,6 @@ LINES = [
 @pytest.fixture(scope="module")
 def game(tmp_path_factory):
     """A started game with a tiny token budget; stopped (or killed) afterwards."""
-    path = tmp_path_factory.mktemp("e2e-game") / "game"
     env = {
         "AI_LLM_BASE_URL": "",  # empty = unset: always the embedded model here
         "AI_MAX_CONTEXT_TOKENS": "400",
@@ -55,32 +54,7 @@ def game(tmp_path_factory):
         # one round of fact extraction before an emergency compaction keeps the test short
         "AI_PRE_COMPACT_EMERGENCY_ITERATIONS": "1",
     }
-    gamedir = GameDir.create(path, env=env)
-    try:
-        gamedir.start(timeout=300)
-    except Exception:
-        _retire(gamedir)
-        raise
-    yield gamedir
-    _retire(gamedir)
-
-
-def _retire(gamedir):
-    try:
-        gamedir.stop(timeout=60)
-    except Exception:
-        gamedir.kill("server")
-        gamedir.kill("portal")
-
-
-def _fail(gamedir, transcript, message):
-    """Fail with the transcript tail and the server log tail, which say what went wrong."""
-    pytest.fail(
-        f"{message}\n--- transcript tail ---\n"
-        + "\n".join(transcript.lines[-30:])
-        + "\n--- server log tail ---\n"
-        + gamedir.log_tail("server", 40)
-    )
+    yield from started_game(tmp_path_factory, "e2e-game", env, timeout=300)
 
 
 async def _talk(player, text):
@@ -91,13 +65,13 @@ async def _talk(player, text):
 
 
 def test_player_gets_a_model_written_reply_and_admin_sees_a_compaction(game):
-    transcript = Transcript(game.path.parent / "transcript.txt")  # kept by pytest's tmp dirs
+    transcript = game.transcript
     replies = asyncio.run(_conversation(game, transcript))
 
     # (a) Marta answered every line with words from the model, not the fallback line
     for said, reply in zip(LINES, replies, strict=True):
         if reply is None or reply == FALLBACK:
-            _fail(game, transcript, f"no model-written answer to {said!r}: {reply!r}")
+            fail_with_logs(game, f"no model-written answer to {said!r}: {reply!r}")
         assert reply.strip() and reply.strip() != said
 
     history, compact_answer, history_after = asyncio.run(_admin_checks(game, transcript))
@@ -107,16 +81,15 @@ def test_player_gets_a_model_written_reply_and_admin_sees_a_compaction(game):
     for reply in replies:
         head = reply[:25]
         if head not in raw:
-            _fail(game, transcript, f"reply {head!r} not in Marta's archive:\n{raw}")
+            fail_with_logs(game, f"reply {head!r} not in Marta's archive:\n{raw}")
 
     # (b) a compaction appears in aihistory: emergency (the budget overflowed) or the admin's
     events = [m.groupdict() for m in EVENT_ROW_RE.finditer(history_after)]
     if not events:
-        _fail(
+        fail_with_logs(
             game,
-            transcript,
-            f"no compaction event in aihistory (compact said: "
-            f"{compact_answer!r}):\n{history_after}",
+            f"no compaction event in aihistory (compact said: {compact_answer!r}):\n"
+            f"{history_after}",
         )
     for event in events:
         assert int(event["after"]) < int(event["before"]), event
@@ -197,9 +170,10 @@ def test_each_strategy_compacts_the_live_npc_and_she_keeps_talking(game):
     outcomes, final = asyncio.run(_strategy_round(game, transcript))
     for strategy, outcome in outcomes.items():
         if outcome["reply"] in (None, FALLBACK):
-            _fail(game, transcript, f"{strategy}: no model-written answer: {outcome!r}")
+            fail_with_logs(game, f"{strategy}: no model-written answer: {outcome!r}", transcript)
         if not re.search(STRATEGY_DONE[strategy], outcome["compact"]):
-            _fail(game, transcript, f"{strategy}: compact/force said {outcome['compact']!r}")
+            fail_with_logs(game, f"{strategy}: compact/force said {outcome['compact']!r}",
+                           transcript)
         assert f"now compacts with strategy {strategy}" in outcome["set"], outcome
         assert strategy in outcome["history"], outcome  # aihistory's Strategy row
         tokens = re.search(r"(\d+) -> (\d+) tokens", outcome["compact"])

@@ -39,8 +39,8 @@ import pytest
 
 from ai_contrib.core.summary import DEFAULT_COMPACTION_PROMPT
 from ai_contrib.memory.extraction import DEFAULT_PRE_COMPACTION_PROMPT
-from demo.gamectl import GameDir
-from demo.telnet import TelnetError, TelnetPlayer, Transcript, strip_ansi
+from demo.telnet import TelnetError, TelnetPlayer, strip_ansi
+from tests.e2e_util import fail_with_logs, started_game
 from tests.llm_double import LLMDouble, tool_calls
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -149,24 +149,9 @@ def llm():
 
 @pytest.fixture(scope="module")
 def game(tmp_path_factory, llm):
-    path = tmp_path_factory.mktemp("e2e-memory") / "game"
-    gamedir = GameDir.create(path, env={**ENV, "AI_LLM_BASE_URL": llm.base_url})
-    gamedir.transcript = Transcript(path.parent / "transcript.txt")  # kept by pytest's tmp dirs
-    try:
-        gamedir.start(timeout=240)
-    except Exception:
-        _retire(gamedir)
-        raise
-    yield gamedir
-    _retire(gamedir)
-
-
-def _retire(gamedir):
-    try:
-        gamedir.stop(timeout=60)
-    except Exception:
-        gamedir.kill("server")
-        gamedir.kill("portal")
+    yield from started_game(
+        tmp_path_factory, "e2e-memory", {**ENV, "AI_LLM_BASE_URL": llm.base_url}
+    )
 
 
 # -- reading EvTables --------------------------------------------------------------------------
@@ -273,16 +258,6 @@ async def _scenario(game, llm):
     return out
 
 
-def _fail(game, message):
-    """Fail with the transcript tail and the server log tail, which say what went wrong."""
-    pytest.fail(
-        f"{message}\n--- transcript tail ---\n"
-        + "\n".join(game.transcript.lines[-40:])
-        + "\n--- server log tail ---\n"
-        + game.log_tail("server", 40)
-    )
-
-
 # -- the test ----------------------------------------------------------------------------------
 
 
@@ -290,12 +265,12 @@ def test_early_fact_survives_compaction_and_returns_in_related_memories(game, ll
     try:
         out = asyncio.run(_scenario(game, llm))
     except TelnetError as err:
-        _fail(game, f"the game did not answer as expected: {err}")
+        fail_with_logs(game, f"the game did not answer as expected: {err}")
     model = llm.model
 
     # Marta answered every line with the model's words, never the fallback line
     if None in out["replies"] or out["answer"] is None:
-        _fail(game, f"a line got the fallback answer: {out['replies']} / {out['answer']}")
+        fail_with_logs(game, f"a line got the fallback answer: {out['replies']} / {out['answer']}")
 
     # the conversation filled more than the sleep threshold, and nothing compacted it yet
     tokens = TOKENS_RE.search(out["before"])
@@ -318,7 +293,7 @@ def test_early_fact_survives_compaction_and_returns_in_related_memories(game, ll
     # (1) the journal holds the fact, told by Bob, consolidated into Mem0
     facts = _rows_with(out["journal"], "Riverwood")
     if not facts or facts[0][4] != "yes":
-        _fail(game, f"the fact is not consolidated into Mem0:\n{out['journal']}")
+        fail_with_logs(game, f"the fact is not consolidated into Mem0:\n{out['journal']}")
     _id, importance, source, who, _in_mem0, content = facts[0]
     assert (importance, source, who) == ("8", "fact", PLAYER[0]), facts[0]
     assert "Elena" in content, facts[0]
@@ -329,7 +304,7 @@ def test_early_fact_survives_compaction_and_returns_in_related_memories(game, ll
         if len(row) == 6 and row[1].startswith("sleep") and row[2] == "ok"
     ]
     if not events:
-        _fail(game, f"no successful sleep compaction in aihistory:\n{out['after']}")
+        fail_with_logs(game, f"no successful sleep compaction in aihistory:\n{out['after']}")
     before, after = (int(n) for n in events[-1][4].split(" -> "))
     assert after < before, events[-1]
     assert re.search(r"in context \(1 summaries\)", out["after"]), out["after"]
@@ -362,7 +337,7 @@ def test_early_fact_survives_compaction_and_returns_in_related_memories(game, ll
     # (4) Mem0 returns the fact for "Elena", with a similarity score
     hits = _rows_with(out["memory"], "Riverwood")
     if not hits:
-        _fail(game, f"aimemory did not list the fact:\n{out['memory']}")
+        fail_with_logs(game, f"aimemory did not list the fact:\n{out['memory']}")
     score, source, visibility, text = hits[0]
     assert re.fullmatch(r"-?\d+\.\d{3}", score) and float(score) > 0, hits[0]
     assert source == "fact" and "Elena" in text, hits[0]

@@ -1,0 +1,57 @@
+"""
+What the end-to-end tests share: a real game made from ``game_template/`` on free loopback
+ports (``demo.gamectl.GameDir``), started once per test module and always stopped (or killed)
+afterwards, and a failure message that carries the transcript and server log tails.
+"""
+
+import pytest
+
+from demo.gamectl import GameDir
+from demo.telnet import Transcript
+
+
+def started_game(tmp_path_factory, name, env, timeout=240, prepare=None):
+    """
+    Generator for a module-scoped fixture: make a game in a fresh temporary directory, start
+    it, yield it, stop it (kill it if it will not stop).
+
+    Args:
+        tmp_path_factory: pytest's factory; the game lives in ``<tmp>/<name>N/game`` and its
+            telnet transcript (``game.transcript``) beside it, kept by pytest's tmp dirs.
+        name (str): the temporary directory's prefix.
+        env (dict): ``AI_*`` and other settings for the game (see ``game_template``).
+        timeout (float): seconds the first start may take (Evennia's migrations, the model).
+        prepare (callable, optional): ``prepare(game)`` after the start (accounts, ...); a
+            failure there stops the game too.
+
+    Yields:
+        GameDir: the running game.
+    """
+    path = tmp_path_factory.mktemp(name) / "game"
+    game = GameDir.create(path, env=env)
+    game.transcript = Transcript(path.parent / "transcript.txt")
+    try:
+        game.start(timeout=timeout)
+        if prepare is not None:
+            prepare(game)
+    except Exception:
+        game.retire()
+        game.transcript.close()
+        raise
+    try:
+        yield game
+    finally:
+        game.retire()
+        game.transcript.close()
+
+
+def fail_with_logs(game, message, transcript=None, lines=30):
+    """Fail the test with ``message``, the tail of ``transcript`` (default the game's) and the
+    server log tail, which together say what went wrong."""
+    transcript = transcript or game.transcript
+    pytest.fail(
+        f"{message}\n--- transcript tail ---\n"
+        + "\n".join(transcript.lines[-lines:])
+        + "\n--- server log tail ---\n"
+        + game.log_tail("server", 40)
+    )
