@@ -28,12 +28,10 @@ from .core.cuts import eviction_ids, plan_compaction
 from .core.summary import (
     DEFAULT_COMPACTION_PROMPT,
     build_summary_request,
-    check_summary,
     clean_summary,
-    make_marker,
     plan_summary_chunks,
 )
-from .core.tokens import count_message_tokens, count_tokens
+from .core.tokens import count_tokens
 from .llm.client import LLMContextOverflowError, LLMError, LLMResponseError, get_client
 from .memory.archive import ArchiveError
 from .memory.journal import add_entry, ensure_journal, find_entry
@@ -279,43 +277,12 @@ def compact_conversation_history(script, character, force=False, trigger=None, s
     if not benefit["run"]:
         return strategies.benefit_skip_result(benefit, trigger, "summary")
 
-    script.ndb.compacting = True
-    try:
-        try:
-            # the NPC's prompt style (chat or base), headings normalised (core/structured.py)
-            summary = yield strategies.summarise(script, to_compact)
-        except LLMError as err:
-            return _record_failure(script, trigger, f"summary failed: {err}")
-        model = script.runtime.ledger.model
-        marker = make_marker(
-            summary,
-            to_compact,
-            original_token_count=replaced_tokens,
-            summary_token_count=count_tokens(summary, model=model),
-            trigger=trigger,
-        )
-        # judged by what the stored marker costs in context, not by the bare summary text
-        summary_tokens = count_message_tokens(marker, model)
-        problem = check_summary(
-            summary, summary_tokens, replaced_tokens, int(script.cfg("compact_min_saving_tokens"))
-        )
-        if problem is None and (replaced_tokens - summary_tokens) < STALL_FRACTION * total_tokens:
-            problem = (
-                f"stall: the summary would cut only {replaced_tokens - summary_tokens} of "
-                f"{total_tokens} tokens (< {STALL_FRACTION:.0%})"
-            )
-        if problem:
-            return _record_failure(script, trigger, problem)
-        try:
-            script.runtime.apply_compaction(
-                marker, to_compact[0]["id"], to_compact[-1]["id"], trigger=trigger
-            )
-        except (ArchiveError, ValueError) as err:
-            return _record_failure(script, trigger, f"could not apply the compaction: {err}")
-        note_compaction_applied(script, character, marker)
-        script.checkpoint()
-    finally:
-        script.ndb.compacting = False
+    # the NPC's prompt style (chat or base), headings normalised (core/structured.py)
+    marker, summary_tokens, error = yield strategies.summarise_and_apply(
+        script, character, to_compact, replaced_tokens, total_tokens, trigger, "summary"
+    )
+    if error:
+        return _record_failure(script, trigger, error)
 
     new_tokens = script.token_count()
     result = {

@@ -377,6 +377,66 @@ def _succeeded(script, character, result):
     return result
 
 
+@defer.inlineCallbacks
+def summarise_and_apply(script, character, to_compact, replaced_tokens, total_tokens, trigger,
+                        strategy):
+    """
+    The step every one-marker compaction shares (``summary``, ``hybrid``'s summary,
+    ``replace_all``): summarise ``to_compact`` (:func:`summarise`), build the marker, judge it
+    by what it costs in context (:func:`ai_contrib.core.summary.check_summary`, plus the stall
+    rule: it must cut at least ``rag_memory.STALL_FRACTION`` of ``total_tokens``), then replace
+    the id range with it (archive record first), journal it and checkpoint. While it runs
+    ``script.ndb.compacting`` is set.
+
+    Args:
+        to_compact (list[dict]): contiguous messages of the runtime history, oldest first.
+        replaced_tokens (int): their tokens. total_tokens (int): the history's tokens now.
+        trigger (str): ``sleep``, ``emergency``, ``manual`` ... strategy (str): the strategy.
+
+    Returns:
+        Deferred firing ``(marker, marker_tokens, error)``: on success the stored marker and
+        its tokens with ``error`` None; else ``(None, 0, reason)`` and the history is exactly as
+        it was. Never errbacks for LLM, validation or archive failures.
+    """
+    script.ndb.compacting = True
+    try:
+        try:
+            summary = yield summarise(script, to_compact)
+        except LLMError as err:
+            return None, 0, f"summary failed: {err}"
+        model = script.runtime.ledger.model
+        marker = make_marker(
+            summary, to_compact, original_token_count=replaced_tokens,
+            summary_token_count=count_tokens(summary, model), trigger=trigger, strategy=strategy,
+        )
+        # judged by what the stored marker costs in context, not by the bare summary text
+        marker_tokens = count_message_tokens(marker, model)
+        problem = check_summary(
+            summary, marker_tokens, replaced_tokens, int(script.cfg("compact_min_saving_tokens"))
+        )
+        if problem is None and (replaced_tokens - marker_tokens) < (
+            rag_memory.STALL_FRACTION * total_tokens
+        ):
+            problem = (
+                f"stall: the summary would cut only {replaced_tokens - marker_tokens} of "
+                f"{total_tokens} tokens (< {rag_memory.STALL_FRACTION:.0%})"
+            )
+        if problem:
+            return None, 0, problem
+        try:
+            script.runtime.apply_compaction(
+                marker, to_compact[0]["id"], to_compact[-1]["id"], trigger=trigger,
+                strategy=strategy,
+            )
+        except (ArchiveError, ValueError) as err:
+            return None, 0, f"could not apply the compaction: {err}"
+        rag_memory.note_compaction_applied(script, character, marker)
+        script.checkpoint()
+    finally:
+        script.ndb.compacting = False
+    return marker, marker_tokens, None
+
+
 def _summary_result(script, trigger, strategy, compacted, total_before, summary_tokens, marker):
     new_tokens = script.token_count()
     return {
@@ -514,41 +574,11 @@ def _run_replace_all(script, character, force, trigger):
     if not decision["run"]:
         return benefit_skip_result(decision, trigger, strategy)
 
-    script.ndb.compacting = True
-    try:
-        try:
-            summary = yield summarise(script, to_compact)
-        except LLMError as err:
-            return _failed(script, trigger, strategy, f"summary failed: {err}")
-        model = runtime.ledger.model
-        marker = make_marker(
-            summary, to_compact, original_token_count=replaced_tokens,
-            summary_token_count=count_tokens(summary, model), trigger=trigger, strategy=strategy,
-        )
-        marker_tokens = count_message_tokens(marker, model)
-        problem = check_summary(
-            summary, marker_tokens, replaced_tokens, int(script.cfg("compact_min_saving_tokens"))
-        )
-        if problem is None and (replaced_tokens - marker_tokens) < (
-            rag_memory.STALL_FRACTION * total_before
-        ):
-            problem = (
-                f"stall: the summary would cut only {replaced_tokens - marker_tokens} of "
-                f"{total_before} tokens (< {rag_memory.STALL_FRACTION:.0%})"
-            )
-        if problem:
-            return _failed(script, trigger, strategy, problem)
-        try:
-            runtime.apply_compaction(
-                marker, to_compact[0]["id"], to_compact[-1]["id"], trigger=trigger,
-                strategy=strategy,
-            )
-        except (ArchiveError, ValueError) as err:
-            return _failed(script, trigger, strategy, f"could not apply the compaction: {err}")
-        rag_memory.note_compaction_applied(script, character, marker)
-        script.checkpoint()
-    finally:
-        script.ndb.compacting = False
+    marker, marker_tokens, error = yield summarise_and_apply(
+        script, character, to_compact, replaced_tokens, total_before, trigger, strategy
+    )
+    if error:
+        return _failed(script, trigger, strategy, error)
     result = _summary_result(
         script, trigger, strategy, len(to_compact), total_before, marker_tokens, marker
     )
