@@ -316,9 +316,11 @@ def _pythonise(chunk):
     return "".join(out)
 
 
-def _balanced_end(text):
-    """Index of the brace closing the one at ``text[0]``, respecting quotes; None if unclosed."""
-    depth = 0
+def _close_index(text, depth, opens, closes):
+    """
+    Index in ``text`` where the bracket depth, starting at ``depth``, falls back to 0; quoted
+    strings (single or double, with backslash escapes) are skipped. None if it never does.
+    """
     quote = None
     escaped = False
     for i, ch in enumerate(text):
@@ -331,13 +333,18 @@ def _balanced_end(text):
                 quote = None
         elif ch in "\"'":
             quote = ch
-        elif ch == "{":
+        elif ch in opens:
             depth += 1
-        elif ch == "}":
+        elif ch in closes:
             depth -= 1
             if depth == 0:
                 return i
     return None
+
+
+def _balanced_end(text):
+    """Index of the brace closing the one at ``text[0]``, respecting quotes; None if unclosed."""
+    return _close_index(text, 0, "{", "}")
 
 
 def _literal(value):
@@ -478,26 +485,8 @@ def _call_arguments(name, after_paren, full_text, offset):
 
 
 def _closing_paren(text):
-    depth = 1
-    quote = None
-    escaped = False
-    for i, ch in enumerate(text):
-        if quote:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == quote:
-                quote = None
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth == 0:
-                return i
-    return None
+    """Index of the parenthesis closing a call whose ``(`` came just before ``text``."""
+    return _close_index(text, 1, "([{", ")]}")
 
 
 def _json_object_calls(text):
