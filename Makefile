@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-keep test bench clean
+.PHONY: install demo demo-keep test bench bench-load bench-locomo bench-recall clean
 
 install: $(STAMP)
 
@@ -27,6 +27,18 @@ test: install
 
 bench: install
 	$(PY) benchmarks/storage.py
+
+# many NPCs in one server (about 3 min on 2 cores)
+bench-load: install
+	$(PY) benchmarks/load.py --npcs 100,500 $(BENCH_ARGS)
+
+# LoCoMo replay per strategy and baseline with the embedded model (about 100 min on 2 cores;
+# BENCH_ARGS="--systems summary,full --json out.json" picks systems)
+bench-locomo: install
+	$(PY) benchmarks/locomo.py --conversations conv-30 $(BENCH_ARGS)
+
+bench-recall: install
+	$(PY) benchmarks/retrieval_recall.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) demo-game demo-output
