@@ -84,7 +84,7 @@ def summary_input_budget(prompt, max_output_tokens, summarizer_context):
 
 
 @defer.inlineCallbacks
-def generate_context_summary(script, messages, prompt=None, build_request=None):
+def generate_context_summary(script, messages, prompt=None, build_request=None, completion=False):
     """
     Summarise ``messages`` with the LLM (seed 002, step 2).
 
@@ -107,6 +107,9 @@ def generate_context_summary(script, messages, prompt=None, build_request=None):
             :func:`~ai_contrib.core.summary.build_summary_request` with ``prompt``. Its framing
             besides ``prompt``, the previous summary and the transcript must stay within
             :data:`SUMMARY_HEADROOM_TOKENS`.
+        completion (bool): send each request's last message as a plain text completion
+            (``LLMClient.complete``, ``/completions``) instead of a chat request: for base
+            models without a chat template (seed 003).
 
     Returns:
         Deferred firing the summary text (str, without the ``[CONTEXT SUMMARY]`` prefix).
@@ -153,9 +156,15 @@ def generate_context_summary(script, messages, prompt=None, build_request=None):
         try:
             for chunk in chunks:
                 request = build_request(chunk, summary)
-                result = yield client.chat(
-                    request, model=model, max_tokens=max_output, temperature=0.2
-                )
+                if completion:  # one prompt with no chat template (seed 003's base model)
+                    result = yield client.complete(
+                        request[-1]["content"], model=model, max_tokens=max_output,
+                        temperature=0.2,
+                    )
+                else:
+                    result = yield client.chat(
+                        request, model=model, max_tokens=max_output, temperature=0.2
+                    )
                 text = clean_summary(result.content)
                 if not text:
                     raise LLMResponseError("the summariser returned an empty summary")

@@ -286,7 +286,7 @@ def summarise(script, messages, prompt=None, instruction=None, structured=True):
     ``chat`` with the default prompt goes through
     :func:`ai_contrib.rag_memory.generate_context_summary`; a given ``prompt`` (cascade tiers)
     or the ``base`` style (seed 003: one completion-style prompt ending in ``SUMMARY:``, sent
-    as a single user message) is handled here, in chunks with a running summary when the
+    to the ``/completions`` endpoint with no chat template) is handled here, in chunks with a running summary when the
     transcript is larger than one request can carry.
 
     Args:
@@ -304,7 +304,8 @@ def summarise(script, messages, prompt=None, instruction=None, structured=True):
     Raises (through the Deferred):
         LLMError: the request failed, or the summary came back empty.
     """
-    if prompt_style(script) == "base":
+    base = prompt_style(script) == "base"
+    if base:
         fixed = instruction or script.cfg("compact_prompt") or BASE_SUMMARY_INSTRUCTION
 
         def build(chunk, previous):
@@ -314,7 +315,7 @@ def summarise(script, messages, prompt=None, instruction=None, structured=True):
         fixed, build = prompt, None
     # one chunking loop for every style: budget, running summary, overflow retry
     text = yield rag_memory.generate_context_summary(
-        script, messages, prompt=fixed, build_request=build
+        script, messages, prompt=fixed, build_request=build, completion=base
     )
     return normalise_summary(text) if structured else text
 
@@ -325,12 +326,15 @@ def fold_summaries(script, fold):
     Waterfall: merge the long-term and short-term summaries in ``fold`` (markers) into one
     (seed 003). Returns a Deferred firing the cleaned text; errbacks with LLMError.
     """
-    request = cascade_core.build_fold_request(fold, style=prompt_style(script))
+    style = prompt_style(script)
+    request = cascade_core.build_fold_request(fold, style=style)
     model = script.cfg("compact_model") or script.cfg("llm_model")
-    result = yield get_client().chat(
-        request, model=model, max_tokens=int(get_setting("COMPACT_SUMMARY_MAX_TOKENS")),
-        temperature=0.2,
-    )
+    options = {"model": model, "max_tokens": int(get_setting("COMPACT_SUMMARY_MAX_TOKENS")),
+               "temperature": 0.2}
+    if style == "base":  # no chat template around seed 003's completion prompt
+        result = yield get_client().complete(request[-1]["content"], **options)
+    else:
+        result = yield get_client().chat(request, **options)
     text = clean_summary(result.content)
     if not text:
         raise LLMResponseError("the summariser returned an empty long-term summary")

@@ -448,28 +448,8 @@ class CallMeter:
         client = get_client()
         if self.installed is client:
             return
-        original = client.chat
-
-        def chat(messages, *args, **kwargs):
-            key = (self.system, self.purpose)
-            kind = memory_call_kind(sys._getframe(1)) if self.purpose == "memory" else None
-            start = time.perf_counter()
-            d = original(messages, *args, **kwargs)
-
-            def _done(result):
-                self.calls[key] += 1
-                self.seconds[key] += time.perf_counter() - start
-                usage = getattr(result, "usage", None) or {}
-                completion = int(usage.get("completion_tokens") or 0)
-                self.tokens[(self.system, "prompt")] += int(usage.get("prompt_tokens") or 0)
-                self.tokens[(self.system, "completion")] += completion
-                if kind:
-                    self.kinds[(self.system, kind, "calls")] += 1
-                    self.kinds[(self.system, kind, "completion")] += completion
-                return result
-
-            return d.addBoth(_done)
-
+        for name in ("chat", "complete"):
+            setattr(client, name, self._metered(getattr(client, name)))
         compact = rag_memory.compact_conversation_history
 
         def timed_compaction(*args, **kwargs):
@@ -491,9 +471,33 @@ class CallMeter:
 
             return d.addBoth(_done)
 
-        client.chat = chat
         rag_memory.compact_conversation_history = timed_compaction
         self.installed = client
+
+    def _metered(self, original):
+        """``original`` (a client request method) counting its calls, time and tokens."""
+
+        def request(*args, **kwargs):
+            key = (self.system, self.purpose)
+            kind = memory_call_kind(sys._getframe(1)) if self.purpose == "memory" else None
+            start = time.perf_counter()
+            d = original(*args, **kwargs)
+
+            def _done(result):
+                self.calls[key] += 1
+                self.seconds[key] += time.perf_counter() - start
+                usage = getattr(result, "usage", None) or {}
+                completion = int(usage.get("completion_tokens") or 0)
+                self.tokens[(self.system, "prompt")] += int(usage.get("prompt_tokens") or 0)
+                self.tokens[(self.system, "completion")] += completion
+                if kind:
+                    self.kinds[(self.system, kind, "calls")] += 1
+                    self.kinds[(self.system, kind, "completion")] += completion
+                return result
+
+            return d.addBoth(_done)
+
+        return request
 
     def kind_of(self, system, kind, what="calls"):
         """Memory-work LLM ``calls`` (or generated ``completion`` tokens) of one kind."""

@@ -348,7 +348,7 @@ def main(argv=None):
     finally:
         shutil.rmtree(bench.workdir, ignore_errors=True)
 
-    print(f"# Conversation storage: ours vs a list Attribute\n")
+    print("# Conversation storage: ours vs a list Attribute\n")
     print(f"{platform.python_implementation()} {platform.python_version()}, "
           f"{os.cpu_count()} CPUs, file SQLite with Evennia's server pragmas; "
           f"{args.appends} appends timed per size for ours. Times in ms.\n")

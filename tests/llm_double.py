@@ -9,6 +9,7 @@ runs in the test thread) and plain pytest tests alike.
 Endpoints:
 
 - ``POST /v1/chat/completions``: answers with the next queued behaviour, or the default responder;
+- ``POST /v1/completions`` (text completion): the same, a reply's text sent as ``choices[0].text``;
 - ``GET /v1/models`` and ``GET /health``: fixed small answers;
 - anything else: HTTP 404.
 
@@ -141,6 +142,8 @@ def chat_response(
 
 
 def _prompt_tokens(request_json):
+    if isinstance(request_json.get("prompt"), str):  # a text completion
+        return rough_tokens(request_json["prompt"])
     messages = request_json.get("messages") or []
     return sum(
         rough_tokens(str(m.get("content") or "")) + 4 for m in messages if isinstance(m, dict)
@@ -302,7 +305,7 @@ class _Handler(BaseHTTPRequestHandler):
         if raw is None:
             self._send(411, {"error": {"message": "Content-Length required", "code": 411}})
             return
-        if self.path.rstrip("/") != "/v1/chat/completions":
+        if self.path.rstrip("/") not in ("/v1/chat/completions", "/v1/completions"):
             self._send(404, {"error": {"message": f"no route {self.path}", "code": 404}})
             return
         try:
@@ -335,15 +338,18 @@ class _Handler(BaseHTTPRequestHandler):
             behaviour = double._as_behaviour(double.default(request_json))
         kind, p = behaviour.kind, behaviour.params
         if kind == "reply":
-            self._send(
-                200,
-                chat_response(
-                    p["content"],
-                    finish_reason=p["finish_reason"],
-                    usage=p["usage"],
-                    prompt_tokens=_prompt_tokens(request_json),
-                ),
+            body = chat_response(
+                p["content"],
+                finish_reason=p["finish_reason"],
+                usage=p["usage"],
+                prompt_tokens=_prompt_tokens(request_json),
             )
+            if self.path.rstrip("/") == "/v1/completions":
+                choice = body["choices"][0]
+                body = dict(body, object="text_completion", choices=[
+                    {"index": 0, "text": choice["message"]["content"],
+                     "finish_reason": choice["finish_reason"]}])
+            self._send(200, body)
         elif kind == "tool_calls":
             self._send(
                 200,

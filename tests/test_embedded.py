@@ -77,6 +77,14 @@ class TestEmbeddedServer(unittest.TestCase):
         self.assertGreater(result.usage["prompt_tokens"], 0)
         self.assertLessEqual(result.usage["completion_tokens"], 24)
 
+        # base-model prompts go to /completions with no chat template (seed 003)
+        result = yield client.complete(
+            "Summarize these memories in 2-3 sentences:\nBob: my horse is called Pepper.\n\n"
+            "SUMMARY:\n", max_tokens=16, temperature=0.0,
+        )
+        self.assertTrue(result.content.strip())
+        self.assertLessEqual(result.usage["completion_tokens"], 16)
+
         # the random key is enforced
         stranger = LLMClient(base_url=server.base_url, api_key="wrong", timeout=60)
         self.addCleanup(stranger.close)

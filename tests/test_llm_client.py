@@ -175,6 +175,29 @@ class TestSuccess(ClientTestBase):
         self.assertEqual(result.usage, {})
 
     @defer.inlineCallbacks
+    def test_text_completion_sends_a_bare_prompt_to_completions(self):
+        self.llm.enqueue(reply(" Bob rented the east room.", finish_reason="length"))
+        result = yield self.client.complete("Summarize:\nBob: a room\nSUMMARY:\n", max_tokens=9,
+                                            temperature=0.1)
+        self.assertEqual(result.content, " Bob rented the east room.")
+        self.assertEqual((result.finish_reason, result.tool_calls), ("length", []))
+        self.assertGreater(result.usage["prompt_tokens"], 0)
+        (call,) = self.llm.calls
+        self.assertEqual(call.path, "/v1/completions")
+        self.assertEqual(call.body["prompt"], "Summarize:\nBob: a room\nSUMMARY:\n")
+        self.assertEqual((call.body["max_tokens"], call.body["temperature"]), (9, 0.1))
+        self.assertNotIn("messages", call.body)
+        self.assertEqual(call.headers["authorization"], f"Bearer {KEY}")
+
+    @defer.inlineCallbacks
+    def test_text_completion_errors(self):
+        self.llm.enqueue(json_body({"choices": [{"message": {"content": "chat shape"}}]}))
+        err = yield self.assertFailsWith(self.client.complete("x"), LLMResponseError)
+        self.assertIn("no text", str(err))
+        self.llm.enqueue(http_error(500))
+        yield self.assertFailsWith(self.client.complete("x"), LLMHTTPError)
+
+    @defer.inlineCallbacks
     def test_quiet_pool_logs_no_factory_lines(self):
         events = []
         globalLogPublisher.addObserver(events.append)

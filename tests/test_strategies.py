@@ -31,10 +31,13 @@ SUMMARY = "## People\n- Bob wants the east room\nFacts:\n- The east room costs t
 
 def cascade_responder(request):
     """Short-term summaries name the lines they cover; folds say so."""
-    messages = request["messages"]
-    if messages[0]["content"] == cascade.LONG_TERM_PROMPT:
+    if "prompt" in request:  # base style: one text completion
+        first = last = request["prompt"]
+    else:
+        first, last = request["messages"][0]["content"], request["messages"][-1]["content"]
+    if first == cascade.LONG_TERM_PROMPT or first.startswith(cascade.LONG_TERM_INSTRUCTION):
         return "Long ago Bob and I talked through many lines."
-    lines = re.findall(r"line (\d+)", messages[-1]["content"])
+    lines = re.findall(r"line (\d+)", last)
     return f"Bob and I talked through lines {lines[0]} to {lines[-1]}." if lines else "We talked."
 
 
@@ -362,6 +365,20 @@ class TestCascade(StrategyTestCase):
         self.assertEqual(entries[0]["memory_range_start"], 0)
         self.assertFalse(any("synthesis" in e["tags"] for e in self.npc.db.journal["entries"]))
 
+    def test_base_style_sends_both_tiers_as_text_completions(self):
+        self.script.db.summary_prompt_style = "base"
+        for count in (129, 64, 64):  # first cycle, promotion, a fold by the model
+            self.fill(count)
+            self.assertTrue(self.after_turn()["success"])
+        paths = [call.path for call in self.llm.calls]
+        self.assertEqual(paths, ["/v1/completions"] * 4)
+        short, fold = self.llm.calls[0].body["prompt"], self.llm.calls[-1].body["prompt"]
+        self.assertTrue(short.startswith(cascade.SHORT_TERM_INSTRUCTION), short[:80])
+        self.assertTrue(fold.startswith(cascade.LONG_TERM_INSTRUCTION), fold[:80])
+        self.assertTrue(fold.endswith("SUMMARY:\n"))
+        self.assertEqual(cascade.summary_text_of(self.script.history[0]),
+                         "Long ago Bob and I talked through many lines.")
+
     def test_the_tick_starts_a_due_cycle_in_the_background(self):
         self.script.db.cascade_immediate_window = 4
         self.script.db.cascade_recent_window = 4
@@ -467,15 +484,17 @@ class TestReplaceAll(StrategyTestCase):
         self.assertTrue(result["success"], result)
         self.assertEqual([m["id"] for m in self.script.history[1:]], [waiting["id"]])
 
-    def test_base_prompt_style_sends_one_completion_style_prompt(self):
+    def test_base_prompt_style_sends_one_completion_prompt_without_chat_template(self):
         self.script.db.summary_prompt_style = "base"
         self.llm.enqueue(reply("Bob wants the east room."))
         result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
         self.assertTrue(result["success"], result)
-        (message,) = self.llm.requests[0]["messages"]
-        self.assertEqual(message["role"], "user")
-        self.assertTrue(message["content"].startswith(BASE_SUMMARY_INSTRUCTION))
-        self.assertTrue(message["content"].endswith("\nSUMMARY:\n"))
+        (call,) = self.llm.calls
+        self.assertEqual(call.path, "/v1/completions")
+        self.assertNotIn("messages", call.body)
+        prompt = call.body["prompt"]
+        self.assertTrue(prompt.startswith(BASE_SUMMARY_INSTRUCTION))
+        self.assertTrue(prompt.endswith("\nSUMMARY:\n"))
         self.assertEqual(self.script.history[0]["content"],
                          "[CONTEXT SUMMARY]\nBob wants the east room.")
 

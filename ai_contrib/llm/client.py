@@ -300,6 +300,40 @@ def parse_chat_response(data):
     )
 
 
+def parse_completion_response(data):
+    """
+    Turn a decoded ``/completions`` response (OpenAI's text completion, which llama.cpp's
+    server, vLLM and Ollama also serve) into a :class:`ChatResult` with the text as
+    ``content`` and no tool calls.
+
+    Args:
+        data: the decoded JSON body, expected
+            ``{"choices": [{"text": str, "finish_reason": str}], "usage": {...}}``.
+
+    Raises:
+        LLMResponseError: ``data`` is not an object, carries an ``error``, has no ``choices``,
+            or its first choice has no ``text``.
+    """
+    if not isinstance(data, dict):
+        raise LLMResponseError(f"response is not a JSON object: {data!r:.200}")
+    choices = data.get("choices")
+    if not choices or not isinstance(choices, list):
+        if data.get("error"):
+            raise LLMResponseError(f"response carries an error: {_error_detail(json.dumps(data))}")
+        raise LLMResponseError(f"response has no choices: {json.dumps(data)[:200]}")
+    choice = choices[0]
+    text = choice.get("text") if isinstance(choice, dict) else None
+    if not isinstance(text, str):
+        raise LLMResponseError(f"first choice has no text: {choice!r:.200}")
+    usage = data.get("usage")
+    return ChatResult(
+        content=text,
+        finish_reason=choice.get("finish_reason"),
+        usage=usage if isinstance(usage, dict) else {},
+        raw=data,
+    )
+
+
 # ------------------------------------------------------------------------------------------------
 # the HTTP side
 
@@ -522,12 +556,32 @@ class LLMClient:
         the server had just closed) is sent once more on a fresh connection.
         """
         payload = self.build_payload(messages, model, max_tokens, temperature, tools, **extra)
-        return self._chat(payload)
+        return self._request("chat/completions", payload, parse_chat_response)
+
+    def complete(self, prompt, model=None, max_tokens=None, temperature=None, **extra):
+        """
+        Ask for one text completion of ``prompt`` at ``{base_url}/completions``, with no chat
+        template around it: what a base model without one needs (seed 003's summary prompt
+        ending in ``SUMMARY:``).
+
+        Args:
+            prompt (str): the whole prompt text.
+            model, max_tokens, temperature, **extra: as for :meth:`chat`.
+
+        Returns:
+            Deferred[ChatResult] with the completion text as ``content``.
+
+        Errors (errback): as for :meth:`chat`.
+        """
+        payload = self.build_payload([], model, max_tokens, temperature, **extra)
+        del payload["messages"]
+        payload["prompt"] = str(prompt)
+        return self._request("completions", payload, parse_completion_response)
 
     @defer.inlineCallbacks
-    def _chat(self, payload):
+    def _request(self, path, payload, parse):
         base_url, api_key = yield self._endpoint()
-        url = f"{base_url}/chat/completions"
+        url = f"{base_url}/{path}"
         headers = {"Content-Type": ["application/json"], "Accept": ["application/json"]}
         if api_key:
             headers["Authorization"] = [f"Bearer {api_key}"]
@@ -553,7 +607,7 @@ class LLMClient:
                 f"LLM server at {url} sent a body that is not JSON ({err}): {data[:200]!r}"
             ) from None
         try:
-            return parse_chat_response(decoded)
+            return parse(decoded)
         except LLMResponseError as err:
             raise LLMResponseError(f"LLM server at {url}: {err}") from None
 
