@@ -66,7 +66,7 @@ Usage::
 ``--json`` is rewritten after each system, so an interrupted run keeps what it finished;
 ``--merge`` prints the tables of runs over disjoint systems or conversations combined (one
 process per strategy runs them side by side). Answers the model copies the replay's
-``[<date>]`` prefix into have it removed before scoring. Progress goes to stderr, Markdown
+``[<date>]`` prefix into have it removed before scoring. Progress bars (tqdm) go to stderr, Markdown
 tables to stdout. Nothing is asserted.
 """
 
