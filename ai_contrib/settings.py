@@ -52,8 +52,9 @@ DEFAULTS = {
     "MASK_MIN_TOKENS": 32,  # tokens; smaller tool outputs are not worth masking
     "CASCADE_IMMEDIATE_WINDOW": 64,  # messages kept verbatim (seed 003)
     "CASCADE_RECENT_WINDOW": 64,  # messages per short-term summary (seed 003)
-    # fraction of max_context_tokens the immediate window may hold when token pressure forces
-    # a cycle early (a small budget would otherwise make every message due a cycle)
+    # fraction of max_context_tokens the immediate window and the summaries may hold after a
+    # cycle that token pressure forces early (a small budget would otherwise make every
+    # message due a cycle)
     "CASCADE_PRESSURE_WINDOW": 0.4,
     # "chat": system prompt + transcript; "base": one completion-style prompt ending in
     # "SUMMARY:" for models without a chat template (seed 003)

@@ -24,8 +24,9 @@ NPC with ``script.db.compact_strategy`` (default ``AI_COMPACT_STRATEGY``, ``"sum
     (first at 129 messages, then every 64). Cycles run after a turn when due, and at the sleep
     and emergency thresholds; each short-term summary goes into the journal with its archive
     range (``memory_range_start``/``memory_range_end``) for the memory layer. A cycle that
-    token pressure runs before it is due keeps at most ``cascade_pressure_window`` (0.4) of the
-    token budget verbatim, so a small budget gets one cycle per many messages, not per message.
+    token pressure runs before it is due shrinks the immediate window so that the window and
+    the summaries in context hold about ``cascade_pressure_window`` (0.4) of the token budget,
+    so a small budget gets one cycle per many messages, not per message.
 ``replace_all``
     Seed 004's ``auto_compact``: at the thresholds the whole runtime history becomes one
     structured summary, with no raw tail (only speech still waiting for an answer stays).
@@ -630,10 +631,12 @@ def _run_cascade(script, character, force, trigger):
         cascade_core.raw_count(history), any(cascade_core.tier_of(m) == cascade_core.TIER_SHORT
                                              for m in history), window, recent,
     ):
-        window = cascade_core.fitted_window(
-            history, runtime.token_counts(history), window,
-            int(float(script.cfg("cascade_pressure_window")) * int(script.cfg("max_context_tokens"))),
-        )
+        # the summaries stay in context beside the window: what the cycle leaves is the window
+        # plus them, and that should come to the pressure share of the budget
+        counts = runtime.token_counts(history)
+        summaries = sum(n for msg, n in zip(history, counts) if is_marker(msg))
+        share = float(script.cfg("cascade_pressure_window")) * int(script.cfg("max_context_tokens"))
+        window = cascade_core.fitted_window(history, counts, window, max(0, int(share) - summaries))
     cycle = cascade_core.plan_cycle(history, window, recent, force=pressure)
     if cycle.skipped:
         return {"skipped": True, "reason": cycle.reason, "trigger": trigger, "strategy": strategy}
