@@ -284,6 +284,15 @@ def runtime_only(size, appends):
             msg = make_message("user", chat_line(size + i), name="Bob")
             samples.append(timed(runtime.append, msg)[1])
         tick = median_ms(lambda: runtime.tokens >= 1000, 5000)
+        # what retrieval reads for each reply (a player line and the answer since the last
+        # one): the archive's incremental message log vs parsing the whole file again
+        archive.message_log()
+        incremental, full = [], []
+        for i in range(20):
+            for role in ("user", "assistant"):
+                runtime.append(make_message(role, chat_line(i), name="Bob"))
+            incremental.append(timed(archive.message_log)[1])
+            full.append(timed(archive.messages)[1])
         replay = {}
         for records in (100, 1000):
             # a checkpoint, then ``records`` more lines in the archive only, then a crash
@@ -301,6 +310,8 @@ def runtime_only(size, appends):
             "tick": tick,
             "replay100": replay[100],
             "replay1000": replay[1000],
+            "read_incremental": statistics.median(incremental),
+            "read_full": statistics.median(full),
         }
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -384,7 +395,15 @@ def main(argv=None):
               f"| {fmt(ours['checkpoint'])} ({ours['messages']:,}) | {fmt(ours['rebuild'])} |")
     print("\nThe script rebuild is what the first touch of an NPC after a crash costs in the "
           "reactor thread: reading and unpickling the checkpoint, replaying the archive, "
-          "recounting the ledger and writing a fresh checkpoint.")
+          "recounting the ledger and writing a fresh checkpoint.\n")
+
+    print("Archive read for each reply's retrieval (on the memory thread), two messages "
+          "appended since the last reply (median of 20):\n")
+    print("| messages | incremental message log | whole file parsed again | ratio |")
+    print("|---:|---:|---:|---:|")
+    for size, _, _, rt, _ in rows:
+        print(f"| {size:,} | {fmt(rt['read_incremental'])} | {fmt(rt['read_full'])} "
+              f"| {ratio(rt['read_full'], rt['read_incremental'])} |")
 
     print(f"\nCompaction bookkeeping, {books['compacted']:.0f} of 1,000 messages compacted, "
           f"no LLM call (median of 7):\n")

@@ -3,6 +3,7 @@ The archive as write-ahead record and the checkpointed runtime history: what a c
 point leaves behind is rebuilt consistently.
 """
 
+import json
 import os
 import tempfile
 import time
@@ -31,6 +32,26 @@ def test_partial_last_line_is_cut_and_appends_continue():
     msg = reopened.append_message(make_message("user", "after crash"))
     assert msg["seq"] == 3
     assert [m["content"] for m in reopened.messages()] == ["m0", "m1", "m2", "after crash"]
+
+
+def test_message_log_reads_only_what_was_appended_and_never_a_partial_line(monkeypatch):
+    archive = _archive()
+    for i in range(3):
+        archive.append_message(make_message("user", f"m{i}"))
+    archive.append("evict", ids=["x"], reason="test")
+    assert [m["content"] for m in archive.message_log()] == ["m0", "m1", "m2"]
+    archive.append_message(make_message("assistant", "m3"))
+    # a line still being written (a reader on the memory thread can see one) waits its turn
+    archive._fh.write(b'{"seq": 5, "kind": "message", "msg": {"id": "y", "role": "user", ')
+    parsed = []
+    real_loads = json.loads
+    monkeypatch.setattr(json, "loads", lambda line: parsed.append(line) or real_loads(line))
+    assert [m["content"] for m in archive.message_log()] == ["m0", "m1", "m2", "m3"]
+    assert len(parsed) == 1  # only the new complete line was parsed
+    archive._fh.write(b'"content": "m4"}}\n')
+    archive.last_seq = 5
+    assert [m["content"] for m in archive.message_log()][-1] == "m4"
+    assert archive.message_log() == archive.messages()
 
 
 def test_write_failure_raises_and_adds_nothing():

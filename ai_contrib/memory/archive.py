@@ -49,6 +49,10 @@ class MessageArchive:
 
     def __init__(self, path):
         self.path = path
+        # what message_log() has read so far: the messages and the byte offset after them
+        self._log = []
+        self._log_offset = 0
+        self._log_lock = threading.Lock()
         try:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             self._repair_tail()
@@ -160,6 +164,41 @@ class MessageArchive:
     def messages(self, start_seq=0, end_seq=None):
         """Return the archived message dicts with ``seq`` in the range, oldest first."""
         return [rec["msg"] for rec in self.records(start_seq, end_seq, kinds=("message",))]
+
+    def message_log(self):
+        """
+        Every archived message dict, oldest first, read incrementally: each call parses only
+        the lines appended since the previous one (archived messages never change), so the
+        retrieval that runs for every reply does not re-read a long archive. Safe to call from
+        a worker thread while the reactor thread appends: a line still being written is left
+        for the next call.
+
+        Returns:
+            list[dict]: a new list (the dicts are shared with later calls: do not mutate them).
+        """
+        with self._log_lock:
+            try:
+                size = os.path.getsize(self.path)
+            except OSError:
+                return []
+            if size < self._log_offset:  # the file was replaced: start again
+                self._log, self._log_offset = [], 0
+            if size > self._log_offset:
+                with open(self.path, "rb") as fh:
+                    fh.seek(self._log_offset)
+                    data = fh.read(size - self._log_offset)
+                end = data.rfind(b"\n") + 1
+                for line in data[:end].splitlines():
+                    if not line.startswith(b'{"seq": ') or b'"kind": "message"' not in line[:40]:
+                        continue
+                    try:
+                        record = json.loads(line)
+                    except ValueError:
+                        continue
+                    if record.get("kind") == "message":
+                        self._log.append(record["msg"])
+                self._log_offset += end
+            return list(self._log)
 
     def close(self):
         """Close the file handle (further appends raise ArchiveError)."""

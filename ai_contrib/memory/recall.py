@@ -15,8 +15,9 @@ def archived_out_of_context(script):
     """
     Return a function listing the archived messages that are no longer verbatim in the context.
 
-    The snapshot of the context is taken now (in the reactor thread); the archive file is read
-    when the returned function is called, on the memory worker thread.
+    The snapshot of the context is taken now (in the reactor thread); the archive is read when
+    the returned function is called, on the memory worker thread, incrementally
+    (``MessageArchive.message_log``: only what was appended since the last reply is parsed).
 
     Returns:
         callable: ``() -> list[dict]`` of user/assistant message dicts (shape in
@@ -27,7 +28,7 @@ def archived_out_of_context(script):
 
     def read():
         docs = []
-        for msg in archive.messages():
+        for msg in archive.message_log():
             if msg.get("role") not in ("user", "assistant") or not msg.get("content"):
                 continue
             if in_context.get(msg.get("id")) != msg["content"]:
