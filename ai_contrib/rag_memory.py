@@ -49,6 +49,7 @@ MIN_SUMMARY_INPUT_TOKENS = 64
 __all__ = [
     "DEFAULT_COMPACTION_PROMPT",
     "compact_conversation_history",
+    "summary_compaction",
     "generate_context_summary",
     "run_pre_compaction_extraction",
     "run_sleep_tick",
@@ -194,8 +195,9 @@ def breaker_open(script):
     return (script.db.compact_failures or 0) >= int(get_setting("COMPACT_FAILURE_LIMIT"))
 
 
-def _record_failure(script, trigger, error):
-    event = {"at": _now().isoformat(), "trigger": trigger, "success": False, "error": error}
+def _record_failure(script, trigger, error, strategy="summary"):
+    event = {"at": _now().isoformat(), "trigger": trigger, "success": False, "error": error,
+             "strategy": strategy}
     _log_event(script, event)
     script.db.compact_last_error = error
     if trigger in AUTOMATIC_TRIGGERS:
@@ -206,8 +208,8 @@ def _record_failure(script, trigger, error):
                 f"{script.db.compact_failures} consecutive failures (last: {error}); "
                 "an admin can still run `compact`"
             )
-    logger.log_warn(f"AI compaction [{trigger}] {script.obj} failed: {error}")
-    return {"success": False, "error": error, "trigger": trigger}
+    logger.log_warn(f"AI compaction [{trigger}, {strategy}] {script.obj} failed: {error}")
+    return {"success": False, "error": error, "trigger": trigger, "strategy": strategy}
 
 
 @defer.inlineCallbacks
@@ -256,6 +258,24 @@ def compact_conversation_history(script, character, force=False, trigger=None, s
     if strategy != "summary":
         result = yield strategies.run_strategy(script, character, strategy, force, trigger)
         return result
+    result = yield summary_compaction(script, character, force, trigger)
+    return result
+
+
+@defer.inlineCallbacks
+def summary_compaction(script, character, force, trigger, label="summary"):
+    """
+    The ``summary`` strategy itself, after :func:`compact_conversation_history`'s shared
+    checks: at the threshold (or forced), the messages before the preserve window become one
+    ``[CONTEXT SUMMARY]``. ``label`` names the strategy that runs it (``"hybrid"`` runs it after
+    masking) in the result, the compaction log, the archive record and the server log.
+
+    Returns:
+        Deferred firing a result dict (module docstring); never errbacks for LLM, archive or
+        validation failures, which leave the history exactly as it was.
+    """
+    from . import strategies
+
     history = list(script.history)
     if not history:
         return {"skipped": True, "reason": "no history", "trigger": trigger}
@@ -284,20 +304,20 @@ def compact_conversation_history(script, character, force=False, trigger=None, s
     replaced_tokens = plan.compact_tokens
     benefit = strategies.check_benefit(script, trigger, replaced_tokens, force)
     if not benefit["run"]:
-        return strategies.benefit_skip_result(benefit, trigger, "summary")
+        return strategies.benefit_skip_result(benefit, trigger, label)
 
     # the NPC's prompt style (chat or base), headings normalised (core/structured.py)
     marker, summary_tokens, error = yield strategies.summarise_and_apply(
-        script, character, to_compact, replaced_tokens, total_tokens, trigger, "summary"
+        script, character, to_compact, replaced_tokens, total_tokens, trigger, label
     )
     if error:
-        return _record_failure(script, trigger, error)
+        return _record_failure(script, trigger, error, label)
 
     new_tokens = script.token_count()
     result = {
         "success": True,
         "trigger": trigger,
-        "strategy": "summary",
+        "strategy": label,
         "compacted_messages": len(to_compact),
         "preserved_messages": len(script.history) - 1,
         "original_tokens": total_tokens,
@@ -310,7 +330,7 @@ def compact_conversation_history(script, character, force=False, trigger=None, s
     script.db.compact_last_error = None
     _log_event(script, {"at": script.db.last_compaction, **result})
     logger.log_info(
-        f"AI compaction [{trigger}] {character}: {len(to_compact)} messages -> summary, "
+        f"AI compaction [{trigger}, {label}] {character}: {len(to_compact)} messages -> summary, "
         f"{total_tokens} -> {new_tokens} tokens ({result['reduction_pct']:.0f}% reduction)"
     )
     return result

@@ -364,9 +364,7 @@ def _below(usage, threshold, trigger, strategy):
 
 
 def _failed(script, trigger, strategy, error):
-    result = rag_memory._record_failure(script, trigger, error)
-    result["strategy"] = strategy
-    return result
+    return rag_memory._record_failure(script, trigger, error, strategy)
 
 
 def _succeeded(script, character, result):
@@ -512,33 +510,21 @@ def _run_mask(script, character, force, trigger):
     }
     rag_memory._log_event(script, {"at": _now(), **result})
     logger.log_info(
-        f"AI masking [{trigger}] {character}: {len(ids)} oldest messages moved to the archive, "
-        f"{before} -> {after} tokens"
+        f"AI compaction [{trigger}, mask] {character}: {len(ids)} messages, {before} -> {after} "
+        f"tokens ({result['reduction_pct']:.0f}% reduction): the oldest moved to the archive"
     )
     return defer.succeed(result)
-
-
-def _relabel_last_event(script, result, strategy, **extra):
-    """The summary step logged ``result`` as a summary compaction; name the strategy that ran
-    it in the compaction log (what ``aihistory`` shows)."""
-    log = list(script.db.compaction_log or [])
-    if log and log[-1].get("at") and all(
-        log[-1].get(k) == result.get(k) for k in ("trigger", "marker_id", "error")
-    ):
-        log[-1] = dict(log[-1], strategy=strategy, **extra)
-        script.db.compaction_log = log
 
 
 @defer.inlineCallbacks
 def _run_hybrid(script, character, force, trigger):
     masked = micro_compact(script, trigger=trigger, strategy="hybrid")
     count = masked.get("masked_messages", 0)
-    summary = yield rag_memory.compact_conversation_history(
-        script, character, force=force, trigger=trigger, strategy="summary"
+    summary = yield rag_memory.summary_compaction(
+        script, character, force, trigger, label="hybrid"
     )
     if summary.get("success") or "error" in summary:
         result = dict(summary, strategy="hybrid", masked_messages=count)
-        _relabel_last_event(script, summary, "hybrid", masked_messages=count)
         if count and summary.get("success"):
             before = masked["original_tokens"]
             result["original_tokens"] = before

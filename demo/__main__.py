@@ -48,7 +48,7 @@ ANSWER_RE = re.compile(
     re.M,
 )
 #: the server log line ai_contrib writes for every successful compaction, in either form:
-#: "AI compaction [emergency] Marta: 13 messages -> summary, 1207 -> 542 tokens" or
+#: "AI compaction [emergency, summary] Marta: 13 messages -> summary, 1207 -> 542 tokens" or
 #: "AI compaction [sleep, <strategy>] Marta: 13 messages, 1207 -> 542 tokens"
 COMPACTION_LOG_RE = re.compile(
     r"AI compaction \[(?P<trigger>\w+)(?:, (?P<strategy>[^\]]+))?\] (?P<npc>.+?): "
