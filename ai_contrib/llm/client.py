@@ -257,6 +257,24 @@ def _normalise_tool_call(call, index):
     }
 
 
+def _first_choice(data):
+    """``choices[0]`` of a decoded OpenAI-style response; LLMResponseError when ``data`` is
+    not an object, carries an ``error`` or has no ``choices``."""
+    if not isinstance(data, dict):
+        raise LLMResponseError(f"response is not a JSON object: {data!r:.200}")
+    choices = data.get("choices")
+    if not choices or not isinstance(choices, list):
+        if data.get("error"):
+            raise LLMResponseError(f"response carries an error: {_error_detail(json.dumps(data))}")
+        raise LLMResponseError(f"response has no choices: {json.dumps(data)[:200]}")
+    return choices[0]
+
+
+def _usage(data):
+    usage = data.get("usage")
+    return usage if isinstance(usage, dict) else {}
+
+
 def parse_chat_response(data):
     """
     Turn a decoded chat completions response into a :class:`ChatResult`.
@@ -273,14 +291,7 @@ def parse_chat_response(data):
         LLMResponseError: ``data`` is not an object, carries an ``error``, has no ``choices``, or
             its first choice has no ``message``.
     """
-    if not isinstance(data, dict):
-        raise LLMResponseError(f"response is not a JSON object: {data!r:.200}")
-    choices = data.get("choices")
-    if not choices or not isinstance(choices, list):
-        if data.get("error"):
-            raise LLMResponseError(f"response carries an error: {_error_detail(json.dumps(data))}")
-        raise LLMResponseError(f"response has no choices: {json.dumps(data)[:200]}")
-    choice = choices[0]
+    choice = _first_choice(data)
     message = choice.get("message") if isinstance(choice, dict) else None
     if not isinstance(message, dict):
         raise LLMResponseError(f"first choice has no message: {choice!r:.200}")
@@ -290,12 +301,11 @@ def parse_chat_response(data):
     tool_calls = [
         _normalise_tool_call(call, i) for i, call in enumerate(message.get("tool_calls") or [])
     ]
-    usage = data.get("usage")
     return ChatResult(
         content="" if content is None else str(content),
         tool_calls=tool_calls,
         finish_reason=choice.get("finish_reason"),
-        usage=usage if isinstance(usage, dict) else {},
+        usage=_usage(data),
         raw=data,
     )
 
@@ -314,23 +324,12 @@ def parse_completion_response(data):
         LLMResponseError: ``data`` is not an object, carries an ``error``, has no ``choices``,
             or its first choice has no ``text``.
     """
-    if not isinstance(data, dict):
-        raise LLMResponseError(f"response is not a JSON object: {data!r:.200}")
-    choices = data.get("choices")
-    if not choices or not isinstance(choices, list):
-        if data.get("error"):
-            raise LLMResponseError(f"response carries an error: {_error_detail(json.dumps(data))}")
-        raise LLMResponseError(f"response has no choices: {json.dumps(data)[:200]}")
-    choice = choices[0]
+    choice = _first_choice(data)
     text = choice.get("text") if isinstance(choice, dict) else None
     if not isinstance(text, str):
         raise LLMResponseError(f"first choice has no text: {choice!r:.200}")
-    usage = data.get("usage")
     return ChatResult(
-        content=text,
-        finish_reason=choice.get("finish_reason"),
-        usage=usage if isinstance(usage, dict) else {},
-        raw=data,
+        content=text, finish_reason=choice.get("finish_reason"), usage=_usage(data), raw=data
     )
 
 
