@@ -288,43 +288,29 @@ _WORD_RE = re.compile(r"[A-Za-z_]\w*")
 
 def _pythonise(chunk):
     """JSON literals (true/false/null) outside quotes as Python's, for ``ast.literal_eval``."""
+    quoted = _quoted(chunk)
     out = []
-    quote = None
-    escaped = False
     i = 0
     while i < len(chunk):
-        ch = chunk[i]
-        if quote:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == quote:
-                quote = None
-            out.append(ch)
-            i += 1
-            continue
-        if ch in "\"'":
-            quote = ch
-        word = _WORD_RE.match(chunk, i)
+        word = None if quoted[i] else _WORD_RE.match(chunk, i)
         if word:
             out.append(_JSON_LITERALS.get(word.group(0), word.group(0)))
             i += len(word.group(0))
             continue
-        out.append(ch)
+        out.append(chunk[i])
         i += 1
     return "".join(out)
 
 
-def _close_index(text, depth, opens, closes):
-    """
-    Index in ``text`` where the bracket depth, starting at ``depth``, falls back to 0; quoted
-    strings (single or double, with backslash escapes) are skipped. None if it never does.
-    """
+def _quoted(text):
+    """For each character of ``text``, whether it lies in a quoted string (single or double
+    quotes, backslash escapes; the quote characters themselves count as quoted)."""
+    flags = []
     quote = None
     escaped = False
-    for i, ch in enumerate(text):
+    for ch in text:
         if quote:
+            flags.append(True)
             if escaped:
                 escaped = False
             elif ch == "\\":
@@ -333,7 +319,22 @@ def _close_index(text, depth, opens, closes):
                 quote = None
         elif ch in "\"'":
             quote = ch
-        elif ch in opens:
+            flags.append(True)
+        else:
+            flags.append(False)
+    return flags
+
+
+def _close_index(text, depth, opens, closes):
+    """
+    Index in ``text`` where the bracket depth, starting at ``depth``, falls back to 0; quoted
+    strings (single or double, with backslash escapes) are skipped. None if it never does.
+    """
+    quoted = _quoted(text)
+    for i, ch in enumerate(text):
+        if quoted[i]:
+            continue
+        if ch in opens:
             depth += 1
         elif ch in closes:
             depth -= 1
