@@ -84,6 +84,26 @@ def summary_input_budget(prompt, max_output_tokens, summarizer_context):
     return summarizer_context - reserved
 
 
+def send_summary_request(request, completion=False, **options):
+    """
+    Send one summary request: ``request`` (chat messages) to ``/chat/completions``, or with
+    ``completion`` its last message's text alone to ``/completions``, with no chat template
+    around it (seed 003's base-model prompt ending in ``SUMMARY:``).
+
+    Args:
+        request (list[dict]): ``{"role", "content"}`` messages.
+        completion (bool): send as a text completion.
+        **options: ``model``, ``max_tokens``, ``temperature`` (see ``LLMClient.chat``).
+
+    Returns:
+        Deferred[ChatResult]; errbacks with LLMError.
+    """
+    client = get_client()
+    if completion:
+        return client.complete(request[-1]["content"], **options)
+    return client.chat(request, **options)
+
+
 @defer.inlineCallbacks
 def generate_context_summary(script, messages, prompt=None, build_request=None, completion=False):
     """
@@ -145,7 +165,6 @@ def generate_context_summary(script, messages, prompt=None, build_request=None, 
             f"summary (2 x AI_COMPACT_SUMMARY_MAX_TOKENS={max_output}) and "
             f"{SUMMARY_HEADROOM_TOKENS} of framing; raise the one or lower the other"
         )
-    client = get_client()
     remaining = list(messages)
     summary = None
     halved = False
@@ -157,15 +176,9 @@ def generate_context_summary(script, messages, prompt=None, build_request=None, 
         try:
             for chunk in chunks:
                 request = build_request(chunk, summary)
-                if completion:  # one prompt with no chat template (seed 003's base model)
-                    result = yield client.complete(
-                        request[-1]["content"], model=model, max_tokens=max_output,
-                        temperature=0.2,
-                    )
-                else:
-                    result = yield client.chat(
-                        request, model=model, max_tokens=max_output, temperature=0.2
-                    )
+                result = yield send_summary_request(
+                    request, completion, model=model, max_tokens=max_output, temperature=0.2
+                )
                 text = clean_summary(result.content)
                 if not text:
                     raise LLMResponseError("the summariser returned an empty summary")
@@ -313,27 +326,10 @@ def summary_compaction(script, character, force, trigger, label="summary"):
     if error:
         return _record_failure(script, trigger, error, label)
 
-    new_tokens = script.token_count()
-    result = {
-        "success": True,
-        "trigger": trigger,
-        "strategy": label,
-        "compacted_messages": len(to_compact),
-        "preserved_messages": len(script.history) - 1,
-        "original_tokens": total_tokens,
-        "new_tokens": new_tokens,
-        "reduction_pct": (1 - new_tokens / total_tokens) * 100 if total_tokens else 0.0,
-        "summary_tokens": summary_tokens,
-        "marker_id": marker["id"],
-    }
-    script.db.compact_failures = 0
-    script.db.compact_last_error = None
-    _log_event(script, {"at": script.db.last_compaction, **result})
-    logger.log_info(
-        f"AI compaction [{trigger}, {label}] {character}: {len(to_compact)} messages -> summary, "
-        f"{total_tokens} -> {new_tokens} tokens ({result['reduction_pct']:.0f}% reduction)"
+    result = strategies.summary_result(
+        script, trigger, label, len(to_compact), total_tokens, summary_tokens, marker
     )
-    return result
+    return strategies.log_success(script, character, result)
 
 
 def note_compaction_applied(script, character, marker):

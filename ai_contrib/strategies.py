@@ -66,7 +66,7 @@ from .core.summary import (
     make_marker,
 )
 from .core.tokens import count_message_tokens, count_tokens
-from .llm.client import LLMError, LLMResponseError, get_client
+from .llm.client import LLMError, LLMResponseError
 from .memory.archive import ArchiveError
 from .settings import get_setting
 
@@ -287,8 +287,8 @@ def summarise(script, messages, prompt=None, instruction=None, structured=True):
     ``chat`` with the default prompt goes through
     :func:`ai_contrib.rag_memory.generate_context_summary`; a given ``prompt`` (cascade tiers)
     or the ``base`` style (seed 003: one completion-style prompt ending in ``SUMMARY:``, sent
-    to the ``/completions`` endpoint with no chat template) is handled here, in chunks with a running summary when the
-    transcript is larger than one request can carry.
+    to the ``/completions`` endpoint with no chat template) is handled here, in chunks with a
+    running summary when the transcript is larger than one request can carry.
 
     Args:
         script (AssistantScript): the NPC's script.
@@ -330,12 +330,10 @@ def fold_summaries(script, fold):
     style = prompt_style(script)
     request = cascade_core.build_fold_request(fold, style=style)
     model = script.cfg("compact_model") or script.cfg("llm_model")
-    options = {"model": model, "max_tokens": int(get_setting("COMPACT_SUMMARY_MAX_TOKENS")),
-               "temperature": 0.2}
-    if style == "base":  # no chat template around seed 003's completion prompt
-        result = yield get_client().complete(request[-1]["content"], **options)
-    else:
-        result = yield get_client().chat(request, **options)
+    result = yield rag_memory.send_summary_request(
+        request, style == "base", model=model,
+        max_tokens=int(get_setting("COMPACT_SUMMARY_MAX_TOKENS")), temperature=0.2,
+    )
     text = clean_summary(result.content)
     if not text:
         raise LLMResponseError("the summariser returned an empty long-term summary")
@@ -367,8 +365,9 @@ def _failed(script, trigger, strategy, error):
     return rag_memory._record_failure(script, trigger, error, strategy)
 
 
-def _succeeded(script, character, result):
-    """Bookkeeping of a successful summarising compaction (as in the summary path)."""
+def log_success(script, character, result):
+    """Bookkeeping of a successful compaction: reset the circuit breaker, add ``result`` to the
+    compaction log (``aihistory``) and log one server line; returns ``result``."""
     script.db.compact_failures = 0
     script.db.compact_last_error = None
     rag_memory._log_event(script, {"at": script.db.last_compaction, **result})
@@ -440,7 +439,9 @@ def summarise_and_apply(script, character, to_compact, replaced_tokens, total_to
     return marker, marker_tokens, None
 
 
-def _summary_result(script, trigger, strategy, compacted, total_before, summary_tokens, marker):
+def summary_result(script, trigger, strategy, compacted, total_before, summary_tokens, marker):
+    """The result dict of a successful summarising compaction (module docstring of
+    :mod:`ai_contrib.rag_memory`), with ``strategy`` and the marker's id."""
     new_tokens = script.token_count()
     return {
         "success": True,
@@ -570,10 +571,10 @@ def _run_replace_all(script, character, force, trigger):
     )
     if error:
         return _failed(script, trigger, strategy, error)
-    result = _summary_result(
+    result = summary_result(
         script, trigger, strategy, len(to_compact), total_before, marker_tokens, marker
     )
-    return _succeeded(script, character, result)
+    return log_success(script, character, result)
 
 
 def apply_cascade(runtime, cycle, long_marker, short_marker, **info):
@@ -613,16 +614,11 @@ def _run_cascade(script, character, force, trigger):
     runtime = script.runtime
     window = int(script.cfg("cascade_immediate_window"))
     recent = int(script.cfg("cascade_recent_window"))
-    if pressure and not cascade_core.cascade_due(
-        cascade_core.raw_count(history), any(cascade_core.tier_of(m) == cascade_core.TIER_SHORT
-                                             for m in history), window, recent,
-    ):
-        # the summaries stay in context beside the window: what the cycle leaves is the window
-        # plus them, and that should come to the pressure share of the budget
-        counts = runtime.token_counts(history)
-        summaries = sum(n for msg, n in zip(history, counts) if is_marker(msg))
+    if pressure and not cascade_core.cascade_status(history, window, recent)["due"]:
         share = float(script.cfg("cascade_pressure_window")) * int(script.cfg("max_context_tokens"))
-        window = cascade_core.fitted_window(history, counts, window, max(0, int(share) - summaries))
+        window = cascade_core.fitted_window(
+            history, runtime.token_counts(history), window, int(share)
+        )
     cycle = cascade_core.plan_cycle(history, window, recent, force=pressure)
     if cycle.skipped:
         return {"skipped": True, "reason": cycle.reason, "trigger": trigger, "strategy": strategy}
@@ -676,7 +672,7 @@ def _run_cascade(script, character, force, trigger):
         script.checkpoint()
     finally:
         script.ndb.compacting = False
-    result = _summary_result(
+    result = summary_result(
         script, trigger, strategy, len(cycle.to_summarise), total_before, short_tokens,
         short_marker,
     )
@@ -692,7 +688,7 @@ def _run_cascade(script, character, force, trigger):
         f"{len(cycle.to_summarise)} messages -> short-term summary ({len(short_text)} chars)"
         + (f", long-term summary {len(long_text)} chars" if long_text else "")
     )
-    return _succeeded(script, character, result)
+    return log_success(script, character, result)
 
 
 _RUNNERS = {

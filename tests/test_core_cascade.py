@@ -111,9 +111,10 @@ def test_fitted_window_holds_at_most_its_token_share():
     assert fitted_window(history, counts, 64, 10_000) == 64  # the configured window fits
     assert fitted_window(history, counts, 64, 255) == 25  # 25 x 10 tokens <= 255 < 26 x 10
     assert fitted_window(history, counts, 64, 5) == 0
-    # a summary marker inside the window costs tokens but is not a raw message
-    marked = history[:60] + [make_marker("s", history[60:65], 50, 5)] + history[65:]
-    assert fitted_window(marked, [10] * 60 + [40] + [10] * 5, 64, 95) == 5
+    # summary markers stay beside the window: their tokens count, they are not raw messages
+    marked = [make_marker("s", history[:60], 500, 5)] + history[60:]
+    assert fitted_window(marked, [40] + [10] * 10, 64, 95) == 5
+    assert fitted_window(marked, [40] + [10] * 10, 64, 30) == 0
     with pytest.raises(ValueError):
         fitted_window(history, counts[:-1], 64, 100)
 

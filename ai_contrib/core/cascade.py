@@ -121,21 +121,23 @@ def cascade_due(raw_messages, has_short_term, immediate_window=DEFAULT_IMMEDIATE
     return raw_messages >= due_at(has_short_term, immediate_window, recent_window)
 
 
-def fitted_window(history, token_counts, immediate_window, max_window_tokens):
+def fitted_window(history, token_counts, immediate_window, target_tokens):
     """
     The immediate window for a cycle forced by token pressure: ``immediate_window`` raw
-    messages, or fewer when the newest ones already hold more than ``max_window_tokens``.
+    messages, or fewer, so that the window and the summary markers in ``history`` (which stay
+    in context beside it) hold at most ``target_tokens``.
 
     Seed 003 sizes its windows in messages for a large context; under a small token budget a
     64-message window can hold most of the budget, and a forced cycle would then summarise a
     handful of messages and be due again a message later (one LLM call per message). Fitting
-    the window to a share of the budget leaves room for many messages before the next one.
+    what the cycle leaves to a share of the budget leaves room for many messages before the
+    next one.
 
     Args:
         history (list[dict]): the runtime history, oldest first.
         token_counts (list[int]): tokens of each message of ``history`` (same order).
         immediate_window (int): the configured window, in raw messages (>= 0).
-        max_window_tokens (int): tokens the window may hold (summary markers inside it count).
+        target_tokens (int): tokens the window and the summaries may hold together.
 
     Returns:
         int: raw messages to keep, ``0 <= n <= immediate_window``.
@@ -145,15 +147,17 @@ def fitted_window(history, token_counts, immediate_window, max_window_tokens):
     """
     if len(token_counts) != len(history):
         raise ValueError("token_counts must give one count per message")
-    kept, used = 0, 0
+    used = sum(n for msg, n in zip(history, token_counts) if is_marker(msg))
+    kept = 0
     for msg, tokens in zip(reversed(history), reversed(token_counts)):
         if kept >= immediate_window:
             break
+        if is_marker(msg):
+            continue
         used += tokens
-        if used > max_window_tokens:
+        if used > target_tokens:
             break
-        if not is_marker(msg):
-            kept += 1
+        kept += 1
     return kept
 
 
