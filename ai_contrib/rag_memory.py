@@ -399,7 +399,7 @@ def recover_after_replay(script, records):
             continue
         _record_synthesis(character, marker)
         meta = marker.get("metadata") or {}
-        if meta.get("tier") != "long" and _count_compaction(script, marker, record["seq"]):
+        if meta.get("tier") != TIER_LONG and _count_compaction(script, marker, record["seq"]):
             _log_event(script, {
                 "at": meta.get("compacted_at"), "trigger": record.get("trigger") or "recovered",
                 "success": True, "recovered": True,

@@ -448,9 +448,12 @@ class TestCascade(StrategyTestCase):
         self.script.db.conversation_history = []  # as if the checkpoint were from the start
         self.script.db.checkpoint_seq = -1
         self.npc.db.journal = {"entries": [], "consolidated_entry_ids": []}
+        self.script.db.compaction_count, self.script.db.compaction_counted_seq = 0, None
         self.assertEqual([m["id"] for m in self.reload().messages], expected)
         tags = [e["tags"] for e in self.npc.db.journal["entries"]]
         self.assertEqual(tags, [["compaction", "short_term"]] * 2)  # journaled again, once each
+        # two cycles, the second written as two records (fold, then short-term): counted twice
+        self.assertEqual(self.script.db.compaction_count, 2)
 
     def test_manual_compact_runs_one_cycle(self):
         self.fill(70)
