@@ -332,6 +332,31 @@ def test_build_messages_trims_oldest_to_the_budget_but_keeps_markers():
     assert messages[-1]["content"] == NUDGE
 
 
+def test_build_messages_keeps_a_contiguous_recent_stretch():
+    long_one = {"id": "L", "role": "user", "name": "Bob", "content": "long " + "word " * 200}
+    short = [{"id": str(i), "role": "user", "name": "Bob", "content": f"short {i}"}
+             for i in range(6)]
+    history = short[:3] + [long_one] + short[3:]
+    messages = build_extraction_messages("You are Marta.", history, budget_tokens=60)
+    contents = [m["content"] for m in messages[1:-1]]
+    # the long line does not fit, so the shorter lines before it are left out too
+    assert contents == ["Bob: short 3", "Bob: short 4", "Bob: short 5"]
+
+
+def test_history_budget_fits_the_model_window_not_just_the_npc_budget():
+    from django.test import override_settings
+
+    from ai_contrib.memory.extraction import extraction_history_budget
+
+    with override_settings(AI_COMPACT_SUMMARIZER_CONTEXT=8192):
+        big = extraction_history_budget(100_000, 3)
+        assert 4000 < big < 8192 - 2 * 256 * 3
+        assert extraction_history_budget(100_000, 5) < big  # more rounds, more room kept
+        assert extraction_history_budget(1000, 3) == 1000  # a small budget fits as it is
+    with override_settings(AI_COMPACT_SUMMARIZER_CONTEXT=32768):
+        assert extraction_history_budget(100_000, 3) == big + 32768 - 8192
+
+
 def test_importance_heuristic():
     assert heuristic_importance("Hello there!") <= 2
     assert heuristic_importance("") == 1

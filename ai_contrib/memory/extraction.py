@@ -28,6 +28,7 @@ import logging
 
 from twisted.internet import defer
 
+from ..core.tokens import count_tokens
 from ..llm import tools as toolspec
 from .entities import find_entity, update_entity_observation
 from .importance import heuristic_importance, score_importance
@@ -87,6 +88,33 @@ def _render(msg):
     return render_for_chat(msg)
 
 
+def extraction_history_budget(max_context_tokens, max_iterations):
+    """
+    Tokens of history the first extraction request may carry: the NPC's token budget, but no
+    more than the model's context window (``AI_COMPACT_SUMMARIZER_CONTEXT``, the window the
+    compaction requests are sized to) leaves once the system prompt and its headroom, and a
+    reply plus the tool calls and results each further iteration adds, are set aside; with a
+    100k budget and an 8k local model the request would otherwise overflow every time.
+
+    Args:
+        max_context_tokens (int): the NPC's token budget.
+        max_iterations (int): extraction rounds (each adds a reply and its tool results).
+
+    Returns:
+        int: tokens (at least 1).
+    """
+    from ..rag_memory import SUMMARY_HEADROOM_TOKENS
+    from ..settings import get_setting
+
+    window = int(get_setting("COMPACT_SUMMARIZER_CONTEXT"))
+    reserved = (
+        count_tokens(DEFAULT_PRE_COMPACTION_PROMPT + toolspec.TEXT_PROTOCOL_INSTRUCTIONS)
+        + 2 * REPLY_MAX_TOKENS * max(1, int(max_iterations))
+        + SUMMARY_HEADROOM_TOKENS
+    )
+    return max(1, min(int(max_context_tokens), window - reserved))
+
+
 def build_extraction_messages(
     persona, history, journal_entries=(), prompt=None, budget_tokens=None, model=None
 ):
@@ -100,8 +128,9 @@ def build_extraction_messages(
             model does not record them again.
         prompt (str, optional): replaces :data:`DEFAULT_PRE_COMPACTION_PROMPT`
             (``script.cfg("pre_compact_prompt")``).
-        budget_tokens (int, optional): tokens the rendered history may take; oldest non-marker
-            messages are left out beyond it (markers always stay).
+        budget_tokens (int, optional): tokens the rendered history may take; beyond it the
+            older non-marker messages are left out, keeping the newest ones contiguous
+            (markers always stay). See :func:`extraction_history_budget`.
         model (str, optional): model name for token counting.
 
     Returns:
@@ -134,9 +163,13 @@ def build_extraction_messages(
 
         used = 0
         kept = []
+        full = False
         for msg, chat in reversed(rendered):
             tokens = count_message_tokens(chat, model)
-            if not is_marker(msg) and used + tokens > budget_tokens and kept:
+            # a contiguous recent stretch: once one message does not fit, older ones are left
+            # out too (no gaps that would read as a conversation that never happened)
+            full = full or (used + tokens > budget_tokens and bool(kept))
+            if full and not is_marker(msg):
                 continue
             used += tokens
             kept.append((msg, chat))
@@ -438,7 +471,9 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
             list(script.history),
             journal.get("entries", []),
             prompt=_cfg(script, "pre_compact_prompt"),
-            budget_tokens=_cfg(script, "max_context_tokens"),
+            budget_tokens=extraction_history_budget(
+                _cfg(script, "max_context_tokens"), max_iterations
+            ),
             model=_cfg(script, "llm_model"),
         )
         run = _Extraction(script, character, max_iterations, client)
