@@ -71,8 +71,8 @@ class TestCompactCommand(NPCTestCase):
         with mock.patch.object(self.char1, "msg") as msg:
             immediate = self.call(CmdCompact(), args)  # a skip is reported at once
             for _ in range(400):
-                if any("Compacted" in str(c) or "skipped" in str(c) or "failed" in str(c)
-                       for c in msg.call_args_list):
+                said = immediate + " ".join(str(c) for c in msg.call_args_list)
+                if any(word in said for word in ("Compacted", "skipped", "failed")):
                     break
                 spin(0.05)
         return immediate + " ".join(str(c) for c in msg.call_args_list)
