@@ -277,7 +277,11 @@ class TestEachFailureLeavesHistoryUnchanged(FaultCase):
         # the summarised range disappears while the summary is pending (evicted): no splice
         self.llm.enqueue(sleep(0.3, then=reply(SUMMARY)))
         d = rag_memory.compact_conversation_history(self.script, self.npc)
-        spin(0.05)
+        for _ in range(500):  # the summary request is out (and held): now the range vanishes
+            if self.llm.requests:
+                break
+            spin(0.01)
+        self.assertEqual(len(self.llm.requests), 1)
         self.script.runtime.evict([self.added[0]["id"]], reason="test")
         self.script.checkpoint()
         before = self.state()
