@@ -30,13 +30,13 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ai_contrib.memory.retrieval import BM25Index, rrf_fuse  # noqa: E402
-from locomo_metrics import normalise_dia_id as normalise_turn_id  # noqa: E402
-from locomo_metrics import parse_evidence  # noqa: E402
+from benchmarks.locomo_metrics import CATEGORIES  # noqa: E402
+from benchmarks.locomo_metrics import normalise_dia_id as normalise_turn_id  # noqa: E402
+from benchmarks.locomo_metrics import parse_evidence  # noqa: E402
 
 DEFAULT_DATA = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "locomo", "locomo_dev.json"
 )
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
 
 def conversation_turns(sample):

@@ -12,7 +12,8 @@ The demo: a real Evennia game, an LLM innkeeper, two telnet players and a long c
    budget is small (1500 tokens) so emergency compaction happens mid-conversation;
 3. between two LoCoMo sessions the admin puts Marta to sleep (``aisleep``), which compacts her
    history during the sleep phase, then wakes her (``aiwake``);
-4. at the end the admin runs ``aihistory``, ``compact`` and ``compact/force``;
+4. at the end the admin runs ``aihistory``, ``compact``, ``compact/force``,
+   ``aihistory <npc>/journal`` and ``aimemory``;
 5. writes the transcript of every connection to ``./demo-output/``, prints its tail and a
    summary (lines, replies, compactions with tokens before -> after, wall times) and stops the
    server, unless ``--keep-running``.
@@ -549,7 +550,7 @@ def main(argv=None):
         if game.server_pid() is None and game.portal_pid() is None:
             print(f"no game is running in {game.path}")
             return 0
-        print(f"stopped in {game.stop():.1f} s")
+        print(f"stopped in {stop_game(game):.1f} s")
         return 0
     try:
         return asyncio.run(_run(args))
