@@ -20,9 +20,14 @@ the embedded server is never logged.
 """
 
 from evennia.utils import logger
+from twisted.internet import defer
 
 from ai_contrib.core.tokens import prepare_offline_tiktoken
-from ai_contrib.llm.embedded import start_embedded_server, stop_embedded_server
+from ai_contrib.llm.embedded import (
+    EmbeddedServerStopped,
+    start_embedded_server,
+    stop_embedded_server,
+)
 from ai_contrib.settings import get_setting
 
 
@@ -51,11 +56,8 @@ def at_server_start():
         return server
 
     def failed(failure):
-        from ai_contrib.llm.embedded import EmbeddedServerError
-
         message = failure.getErrorMessage()
-        if failure.check(EmbeddedServerError) and "stopped before it was ready" in message:
-            # Evennia's first start restarts the server once: an interrupted start is expected
+        if failure.check(EmbeddedServerStopped):  # Evennia's first start restarts once
             logger.log_info(f"ai_contrib: {message}")
         else:
             logger.log_err(f"ai_contrib: the embedded model server did not start: {message}")
@@ -66,11 +68,15 @@ def at_server_start():
 
 def at_server_stop():
     """
-    Stop the embedded model server if it runs (its child process also exits by itself when the
-    game process dies). Returns a Deferred firing once the child is gone.
+    Close the Mem0 store (embedded Qdrant allows one client per path: release it for the next
+    start) and stop the embedded model server if it runs (its child process also exits by
+    itself when the game process dies). Returns a Deferred firing once both are done.
     """
     from ai_contrib.memory.mem0_store import get_store
 
-    # embedded Qdrant allows one client per path: release it for the next start
-    get_store().close()
-    return stop_embedded_server()
+    return defer.gatherResults(
+        [get_store().close(), stop_embedded_server()], consumeErrors=True
+    ).addErrback(lambda failure: logger.log_err(
+        f"ai_contrib: stopping the memory store or the model server failed: "
+        f"{failure.getErrorMessage()}"
+    ))

@@ -22,6 +22,7 @@ from ai_contrib.llm import embedded
 from ai_contrib.llm.client import LLMClient, LLMHTTPError
 from ai_contrib.llm.embedded import (
     EmbeddedServerError,
+    EmbeddedServerStopped,
     EmbeddedServerProcess,
     running_server,
     start_embedded_server,
@@ -126,7 +127,7 @@ class TestEmbeddedServer(unittest.TestCase):
         self.assertTrue(process_gone(pid))
         try:
             yield d
-        except EmbeddedServerError as err:
+        except EmbeddedServerStopped as err:
             self.assertIn("stopped before it was ready", str(err))
         else:
             self.fail("a stopped start succeeded")

@@ -66,6 +66,11 @@ class EmbeddedServerError(LLMError):
     died or stayed silent before reporting its address (the message carries its stderr tail)."""
 
 
+class EmbeddedServerStopped(EmbeddedServerError):
+    """The embedded model server was stopped while it was starting (the game stopped or
+    restarted first: expected on Evennia's first start, which restarts the server once)."""
+
+
 @dataclass(frozen=True)
 class EmbeddedServer:
     """
@@ -250,10 +255,13 @@ class _ChildProtocol(protocol.ProcessProtocol):
             code = f"signal {getattr(reason.value, 'signal', '?')}"
         if self.server is None and self._ready_waiters:
             if self.stopping:
-                why = "embedded model server was stopped before it was ready"
+                error = EmbeddedServerStopped("embedded model server was stopped before it was ready")
             else:
-                why = f"embedded model server exited before it was ready ({_describe_exit(code, self.stderr_tail())})"
-            self._fire_ready(EmbeddedServerError(why))
+                error = EmbeddedServerError(
+                    "embedded model server exited before it was ready "
+                    f"({_describe_exit(code, self.stderr_tail())})"
+                )
+            self._fire_ready(error)
         elif self.server is not None and not self.stopping:
             _log.warn(
                 "embedded model server (pid {pid}) exited unexpectedly ({why}); "
