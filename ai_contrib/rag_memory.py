@@ -24,7 +24,7 @@ from evennia.utils import logger
 from twisted.internet import defer
 
 from .core.cascade import TIER_LONG, TIER_SHORT, summary_text_of
-from .core.cuts import eviction_ids, plan_compaction
+from .core.cuts import eviction_ids
 from .core.summary import (
     DEFAULT_COMPACTION_PROMPT,
     build_summary_request,
@@ -49,7 +49,6 @@ MIN_SUMMARY_INPUT_TOKENS = 64
 __all__ = [
     "DEFAULT_COMPACTION_PROMPT",
     "compact_conversation_history",
-    "summary_compaction",
     "generate_context_summary",
     "run_pre_compaction_extraction",
     "run_sleep_tick",
@@ -268,68 +267,8 @@ def compact_conversation_history(script, character, force=False, trigger=None, s
         strategy = strategies.resolve_strategy(script, strategy)
     except ValueError as err:
         return {"success": False, "error": str(err), "trigger": trigger}
-    if strategy != "summary":
-        result = yield strategies.run_strategy(script, character, strategy, force, trigger)
-        return result
-    result = yield summary_compaction(script, character, force, trigger)
+    result = yield strategies.run_strategy(script, character, strategy, force, trigger)
     return result
-
-
-@defer.inlineCallbacks
-def summary_compaction(script, character, force, trigger, label="summary"):
-    """
-    The ``summary`` strategy itself, after :func:`compact_conversation_history`'s shared
-    checks: at the threshold (or forced), the messages before the preserve window become one
-    ``[CONTEXT SUMMARY]``. ``label`` names the strategy that runs it (``"hybrid"`` runs it after
-    masking) in the result, the compaction log, the archive record and the server log.
-
-    Returns:
-        Deferred firing a result dict (module docstring); never errbacks for LLM, archive or
-        validation failures, which leave the history exactly as it was.
-    """
-    from . import strategies
-
-    history = list(script.history)
-    if not history:
-        return {"skipped": True, "reason": "no history", "trigger": trigger}
-    max_tokens = max(1, int(script.cfg("max_context_tokens")))
-    total_tokens = script.token_count()
-    usage = total_tokens / max_tokens
-    threshold = script.cfg("compact_emergency_threshold" if force else "compact_sleep_threshold")
-    if usage < threshold and not force:
-        return {
-            "skipped": True,
-            "reason": f"below threshold ({usage:.1%} < {threshold:.0%})",
-            "token_usage": usage,
-            "trigger": trigger,
-        }
-    counts = script.runtime.token_counts(history)
-    plan = plan_compaction(
-        history,
-        counts,
-        max_context_tokens=max_tokens,
-        preserve_window=int(script.cfg("compact_preserve_window")),
-        preserve_fraction=float(get_setting("COMPACT_PRESERVE_FRACTION")),
-    )
-    if plan.skipped:
-        return {"skipped": True, "reason": plan.reason, "trigger": trigger}
-    to_compact = plan.to_compact
-    replaced_tokens = plan.compact_tokens
-    benefit = strategies.check_benefit(script, trigger, replaced_tokens, force)
-    if not benefit["run"]:
-        return strategies.benefit_skip_result(benefit, trigger, label)
-
-    # the NPC's prompt style (chat or base), headings normalised (core/structured.py)
-    marker, summary_tokens, error = yield strategies.summarise_and_apply(
-        script, character, to_compact, replaced_tokens, total_tokens, trigger, label
-    )
-    if error:
-        return _record_failure(script, trigger, error, label)
-
-    result = strategies.summary_result(
-        script, trigger, label, len(to_compact), total_tokens, summary_tokens, marker
-    )
-    return strategies.log_success(script, character, result)
 
 
 def note_compaction_applied(script, character, marker):

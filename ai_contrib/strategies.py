@@ -48,7 +48,7 @@ from twisted.internet import defer
 
 from . import rag_memory
 from .core import cascade as cascade_core
-from .core.cuts import eviction_ids
+from .core.cuts import eviction_ids, plan_compaction
 from .core.masking import masked_count, plan_masks
 from .core.messages import is_marker
 from .core.replay import apply_record
@@ -351,14 +351,16 @@ def _usage_check(script, trigger, force):
     return usage, threshold, force or usage >= threshold
 
 
-def _below(usage, threshold, trigger, strategy):
-    return {
+def _below(usage, threshold, trigger, strategy=None):
+    result = {
         "skipped": True,
         "reason": f"below threshold ({usage:.1%} < {threshold:.0%})",
         "token_usage": usage,
         "trigger": trigger,
-        "strategy": strategy,
     }
+    if strategy:
+        result["strategy"] = strategy
+    return result
 
 
 def _failed(script, trigger, strategy, error):
@@ -518,12 +520,48 @@ def _run_mask(script, character, force, trigger):
 
 
 @defer.inlineCallbacks
+def _run_summary(script, character, force, trigger, strategy="summary"):
+    """
+    The ``summary`` strategy (seed 002, step 3): at the threshold (or forced), the messages
+    before the preserve window become one ``[CONTEXT SUMMARY]``. ``strategy`` names the
+    strategy that runs it (``"hybrid"`` runs it after masking) in the result, the compaction
+    log, the archive record and the server log.
+    """
+    history = list(script.history)
+    if not history:
+        return {"skipped": True, "reason": "no history", "trigger": trigger}
+    usage, threshold, over = _usage_check(script, trigger, force)
+    if not over:
+        return _below(usage, threshold, trigger)  # the seed's result dict, as it always was
+    total_tokens = script.token_count()
+    plan = plan_compaction(
+        history,
+        script.runtime.token_counts(history),
+        max_context_tokens=max(1, int(script.cfg("max_context_tokens"))),
+        preserve_window=int(script.cfg("compact_preserve_window")),
+        preserve_fraction=float(get_setting("COMPACT_PRESERVE_FRACTION")),
+    )
+    if plan.skipped:
+        return {"skipped": True, "reason": plan.reason, "trigger": trigger}
+    decision = check_benefit(script, trigger, plan.compact_tokens, force)
+    if not decision["run"]:
+        return benefit_skip_result(decision, trigger, strategy)
+    marker, summary_tokens, error = yield summarise_and_apply(
+        script, character, plan.to_compact, plan.compact_tokens, total_tokens, trigger, strategy
+    )
+    if error:
+        return _failed(script, trigger, strategy, error)
+    result = summary_result(
+        script, trigger, strategy, len(plan.to_compact), total_tokens, summary_tokens, marker
+    )
+    return log_success(script, character, result)
+
+
+@defer.inlineCallbacks
 def _run_hybrid(script, character, force, trigger):
     masked = micro_compact(script, trigger=trigger, strategy="hybrid")
     count = masked.get("masked_messages", 0)
-    summary = yield rag_memory.summary_compaction(
-        script, character, force, trigger, label="hybrid"
-    )
+    summary = yield _run_summary(script, character, force, trigger, strategy="hybrid")
     if summary.get("success") or "error" in summary:
         result = dict(summary, strategy="hybrid", masked_messages=count)
         if count and summary.get("success"):
@@ -692,6 +730,7 @@ def _run_cascade(script, character, force, trigger):
 
 
 _RUNNERS = {
+    "summary": _run_summary,
     "mask": _run_mask,
     "hybrid": _run_hybrid,
     "cascade": _run_cascade,
@@ -701,17 +740,16 @@ _RUNNERS = {
 
 def run_strategy(script, character, strategy, force=False, trigger="sleep"):
     """
-    Run one compaction with ``strategy`` (any of :data:`STRATEGIES` except ``"summary"``, which
-    :func:`ai_contrib.rag_memory.compact_conversation_history` runs itself). Called by
-    ``compact_conversation_history`` after its shared checks (already compacting, disabled,
-    circuit breaker).
+    Run one compaction with ``strategy`` (one of :data:`STRATEGIES`). Called by
+    :func:`ai_contrib.rag_memory.compact_conversation_history` after its shared checks
+    (already compacting, disabled, circuit breaker).
 
     Returns:
         Deferred firing a result dict (module docstring); never errbacks for LLM, archive or
         validation failures, which leave the history as it was.
 
     Raises:
-        ValueError: for an unknown strategy or ``"summary"``.
+        ValueError: for an unknown strategy.
     """
     runner = _RUNNERS.get(strategy)
     if runner is None:
