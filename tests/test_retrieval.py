@@ -307,6 +307,13 @@ def test_archive_index_is_cached_by_content_identity():
     assert retrieval.archive_index(docs + [_doc("m3", "iron")]) is not first
 
 
+def test_archive_index_keeps_one_index_per_npc_however_many_talk():
+    indexes = {f"npc-{i}": retrieval.archive_index([_doc(f"m{i}", "gold")], f"npc-{i}")
+               for i in range(40)}
+    for owner, index in indexes.items():  # 40 NPCs later, the first is still cached
+        assert retrieval.archive_index([_doc(f"m{owner[4:]}", "gold")], owner) is index
+
+
 # ------------------------------------------------------------------------------ Deferred wrapper
 
 

@@ -45,7 +45,6 @@ Shapes:
 import logging
 import re
 import threading
-from collections import OrderedDict
 
 logger = logging.getLogger(__name__)
 
@@ -525,42 +524,36 @@ def build_memory_context(
     }
 
 
-_INDEX_CACHE = OrderedDict()
-_INDEX_CACHE_SIZE = 16
+_INDEX_CACHE = {}  # owner -> (content key, BM25Index): one index per NPC
 _INDEX_LOCK = threading.Lock()
 
 
 def archive_index(docs, owner=None):
     """
-    A :class:`BM25Index` over archive docs, cached by (owner, count, first and last id and
-    text): an NPC's archive is append-only, so these identify its content. Building costs
-    O(total words); a hit costs O(1).
+    A :class:`BM25Index` over archive docs, cached per owner (one index per NPC, replaced when
+    its docs change) and keyed by (count, first and last id and text): an NPC's archive is
+    append-only, so these identify its content. Building costs O(total words); a hit costs
+    O(1), however many NPCs are talking (a shared least-recently-used cache would rebuild every
+    index once more NPCs talk than it holds).
 
     Args:
         docs (list[dict]): archive docs.
-        owner (str, optional): whose archive (the NPC's agent id), part of the cache key.
+        owner (str, optional): whose archive (the NPC's agent id).
+
+    Returns:
+        BM25Index: over ``[doc_text(d) for d in docs]``.
     """
     if not docs:
         return BM25Index([])
     first, last = docs[0], docs[-1]
-    key = (
-        owner,
-        len(docs),
-        first.get("id"),
-        last.get("id"),
-        first.get("content"),
-        last.get("content"),
-    )
+    key = (len(docs), first.get("id"), last.get("id"), first.get("content"), last.get("content"))
     with _INDEX_LOCK:
-        index = _INDEX_CACHE.get(key)
-        if index is not None:
-            _INDEX_CACHE.move_to_end(key)
-            return index
+        cached = _INDEX_CACHE.get(owner)
+    if cached is not None and cached[0] == key:
+        return cached[1]
     index = BM25Index([doc_text(doc) for doc in docs])
     with _INDEX_LOCK:
-        _INDEX_CACHE[key] = index
-        while len(_INDEX_CACHE) > _INDEX_CACHE_SIZE:
-            _INDEX_CACHE.popitem(last=False)
+        _INDEX_CACHE[owner] = (key, index)
     return index
 
 
