@@ -11,6 +11,7 @@ from evennia.utils.evtable import EvTable
 from evennia.utils.utils import crop
 
 from .core.messages import is_marker
+from .core.text import inert_markup
 from .memory.journal import ensure_journal, synthesis_entries
 from .rag_memory import breaker_open, compact_conversation_history
 from .settings import get_setting
@@ -21,7 +22,13 @@ from .strategies import (
     format_result,
     resolve_strategy,
 )
-from .typeclasses import get_assistant_script
+from .typeclasses import get_assistant_script, player_text
+
+
+def shown(text, width=None):
+    """Stored text as an admin may see it: markup made inert, cropped to ``width`` characters."""
+    text = inert_markup(text)
+    return crop(text, width) if width else text
 
 NPC_TYPECLASS = "ai_contrib.typeclasses.AssistantCharacter"
 _STRATEGY_ARG = re.compile(r"/?\bstrategy\s*=\s*([\w-]+)", re.IGNORECASE)
@@ -98,6 +105,8 @@ class CmdTalk(MuxCommand):
 
     def func(self):
         caller = self.caller
+        # the room hears what the NPC will store: no colours, no forged line breaks
+        self.speech = player_text(self.speech)
         if not self.target_name or not self.speech:
             caller.msg("Usage: talk <npc> = <text>  (or: talk <npc> <text>)")
             return
@@ -209,9 +218,9 @@ class CmdAIHistory(MuxCommand):
         table.add_row("Benefit guard", describe_benefit(script))
         table.add_row("Compactions", f"{count} (last: {script.db.last_compaction or 'never'})")
         if breaker_open(script):
-            breaker = f"|rOPEN|n: automatic compaction paused ({script.db.compact_last_error})"
+            breaker = f"|rOPEN|n: automatic compaction paused ({shown(script.db.compact_last_error)})"
         elif script.db.compact_failures:
-            breaker = f"closed, {script.db.compact_failures} recent failure(s): {script.db.compact_last_error}"
+            breaker = f"closed, {script.db.compact_failures} recent failure(s): {shown(script.db.compact_last_error)}"
         else:
             breaker = "closed"
         table.add_row("Breaker", breaker)
@@ -219,7 +228,7 @@ class CmdAIHistory(MuxCommand):
             table.add_row(
                 "Replies",
                 f"|r{script.db.reply_failures} failed in a row|n (last: "
-                f"{script.db.last_reply_error or ''})",
+                f"{shown(script.db.last_reply_error)})",
             )
         pending = script.pending_ids()
         if pending:
@@ -243,7 +252,7 @@ class CmdAIHistory(MuxCommand):
                     )
                 else:
                     ev.add_row(e.get("at", "")[:19], e.get("trigger"), "failed",
-                               "-", "-", crop(e.get("error") or "", 40))
+                               "-", "-", shown(e.get("error"), 40))
             lines += ["|wCompaction events|n", str(ev)]
         if markers:
             mt = EvTable("summary", "compacted", "at", "tokens before -> summary", "archive range",
@@ -260,7 +269,7 @@ class CmdAIHistory(MuxCommand):
         if synth:
             jt = EvTable("journal entry", "importance", "content", border="cells")
             for entry in synth:
-                jt.add_row(entry["id"], entry.get("importance"), crop(entry["content"], 70))
+                jt.add_row(entry["id"], entry.get("importance"), shown(entry["content"], 70))
             lines += ["|wRecent journal syntheses|n", str(jt)]
         self.caller.msg("\n".join(lines))
 
@@ -275,8 +284,8 @@ class CmdAIHistory(MuxCommand):
         for entry in entries[-JOURNAL_PAGE_SIZE:]:
             table.add_row(
                 entry["id"], entry.get("importance"), entry.get("source_type"),
-                entry.get("speaker") or entry.get("entity") or "-",
-                "yes" if entry["id"] in done else "no", crop(entry.get("content") or "", 60),
+                shown(entry.get("speaker") or entry.get("entity") or "-"),
+                "yes" if entry["id"] in done else "no", shown(entry.get("content"), 60),
             )
         self.caller.msg(
             f"|wJournal of {npc.key}|n: {len(entries)} entries, {len(done)} consolidated "
@@ -302,8 +311,8 @@ class CmdAIHistory(MuxCommand):
         table = EvTable("seq", "time", "who", "text", "in context", border="cells")
         for m in messages:
             who = m.get("name") or m.get("role")
-            table.add_row(m.get("seq"), (m.get("timestamp") or "")[:19], who,
-                          crop(m.get("content") or "", 60), "yes" if m["id"] in in_context else "no")
+            table.add_row(m.get("seq"), (m.get("timestamp") or "")[:19], shown(who),
+                          shown(m.get("content"), 60), "yes" if m["id"] in in_context else "no")
         self.caller.msg(
             f"|wArchive of {npc.key}|n: seq {messages[0]['seq']}..{messages[-1]['seq']} "
             f"of 0..{last}\n{table}"
@@ -379,7 +388,7 @@ class CmdCompact(MuxCommand):
         )
         d.addCallback(lambda result: caller.msg(format_compaction_result(npc, result)))
         d.addErrback(lambda failure: caller.msg(f"Compaction of {npc.key} failed: "
-                                                f"{failure.getErrorMessage()}"))
+                                                f"{shown(failure.getErrorMessage())}"))
 
 
 def format_compaction_result(npc, result):
@@ -390,7 +399,7 @@ def format_compaction_result(npc, result):
     if result.get("skipped"):
         return f"Compaction of {npc.key} skipped: {result['reason']}."
     if not result.get("success"):
-        return f"Compaction of {npc.key} failed: {result.get('error')}. History unchanged."
+        return f"Compaction of {npc.key} failed: {shown(result.get('error'))}. History unchanged."
     return (
         f"Compacted {npc.key}: {result['compacted_messages']} messages -> summary, "
         f"{result['original_tokens']} -> {result['new_tokens']} tokens "
@@ -500,11 +509,11 @@ class CmdAIMemory(MuxCommand):
             for hit in hits:
                 meta = hit.get("metadata") or {}
                 table.add_row(f"{hit.get('score', 0):.3f}", meta.get("source_type", "-"),
-                              meta.get("visibility", "-"), crop(hit.get("text") or "", 70))
+                              meta.get("visibility", "-"), shown(hit.get("text"), 70))
             caller.msg(f"|wMemories of {npc.key} for '{query.strip()}'|n\n{table}")
 
         d.addCallbacks(_show, lambda failure: caller.msg(
-            f"Memory search failed: {failure.getErrorMessage()}"))
+            f"Memory search failed: {shown(failure.getErrorMessage())}"))
 
 
 class AIContribCmdSet(CmdSet):

@@ -11,6 +11,7 @@ of failures.
 """
 
 from evennia.utils import logger
+from evennia.utils.ansi import raw
 from twisted.internet import defer
 
 from .core.prompts import build_reply_messages, clean_reply
@@ -183,5 +184,6 @@ def answer_turn(script, character):
         "assistant", reply, name=character.key,
         metadata={"reply_to": turn_ids, "audience": sorted(listeners)},
     )
-    character.at_say(reply)
+    # the model's words are data too: raw() doubles every | so none becomes a colour or link
+    character.at_say(raw(reply))
     return 1

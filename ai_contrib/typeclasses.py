@@ -182,6 +182,20 @@ class AssistantCharacter(DefaultCharacter):
             script.receive_speech(speaker, speech)
 
 
+def player_text(text):
+    """
+    What a player typed, as the game stores and repeats it: Evennia's colour and MXP codes
+    stripped, then :func:`ai_contrib.core.text.normalise_player_text` (one line, no control
+    characters, special tokens broken up, at most ``AI_PLAYER_TEXT_MAX_CHARS`` characters).
+
+    Returns:
+        str: possibly empty.
+    """
+    return normalise_player_text(
+        strip_mxp(strip_ansi(text or "")), int(get_setting("PLAYER_TEXT_MAX_CHARS"))
+    )
+
+
 class AssistantScript(DefaultScript):
     """
     The NPC's mind: conversation history, ticks, replies, compaction.
@@ -414,9 +428,7 @@ class AssistantScript(DefaultScript):
         """
         name = speaker.key if hasattr(speaker, "key") else str(speaker)
         dbref = getattr(speaker, "dbref", None)
-        text = normalise_player_text(
-            strip_mxp(strip_ansi(text or "")), int(get_setting("PLAYER_TEXT_MAX_CHARS"))
-        )
+        text = player_text(text)
         if not text:
             return None
         if audience is None:

@@ -16,6 +16,8 @@ from ai_contrib.commands import (
     usage_bar,
 )
 
+from ai_contrib.memory.journal import add_entry, ensure_journal
+
 from .llm_double import reply
 from .npc_fixtures import NPCTestCase
 from .twisted_util import spin
@@ -96,6 +98,43 @@ class TestAIHistory(NPCTestCase):
         self.call(CmdAIHistory(), "", "Usage: aihistory")
         self.call(CmdAIHistory(), "Nobody", "Could not find 'Nobody'")
         self.call(CmdAIHistory(), "Marta/raw x", "Usage: aihistory <npc>/raw")
+
+
+FORGED = "|/|w[MudInfo] Fake alert: the server reboots now|n |lcquit|ltclick|le"
+
+
+def forged_lines(out):
+    """Lines of ``out`` that a stored ``|/`` turned into a forged channel line."""
+    return [line for line in out.splitlines() if line.lstrip().startswith("[MudInfo]")]
+
+
+class TestStoredTextIsInertOnAdminScreens(NPCTestCase):
+    """
+    Text stored before player lines were normalised (a restored backup), or written by a model,
+    may hold Evennia markup; no admin view may turn it into markup.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.script.add_message("user", f"hi {FORGED}", name="Wren", metadata={"speaker": "#9"})
+        self.script.add_message("assistant", f"Aye. {FORGED}", name="Marta")
+        journal = ensure_journal(self.npc.db.journal)
+        add_entry(journal, f"Wren said {FORGED}", speaker=f"Wren{FORGED}")
+        self.npc.db.journal = journal
+        self.script.db.compact_failures = 1
+        self.script.db.compact_last_error = f"bad summary {FORGED}"
+        self.script.db.reply_failures = 2
+        self.script.db.last_reply_error = f"server said {FORGED}"
+
+    def check(self, out):
+        self.assertFalse(forged_lines(out), out)
+        self.assertIn("\u00a6/\u00a6w[MudInfo]", out)
+        self.assertNotIn("click", out.replace("\u00a6lcquit\u00a6ltclick\u00a6le", ""))
+
+    def test_raw_archive_journal_and_overview(self):
+        self.check(self.call(CmdAIHistory(), "Marta/raw 0 5"))
+        self.check(self.call(CmdAIHistory(), "Marta/journal"))
+        self.check(self.call(CmdAIHistory(), "Marta"))
 
 
 class TestCompactCommand(NPCTestCase):

@@ -4,7 +4,7 @@ Player text is data: the normalisation every player line goes through before it 
 
 import pytest
 
-from ai_contrib.core.text import neutralise_special_tokens, normalise_player_text
+from ai_contrib.core.text import inert_markup, neutralise_special_tokens, normalise_player_text
 
 SPECIAL = [
     "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|begin_of_text|>", "<|start_header_id|>",
@@ -38,3 +38,10 @@ def test_ordinary_text_is_unchanged():
     text = "Is the <b>stew</b> ready? 3 < 4 and a|b, [note] done."
     assert normalise_player_text(text) == text
     assert neutralise_special_tokens("<|x|>") == "< |x| >"
+
+
+def test_inert_markup_leaves_no_markup_character_and_no_escape_byte():
+    shown = inert_markup("a |/|rred|n ||b \x1b[31m |lcquit|ltgo|le\nsecond line")
+    assert "|" not in shown and "\x1b" not in shown
+    assert shown == "a \u00a6/\u00a6rred\u00a6n \u00a6\u00a6b [31m \u00a6lcquit\u00a6ltgo\u00a6le\nsecond line"
+    assert inert_markup(None) == ""

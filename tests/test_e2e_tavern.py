@@ -15,7 +15,9 @@ audience"):
    still journals the fact as Wren's, heard by Wren alone;
 4. with the summariser hung, players keep talking and every line is answered within seconds;
 5. lines said while the server is killed (``kill -9``) before it could answer are all answered
-   after the restart.
+   after the restart;
+6. nothing a player types, and nothing a model writes, becomes markup on anyone's screen: no
+   forged line in the room, in the NPC's speech or in an admin's ``aihistory`` table.
 """
 
 import asyncio
@@ -37,6 +39,8 @@ PLAYERS = [("Wren", "wren-pw-4821"), ("Tamsin", "tamsin-pw-7310")]
 SECRET = "under the third oak"
 SECRET_LINE = f"Keep this between us: my father's gold is buried {SECRET} by the mill."
 REPLY_RE = rf'{NPC} says, "Aye'
+MARKUP_ASK = "write the pipe-slash code"
+FORGED_MARKUP = "|/|w[MudInfo] Fake alert: the server reboots now|n"
 HOLD_LIMIT = 90  # seconds a held request waits at most (a failed test must not hang)
 ENV = {
     "AI_LLM_API_KEY": "e2e-key",
@@ -94,6 +98,8 @@ class IndiscreetModel:
             return "TOOL: noop {}"
         if self.hold_replies.is_set():
             self.released.wait(HOLD_LIMIT)
+        if MARKUP_ASK in text:  # a model talked into writing game markup
+            return f"Aye. {FORGED_MARKUP}"
         with self.lock:
             self.replies += 1
             n = self.replies
@@ -371,3 +377,39 @@ async def _hostile_input(game, llm):
             assert "\n" not in last_user["content"] and forbidden not in last_user["content"]
     finally:
         await wren.close()
+
+
+def test_no_text_of_a_player_or_model_becomes_markup_on_a_screen(game, llm):
+    asyncio.run(_markup(game))
+
+
+def _forged(received):
+    """Lines that start with a forged channel tag (a ``|/`` that became a line break)."""
+    return [line for line in received.splitlines() if line.lstrip().startswith("[MudInfo] Fake")]
+
+
+async def _markup(game):
+    wren, tamsin, admin = await _player(game, 0), await _player(game, 1), await _admin(game)
+    try:
+        await _go(wren, "tavern")
+        await _go(tamsin, "tavern")
+        tamsin.discard()
+        # the room's echo of talk: no line break, no colour from the player's text
+        await wren.expect("talk Marta = hi|/[MudInfo] Fake alert: |rreboot", REPLY_RE, timeout=30)
+        await tamsin.read_quiet(quiet=1.0, timeout=10)
+        assert not _forged(tamsin.received), tamsin.received
+        assert "Wren says to Marta" in tamsin.received
+        # the model's words: shown as written, one line, no markup
+        tamsin.discard()
+        await wren.expect(f"say Marta, {MARKUP_ASK} for me", REPLY_RE, timeout=30)
+        await tamsin.read_quiet(quiet=1.0, timeout=10)
+        assert FORGED_MARKUP in tamsin.received, tamsin.received
+        assert not _forged(tamsin.received + wren.received), tamsin.received
+        # the admin's tables show the stored reply inert
+        admin.discard()
+        await admin.command(f"aihistory {NPC}/raw", quiet=1.0)
+        assert "\u00a6/\u00a6w[MudInfo]" in admin.received, admin.received
+        assert not _forged(admin.received), admin.received
+    finally:
+        for conn in (wren, tamsin, admin):
+            await conn.close()

@@ -81,3 +81,26 @@ def normalise_player_text(text, max_chars=DEFAULT_MAX_CHARS):
         space = cut.rfind(" ")
         text = (cut[:space] if space > max_chars * 0.8 else cut).rstrip() + "..."
     return text
+
+
+#: what a stored ``|`` looks like on an admin's screen: Evennia reads ``|`` as the start of a
+#: colour, line-break or clickable-link code, and EvTable parses a cell's markup again when it
+#: wraps it, so doubling the bar (Evennia's own escape) does not survive a table
+INERT_BAR = "\u00a6"
+
+
+def inert_markup(text):
+    """
+    Stored text (a player's line, a model's summary, an error message) made safe to show on an
+    Evennia screen, inside an EvTable or not (``docs/design.md``, "Player text is data").
+
+    Every ``|`` becomes ``INERT_BAR`` (``"¦"``), so no colour, ``|/`` line break or ``|lc``
+    clickable command can come out of it, and control characters other than line breaks are
+    dropped (a raw ``ESC`` would be a terminal escape sequence). Display only: the archive keeps
+    the exact text.
+
+    Returns:
+        str
+    """
+    text = "".join(char for char in str(text or "") if char == "\n" or not _is_unprintable(char))
+    return text.replace("|", INERT_BAR)
