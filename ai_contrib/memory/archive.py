@@ -1,12 +1,13 @@
 """
 The lossless archive: an append-only JSONL file per NPC ("lossy in runtime, lossless in
-persistence", seed 004 section 5.1; Claude Code keeps its raw transcript as JSONL too).
+persistence"; Claude Code keeps its raw transcript as JSONL too).
 
 Every message is written here *before* it enters the runtime history, so whatever compaction,
 masking or eviction later does to the context, an admin can still read what was said. The file is
 also the write-ahead record of the runtime history: ``script.db.conversation_history`` is only
-checkpointed now and then (re-pickling a long list on every append costs O(n), see the
-handbook), and on load the records after the checkpoint are replayed.
+checkpointed now and then (re-pickling a long list on every append costs O(n)), and on load
+the records after the checkpoint are replayed. Retrieval searches it through a full-text index
+kept beside it (:mod:`ai_contrib.memory.fulltext`), which it can always be rebuilt from.
 
 One record per line, ``seq`` first so a reader can skip lines without parsing them::
 
@@ -165,13 +166,92 @@ class MessageArchive:
         """Return the archived message dicts with ``seq`` in the range, oldest first."""
         return [rec["msg"] for rec in self.records(start_seq, end_seq, kinds=("message",))]
 
+    def tail(self, offset=0, kinds=None, chunk_bytes=1 << 22):
+        """
+        Yield the complete record lines from byte ``offset`` on, for readers that keep their own
+        position in the file (the full-text index, :mod:`ai_contrib.memory.fulltext`): each
+        call costs what was appended after ``offset``, not the file's length.
+
+        Args:
+            offset (int): byte offset of a line start (0: the whole file).
+            kinds (iterable[str], optional): record kinds to parse; other lines are yielded
+                unparsed (None: parse every record).
+            chunk_bytes (int): read size; a line longer than this is still read whole.
+
+        Yields:
+            tuple: ``(seq, start, line, record)``: the record's ``seq`` (int, or None for a line
+            that is not a record), the line's byte offset, its bytes (newline included) and
+            the parsed dict, or None when the line was not parsed (kind not asked for, or not
+            valid JSON). The reader's next offset is ``start + len(line)``. A last line still
+            being written (no newline yet) is not yielded: it comes with a later call.
+
+        Raises:
+            ArchiveError: if the file cannot be read (a missing file yields nothing).
+        """
+        wanted = None if kinds is None else tuple(f'"kind": "{k}"'.encode() for k in kinds)
+        try:
+            fh = open(self.path, "rb")
+        except FileNotFoundError:
+            return
+        except OSError as err:
+            raise ArchiveError(f"cannot read archive {self.path}: {err}") from err
+        with fh:
+            fh.seek(offset)
+            position, pending = offset, b""
+            while True:
+                try:
+                    chunk = fh.read(chunk_bytes)
+                except OSError as err:
+                    raise ArchiveError(f"cannot read archive {self.path}: {err}") from err
+                if not chunk:
+                    return
+                data = pending + chunk
+                end = data.rfind(b"\n") + 1
+                pending = data[end:]
+                for line in data[:end].splitlines(keepends=True):
+                    start, position = position, position + len(line)
+                    match = _SEQ_RE.match(line)
+                    record = None
+                    # seq and kind open every line: most lines are skipped unparsed
+                    if match and (wanted is None or any(w in line[:60] for w in wanted)):
+                        try:
+                            record = json.loads(line)
+                        except ValueError:
+                            record = None
+                    yield (int(match.group(1)) if match else None, start, line, record)
+
+    def read_span(self, start, end):
+        """
+        The file's bytes from offset ``start`` to ``end`` (fewer if the file is shorter), or
+        ``b""`` if the file is missing.
+
+        Raises:
+            ArchiveError: if the file exists but cannot be read.
+        """
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(start)
+                return fh.read(max(0, end - start))
+        except FileNotFoundError:
+            return b""
+        except OSError as err:
+            raise ArchiveError(f"cannot read archive {self.path}: {err}") from err
+
+    def size(self):
+        """The file's length in bytes (0 if missing)."""
+        try:
+            return os.path.getsize(self.path)
+        except OSError:
+            return 0
+
     def message_log(self):
         """
         Every archived message dict, oldest first, read incrementally: each call parses only
-        the lines appended since the previous one (archived messages never change), so the
-        retrieval that runs for every reply does not re-read a long archive. Safe to call from
-        a worker thread while the reactor thread appends: a line still being written is left
-        for the next call.
+        the lines appended since the previous one (archived messages never change), but the
+        list is held in memory: for tools that need every message. Retrieval for a reply uses
+        the full-text index instead (:mod:`ai_contrib.memory.fulltext`). Safe to call from a
+        worker thread while the reactor thread appends: a line still being written is left for
+        the next call.
 
         Returns:
             list[dict]: a new list (the dicts are shared with later calls: do not mutate them).
@@ -218,8 +298,14 @@ def get_archive(path):
 
 
 def close_archive(path):
-    """Close and forget the shared archive for ``path`` (used when an NPC is deleted, and in tests)."""
+    """
+    Close and forget the shared archive for ``path`` and its full-text index (used when an NPC
+    is deleted, and in tests). The files stay on disk.
+    """
     with _archives_lock:
         archive = _archives.pop(path, None)
     if archive:
         archive.close()
+    from .fulltext import close_index
+
+    close_index(path)

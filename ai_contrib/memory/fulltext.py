@@ -1,0 +1,629 @@
+"""
+The archive's full-text index: one SQLite FTS5 file per NPC beside its JSONL archive, ranked
+with FTS5's ``bm25()`` (design: ``docs/design.md``, "The archive's full-text index").
+
+Retrieval for a reply looks up the player's words among every message the NPC ever archived
+(:mod:`ai_contrib.memory.retrieval`). An index held in Python and rebuilt whenever the archive
+changed cost 334/417 ms p50/p95 per query, a 2.1 s rebuild and 312 MB per NPC at 100k messages;
+this one costs 11/19 ms and 2 MB (``benchmarks/retrieval_scale.py``).
+
+What is indexed: each archived ``user``/``assistant`` message with text, one row per message,
+``rowid`` = its archive ``seq``. The indexed column holds the message's BM25 tokens
+(:func:`ai_contrib.memory.retrieval.tokenize` of :func:`~ai_contrib.memory.retrieval.doc_text`:
+stop words dropped, space-joined), so FTS5's document lengths and document frequencies are those
+of our tokenizer. An UNINDEXED column carries the archive record's JSON line as it is in the
+file (``{"seq": ..., "kind": "message", "msg": {...}}``), so a query reads no other file.
+
+Who writes, and when: **only the memory worker thread, lazily, from the archive's tail.** The
+reactor thread appends to the JSONL file and never touches SQLite; before each search the index
+reads the lines appended since the byte offset it stored (:meth:`MessageArchive.tail`) and
+inserts them in one transaction. The cost of a reply is therefore the messages said since the
+previous reply, whatever the archive's length; nothing in the reactor waits on SQLite, and the
+file has a single writer. The connection is opened with ``check_same_thread=False`` behind a
+lock, so whichever thread searches may use it in turn (retrieval runs on the shared
+``mem0_store.WorkerThread``, or a private one when memory is disabled).
+
+The JSONL archive stays the record. The index stores the archive ``seq`` and byte offset it has
+read to, with a CRC of the last line read. If the file is missing, unreadable, of another
+schema version, or that line no longer matches (the archive was replaced, e.g. by an older
+backup), the index file is deleted and rebuilt from the archive; if the index is merely behind
+(an older copy of it was restored), it catches up from its offset.
+
+Scores are FTS5's ``bm25()`` (k1 = 1.2, b = 0.75, IDF ``log((N - n + 0.5) / (n + 0.5))``
+floored at 1e-6), as positive numbers. :meth:`FullTextIndex.score_external` gives texts that are
+not indexed (Mem0 hits) the same formula from the index's statistics: the document frequencies
+from an ``fts5vocab`` table, the document count and token total from the index's own counters.
+
+Shapes: *doc* is the archived message dict (``core/messages.py``); *hit* is ``(doc, score)``,
+score a float > 0, best first.
+"""
+
+import json
+import logging
+import math
+import os
+import sqlite3
+import threading
+import zlib
+from collections import Counter, OrderedDict
+
+from ..core.audience import heard_by
+
+logger = logging.getLogger(__name__)
+
+#: Suffix of the index file after the archive's path (``npc5-ab12cd34.jsonl.fts.sqlite3``).
+SUFFIX = ".fts.sqlite3"
+#: Bumped when the schema or the indexed text changes: an index of another version is rebuilt.
+SCHEMA_VERSION = 1
+#: FTS5's built-in ``bm25()`` constants (``ext/fts5/fts5_aux.c``).
+BM25_K1 = 1.2
+BM25_B = 0.75
+#: Open index files at most: each holds a page cache and three file descriptors, and a server
+#: may host hundreds of NPCs; reopening one costs about a millisecond.
+MAX_OPEN = 64
+#: Page cache per connection, KiB (SQLite's default is 2,000; query times were the same with
+#: 1,024 and 8,000 at 100k messages: the OS caches the file).
+CACHE_KIB = 1024
+#: Docs a query may make SQLite score (the sum of its words' document frequencies) before its
+#: commonest words are left out of the MATCH (:meth:`FullTextIndex.search`). Below it the
+#: ranking is exact; 12,000 kept 99.8 % of the exact top 20 at 100k messages and cut the p95.
+MAX_POSTINGS = 12000
+_ROLES = ("user", "assistant")
+_BATCH = 5000  # rows per transaction while catching up: a rebuild commits as it goes
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5("
+    "terms, record UNINDEXED, tokenize = 'unicode61')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS docs_vocab USING fts5vocab(docs, 'row')",
+)
+_FRESH = {"version": SCHEMA_VERSION, "seq": -1, "offset": 0, "line_start": 0, "line_crc": 0,
+          "docs": 0, "tokens": 0}
+
+
+class FullTextError(Exception):
+    """The index could not be read or written, even after rebuilding it from the archive."""
+
+
+def index_path(archive_path):
+    """The index file of the archive at ``archive_path``: the same path plus :data:`SUFFIX`."""
+    return archive_path + SUFFIX
+
+
+def match_expression(query, stop_words=None):
+    """
+    The FTS5 query for a player's text: its BM25 tokens, each quoted, joined by ``OR``.
+
+    Player text is data: tokens are runs of ``[0-9a-z]``, and quoting makes even ``near`` or
+    ``and`` plain words, so no input can produce an FTS5 syntax error. Repeated words stay
+    repeated (each is one BM25 term, as in ``rank-bm25``).
+
+    Args:
+        query (str): any text.
+        stop_words (frozenset, optional): default ``retrieval.STOP_WORDS``.
+
+    Returns:
+        str | None: e.g. ``'"bob" OR "gold"'``; None when no token is left.
+    """
+    tokens = _tokens(query, stop_words)
+    return " OR ".join(f'"{token}"' for token in tokens) or None
+
+
+def _tokens(text, stop_words=None):
+    from .retrieval import STOP_WORDS, tokenize  # retrieval imports this module
+
+    return tokenize(text, STOP_WORDS if stop_words is None else stop_words)
+
+
+def indexable(msg):
+    """True when archive message ``msg`` goes into the index: a user/assistant line with text."""
+    return msg.get("role") in _ROLES and bool(str(msg.get("content") or "").strip())
+
+
+class _OpenIndexes:
+    """Least-recently-used set of indexes holding an open file (at most :data:`MAX_OPEN`)."""
+
+    def __init__(self):
+        self._order = OrderedDict()
+        self._lock = threading.Lock()
+
+    def touch(self, index):
+        with self._lock:
+            self._order[index] = None
+            self._order.move_to_end(index)
+            excess = list(self._order)[: max(0, len(self._order) - MAX_OPEN)]
+        for other in excess:
+            # an index in use by another thread stays open until a later touch
+            if other is not index and other.release():
+                self.forget(other)
+
+    def forget(self, index):
+        with self._lock:
+            self._order.pop(index, None)
+
+
+_open_indexes = _OpenIndexes()
+
+
+class FullTextIndex:
+    """
+    An FTS5 index of archived messages.
+
+    Args:
+        path (str): the SQLite file, or ``":memory:"`` for a throwaway index (lists of docs,
+            benchmarks); created if missing.
+        archive (MessageArchive, optional): the archive it mirrors; :meth:`sync` reads its
+            tail. Without one, rows come only from :meth:`add`.
+        stop_words (frozenset, optional): default ``retrieval.STOP_WORDS``; an index built
+            with other stop words must be queried with the same ones.
+
+    Nothing is opened until first use. Every method may be called from any thread (one at a
+    time, under the index's lock); the file is opened with ``check_same_thread=False``.
+
+    Errors: :class:`FullTextError` when SQLite fails twice in a row (once before and once after
+    rebuilding the file); ``ArchiveError`` when the archive cannot be read.
+    """
+
+    def __init__(self, path, archive=None, stop_words=None):
+        self.path = path
+        self._archive = archive
+        self._verified = False  # the last line read checked against the archive since open
+        self.stop_words = stop_words
+        self._memory = path == ":memory:"
+        self._conn = None
+        self._state = None
+        self._df_cache, self._df_count = {}, None
+        self._lock = threading.RLock()
+
+    @property
+    def archive(self):
+        """The ``MessageArchive`` mirrored (None: rows come from :meth:`add`)."""
+        return self._archive
+
+    @archive.setter
+    def archive(self, archive):
+        with self._lock:
+            if archive is not self._archive:
+                self._archive, self._verified = archive, False
+
+    # -- connection ----------------------------------------------------------------------------
+
+    def _open(self):
+        if self._conn is not None:
+            return self._conn
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        try:
+            if not self._memory:
+                # a crash may lose the last commits but never corrupts (WAL); the archive
+                # has them anyway
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            state = dict(conn.execute("SELECT key, value FROM meta"))
+            if not state:
+                conn.execute("BEGIN")
+                conn.executemany("INSERT INTO meta VALUES (?, ?)", _FRESH.items())
+                conn.execute("COMMIT")
+                state = dict(_FRESH)
+            if state.get("version") != SCHEMA_VERSION or set(state) != set(_FRESH):
+                raise sqlite3.DatabaseError(f"index schema {state.get('version')!r}")
+        except BaseException:
+            conn.close()
+            raise
+        self._conn, self._state, self._verified = conn, state, False
+        self._df_cache, self._df_count = {}, None
+        return conn
+
+    def release(self):
+        """
+        Close the file if no thread is using it (it is reopened on next use).
+
+        Returns:
+            bool: True if closed (or never open), False if in use or in memory.
+        """
+        if self._memory or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            self._close()
+        finally:
+            self._lock.release()
+        return True
+
+    def close(self):
+        """Close the file (a ``:memory:`` index loses its rows)."""
+        with self._lock:
+            self._close()
+        _open_indexes.forget(self)
+
+    def _close(self):
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except sqlite3.Error:
+                pass
+        self._conn, self._state = None, None
+
+    def _discard(self):
+        """Delete the file (and its WAL), so the next use rebuilds it from the archive."""
+        self._close()
+        if self._memory:
+            return
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            try:
+                os.remove(self.path + suffix)
+            except FileNotFoundError:
+                pass
+            except OSError as err:
+                raise FullTextError(f"cannot remove index {self.path}: {err}") from err
+
+    def _run(self, work):
+        """``work(conn)`` under the lock, after a catch-up; rebuilt and retried once on error."""
+        with self._lock:
+            if not self._memory:
+                _open_indexes.touch(self)
+            for attempt in (1, 2):
+                try:
+                    self._sync(self._open())
+                    # the catch-up may have rebuilt the file: use the connection it left
+                    return work(self._open())
+                except sqlite3.Error as err:
+                    if self._conn is not None and self._conn.in_transaction:
+                        self._conn.rollback()
+                    if attempt == 2 or self._memory:
+                        self._close()
+                        raise FullTextError(f"full-text index {self.path}: {err}") from err
+                    logger.warning("full-text index %s unusable (%s): rebuilding it from the "
+                                   "archive", self.path, err)
+                    self._discard()
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def sync(self):
+        """
+        Catch up with the archive: index the messages appended since the last call.
+
+        Cost: the bytes appended since then (one ``stat`` when nothing was); the whole archive
+        only when the index is missing, corrupt or does not match the archive (then it is
+        rebuilt).
+
+        Returns:
+            dict: the index's counters ``{"seq", "docs", "tokens", "offset"}`` after it.
+
+        Raises:
+            FullTextError, ArchiveError.
+        """
+        return self._run(lambda conn: self.stats())
+
+    def rebuild(self):
+        """
+        Delete the index and build it again from the whole archive.
+
+        Returns:
+            dict: as :meth:`sync`.
+        """
+        with self._lock:
+            self._discard()
+            return self.sync()
+
+    def stats(self):
+        """``{"seq", "docs", "tokens", "offset"}``: last archive seq read, rows, tokens, bytes."""
+        with self._lock:
+            if self._state is None:
+                self._open()
+            return {key: self._state[key] for key in ("seq", "docs", "tokens", "offset")}
+
+    def add(self, docs):
+        """
+        Index docs directly (no archive): rows numbered from the current count, in order.
+
+        Args:
+            docs (iterable[dict]): message dicts; those without text are skipped (the
+                ``role`` filter applies only to :meth:`sync`).
+
+        Returns:
+            int: rows added.
+        """
+
+        def insert(conn):
+            start = self._state["docs"]
+            rows = [(start + i, doc, None) for i, doc in enumerate(
+                d for d in docs if str(d.get("content") or "").strip())]
+            self._insert(conn, rows, {})
+            return len(rows)
+
+        return self._run(insert)
+
+    def _row(self, rowid, doc, line):
+        from .retrieval import doc_text
+
+        tokens = _tokens(doc_text(doc), self.stop_words)
+        # the archive's own line is stored as it is: encoding the message again costs a third
+        # of a rebuild
+        record = (line.decode("utf-8") if line is not None
+                  else json.dumps({"msg": doc}, ensure_ascii=False, default=str))
+        return rowid, " ".join(tokens), record, len(tokens)
+
+    def _insert(self, conn, rows, position):
+        """
+        Insert ``[(rowid, doc, line)]`` (``line``: the archive's bytes, or None) and update the
+        counters (and ``position``) in one commit.
+        """
+        prepared = [self._row(*row) for row in rows]
+        state = dict(self._state)
+        state["docs"] += len(prepared)
+        state["tokens"] += sum(row[3] for row in prepared)
+        state.update(position)
+        conn.execute("BEGIN")
+        try:
+            conn.executemany("INSERT INTO docs (rowid, terms, record) VALUES (?, ?, ?)",
+                             [row[:3] for row in prepared])
+            conn.executemany("UPDATE meta SET value = ? WHERE key = ?",
+                             [(value, key) for key, value in state.items()
+                              if value != self._state[key]])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.rollback()
+            raise
+        self._state = state
+
+    def _matches_archive(self, state):
+        """True when the last line the index read is still where and what it was."""
+        if state["offset"] == 0:
+            return True
+        if state["offset"] > self.archive.size():
+            return False
+        line = self.archive.read_span(state["line_start"], state["offset"])
+        return line.endswith(b"\n") and zlib.crc32(line) == state["line_crc"]
+
+    def _sync(self, conn):
+        if self.archive is None:
+            return
+        state = self._state
+        # a server appends to its archive and never rewrites it: the last line read is checked
+        # once per opening (an admin restores files with the server stopped), then a query
+        # that finds no new bytes costs one stat
+        if self._verified and self.archive.size() == state["offset"]:
+            return
+        if not self._matches_archive(state):
+            logger.warning("full-text index %s does not match its archive: rebuilding it",
+                           self.path)
+            self._discard()
+            conn = self._open()
+            state = self._state
+        self._verified = True
+        rows, position = [], {}
+        for seq, start, line, record in self.archive.tail(state["offset"], kinds=("message",)):
+            if seq is not None and seq > state["seq"]:
+                position["seq"] = seq
+                if record is not None and record.get("kind") == "message":
+                    msg = record.get("msg") or {}
+                    if indexable(msg):
+                        rows.append((seq, msg, line))
+            position.update(offset=start + len(line), line_start=start,
+                            line_crc=zlib.crc32(line))
+            if len(rows) >= _BATCH:
+                self._insert(conn, rows, position)
+                rows, position = [], {}
+        if rows or position:
+            self._insert(conn, rows, position)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def search(self, query, limit=20, listeners=None, exclude=None):
+        """
+        The indexed docs that best match ``query`` by BM25, best first (ties: oldest first).
+
+        The ranking is one ``ORDER BY bm25(docs) LIMIT n`` query; the rows it returns are
+        filtered in Python (audience, ``exclude``), and the query is run again for 4 times as
+        many rows if the filters left fewer than ``limit``. SQLite scores every doc that holds
+        a query word, so when the query's words are in more than :data:`MAX_POSTINGS` docs
+        together, its commonest words are left out of the MATCH and the docs found are scored
+        again in Python with every word (same formula); a doc holding only those common words
+        is then not found unless the others find fewer than ``limit`` docs (top 20 against
+        the exact ranking at 100k messages: 99.8 %, ``docs/design.md``).
+
+        Args:
+            query (str): any text (player text is safe: :func:`match_expression`).
+            limit (int): hits at most.
+            listeners (iterable[str], optional): dbrefs who will hear the reply; docs not
+                heard by every one of them are left out (None: no filter).
+            exclude (callable, optional): ``doc -> bool``, True to drop a doc.
+
+        Returns:
+            list[tuple[dict, float]]: hits ``(doc, score)``, score > 0 (FTS5's ``bm25()``,
+            negated).
+
+        Raises:
+            FullTextError, ArchiveError.
+        """
+        tokens = _tokens(query, self.stop_words)
+        if not tokens or limit <= 0:
+            return []
+        listeners = None if listeners is None else sorted({str(x) for x in listeners})
+
+        def keep(doc):
+            if listeners is not None and not heard_by(doc, listeners):
+                return False
+            return exclude is None or not exclude(doc)
+
+        def query_rows(conn):
+            df = self._frequencies(conn, tokens)
+            present = [token for token in tokens if df[token]]
+            if not present:
+                return []
+            chosen, postings = set(), 0
+            for token in sorted(set(present), key=lambda t: (df[t], t)):
+                if chosen and postings + df[token] > MAX_POSTINGS:
+                    break
+                chosen.add(token)
+                postings += df[token]
+            if len(chosen) < len(set(present)):
+                scorer = self._scorer(tokens, df)
+                hits = self._ranked(conn, [t for t in present if t in chosen], limit, keep,
+                                    scorer)
+                if len(hits) >= limit:
+                    return hits
+            return self._ranked(conn, present, limit, keep)
+
+        return self._run(query_rows)
+
+    @staticmethod
+    def _ranked(conn, tokens, limit, keep, scorer=None):
+        expression = " OR ".join(f'"{token}"' for token in tokens)
+        # ORDER BY bm25() LIMIT keeps a bounded heap of rows; ORDER BY rank would sort every
+        # match
+        sql = ("SELECT rowid, record, terms, bm25(docs) AS score FROM docs WHERE docs MATCH ? "
+               "ORDER BY score, rowid LIMIT ?")
+        wanted = 3 * limit
+        while True:
+            rows = conn.execute(sql, (expression, wanted)).fetchall()
+            if scorer is None:
+                ranked = [(-score, msg) for _rowid, msg, _terms, score in rows]
+            else:
+                rescored = [(scorer(terms.split()), rowid, msg) for rowid, msg, terms, _s in rows]
+                rescored.sort(key=lambda row: (-row[0], row[1]))
+                ranked = [(score, msg) for score, _rowid, msg in rescored]
+            hits = []
+            for score, msg in ranked:
+                doc = json.loads(msg)["msg"]
+                if keep(doc):
+                    hits.append((doc, score))
+                    if len(hits) >= limit:
+                        return hits
+            if len(rows) < wanted:
+                return hits
+            wanted *= 4
+
+    def _scorer(self, tokens, df):
+        """``words -> score``: FTS5's ``bm25()`` of a doc's tokens for the query ``tokens``."""
+        count, total = self._state["docs"], self._state["tokens"]
+        if count == 0 or total == 0:
+            return lambda words: 0.0
+        idf = {}
+        for token in set(tokens):
+            n = df[token]
+            value = math.log((count - n + 0.5) / (n + 0.5))
+            idf[token] = value if value > 0 else 1e-6  # fts5_aux.c floors it so
+        average = total / count
+
+        def score(words):
+            counts = Counter(words)
+            norm = BM25_K1 * (1 - BM25_B + BM25_B * len(words) / average)
+            result = 0.0
+            for token in tokens:
+                freq = counts.get(token, 0)
+                if freq:
+                    result += idf[token] * freq * (BM25_K1 + 1) / (freq + norm)
+            return result
+
+        return score
+
+    def _frequencies(self, conn, tokens):
+        """``{token: documents holding it}``, cached until the index grows."""
+        count = self._state["docs"]
+        if self._df_count != count:
+            self._df_cache, self._df_count = {}, count
+        cache = self._df_cache
+        for token in set(tokens) - cache.keys():
+            row = conn.execute("SELECT doc FROM docs_vocab WHERE term = ?", (token,)).fetchone()
+            cache[token] = row[0] if row else 0
+        return cache
+
+    def score_external(self, query, texts):
+        """
+        BM25 scores of texts that are not in the index, on the index's scale: the same formula
+        as FTS5's ``bm25()`` with the index's document count, average length and document
+        frequencies (a word the index never saw has frequency 0). An indexed doc's own text
+        scores what :meth:`search` gives it.
+
+        Args:
+            query (str): the query text.
+            texts (list[str]): the texts (tokenized as the index's docs).
+
+        Returns:
+            list[float]: one score >= 0 per text; all 0 when the index is empty.
+
+        Raises:
+            FullTextError, ArchiveError.
+        """
+        tokens = _tokens(query, self.stop_words)
+        texts = list(texts)
+        if not tokens or not texts:
+            return [0.0] * len(texts)
+
+        def scorer(conn):
+            return self._scorer(tokens, self._frequencies(conn, tokens))
+
+        score = self._run(scorer)
+        return [score(_tokens(text, self.stop_words)) for text in texts]
+
+
+_indexes = {}
+_indexes_lock = threading.Lock()
+
+
+def index_for(archive):
+    """
+    The process-wide :class:`FullTextIndex` of ``archive`` (a ``MessageArchive``), created on
+    first use. Opens nothing: cheap enough for the reactor thread.
+    """
+    path = index_path(archive.path)
+    with _indexes_lock:
+        index = _indexes.get(path)
+        if index is None:
+            index = _indexes[path] = FullTextIndex(path, archive)
+        else:
+            index.archive = archive  # the archive may have been closed and reopened
+        return index
+
+
+def close_index(archive_path):
+    """Close and forget the index of the archive at ``archive_path`` (the file stays)."""
+    with _indexes_lock:
+        index = _indexes.pop(index_path(archive_path), None)
+    if index is not None:
+        index.close()
+
+
+class ArchiveSearch:
+    """
+    The archived messages not verbatim in the context, as a search source for
+    :func:`ai_contrib.memory.retrieval.fuse_candidates`.
+
+    A message is left out when the context holds a message with its ``id`` and the same
+    ``content`` (a masked message, whose context copy was shortened, stays searchable). The
+    index's statistics cover the whole archive, in context or not.
+
+    Args:
+        index (FullTextIndex): the archive's index.
+        in_context (dict, optional): ``{message id: content}`` of the runtime history.
+    """
+
+    def __init__(self, index, in_context=None):
+        self.index = index
+        self.in_context = dict(in_context or {})
+
+    @classmethod
+    def of_docs(cls, docs):
+        """A source over a list of docs, indexed in memory (for callers without an archive)."""
+        index = FullTextIndex(":memory:")
+        index.add(docs)
+        return cls(index)
+
+    def _in_context(self, doc):
+        return doc.get("id") in self.in_context and self.in_context[doc["id"]] == doc.get("content")
+
+    def doc_count(self):
+        """Docs in the index (after catching up with the archive)."""
+        return self.index.sync()["docs"]
+
+    def search(self, query, limit, listeners=None):
+        """:meth:`FullTextIndex.search` without the docs still in context."""
+        exclude = self._in_context if self.in_context else None
+        return self.index.search(query, limit, listeners=listeners, exclude=exclude)
+
+    def score_external(self, query, texts):
+        """:meth:`FullTextIndex.score_external`."""
+        return self.index.score_external(query, texts)
