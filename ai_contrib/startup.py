@@ -1,5 +1,6 @@
 """
-Server hooks: start the embedded model server with the game, stop it with the game.
+Server hooks: start the embedded model server and open the memory store with the game, stop and
+close them with the game.
 
 Call these from the game's ``server/conf/at_server_startstop.py``::
 
@@ -17,6 +18,12 @@ embedded model starts in the background (a child process, see :mod:`ai_contrib.l
 the first NPC reply need not wait for it; a request made before it is ready simply waits. Both
 hooks are safe to call twice (Evennia calls them on every start, reload and stop). The API key of
 the embedded server is never logged.
+
+With ``AI_MEMORY_ENABLED`` the Mem0 store also starts opening at once, on its own worker thread
+(:func:`open_memory_store`): opening takes 1.5-3 s, ~8 s with 25,000 stored memories
+(``docs/design.md``, "Mem0 per NPC"), and done here no reply pays it once the server has been
+up that long. A reply's memory search that
+comes earlier queues behind the opening on the same thread; the reactor never waits for either.
 """
 
 from evennia.utils import logger
@@ -31,9 +38,49 @@ from ai_contrib.llm.embedded import (
 from ai_contrib.settings import get_setting
 
 
+def open_memory_store():
+    """
+    Start opening the process-wide Mem0 store on its worker thread, when memory is enabled.
+
+    Returns at once: the opening (importing Mem0, loading the embedder, reading the stored
+    points, moving memories out of an older shared collection) runs on the store's thread
+    (:meth:`ai_contrib.memory.mem0_store.Mem0Store.open`), where every later Mem0 call queues
+    behind it (``docs/design.md``, "Mem0 per NPC").
+
+    Returns:
+        Deferred[bool]: fires with True once the store is open, False if memory is disabled or
+        the opening failed (logged, not raised: NPCs then answer from their archive alone and
+        the next memory call tries to open it again). Never errbacks.
+    """
+    from ai_contrib.memory.mem0_store import get_store, memory_setting
+
+    try:
+        if not memory_setting("MEMORY_ENABLED"):
+            return defer.succeed(False)
+        store = get_store()
+        opening = store.open()
+    except Exception as err:  # misconfigured settings must not stop the game
+        logger.log_err(f"ai_contrib: the memory store cannot be opened: {err}")
+        return defer.succeed(False)
+
+    def opened(_memory):
+        seconds = store.timings["open"][-1] if store.timings["open"] else 0.0
+        moved = (store.migration or {}).get("memories")
+        note = f", {moved} memories moved into one collection per NPC" if moved else ""
+        logger.log_info(f"ai_contrib: memory store open in {seconds:.1f} s{note}")
+        return True
+
+    def failed(failure):
+        logger.log_err(f"ai_contrib: the memory store did not open: {failure.getErrorMessage()}")
+        return False
+
+    return opening.addCallbacks(opened, failed)
+
+
 def at_server_start():
     """
     Start the embedded model server unless ``AI_LLM_BASE_URL`` is set; log where the LLM is.
+    Start opening the memory store in the background (:func:`open_memory_store`).
 
     Returns:
         Deferred[EmbeddedServer|None]: fires when the embedded server is ready (``None`` with an
@@ -42,6 +89,7 @@ def at_server_start():
     """
     # before anything (Mem0 included) asks tiktoken for an encoding: its download has no timeout
     prepare_offline_tiktoken()
+    open_memory_store()
     base_url = get_setting("LLM_BASE_URL")
     if base_url:
         logger.log_info(f"ai_contrib: using the LLM server at {base_url}")

