@@ -14,6 +14,7 @@ from .core.messages import is_marker
 from .core.text import inert_markup
 from .memory.journal import ensure_journal, synthesis_entries
 from .rag_memory import breaker_open, compact_conversation_history
+from .replies import describe_reply
 from .settings import get_setting
 from .strategies import (
     STRATEGIES,
@@ -230,6 +231,8 @@ class CmdAIHistory(MuxCommand):
                 f"|r{script.db.reply_failures} failed in a row|n (last: "
                 f"{shown(script.db.last_reply_error)})",
             )
+        if script.ndb.last_reply:
+            table.add_row("Last reply", describe_reply(script.ndb.last_reply))
         pending = script.pending_ids()
         if pending:
             table.add_row("Heard", f"{len(pending)} lines not answered yet")

@@ -10,6 +10,8 @@ in-character fallback line, is counted on the script (``db.reply_failures``,
 of failures.
 """
 
+import time
+
 from evennia.utils import logger
 from evennia.utils.ansi import raw
 from twisted.internet import defer
@@ -97,6 +99,34 @@ def _record_success(script, character):
         script.db.reply_failures = 0
 
 
+def describe_reply(stats):
+    """
+    One line about a reply's cost, for the server log and ``aihistory``:
+    ``"1.21 s, prompt 812 tokens, 770 reused (95%), 42 generated"`` (the cache figures only
+    where the server reports them).
+
+    Args:
+        stats (dict): ``{"seconds": float, "prompt": dict | None}``, ``prompt`` as
+            :meth:`ai_contrib.llm.client.ChatResult.prompt_stats` returns it.
+    """
+    text = f"{stats['seconds']:.2f} s"
+    prompt = stats.get("prompt")
+    if prompt:
+        share = prompt["cached_tokens"] / max(1, prompt["prompt_tokens"])
+        text += (f", prompt {prompt['prompt_tokens']} tokens, {prompt['cached_tokens']} reused "
+                 f"({share:.0%})")
+        if prompt.get("generated_tokens") is not None:
+            text += f", {prompt['generated_tokens']} generated"
+    return text
+
+
+def _report_reply(script, character, result, seconds):
+    # one line per reply: what an admin needs to see whether the server's prefix cache works
+    stats = {"seconds": seconds, "prompt": result.prompt_stats()}
+    script.ndb.last_reply = stats
+    logger.log_info(f"AI reply {character.key}: {describe_reply(stats)}")
+
+
 @defer.inlineCallbacks
 def _ask(script, character, messages_for_budget):
     """
@@ -166,8 +196,10 @@ def answer_turn(script, character):
         return build_prompt(script, character, memories, listeners=list(listeners),
                             turn_ids=turn_ids, budget=budget)
 
+    started = time.monotonic()
     try:
         result = yield _ask(script, character, messages_for_budget)
+        _report_reply(script, character, result, time.monotonic() - started)
         reply = clean_reply(result.content, character.key)
         if not reply:
             _record_failure(script, character, "the model returned no usable text")

@@ -915,6 +915,15 @@ def parse_args(argv=None):
                         help="seconds per LLM request (default %(default)s)")
     parser.add_argument("--threads", type=int, default=None,
                         help="threads of the embedded model (default AI_EMBEDDED_THREADS)")
+    parser.add_argument(
+        "--memory-budget", type=int, default=None,
+        help="AI_MEMORY_RETRIEVAL_TOKEN_BUDGET for the run (tokens; default: the shipped value)",
+    )
+    parser.add_argument(
+        "--min-relative-score", type=float, default=None,
+        help="AI_MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE for the run (default: the shipped value); "
+        "0 keeps every candidate that fits the budget",
+    )
     parser.add_argument("--seed", type=int, default=int(os.environ.get("AI_LLM_SEED") or DEFAULT_SEED),
                         help="LLM sampling seed (default $AI_LLM_SEED or %(default)s)")
     parser.add_argument("--json", default=None, help="also write the results to this file")
@@ -963,6 +972,10 @@ def run(args):
     }
     if args.model:
         overrides["AI_LLM_MODEL"] = args.model
+    if args.memory_budget is not None:
+        overrides["AI_MEMORY_RETRIEVAL_TOKEN_BUDGET"] = args.memory_budget
+    if args.min_relative_score is not None:
+        overrides["AI_MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE"] = args.min_relative_score
     if args.threads:
         overrides["AI_EMBEDDED_THREADS"] = args.threads
     from benchmarks._evennia_env import setup_evennia

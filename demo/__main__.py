@@ -55,6 +55,12 @@ COMPACTION_LOG_RE = re.compile(
     r"AI compaction \[(?P<trigger>\w+)(?:, (?P<strategy>[^\]]+))?\] (?P<npc>.+?): "
     r"(?P<messages>\d+) messages(?: -> summary)?, (?P<before>\d+) -> (?P<after>\d+) tokens"
 )
+#: the server log line ai_contrib writes for every reply (replies.describe_reply):
+#: "AI reply Marta: 1.21 s, prompt 812 tokens, 770 reused (95%), 42 generated"
+REPLY_LOG_RE = re.compile(
+    r"AI reply (?P<npc>.+?): (?P<seconds>[\d.]+) s"
+    r"(?:, prompt (?P<prompt>\d+) tokens, (?P<cached>\d+) reused)?"
+)
 COMPACTION_FAIL_RE = re.compile(
     r"AI compaction \[(?P<trigger>\w+)(?:, [^\]]+)?\] (?P<npc>.+?) failed: (?P<error>.*)"
 )
@@ -73,6 +79,12 @@ class Stats:
     reply_seconds: list = field(default_factory=list)  # per answered line
     sleep_session: int | None = None  # the session after which Marta slept
     timings: dict = field(default_factory=dict)  # phase -> seconds
+    #: the server's replies in log order: {"seconds", "prompt", "cached" (tokens or None),
+    #: "after_compaction" (a compaction was logged before it), "follows_reply" (the event
+    #: logged before it was a reply, not a compaction)}
+    server_replies: list = field(default_factory=list)
+    compactions_seen: int = 0
+    last_event: str = ""
 
 
 def parse_args(argv=None):
@@ -276,9 +288,79 @@ async def sleep_and_wake(
     await admin.command(f"aiwake {NPC}", until=rf"{NPC} (wakes up|is already awake)", timeout=30)
 
 
-def report_compactions(game, offset, transcript):
-    """Print and note the compactions logged since byte ``offset``; return the new offset."""
+def replies_from_log(text, stats):
+    """
+    Add the replies and compactions logged in ``text`` to ``stats.server_replies``, in log
+    order, and return the new replies.
+    """
+    events = sorted(
+        [(m.start(), "reply", m) for m in REPLY_LOG_RE.finditer(text) if m["npc"] == NPC]
+        + [(m.start(), "compaction", m) for m in COMPACTION_LOG_RE.finditer(text)],
+        key=lambda event: event[0],
+    )
+    new = []
+    for _, kind, m in events:
+        if kind == "compaction":
+            stats.compactions_seen += 1
+        else:
+            reply = {
+                "seconds": float(m["seconds"]),
+                "prompt": int(m["prompt"]) if m["prompt"] else None,
+                "cached": int(m["cached"]) if m["cached"] else None,
+                "after_compaction": stats.compactions_seen > 0,
+                "follows_reply": stats.last_event == "reply",
+            }
+            stats.server_replies.append(reply)
+            new.append(reply)
+        stats.last_event = kind
+    return new
+
+
+def describe_server_reply(reply):
+    """``"server 1.2 s, prompt 812 tokens, 95% reused"`` for one logged reply."""
+    text = f"server {reply['seconds']:.1f} s"
+    if reply["prompt"]:
+        text += (f", prompt {reply['prompt']} tokens, "
+                 f"{reply['cached'] / reply['prompt']:.0%} reused")
+    return text
+
+
+def cache_summary(replies):
+    """
+    The prompt-cache figures of the summary.
+
+    Returns:
+        dict: ``{"median_before": float | None, "median_after": float | None (seconds, before
+        and after the first compaction), "ratio": float | None (after / before), "reused":
+        float | None (share of prompt tokens reused on replies that follow a reply with no
+        compaction in between), "reused_replies": int}``.
+    """
+    def median(values):
+        values = sorted(values)
+        return values[len(values) // 2] if values else None
+
+    before = median([r["seconds"] for r in replies if not r["after_compaction"]])
+    after = median([r["seconds"] for r in replies if r["after_compaction"]])
+    steady = [r for r in replies if r["follows_reply"] and r["prompt"]]
+    prompt = sum(r["prompt"] for r in steady)
+    return {
+        "median_before": before,
+        "median_after": after,
+        "ratio": after / before if before and after else None,
+        "reused": sum(r["cached"] for r in steady) / prompt if prompt else None,
+        "reused_replies": len(steady),
+    }
+
+
+def report_compactions(game, offset, transcript, stats=None):
+    """
+    Print and note the compactions (and, given ``stats``, the replies) logged since byte
+    ``offset``; return the new offset.
+    """
     text, end = game.read_new("server", offset)
+    if stats is not None:
+        for reply in replies_from_log(text, stats):
+            print(f"        .. {describe_server_reply(reply)}", flush=True)
     done, failed = compactions_from_log(text)
     for c in done:
         line = (
@@ -360,7 +442,7 @@ async def run_conversation(game, args, conversation, transcript, stats):
                             sleep_threshold_pct,
                             usage,
                         )
-                        log_offset = report_compactions(game, log_offset, transcript)
+                        log_offset = report_compactions(game, log_offset, transcript, stats)
             player, _ = players[turn.speaker]
             await settle([p for p, _ in players.values()])
             outcome, elapsed = await say_to_marta(
@@ -371,14 +453,14 @@ async def run_conversation(game, args, conversation, transcript, stats):
                 f"-> {NPC}: {outcome} in {elapsed:5.1f} s",
                 flush=True,
             )
-            log_offset = report_compactions(game, log_offset, transcript)
+            log_offset = report_compactions(game, log_offset, transcript, stats)
         stats.timings["conversation"] = time.monotonic() - t_conv
         if stats.sleep_session is None:
             # the lines ended before a session break: sleep now, after the last one
             await sleep_and_wake(
                 admin, game, stats, turns[-1].session, transcript, sleep_threshold_pct
             )
-            log_offset = report_compactions(game, log_offset, transcript)
+            log_offset = report_compactions(game, log_offset, transcript, stats)
 
         transcript.note("--- admin commands ---")
         await admin.command(f"aihistory {NPC}", quiet=1.5, timeout=30)
@@ -445,6 +527,22 @@ def print_summary(args, game, conversation, stats, compactions, failures, transc
         print(f"   [{f['trigger']:<9}] FAILED: {f['error']}")
     if stats.sleep_session is not None:
         print(f"sleep:         after session {stats.sleep_session}")
+    cache = cache_summary(stats.server_replies)
+    if cache["median_before"] is not None or cache["median_after"] is not None:
+        def shown(seconds):
+            return "-" if seconds is None else f"{seconds:.2f} s"
+
+        print(
+            f"reply time:    median {shown(cache['median_before'])} before the first compaction, "
+            f"{shown(cache['median_after'])} after"
+            + (f" ({cache['ratio']:.2f}x)" if cache["ratio"] else "")
+            + " (the server's time per reply)"
+        )
+    if cache["reused"] is not None:
+        print(
+            f"prompt cache:  {cache['reused']:.0%} of prompt tokens reused on the "
+            f"{cache['reused_replies']} replies that follow a reply with no compaction between"
+        )
     print("wall time:     " + ", ".join(f"{k} {v:.1f} s" for k, v in stats.timings.items()))
     print(f"transcript:    {transcript_path}")
 
@@ -483,6 +581,10 @@ async def _run(args):
         if game.log_path("server").exists():
             shutil.copyfile(game.log_path("server"), out_dir / f"server-{stamp}.log")
         compactions, failures = compactions_from_log(log_text)
+        # the summary reads the whole log again, so a reply logged after its answer arrived
+        # counts too
+        stats.server_replies, stats.compactions_seen, stats.last_event = [], 0, ""
+        replies_from_log(log_text, stats)
         print(f"\n=== Transcript tail ({transcript_path.name}) ===")
         print("\n".join(transcript.lines[-args.tail :]))
         if not args.keep_running or failed:
@@ -498,6 +600,8 @@ async def _run(args):
             "reply_seconds": [round(x, 2) for x in stats.reply_seconds],
             "compactions": compactions,
             "compaction_failures": failures,
+            "server_replies": stats.server_replies,
+            "prompt_cache": cache_summary(stats.server_replies),
             "sleep_after_session": stats.sleep_session,
             "settings": game_environment(args),
             "timings": {k: round(v, 2) for k, v in stats.timings.items()},

@@ -513,3 +513,29 @@ def test_double_default_responder_and_api_key():
         assert status == 200 and data["choices"][0]["message"]["content"] == "custom"
         assert seen == [5]
         assert len(llm.calls) == 2  # rejected requests are recorded too
+
+
+def test_prompt_stats_from_llama_cpp_timings_and_from_hosted_usage():
+    llama = client_mod.parse_chat_response({
+        "choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 812, "completion_tokens": 42},
+        "timings": {"prompt_n": 42, "cache_n": 770, "predicted_n": 42, "prompt_ms": 120.5,
+                    "predicted_ms": 900.0},
+    })
+    assert llama.prompt_stats() == {
+        "prompt_tokens": 812, "cached_tokens": 770, "evaluated_tokens": 42,
+        "generated_tokens": 42, "prompt_ms": 120.5, "generation_ms": 900.0,
+    }
+    hosted = client_mod.parse_chat_response({
+        "choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1000, "completion_tokens": 9,
+                  "prompt_tokens_details": {"cached_tokens": 896}},
+    })
+    stats = hosted.prompt_stats()
+    assert (stats["cached_tokens"], stats["evaluated_tokens"], stats["generated_tokens"]) == \
+        (896, 104, 9)
+    silent = client_mod.parse_chat_response({
+        "choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10},
+    })
+    assert silent.prompt_stats() is None

@@ -10,11 +10,11 @@ Design sources:
 - the OpenAI chat completions API (request: ``model``, ``messages``, ``max_tokens``,
   ``temperature``, ``seed``, ``tools``; response: ``choices[0].message``, ``finish_reason``,
   ``usage``), which Ollama, llama.cpp's server, vLLM, LiteLLM and hosted APIs all speak;
-- the handbook's measurements: servers such as llama.cpp's close idle keep-alive connections after
-  5 s, and Twisted never retries a POST, so a pooled connection that dies just as it is reused fails
-  the request (``RequestTransmissionFailed(ConnectionDone)``). Evennia's own LLM contrib fails every
-  second POST for that reason. This client keeps cached connections for at most 4 s and retries once
-  when a request dies with the connection;
+- measurements (``docs/design.md``, "The LLM client"): servers such as llama.cpp's close idle
+  keep-alive connections after 5 s, and Twisted never retries a POST, so a pooled connection that
+  dies just as it is reused fails the request (``RequestTransmissionFailed(ConnectionDone)``).
+  Evennia's own LLM contrib fails every second POST for that reason. This client keeps cached
+  connections for at most 4 s and retries once when a request dies with the connection;
 - llama.cpp's server loops at ``repeat_penalty`` 1.0 with small models and generates without limit
   when ``max_tokens`` is missing, so both are always sent.
 
@@ -193,6 +193,54 @@ class ChatResult:
     finish_reason: str = None
     usage: dict = field(default_factory=dict)
     raw: dict = field(default_factory=dict)
+
+    def prompt_stats(self):
+        """
+        How much of the prompt the server took from its prefix cache, where it says so.
+
+        llama.cpp's server answers with ``timings`` (``prompt_n`` tokens evaluated, ``cache_n``
+        reused, ``predicted_n`` generated, ``prompt_ms``/``predicted_ms``); OpenAI, vLLM and
+        other hosted APIs with ``usage.prompt_tokens_details.cached_tokens``.
+
+        Returns:
+            dict | None: ``{"prompt_tokens": int, "cached_tokens": int, "evaluated_tokens":
+            int, "generated_tokens": int | None, "prompt_ms": float | None, "generation_ms":
+            float | None}`` (tokens, milliseconds), or None when the server reports no cache
+            figures.
+        """
+        timings = self.raw.get("timings") if isinstance(self.raw, dict) else None
+        if isinstance(timings, dict) and isinstance(timings.get("prompt_n"), (int, float)):
+            evaluated = int(timings["prompt_n"])
+            cached = int(timings.get("cache_n") or 0)
+            return {
+                "prompt_tokens": evaluated + cached,
+                "cached_tokens": cached,
+                "evaluated_tokens": evaluated,
+                "generated_tokens": _int_or_none(timings.get("predicted_n")),
+                "prompt_ms": _float_or_none(timings.get("prompt_ms")),
+                "generation_ms": _float_or_none(timings.get("predicted_ms")),
+            }
+        details = self.usage.get("prompt_tokens_details")
+        prompt = self.usage.get("prompt_tokens")
+        if isinstance(details, dict) and isinstance(prompt, int):
+            cached = int(details.get("cached_tokens") or 0)
+            return {
+                "prompt_tokens": prompt,
+                "cached_tokens": cached,
+                "evaluated_tokens": prompt - cached,
+                "generated_tokens": _int_or_none(self.usage.get("completion_tokens")),
+                "prompt_ms": None,
+                "generation_ms": None,
+            }
+        return None
+
+
+def _int_or_none(value):
+    return int(value) if isinstance(value, (int, float)) else None
+
+
+def _float_or_none(value):
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def wire_name(name):
@@ -675,8 +723,8 @@ class LLMClient:
                  **extra):
         """
         Ask for one text completion of ``prompt`` at ``{base_url}/completions``, with no chat
-        template around it: what a base model without one needs (seed 003's summary prompt
-        ending in ``SUMMARY:``).
+        template around it: what a base model without one needs (the summary prompt ending in
+        ``SUMMARY:``, ``docs/design.md``, "Structured summaries").
 
         Args:
             prompt (str): the whole prompt text.

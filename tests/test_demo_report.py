@@ -1,0 +1,43 @@
+"""
+The demo's prompt-cache summary, from server log text as ai_contrib writes it.
+"""
+
+from ai_contrib.replies import describe_reply
+from demo.__main__ import Stats, cache_summary, replies_from_log
+
+
+def _reply_line(seconds, prompt, cached):
+    stats = {"seconds": seconds, "prompt": {"prompt_tokens": prompt, "cached_tokens": cached,
+                                            "generated_tokens": 20}}
+    return f"2026-11-23 10:00:00 [..] AI reply Marta: {describe_reply(stats)}"
+
+
+COMPACTION = ("2026-11-23 10:00:00 [..] AI compaction [emergency, summary] Marta: 13 messages "
+              "-> summary, 1207 -> 542 tokens")
+
+
+def test_replies_are_split_at_the_first_compaction_and_reuse_skips_the_reply_after_one():
+    log = "\n".join([
+        _reply_line(2.0, 800, 0),       # first reply: nothing cached yet, follows nothing
+        _reply_line(2.2, 850, 800),
+        _reply_line(2.4, 900, 850),
+        COMPACTION,
+        _reply_line(6.0, 600, 100),     # right after the compaction: not a steady-state reply
+        _reply_line(3.0, 650, 600),
+        "2026-11-23 10:00:00 [..] AI reply Other: 9.00 s",
+    ])
+    stats = Stats()
+    replies = replies_from_log(log, stats)
+    assert [r["after_compaction"] for r in replies] == [False] * 3 + [True] * 2
+    assert [r["follows_reply"] for r in replies] == [False, True, True, False, True]
+    summary = cache_summary(replies)
+    assert summary["median_before"] == 2.2 and summary["median_after"] == 6.0
+    assert summary["reused"] == (800 + 850 + 600) / (850 + 900 + 650)
+    assert summary["reused_replies"] == 3
+
+
+def test_a_server_without_cache_figures_still_gives_reply_times():
+    stats = Stats()
+    replies = replies_from_log("x AI reply Marta: 1.50 s\n", stats)
+    assert replies[0]["prompt"] is None
+    assert cache_summary(replies)["reused"] is None
