@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-keep test bench bench-load bench-tavern bench-locomo bench-recall clean
+.PHONY: install demo demo-keep test bench bench-load bench-tavern bench-locomo bench-recall bench-scale bench-mem0 clean
 
 install: $(STAMP)
 
@@ -44,6 +44,16 @@ bench-locomo: install
 
 bench-recall: install
 	$(PY) benchmarks/retrieval_recall.py $(BENCH_ARGS)
+
+# archive search at 1k/10k/100k messages: the FTS5 index vs the former rank-bm25 index (about
+# 3 min on 2 cores; BENCH_ARGS="--data PATH --sizes 1000,10000" picks lines and sizes)
+bench-scale: install
+	$(PY) benchmarks/retrieval_scale.py $(BENCH_ARGS)
+
+# Mem0 search for one NPC with 1 vs 50 NPCs' memories, shared collection vs one per NPC, and
+# the time to open the store (about 4 min on 2 cores)
+bench-mem0: install
+	$(PY) benchmarks/mem0_scale.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) demo-game demo-output

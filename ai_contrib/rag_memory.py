@@ -3,13 +3,13 @@ Orchestration of the NPC's memory work: compaction, the sleep tick, the emergenc
 
 This module sequences Deferreds and records results; the algorithms live in
 :mod:`ai_contrib.core` (cuts, splice, summary requests) and the I/O in :mod:`ai_contrib.llm` and
-:mod:`ai_contrib.memory`. Design: seed 001 (data flows: sleep-triggered compaction at 70 %,
-emergency compaction at 80 %, pre-compaction fact extraction) and seed 002 (the implementation
-plan: ``compact_conversation_history``, ``generate_context_summary``, result dicts), hardened
+:mod:`ai_contrib.memory`. Design: ``docs/design.md``, "Summary compaction" (sleep-triggered
+compaction at 70 %, emergency compaction at 80 %, ``compact_conversation_history``,
+``generate_context_summary``, result dicts) and "Pre-compaction fact extraction", hardened
 so that a message arriving during compaction survives it (compaction replaces an id range) and
 a failed summary leaves the history as it was.
 
-Result dicts of :func:`compact_conversation_history` (seed 002, step 3):
+Result dicts of :func:`compact_conversation_history` (``docs/design.md``, "Summary compaction"):
 
 * skipped: ``{"skipped": True, "reason": str, ...}``
 * failed: ``{"success": False, "error": str, "trigger": str}``
@@ -100,7 +100,8 @@ def send_summary_request(request, completion=False, **options):
     """
     Send one summary request: ``request`` (chat messages) to ``/chat/completions``, or with
     ``completion`` its last message's text alone to ``/completions``, with no chat template
-    around it (seed 003's base-model prompt ending in ``SUMMARY:``).
+    around it (the base-model prompt ending in ``SUMMARY:``, ``docs/design.md``, "Structured
+    summaries").
 
     Args:
         request (list[dict]): ``{"role", "content"}`` messages.
@@ -121,7 +122,7 @@ def send_summary_request(request, completion=False, **options):
 @defer.inlineCallbacks
 def generate_context_summary(script, messages, prompt=None, build_request=None, completion=False):
     """
-    Summarise ``messages`` with the LLM (seed 002, step 2).
+    Summarise ``messages`` with the LLM (``docs/design.md``, "Summary compaction").
 
     Uses ``prompt``, else ``script.cfg("compact_prompt")`` or :data:`DEFAULT_COMPACTION_PROMPT`,
     and ``compact_model`` or the NPC's ``llm_model``. When the transcript is larger than one
@@ -138,13 +139,13 @@ def generate_context_summary(script, messages, prompt=None, build_request=None, 
         prompt (str, optional): the fixed text of every request (the system prompt, or a base
             model's instruction line), counted against the window.
         build_request (callable, optional): ``build_request(chunk, previous_summary)`` returning
-            the chat messages of one request (e.g. seed 003's completion-style prompt); default
+            the chat messages of one request (e.g. the completion-style prompt); default
             :func:`~ai_contrib.core.summary.build_summary_request` with ``prompt``. Its framing
             besides ``prompt``, the previous summary and the transcript must stay within
             :data:`SUMMARY_HEADROOM_TOKENS`.
         completion (bool): send each request's last message as a plain text completion
             (``LLMClient.complete``, ``/completions``) instead of a chat request: for base
-            models without a chat template (seed 003).
+            models without a chat template (``docs/design.md``, "Structured summaries").
 
     Returns:
         Deferred firing the summary text (str, without the ``[CONTEXT SUMMARY]`` prefix).
@@ -244,9 +245,9 @@ def compact_conversation_history(script, character, force=False, trigger=None, s
     """
     Compact the NPC's history with its compaction strategy. The ``summary`` strategy (the
     default) summarises the messages before the preserve window and replaces them with one
-    ``[CONTEXT SUMMARY]`` system message (seed 002, step 3); the others (``mask``, ``hybrid``,
-    ``cascade``, ``replace_all``) are run by :func:`ai_contrib.strategies.run_strategy` after
-    the shared checks below.
+    ``[CONTEXT SUMMARY]`` system message (``docs/design.md``, "Summary compaction"); the others
+    (``mask``, ``hybrid``, ``cascade``, ``replace_all``) are run by
+    :func:`ai_contrib.strategies.run_strategy` after the shared checks below.
 
     Args:
         script (AssistantScript): the NPC's script (history, config Attributes).
@@ -309,10 +310,11 @@ def _count_compaction(script, marker, seq):
 
 def _record_synthesis(character, marker):
     """
-    Archive the summary as a synthesis entry in the journal (seed 001), once per marker. A
-    cascade short-term summary becomes a ``["compaction", "short_term"]`` entry with
-    ``memory_range_start``/``memory_range_end`` (seed 003, "RAG Integration"); a cascade
-    long-term summary is not journaled (it folds short-term summaries that already are).
+    Archive the summary as a synthesis entry in the journal (``docs/design.md``, "Journal and
+    Mem0"), once per marker. A cascade short-term summary becomes a ``["compaction",
+    "short_term"]`` entry with ``memory_range_start``/``memory_range_end`` (``docs/design.md``,
+    "Cascade summaries"); a cascade long-term summary is not journaled (it folds short-term
+    summaries that already are).
     """
     meta = marker.get("metadata") or {}
     tier = meta.get("tier")
@@ -369,7 +371,8 @@ def recover_after_replay(script, records):
 
 def run_pre_compaction_extraction(script, character, max_iterations=None):
     """
-    Let the NPC journal the facts it must not lose before compaction (seed 001, section 3).
+    Let the NPC journal the facts it must not lose before compaction (``docs/design.md``,
+    "Pre-compaction fact extraction").
 
     Returns:
         Deferred firing ``{"success", "facts_recorded", "iterations", ...}``; never errbacks.
@@ -390,9 +393,9 @@ def run_pre_compaction_extraction(script, character, max_iterations=None):
 @defer.inlineCallbacks
 def check_emergency_compaction(script, character):
     """
-    The emergency check at the start of an awake tick (seed 001, section 2): at or above
-    ``compact_emergency_threshold`` of the budget, extract facts (3 iterations) and compact
-    with ``force=True``. O(1) when nothing needs doing: it reads the running token total.
+    The emergency check at the start of an awake tick (``docs/design.md``, "Summary compaction"):
+    at or above ``compact_emergency_threshold`` of the budget, extract facts (3 iterations) and
+    compact with ``force=True``. O(1) when nothing needs doing: it reads the running token total.
 
     Returns:
         Deferred firing the compaction result dict, or None when no compaction was needed.
@@ -494,14 +497,15 @@ def _consolidate_into_mem0(character):
 @defer.inlineCallbacks
 def run_sleep_tick(script, character):
     """
-    The sleep phase (seed 001, section 1): memory work while no one is waiting for an answer.
+    The sleep phase (``docs/design.md``, "Journal and Mem0", "Sleep phase"): memory work while
+    no one is waiting for an answer.
 
     Steps, in order: entity consolidation (merge and de-duplicate ``db.entity_profiles``),
     episodic prune (low-importance journal entries Mem0 already holds), pre-compaction fact
     extraction (only when compaction is due and the strategy summarises), compaction at
     ``compact_sleep_threshold``, and journal -> Mem0 consolidation (so facts and syntheses made
-    in this sleep are stored in the same sleep). The seed's memory-link steps are absent: Mem0's
-    vector index is the only link structure, so there is no link graph to build or clean.
+    in this sleep are stored in the same sleep). There are no memory-link steps: Mem0's vector
+    index is the only link structure, so there is no link graph to build or clean.
     A failing step is logged and recorded; the next steps still run.
 
     Returns:
@@ -532,9 +536,9 @@ def run_sleep_tick(script, character):
 
 def after_turn_compaction(script, character):
     """
-    The micro-compaction hook, called by the ``AssistantScript`` after each turn in which the
-    NPC replied (seed 004 ``micro_compact``): masks old tool outputs under the ``mask`` and
-    ``hybrid`` strategies, starts a due cascade cycle under ``cascade``
+    The micro-compaction hook, called by the ``AssistantScript`` after each turn in which the NPC
+    replied (micro-compaction, ``docs/design.md``, "Observation masking"): masks old tool outputs
+    under the ``mask`` and ``hybrid`` strategies, starts a due cascade cycle under ``cascade``
     (:func:`ai_contrib.strategies.after_turn`).
 
     Returns:

@@ -18,7 +18,8 @@ DEFAULTS = {
     "LLM_TIMEOUT": 60.0,  # seconds per request
     "LLM_MAX_REPLY_TOKENS": 96,  # tokens the NPC may generate per reply
     "LLM_TEMPERATURE": 0.7,
-    "LLM_REPEAT_PENALTY": 1.25,  # stops small local models from looping (handbook)
+    # stops small local models from looping (docs/design.md, "The embedded model")
+    "LLM_REPEAT_PENALTY": 1.25,
     "LLM_SEED": None,  # fixed seed for reproducible sampling, where the backend honours it
     # the model's context window in tokens; None = ask the server (llama.cpp /props, vLLM
     # /v1/models) or, for the embedded model, EMBEDDED_N_CTX. The NPC's history budget is cut
@@ -45,7 +46,7 @@ DEFAULTS = {
     "PENDING_MAX_AGE": 900,
     # characters of one player line kept at most (longer lines are cut at a word, with "...")
     "PLAYER_TEXT_MAX_CHARS": 1000,
-    # --- compaction (seed 001 section 4; per-NPC Attributes of the same lower-case names) ---
+    # --- compaction (docs/design.md, "Per-NPC Attributes": the same lower-case names) ---
     "COMPACT_ENABLED": True,
     "COMPACT_SLEEP_THRESHOLD": 0.7,  # fraction of max_context_tokens
     "COMPACT_EMERGENCY_THRESHOLD": 0.8,  # fraction of max_context_tokens
@@ -63,21 +64,22 @@ DEFAULTS = {
     "COMPACT_TIMEOUT": 300,
     "COMPACT_FAILURE_LIMIT": 3,  # consecutive failed automatic compactions before the breaker opens
     "COMPACT_WARN_AFTER": 5,  # compactions after which aihistory warns about summary drift
-    # expected summary tokens per input token, for the benefit guard's estimate (seed 004 s. 7)
+    # expected summary tokens per input token, for the benefit guard's estimate
+    # (docs/design.md, "Summary compaction")
     "COMPACT_SUMMARY_RATIO": 0.25,
     # --- compaction strategies (per-NPC Attributes compact_strategy, mask_window, ...) ---
     # "summary" | "mask" | "hybrid" | "cascade" | "replace_all" (see ai_contrib.strategies)
     "COMPACT_STRATEGY": "summary",
     "MASK_WINDOW": 10,  # turns (assistant messages) whose tool outputs are never masked
     "MASK_MIN_TOKENS": 32,  # tokens; smaller tool outputs are not worth masking
-    "CASCADE_IMMEDIATE_WINDOW": 64,  # messages kept verbatim (seed 003)
-    "CASCADE_RECENT_WINDOW": 64,  # messages per short-term summary (seed 003)
+    "CASCADE_IMMEDIATE_WINDOW": 64,  # messages kept verbatim (docs/design.md, "Cascade summaries")
+    "CASCADE_RECENT_WINDOW": 64,  # messages per short-term summary (same section)
     # fraction of max_context_tokens the immediate window and the summaries may hold after a
     # cycle that token pressure forces early (a small budget would otherwise make every
     # message due a cycle)
     "CASCADE_PRESSURE_WINDOW": 0.4,
     # "chat": system prompt + transcript; "base": one completion-style prompt ending in
-    # "SUMMARY:" for models without a chat template (seed 003)
+    # "SUMMARY:" for models without a chat template (docs/design.md, "Structured summaries")
     "SUMMARY_PROMPT_STYLE": "chat",
     "PRE_COMPACT_EXTRACTION_ENABLED": True,
     "PRE_COMPACT_MAX_ITERATIONS": 5,

@@ -3,14 +3,14 @@ Compaction strategies: how an NPC keeps its runtime history inside its token bud
 NPC with ``script.db.compact_strategy`` (default ``AI_COMPACT_STRATEGY``, ``"summary"``).
 
 ``summary``
-    The default (seeds 000-002): the messages before the preserve window become one
-    ``[CONTEXT SUMMARY]`` marker at the sleep (70 %) and emergency (80 %) thresholds; the
-    orchestration is :func:`ai_contrib.rag_memory.compact_conversation_history`.
+    The default (``docs/design.md``, "Summary compaction"): the messages before the preserve window
+    become one ``[CONTEXT SUMMARY]`` marker at the sleep (70 %) and emergency (80 %) thresholds;
+    the orchestration is :func:`ai_contrib.rag_memory.compact_conversation_history`.
 ``mask``
-    Observation masking only (JetBrains, NeurIPS 2025; seed 000 "Observation Masking"): tool
-    outputs older than the last ``mask_window`` turns (default 10) become
-    ``[TOOL OUTPUT ARCHIVED - seq N] <tool>: <status>``; no LLM call, no summary. Runs after
-    every turn and whenever compaction is triggered. Since masking alone cannot bound an endless
+    Observation masking only (JetBrains, NeurIPS 2025; ``docs/design.md``, "Observation masking"):
+    tool outputs older than the last ``mask_window`` turns (default 10) become
+    ``[TOOL OUTPUT ARCHIVED - seq N] <tool>: <status>``; no LLM call, no summary. Runs after every
+    turn and whenever compaction is triggered. Since masking alone cannot bound an endless
     conversation, at the emergency threshold the oldest messages then leave the context for the
     archive, first in first out (MemGPT's queue eviction), down to 90 % of the threshold.
 ``hybrid``
@@ -18,23 +18,24 @@ NPC with ``script.db.compact_strategy`` (default ``AI_COMPACT_STRATEGY``, ``"sum
     a triggered compaction masks first, then summarises if the history is still over the
     threshold.
 ``cascade``
-    Seed 003's three tiers (:mod:`ai_contrib.core.cascade`): an immediate window verbatim
-    (``cascade_immediate_window``, 64), a short-term summary of the next ``cascade_recent_window``
-    (64) messages, and a long-term summary the short-term one waterfalls into at each cycle
-    (first at 129 messages, then every 64). Cycles run after a turn when due, and at the sleep
-    and emergency thresholds; each short-term summary goes into the journal with its archive
-    range (``memory_range_start``/``memory_range_end``) for the memory layer. A cycle that
-    token pressure runs before it is due shrinks the immediate window so that the window and
-    the summaries in context hold about ``cascade_pressure_window`` (0.4) of the token budget,
-    so a small budget gets one cycle per many messages, not per message.
+    Three tiers (:mod:`ai_contrib.core.cascade`; ``docs/design.md``, "Cascade summaries"): an
+    immediate window verbatim (``cascade_immediate_window``, 64), a short-term summary of the next
+    ``cascade_recent_window`` (64) messages, and a long-term summary the short-term one waterfalls
+    into at each cycle (first at 129 messages, then every 64). Cycles run after a turn when due,
+    and at the sleep and emergency thresholds; each short-term summary goes into the journal with
+    its archive range (``memory_range_start``/``memory_range_end``) for the memory layer. A cycle
+    that token pressure runs before it is due shrinks the immediate window so that the window and
+    the summaries in context hold about ``cascade_pressure_window`` (0.4) of the token budget, so a
+    small budget gets one cycle per many messages, not per message.
 ``replace_all``
-    Seed 004's ``auto_compact``: at the thresholds the whole runtime history becomes one
-    structured summary, with no raw tail (only speech still waiting for an answer stays).
+    At the thresholds the whole runtime history becomes one structured summary, with no raw tail
+    (only speech still waiting for an answer stays).
 
-Everything any strategy removes from the context stays in the NPC's append-only archive (seed
-004 "lossy in runtime, lossless in persistence"), and every change is an archive record first, so
-a crash replays to the same state (``core/replay.py``). Micro-compaction (masking) never blocks
-the conversation: a failure leaves the messages as they were (seed 004 section 5.5).
+Everything any strategy removes from the context stays in the NPC's append-only archive
+(``docs/design.md``, "The archive": lossy in runtime, lossless in persistence), and every change is
+an archive record first, so a crash replays to the same state (``core/replay.py``).
+Micro-compaction (masking) never blocks the conversation: a failure leaves the messages as they
+were (``docs/design.md``, "Observation masking").
 
 Result dicts are those of ``compact_conversation_history`` plus ``"strategy"`` and, per
 strategy: ``masked_messages``/``masked_ids`` (mask, hybrid); ``cycle``, ``waterfall``,
@@ -143,8 +144,9 @@ def summarises(script):
 
 def check_benefit(script, trigger, current_tokens, force=False):
     """
-    Seed 004 section 7's benefit guard, logged and kept for ``aihistory``: a summary runs only
-    when ``current_tokens - estimated_summary_tokens >= compact_min_saving_tokens``.
+    The benefit guard (``docs/design.md``, "Summary compaction"), logged and kept for
+    ``aihistory``: a summary runs only when
+    ``current_tokens - estimated_summary_tokens >= compact_min_saving_tokens``.
 
     Args:
         script (AssistantScript): the NPC's script.
@@ -227,10 +229,11 @@ def apply_masks_to_runtime(runtime, replacements, **info):
 
 def micro_compact(script, trigger="turn", strategy="mask"):
     """
-    Mask old tool outputs now (seed 004 ``micro_compact``): no LLM call, O(n) in the history.
+    Mask old tool outputs now (micro-compaction, ``docs/design.md``, "Observation masking"): no
+    LLM call, O(n) in the history.
 
     Uses ``mask_window`` (turns) and ``mask_min_tokens``. Never raises: any failure is logged
-    and the messages stay as they were (seed 004 section 5.5), so it cannot block a reply.
+    and the messages stay as they were, so it cannot block a reply.
 
     Returns:
         dict: ``{"success": True, "strategy", "trigger", "masked_messages", "masked_ids",
@@ -251,7 +254,7 @@ def micro_compact(script, trigger="turn", strategy="mask"):
             model=runtime.ledger.model,
         )
         ids = apply_masks_to_runtime(runtime, replacements, trigger=trigger) if replacements else []
-    except Exception as err:  # seed 004 5.5: micro compaction must never block the conversation
+    except Exception as err:  # micro compaction must never block the conversation
         logger.log_warn(f"AI {script.obj}: masking old tool outputs failed: {err}")
         return {"success": False, "error": f"masking failed: {err}", **base}
     if not ids:
@@ -285,10 +288,11 @@ def summarise(script, messages, prompt=None, instruction=None, structured=True):
     Summarise ``messages`` in the NPC's prompt style (``summary_prompt_style``).
 
     ``chat`` with the default prompt goes through
-    :func:`ai_contrib.rag_memory.generate_context_summary`; a given ``prompt`` (cascade tiers)
-    or the ``base`` style (seed 003: one completion-style prompt ending in ``SUMMARY:``, sent
-    to the ``/completions`` endpoint with no chat template) is handled here, in chunks with a
-    running summary when the transcript is larger than one request can carry.
+    :func:`ai_contrib.rag_memory.generate_context_summary`; a given ``prompt`` (cascade tiers) or
+    the ``base`` style (``docs/design.md``, "Structured summaries": one completion-style prompt
+    ending in ``SUMMARY:``, sent to the ``/completions`` endpoint with no chat template) is handled
+    here, in chunks with a running summary when the transcript is larger than one request can
+    carry.
 
     Args:
         script (AssistantScript): the NPC's script.
@@ -325,7 +329,8 @@ def summarise(script, messages, prompt=None, instruction=None, structured=True):
 def fold_summaries(script, fold):
     """
     Waterfall: merge the long-term and short-term summaries in ``fold`` (markers) into one
-    (seed 003). Returns a Deferred firing the cleaned text; errbacks with LLMError.
+    (``docs/design.md``, "Cascade summaries"). Returns a Deferred firing the cleaned text; errbacks
+    with LLMError.
     """
     style = prompt_style(script)
     request = cascade_core.build_fold_request(fold, style=style)
@@ -540,17 +545,17 @@ def _run_mask(script, character, force, trigger):
 @defer.inlineCallbacks
 def _run_summary(script, character, force, trigger, strategy="summary"):
     """
-    The ``summary`` strategy (seed 002, step 3): at the threshold (or forced), the messages
-    before the preserve window become one ``[CONTEXT SUMMARY]``. ``strategy`` names the
-    strategy that runs it (``"hybrid"`` runs it after masking) in the result, the compaction
-    log, the archive record and the server log.
+    The ``summary`` strategy (``docs/design.md``, "Summary compaction"): at the threshold (or
+    forced), the messages before the preserve window become one ``[CONTEXT SUMMARY]``. ``strategy``
+    names the strategy that runs it (``"hybrid"`` runs it after masking) in the result, the
+    compaction log, the archive record and the server log.
     """
     history = list(script.history)
     if not history:
         return {"skipped": True, "reason": "no history", "trigger": trigger}
     usage, threshold, over = _usage_check(script, trigger, force)
     if not over:
-        return _below(usage, threshold, trigger)  # the seed's result dict, as it always was
+        return _below(usage, threshold, trigger)  # the documented skipped result dict
     total_tokens = script.token_count()
     plan = plan_compaction(
         history,
@@ -779,10 +784,11 @@ def run_strategy(script, character, strategy, force=False, trigger="sleep"):
 
 def after_turn(script, character):
     """
-    The per-turn hook (seed 004 ``micro_compact`` "after each turn"; seed 003's cycle check on
-    each new memory): ``mask`` and ``hybrid`` mask old tool outputs at once; ``cascade`` runs a
-    cycle when one is due (its LLM calls run in the background: the returned Deferred fires
-    when it is done). Other strategies, and NPCs with compaction disabled, do nothing.
+    The per-turn hook (``docs/design.md``: micro-compaction after each turn, "Observation masking";
+    the cascade's cycle check on each new message, "Cascade summaries"): ``mask`` and ``hybrid``
+    mask old tool outputs at once; ``cascade`` runs a cycle when one is due (its LLM calls run in
+    the background: the returned Deferred fires when it is done). Other strategies, and NPCs with
+    compaction disabled, do nothing.
 
     Returns:
         Deferred firing the result dict, or None when nothing was attempted. Never errbacks.

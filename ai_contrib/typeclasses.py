@@ -3,14 +3,16 @@ Typeclasses: the Evennia shell around the compaction core.
 
 ``AssistantCharacter`` is the NPC players talk to. ``AssistantScript`` (a persistent Script on
 it) holds the conversation history, ticks, answers players through the LLM, and runs sleep and
-emergency compaction through :mod:`ai_contrib.rag_memory` (seeds 001 and 002).
+emergency compaction through :mod:`ai_contrib.rag_memory` (``docs/design.md``, "Summary
+compaction").
 
 Storage: every message goes first to the NPC's append-only archive
 (:mod:`ai_contrib.memory.archive`), then into the runtime history held in ``ndb``.
 ``script.db.conversation_history`` is a checkpoint of that runtime history, written every
 ``checkpoint_interval`` seconds when it changed, after each compaction and when the server stops;
 on load the archive records written after the checkpoint are replayed. So an append costs one
-file line, not a re-pickle of the whole list (O(n) per append, measured in the handbook).
+file line, not a re-pickle of the whole list (O(n) per append, measured in ``docs/design.md``,
+"The archive").
 """
 
 import os
@@ -40,7 +42,7 @@ from .settings import get_setting
 DEFAULT_PERSONA = "You are {name}, a friendly inhabitant of this world."
 SCRIPT_KEY = "assistant_script"
 
-# Per-NPC Attributes (seed 001, "Configuration Reference"). Each is initialised from the game's
+# Per-NPC Attributes (docs/design.md, "Per-NPC Attributes"). Each is initialised from the game's
 # AI_<NAME> setting when the script is created; set one to None to follow the setting again.
 CONFIG_ATTRIBUTES = (
     "compact_enabled",
@@ -200,8 +202,9 @@ class AssistantScript(DefaultScript):
     """
     The NPC's mind: conversation history, ticks, replies, compaction.
 
-    Configuration Attributes (names as in seed 001): ``compact_enabled``,
-    ``compact_sleep_threshold`` (fraction), ``compact_emergency_threshold`` (fraction),
+    Configuration Attributes (the contrib's documented names, ``docs/design.md``, "Per-NPC
+    Attributes"): ``compact_enabled``, ``compact_sleep_threshold`` (fraction),
+    ``compact_emergency_threshold`` (fraction),
     ``compact_preserve_window`` (messages), ``compact_model``, ``compact_prompt``,
     ``max_context_tokens`` (tokens), ``last_compaction`` (ISO time or None),
     ``pre_compact_extraction_enabled``, ``pre_compact_max_iterations``, ``pre_compact_prompt``,

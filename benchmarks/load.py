@@ -22,10 +22,10 @@ Two phases share the process, the world and the ticker:
    checkpoint of ``db.conversation_history`` every ``AI_CHECKPOINT_INTERVAL`` s when changed;
    each NPC's last checkpoint time is spread uniformly over that interval at the start, as in
    a server that has been up for a while);
-2. **naive**: the seed design (seed 000 "Message Flow: Write Path", seed 002 step 5): each
-   message is ``script.db.naive_history.append(msg)`` on a plain list Attribute, and each tick
-   reads that Attribute and recounts it in full (the per-message sum that
-   ``count_conversation_tokens`` computes) before answering from it.
+2. **naive**: the straightforward design (``docs/design.md``, "The archive"): each message is
+   ``script.db.naive_history.append(msg)`` on a plain list Attribute, and each tick reads that
+   Attribute and recounts it in full (the per-message sum that ``count_conversation_tokens``
+   computes) before answering from it.
 
 Settings: ``compact_enabled`` stays True (the emergency check runs on every tick) and the run
 is short enough that no history crosses the 80 % emergency threshold (the table shows the
@@ -431,15 +431,15 @@ def note_reply(state, meter, script_id):
 
 
 # ------------------------------------------------------------------------------------------------
-# the naive baseline: the seed design's storage and check
+# the naive baseline: the straightforward design's storage and check
 
 
 class NaiveMind:
     """
-    One NPC run the seed's way: history only in the list Attribute ``script.db.naive_history``
-    (every append re-pickles and rewrites it), a full read + recount on every tick (seed 002
-    step 5), replies built from that read. Same prompt builder, LLM client and ``at_say`` as
-    the contrib, so the difference measured is storage and checking.
+    One NPC run the naive way: history only in the list Attribute ``script.db.naive_history``
+    (every append re-pickles and rewrites it), a full read + recount on every tick
+    (``docs/design.md``, "The archive"), replies built from that read. Same prompt builder, LLM
+    client and ``at_say`` as the contrib, so the difference measured is storage and checking.
     """
 
     def __init__(self, script, character, meter, state):
@@ -490,7 +490,7 @@ class NaiveMind:
         return history, counts
 
     def tick(self):
-        """The seed's tick: read + recount (the check), then answer queued speakers."""
+        """The naive tick: read + recount (the check), then answer queued speakers."""
         if self.busy:
             self.meter.counts["tick_skipped_busy"] += self.meter.recording
             return None
@@ -522,7 +522,7 @@ class NaiveMind:
             first = True
             while self.pending:
                 self.pending.pop(0)
-                if not first:  # the history changed: the seed reads it again
+                if not first:  # the history changed: the naive design reads it again
                     history, counts = self._check()
                 first = False
                 messages = build_reply_messages(

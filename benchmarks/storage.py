@@ -9,9 +9,9 @@ a running tick) reads that total.
 ``db.conversation_history`` is re-pickled only as a checkpoint, every
 ``AI_CHECKPOINT_INTERVAL`` seconds (300) when it changed, and after each compaction.
 
-**Naive** (seed 000 "Message Flow: Write Path", seed 002 step 5): each message is
-``script.db.naive_history.append(msg)`` on a plain list Attribute (Evennia re-pickles and
-rewrites the whole list), and each tick reads the Attribute and recounts it in full
+**Naive** (the straightforward design, ``docs/design.md``, "The archive"): each message is
+``script.db.naive_history.append(msg)`` on a plain list Attribute (Evennia re-pickles and rewrites
+the whole list), and each tick reads the Attribute and recounts it in full
 (``count_conversation_tokens``).
 
 Measured in one run, on a real ``AssistantCharacter`` and its ``AssistantScript`` in Evennia

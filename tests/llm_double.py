@@ -68,9 +68,9 @@ Or as a context manager: ``with LLMDouble() as llm: ...``. To point code that us
 at it, override ``AI_LLM_BASE_URL`` (e.g. Django's ``override_settings(AI_LLM_BASE_URL=
 llm.base_url)``) and call ``ai_contrib.llm.client.reset_client()``.
 
-Design source: the OpenAI chat completions API (request and response shapes) and the handbook's
-measured keep-alive behaviour of llama.cpp's server (idle connections closed after 5 s; emulate it
-with ``LLMDouble(idle_timeout=...)``).
+Design source: the OpenAI chat completions API (request and response shapes) and the measured
+keep-alive behaviour of llama.cpp's server (idle connections closed after 5 s; emulate it with
+``LLMDouble(idle_timeout=...)``; ``docs/design.md``, "The LLM client").
 """
 
 import itertools

@@ -89,7 +89,7 @@ class TestCompaction(NPCTestCase):
         transcript = request[-1]["content"]
         self.assertIn("line 0 ", transcript)
         self.assertNotIn(f"line {49} ", transcript)
-        # journal synthesis entry (seed 001)
+        # journal synthesis entry (docs/design.md, "Journal and Mem0")
         entries = self.npc.db.journal["entries"]
         self.assertEqual(len(entries), 1)
         entry = entries[0]

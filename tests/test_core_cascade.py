@@ -1,4 +1,7 @@
-"""Cascading temporal summaries (core/cascade.py, seed 003): trigger points, plans, markers."""
+"""
+Cascading temporal summaries (core/cascade.py; docs/design.md, "Cascade summaries"): trigger
+points, plans, markers.
+"""
 
 import pytest
 

@@ -1,4 +1,5 @@
-"""Safe cut points, the preserve window and compaction plans (seed 000 "Preserve Window")."""
+"""Safe cut points, the preserve window and compaction plans (docs/design.md, "Preserve window
+and cuts")."""
 
 import pytest
 

@@ -213,7 +213,7 @@ def test_summary_estimate_is_capped_and_counts_the_marker():
     assert estimate_summary_tokens(1000, 400, ratio=0.5) - estimate_summary_tokens(0, 400) == 400
 
 
-def test_benefit_decision_is_seed_004s_formula():
+def test_benefit_decision_is_the_benefit_guard_formula():
     from ai_contrib.core.summary import benefit_decision
 
     ok = benefit_decision(5000, 1200, 2000)

@@ -78,7 +78,8 @@ class TestEmbeddedServer(unittest.TestCase):
         self.assertGreater(result.usage["prompt_tokens"], 0)
         self.assertLessEqual(result.usage["completion_tokens"], 24)
 
-        # base-model prompts go to /completions with no chat template (seed 003)
+        # base-model prompts go to /completions with no chat template (docs/design.md,
+        # "Structured summaries")
         result = yield client.complete(
             "Summarize these memories in 2-3 sentences:\nBob: my horse is called Pepper.\n\n"
             "SUMMARY:\n", max_tokens=16, temperature=0.0,

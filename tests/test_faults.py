@@ -476,7 +476,8 @@ class TestSummaryRequestsFit(FaultCase):
         self.assertEqual(self.state(), before)
 
     def test_base_prompt_style_chunks_fit_and_carry_the_notes(self):
-        # seed 003's completion-style prompt for models without a chat template
+        # the completion-style prompt for models without a chat template (docs/design.md,
+        # "Structured summaries")
         self.script.db.summary_prompt_style = "base"
         summariser = Summariser(self.CONTEXT)
         self.llm.default = summariser

@@ -17,7 +17,7 @@ from .twisted_util import spin, wait_for
 
 
 class TestConfiguration(NPCTestCase):
-    def test_seed_attributes_set_at_creation(self):
+    def test_documented_attributes_set_at_creation(self):
         db = self.script.db
         self.assertIs(db.compact_enabled, True)
         self.assertEqual(db.compact_sleep_threshold, 0.7)

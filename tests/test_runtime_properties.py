@@ -14,7 +14,8 @@ A hypothesis state machine runs random sequences of
 - crashes: the runtime is dropped, sometimes with a torn half-written record at the end of the
   archive, and rebuilt from a checkpoint taken at a random earlier point plus the archive.
 
-After every step (source: seed 004 section 5.1, "lossy in runtime, lossless in persistence"):
+After every step (source: ``docs/design.md``, "The archive": lossy in runtime, lossless in
+persistence):
 
 - every archived message is in the runtime context (with the archived content), or inside
   exactly one in-context summary's ``[first_seq, last_seq]`` range, or was evicted (an evict

@@ -1,6 +1,6 @@
 """
-Cascading temporal summaries: three tiers of memory with a waterfall between them (seed 003,
-"Memory Compaction Implementation").
+Cascading temporal summaries: three tiers of memory with a waterfall between them
+(``docs/design.md``, "Cascade summaries").
 
 1. **Immediate window** (``immediate_window`` messages, default 64): the newest messages,
    verbatim.
@@ -13,7 +13,7 @@ A *cycle* runs when enough raw (non-summary) messages are in the runtime history
 ``immediate_window + recent_window + 1`` (129) raw messages, when there is no short-term summary
 yet; then whenever ``immediate_window + recent_window`` (128) raw messages sit behind the
 short-term summary, which is every ``recent_window`` (64) new messages: 193, 257, 321 ... messages
-in all, as in the seed. One cycle:
+in all. One cycle:
 
 1. long-term <- fold(long-term, short-term) (the waterfall; with no long-term summary yet the
    short-term one is promoted unchanged, which needs no LLM call);
@@ -26,7 +26,8 @@ one short-term marker, so the history reads ``[long-term] [short-term] [immediat
 and replays from the archive like any other compaction. Markers carry ``metadata["tier"]``
 (:data:`TIER_LONG` or :data:`TIER_SHORT`) and ``metadata["cycle"]``; a short-term marker also
 carries ``memory_range_start``/``memory_range_end``, the archive ``seq`` range it covers, which
-the memory layer uses for its "RELATED PAST EXPERIENCES" (seed 003, "RAG Integration").
+the memory layer uses for its "RELATED PAST EXPERIENCES" (``docs/design.md``, "Cascade
+summaries").
 Summary markers made by other strategies (switching strategy on a live NPC) count as older
 history: they stay in place, and fold into the long-term summary at the next waterfall.
 
@@ -65,11 +66,11 @@ __all__ = [
     "tier_of",
 ]
 
-DEFAULT_IMMEDIATE_WINDOW = 64  # messages (seed 003 "immediate_window")
-DEFAULT_RECENT_WINDOW = 64  # messages (seed 003 "recent_window")
+DEFAULT_IMMEDIATE_WINDOW = 64  # messages (docs/design.md, "Cascade summaries")
+DEFAULT_RECENT_WINDOW = 64  # messages (docs/design.md, "Cascade summaries")
 TIER_SHORT = "short_term"
 TIER_LONG = "long_term"
-#: The heading each tier's marker text starts with (seed 003, "Prompt Structure").
+#: The heading each tier's marker text starts with (docs/design.md, "Cascade summaries").
 TIER_HEADINGS = {
     TIER_LONG: "Older memories (summary):",
     TIER_SHORT: "Recent past (summary):",
@@ -89,7 +90,8 @@ summary of at most 5 sentences, in the first person, oldest events first: keep w
 matters (people, promises and whether they were kept, debts, names, places), compress routine \
 detail, and never write a line as a player's words. Write only the summary."""
 
-#: Seed 003's base-model prompt ("Summarize these memories in 2-3 sentences:" ... "SUMMARY:").
+#: The base-model prompt ("Summarize these memories in 2-3 sentences:" ... "SUMMARY:"; see
+#: docs/design.md, "Structured summaries", "Models without a chat template").
 SHORT_TERM_INSTRUCTION = "Summarize these memories in 2-3 sentences:"
 LONG_TERM_INSTRUCTION = (
     "Combine these summaries of my memories into one summary of at most 5 sentences, "
@@ -127,7 +129,7 @@ def fitted_window(history, token_counts, immediate_window, target_tokens):
     messages, or fewer, so that the window and the summary markers in ``history`` (which stay
     in context beside it) hold at most ``target_tokens``.
 
-    Seed 003 sizes its windows in messages for a large context; under a small token budget a
+    The windows are sized in messages for a large context; under a small token budget a
     64-message window can hold most of the budget, and a forced cycle would then summarise a
     handful of messages and be due again a message later (one LLM call per message). Fitting
     what the cycle leaves to a share of the budget leaves room for many messages before the
@@ -338,7 +340,7 @@ def build_fold_request(fold, prompt=None, style="chat", instruction=None):
         fold (list[dict]): the markers to fold (``CascadeCycle.fold``).
         prompt (str, optional): chat system prompt; default :data:`LONG_TERM_PROMPT`.
         style (str): ``"chat"`` (system + user) or ``"base"`` (one user message ending in
-            ``SUMMARY:``, seed 003's base-model prompt).
+            ``SUMMARY:``, the base-model prompt of ``docs/design.md``, "Structured summaries").
         instruction (str, optional): the base prompt's first line; default
             :data:`LONG_TERM_INSTRUCTION`.
 

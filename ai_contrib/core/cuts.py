@@ -4,8 +4,8 @@ Where to cut a history for compaction: the preserve window and safe cut points.
 A *cut* is an index ``i`` with ``0 <= i <= len(history)``: ``history[:i]`` is compacted into a
 summary, ``history[i:]`` is kept verbatim. Sources:
 
-- seed 000, "Preserve Window": keep the last N messages or 20 % of ``max_context_tokens``,
-  whichever keeps more;
+- ``docs/design.md``, "Preserve window and cuts": keep the last N messages or 20 % of
+  ``max_context_tokens``, whichever keeps more;
 - Letta: cut only at assistant boundaries, so a tool call and its results stay together;
 - OpenAI chat APIs reject a ``tool`` message whose call is not in the request, so the kept part
   must never start with an orphaned tool result.
@@ -124,7 +124,8 @@ def preserve_start(history, token_counts, preserve_window, min_preserve_tokens):
 
     The kept part holds at least the last ``preserve_window`` messages AND at least
     ``min_preserve_tokens`` tokens (or everything, if the history is smaller), whichever keeps
-    more (seed 000, "Preserve Window"); ``i`` is then moved earlier to a safe cut.
+    more (``docs/design.md``, "Preserve window and cuts"); ``i`` is then moved earlier to a
+    safe cut.
 
     Args:
         history (list[dict]): messages, oldest first.
@@ -175,7 +176,8 @@ def plan_compaction(
     history, token_counts, max_context_tokens, preserve_window, preserve_fraction=0.2
 ):
     """
-    Choose what to compact (seed 000 "Preserve Window", seed 001 step 3).
+    Choose what to compact (``docs/design.md``, "Preserve window and cuts" and "Summary
+    compaction").
 
     Args:
         history (list[dict]): messages, oldest first (a snapshot: the plan holds the same dicts).

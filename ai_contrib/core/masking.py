@@ -3,13 +3,14 @@ Observation masking: old tool outputs become one-line placeholders that point in
 
 Sources:
 
-- seed 000, "Observation Masking (Optional Enhancement)": a masked tool message reads
+- ``docs/design.md``, "Observation masking": a masked tool message reads
   ``[TOOL OUTPUT ARCHIVED - ...]`` and keeps the original tool name and when it was archived;
-- seed 004, section 5.1 (``micro_compact``): after each turn, large old tool-result bodies are
-  replaced without an LLM call, keeping the tool-call trail, a short status and an archive
-  reference;
-- JetBrains (NeurIPS 2025 DL4Code, "efficient context management"): observations older than the
-  last 10 turns are masked; this alone matches LLM summarisation at about half the cost.
+  after each turn (micro-compaction) large old tool-result bodies are replaced without an LLM
+  call, keeping the tool-call trail, a short status and an archive reference;
+- Lindenbauer et al., "The Complexity Trap: Simple Observation Masking Is as Efficient as LLM
+  Summarization for Agent Context Management" (JetBrains Research, NeurIPS 2025 DL4Code,
+  arXiv:2508.21433): observations older than the last 10 turns are masked; this alone matches
+  LLM summarisation at about half the cost.
 
 A *turn* here is one assistant message (one model call: a reply, or a tool-call request) together
 with the tool results answering it, as in the JetBrains study's agent turns. Tool results belonging
@@ -152,7 +153,8 @@ def make_masked(msg, tool_name, original_tokens=None, now=None):
 def plan_masks(history, token_counts, window=DEFAULT_MASK_WINDOW, min_tokens=0, model=None,
                now=None):
     """
-    Choose the tool outputs to mask and build their placeholders (seed 004 ``micro_compact``).
+    Choose the tool outputs to mask and build their placeholders (micro-compaction,
+    ``docs/design.md``, "Observation masking").
 
     A tool message is masked when it lies before the last ``window`` turns, is not masked yet,
     was archived (has an int ``seq``), costs at least ``min_tokens`` tokens, and its placeholder

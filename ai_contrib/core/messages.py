@@ -26,7 +26,8 @@ A *message* is a plain ``dict`` (JSON- and pickle-safe) holding:
     Extra data. A compaction marker (a ``system`` message whose content starts with
     ``[CONTEXT SUMMARY]``) has ``metadata["type"] == "compaction"`` plus ``compacted_count``,
     ``compacted_at``, ``original_token_count``, ``summary_token_count`` and the archive range it
-    replaces (``first_id``, ``last_id``, ``first_seq``, ``last_seq``) (seed 002, "Storage Format").
+    replaces (``first_id``, ``last_id``, ``first_seq``, ``last_seq``) (``docs/design.md``,
+    "Summary compaction").
 
 Entries written by older code (``{"role", "content"}`` only) are accepted everywhere:
 :func:`normalise_message` fills in the missing fields without changing role or content.

@@ -4,7 +4,7 @@ Replace a run of messages, found by id, with a summary marker.
 A summary is written from a snapshot of the history while the NPC keeps talking; by the time it
 comes back, new messages have been appended to the live list. Replacing by position would drop
 or duplicate them, so the compacted range is located by its first and last message ids and only
-that run is replaced (handbook section 4: "compaction replaces a range of ids"). Message shape:
+that run is replaced (``docs/design.md``, "Preserve window and cuts"). Message shape:
 :mod:`ai_contrib.core.messages`.
 """
 

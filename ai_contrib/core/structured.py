@@ -1,21 +1,22 @@
 """
 Structured summaries and the prompts that ask for them.
 
-Seed 004, section 6: a compaction summary is working memory for the next turns, so it has a fixed
-set of small sections that a program can read back. Adapted to an NPC, the sections are
-:data:`SECTIONS`. Models drop sections, rename them ("People" for "Who I Spoke With") or format
-their headings differently, so :func:`parse_sections` maps what it finds onto the fixed names and
-keeps anything it cannot map under the model's own title: nothing the model wrote is dropped.
+``docs/design.md``, "Structured summaries": a compaction summary is working memory for the next
+turns, so it has a fixed set of small sections that a program can read back. Adapted to an NPC,
+the sections are :data:`SECTIONS`. Models drop sections, rename them ("People" for "Who I Spoke
+With") or format their headings differently, so :func:`parse_sections` maps what it finds onto
+the fixed names and keeps anything it cannot map under the model's own title: nothing the model
+wrote is dropped.
 
 Also here:
 
-- :func:`build_base_summary_request`: the base-model prompt of seed 003 ("Base Model
-  Compatibility": no chat wrapper, the transcript, then ``SUMMARY:``), for backends without a
+- :func:`build_base_summary_request`: the base-model prompt (``docs/design.md``, "Structured
+  summaries": no chat wrapper, the transcript, then ``SUMMARY:``), for backends without a
   chat template. It is sent as a single user message because the client speaks only
   ``/chat/completions``; :func:`base_prompt_text` gives the bare text for a ``/completions``
   backend.
-- :func:`plan_replace_all`: what seed 004's ``auto_compact`` replaces (the whole runtime history,
-  with no raw tail).
+- :func:`plan_replace_all`: what the ``replace_all`` strategy replaces (the whole runtime
+  history, with no raw tail).
 
 Message shape: :mod:`ai_contrib.core.messages`. Text sizes are in characters unless named tokens.
 """
@@ -60,8 +61,9 @@ BASE_SUMMARY_INSTRUCTION = (
 )
 
 # Exact alternative titles (normalised: lower case, no punctuation) seen from models or from
-# earlier versions of the prompt (seed 002's "People, Places and events, Promises, Decisions,
-# Open questions"; seed 004's "User Goal ... Important References").
+# earlier versions of the prompt ("People, Places and events, Promises, Decisions, Open
+# questions") and generic agent headings ("User Goal ... Important References"); see
+# docs/design.md, "Structured summaries".
 _ALIASES = {
     "people": SECTIONS[0],
     "who i spoke to": SECTIONS[0],
@@ -257,10 +259,11 @@ def normalise_summary(text):
 
 def base_prompt_text(messages, instruction=None, previous_summary=None):
     """
-    The completion-style prompt of seed 003 for a base model: ``instruction``, a blank line, the
-    transcript (one ``"Name (role): text"`` line per message; earlier summaries as
-    ``"Earlier summary: ..."``), then ``"SUMMARY:"`` on its own line for the model to continue.
-    A ``previous_summary`` comes first as ``"Earlier notes:"`` so it is folded in.
+    The completion-style prompt for a base model (``docs/design.md``, "Structured summaries"):
+    ``instruction``, a blank line, the transcript (one ``"Name (role): text"`` line per
+    message; earlier summaries as ``"Earlier summary: ..."``), then ``"SUMMARY:"`` on its own
+    line for the model to continue. A ``previous_summary`` comes first as ``"Earlier notes:"``
+    so it is folded in.
 
     Args:
         messages (list[dict]): the messages to summarise.
@@ -297,7 +300,7 @@ def build_base_summary_request(messages, instruction=None, previous_summary=None
 
 def plan_replace_all(history, keep_tail=0):
     """
-    What seed 004's ``auto_compact`` replaces: the whole runtime history, to become one
+    What the ``replace_all`` strategy replaces: the whole runtime history, to become one
     structured summary, with no raw messages kept after it.
 
     Args:

@@ -2,9 +2,10 @@
 Everything about a compaction summary except the LLM call: the prompt, the transcript it reads,
 chunking for a running summary, the ``[CONTEXT SUMMARY]`` marker, and validation of the result.
 
-Design sources: seed 002 (default prompt, marker storage format), seed 004 section 6 (fixed
-small sections; confirmed facts apart from open questions) and section 7 (a summary must save
-at least ``min_saving_tokens``), Letta (fold the previous summary into the new one), and the
+Design sources: ``docs/design.md``, "Summary compaction" (default prompt, marker storage
+format, the benefit guard: a summary must save at least ``min_saving_tokens``) and "Structured
+summaries" (fixed small sections; confirmed facts apart from open questions), Letta (fold the
+previous summary into the new one), and the
 failure users hate most: summaries that read as if the player said them. Message shape:
 :mod:`ai_contrib.core.messages`; all sizes are in tokens.
 """
@@ -254,8 +255,8 @@ def _seq_range(compacted):
 
 def make_marker(summary_text, compacted, original_token_count, summary_token_count, **meta):
     """
-    Build the ``[CONTEXT SUMMARY]`` marker that replaces ``compacted`` (seed 002, "Storage
-    Format").
+    Build the ``[CONTEXT SUMMARY]`` marker that replaces ``compacted`` (``docs/design.md``,
+    "Summary compaction").
 
     Args:
         summary_text (str): the cleaned summary.
@@ -316,7 +317,8 @@ def clean_summary(raw_text):
 
 def check_summary(summary_text, summary_tokens, replaced_tokens, min_saving_tokens):
     """
-    Validate a summary before it replaces history (seed 004 section 7, OpenCode's stall check).
+    Validate a summary before it replaces history (``docs/design.md``, "Summary compaction";
+    OpenCode's stall check).
 
     Args:
         summary_text (str): the cleaned summary.
@@ -343,8 +345,8 @@ def check_summary(summary_text, summary_tokens, replaced_tokens, min_saving_toke
 
 def estimate_summary_tokens(input_tokens, max_output_tokens, ratio=DEFAULT_SUMMARY_RATIO):
     """
-    Estimate the tokens a ``[CONTEXT SUMMARY]`` marker will cost before asking for it (seed 004
-    section 7: "estimate the token count of the compacted summary first").
+    Estimate the tokens a ``[CONTEXT SUMMARY]`` marker will cost before asking for it
+    (``docs/design.md``, "Summary compaction": the benefit guard estimates the summary first).
 
     Args:
         input_tokens (int): tokens of the messages to be summarised.
@@ -361,12 +363,12 @@ def estimate_summary_tokens(input_tokens, max_output_tokens, ratio=DEFAULT_SUMMA
 
 def benefit_decision(current_tokens, estimated_summary_tokens, min_saving_tokens):
     """
-    The benefit guard of seed 004 section 7: compact only when
+    The benefit guard (``docs/design.md``, "Summary compaction"): compact only when
     ``current_tokens - estimated_summary_tokens >= min_saving_tokens``.
 
     Args:
         current_tokens (int): tokens the summary would replace (the whole history for
-            seed 004's ``auto_compact``; the part before the preserve window otherwise).
+            the ``replace_all`` strategy; the part before the preserve window otherwise).
         estimated_summary_tokens (int): see :func:`estimate_summary_tokens`.
         min_saving_tokens (int): the smallest saving worth an LLM call.
 

@@ -1,7 +1,7 @@
 """
 Token counting for the conversation history, offline, with a tiered fallback.
 
-Tiers (seed 000, "Design Questions": count on demand with a tiered fallback):
+Tiers (``docs/design.md``, "Token counting": count on demand with a tiered fallback):
 
 1. **tiktoken** with the model's encoding (``o200k_base`` for gpt-4o/4.1/4.5/5 and o-series,
    ``cl100k_base`` for gpt-4 and gpt-3.5, ``o200k_base`` for anything else, local models

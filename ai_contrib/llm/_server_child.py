@@ -21,11 +21,11 @@ Protocol with the parent:
 Exit codes: 0 after stdin closed; 2 model file missing; 3 ``xllamacpp`` missing; 4 the server
 failed to start; 5 the parent was already gone.
 
-Design source (handbook, "Running the embedded model inside Evennia"): in-process the server's
-constructor holds the GIL (a reactor stall) and leaks on re-creation; a child process starts in
-~0.35 s with no stall. ``Server(params)`` blocks until ready; calling ``handle_metrics()`` right
-after creation avoids a hang seen when a server is deleted soon after; there is no ``stop()``, so
-the child leaves with ``os._exit``.
+Design source (``docs/design.md``, "The embedded model", "In a child process"): in-process the
+server's constructor holds the GIL (a reactor stall) and leaks on re-creation; a child process
+starts in ~0.35 s with no stall. ``Server(params)`` blocks until ready; calling
+``handle_metrics()`` right after creation avoids a hang seen when a server is deleted soon after;
+there is no ``stop()``, so the child leaves with ``os._exit``.
 """
 
 import json

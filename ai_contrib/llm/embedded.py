@@ -7,13 +7,12 @@ a child process started with ``reactor.spawnProcess`` (script: ``_server_child.p
 prints its address as one JSON line and lives until its stdin closes. The game talks to it over
 HTTP like to any other OpenAI-compatible server (``ai_contrib.llm.client``).
 
-Design source (handbook, "Embedded LLM" and "Running the embedded model inside Evennia", measured
-under twistd with Evennia 6.1): in-process, ``xllamacpp.Server()`` holds the GIL while loading (a
-0.3 s reactor stall even in a thread, growing with the model), can hang when deleted right after
-creation and leaks ~6 MB per re-creation; the child process was ready in ~0.35 s with no stall,
-kept the game process at 80 MB and reloaded cleanly. A naive child survives ``kill -9`` of the game
-server holding its port, so the child exits when its stdin closes and, on Linux, via
-``PR_SET_PDEATHSIG``.
+Design source (``docs/design.md``, "The embedded model", measured under twistd with Evennia 6.1):
+in-process, ``xllamacpp.Server()`` holds the GIL while loading (a 0.3 s reactor stall even in a
+thread, growing with the model), can hang when deleted right after creation and leaks ~6 MB per
+re-creation; the child process was ready in ~0.35 s with no stall, kept the game process at 80 MB
+and reloaded cleanly. A naive child survives ``kill -9`` of the game server holding its port, so
+the child exits when its stdin closes and, on Linux, via ``PR_SET_PDEATHSIG``.
 
 Public API:
 

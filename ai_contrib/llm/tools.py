@@ -2,7 +2,8 @@
 The pre-compaction tools and the two ways a model can call them.
 
 Before compaction discards old messages the NPC gets a few turns to journal what it must not
-forget (seed 001 "Data Flow 01: Context Compaction", section 3). It may use exactly three tools:
+forget (``docs/design.md``, "Pre-compaction fact extraction" and "Tool calls"). It may use
+exactly three tools:
 
 ``noop()``
     Nothing (more) worth recording; ends the loop.

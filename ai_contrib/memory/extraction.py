@@ -1,6 +1,6 @@
 """
 Pre-compaction fact extraction: the NPC journals what it must not forget while its full context
-is still there (seed 001 "Data Flow 01: Context Compaction", section 3).
+is still there (``docs/design.md``, "Pre-compaction fact extraction").
 
 The journal-facts call and the compaction-summary call are separate requests with different
 payloads: this one sends the full history plus an "extract important facts" prompt and gets
@@ -43,7 +43,7 @@ from .provenance import provenance, without_visibility_tags
 
 logger = logging.getLogger(__name__)
 
-MIN_HISTORY = 5  # messages; below this there is nothing worth extracting (seed 001)
+MIN_HISTORY = 5  # messages; below this there is nothing worth extracting (docs/design.md)
 DEFAULT_MAX_ITERATIONS = 5
 REPLY_MAX_TOKENS = 256  # tokens per extraction reply: one or two tool calls
 TEMPERATURE = 0.2
@@ -490,7 +490,8 @@ def _set_signal(script, value):
 
 def run_pre_compaction_extraction(script, character, max_iterations=None, client=None):
     """
-    Let the NPC journal important facts before compaction (seed 001, section 3).
+    Let the NPC journal important facts before compaction (``docs/design.md``,
+    "Pre-compaction fact extraction").
 
     Args:
         script: the NPC's ``AssistantScript`` (uses ``history``, ``add_message(role, content,

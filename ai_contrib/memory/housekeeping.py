@@ -1,5 +1,6 @@
 """
-Sleep-phase housekeeping of the journal and entity profiles (seed 001, section 1, steps 2 and 4).
+Sleep-phase housekeeping of the journal and entity profiles (``docs/design.md``, "Journal and
+Mem0", "Sleep phase": entity consolidation and episodic prune).
 
 Pure functions over the plain dicts kept in ``character.db.journal`` (shape in
 :mod:`ai_contrib.memory.journal`) and ``character.db.entity_profiles``

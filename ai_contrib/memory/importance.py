@@ -2,8 +2,8 @@
 Importance of a journal entry on the 1-10 scale the journal uses (1 = trivia, 10 = must never
 be forgotten).
 
-Two scorers (seed 000 "Implementation Files": ``importance_scoring.py``, "Heuristic and LLM
-scoring"), chosen by the ``AI_IMPORTANCE_SCORING`` setting (``"heuristic"`` or ``"llm"``):
+Two scorers (``docs/design.md``, "Journal and Mem0"), chosen by the ``AI_IMPORTANCE_SCORING``
+setting (``"heuristic"`` or ``"llm"``):
 
 - :func:`heuristic_importance`: instant, offline; rewards what NPCs most regret forgetting:
   names (capitalised words), numbers and dates, promises and debts ("I will", "promise",

@@ -1,5 +1,6 @@
 """
-The character's journal: a plain dict kept in ``character.db.journal`` (seed 000, "Data Stores").
+The character's journal: a plain dict kept in ``character.db.journal`` (``docs/design.md``,
+"Journal and Mem0").
 
 Shape::
 
@@ -12,7 +13,8 @@ An *entry* is a dict:
 
 ``id`` (str)
     Unique within the journal. Syntheses from compaction use ``compact_YYYYmmdd_HHMMSS``
-    (seed 001, "Journal Archive"), with a numeric suffix if two land in the same second.
+    (``docs/design.md``, "Journal and Mem0"), with a numeric suffix if two land in the same
+    second.
 ``content`` (str), ``importance`` (int, 1-10), ``timestamp`` (ISO-8601 UTC str)
 ``source_type`` (str)
     ``"fact"`` (pre-compaction extraction), ``"compaction"`` (synthesis) or ``"observation"``.
