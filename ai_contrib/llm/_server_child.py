@@ -65,7 +65,8 @@ def main(argv):
         import xllamacpp
     except ImportError as err:
         sys.stderr.write(
-            f"embedded model server: cannot import xllamacpp ({err}); pip install xllamacpp\n"
+            f"embedded model server: cannot import xllamacpp ({err}); "
+            "pip install 'evennia-ai-contrib[embedded]'\n"
         )
         return 3
 

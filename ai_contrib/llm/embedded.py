@@ -133,7 +133,8 @@ def child_invocation(api_key):
     path = model_path()
     if importlib.util.find_spec("xllamacpp") is None:
         raise EmbeddedServerError(
-            "the embedded model server needs xllamacpp (`pip install xllamacpp`), "
+            "the embedded model server needs xllamacpp "
+            "(`pip install 'evennia-ai-contrib[embedded]'`), "
             "or set AI_LLM_BASE_URL to an OpenAI-compatible server"
         )
     config = {

