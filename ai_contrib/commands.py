@@ -1,6 +1,7 @@
 """
-In-game commands: ``talk`` for players, ``aihistory``, ``compact``, ``aisleep`` and ``aiwake`` for
-admins, and the :class:`AIContribCmdSet` that bundles them.
+In-game commands: ``talk`` for players, ``aihistory``, ``compact``, ``aisleep``, ``aiwake`` and
+``aimemory`` for admins, and the :class:`AIContribCmdSet` that bundles them with the admin
+commands of :mod:`ai_contrib.admin_commands` (``ailist``, ``aiconfig``, ``aireset``).
 """
 
 import re
@@ -8,11 +9,12 @@ import re
 from evennia.commands.cmdset import CmdSet
 from evennia.commands.default.muxcommand import MuxCommand
 from evennia.utils.evtable import EvTable
-from evennia.utils.utils import crop
+from evennia.utils.utils import crop, wrap
 
 from .core.messages import is_marker
 from .core.text import inert_markup
 from .memory.journal import ensure_journal, synthesis_entries
+from .npcs import find_npc  # any AI NPC, subclasses included
 from .rag_memory import breaker_open, compact_conversation_history
 from .replies import describe_reply
 from .settings import get_setting
@@ -23,7 +25,7 @@ from .strategies import (
     format_result,
     resolve_strategy,
 )
-from .typeclasses import get_assistant_script, player_text
+from .typeclasses import player_text, room_npcs
 
 
 def shown(text, width=None):
@@ -31,29 +33,32 @@ def shown(text, width=None):
     text = inert_markup(text)
     return crop(text, width) if width else text
 
-NPC_TYPECLASS = "ai_contrib.typeclasses.AssistantCharacter"
 _STRATEGY_ARG = re.compile(r"/?\bstrategy\s*=\s*([\w-]+)", re.IGNORECASE)
 RAW_PAGE_SIZE = 20
 JOURNAL_PAGE_SIZE = 30
+# Evennia lower-cases a command's help_category and shows it title-cased ("AI" reads "Ai",
+# "AI NPCs" "Ai Npcs"): a name without acronyms survives both
+HELP_CATEGORY = "Non-Player Characters"
+MIN_TABLE_WIDTH = 40  # columns; narrower clients get this and wrap
 
 
-def find_npc(caller, name):
+def table_width(cmd):
     """
-    Find an AI NPC by name anywhere in the game; report failures to ``caller``.
-
-    Returns:
-        tuple: ``(npc, script)``, or ``(None, None)`` after telling the caller why.
+    Columns the tables of ``cmd`` may take: the caller's client width
+    (:meth:`~evennia.commands.command.Command.client_width`; Evennia's
+    ``CLIENT_DEFAULT_WIDTH``, 78, when the client reports none), at least
+    :data:`MIN_TABLE_WIDTH`.
     """
-    if not name:
-        return None, None
-    npc = caller.search(name, global_search=True, typeclass=NPC_TYPECLASS)
-    if not npc:
-        return None, None
-    script = get_assistant_script(npc)
-    if not script:
-        caller.msg(f"{npc.key} has no AssistantScript.")
-        return None, None
-    return npc, script
+    try:
+        width = int(cmd.client_width())
+    except (AttributeError, TypeError, ValueError):  # no session: a command run by code
+        width = 78
+    return max(MIN_TABLE_WIDTH, width)
+
+
+def admin_table(width, *headers):
+    """An :class:`EvTable` with cell borders whose lines are at most ``width`` columns."""
+    return EvTable(*headers, border="cells", maxwidth=width)
 
 
 def _split_npc_switch(cmd):
@@ -109,7 +114,7 @@ class CmdTalk(MuxCommand):
         # the room hears what the NPC will store: no colours, no forged line breaks
         self.speech = player_text(self.speech)
         if not self.target_name or not self.speech:
-            caller.msg("Usage: talk <npc> = <text>  (or: talk <npc> <text>)")
+            caller.msg(f"Usage: {self.key} <npc> = <text>  (or: {self.key} <npc> <text>)")
             return
         target = caller.search(self.target_name)
         if not target:
@@ -120,9 +125,30 @@ class CmdTalk(MuxCommand):
                 f'{caller.key} says to {target.key}, "{self.speech}"', exclude=[caller, target]
             )
         if hasattr(target, "at_heard_say"):
-            target.at_heard_say(caller, self.speech)
+            target.at_heard_say(caller, self.speech, to=target)
         else:
             target.msg(f'{caller.key} says to you, "{self.speech}"', from_obj=caller)
+        # the other AI NPCs overhear it: stored with its audience, never answered by them
+        # (docs/design.md, "Turns, not one call per line")
+        for npc in room_npcs(caller):
+            if npc != target:
+                npc.at_heard_say(caller, self.speech, to=target)
+
+
+class CmdAITalk(CmdTalk):
+    """
+    Talk to an NPC: the same as talk, under a name no other contrib uses.
+
+    Usage:
+      aitalk <npc> = <text>
+      aitalk <npc> <text>
+
+    Evennia's own LLM contrib has a talk command too; whichever cmdset is added
+    last owns talk, and aitalk always reaches this contrib's NPCs.
+    """
+
+    key = "aitalk"
+    aliases = []
 
 
 BAR_WIDTH = 20  # characters of the usage bar
@@ -160,34 +186,48 @@ class CmdAIHistory(MuxCommand):
       aihistory <npc>
       aihistory <npc>/raw [from] [to]
       aihistory/raw <npc> [from] [to]
-      aihistory <npc>/journal
+      aihistory <npc>/journal [<entry id>]
+      aihistory <npc>/show <seq or id>
 
-    Without a switch: token usage against the budget (tokens and %), message count, mode, the
-    compaction strategy and where it stands, the last benefit-guard decision (estimated saving
-    against the minimum), last compaction, each compaction event with its metadata, the
-    summaries now in context, and the latest journal synthesis entries.
+    Without a switch: token usage against the budget (tokens and %), message
+    count, mode, the compaction strategy and where it stands, the last
+    benefit-guard decision (estimated saving against the minimum), last
+    compaction, each compaction event with its metadata, the summaries now in
+    context, the latest journal synthesis entries, the last sleep's result and
+    the last reply error.
 
-    /raw pages through the NPC's lossless archive of everything said, compacted or not, by
-    archive sequence number (default: the last 20 messages).
+    /raw pages through the NPC's lossless archive of everything said, compacted
+    or not, by archive sequence number (default: the last 20 messages).
 
-    /journal lists the NPC's journal: facts it recorded, compaction syntheses and observations,
-    with importance, source and whether they are consolidated into long-term memory (Mem0).
+    /journal lists the NPC's journal: facts it recorded, compaction syntheses
+    and observations, with importance, source and whether they are consolidated
+    into long-term memory (Mem0). With an entry id it shows that entry in full.
+
+    /show shows one archive record in full (text and metadata): a message by its
+    archive sequence number or id, a summary by its id (the overview lists them)
+    or by the sequence number of its compaction record. Tables crop text; /show
+    never does.
     """
 
     key = "aihistory"
     locks = "cmd:perm(Builder)"
-    help_category = "AI"
+    help_category = HELP_CATEGORY
 
     def func(self):
         words, switches = _split_npc_switch(self)
         if not words:
-            self.caller.msg("Usage: aihistory <npc>[/raw [from] [to]]")
+            self.caller.msg("Usage: aihistory <npc>[/raw [from] [to] | /journal [<entry id>] "
+                            "| /show <seq or id>]")
             return
         npc, script = find_npc(self.caller, words[0])
         if not npc:
             return
-        if "raw" in switches:
+        if "show" in switches:
+            self.show_record(npc, script, words[1:])
+        elif "raw" in switches:
             self.show_raw(npc, script, words[1:])
+        elif "journal" in switches and len(words) > 1:
+            self.show_journal_entry(npc, words[1])
         elif "journal" in switches:
             self.show_journal(npc)
         else:
@@ -200,7 +240,8 @@ class CmdAIHistory(MuxCommand):
         history = script.history
         markers = [m for m in history if is_marker(m)]
         count = script.db.compaction_count or 0
-        table = EvTable(border="cells")
+        width = table_width(self)
+        table = admin_table(width)
         table.add_row("NPC", f"{npc.key} ({npc.dbref})")
         table.add_row("Mode", script.db.operating_mode)
         table.add_row("Tokens", f"{tokens} / {budget} ({tokens / max(1, budget):.1%}) "
@@ -231,20 +272,30 @@ class CmdAIHistory(MuxCommand):
                 f"|r{script.db.reply_failures} failed in a row|n (last: "
                 f"{shown(script.db.last_reply_error)})",
             )
+        elif script.db.last_reply_error:
+            table.add_row("Reply error", f"last: {shown(script.db.last_reply_error)} "
+                                         "(replies have worked since)")
         if script.ndb.last_reply:
             table.add_row("Last reply", describe_reply(script.ndb.last_reply))
+        last_sleep = script.db.last_sleep
+        if script.ndb.sleep_watchers or (script.db.operating_mode == "sleep"
+                                         and script.ndb.memory_work is not None):
+            table.add_row("Last sleep", "sleep work under way")
+        elif last_sleep:
+            table.add_row("Last sleep",
+                          f"{last_sleep['at'][:19]}: {shown(last_sleep['summary'])}")
         pending = script.pending_ids()
         if pending:
             table.add_row("Heard", f"{len(pending)} lines not answered yet")
         lines = [f"|wAI history of {npc.key}|n", str(table)]
         if count >= int(get_setting("COMPACT_WARN_AFTER")):
-            lines.append(
-                f"|yWarning: {count} compactions so far. Each summary folds in the previous one "
-                "and detail degrades; check the journal and consider a larger budget.|n"
-            )
+            lines.append("|y" + wrap(
+                f"Warning: {count} compactions so far. Each summary folds in the previous one "
+                "and detail degrades; check the journal and consider a larger budget.", width
+            ) + "|n")
         events = script.db.compaction_log or []
         if events:
-            ev = EvTable("when", "trigger", "result", "messages", "tokens", "reduction", border="cells")
+            ev = admin_table(width, "when", "trigger", "result", "messages", "tokens", "reduction")
             for e in events[-10:]:
                 if e.get("success"):
                     ev.add_row(
@@ -258,8 +309,8 @@ class CmdAIHistory(MuxCommand):
                                "-", "-", shown(e.get("error"), 40))
             lines += ["|wCompaction events|n", str(ev)]
         if markers:
-            mt = EvTable("summary", "compacted", "at", "tokens before -> summary", "archive range",
-                         border="cells")
+            mt = admin_table(width, "summary", "compacted", "at", "tokens before -> summary",
+                             "archive range")
             for m in markers:
                 meta = m.get("metadata") or {}
                 mt.add_row(
@@ -270,11 +321,37 @@ class CmdAIHistory(MuxCommand):
             lines += ["|wSummaries in context|n", str(mt)]
         synth = synthesis_entries(ensure_journal(npc.db.journal), limit=3)
         if synth:
-            jt = EvTable("journal entry", "importance", "content", border="cells")
+            jt = admin_table(width, "journal entry", "importance", "content")
             for entry in synth:
                 jt.add_row(entry["id"], entry.get("importance"), shown(entry["content"], 70))
             lines += ["|wRecent journal syntheses|n", str(jt)]
         self.caller.msg("\n".join(lines))
+
+    def show_record(self, npc, script, args):
+        from .item_views import archive_item, find_archive_record
+
+        if not args:
+            self.caller.msg("Usage: aihistory <npc>/show <seq or id>")
+            return
+        record = find_archive_record(script, args[0])
+        if record is None:
+            self.caller.msg(f"No archive record or summary '{shown(args[0])}' for {npc.key} "
+                            f"(seq 0..{script.archive.last_seq}).")
+            return
+        self.caller.msg(archive_item(npc, script, record))
+
+    def show_journal_entry(self, npc, entry_id):
+        from .item_views import journal_item
+        from .memory.journal import find_entry
+
+        journal = ensure_journal(npc.db.journal)
+        entry = find_entry(journal, id=entry_id)
+        if entry is None:
+            self.caller.msg(f"No journal entry '{shown(entry_id)}' for {npc.key} "
+                            f"(aihistory {npc.key}/journal lists them).")
+            return
+        consolidated = entry_id in set(journal["consolidated_entry_ids"])
+        self.caller.msg(journal_item(npc, entry, consolidated))
 
     def show_journal(self, npc):
         journal = ensure_journal(npc.db.journal)
@@ -283,7 +360,8 @@ class CmdAIHistory(MuxCommand):
             self.caller.msg(f"{npc.key}'s journal is empty.")
             return
         done = set(journal["consolidated_entry_ids"])
-        table = EvTable("id", "importance", "source", "who", "in Mem0", "content", border="cells")
+        table = admin_table(table_width(self), "id", "importance", "source", "who", "in Mem0",
+                            "content")
         for entry in entries[-JOURNAL_PAGE_SIZE:]:
             table.add_row(
                 entry["id"], entry.get("importance"), entry.get("source_type"),
@@ -311,7 +389,7 @@ class CmdAIHistory(MuxCommand):
             self.caller.msg(f"No archived messages of {npc.key} in {start}..{end} (last seq {last}).")
             return
         in_context = {m["id"] for m in script.history}
-        table = EvTable("seq", "time", "who", "text", "in context", border="cells")
+        table = admin_table(table_width(self), "seq", "time", "who", "text", "in context")
         for m in messages:
             who = m.get("name") or m.get("role")
             table.add_row(m.get("seq"), (m.get("timestamp") or "")[:19], shown(who),
@@ -333,25 +411,29 @@ class CmdCompact(MuxCommand):
       compact/strategy=<name> <npc>
       compact/set <npc>/strategy=<name>
 
-    Compacts with the NPC's strategy (see aihistory), or runs the named one once;
-    /set makes the named one the NPC's strategy from now on (compacting nothing now;
-    safe on a live NPC: summaries already in its history stay and are folded in later):
-      summary      the messages before the preserve window -> one [CONTEXT SUMMARY]
-      mask         old tool outputs -> [TOOL OUTPUT ARCHIVED - seq N] (no LLM call)
+    Compacts with the NPC's strategy (see aihistory), or runs the named one
+    once; /set makes the named one the NPC's strategy from now on (compacting
+    nothing now; safe on a live NPC: summaries already in its history stay and
+    are folded in later):
+      summary      the messages before the preserve window -> one summary
+      mask         old tool outputs -> [TOOL OUTPUT ARCHIVED - seq N]
+                   (no LLM call)
       hybrid       mask, then summary if still over the threshold
-      cascade      one cycle: short-term summary of what left the immediate window,
-                   the previous short-term summary folded into the long-term one
+      cascade      one cycle: short-term summary of what left the immediate
+                   window, the previous short-term summary folded into the
+                   long-term one
       replace_all  the whole history -> one structured summary
-    Without /force a summary only runs above the NPC's sleep threshold (a cascade cycle
-    also when one is due); /force ignores the threshold and the benefit guard (never the
-    preserve window). Reports what was done and tokens before -> after, or why nothing
-    was done. Everything removed from the context stays in the archive (aihistory /raw).
+    Without /force a summary only runs above the NPC's sleep threshold (a
+    cascade cycle also when one is due); /force ignores the threshold and the
+    benefit guard (never the preserve window). Reports what was done and tokens
+    before -> after, or why nothing was done. Everything removed from the
+    context stays in the archive (aihistory /raw).
     """
 
     key = "compact"
     switch_options = ("force", "set")
     locks = "cmd:perm(Builder)"
-    help_category = "AI"
+    help_category = HELP_CATEGORY
 
     def parse(self):
         # "strategy=<name>" may come as a switch or after the NPC's name; take it out before
@@ -417,7 +499,7 @@ class _CmdSetMode(MuxCommand):
     """Shared body of aisleep and aiwake: find the NPC, switch its mode, report."""
 
     locks = "cmd:perm(Builder)"
-    help_category = "AI"
+    help_category = HELP_CATEGORY
     done_message = already_message = ""
 
     def switch(self, script):
@@ -432,7 +514,16 @@ class _CmdSetMode(MuxCommand):
         if not npc:
             return
         changed = self.switch(script)
-        self.caller.msg((self.done_message if changed else self.already_message).format(npc=npc.key))
+        # the NPC's room sees it doze off or wake up (AssistantScript.sleep/wake); an admin
+        # standing there saw that line, so the confirmation would say the same thing twice
+        if not changed or self.caller.location != npc.location:
+            self.caller.msg(
+                (self.done_message if changed else self.already_message).format(npc=npc.key))
+        if changed:
+            self.after_switch(npc, script)
+
+    def after_switch(self, npc, script):
+        """Called once the mode changed; nothing by default."""
 
 
 class CmdAISleep(_CmdSetMode):
@@ -442,9 +533,11 @@ class CmdAISleep(_CmdSetMode):
     Usage:
       aisleep <npc>
 
-    A sleeping NPC does its memory work (fact extraction, compaction at the sleep threshold,
-    consolidation into long-term memory). It wakes when spoken to, after its sleep duration,
-    or with aiwake.
+    A sleeping NPC does its memory work (fact extraction, compaction at the
+    sleep threshold, consolidation into long-term memory). It wakes when spoken
+    to, after its sleep duration, or with aiwake. When its sleep work ends you
+    get one line: the compaction's result, the facts journaled and the journal
+    entries consolidated into Mem0 (aihistory shows it too).
     """
 
     key = "aisleep"
@@ -453,6 +546,13 @@ class CmdAISleep(_CmdSetMode):
 
     def switch(self, script):
         return script.sleep(reason=f"put to sleep by {self.caller.key}")
+
+    def after_switch(self, npc, script):
+        from .sleep_report import watch_sleep
+
+        caller = self.caller
+        watch_sleep(script).addCallback(
+            lambda line: caller.msg(f"{npc.key}'s sleep: {shown(line)}"))
 
 
 class CmdAIWake(_CmdSetMode):
@@ -478,24 +578,33 @@ class CmdAIMemory(MuxCommand):
     Usage:
       aimemory <npc> <query>
       aimemory <npc> = <query>
+      aimemory <npc>/show <memory id>
 
-    Searches the NPC's Mem0 memories (journal facts and compaction summaries) the way a reply
-    does, with their similarity scores, so you can see why the NPC remembers what it
-    remembers. Memories private to a player are included and marked.
+    Searches the NPC's Mem0 memories (journal facts and compaction summaries)
+    the way a reply does, with their similarity scores, so you can see why the
+    NPC remembers what it remembers. Memories private to a player are included
+    and marked.
+
+    /show shows one memory in full with all its metadata; give its id as the
+    table shows it (the first 8 characters are enough).
     """
 
     key = "aimemory"
     locks = "cmd:perm(Builder)"
-    help_category = "AI"
+    help_category = HELP_CATEGORY
 
     def func(self):
         caller = self.caller
+        words, switches = _split_npc_switch(self)
+        if "show" in switches:
+            self.show_memory(words)
+            return
         if self.rhs is not None:
             name, query = self.lhs.strip(), self.rhs.strip()
         else:
             name, _, query = self.args.strip().partition(" ")
         if not name or not query.strip():
-            caller.msg("Usage: aimemory <npc> <query>")
+            caller.msg("Usage: aimemory <npc> <query>  (or: aimemory <npc>/show <memory id>)")
             return
         npc, _script = find_npc(caller, name)
         if not npc:
@@ -503,20 +612,46 @@ class CmdAIMemory(MuxCommand):
         from .memory.mem0_store import get_store, npc_agent_id
 
         d = get_store().search(npc_agent_id(npc), query.strip(), include_private=True, threshold=0.0)
+        width = table_width(self)
 
         def _show(hits):
             if not hits:
                 caller.msg(f"{npc.key} remembers nothing about '{query.strip()}'.")
                 return
-            table = EvTable("score", "source", "visibility", "memory", border="cells")
+            table = admin_table(width, "id", "score", "source", "visibility", "memory")
             for hit in hits:
                 meta = hit.get("metadata") or {}
-                table.add_row(f"{hit.get('score', 0):.3f}", meta.get("source_type", "-"),
-                              meta.get("visibility", "-"), shown(hit.get("text"), 70))
+                table.add_row(str(meta.get("memory_id") or "-")[:8],
+                              f"{hit.get('score', 0):.3f}", meta.get("source_type", "-"),
+                              meta.get("visibility", "-"), shown(hit.get("text"), 60))
             caller.msg(f"|wMemories of {npc.key} for '{query.strip()}'|n\n{table}")
 
         d.addCallbacks(_show, lambda failure: caller.msg(
             f"Memory search failed: {shown(failure.getErrorMessage())}"))
+
+    def show_memory(self, words):
+        caller = self.caller
+        if len(words) < 2:
+            caller.msg("Usage: aimemory <npc>/show <memory id>")
+            return
+        npc, _script = find_npc(caller, words[0])
+        if not npc:
+            return
+        from .item_views import memory_item
+        from .memory.mem0_store import get_store, npc_agent_id
+
+        wanted = words[1]
+
+        def _show(hit):
+            if hit is None:
+                caller.msg(f"{npc.key} has no memory '{shown(wanted)}'.")
+            else:
+                caller.msg(memory_item(npc, hit))
+
+        # Mem0 runs on the store's thread: the reactor only waits for the answer's callback
+        d = get_store().get(npc_agent_id(npc), wanted)
+        d.addCallbacks(_show, lambda failure: caller.msg(
+            f"Memory lookup failed: {shown(failure.getErrorMessage())}"))
 
 
 class AIContribCmdSet(CmdSet):
@@ -526,8 +661,15 @@ class AIContribCmdSet(CmdSet):
 
     def at_cmdset_creation(self):
         self.add(CmdTalk())
+        self.add(CmdAITalk())  # survives a talk of another cmdset merged over this one
         self.add(CmdAIHistory())
         self.add(CmdCompact())
         self.add(CmdAISleep())
         self.add(CmdAIWake())
         self.add(CmdAIMemory())
+        # imported here: admin_commands builds on this module's helpers
+        from .admin_commands import CmdAIConfig, CmdAIList, CmdAIReset
+
+        self.add(CmdAIList())
+        self.add(CmdAIConfig())
+        self.add(CmdAIReset())

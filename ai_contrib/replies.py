@@ -83,12 +83,15 @@ def _record_failure(script, character, err):
     failures = (script.db.reply_failures or 0) + 1
     script.db.reply_failures = failures
     script.db.last_reply_error = _redacted(err)
-    logger.log_err(f"AI {character}: reply failed: {script.db.last_reply_error}")
     if failures == 1:
+        # notify_admins writes the server log line too: one line per failure, not two
         notify_admins(
             f"AI {character}: could not answer ({script.db.last_reply_error}); players see "
             f"the fallback line until the model answers again (aihistory {character.key})"
         )
+    else:
+        logger.log_err(f"AI {character}: reply failed ({failures} in a row): "
+                       f"{script.db.last_reply_error}")
 
 
 def _record_success(script, character):
@@ -200,7 +203,9 @@ def answer_turn(script, character):
     try:
         result = yield _ask(script, character, messages_for_budget)
         _report_reply(script, character, result, time.monotonic() - started)
-        reply = clean_reply(result.content, character.key)
+        # a reply stopped by AI_LLM_MAX_REPLY_TOKENS ends at its last full sentence
+        reply = clean_reply(result.content, character.key,
+                            truncated=getattr(result, "finish_reason", None) == "length")
         if not reply:
             _record_failure(script, character, "the model returned no usable text")
     except LLMError as err:

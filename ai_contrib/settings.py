@@ -41,6 +41,14 @@ DEFAULTS = {
     "SLEEP_AFTER_IDLE": 600,  # seconds without player speech before the NPC falls asleep (0 = never)
     "SLEEP_DURATION": 120,  # seconds an idle NPC sleeps before waking by itself (0 = until spoken to)
     "FALLBACK_REPLY": "{name} seems lost in thought.",
+    # which lines an NPC answers (docs/design.md, "Turns, not one call per line"): "addressed" =
+    # only lines that name it, are `talk`-ed to it, continue a conversation with it, or any line
+    # when it is the only AI NPC in the room; "always" = every `say` in its room. Every line is
+    # heard and stored either way. Per NPC: the script's `answer_when` Attribute
+    "ANSWER_WHEN": "addressed",
+    # seconds a conversation stays open after its last exchange: within it, the same speaker's
+    # next line needs no name (per NPC: `conversation_window`)
+    "CONVERSATION_WINDOW": 120,
     # seconds after which a line heard but never answered (the server was down) is dropped, with
     # a log line, instead of being answered after a restart
     "PENDING_MAX_AGE": 900,

@@ -29,6 +29,7 @@ from evennia.utils import logger
 from evennia.utils.ansi import strip_ansi, strip_mxp
 from evennia.utils.dbserialize import deserialize
 
+from . import sleep_report
 from .core.audience import normalise_audience
 from .core.budget import effective_budget
 from .core.messages import make_message
@@ -93,6 +94,20 @@ def room_listeners(character):
         and isinstance(obj, DefaultCharacter)
         and not isinstance(obj, AssistantCharacter)
     }
+
+
+def room_npcs(character):
+    """The other AI NPCs in ``character``'s room (a list; empty without a room)."""
+    room = getattr(character, "location", None)
+    if room is None:
+        return []
+    return [obj for obj in room.contents
+            if obj != character and isinstance(obj, AssistantCharacter)]
+
+
+def npc_names(npc):
+    """An NPC's key and aliases: the words that address it."""
+    return [npc.key] + list(npc.aliases.all())
 
 
 def _speech_from_say(text):
@@ -177,11 +192,18 @@ class AssistantCharacter(DefaultCharacter):
             if speech:
                 self.at_heard_say(from_obj, speech)
 
-    def at_heard_say(self, speaker, speech):
-        """Called when ``speaker`` says ``speech`` to or near this NPC."""
+    def at_heard_say(self, speaker, speech, to=None):
+        """
+        Called when ``speaker`` says ``speech`` to or near this NPC.
+
+        Args:
+            to (Object, optional): whom the line was said to (``talk <npc> = ...``); None for
+                a ``say`` to the room. Whether the NPC answers is decided by
+                :meth:`AssistantScript.receive_speech`.
+        """
         script = self.assistant
         if script:
-            script.receive_speech(speaker, speech)
+            script.receive_speech(speaker, speech, to=to)
 
 
 def player_text(text):
@@ -407,9 +429,10 @@ class AssistantScript(DefaultScript):
 
     # -- hearing -------------------------------------------------------------------------------
 
-    def receive_speech(self, speaker, text, audience=None):
+    def receive_speech(self, speaker, text, audience=None, to=None):
         """
-        A player said ``text`` to the NPC: record it and queue an answer.
+        A player said ``text`` to or near the NPC: record it, and queue an answer when the line
+        is addressed to this NPC.
 
         The user message enters the history at once (so it survives any compaction under way),
         with its audience: who could hear it (``docs/design.md``, "Privacy by audience"). The
@@ -420,11 +443,17 @@ class AssistantScript(DefaultScript):
         Evennia's colour and MXP codes are stripped): one line, no control characters, chat
         template special tokens broken up, at most ``AI_PLAYER_TEXT_MAX_CHARS`` characters.
 
+        Whether the line is for this NPC is :meth:`addressed` (``docs/design.md``, "Turns, not
+        one call per line"); it is stored as ``metadata["addressed"]``. A line not addressed to
+        the NPC is heard and stored with its audience, but queues no answer and does not wake
+        the NPC.
+
         Args:
             speaker (Object | str): who spoke.
             text (str): the words.
             audience (iterable[str], optional): dbrefs of everyone who heard it; default the
                 characters in the NPC's room (:func:`room_listeners`) and the speaker.
+            to (Object, optional): whom the line was said to (``talk``); None for a ``say``.
 
         Returns:
             dict | None: the stored user message (None when nothing is left to store).
@@ -438,15 +467,51 @@ class AssistantScript(DefaultScript):
             audience = list(room_listeners(self.obj))
         audience = normalise_audience(list(audience) + ([dbref] if dbref else []))
         pending = self.pending_ids()  # derived from the history before this line joins it
+        addressed = self.addressed(dbref, text, to)  # before this line joins the history
         msg = self.add_message(
-            "user", text, name=name, metadata={"speaker": dbref, "audience": audience}
+            "user", text, name=name,
+            metadata={"speaker": dbref, "audience": audience, "addressed": addressed},
         )
+        if not addressed:
+            return msg
         pending.append(msg["id"])
         self.ndb.last_activity = time.time()
         if self.db.operating_mode == "sleep":
             self.wake(reason=f"{name} speaks")
         self.kick()
         return msg
+
+    def addressed(self, speaker, text, to=None):
+        """
+        Whether a line ``speaker`` (dbref) says is for this NPC to answer: the shell around
+        :func:`ai_contrib.core.addressing.decide`, with the policy ``answer_when``, the other AI
+        NPCs in the room and the conversation open within ``conversation_window`` seconds
+        (:func:`ai_contrib.core.addressing.conversation_partner`; ``docs/design.md``, "Turns,
+        not one call per line").
+
+        Args:
+            speaker (str | None): the speaker's dbref.
+            text (str): the normalised words.
+            to (Object, optional): whom the line was said to (``talk``); None for a ``say``.
+
+        Returns:
+            bool
+        """
+        from .core.addressing import conversation_partner, decide
+
+        npc = self.obj
+        if npc is None:
+            return True
+        others = [name for other in room_npcs(npc) for name in npc_names(other)]
+        partner = None
+        if others:  # only needed to tell a conversation from chatter between several NPCs
+            window = float(self.cfg("conversation_window") or 0)
+            partner = conversation_partner(self.history, time.time(), window)
+        return decide(
+            text, speaker, own_names=npc_names(npc), other_npc_names=others,
+            to_me=None if to is None else to == npc,
+            policy=str(self.cfg("answer_when") or "addressed").lower(), partner=partner,
+        ) is not None
 
     def pending_ids(self):
         """
@@ -569,6 +634,8 @@ class AssistantScript(DefaultScript):
                 return result
 
             work.addCallback(_slept)
+            # the admin who ran aisleep, and aihistory, get a line about what it did
+            work.addBoth(sleep_report.sleep_finished, self)
         elif self.cfg("compact_enabled") and self.token_usage() >= self.cfg(
             "compact_emergency_threshold"
         ):
@@ -655,6 +722,8 @@ class AssistantScript(DefaultScript):
         logger.log_info(f"AI {self.obj}: wakes up ({reason})")
         if self.obj and self.obj.location:
             self.obj.location.msg_contents(f"{self.obj.key} wakes up.", exclude=[self.obj])
+        if not self.ndb.slept:  # woken before its sleep work started: tell who waits for it
+            sleep_report.sleep_finished(None, self)
         return True
 
     # -- server lifecycle ----------------------------------------------------------------------
@@ -671,6 +740,24 @@ class AssistantScript(DefaultScript):
 
     def at_server_reload(self):
         self.checkpoint()
+
+    def at_script_delete(self):
+        """
+        The NPC, or this script, is being deleted: its archive and index move to
+        ``deleted/`` beside the archives and its Mem0 memories are deleted, both in the
+        background (:func:`ai_contrib.memory.erase.retire_memory`; ``docs/design.md``,
+        "Deleting an NPC").
+
+        Returns:
+            bool: True (the deletion goes on whatever happens to the memory files).
+        """
+        from .memory.erase import retire_memory
+
+        try:
+            retire_memory(self)
+        except Exception as err:  # housekeeping must never stop a deletion
+            logger.log_err(f"AI {self.obj}: could not retire its memory on deletion: {err}")
+        return True
 
     def at_server_shutdown(self):
         self.checkpoint()

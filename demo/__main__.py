@@ -273,7 +273,10 @@ async def sleep_and_wake(
         f"(context {usage[2] if usage else '?'}% of the budget) ---"
     )
     offset = game.log_size("server")
-    await admin.command(f"aisleep {NPC}", until=rf"{NPC} (falls|is already) asleep", timeout=30)
+    # an admin in the NPC's room sees "dozes off" instead of the confirmation
+    await admin.command(
+        f"aisleep {NPC}", until=rf"{NPC} (falls asleep|is already asleep|dozes off)", timeout=30
+    )
     stats.sleep_session = session
     if usage and usage[2] >= threshold_pct:
         # the compaction line itself is reported by report_compactions

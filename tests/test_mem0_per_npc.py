@@ -127,6 +127,32 @@ def test_two_npcs_never_mix(tmp_path):
         store.close_sync()
 
 
+def test_admin_lookup_and_deletion_of_one_npc(tmp_path):
+    """aimemory /show reads one memory (by id or prefix); deleting an NPC drops its collection."""
+    store = Mem0Store(path=str(tmp_path))
+    try:
+        store.add_entries_sync("npc-1", MARTA)
+        store.add_entries_sync("npc-2", FERRYMAN)
+        listed = store.list_sync("npc-1")
+        memory_id = listed[0]["metadata"]["memory_id"]
+        full = store.get_sync("npc-1", memory_id)
+        assert full["text"] == listed[0]["text"] and full["created_at"]
+        assert store.get_sync("npc-1", memory_id[:8])["metadata"]["memory_id"] == memory_id
+        assert store.get_sync("npc-2", memory_id) is None  # another NPC's memory
+        assert store.get_sync("npc-1", "ffffffff") is None
+
+        assert store.delete_agent_sync("npc-1", drop_collection=True) == 3
+        client = store.open_sync().vector_store.client
+        names = {c.name for c in client.get_collections().collections}
+        assert npc_collection_name(SHARED, "npc-1") not in names
+        assert _texts(store.list_sync("npc-2")) == {e["content"] for e in FERRYMAN}
+        # the id may be reused by a new NPC: it starts empty, in a new collection
+        assert store.list_sync("npc-1") == []
+        assert store.delete_agent_sync("npc-2") == 2
+    finally:
+        store.close_sync()
+
+
 def test_close_releases_the_path_at_once(tmp_path):
     first = Mem0Store(path=str(tmp_path))
     first.add_entries_sync("npc-1", MARTA[:1])

@@ -26,8 +26,11 @@ def render_for_chat(msg):
     Turn a history message into an OpenAI chat message for the reply prompt, or None to skip it.
 
     User messages carry the speaker in their text (``"Bob: hello"``) because many chat templates
-    drop the ``name`` field. Tool calls and tool results are the NPC's own bookkeeping (journaling
-    during extraction) and are left out of conversational replies.
+    drop the ``name`` field; a line said near the NPC but not to it (``metadata["addressed"]``
+    False, :mod:`ai_contrib.core.addressing`) reads ``"Bob (overheard): hello"``, so the model
+    knows it but does not take it as a question to answer. Tool calls and tool results are the
+    NPC's own bookkeeping (journaling during extraction) and are left out of conversational
+    replies.
     """
     role = msg.get("role")
     content = msg.get("content") or ""
@@ -35,6 +38,8 @@ def render_for_chat(msg):
         return None
     if role == "user":
         name = msg.get("name")
+        if name and (msg.get("metadata") or {}).get("addressed") is False:
+            name = f"{name} (overheard)"
         return {"role": "user", "content": f"{name}: {content}" if name else content}
     if role in ("assistant", "system"):
         return {"role": role, "content": content}
@@ -106,13 +111,36 @@ def build_reply_messages(persona, npc_name, history, token_counts, budget_tokens
 
 
 _SPEAKER_LINE = re.compile(r"^\s*[A-Z][\w' -]{0,30}:\s")
+# the end of a sentence: . ! ? or an ellipsis, with any closing quotes or brackets after it
+_SENTENCE_END = re.compile(r"[.!?\u2026]+[\"')\]\u201d\u2019]*(?=\s|$)")
 
 
-def clean_reply(text, npc_name, max_chars=400):
+def last_sentence(text):
+    """
+    ``text`` up to the end of its last complete sentence; when it holds none, up to its last
+    whole word followed by ``"..."`` (a reply the token cap cut mid-sentence).
+
+    Returns:
+        str: possibly ``""`` for empty text.
+    """
+    text = (text or "").rstrip()
+    ends = list(_SENTENCE_END.finditer(text))
+    if ends:
+        return text[: ends[-1].end()]
+    words = text.rsplit(None, 1)[0] if " " in text else text
+    return words.rstrip(",;:-\u2014 ") + "..." if words else ""
+
+
+def clean_reply(text, npc_name, max_chars=400, truncated=False):
     """
     Make a model's raw completion safe to ``say``: strip a leading ``"<npc_name>:"``, stop at the
     first line where the model starts writing another speaker's turn, drop surrounding quotes and
     cap the length (characters).
+
+    Args:
+        truncated (bool): the model stopped at its token cap (``finish_reason == "length"``):
+            the reply then ends at its last sentence boundary (:func:`last_sentence`) instead
+            of mid-sentence.
 
     Returns:
         str: the cleaned reply, possibly ``""`` (the caller then uses its fallback line).
@@ -127,6 +155,8 @@ def clean_reply(text, npc_name, max_chars=400):
         if line.strip():
             kept.append(line.strip())
     text = " ".join(kept).strip().strip('"').strip()
+    if truncated and len(text) <= max_chars:
+        text = last_sentence(text)
     if len(text) > max_chars:
         cut = text[:max_chars]
         end = max(cut.rfind(". "), cut.rfind("! "), cut.rfind("? "))

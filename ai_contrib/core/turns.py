@@ -33,7 +33,9 @@ def unanswered_lines(history, now, max_age=0):
 
     A line is answered when a reply's ``metadata["reply_to"]`` names it, or when an assistant
     reply without ``reply_to`` (written before replies recorded it) comes after it. Assistant
-    messages that only carry tool calls are bookkeeping, not replies.
+    messages that only carry tool calls are bookkeeping, not replies. A line stored with
+    ``metadata["addressed"] = False`` was overheard, not said to the NPC
+    (:mod:`ai_contrib.core.addressing`): it is never to be answered.
 
     Args:
         history (list[dict]): the runtime history, oldest first.
@@ -47,7 +49,8 @@ def unanswered_lines(history, now, max_age=0):
     candidates = []
     for msg in history:
         if is_player_line(msg):
-            candidates.append(msg)
+            if (msg.get("metadata") or {}).get("addressed") is not False:
+                candidates.append(msg)
             continue
         if msg.get("role") != "assistant" or not (msg.get("content") or "").strip():
             continue

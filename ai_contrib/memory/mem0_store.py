@@ -128,6 +128,9 @@ _PAYLOAD_FIELDS = ("speaker", "entity", "marker_id", "first_seq", "last_seq", "f
 #: the factor it grows by while too few of them are audible, up to AUDIENCE_MAX_OVERFETCH
 AUDIENCE_OVERFETCH = 4
 AUDIENCE_MAX_OVERFETCH = 64
+#: memories listed at most by admin tools that count or look up one NPC's memories
+COUNT_LIMIT = 100_000
+_FULL_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
 class MemoryStoreError(Exception):
@@ -274,9 +277,15 @@ def _import_mem0(memory_dir):
     os.environ.setdefault("MEM0_DIR", os.path.join(memory_dir, "mem0"))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     already = "mem0" in sys.modules
-    import mem0
-    import mem0.memory.main as mem0_main
-    import mem0.memory.telemetry as mem0_telemetry
+    try:
+        import mem0
+        import mem0.memory.main as mem0_main
+        import mem0.memory.telemetry as mem0_telemetry
+    except ImportError as err:
+        raise MemoryStoreError(
+            f"the long-term memory needs Mem0 ({err}): "
+            "pip install 'evennia-ai-contrib[memory]', or set AI_MEMORY_ENABLED = False"
+        ) from err
 
     if already:
         # imported by someone else before the environment was set: switch telemetry off anyway
@@ -840,15 +849,74 @@ class Mem0Store:
                 raise MemoryStoreError(f"Mem0 listing failed: {err}") from err
         return [_hit(item) for item in (response or {}).get("results") or []]
 
-    def delete_agent_sync(self, agent_id):
-        """Forget every memory of one NPC (Mem0's ``reset()`` would wipe all NPCs)."""
+    def get_sync(self, agent_id, memory_id):
+        """
+        One memory of one NPC, in full, for admin tools.
+
+        Args:
+            agent_id (str): the NPC's id (a memory of another NPC is not returned).
+            memory_id (str): Mem0's id, or a unique prefix of it (admin tables show 8
+                characters).
+
+        Returns:
+            dict | None: the hit (module docstring) plus ``"created_at"`` and ``"updated_at"``
+            (ISO-8601 str or None); None when no memory of the NPC has that id.
+
+        Raises:
+            MemoryStoreError: the store failed, or the prefix names several memories.
+        """
+        agent_id, memory_id = str(agent_id), str(memory_id).strip().lower()
         with self._lock:
             memory = self.memory_for(agent_id)
             try:
-                memory.delete_all(agent_id=str(agent_id))
+                if _FULL_ID.match(memory_id):  # one point read
+                    item = memory.get(memory_id)
+                    items = [item] if item and str(item.get("agent_id")) == agent_id else []
+                else:  # a prefix: the NPC's memories are listed (admin use only)
+                    listed = memory.get_all(filters={"agent_id": agent_id}, top_k=COUNT_LIMIT)
+                    items = (listed or {}).get("results") or []
+            except Exception as err:
+                raise MemoryStoreError(f"Mem0 lookup failed: {err}") from err
+        found = [item for item in items if str(item.get("id")).startswith(memory_id)]
+        if len(found) > 1:
+            raise MemoryStoreError(f"{len(found)} memories start with '{memory_id}'")
+        if not found:
+            return None
+        hit = _hit(found[0])
+        hit["created_at"] = found[0].get("created_at")
+        hit["updated_at"] = found[0].get("updated_at")
+        return hit
+
+    def delete_agent_sync(self, agent_id, drop_collection=False):
+        """
+        Forget every memory of one NPC (Mem0's ``reset()`` would wipe all NPCs).
+
+        Args:
+            agent_id (str): the NPC's id.
+            drop_collection (bool): with one collection per NPC, also delete the NPC's (then
+                empty) collection: done when the NPC itself is deleted, so that collections
+                do not pile up (``docs/design.md``, "Deleting an NPC").
+
+        Returns:
+            int: how many memories there were (counted before deleting).
+
+        Raises:
+            MemoryStoreError: the store failed; some memories may be left.
+        """
+        agent_id = str(agent_id)
+        with self._lock:
+            memory = self.memory_for(agent_id)
+            try:
+                listed = memory.get_all(filters={"agent_id": agent_id}, top_k=COUNT_LIMIT)
+                count = len((listed or {}).get("results") or [])
+                memory.delete_all(agent_id=agent_id)
+                if drop_collection and self.per_npc:
+                    memory.vector_store.delete_col()
+                    self._npc_memories.pop(agent_id, None)
             except Exception as err:
                 raise MemoryStoreError(f"Mem0 delete failed: {err}") from err
-            self._stored_ids.pop(str(agent_id), None)
+            self._stored_ids.pop(agent_id, None)
+        return count
 
     # ------------------------------------------------------- async API
 
@@ -894,9 +962,13 @@ class Mem0Store:
         """Deferred version of :meth:`list_sync`."""
         return self.run(self.list_sync, agent_id, limit)
 
-    def delete_agent(self, agent_id):
-        """Deferred version of :meth:`delete_agent_sync`."""
-        return self.run(self.delete_agent_sync, agent_id)
+    def get(self, agent_id, memory_id):
+        """Deferred version of :meth:`get_sync`."""
+        return self.run(self.get_sync, agent_id, memory_id)
+
+    def delete_agent(self, agent_id, drop_collection=False):
+        """Deferred version of :meth:`delete_agent_sync` (fires with the count)."""
+        return self.run(self.delete_agent_sync, agent_id, drop_collection)
 
     def close(self):
         """

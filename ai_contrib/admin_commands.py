@@ -1,0 +1,239 @@
+"""
+Admin commands for looking after several AI NPCs: ``ailist`` (all of them at a glance),
+``aiconfig`` (one NPC's effective configuration, with per-NPC changes) and ``aireset`` (wipe
+one NPC's memory). They join the contrib's cmdset in :mod:`ai_contrib.commands`.
+"""
+
+from evennia.commands.default.muxcommand import MuxCommand
+
+from .commands import HELP_CATEGORY, admin_table, find_npc, shown, table_width
+from .npc_config import PER_NPC_OPTIONS, parse_value, resolve
+from .npcs import all_ai_npcs
+from .rag_memory import breaker_open
+from .settings import get_setting
+from .strategies import resolve_strategy
+
+def _tokens(script):
+    """``"1234/8000 15%"``: the history's tokens against the effective budget."""
+    tokens, budget = script.token_count(), script.budget()
+    return f"{tokens}/{budget} {tokens / max(1, budget):.0%}"
+
+
+def _last_reply(script):
+    """``"1.2s 812t"``: seconds and prompt tokens of the last reply (``ndb``: since the start)."""
+    stats = script.ndb.last_reply
+    if not stats:
+        return "-"
+    prompt = stats.get("prompt") or {}
+    tokens = f" {prompt['prompt_tokens']}t" if prompt.get("prompt_tokens") is not None else ""
+    return f"{stats['seconds']:.1f}s{tokens}"
+
+
+def _failures(script):
+    """``"2/1"``: failed replies in a row / failed automatic compactions; ``!`` = breaker open."""
+    text = f"{script.db.reply_failures or 0}/{script.db.compact_failures or 0}"
+    return text + ("!" if breaker_open(script) else "")
+
+
+class CmdAIList(MuxCommand):
+    """
+    List the AI NPCs of the game.
+
+    Usage:
+      ailist
+
+    One line per NPC: name and dbref, location, mode, tokens in its history
+    against its budget (and %), compaction strategy, the last reply's cost
+    (seconds, prompt tokens; since the server started), and failures: replies
+    failed in a row / automatic compactions failed in a row, "!" when
+    automatic compaction is paused (the breaker is open). Game subclasses of
+    AssistantCharacter, and any object with an AssistantScript, count.
+    """
+
+    key = "ailist"
+    locks = "cmd:perm(Builder)"
+    help_category = HELP_CATEGORY
+
+    def func(self):
+        npcs = all_ai_npcs()
+        if not npcs:
+            self.caller.msg("There are no AI NPCs.")
+            return
+        table = admin_table(table_width(self), "NPC", "where", "mode", "tokens/budget",
+                            "strategy", "reply", "fails")
+        for npc, script in npcs:
+            where = npc.location.key if npc.location else "-"
+            name = f"{npc.key} {npc.dbref}"
+            if script is None:
+                table.add_row(name, where, "no script", "-", "-", "-", "-")
+                continue
+            table.add_row(name, where, script.db.operating_mode, _tokens(script),
+                          resolve_strategy(script), _last_reply(script), _failures(script))
+        self.caller.msg(f"|wAI NPCs|n: {len(npcs)}\n{table}")
+
+
+class CmdAIConfig(MuxCommand):
+    """
+    Show or change an AI NPC's configuration.
+
+    Usage:
+      aiconfig <npc>
+      aiconfig <npc>/<option>=<value>
+      aiconfig <npc>/<option>=
+      aiconfig/reset <npc>/<option>
+
+    Without an option: every per-NPC option with its effective value and
+    where the value comes from: NPC (an Attribute on the NPC's
+    AssistantScript; "= game" when it equals the game's value now), game (the
+    AI_<OPTION> setting in the game's settings.py) or default (the
+    contrib's). The script's id is shown too (#id, for the scripts command).
+
+    <option>=<value> sets the option for this NPC only. The value must be of
+    the option's type: yes/no for switches, a whole number, a number
+    (fractions as 0.7 or 70%), or text; compact_strategy and
+    summary_prompt_style take one of their names. An empty value or /reset
+    removes the NPC's own value, so the game's setting applies again.
+    """
+
+    key = "aiconfig"
+    switch_options = ("reset",)
+    locks = "cmd:perm(Builder)"
+    help_category = HELP_CATEGORY
+
+    def func(self):
+        caller = self.caller
+        name, _, rest = self.args.strip().partition("/")
+        option, equals, value = rest.partition("=")
+        option = option.strip().lower()
+        if not name.strip():
+            caller.msg("Usage: aiconfig <npc>[/<option>=<value>]")
+            return
+        npc, script = find_npc(caller, name.strip())
+        if not npc:
+            return
+        if not option:
+            self.show(npc, script)
+        elif "reset" in self.switches or (equals and not value.strip()):
+            self.clear(npc, script, option)
+        elif equals:
+            self.set(npc, script, option, value)
+        else:
+            caller.msg(f"Usage: aiconfig {npc.key}/{option}=<value>  "
+                       f"(or aiconfig/reset {npc.key}/{option})")
+
+    def show(self, npc, script):
+        table = admin_table(table_width(self), "option", "value", "from")
+        for option in PER_NPC_OPTIONS:
+            value, source = resolve(script, option)
+            if source == "NPC" and value == get_setting(option.upper()):
+                source = "NPC (= game)"
+            elif source.startswith("AI_"):
+                source = "game"  # the setting's name is AI_ + the option's, in capitals
+            text = repr(value) if value is None or isinstance(value, str) else str(value)
+            table.add_row(option, shown(text, 30), source)
+        self.caller.msg(
+            f"|wConfiguration of {npc.key}|n ({npc.dbref}, AssistantScript #{script.id})\n"
+            f"{table}\nfrom: NPC = this NPC's own value, game = the game's AI_<OPTION> "
+            f"setting,\n      default = the contrib's default.\n"
+            f"Change one: aiconfig {npc.key}/<option>=<value>\n"
+            f"Back to the game's: aiconfig {npc.key}/<option>="
+        )
+
+    def set(self, npc, script, option, text):
+        try:
+            value = parse_value(option, text)
+        except ValueError as err:
+            self.caller.msg(shown(str(err)))
+            return
+        before, source = resolve(script, option)
+        script.attributes.add(option, value)
+        note = " Token counts use the new model after a reload." if option == "llm_model" else ""
+        self.caller.msg(f"{npc.key}: {option} = {shown(repr(value))} for this NPC "
+                        f"(was {shown(repr(before))}, from {source}).{note}")
+
+    def clear(self, npc, script, option):
+        if option not in PER_NPC_OPTIONS:
+            self.caller.msg(f"Unknown option '{shown(option)}'. Options: "
+                            f"{', '.join(PER_NPC_OPTIONS)}.")
+            return
+        # removed, not set to None: resolve() then names the setting it follows
+        script.attributes.remove(option)
+        value, source = resolve(script, option)
+        self.caller.msg(f"{npc.key}: {option} follows the game again: {shown(repr(value))} "
+                        f"(from {source}).")
+
+
+def _describe_reset(npc, report):
+    """The line saying what ``aireset`` removed (or will remove, before the callbacks)."""
+    files = report.get("deleted_files", report["archive_files"])
+    parts = [
+        f"{report['messages']} messages in context ({report['summaries']} summaries)",
+        f"the archive: {report['archive_records']} records, {report['archive_bytes']} bytes "
+        f"in {len(files)} file(s)" + (f" ({', '.join(files)})" if files else ""),
+        f"{report['journal_entries']} journal entries",
+        f"{report['entity_profiles']} entity profiles",
+        f"{report['compaction_events']} compaction events and the counters "
+        f"({report['compactions']} compactions, failures, last reply and sleep)",
+    ]
+    return "; ".join(parts)
+
+
+class CmdAIReset(MuxCommand):
+    """
+    Wipe an AI NPC's memory.
+
+    Usage:
+      aireset <npc>
+      aireset/confirm <npc>
+
+    Without /confirm: says what would be removed. With /confirm: removes the
+    NPC's conversation history (context and checkpoint), its journal and
+    entity profiles, its archive file and full-text index (deleted, not
+    kept), its Mem0 memories, its compaction log and counters, and reports
+    each. Its persona, configuration and mode stay. Refused while it is
+    writing a reply or doing memory work: try again a moment later.
+    """
+
+    key = "aireset"
+    switch_options = ("confirm",)
+    locks = "cmd:perm(Builder)"
+    help_category = HELP_CATEGORY
+
+    def func(self):
+        from .memory.erase import busy_reason, reset_memory, reset_preview
+
+        caller = self.caller
+        name = self.args.strip()
+        if not name:
+            caller.msg("Usage: aireset[/confirm] <npc>")
+            return
+        npc, script = find_npc(caller, name)
+        if not npc:
+            return
+        if "confirm" not in self.switches:
+            report = reset_preview(script, npc)
+            memory = "its Mem0 memories" if report["memory"] else "nothing in Mem0 (it is off)"
+            caller.msg(
+                f"|yThis removes from {npc.key}|n: {_describe_reset(npc, report)}; {memory}. "
+                f"It cannot be undone.\nType |waireset/confirm {npc.key}|n to do it."
+            )
+            return
+        why = busy_reason(script)
+        if why:
+            caller.msg(f"Not now: {why} for {npc.key}. Try again in a moment.")
+            return
+        caller.msg(f"Resetting {npc.key}'s memory...")
+
+        def _done(report):
+            if report.get("memories") is not None:
+                memory = f"Mem0: {report['memories']} memories deleted"
+            elif report.get("memory_error"):
+                memory = f"|rMem0 failed|n: {shown(report['memory_error'])}"
+            else:
+                memory = "Mem0: off, nothing to delete"
+            files = (f"; |rarchive files not deleted|n: {shown(report['file_error'])}"
+                     if report.get("file_error") else "")
+            caller.msg(f"Reset {npc.key}: removed {_describe_reset(npc, report)}; {memory}"
+                       f"{files}.")
+
+        reset_memory(script, npc).addCallback(_done)

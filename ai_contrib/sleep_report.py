@@ -1,0 +1,129 @@
+"""
+What a sleep phase did, in one line for admins: the ``aisleep`` report and ``aihistory``'s
+"Last sleep" row.
+
+The sleep phase (:func:`ai_contrib.rag_memory.run_sleep_tick`) returns ``{step: result}``;
+:func:`sleep_finished` is chained to it by the ``AssistantScript``, records the line in
+``script.db.last_sleep`` (``{"at": ISO-8601 UTC str, "summary": str}``, kept across reloads)
+and fires the Deferreds :func:`watch_sleep` handed out.
+"""
+
+from datetime import datetime, timezone
+
+from twisted.internet import defer
+from twisted.python.failure import Failure
+
+from evennia.utils import logger
+
+
+def _compaction(result, name):
+    from .strategies import format_result
+
+    if not result:
+        return "compaction not run"
+    line = format_result(name, result)  # the other strategies' own wording
+    if line:
+        return line.rstrip(".")
+    if result.get("skipped"):
+        return f"compaction skipped ({result.get('reason')})"
+    if not result.get("success"):
+        return f"compaction failed ({result.get('error')})"
+    return (
+        f"compacted {result.get('compacted_messages')} messages, "
+        f"{result.get('original_tokens')} -> {result.get('new_tokens')} tokens "
+        f"({result.get('reduction_pct', 0):.1f}% reduction)"
+    )
+
+
+def _extraction(result):
+    if result is None:
+        return "no fact extraction (below the sleep threshold)"
+    if result.get("skipped"):
+        return f"no fact extraction ({result.get('reason', 'skipped')})"
+    facts = int(result.get("facts_recorded") or 0)
+    seen = int(result.get("observations_recorded") or 0)
+    text = f"{facts} fact(s) journaled" + (f", {seen} observation(s)" if seen else "")
+    if not result.get("success", True):
+        text += f" (extraction failed: {result.get('error')})"
+    return text
+
+
+def _consolidation(result):
+    if not result:
+        return "no consolidation"
+    if result.get("disabled"):
+        return "Mem0 off"
+    if not result.get("success"):
+        return f"consolidation into Mem0 failed ({result.get('error')})"
+    text = f"{int(result.get('added') or 0)} journal entries consolidated into Mem0"
+    if result.get("skipped"):
+        text += f" ({result['skipped']} already there)"
+    return text
+
+
+def describe_sleep(result, name="the NPC"):
+    """
+    One line about a sleep phase's result.
+
+    Args:
+        result (dict | Failure | None): ``run_sleep_tick``'s ``{step: result}``; a Failure
+            when the phase broke off; None when the NPC woke before its sleep work started.
+        name (str): the NPC's name, for the compaction strategies' wording.
+
+    Returns:
+        str: e.g. ``"compaction skipped (below threshold); no fact extraction (below the sleep
+        threshold); 2 journal entries consolidated into Mem0; 1 journal entries pruned"``.
+        Error texts come from the LLM client and the store, which mask keys.
+    """
+    if result is None:
+        return "woke before the sleep work started: nothing done"
+    if isinstance(result, Failure):
+        return f"sleep work failed: {result.getErrorMessage()}"
+    parts = [
+        _compaction(result.get("context_compaction"), name),
+        _extraction(result.get("pre_compaction_extraction")),
+        _consolidation(result.get("memory_consolidation")),
+    ]
+    pruned = (result.get("episodic_prune") or {}).get("pruned")
+    if pruned:
+        parts.append(f"{pruned} journal entries pruned")
+    for step in ("entity_consolidation", "episodic_prune"):
+        outcome = result.get(step) or {}
+        if outcome.get("success") is False:
+            parts.append(f"{step.replace('_', ' ')} failed ({outcome.get('error')})")
+    return "; ".join(parts)
+
+
+def watch_sleep(script):
+    """
+    A Deferred that fires with the line of the next sleep phase of ``script`` to end
+    (:func:`describe_sleep`), or when the NPC wakes before its sleep work started. It never
+    errbacks. Held in ``script.ndb`` only: a reload drops the watch, not the sleep.
+    """
+    d = defer.Deferred()
+    watchers = list(script.ndb.sleep_watchers or [])
+    watchers.append(d)
+    script.ndb.sleep_watchers = watchers
+    return d
+
+
+def sleep_finished(result, script):
+    """
+    Record and report the end of a sleep phase (a Deferred callback: returns ``result``).
+
+    Args:
+        result: as :func:`describe_sleep`.
+        script: the ``AssistantScript``.
+    """
+    try:
+        line = describe_sleep(result, script.obj.key if script.obj else "the NPC")
+        if result is not None:
+            at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            script.db.last_sleep = {"at": at, "summary": line}
+        watchers, script.ndb.sleep_watchers = script.ndb.sleep_watchers or [], []
+    except Exception as err:  # reporting must never break the sleep phase's chain
+        logger.log_warn(f"AI {script.obj}: sleep report failed: {err}")
+        return result
+    for d in watchers:
+        d.callback(line)
+    return result

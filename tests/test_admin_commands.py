@@ -1,0 +1,362 @@
+"""
+Admin tools for many NPCs: lookup of game subclasses, ``ailist``, ``aiconfig``, ``aireset``,
+one item in full, the sleep report, and what deleting an NPC does with its memory.
+"""
+
+import inspect
+import os
+from unittest import mock
+
+from django.test import override_settings
+from evennia.objects.objects import DefaultCharacter
+from evennia.utils import create
+from twisted.internet import defer
+
+from ai_contrib.admin_commands import CmdAIConfig, CmdAIList, CmdAIReset
+from ai_contrib.commands import (
+    AIContribCmdSet,
+    CmdAIHistory,
+    CmdAIMemory,
+    CmdAISleep,
+    CmdAIWake,
+    CmdCompact,
+)
+from ai_contrib.core.summary import make_marker
+from ai_contrib.memory import mem0_store
+from ai_contrib.memory.erase import archive_files
+from ai_contrib.memory.journal import add_entry, ensure_journal
+from ai_contrib.typeclasses import SCRIPT_KEY, AssistantCharacter, AssistantScript
+
+from .npc_fixtures import NPCTestCase
+from .twisted_util import spin
+
+FORGED = "|/|w[MudInfo] Fake alert|n |lcquit|ltclick|le"
+
+
+class Innkeeper(AssistantCharacter, DefaultCharacter):
+    """An AI NPC the way a game defines one: its own subclass."""
+
+
+class FakeStore:
+    """
+    Stands in for the process-wide Mem0 store: records calls, answers at once (the worker
+    thread's Deferreds are the real store's business, tested in test_mem0_store.py).
+    """
+
+    is_open = True
+
+    def __init__(self, memories=3, hit=None):
+        self.memories = memories
+        self.hit = hit
+        self.calls = []
+
+    def run(self, func, *args, **kwargs):
+        self.calls.append(("run", func.__name__))
+        return defer.maybeDeferred(func, *args, **kwargs)
+
+    def delete_agent(self, agent_id, drop_collection=False):
+        self.calls.append(("delete_agent", agent_id, drop_collection))
+        return defer.succeed(self.memories)
+
+    def get(self, agent_id, memory_id):
+        self.calls.append(("get", agent_id, memory_id))
+        return defer.succeed(self.hit if memory_id and self.hit and
+                             self.hit["metadata"]["memory_id"].startswith(memory_id) else None)
+
+
+class AdminCase(NPCTestCase):
+    def use_store(self, store):
+        previous, mem0_store._store = mem0_store._store, store
+        self.addCleanup(setattr, mem0_store, "_store", previous)
+        return store
+
+    def said(self, cmd, args, until, tries=200):
+        """Run a command and collect what the caller is told, also later (Deferreds)."""
+        with mock.patch.object(self.char1, "msg") as msg:
+            immediate = self.call(cmd, args)
+            for _ in range(tries):
+                text = immediate + " ".join(str(c) for c in msg.call_args_list)
+                if until in text:
+                    break
+                spin(0.02)
+        return immediate + "\n".join(str(c.args[0] if c.args else c.kwargs.get("text"))
+                                     for c in msg.call_args_list)
+
+
+class TestLookup(AdminCase):
+    def setUp(self):
+        super().setUp()
+        self.brom = create.create_object(Innkeeper, key="Brom", location=self.room1)
+
+    def test_a_game_subclass_is_found_by_every_admin_command(self):
+        self.assertIn("AI history of Brom", self.call(CmdAIHistory(), "Brom"))
+        self.assertIn("Compaction of Brom skipped", self.call(CmdCompact(), "Brom"))
+        self.assertIn("Brom dozes off.", self.call(CmdAISleep(), "Brom"))
+        self.assertEqual(self.brom.assistant.db.operating_mode, "sleep")
+        self.assertIn("Brom wakes up.", self.call(CmdAIWake(), "Brom"))
+        self.assertEqual(self.brom.assistant.db.operating_mode, "awake")
+
+    def test_any_object_with_an_assistant_script_is_an_ai_npc(self):
+        self.obj1.scripts.add(AssistantScript, key=SCRIPT_KEY, autostart=False)
+        self.assertIn("AI history of Obj", self.call(CmdAIHistory(), "Obj"))
+
+    def test_a_character_that_is_not_an_ai_npc_is_named_so(self):
+        self.call(CmdAIHistory(), "Char2", "Char2 is not an AI NPC.")
+        self.call(CmdAIHistory(), "Nobody", "Could not find 'Nobody'")
+
+    def test_an_ai_npc_wins_over_a_namesake_that_is_not_one(self):
+        create.create_object(DefaultCharacter, key="Brom", location=self.room2)
+        self.assertIn("AI history of Brom", self.call(CmdAIHistory(), "Brom"))
+
+
+class TestAIList(AdminCase):
+    def test_lists_every_ai_npc_subclasses_included_and_nothing_else(self):
+        brom = create.create_object(Innkeeper, key="Brom", location=self.room2)
+        self.fill(4)
+        self.script.ndb.last_reply = {"seconds": 1.25, "prompt": {
+            "prompt_tokens": 812, "cached_tokens": 700, "generated_tokens": 20}}
+        self.script.db.reply_failures = 2
+        out = self.call(CmdAIList(), "")
+        self.assertIn("AI NPCs: 2", out)
+        self.assertIn(f"Marta {self.npc.dbref}", out)
+        self.assertIn(f"Brom {brom.dbref}", out)
+        self.assertNotIn("Char2", out)
+        tokens, budget = self.script.token_count(), self.script.budget()
+        self.assertIn(f"{tokens}/{budget}", out)
+        self.assertIn("1.2s 812t", out)
+        self.assertIn("2/0", out)
+        self.assertIn("summary", out)
+        self.assertIn("Room2", out)
+        self.assertTrue(all(len(line) <= 80 for line in out.splitlines()), out)
+
+
+class TestAIConfig(AdminCase):
+    def test_shows_each_value_with_its_source_and_the_script_id(self):
+        self.script.attributes.remove("compact_preserve_window")
+        self.script.db.mask_window = 4
+        with override_settings(AI_COMPACT_PRESERVE_WINDOW=12):
+            out = self.call(CmdAIConfig(), "Marta")
+        self.assertIn(f"#{self.script.id}", out)
+        rows = {cells[0]: cells[1:] for cells in (
+            [c.strip() for c in line.strip("|").split("|")] for line in out.splitlines()
+            if line.startswith("|"))}
+        self.assertEqual(rows["compact_preserve_window"], ["12", "game"])
+        self.assertEqual(rows["mask_window"], ["4", "NPC"])
+        self.assertEqual(rows["compact_min_saving_tokens"], ["1", "default"])
+        self.assertEqual(rows["compact_sleep_threshold"], ["0.7", "NPC (= game)"])
+        self.assertEqual(rows["compact_model"], ["None", "default"])
+        self.assertTrue(all(len(line) <= 80 for line in out.splitlines()), out)
+
+    def test_sets_typed_values_and_refuses_bad_ones(self):
+        self.call(CmdAIConfig(), "Marta/compact_sleep_threshold=65%",
+                  "Marta: compact_sleep_threshold = 0.65 for this NPC")
+        self.assertEqual(self.script.cfg("compact_sleep_threshold"), 0.65)
+        self.call(CmdAIConfig(), "Marta/compact_enabled=no")
+        self.assertIs(self.script.cfg("compact_enabled"), False)
+        self.call(CmdAIConfig(), "Marta/max_context_tokens=4000")
+        self.assertEqual(self.script.cfg("max_context_tokens"), 4000)
+        self.call(CmdAIConfig(), "Marta/compact_strategy=Cascade")
+        self.assertEqual(self.script.cfg("compact_strategy"), "cascade")
+        self.call(CmdAIConfig(), "Marta/max_context_tokens=lots",
+                  "max_context_tokens takes a whole number (got 'lots').")
+        self.call(CmdAIConfig(), "Marta/compact_sleep_threshold=2",
+                  "compact_sleep_threshold is a fraction of the token budget")
+        self.call(CmdAIConfig(), "Marta/compact_enabled=maybe", "compact_enabled is a switch")
+        self.call(CmdAIConfig(), "Marta/compact_strategy=magic", "compact_strategy is one of")
+        self.call(CmdAIConfig(), "Marta/llm_api_key=sk-123", "Unknown option 'llm_api_key'")
+        self.assertEqual(self.script.cfg("max_context_tokens"), 4000)
+
+    def test_an_empty_value_or_reset_goes_back_to_the_game_setting(self):
+        self.script.db.mask_window = 3
+        self.call(CmdAIConfig(), "Marta/mask_window=",
+                  "Marta: mask_window follows the game again: 10 (from default).")
+        self.assertFalse(self.script.attributes.has("mask_window"))
+        self.script.db.compact_strategy = "mask"
+        with override_settings(AI_COMPACT_STRATEGY="hybrid"):
+            self.call(CmdAIConfig(), "/reset Marta/compact_strategy",
+                      "Marta: compact_strategy follows the game again: 'hybrid' "
+                      "(from AI_COMPACT_STRATEGY).")
+            self.assertEqual(self.script.cfg("compact_strategy"), "hybrid")
+
+
+class TestAIReset(AdminCase):
+    def setUp(self):
+        super().setUp()
+        self.fill(6)
+        journal = ensure_journal(self.npc.db.journal)
+        add_entry(journal, "Bob rented the east room", importance=7)
+        journal["consolidated_entry_ids"].append(journal["entries"][0]["id"])
+        self.npc.db.journal = journal
+        self.npc.db.entity_profiles = {"Bob": ["rents the east room"]}
+        self.script.db.compaction_count = 2
+        self.script.db.compaction_log = [{"at": "2025-01-01", "success": True}]
+        self.script.db.reply_failures = 1
+        self.path = self.script.archive_path()
+
+    def test_without_confirm_nothing_is_removed(self):
+        out = self.call(CmdAIReset(), "Marta")
+        self.assertIn("This removes from Marta", out)
+        self.assertIn("6 messages in context", out)
+        self.assertIn("1 journal entries", out)
+        self.assertIn("aireset/confirm Marta", out)
+        self.assertEqual(len(self.script.history), 6)
+        self.assertTrue(os.path.exists(self.path))
+
+    def test_confirm_wipes_every_store_and_says_what_went(self):
+        store = self.use_store(FakeStore(memories=4))
+        self.script.archive  # noqa: B018 (the index file too)
+        open(self.path + ".fts.sqlite3", "w").close()
+        out = self.said(CmdAIReset(), "/confirm Marta", "Reset Marta")
+        self.assertIn("removed 6 messages in context (0 summaries)", out)
+        self.assertIn("6 records", out)
+        self.assertIn(os.path.basename(self.path), out)
+        self.assertIn("1 journal entries; 1 entity profiles; 1 compaction events", out)
+        self.assertIn("Mem0: 4 memories deleted", out)
+        self.assertIn(("delete_agent", f"npc-{self.npc.id}", False), store.calls)
+        self.assertEqual(archive_files(self.path), [])
+        self.assertEqual(self.script.history, [])
+        self.assertEqual(self.npc.db.journal["entries"], [])
+        self.assertEqual(self.npc.db.entity_profiles, {})
+        self.assertEqual(self.script.db.compaction_count, 0)
+        self.assertEqual(self.script.db.compaction_log, [])
+        self.assertEqual(self.script.db.reply_failures, 0)
+        # the NPC goes on, into a new archive
+        msg = self.script.add_message("user", "hello again", name="Bob")
+        self.assertEqual(msg["seq"], 0)
+        self.assertNotEqual(self.script.archive_path(), self.path)
+
+    def test_refused_while_a_reply_is_written(self):
+        self.script.ndb.busy = True
+        self.call(CmdAIReset(), "/confirm Marta", "Not now: a reply is being written")
+        self.assertEqual(len(self.script.history), 6)
+
+    def test_with_mem0_off_nothing_is_asked_of_it(self):
+        with override_settings(AI_MEMORY_ENABLED=False):
+            out = self.said(CmdAIReset(), "/confirm Marta", "Reset Marta")
+        self.assertIn("Mem0: off, nothing to delete", out)
+
+
+class TestOneItemInFull(AdminCase):
+    LONG = "Bob asked about the east room " + " ".join(f"detail{i}" for i in range(40))
+
+    def test_show_an_archived_message_by_seq_and_by_id(self):
+        self.fill(2)
+        msg = self.script.add_message("user", f"{self.LONG} {FORGED}", name="Bob",
+                                      metadata={"speaker": "#7", "audience": ["#7"]})
+        out = self.call(CmdAIHistory(), f"Marta/show {msg['seq']}")
+        self.assertIn(f"Archive record {msg['seq']} of Marta", out)
+        self.assertIn("detail39", out.replace("\n", " "))  # not cropped
+        self.assertIn("metadata.speaker: #7", out)
+        self.assertIn("in context", out)
+        self.assertFalse([line for line in out.splitlines() if "[MudInfo]" in line
+                          and line.lstrip().startswith("[MudInfo]")])
+        self.assertIn("\u00a6/\u00a6w[MudInfo]", out)
+        self.assertEqual(out, self.call(CmdAIHistory(), f"Marta/show {msg['id']}"))
+        self.call(CmdAIHistory(), "Marta/show 999", "No archive record or summary '999'")
+
+    def test_show_a_summary_by_id_and_by_its_compaction_seq(self):
+        said = self.fill(6)
+        marker = make_marker(f"Bob rented the east room. {self.LONG}", said[:4], 100, 20)
+        self.script.runtime.apply_compaction(marker, said[0]["id"], said[3]["id"])
+        out = self.call(CmdAIHistory(), f"Marta/show {marker['id']}")
+        self.assertIn("summary (in context)", out)
+        self.assertIn("detail39", out.replace("\n", " "))
+        self.assertIn(f"first_id: {said[0]['id']}", out)
+        seq = self.script.archive.last_seq
+        self.assertIn("detail39", self.call(CmdAIHistory(), f"Marta/show {seq}").replace("\n", " "))
+
+    def test_show_one_journal_entry(self):
+        journal = ensure_journal(self.npc.db.journal)
+        entry = add_entry(journal, f"{self.LONG} {FORGED}", importance=8, speaker="Bob",
+                          audience=["#7"])
+        self.npc.db.journal = journal
+        out = self.call(CmdAIHistory(), f"Marta/journal {entry['id']}")
+        self.assertIn("Journal entry of Marta (not in Mem0 yet)", out)
+        self.assertIn("importance: 8", out)
+        self.assertIn("audience: #7", out)
+        self.assertIn("detail39", out.replace("\n", " "))
+        self.assertIn("\u00a6/\u00a6w[MudInfo]", out)
+        self.call(CmdAIHistory(), "Marta/journal nope", "No journal entry 'nope' for Marta")
+
+    def test_show_one_memory_from_the_store(self):
+        hit = {"text": f"Bob likes ale. {self.LONG}", "score": 0.0, "created_at": "2025-01-01",
+               "metadata": {"memory_id": "0f4c2a9e-0000-4000-8000-000000000001",
+                            "journal_id": "fact_1", "visibility": "private",
+                            "user_id": "bob", "api_key": "sk-secretsecret"}}
+        store = self.use_store(FakeStore(hit=hit))
+        out = self.call(CmdAIMemory(), "Marta/show 0f4c2a9e")
+        self.assertIn("Memory of Marta", out)
+        self.assertIn("metadata.journal_id: fact_1", out)
+        self.assertIn("detail39", out.replace("\n", " "))
+        self.assertNotIn("secretsecret", out)
+        self.assertIn(("get", f"npc-{self.npc.id}", "0f4c2a9e"), store.calls)
+        self.call(CmdAIMemory(), "Marta/show ffff", "Marta has no memory 'ffff'.")
+
+
+class TestSleepReport(AdminCase):
+    def test_aisleep_reports_what_the_sleep_did_and_aihistory_shows_it(self):
+        self.fill(4)
+        out = self.said(CmdAISleep(), "Marta", "Marta's sleep:")
+        self.assertIn("Marta dozes off.", out)
+        self.assertIn("Marta's sleep: compaction skipped (below threshold", out)
+        self.assertIn("no fact extraction", out)
+        self.assertIn("0 journal entries consolidated into Mem0", out)
+        overview = self.call(CmdAIHistory(), "Marta")
+        self.assertIn("Last sleep", overview)
+        self.assertIn("compaction skipped", overview)
+
+    def test_woken_before_the_sleep_work_started(self):
+        with mock.patch.object(self.char1, "msg") as msg:
+            self.call(CmdAISleep(), "Marta")
+            self.script.wake(reason="test")
+            said = " ".join(str(c) for c in msg.call_args_list)
+        self.assertIn("Marta's sleep: woke before the sleep work started", said)
+
+    def test_aihistory_shows_the_last_reply_error_after_recovery(self):
+        self.script.db.reply_failures = 0
+        self.script.db.last_reply_error = "HTTP 500: boom"
+        out = self.call(CmdAIHistory(), "Marta")
+        self.assertIn("HTTP 500: boom", out)
+
+
+class TestDeletingAnNPC(AdminCase):
+    def test_archive_moves_to_deleted_and_mem0_memories_go(self):
+        store = self.use_store(FakeStore())
+        self.fill(3)
+        path = self.script.archive_path()
+        npc_id = self.npc.id
+        self.npc.delete()
+        spin(0.1)
+        kept = os.path.join(os.path.dirname(path), "deleted", os.path.basename(path))
+        self.assertFalse(os.path.exists(path))
+        self.assertTrue(os.path.exists(kept))
+        with open(kept) as fh:
+            self.assertEqual(len(fh.readlines()), 3)
+        self.assertIn(("delete_agent", f"npc-{npc_id}", True), store.calls)
+
+    def test_mem0_is_not_opened_for_an_npc_that_never_used_it(self):
+        store = self.use_store(FakeStore())
+        store.is_open = False
+        self.npc.delete()
+        self.assertFalse([c for c in store.calls if c[0] == "delete_agent"])
+
+
+class TestCmdSet(AdminCase):
+    def test_the_new_commands_are_in_the_cmdset_and_need_builder(self):
+        cmdset = AIContribCmdSet()
+        cmdset.at_cmdset_creation()
+        keys = {cmd.key for cmd in cmdset.commands}
+        self.assertTrue({"ailist", "aiconfig", "aireset"} <= keys)
+        self.char2.account.permissions.remove("Developer")
+        self.char2.account.permissions.add("Player")
+        for cmd in (CmdAIList(), CmdAIConfig(), CmdAIReset()):
+            self.assertFalse(cmd.access(self.char2, "cmd"), cmd.key)
+            self.assertTrue(cmd.access(self.char1, "cmd"), cmd.key)
+
+    def test_help_texts_fit_80_columns(self):
+        from ai_contrib import commands
+
+        for cmd in (CmdAIList, CmdAIConfig, CmdAIReset, commands.CmdAIHistory,
+                    commands.CmdAIMemory, commands.CmdAISleep):
+            for line in inspect.cleandoc(cmd.__doc__ or "").splitlines():
+                self.assertLessEqual(len(line), 80, f"{cmd.key}: {line}")

@@ -1,0 +1,118 @@
+"""
+The commands on an 80-column client: every admin table fits the caller's width, help texts fit
+78 columns, the help category reads as written, usage lines name every form, and ``aisleep`` /
+``aiwake`` report once.
+"""
+
+import inspect
+from unittest import mock
+
+from twisted.internet import defer
+
+from ai_contrib.commands import (
+    HELP_CATEGORY,
+    AIContribCmdSet,
+    CmdAIHistory,
+    CmdAIMemory,
+    CmdAISleep,
+    CmdAIWake,
+    CmdCompact,
+    CmdTalk,
+)
+from ai_contrib.core.summary import make_marker
+from ai_contrib.memory.journal import add_entry, ensure_journal
+
+from .npc_fixtures import NPCTestCase
+
+LONG = "the road north is muddy and the bridge at Hollin ford is out " * 4
+OWN_COMMANDS = (CmdTalk, CmdAIHistory, CmdCompact, CmdAISleep, CmdAIWake, CmdAIMemory)
+
+
+def too_wide(out, width=80):
+    return [line for line in out.splitlines() if len(line) > width]
+
+
+class TestTablesFitTheClient(NPCTestCase):
+    def setUp(self):
+        super().setUp()
+        self.session.protocol_flags["SCREENWIDTH"] = {0: 80}
+        self.addCleanup(self.session.protocol_flags.pop, "SCREENWIDTH", None)
+        for i in range(6):
+            self.script.add_message("user", f"{i} {LONG}", name="Bartholomew the Wanderer",
+                                    metadata={"speaker": self.char1.dbref})
+        marker = make_marker(LONG, self.script.history[:2], 400, 50, first_seq=0, last_seq=1)
+        self.script.runtime.messages.insert(0, marker)
+        self.script.db.compaction_count = 9
+        self.script.db.compaction_log = [
+            {"at": "2025-01-01T10:00:00", "trigger": "emergency", "strategy": "cascade",
+             "success": True, "compacted_messages": 120, "original_tokens": 123456,
+             "new_tokens": 2345, "reduction_pct": 98.1},
+            {"at": "2025-01-01T11:00:00", "trigger": "sleep", "success": False, "error": LONG},
+        ]
+        self.script.db.compact_failures = 2
+        self.script.db.compact_last_error = LONG
+        self.script.db.reply_failures = 3
+        self.script.db.last_reply_error = LONG
+        journal = ensure_journal(self.npc.db.journal)
+        add_entry(journal, LONG, speaker="Bartholomew the Wanderer")
+        add_entry(journal, LONG, source_type="compaction")
+        self.npc.db.journal = journal
+
+    def check(self, out):
+        self.assertTrue(out.strip())
+        self.assertEqual(too_wide(out), [], out)
+
+    def test_every_admin_table_fits_80_columns(self):
+        self.check(self.call(CmdAIHistory(), "Marta"))
+        self.check(self.call(CmdAIHistory(), "Marta/raw 0 10"))
+        self.check(self.call(CmdAIHistory(), "Marta/journal"))
+        hits = [{"text": LONG, "score": 0.8123, "metadata": {
+            "memory_id": "0123456789abcdef", "source_type": "journal", "visibility": "private"}}]
+        store = mock.Mock()
+        store.search.return_value = defer.succeed(hits)
+        with mock.patch("ai_contrib.memory.mem0_store.get_store", return_value=store):
+            self.check(self.call(CmdAIMemory(), "Marta the road"))
+
+    def test_a_narrow_client_gets_narrower_tables(self):
+        self.session.protocol_flags["SCREENWIDTH"] = {0: 60}
+        out = self.call(CmdAIHistory(), "Marta/raw 0 10")
+        self.assertEqual(too_wide(out, 60), [], out)
+
+
+def test_help_texts_fit_78_columns():
+    cmdset = AIContribCmdSet()
+    cmdset.at_cmdset_creation()
+    for cmd in cmdset.commands:
+        if type(cmd).__module__ != "ai_contrib.commands":
+            continue
+        wide = [line for line in inspect.cleandoc(cmd.__doc__ or "").splitlines() if len(line) > 78]
+        assert wide == [], (cmd.key, wide)
+
+
+def test_the_help_category_survives_evennia_title_casing():
+    # Evennia stores help_category lower-cased and lists it with str.title()
+    assert HELP_CATEGORY.lower().title() == HELP_CATEGORY
+    for cls in OWN_COMMANDS[1:]:
+        assert cls.help_category == HELP_CATEGORY.lower(), cls.key
+
+
+class TestMessagesOnce(NPCTestCase):
+    def test_sleep_and_wake_are_reported_once_to_an_admin_in_the_room(self):
+        out = self.call(CmdAISleep(), "Marta")
+        self.assertEqual(out.count("Marta"), 1, out)
+        self.assertIn("Marta dozes off.", out)
+        out = self.call(CmdAIWake(), "Marta")
+        self.assertEqual(out.count("wakes up"), 1, out)
+
+    def test_an_admin_elsewhere_is_told_too(self):
+        self.char1.location = self.room2
+        self.assertIn("Marta falls asleep.", self.call(CmdAISleep(), "Marta"))
+        self.assertIn("Marta wakes up.", self.call(CmdAIWake(), "Marta"))
+
+    def test_usage_lines_name_every_form(self):
+        out = self.call(CmdAIHistory(), "")
+        for form in ("/raw", "/journal", "/show"):
+            self.assertIn(form, out)
+        out = self.call(CmdAIMemory(), "")
+        self.assertIn("aimemory <npc> <query>", out)
+        self.assertIn("/show", out)
