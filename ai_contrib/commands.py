@@ -382,7 +382,10 @@ class CmdAIHistory(MuxCommand):
             return
         last = archive.last_seq
         start = numbers[0] if numbers else max(0, last - 4 * RAW_PAGE_SIZE)
-        end = numbers[1] if len(numbers) > 1 else start + 4 * RAW_PAGE_SIZE - 1
+        if len(numbers) > 1:
+            end = numbers[1]
+        else:  # no upper bound given: the page ends at the newest record
+            end = start + 4 * RAW_PAGE_SIZE - 1 if numbers else last
         messages = archive.messages(start, end)[-RAW_PAGE_SIZE:] if not numbers else \
             archive.messages(start, end)[:RAW_PAGE_SIZE]
         if not messages:

@@ -94,6 +94,14 @@ class TestAIHistory(NPCTestCase):
         self.assertEqual(out, same)
         self.assertEqual(added[0]["seq"], 0)
 
+    def test_raw_without_bounds_ends_at_the_newest_record(self):
+        from ai_contrib.commands import RAW_PAGE_SIZE
+
+        added = self.fill(4 * RAW_PAGE_SIZE + 3)
+        out = self.call(CmdAIHistory(), "Marta/raw")
+        last = added[-1]["seq"]
+        self.assertIn(f"seq {last - RAW_PAGE_SIZE + 1}..{last} of 0..{last}", out)
+
     def test_usage_errors(self):
         self.call(CmdAIHistory(), "", "Usage: aihistory")
         self.call(CmdAIHistory(), "Nobody", "Could not find 'Nobody'")
