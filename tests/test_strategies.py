@@ -136,7 +136,9 @@ class TestConfiguration(StrategyTestCase):
     def test_aihistory_shows_strategy_and_benefit_guard(self):
         self.script.db.compact_strategy = "cascade"
         self.fill(10)
-        out = self.call(CmdAIHistory(), "Marta")
+        cmd = CmdAIHistory()
+        cmd.client_width = lambda: 400  # the content, not the 80-column wrapping, is tested here
+        out = self.call(cmd, "Marta")
         self.assertIn("Strategy", out)
         self.assertIn("cascade (immediate 64, recent 64 messages; 10 raw in context", out)
         self.assertIn("next at 129 raw", out)
