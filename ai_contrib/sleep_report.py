@@ -15,6 +15,8 @@ from twisted.python.failure import Failure
 
 from evennia.utils import logger
 
+from .core.text import inert_markup
+
 
 def _compaction(result, name):
     from .strategies import format_result
@@ -25,9 +27,9 @@ def _compaction(result, name):
     if line:
         return line.rstrip(".")
     if result.get("skipped"):
-        return f"compaction skipped ({result.get('reason')})"
+        return f"compaction skipped ({inert_markup(result.get('reason'))})"
     if not result.get("success"):
-        return f"compaction failed ({result.get('error')})"
+        return f"compaction failed ({inert_markup(result.get('error'))})"
     return (
         f"compacted {result.get('compacted_messages')} messages, "
         f"{result.get('original_tokens')} -> {result.get('new_tokens')} tokens "
@@ -44,7 +46,7 @@ def _extraction(result):
     seen = int(result.get("observations_recorded") or 0)
     text = f"{facts} fact(s) journaled" + (f", {seen} observation(s)" if seen else "")
     if not result.get("success", True):
-        text += f" (extraction failed: {result.get('error')})"
+        text += f" (extraction failed: {inert_markup(result.get('error'))})"
     return text
 
 
@@ -54,7 +56,7 @@ def _consolidation(result):
     if result.get("disabled"):
         return "Mem0 off"
     if not result.get("success"):
-        return f"consolidation into Mem0 failed ({result.get('error')})"
+        return f"consolidation into Mem0 failed ({inert_markup(result.get('error'))})"
     text = f"{int(result.get('added') or 0)} journal entries consolidated into Mem0"
     if result.get("skipped"):
         text += f" ({result['skipped']} already there)"

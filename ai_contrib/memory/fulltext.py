@@ -9,7 +9,7 @@ this one costs 11/19 ms and 2 MB (``benchmarks/retrieval_scale.py``).
 
 What is indexed: each archived ``user``/``assistant`` message with text, one row per message,
 ``rowid`` = its archive ``seq``. The indexed column holds the message's BM25 tokens
-(:func:`ai_contrib.memory.retrieval.tokenize` of :func:`~ai_contrib.memory.retrieval.doc_text`:
+(:func:`ai_contrib.memory.lexical.tokenize` of :func:`~ai_contrib.memory.lexical.doc_text`:
 stop words dropped, space-joined), so FTS5's document lengths and document frequencies are those
 of our tokenizer. An UNINDEXED column carries the archive record's JSON line as it is in the
 file (``{"seq": ..., "kind": "message", "msg": {...}}``), so a query reads no other file.
@@ -48,6 +48,7 @@ import zlib
 from collections import Counter, OrderedDict
 
 from ..core.audience import heard_by
+from .lexical import STOP_WORDS, bm25, doc_text, tokenize
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ def match_expression(query, stop_words=None):
 
     Args:
         query (str): any text.
-        stop_words (frozenset, optional): default ``retrieval.STOP_WORDS``.
+        stop_words (frozenset, optional): default ``lexical.STOP_WORDS``.
 
     Returns:
         str | None: e.g. ``'"bob" OR "gold"'``; None when no token is left.
@@ -110,8 +111,6 @@ def match_expression(query, stop_words=None):
 
 
 def _tokens(text, stop_words=None):
-    from .retrieval import STOP_WORDS, tokenize  # retrieval imports this module
-
     return tokenize(text, STOP_WORDS if stop_words is None else stop_words)
 
 
@@ -154,7 +153,7 @@ class FullTextIndex:
             benchmarks); created if missing.
         archive (MessageArchive, optional): the archive it mirrors; :meth:`sync` reads its
             tail. Without one, rows come only from :meth:`add`.
-        stop_words (frozenset, optional): default ``retrieval.STOP_WORDS``; an index built
+        stop_words (frozenset, optional): default ``lexical.STOP_WORDS``; an index built
             with other stop words must be queried with the same ones.
 
     Nothing is opened until first use. Every method may be called from any thread (one at a
@@ -336,8 +335,6 @@ class FullTextIndex:
         return self._run(insert)
 
     def _row(self, rowid, doc, line):
-        from .retrieval import doc_text
-
         tokens = _tokens(doc_text(doc), self.stop_words)
         # the archive's own line is stored as it is: encoding the message again costs a third
         # of a rebuild
@@ -508,17 +505,7 @@ class FullTextIndex:
             idf[token] = value if value > 0 else 1e-6  # fts5_aux.c floors it so
         average = total / count
 
-        def score(words):
-            counts = Counter(words)
-            norm = BM25_K1 * (1 - BM25_B + BM25_B * len(words) / average)
-            result = 0.0
-            for token in tokens:
-                freq = counts.get(token, 0)
-                if freq:
-                    result += idf[token] * freq * (BM25_K1 + 1) / (freq + norm)
-            return result
-
-        return score
+        return lambda words: bm25(tokens, words, idf, average, BM25_K1, BM25_B)
 
     def _frequencies(self, conn, tokens):
         """``{token: documents holding it}``, cached until the index grows."""

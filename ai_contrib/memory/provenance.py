@@ -20,7 +20,7 @@ import re
 
 from ..core.audience import common_audience
 from ..llm.tools import ADD_JOURNAL_ENTRY, UPDATE_ENTITY_OBSERVATION
-from .retrieval import tokenize
+from .lexical import tokenize
 
 #: content words a fact must share with a player line for that line to count among its sources
 MIN_SHARED_WORDS = 2
@@ -35,7 +35,7 @@ _TOOL_NAME_RE = re.compile(
 def repeated_lines(content, span):
     """
     The player lines of ``span`` that ``content`` repeats: those sharing the most content words
-    with it (:func:`ai_contrib.memory.retrieval.tokenize`), at least :data:`MIN_SHARED_WORDS`;
+    with it (:func:`ai_contrib.memory.lexical.tokenize`), at least :data:`MIN_SHARED_WORDS`;
     ``[]`` when none does. Ties are all returned, in span order.
     """
     words = set(tokenize(content))

@@ -1,0 +1,81 @@
+"""
+The lexical side of retrieval, shared by the archive's FTS5 index (:mod:`.fulltext`) and the
+fusion of Mem0 hits (:mod:`.retrieval`): one tokenizer and one Okapi BM25 sum, so both score
+words the same way (``docs/design.md``, "The archive's full-text index"). Pure functions.
+"""
+
+import re
+from collections import Counter
+
+#: English function words dropped before BM25: they match everywhere and drown the rare words
+#: (recall@10 on LoCoMo with rank-bm25: .571 without this list, .609 with it).
+STOP_WORDS = frozenset(
+    """a an the and or but if of at by for with about to from in on into over under up down
+    out is are was were be been being am do does did have has had having i me my you your he
+    him his she her it its we our they them their this that these those what which who whom
+    when where why how there here so than too very can will just not no s t""".split()
+)
+
+_TOKEN_RE = re.compile(r"[0-9a-z]+")
+
+
+def tokenize(text, stop_words=STOP_WORDS):
+    """
+    BM25 tokens of a text: lower-cased alphanumeric runs, stop words removed.
+
+    Apostrophes split words (``"don't"`` -> ``"don"``), which keeps possessives (``"Bob's"``)
+    matching ``"Bob"``.
+
+    Args:
+        text (str): the text.
+        stop_words (frozenset): words to drop (default :data:`STOP_WORDS`; empty to keep all).
+
+    Returns:
+        list[str]
+    """
+    return [token for token in _TOKEN_RE.findall((text or "").lower()) if token not in stop_words]
+
+
+def bm25(query_tokens, words, idf, average_length, k1, b):
+    """
+    Okapi BM25 of one document for a query.
+
+    Args:
+        query_tokens (list[str]): the query's tokens (a repeated token counts again).
+        words (list[str]): the document's tokens.
+        idf (dict[str, float]): inverse document frequency of each query token.
+        average_length (float): the corpus's mean document length, in tokens (> 0).
+        k1 (float), b (float): the usual BM25 constants.
+
+    Returns:
+        float: >= 0 when every idf is.
+    """
+    counts = Counter(words)
+    norm = k1 * (1 - b + b * len(words) / average_length)
+    score = 0.0
+    for token in query_tokens:
+        freq = counts.get(token, 0)
+        if freq:
+            score += idf[token] * freq * (k1 + 1) / (freq + norm)
+    return score
+
+
+def doc_text(doc):
+    """The indexed text of an archive doc: ``"[timestamp] name: content"`` (parts optional)."""
+    parts = []
+    stamp = short_time(doc.get("timestamp"))
+    if stamp:
+        parts.append(f"[{stamp}]")
+    if doc.get("name"):
+        parts.append(f"{doc['name']}:")
+    parts.append(str(doc.get("content") or ""))
+    return " ".join(parts)
+
+
+def short_time(timestamp):
+    """``2026-11-20T14:02:11.5+00:00`` -> ``2026-11-20 14:02``; other strings unchanged."""
+    if not timestamp:
+        return ""
+    text = str(timestamp)
+    match = re.match(r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2})", text)
+    return f"{match.group(1)} {match.group(2)}" if match else text
