@@ -34,7 +34,12 @@ DEFAULTS = {
     # requests the embedded server serves at once, each with its own EMBEDDED_N_CTX window: two,
     # so that a reply never waits behind a compaction's summary or fact extraction
     "EMBEDDED_SLOTS": 2,
+    # threads that generate tokens: one, because generation is memory-bound and two threads on a
+    # busy machine collapsed to 3-7 tokens/s (docs/design.md, "The embedded model")
     "EMBEDDED_THREADS": 1,
+    # threads that evaluate the prompt (compute-bound: it scales with cores); None = the machine's
+    # CPUs, at most 4. On 2 cores, 2 threads evaluated prompts 2-3x faster than one
+    "EMBEDDED_BATCH_THREADS": None,
     # --- NPC behaviour ---
     "TICK_INTERVAL": 2,  # seconds between AssistantScript ticks
     "MAX_CONTEXT_TOKENS": 100000,  # the token budget of the conversation history

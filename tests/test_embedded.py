@@ -246,3 +246,18 @@ def test_child_dies_with_a_killed_parent():
             parent.kill()
             parent.wait()
         parent.stdout.close()
+
+
+def test_prompt_evaluation_threads_apart_from_generation_threads():
+    """Generation keeps AI_EMBEDDED_THREADS; prompt evaluation gets the CPUs (at most 4) or the
+    AI_EMBEDDED_BATCH_THREADS setting."""
+    def config():
+        argv, _env = embedded.child_invocation("key")
+        return json.loads(argv[2])
+
+    with override_settings(AI_EMBEDDED_THREADS=1, AI_EMBEDDED_BATCH_THREADS=None):
+        cfg = config()
+        assert cfg["threads"] == 1
+        assert cfg["batch_threads"] == max(1, min(4, os.cpu_count() or 1))
+    with override_settings(AI_EMBEDDED_BATCH_THREADS=3):
+        assert config()["batch_threads"] == 3

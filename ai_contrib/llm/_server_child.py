@@ -7,8 +7,8 @@ it imports only the standard library and ``xllamacpp``, never ``ai_contrib`` or 
 Protocol with the parent:
 
 - argv[1]: JSON ``{"model_path": str, "n_ctx": int (tokens per slot, 0 = the model's own),
-  "slots": int (requests served at once), "threads": int,
-  "parent_pid": int}``;
+  "slots": int (requests served at once), "threads": int (generation),
+  "batch_threads": int (prompt evaluation, default ``threads``), "parent_pid": int}``;
 - environment ``AI_EMBEDDED_API_KEY``: the API key the server demands (passed this way so it never
   shows in ``ps`` output or on stdout);
 - stdout: exactly one JSON line once the server listens: ``{"base_url":
@@ -82,7 +82,9 @@ def main(argv):
         params.kv_unified = False  # a fixed n_ctx per slot, as the NPC's budget assumes
     threads = int(config.get("threads", 1))
     params.cpuparams.n_threads = threads
-    params.cpuparams_batch.n_threads = threads
+    # prompt evaluation is compute-bound and scales with cores; generation is memory-bound and
+    # collapses with two threads on a busy machine, so the two are set apart
+    params.cpuparams_batch.n_threads = max(1, int(config.get("batch_threads") or threads))
     params.hostnames = ["127.0.0.1"]
     params.port = 0  # a free port
     api_key = os.environ.get(API_KEY_ENV)

@@ -120,12 +120,23 @@ def model_path():
     )
 
 
+def batch_threads():
+    """
+    Threads the embedded server evaluates prompts with: ``AI_EMBEDDED_BATCH_THREADS``, else the
+    machine's CPUs, at most 4 (``docs/design.md``, "The embedded model").
+    """
+    configured = get_setting("EMBEDDED_BATCH_THREADS")
+    if configured:
+        return max(1, int(configured))
+    return max(1, min(4, os.cpu_count() or 1))
+
+
 def child_invocation(api_key):
     """
     Return ``(argv, env)`` to start the child script with the configured model.
 
     ``argv`` is ``[sys.executable, CHILD_SCRIPT, config_json]`` (config: model_path, n_ctx, slots,
-    threads, parent_pid); ``env`` is a copy of ``os.environ`` plus the API key.
+    threads, batch_threads, parent_pid); ``env`` is a copy of ``os.environ`` plus the API key.
 
     Raises:
         EmbeddedServerError: see :func:`model_path`, or ``xllamacpp`` is not installed.
@@ -142,6 +153,7 @@ def child_invocation(api_key):
         "n_ctx": int(get_setting("EMBEDDED_N_CTX") or 0),
         "slots": int(get_setting("EMBEDDED_SLOTS") or 1),
         "threads": int(get_setting("EMBEDDED_THREADS") or 1),
+        "batch_threads": batch_threads(),
         "parent_pid": os.getpid(),
     }
     env = dict(os.environ)
