@@ -494,6 +494,11 @@ def _consolidate_into_mem0(character):
     return consolidate_journal(character)
 
 
+#: lines said since the NPC last journaled that make a sleep journal them even when no
+#: compaction is due (docs/design.md, "Sleep phase")
+SLEEP_JOURNAL_MIN_MESSAGES = 10
+
+
 @defer.inlineCallbacks
 def run_sleep_tick(script, character):
     """
@@ -501,8 +506,10 @@ def run_sleep_tick(script, character):
     no one is waiting for an answer.
 
     Steps, in order: entity consolidation (merge and de-duplicate ``db.entity_profiles``),
-    episodic prune (low-importance journal entries Mem0 already holds), pre-compaction fact
-    extraction (only when compaction is due and the strategy summarises), compaction at
+    episodic prune (low-importance journal entries Mem0 already holds), fact extraction (when
+    compaction is due and the strategy summarises, or when at least
+    :data:`SLEEP_JOURNAL_MIN_MESSAGES` lines were said since the NPC last journaled,
+    ``db.journaled_through_seq``), compaction at
     ``compact_sleep_threshold``, and journal -> Mem0 consolidation (so facts and syntheses made
     in this sleep are stored in the same sleep). There are no memory-link steps: Mem0's vector
     index is the only link structure, so there is no link graph to build or clean.
@@ -522,11 +529,20 @@ def run_sleep_tick(script, character):
             logger.log_trace(f"AI {character}: sleep step {name} failed")
             results[name] = {"success": False, "error": str(err)}
     usage = script.token_usage()
-    if (script.cfg("compact_enabled") and usage >= script.cfg("compact_sleep_threshold")
-            and summarises(script)):
+    compaction_due = (script.cfg("compact_enabled")
+                      and usage >= script.cfg("compact_sleep_threshold") and summarises(script))
+    said = [m.get("seq") for m in script.history
+            if m.get("role") in ("user", "assistant") and not m.get("tool_calls")
+            and m.get("seq") is not None]
+    unjournaled = [seq for seq in said if seq > (script.db.journaled_through_seq or -1)]
+    # a conversation that never reaches the compaction threshold still reaches long-term memory:
+    # the NPC journals it while it sleeps (docs/design.md, "Sleep phase")
+    if compaction_due or len(unjournaled) >= SLEEP_JOURNAL_MIN_MESSAGES:
         results["pre_compaction_extraction"] = yield run_pre_compaction_extraction(
             script, character, max_iterations=int(script.cfg("pre_compact_max_iterations"))
         )
+        if said and (results["pre_compaction_extraction"] or {}).get("success"):
+            script.db.journaled_through_seq = max(said)
     results["context_compaction"] = yield compact_conversation_history(
         script, character, trigger="sleep"
     )

@@ -16,14 +16,35 @@ from evennia.utils import logger
 from evennia.utils.ansi import raw
 from twisted.internet import defer
 
-from .core.prompts import build_reply_messages, clean_reply
+from .core.receipts import kept_receipts, make_receipt
+from .core.prompts import assemble_reply_prompt, build_reply_messages, clean_reply
 from .core.turns import turn_query
 from .llm.client import LLMContextOverflowError, LLMError, get_client
+from .memory.archive import ArchiveError
 from .notify import notify_admins
 from .settings import get_setting
 
 #: share of the history budget a reply prompt uses while the history is over its budget
 OVERLOAD_HISTORY_FRACTION = 0.5
+
+
+def _optional_retrieval(character, name, *args):
+    """
+    Call ``ai_contrib.memory.recall.<name>(*args)`` -> Deferred, or None when the memory
+    package is not installed; a failure is logged and fires None (a reply goes on without
+    memories).
+    """
+    try:
+        from .memory import recall
+    except ImportError:
+        return defer.succeed(None)
+    d = defer.maybeDeferred(getattr(recall, name), *args)
+
+    def _failed(failure):
+        logger.log_warn(f"AI {character}: memory retrieval failed: {failure.getErrorMessage()}")
+        return None
+
+    return d.addErrback(_failed)
 
 
 def memories_for_prompt(script, character, query, listeners):
@@ -36,17 +57,54 @@ def memories_for_prompt(script, character, query, listeners):
 
     Retrieval is optional: any failure is logged and the reply goes on without memories.
     """
-    try:
-        from .memory.recall import related_memories
-    except ImportError:
-        return defer.succeed(None)
-    d = defer.maybeDeferred(related_memories, script, character, query, listeners)
+    return _optional_retrieval(character, "related_memories", script, character, query,
+                               listeners)
 
-    def _failed(failure):
-        logger.log_warn(f"AI {character}: memory retrieval failed: {failure.getErrorMessage()}")
-        return None
 
-    return d.addErrback(_failed)
+def recall_for_turn(script, character, query, listeners, anchor):
+    """
+    Retrieve for a turn and update the NPC's recall notes (``docs/design.md``, "Recall notes").
+
+    What retrieval returns is shown as a note before the turn's first line and stays there on
+    later replies, so the server's cached prefix covers it; only what no shown note holds is
+    added. The notes live in ``script.ndb.recall_notes`` (a reload starts afresh).
+
+    Args:
+        listeners (dict): ``{dbref: name}`` of who will hear the reply.
+        anchor (str): id of the turn's first line.
+
+    Returns:
+        Deferred[dict]: ``{"notes": [note + {"new": bool}] (to show, in order), "items":
+        [item + {"new": bool}] (this turn's retrieval, best first; item shape in
+        :func:`ai_contrib.memory.retrieval.note_items`)}``.
+    """
+    d = _optional_retrieval(character, "related_memory_context", script, character, query,
+                            listeners)
+
+    def plan(context):
+        try:
+            from .memory.mem0_store import memory_setting
+            from .memory.retrieval import note_items, render_note
+        except ImportError:
+            return {"notes": [], "items": []}
+        from .core.recall_notes import plan_recall
+        from .core.tokens import count_tokens
+
+        items = note_items(context)
+        result = plan_recall(
+            script.ndb.recall_notes or [], items, anchor, {m["id"] for m in script.history},
+            int(memory_setting("MEMORY_RETRIEVAL_TOKEN_BUDGET")), render_note, count_tokens,
+            listeners=list(listeners),
+        )
+        script.ndb.recall_notes = result["notes"]
+        new = result["new"]
+        fresh = {item["key"] for item in new["items"]} if new else set()
+        return {
+            "notes": [dict(note, new=note is new) for note in result["shown"]],
+            "items": [dict(item, new=item["key"] in fresh) for item in items],
+        }
+
+    return d.addCallback(plan)
 
 
 def build_prompt(script, character, memories=None, listeners=None, turn_ids=(), budget=None):
@@ -123,6 +181,33 @@ def describe_reply(stats):
     return text
 
 
+#: exact reply prompts an NPC keeps in memory for ``aihistory <npc>/prompt/full``
+RECENT_PROMPTS = 5
+
+
+def keep_receipt(script, said, receipt, messages):
+    """
+    Keep a reply's receipt: in the NPC's archive (a ``receipt`` record naming the reply's seq;
+    the full-text index reads only messages), on the script (``db.reply_receipts``, the last
+    :data:`ai_contrib.core.receipts.RECEIPTS_KEPT`), and the exact prompt in
+    ``ndb.recent_prompts`` (the last :data:`RECENT_PROMPTS`, lost on reload).
+
+    Each kept receipt gains ``"seq"`` (the reply's archive seq) and ``"at"`` (its timestamp).
+    A receipt the archive cannot take is logged and kept on the script only.
+    """
+    if receipt is None:
+        return
+    receipt = dict(receipt, seq=said.get("seq"), at=said.get("timestamp"))
+    try:
+        script.archive.append("receipt", reply_seq=said.get("seq"), receipt=receipt)
+    except ArchiveError as err:  # the reply is said and stored; its receipt is a by-product
+        logger.log_warn(f"AI {script.obj}: the reply's receipt was not archived: {err}")
+    script.db.reply_receipts = kept_receipts(script.db.reply_receipts, receipt)
+    prompts = list(script.ndb.recent_prompts or ())
+    prompts.append({"seq": said.get("seq"), "messages": messages or []})
+    script.ndb.recent_prompts = prompts[-RECENT_PROMPTS:]
+
+
 def _report_reply(script, character, result, seconds):
     # one line per reply: what an admin needs to see whether the server's prefix cache works
     stats = {"seconds": seconds, "prompt": result.prompt_stats()}
@@ -193,16 +278,25 @@ def answer_turn(script, character):
     if not lines:
         return 0
     turn_ids = [m["id"] for m in lines]
-    memories = yield memories_for_prompt(script, character, turn_query(lines), listeners)
+    recall = yield recall_for_turn(script, character, turn_query(lines), listeners, turn_ids[0])
+    asked = {}
 
     def messages_for_budget(budget):
-        return build_prompt(script, character, memories, listeners=list(listeners),
-                            turn_ids=turn_ids, budget=budget)
+        history = script.history
+        messages, parts = assemble_reply_prompt(
+            character.db.persona, character.key, history, script.runtime.token_counts(history),
+            budget, notes=recall["notes"], listeners=list(listeners), keep_ids=turn_ids)
+        asked.update(messages=messages, parts=parts)
+        return messages
 
     started = time.monotonic()
     try:
         result = yield _ask(script, character, messages_for_budget)
         _report_reply(script, character, result, time.monotonic() - started)
+        receipt = make_receipt(
+            script.cfg("llm_model") or getattr(result, "model", None),
+            script.ndb.last_reply["seconds"], script.ndb.last_reply.get("prompt"),
+            asked.get("parts"), recall["items"], listeners.values())
         # a reply stopped by AI_LLM_MAX_REPLY_TOKENS ends at its last full sentence
         reply = clean_reply(result.content, character.key,
                             truncated=getattr(result, "finish_reason", None) == "length")
@@ -217,10 +311,11 @@ def answer_turn(script, character):
             character.location.msg_contents(line, exclude=[character])
         return 0
     _record_success(script, character)
-    script.add_message(
+    said = script.add_message(
         "assistant", reply, name=character.key,
         metadata={"reply_to": turn_ids, "audience": sorted(listeners)},
     )
+    keep_receipt(script, said, receipt, asked.get("messages"))
     # the model's words are data too: raw() doubles every | so none becomes a colour or link
     character.at_say(raw(reply))
     return 1

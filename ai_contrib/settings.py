@@ -38,7 +38,7 @@ DEFAULTS = {
     # busy machine collapsed to 3-7 tokens/s (docs/design.md, "The embedded model")
     "EMBEDDED_THREADS": 1,
     # threads that evaluate the prompt (compute-bound: it scales with cores); None = the machine's
-    # CPUs, at most 4. On 2 cores, 2 threads evaluated prompts 2-3x faster than one
+    # CPUs less one (left to the game server), at least 1 and at most 4
     "EMBEDDED_BATCH_THREADS": None,
     # --- NPC behaviour ---
     "TICK_INTERVAL": 2,  # seconds between AssistantScript ticks

@@ -249,8 +249,8 @@ def test_child_dies_with_a_killed_parent():
 
 
 def test_prompt_evaluation_threads_apart_from_generation_threads():
-    """Generation keeps AI_EMBEDDED_THREADS; prompt evaluation gets the CPUs (at most 4) or the
-    AI_EMBEDDED_BATCH_THREADS setting."""
+    """Generation keeps AI_EMBEDDED_THREADS; prompt evaluation gets the CPUs less one (1 to 4) or
+    the AI_EMBEDDED_BATCH_THREADS setting."""
     def config():
         argv, _env = embedded.child_invocation("key")
         return json.loads(argv[2])
@@ -258,6 +258,6 @@ def test_prompt_evaluation_threads_apart_from_generation_threads():
     with override_settings(AI_EMBEDDED_THREADS=1, AI_EMBEDDED_BATCH_THREADS=None):
         cfg = config()
         assert cfg["threads"] == 1
-        assert cfg["batch_threads"] == max(1, min(4, os.cpu_count() or 1))
+        assert cfg["batch_threads"] == max(1, min(4, (os.cpu_count() or 1) - 1))
     with override_settings(AI_EMBEDDED_BATCH_THREADS=3):
         assert config()["batch_threads"] == 3

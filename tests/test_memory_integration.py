@@ -56,6 +56,27 @@ class TestSleepConsolidation(MemoryTestCase):
         self.assertRegex(shown, r"0\.\d{3}")  # similarity scores
         self.call(CmdAIHistory(), "Marta/journal", "Journal of Marta: 2 entries, 2 consolidated")
 
+    def test_a_short_conversation_reaches_long_term_memory_in_the_next_sleep(self):
+        said = self.script.add_message("user", "My sister Elena lives in Riverwood.", name="Bob")
+        self.fill(11)
+        self.assertLess(self.script.token_usage(), 0.7)  # no compaction is due
+        self.llm.enqueue(
+            tool_calls([("add_journal_entry", {"content": "Bob's sister Elena lives in Riverwood",
+                                                "importance": 8, "source": [said["seq"]]})]),
+            tool_calls([("noop", {})]),
+        )
+        results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180)
+        self.assertEqual(results["pre_compaction_extraction"]["facts_recorded"], 1, results)
+        self.assertEqual(results["memory_consolidation"]["added"], 1, results)
+        hits = wait_for(get_store().search(npc_agent_id(self.npc), "Where does Elena live?",
+                                           user_id="bob"), timeout=120)
+        self.assertIn("Riverwood", " ".join(h["text"] for h in hits))
+        # the next sleep has nothing new to journal: no LLM call
+        asked = len(self.llm.requests)
+        again = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180)
+        self.assertNotIn("pre_compaction_extraction", again)
+        self.assertEqual(len(self.llm.requests), asked)
+
     def run_async_command(self, cmd, args):
         """Run a command whose output arrives from a Deferred; return what the caller saw."""
         with mock.patch.object(self.char1, "msg") as msg:

@@ -2,8 +2,8 @@
 Building the reply prompt from the runtime history, and cleaning what the model answers.
 
 Prompt order (``docs/design.md``, "Prompt structure"): the persona as a system message, then
-the ``[CONTEXT SUMMARY]`` markers, then the recent history, with the retrieved memories right
-before the lines being answered: stable parts first, so that the model server can reuse its
+the ``[CONTEXT SUMMARY]`` markers, then the recent history, with each retrieved-memory note right
+before the lines it was retrieved for: stable parts first, so that the model server can reuse its
 cached prefix, volatile parts last. What the listeners could not all have heard is left out;
 when the rest is larger than the token budget, the oldest part (summaries included) is left out
 first.
@@ -57,7 +57,8 @@ def build_reply_messages(persona, npc_name, history, token_counts, budget_tokens
         history (list[dict]): runtime history (message shape in ``core/messages.py``).
         token_counts (list[int]): tokens of each history message, same order.
         budget_tokens (int): tokens allowed for summaries plus history.
-        memories (str, optional): a preformatted "RELATED MEMORIES" section.
+        memories (str, optional): a preformatted "RELATED MEMORIES" section, shown right before
+            the lines being answered.
         listeners (iterable[str], optional): dbrefs of who will hear the reply: messages and
             summaries not every one of them could have heard are left out
             (:func:`ai_contrib.core.audience.heard_by`; ``docs/design.md``, "Privacy by
@@ -72,6 +73,39 @@ def build_reply_messages(persona, npc_name, history, token_counts, budget_tokens
     Returns:
         list[dict]: ``[{"role", "content"}, ...]`` ready for ``/chat/completions``.
     """
+    keep = list(keep_ids or ())
+    notes = None
+    if memories:
+        anchor = keep[0] if keep else (history[-1].get("id") if history else None)
+        notes = [{"anchor": anchor, "text": memories, "tokens": 0, "new": True}]
+    return assemble_reply_prompt(persona, npc_name, history, token_counts, budget_tokens,
+                                 notes=notes, listeners=listeners, keep_ids=keep)[0]
+
+
+def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_tokens, notes=None,
+                          listeners=None, keep_ids=(), count=None):
+    """
+    The reply prompt and an account of its parts (the reply's receipt).
+
+    Arguments as :func:`build_reply_messages`, except:
+
+    Args:
+        notes (list[dict], optional): retrieved-memory notes to show, each ``{"anchor": str
+            (id of the history message it goes before), "text": str, "tokens": int, "new":
+            bool}`` (:mod:`ai_contrib.core.recall_notes`; ``docs/design.md``, "Recall notes").
+            A note whose anchor is not in the prompt is left out.
+        count (callable, optional): ``str -> int`` for the system prompt's tokens (default
+            :func:`ai_contrib.core.tokens.count_tokens`).
+
+    Returns:
+        tuple: ``(messages, parts)``: ``messages`` as :func:`build_reply_messages`; ``parts`` the
+        prompt's parts in order, each ``{"part": "system" | "summary" | "history" | "memories" |
+        "turn", "tokens": int}`` plus, for summary, history and turn runs, ``"first_seq"``,
+        ``"last_seq"`` (archive seqs, None where unknown) and ``"messages"``, and for memories
+        ``"new"`` (first shown in this prompt).
+    """
+    if count is None:
+        from .tokens import count_tokens as count
     keep = frozenset(keep_ids or ())
     if listeners is not None:
         listeners = frozenset(listeners)
@@ -82,6 +116,7 @@ def build_reply_messages(persona, npc_name, history, token_counts, budget_tokens
     system = (persona or "").strip()
     system = (system + "\n\n" if system else "") + REPLY_INSTRUCTIONS.format(name=npc_name)
     out = [{"role": "system", "content": system}]
+    parts = [{"part": "system", "tokens": count(system)}]
     # newest first until the budget is spent: summaries and messages alike, so an overflowing
     # history loses its oldest part, never the turn being answered
     kept = []
@@ -92,22 +127,58 @@ def build_reply_messages(persona, npc_name, history, token_counts, budget_tokens
         rendered = {"role": "system", "content": msg["content"]} if is_marker(msg) \
             else render_for_chat(msg)
         if rendered:
-            kept.append((is_marker(msg), rendered, msg.get("id")))
+            kept.append((msg, rendered, tokens))
             used += tokens
     kept.reverse()
-    out.extend(rendered for marker, rendered, _ in kept if marker)
-    tail = [(rendered, msg_id) for marker, rendered, msg_id in kept if not marker]
-    # the retrieved memories change every turn: they go last, right before the lines being
-    # answered, so the stable part before them stays a prefix the server can reuse from its
-    # cache (llama.cpp, vLLM and hosted APIs all cache a common prefix)
-    at = next((i for i, (_, msg_id) in enumerate(tail) if msg_id in keep), max(0, len(tail) - 1))
-    for i, (rendered, _) in enumerate(tail):
-        if memories and i == at:
-            out.append({"role": "system", "content": memories})
+    markers = [(msg, rendered, tokens) for msg, rendered, tokens in kept if is_marker(msg)]
+    tail = [(msg, rendered, tokens) for msg, rendered, tokens in kept if not is_marker(msg)]
+    for msg, rendered, tokens in markers:
         out.append(rendered)
-    if memories and not tail:
-        out.append({"role": "system", "content": memories})
-    return out
+        _add_part(parts, "summary", msg, tokens)
+    # retrieved memories go right before the lines they were retrieved for, and stay there on
+    # later replies: what is after the newest reply changes every turn, what is before it can
+    # stay a prefix the server reuses from its cache (llama.cpp, vLLM and hosted APIs all cache
+    # a common prefix; docs/design.md, "Prompt structure" and "Recall notes")
+    tail_ids = {msg.get("id") for msg, _, _ in tail}
+    # a new note whose lines were cut goes before the newest message (or last, with no history);
+    # an older one whose anchor left the prompt goes with it
+    fallback = tail[-1][0].get("id") if tail else None
+    by_anchor = {}
+    for note in notes or ():
+        anchor = note["anchor"] if note["anchor"] in tail_ids else (
+            fallback if note.get("new") else "")
+        if anchor != "":
+            by_anchor.setdefault(anchor, []).append(note)
+
+    def show(anchor):
+        for note in by_anchor.get(anchor, ()):
+            out.append({"role": "system", "content": note["text"]})
+            parts.append({"part": "memories", "tokens": int(note.get("tokens") or 0)
+                          or count(note["text"]), "new": bool(note.get("new"))})
+
+    for msg, rendered, tokens in tail:
+        show(msg.get("id"))
+        out.append(rendered)
+        _add_part(parts, "turn" if msg.get("id") in keep else "history", msg, tokens)
+    if not tail:
+        show(None)
+    return out, parts
+
+
+def _add_part(parts, kind, msg, tokens):
+    """Extend the last part when it is a run of the same kind, else start one."""
+    seq = msg.get("seq")
+    last = parts[-1] if parts else None
+    if last is not None and last["part"] == kind and kind != "summary":
+        last["tokens"] += tokens
+        last["messages"] += 1
+        if seq is not None:
+            last["last_seq"] = seq
+            if last["first_seq"] is None:
+                last["first_seq"] = seq
+        return
+    parts.append({"part": kind, "tokens": tokens, "first_seq": seq, "last_seq": seq,
+                  "messages": 1})
 
 
 _SPEAKER_LINE = re.compile(r"^\s*[A-Z][\w' -]{0,30}:\s")

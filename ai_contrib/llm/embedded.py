@@ -123,12 +123,13 @@ def model_path():
 def batch_threads():
     """
     Threads the embedded server evaluates prompts with: ``AI_EMBEDDED_BATCH_THREADS``, else the
-    machine's CPUs, at most 4 (``docs/design.md``, "The embedded model").
+    machine's CPUs less one (left to the game server), at least 1 and at most 4
+    (``docs/design.md``, "The embedded model").
     """
     configured = get_setting("EMBEDDED_BATCH_THREADS")
     if configured:
         return max(1, int(configured))
-    return max(1, min(4, os.cpu_count() or 1))
+    return max(1, min(4, (os.cpu_count() or 1) - 1))
 
 
 def child_invocation(api_key):

@@ -15,6 +15,7 @@ One record per line, ``seq`` first so a reader can skip lines without parsing th
     {"seq": 7, "kind": "compaction", "marker": {<marker>}, "first_id": "...", "last_id": "...",
      "trigger": "sleep"}
     {"seq": 9, "kind": "evict", "ids": ["...", ...], "reason": "..."}
+    {"seq": 12, "kind": "receipt", "reply_seq": 11, "receipt": {<core/receipts.py>}}
 
 ``seq`` counts records from 0 and never repeats. A message's ``seq`` is its record's.
 

@@ -29,6 +29,23 @@ def archived_out_of_context(script):
     return ArchiveSearch(index_for(script.archive), in_context)
 
 
+def related_memory_context(script, character, query, listeners=None):
+    """
+    Like :func:`related_memories`, but the whole
+    :func:`ai_contrib.memory.retrieval.build_memory_context` result (the chosen candidates with
+    their scores and sources, and the text).
+
+    Returns:
+        Deferred[dict]: ``{"memories", "experiences", "text", "tokens", ...}``.
+    """
+    return retrieve_memory_context(
+        npc_agent_id(character),
+        query,
+        archive_docs=archived_out_of_context(script),
+        listeners=dict(listeners) if listeners is not None else None,
+    )
+
+
 def related_memories(script, character, query, listeners=None):
     """
     Retrieve what the NPC remembers about ``query`` for a reply heard by ``listeners``.
@@ -45,10 +62,5 @@ def related_memories(script, character, query, listeners=None):
         Deferred[str | None]: the "RELATED MEMORIES" / "RELATED PAST EXPERIENCES" text for the
         prompt, or None when nothing relevant was found.
     """
-    d = retrieve_memory_context(
-        npc_agent_id(character),
-        query,
-        archive_docs=archived_out_of_context(script),
-        listeners=dict(listeners) if listeners is not None else None,
-    )
+    d = related_memory_context(script, character, query, listeners)
     return d.addCallback(lambda context: (context or {}).get("text") or None)

@@ -369,6 +369,47 @@ def format_related_experiences(candidates):
     return "\n".join([EXPERIENCES_HEADER] + lines) if lines else ""
 
 
+def note_items(context):
+    """
+    The chosen candidates of a :func:`build_memory_context` result as recall-note items
+    (:mod:`ai_contrib.core.recall_notes`), best first.
+
+    Returns:
+        list[dict]: ``{"key": str, "kind": "message" | "memory" | "experience", "line": str (the
+        prompt bullet), "source": "archive" | "mem0", "ref": str (archive seq or Mem0/journal
+        id), "score": float (fused)}``.
+    """
+    chosen = list((context or {}).get("memories") or ()) + list(
+        (context or {}).get("experiences") or ())
+    chosen.sort(key=lambda c: -float(c.get("score") or 0.0))
+    items = []
+    for candidate in chosen:
+        meta = candidate.get("metadata") or {}
+        archived = candidate["key"].startswith("a:")
+        ref = meta.get("seq") if archived else (meta.get("memory_id") or meta.get("journal_id"))
+        items.append({
+            "key": candidate["key"],
+            "kind": candidate.get("kind") or "memory",
+            "line": format_line(candidate),
+            "source": "archive" if archived else "mem0",
+            "ref": str(ref if ref is not None else candidate["key"][2:]),
+            "score": round(float(candidate.get("score") or 0.0), 4),
+        })
+    return items
+
+
+def render_note(items):
+    """The prompt text of a recall note: its items under the two section headers."""
+    memories = [item["line"] for item in items if item.get("kind") != "experience"]
+    experiences = [item["line"] for item in items if item.get("kind") == "experience"]
+    sections = []
+    if memories:
+        sections.append("\n".join([MEMORIES_HEADER] + memories))
+    if experiences:
+        sections.append("\n".join([EXPERIENCES_HEADER] + experiences))
+    return "\n\n".join(sections)
+
+
 def build_memory_context(
     vector_hits,
     archive_docs,

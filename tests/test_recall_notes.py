@@ -1,0 +1,174 @@
+"""
+Recall notes (``ai_contrib.core.recall_notes``, ``docs/design.md``, "Recall notes"): what
+retrieval returns stays where it was first shown, so the reply prompt's prefix stays the same
+from one reply to the next; and the prompt assembly places and accounts for them.
+"""
+
+from django.test import override_settings
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ai_contrib.core.prompts import assemble_reply_prompt
+from ai_contrib.core.recall_notes import plan_recall, visible_notes
+
+from .llm_double import reply
+from .npc_fixtures import NPCTestCase
+from .twisted_util import wait_for
+
+
+def render(items):
+    return "RELATED MEMORIES:\n" + "\n".join(item["line"] for item in items)
+
+
+def count(text):
+    return len(text.split())
+
+
+def item(key, words=4):
+    return {"key": key, "kind": "memory", "line": "- " + " ".join([key] * words)}
+
+
+def plan(notes, items, anchor, ids, budget=40, listeners=None):
+    return plan_recall(notes, items, anchor, set(ids), budget, render, count,
+                       listeners=listeners)
+
+
+def test_a_memory_already_shown_is_not_added_again():
+    first = plan([], [item("a"), item("b")], "m1", {"m1"})
+    assert [i["key"] for i in first["new"]["items"]] == ["a", "b"]
+    second = plan(first["notes"], [item("b"), item("c")], "m3", {"m1", "m2", "m3"})
+    assert [i["key"] for i in second["new"]["items"]] == ["c"]
+    # the first note is shown again unchanged, before the second
+    assert second["shown"][0] is first["notes"][0]
+    assert [n["anchor"] for n in second["shown"]] == ["m1", "m3"]
+
+
+def test_nothing_new_adds_no_note():
+    first = plan([], [item("a")], "m1", {"m1"})
+    second = plan(first["notes"], [item("a")], "m2", {"m1", "m2"})
+    assert second["new"] is None and second["shown"] == first["notes"]
+
+
+def test_a_note_leaves_with_its_anchor():
+    first = plan([], [item("a")], "m1", {"m1"})
+    # m1 was compacted away: its note goes, and "a" is new again
+    second = plan(first["notes"], [item("a")], "m5", {"m5"})
+    assert [n["anchor"] for n in second["notes"]] == ["m5"]
+    assert [i["key"] for i in second["new"]["items"]] == ["a"]
+
+
+def test_the_oldest_notes_make_room():
+    notes = plan([], [item("a", 10)], "m1", {"m1"}, budget=30)["notes"]
+    notes = plan(notes, [item("b", 10)], "m2", {"m1", "m2"}, budget=30)["notes"]
+    third = plan(notes, [item("c", 10)], "m3", {"m1", "m2", "m3"}, budget=30)
+    assert third["dropped"] == 1
+    assert [n["anchor"] for n in third["shown"]] == ["m2", "m3"]
+
+
+def test_a_note_is_shown_only_to_listeners_who_heard_its_reply():
+    first = plan([], [item("a")], "m1", {"m1"}, listeners=["#1", "#2"])
+    assert visible_notes(first["notes"], {"m1"}, ["#1"]) == first["notes"]
+    assert visible_notes(first["notes"], {"m1"}, ["#1", "#3"]) == []
+    # #3 walked in: "a" is retrieved again for the new audience, in a note of its own
+    second = plan(first["notes"], [item("a")], "m2", {"m1", "m2"}, listeners=["#1", "#3"])
+    assert [n["anchor"] for n in second["shown"]] == ["m2"]
+    assert second["new"]["audience"] == ["#1", "#3"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from("abcdefgh"), max_size=4, unique=True), min_size=1,
+                max_size=12),
+       st.integers(min_value=6, max_value=40))
+def test_notes_stay_within_budget_and_hold_every_turns_retrieval(turns, budget):
+    notes, ids = [], set()
+    for n, keys in enumerate(turns):
+        anchor = f"m{n}"
+        ids.add(anchor)
+        items = [item(k, 1) for k in keys]
+        result = plan(notes, items, anchor, ids, budget=budget)
+        notes = result["notes"]
+        shown_keys = [i["key"] for note in result["shown"] for i in note["items"]]
+        assert sum(note["tokens"] for note in result["shown"]) <= max(
+            budget, result["new"]["tokens"] if result["new"] else 0)
+        assert set(keys) <= set(shown_keys)
+        assert len(shown_keys) == len(set(shown_keys))  # nothing shown twice
+        # shown notes keep their order: oldest anchor first
+        anchors = [int(note["anchor"][1:]) for note in result["shown"]]
+        assert anchors == sorted(anchors)
+
+
+def _history(n):
+    return [{"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant", "name": "Bob",
+             "content": f"line {i}", "seq": 10 + i} for i in range(n)]
+
+
+def test_notes_sit_before_their_lines_and_the_prefix_survives_the_next_turn():
+    history = _history(4)
+    note1 = {"anchor": "m2", "text": "RELATED MEMORIES:\n- one", "tokens": 5, "new": True}
+    first, parts = assemble_reply_prompt("P", "Marta", history, [3] * 4, 1000, notes=[note1],
+                                         keep_ids=["m2"])
+    texts = [m["content"] for m in first]
+    assert texts.index(note1["text"]) == texts.index("Bob: line 2") - 1
+    history = _history(6)
+    note2 = {"anchor": "m4", "text": "RELATED MEMORIES:\n- two", "tokens": 5, "new": True}
+    second, parts = assemble_reply_prompt(
+        "P", "Marta", history, [3] * 6, 1000, notes=[dict(note1, new=False), note2],
+        keep_ids=["m4"])
+    # everything the first prompt held up to its last line is the second prompt's prefix
+    assert second[: len(first)] == first
+    assert [p["part"] for p in parts] == ["system", "history", "memories", "history",
+                                          "memories", "turn", "history"]
+    memories = [p for p in parts if p["part"] == "memories"]
+    assert [p["new"] for p in memories] == [False, True]
+    turn = next(p for p in parts if p["part"] == "turn")
+    assert (turn["first_seq"], turn["last_seq"], turn["messages"]) == (14, 14, 1)
+
+
+class RecallNotesOnARealNPC(NPCTestCase):
+    """Two replies of a real NPC whose archive holds what the players ask about: the first
+    reply's whole prompt is the second's prefix, and each reply leaves a receipt."""
+
+    llm_default = staticmethod(lambda request: reply("Aye, I remember."))
+
+    def setUp(self):
+        super().setUp()
+        old = [
+            self.script.add_message("user", "The silver key lies under the old mill stone.",
+                                    name="Bob"),
+            self.script.add_message("user", "My sister Wren paints herons by the river.",
+                                    name="Bob"),
+        ]
+        self.fill(6)
+        self.script.runtime.evict([m["id"] for m in old], reason="test")
+        self.old = old
+
+    def test_the_second_prompt_starts_with_the_first_and_receipts_name_the_memories(self):
+        with override_settings(AI_MEMORY_ENABLED=False):  # the archive alone answers
+            self.script.receive_speech(self.char1, "Where is the silver key, Marta?")
+            wait_for(self.script.run_tick())
+            self.script.receive_speech(self.char1, "And what does my sister Wren paint?")
+            wait_for(self.script.run_tick())
+        first, second = (r["messages"] for r in self.llm.requests[-2:])
+        self.assertEqual(second[: len(first)], first)
+        texts = [m["content"] for m in second]
+        key_note = next(t for t in texts if "silver key lies" in t)
+        wren_note = next(t for t in texts if "paints herons" in t)
+        # each memory once, each before the line it was retrieved for
+        self.assertNotIn("paints herons", key_note)
+        self.assertLess(texts.index(key_note), texts.index(f"{self.char1.key}: Where is the "
+                                                           "silver key, Marta?"))
+        self.assertLess(texts.index(wren_note), texts.index(f"{self.char1.key}: And what does "
+                                                            "my sister Wren paint?"))
+
+        receipts = self.script.db.reply_receipts
+        self.assertEqual(len(receipts), 2)
+        last = receipts[-1]
+        self.assertEqual(last["seq"], self.script.history[-1]["seq"])
+        sources = {(m["source"], m["ref"]) for m in last["memories"] if m["new"]}
+        self.assertIn(("archive", str(self.old[1]["seq"])), sources)
+        self.assertEqual([p["part"] for p in last["parts"]][0], "system")
+        self.assertEqual([p["new"] for p in last["parts"] if p["part"] == "memories"],
+                         [False, True])
+        archived = [r for r in self.script.archive.records(kinds=("receipt",))]
+        self.assertEqual([r["reply_seq"] for r in archived], [r["seq"] for r in receipts])
+        self.assertEqual(self.script.ndb.recent_prompts[-1]["messages"], second)
