@@ -336,7 +336,10 @@ def cache_summary(replies):
         dict: ``{"median_before": float | None, "median_after": float | None (seconds, before
         and after the first compaction), "ratio": float | None (after / before), "reused":
         float | None (share of prompt tokens reused on replies that follow a reply with no
-        compaction in between), "reused_replies": int}``.
+        compaction in between), "reused_replies": int, "evaluated_before": int | None,
+        "evaluated_after": int | None (median prompt tokens the server evaluated rather than
+        reused, before and after the first compaction: unlike seconds, they do not depend on
+        what else the machine is doing)}``.
     """
     def median(values):
         values = sorted(values)
@@ -346,7 +349,14 @@ def cache_summary(replies):
     after = median([r["seconds"] for r in replies if r["after_compaction"]])
     steady = [r for r in replies if r["follows_reply"] and r["prompt"]]
     prompt = sum(r["prompt"] for r in steady)
+
+    def evaluated(after):
+        return median([r["prompt"] - (r["cached"] or 0) for r in replies
+                       if r["prompt"] and r["after_compaction"] == after])
+
     return {
+        "evaluated_before": evaluated(False),
+        "evaluated_after": evaluated(True),
         "median_before": before,
         "median_after": after,
         "ratio": after / before if before and after else None,
@@ -541,6 +551,12 @@ def print_summary(args, game, conversation, stats, compactions, failures, transc
             + (f" ({cache['ratio']:.2f}x)" if cache["ratio"] else "")
             + " (the server's time per reply)"
         )
+    if cache["evaluated_before"] is not None or cache["evaluated_after"] is not None:
+        def tokens(value):
+            return "-" if value is None else f"{value} tokens"
+
+        print(f"prompt work:   median {tokens(cache['evaluated_before'])} evaluated (not reused) "
+              f"per reply before the first compaction, {tokens(cache['evaluated_after'])} after")
     if cache["reused"] is not None:
         print(
             f"prompt cache:  {cache['reused']:.0%} of prompt tokens reused on the "

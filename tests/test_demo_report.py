@@ -34,6 +34,8 @@ def test_replies_are_split_at_the_first_compaction_and_reuse_skips_the_reply_aft
     assert summary["median_before"] == 2.2 and summary["median_after"] == 6.0
     assert summary["reused"] == (800 + 850 + 600) / (850 + 900 + 650)
     assert summary["reused_replies"] == 3
+    # tokens evaluated: 800, 50, 50 before; 500, 50 after (of two, the upper one)
+    assert (summary["evaluated_before"], summary["evaluated_after"]) == (50, 500)
 
 
 def test_a_server_without_cache_figures_still_gives_reply_times():
