@@ -38,6 +38,7 @@ from .core.tokens import count_tokens
 from .memory.archive import get_archive
 from .memory.journal import new_journal
 from .memory.runtime import RuntimeHistory
+from .notify import notify_admins
 from .settings import get_setting
 
 DEFAULT_PERSONA = "You are {name}, a friendly inhabitant of this world."
@@ -301,6 +302,17 @@ class AssistantScript(DefaultScript):
                 model=self.cfg("llm_model"),
             )
             self.ndb.runtime = runtime
+            if runtime.archive_behind:
+                last, checkpoint = runtime.archive_behind
+                notify_admins(
+                    f"AI {self.obj}: its archive ({self.archive_path()}) ends at record {last}, "
+                    f"but the database was saved at record {checkpoint}: the database was "
+                    "restored without the archive folder, or the archive was lost. The "
+                    "conversation in context is kept and written back; what was archived before "
+                    "it is gone from retrieval and aihistory/raw. Restore the archive folder "
+                    "from the same backup as the database (with the server stopped) to get it "
+                    "back."
+                )
             if runtime.replayed:
                 logger.log_info(
                     f"AI {self.obj}: replayed {len(runtime.replayed)} archive records after the "

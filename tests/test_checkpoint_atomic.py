@@ -9,6 +9,7 @@ as a killed process would stop there, and the restart reads the Attributes back 
 database (the handler's cache is dropped) and replays the archive, as a new server process does.
 """
 
+import os
 from unittest import mock
 
 from evennia.typeclasses.attributes import Attribute
@@ -80,3 +81,35 @@ class TestAtomicCheckpoint(NPCTestCase):
                 pass
         self.assertEqual(_restart(script), expected)
         npc.delete()
+
+
+class RestoredWithoutTheArchive(NPCTestCase):
+    """A database restored from a backup without the archive folder: the admins are told, the
+    conversation in context is written back, and numbering goes on after the checkpoint."""
+
+    def test_numbering_continues_and_the_admins_are_told(self):
+        from ai_contrib.memory.archive import close_archive
+
+        said = self.fill(6)
+        self.script.checkpoint()
+        checkpoint_seq = self.script.db.checkpoint_seq
+        path = self.script.archive_path()
+        close_archive(path)
+        os.remove(path)  # the backup held the database only
+        self.script.ndb.runtime = None
+        with mock.patch("ai_contrib.typeclasses.notify_admins") as notify:
+            history = self.script.history
+        (warning,), _ = notify.call_args
+        self.assertIn(f"ends at record -1, but the database was saved at record "
+                      f"{checkpoint_seq}", warning)
+        self.assertEqual([m["id"] for m in history], [m["id"] for m in said])
+        new = self.script.add_message("user", "Still here?", name="Bob")
+        self.assertGreater(new["seq"], checkpoint_seq)
+        archived = list(self.script.archive.messages())
+        self.assertEqual([m["id"] for m in archived], [m["id"] for m in said] + [new["id"]])
+        self.assertEqual([m["seq"] for m in archived[:-1]], [m["seq"] for m in said])
+        # the next start finds the archive whole again: no second warning
+        self.script.ndb.runtime = None
+        with mock.patch("ai_contrib.typeclasses.notify_admins") as notify:
+            self.assertEqual(len(self.script.history), len(said) + 1)
+        notify.assert_not_called()

@@ -327,3 +327,28 @@ class AsyncStoreTest(trial.TestCase):
         with self.assertRaises(MemoryStoreError):
             yield locked.search("npc-a", "anything")
         yield locked.close()
+
+
+def test_a_store_held_by_another_process_says_what_to_do(tmp_path):
+    """Embedded Qdrant serves one process (the running game): a second one, such as
+    `evennia shell`, is told how to read memories instead of getting Qdrant's bare error."""
+    import subprocess
+    import sys
+
+    qdrant = os.path.join(str(tmp_path), "qdrant")
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         f"from qdrant_client import QdrantClient; c = QdrantClient(path={qdrant!r}); "
+         "print('held', flush=True); import sys; sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        store = Mem0Store(path=str(tmp_path))
+        with pytest.raises(MemoryStoreError) as info:
+            store.list_sync("npc-1")
+        message = str(info.value)
+        assert "in use by another process" in message
+        assert "aimemory" in message and "AI_MEMORY_QDRANT_URL" in message
+    finally:
+        holder.stdin.close()
+        holder.wait(30)

@@ -16,8 +16,11 @@ One record per line, ``seq`` first so a reader can skip lines without parsing th
      "trigger": "sleep"}
     {"seq": 9, "kind": "evict", "ids": ["...", ...], "reason": "..."}
     {"seq": 12, "kind": "receipt", "reply_seq": 11, "receipt": {<core/receipts.py>}}
+    {"seq": 90, "kind": "resume", "behind": 41, "reason": "..."}   (see resume_after)
 
-``seq`` counts records from 0 and never repeats. A message's ``seq`` is its record's.
+``seq`` counts records from 0 and never repeats; numbers are skipped only where
+:meth:`MessageArchive.resume_after` mended an archive that a database restore left behind.
+A message's ``seq`` is its record's.
 
 Why files and not a table: an append is one ``write()`` of one line, O(1) whatever the history
 length, needs no migration in the host game, survives ``kill -9`` of the server as soon as
@@ -119,14 +122,46 @@ class MessageArchive:
         Raises:
             ArchiveError: if the write fails; nothing is recorded then.
         """
-        record = {"seq": self.last_seq + 1, "kind": kind}
+        return self._write_at(self.last_seq + 1, kind, **data)
+
+    def resume_after(self, seq, messages=(), reason=""):
+        """
+        Continue numbering after ``seq`` in an archive that ends before it (a database restored
+        without its archive folder, or an archive lost), so that no seq is given twice.
+
+        ``messages`` (the database's copies, e.g. the checkpointed history) whose ``seq`` is
+        above the archive's last are written back with their own seqs, in seq order, then a
+        ``{"kind": "resume", "behind": <old last seq>, "reason": str}`` record at ``seq`` (unless a
+        message already took it). What the archive held between its end and those messages is
+        lost; the record says so.
+
+        Returns:
+            int: the number of messages written back.
+
+        Raises:
+            ArchiveError: a write failed.
+        """
+        behind = self.last_seq
+        if seq <= behind:
+            return 0
+        restored = sorted((m for m in messages if isinstance(m.get("seq"), int)
+                           and behind < m["seq"] <= seq), key=lambda m: m["seq"])
+        for msg in restored:
+            self._write_at(msg["seq"], "message", msg=msg)
+        if self.last_seq < seq:
+            self._write_at(seq, "resume", behind=behind, reason=reason)
+        return len(restored)
+
+    def _write_at(self, seq, kind, **data):
+        """Write one record with a given ``seq`` above the last (a gap in the numbering)."""
+        record = {"seq": seq, "kind": kind}
         record.update(data)
         line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
         try:
             self._fh.write(line)
         except (OSError, ValueError) as err:
             raise ArchiveError(f"cannot write archive {self.path}: {err}") from err
-        self.last_seq = record["seq"]
+        self.last_seq = seq
         return record
 
     def append_message(self, msg):

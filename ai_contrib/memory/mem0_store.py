@@ -428,6 +428,19 @@ def npc_collection_name(collection, agent_id):
     return f"{collection}__{readable[:room] or 'x'}__{digest}"
 
 
+def held_elsewhere(memory_dir):
+    """
+    The error text when the embedded vector store is held by another process (embedded Qdrant
+    takes a lock on its folder: one process at a time, usually the running game server).
+    """
+    return (
+        f"the NPC memory store in {memory_dir} is in use by another process (usually the "
+        "running game server: embedded Qdrant serves one process at a time). Read memories in "
+        "the game (aimemory <npc> <query>, aihistory <npc>/journal), stop the server first, or "
+        "point AI_MEMORY_QDRANT_URL at a Qdrant server, which any number of processes can share"
+    )
+
+
 class Mem0Store:
     """
     Mem0 for every NPC of a process, plus the thread that alone may touch it.
@@ -541,6 +554,8 @@ class Mem0Store:
             except MemoryStoreError:
                 raise
             except Exception as err:
+                if "already accessed by another instance" in str(err):
+                    raise MemoryStoreError(held_elsewhere(self.memory_dir)) from err
                 raise MemoryStoreError(
                     f"cannot open Mem0 memory in {self.memory_dir}: {err}"
                 ) from err

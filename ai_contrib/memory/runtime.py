@@ -42,6 +42,14 @@ class RuntimeHistory:
         self.messages = [normalise_message(dict(m)) for m in (checkpoint or [])]
         self.replayed = []
         self.dirty = False
+        #: ``(archive's last seq, checkpoint seq)`` when the archive ended before the database's
+        #: checkpoint (a database restored without its archive): the shell warns the admins
+        self.archive_behind = None
+        if checkpoint_seq is not None and checkpoint_seq > archive.last_seq:
+            self.archive_behind = (archive.last_seq, checkpoint_seq)
+            archive.resume_after(
+                checkpoint_seq, self.messages,
+                reason="the archive ended before the database's checkpoint")
         if checkpoint_seq is None:
             for msg in self.messages:
                 if msg.get("seq") is None:
