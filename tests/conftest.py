@@ -19,6 +19,10 @@ from tests.postgres_util import (
 
 
 def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "sqlite_game: the module's game keeps a SQLite file even on PostgreSQL "
+        "(it copies or restores the database file)",
+    )
     import django
 
     django.setup()
@@ -74,7 +78,9 @@ def _e2e_databases(request):
     ``AI_MEMORY_PGVECTOR_CONNECTION_STRING`` from the environment (``game_template``). On
     PostgreSQL each such module gets fresh databases (the vector one with pgvector), as each
     gets a fresh SQLite file otherwise: games of different modules must not meet in one
-    database. Dropped after the module's game has stopped.
+    database. Dropped after the module's game has stopped. A module marked ``sqlite_game``
+    works on the game's SQLite file itself: its game keeps SQLite (its memories still go to
+    pgvector when configured, in a database of their own).
     """
     database = postgres_url(DATABASE_VAR)
     if request.node.get_closest_marker("e2e") is None or database is None:
@@ -83,8 +89,11 @@ def _e2e_databases(request):
     created = []
     with pytest.MonkeyPatch.context() as patch:
         try:
-            created.append(create_database(database, "e2e_game"))
-            patch.setenv(DATABASE_VAR, created[-1])
+            if request.node.get_closest_marker("sqlite_game") is not None:
+                patch.delenv(DATABASE_VAR)  # the game's own server/evennia.db3
+            else:
+                created.append(create_database(database, "e2e_game"))
+                patch.setenv(DATABASE_VAR, created[-1])
             vectors = postgres_url(PGVECTOR_VAR)
             if vectors is not None:
                 created.append(create_database(vectors, "e2e_memory", extensions=("vector",)))
