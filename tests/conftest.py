@@ -35,7 +35,8 @@ def pytest_collection_modifyitems(items):
     database itself (empty on PostgreSQL). A run of tests that use no database gets the marker
     on its first test, so the test database exists for every run.
     """
-    wants_db = {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback"}
+    wants_db = {"db", "transactional_db", "django_db_reset_sequences",
+                "django_db_serialized_rollback"}
     if items and not any(
         item.get_closest_marker("django_db") or wants_db & set(getattr(item, "fixturenames", ()))
         for item in items

@@ -20,7 +20,8 @@ SQLITE = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"
 
 
 def test_postgresql_url_becomes_a_django_database():
-    assert database_from_url("postgresql://evennia:s%40cret@db.example:6543/game?sslmode=require") == {
+    url = "postgresql://evennia:s%40cret@db.example:6543/game?sslmode=require"
+    assert database_from_url(url) == {
         "ENGINE": "django.db.backends.postgresql", "NAME": "game", "USER": "evennia",
         "PASSWORD": "s@cret", "HOST": "db.example", "PORT": "6543",
         "OPTIONS": {"sslmode": "require"},

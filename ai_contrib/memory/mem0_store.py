@@ -436,8 +436,8 @@ class Mem0Store:
     Mem0 for every NPC of a process, plus the thread that alone may touch it.
 
     One Qdrant client (embedded Qdrant allows one per path) or one PostgreSQL connection pool
-    (pgvector), one embedder and one history database are shared by a ``Memory`` on the shared collection (``AI_MEMORY_COLLECTION``) and
-    one ``Memory`` per NPC collection, built on the NPC's first call and cached
+    (pgvector), one embedder and one history database are shared by a ``Memory`` on the
+    shared collection (``AI_MEMORY_COLLECTION``) and one ``Memory`` per NPC collection, built on the NPC's first call and cached
     (:meth:`memory_for`; ``docs/design.md``, "Mem0 per NPC").
 
     Args:
