@@ -1,9 +1,10 @@
-# Two entry points: `make demo` (a real game with an AI NPC) and `make test` (the test suite).
+# Entry points: `make demo` (a real game with an AI NPC), `make test` (the test suite) and
+# `make test-postgres` (the suite again on a throwaway PostgreSQL server with pgvector).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-keep test bench bench-load bench-tavern bench-locomo bench-recall bench-scale bench-mem0 clean
+.PHONY: install install-postgres demo demo-keep test test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-recall bench-scale bench-mem0 clean
 
 install: $(STAMP)
 
@@ -26,12 +27,29 @@ demo-keep: install
 test: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
+# the PostgreSQL driver for Django and Mem0's pgvector store (the [postgres] extra)
+PG_STAMP := $(VENV)/.installed-postgres
+install-postgres: $(PG_STAMP)
+
+$(PG_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e ".[postgres]"
+	@touch $(PG_STAMP)
+
+# the suite on PostgreSQL + pgvector (scripts/with_postgres.sh: Debian's packages where the
+# release has pgvector, else the pgserver wheel's build; as root it installs what is missing)
+test-postgres: install-postgres
+	scripts/with_postgres.sh $(PY) -m pytest -q $(PYTEST_ARGS)
+
 bench: install
 	$(PY) benchmarks/storage.py
 
 # many NPCs in one server (about 3 min on 2 cores)
 bench-load: install
 	$(PY) benchmarks/load.py --npcs 100,500 $(BENCH_ARGS)
+
+# the same figures on SQLite and on a throwaway PostgreSQL server, side by side
+bench-load-postgres: install-postgres
+	scripts/with_postgres.sh $(PY) benchmarks/load.py --db sqlite,postgres --npcs 100 $(BENCH_ARGS)
 
 # a real game, 20 telnet players talking to Marta for 120 s, an LLM double with 0.5 s latency
 # (about 4 min; BENCH_ARGS="--players 6 --duration 40 --baseline-ref <ref>" compares with a ref)

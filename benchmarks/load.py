@@ -49,11 +49,17 @@ inflate):
 * memory per NPC: growth of the process RSS (``/proc/self/statm``, after ``gc.collect()``)
   while filling the histories, divided by N.
 
+The database: ``--db sqlite`` (default; a file SQLite database with the pragmas a running
+server sets), ``--db postgres`` (a fresh database on the PostgreSQL server of
+``AI_DATABASE_URL``, dropped afterwards; ``scripts/with_postgres.sh`` starts a throwaway one,
+``make bench-load-postgres``), or ``--db sqlite,postgres``: every N on each, and a second table
+puts the two side by side (``docs/design.md``, "Scaling out").
+
 Usage::
 
     .venv/bin/python benchmarks/load.py --npcs 100,500 [--rate 10] [--seconds 20]
         [--fill real|checkpoint] [--checkpoint-interval 300] [--budget 32768]
-        [--per-room 10] [--json OUT]
+        [--per-room 10] [--db sqlite|postgres|sqlite,postgres] [--json OUT]
 
 A Markdown table goes to stdout, progress to stderr. Nothing is asserted: the figures are
 printed beside the floors (at 500 NPCs <= 10 % of the reactor in our code, no stall from our
@@ -672,13 +678,64 @@ def fill_naive(world, lines, offsets):
 # one run (one N, in its own process)
 
 
+DATABASES = ("sqlite", "postgres")
+
+
+def postgres_database(prefix):
+    """
+    A new, empty database on the server of ``AI_DATABASE_URL`` (its user may create databases).
+
+    Returns:
+        tuple[str, dict]: its URL (for :func:`drop_postgres_database`) and Django's entry for it.
+
+    Raises:
+        SystemExit: ``AI_DATABASE_URL`` is not a PostgreSQL URL.
+    """
+    import uuid
+    from urllib.parse import urlsplit
+
+    import psycopg
+
+    from ai_contrib.database_url import database_from_url
+
+    url = os.environ.get("AI_DATABASE_URL", "")
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise SystemExit("--db postgres needs AI_DATABASE_URL=postgresql://... (a server whose "
+                         "user may create databases; scripts/with_postgres.sh starts one)")
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    new = urlsplit(url)._replace(path="/" + name).geturl()
+    return new, database_from_url(new)
+
+
+def drop_postgres_database(url):
+    """Drop the database of ``url`` (made by :func:`postgres_database`)."""
+    from urllib.parse import urlsplit
+
+    import psycopg
+
+    name = urlsplit(url).path.lstrip("/")
+    admin = urlsplit(url)._replace(path="/postgres").geturl()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def run_one(args):
-    """Build, fill and drive one world of ``args.one`` NPCs; return the results dict."""
+    """Build, fill and drive one world of ``args.one`` NPCs on ``args.one_db``; return the
+    results dict."""
     workdir = tempfile.mkdtemp(prefix=f"ai-contrib-load-{args.one}-")
+    pg_url = database = None
     try:
+        if args.one_db == "postgres":
+            pg_url, database = postgres_database(f"bench_load_{args.one}")
         with LLMDoubleProcess() as double:
-            return LoadRun(args, workdir, double.base_url).run()
+            results = LoadRun(args, workdir, double.base_url, database=database).run()
+        results["db"] = args.one_db
+        return results
     finally:
+        if pg_url and not args.keep:
+            drop_postgres_database(pg_url)
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -727,10 +784,13 @@ class LoadRun:
         args (argparse.Namespace): the command line (see :func:`parse_args`).
         workdir (str): directory for the database, logs and archives.
         llm_base_url (str): the LLM double's ``http://127.0.0.1:PORT/v1``.
+        database (dict, optional): Django's ``DATABASES["default"]`` entry; default a file
+            SQLite database in ``workdir``.
     """
 
-    def __init__(self, args, workdir, llm_base_url):
+    def __init__(self, args, workdir, llm_base_url, database=None):
         self.args = args
+        self.database = database
         self.n = args.one
         self.rng = random.Random(args.seed)
         self.workdir = workdir
@@ -759,8 +819,10 @@ class LoadRun:
 
         args = self.args
         log(f"[N={self.n}] setting up Evennia in {self.workdir}")
+        databases = {"DATABASES": {"default": self.database}} if self.database else {}
         setup_evennia(
             self.workdir,
+            **databases,
             AI_LLM_BASE_URL=self.llm_base_url,
             AI_LLM_API_KEY=None,
             AI_TICK_INTERVAL=args.tick,
@@ -1004,9 +1066,11 @@ def render_table(all_results, args):
         ("GC pauses: count / longest (ms)", None, 0),
     ]
     header = ["metric"]
+    several = len({res.get("db", "sqlite") for res in all_results}) > 1
     for res in all_results:
         n = res["npcs"]
-        header += [f"N={n} ours", f"N={n} naive", "naive/ours"]
+        db = f"{res.get('db', 'sqlite')} " if several else ""
+        header += [f"{db}N={n} ours", f"{db}N={n} naive", "naive/ours"]
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for label, getter, digits in rows:
         cells = [label]
@@ -1028,6 +1092,48 @@ def render_table(all_results, args):
     return "\n".join(out)
 
 
+#: rows of the SQLite / PostgreSQL table: (label, getter, digits), our code's phase
+DB_ROWS = [
+    ("reactor time in our code (% of wall)", lambda r: r["phases"]["ours"]["ours_pct"], 2),
+    ("longest stall from our code (ms)", lambda r: r["phases"]["ours"]["max_stall_ours_ms"], 1),
+    ("append per message p50 (ms)", lambda r: r["phases"]["ours"]["append"]["p50"], 3),
+    ("longest single call of our code (ms)", lambda r: r["phases"]["ours"]["max_call_ours_ms"], 1),
+    ("whole tick, synchronous part p50 (ms)", lambda r: r["phases"]["ours"]["tick"]["p50"], 3),
+    ("whole tick, synchronous part p95 (ms)", lambda r: r["phases"]["ours"]["tick"]["p95"], 3),
+    ("checkpoints written (count)", lambda r: r["phases"]["ours"]["checkpoint"]["n"], 0),
+    ("checkpoint p50 (ms)", lambda r: r["phases"]["ours"]["checkpoint"]["p50"], 1),
+    ("checkpoint max (ms)", lambda r: r["phases"]["ours"]["checkpoint"]["max"], 1),
+    ("checkpoint p50, thread CPU (ms)", lambda r: r["phases"]["ours"]["checkpoint_cpu"]["p50"], 1),
+    ("reply latency p50 (ms)", lambda r: r["phases"]["ours"]["latency"]["p50"], 1),
+    ("reply latency p95 (ms)", lambda r: r["phases"]["ours"]["latency"]["p95"], 1),
+    ("naive: check per tick p50 (ms)", lambda r: r["phases"]["naive"]["check"]["p50"], 3),
+    ("naive: append per message p50 (ms)", lambda r: r["phases"]["naive"]["append"]["p50"], 3),
+    ("filling the histories (s)", lambda r: r["fill_s"], 1),
+]
+
+
+def render_db_table(all_results):
+    """Markdown: for each N, our code's figures on each database side by side, and the ratio
+    of the second to the first (empty string with one database)."""
+    dbs = list(dict.fromkeys(res.get("db", "sqlite") for res in all_results))
+    if len(dbs) < 2:
+        return ""
+    by = {(res.get("db", "sqlite"), res["npcs"]): res for res in all_results}
+    counts = list(dict.fromkeys(res["npcs"] for res in all_results))
+    header = ["metric"]
+    for n in counts:
+        header += [f"N={n} {db}" for db in dbs] + [f"{dbs[1]}/{dbs[0]}"]
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for label, getter, digits in DB_ROWS:
+        cells = [label]
+        for n in counts:
+            values = [getter(by[(db, n)]) if (db, n) in by else None for db in dbs]
+            cells += [_fmt(v, digits) for v in values]
+            cells.append("-" if "count" in label else _ratio(values[1], values[0]))
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def render_report(all_results, args, wall):
     """The Markdown report: settings, the table, per-N notes, the floors, the wall time."""
     parts = [
@@ -1040,9 +1146,14 @@ def render_report(all_results, args, wall):
         render_table(all_results, args),
         "",
     ]
+    side_by_side = render_db_table(all_results)
+    if side_by_side:
+        parts += ["### The same run per database (our code's phase; last column: ratio)\n",
+                  side_by_side, ""]
     for res in all_results:
         parts.append(
-            f"- N={res['npcs']}: {res['history_messages_p50']:.0f} messages / "
+            f"- {res.get('db', 'sqlite')}, N={res['npcs']}: "
+            f"{res['history_messages_p50']:.0f} messages / "
             f"{res['start_tokens_p50']:.0f} tokens per history at start (median); highest usage "
             f"at the end {res['max_usage_pct']:.1f} % (emergency threshold "
             f"{res['emergency_threshold_pct']:.0f} %, compactions run: {res['compactions']}); "
@@ -1056,7 +1167,7 @@ def render_report(all_results, args, wall):
             )
             + "."
         )
-    floor = [r for r in all_results if r["npcs"] == FLOOR_AT_NPCS]
+    floor = [r for r in all_results if r["npcs"] == FLOOR_AT_NPCS]  # the first database's
     if floor:
         ours = floor[0]["phases"]["ours"]
         pct_ok = ours["ours_pct"] <= FLOOR_REACTOR_PCT
@@ -1098,10 +1209,15 @@ def parse_args(argv=None):
         "--checkpoint-interval", type=float, default=float(DEFAULTS["CHECKPOINT_INTERVAL"]),
         help="AI_CHECKPOINT_INTERVAL (seconds; default the shipped one)"
     )
+    parser.add_argument(
+        "--db", default="sqlite",
+        help="comma-separated databases: sqlite, postgres (AI_DATABASE_URL's server)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", help="also write all results to this JSON file")
     parser.add_argument("--keep", action="store_true", help="keep the temporary game data")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--one-db", default="sqlite", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     parser.add_argument("--serve-llm-double", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -1120,9 +1236,13 @@ def main(argv=None):
         return 0
     wall0 = time.perf_counter()
     counts = [int(x) for x in args.npcs.split(",") if x.strip()]
+    dbs = [x.strip() for x in args.db.split(",") if x.strip()]
+    unknown = sorted(set(dbs) - set(DATABASES))
+    if unknown or not dbs:
+        raise SystemExit(f"--db: unknown {unknown}; choose from {', '.join(DATABASES)}")
     all_results = []
     passthrough = [a for a in (argv if argv is not None else sys.argv[1:])]
-    for n in counts:
+    for n, db in [(n, db) for n in counts for db in dbs]:
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
             result_path = fh.name
         try:
@@ -1132,6 +1252,8 @@ def main(argv=None):
                 *passthrough,
                 "--one",
                 str(n),
+                "--one-db",
+                db,
                 "--result",
                 result_path,
             ]

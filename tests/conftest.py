@@ -2,15 +2,46 @@
 Shared pytest setup: Evennia's flat API (``from evennia import ...``) is only filled in by
 ``evennia._init()``, which touches the database, so it runs once here with pytest-django's
 database blocker lifted.
+
+On PostgreSQL (``AI_DATABASE_URL``, ``make test-postgres``) every end-to-end module's game gets
+databases of its own (:func:`_e2e_databases`).
 """
 
 import pytest
 
+from tests.postgres_util import (
+    DATABASE_VAR,
+    PGVECTOR_VAR,
+    create_database,
+    drop_database,
+    postgres_url,
+)
+
 
 def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "sqlite_game: the module's game keeps a SQLite file even on PostgreSQL "
+        "(it copies or restores the database file)",
+    )
     import django
 
     django.setup()
+
+
+def pytest_collection_modifyitems(items):
+    """
+    pytest-django sets up the test database only when a collected test asks for one, but
+    ``_evennia_init`` below always needs it: without one it would run against the configured
+    database itself (empty on PostgreSQL). A run of tests that use no database gets the marker
+    on its first test, so the test database exists for every run.
+    """
+    wants_db = {"db", "transactional_db", "django_db_reset_sequences",
+                "django_db_serialized_rollback"}
+    if items and not any(
+        item.get_closest_marker("django_db") or wants_db & set(getattr(item, "fixturenames", ()))
+        for item in items
+    ):
+        items[0].add_marker(pytest.mark.django_db)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -39,3 +70,36 @@ def _clean_reactor(request):
     for call in reactor.getDelayedCalls():
         if call.active():
             call.cancel()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _e2e_databases(request):
+    """
+    A game started by an end-to-end module reads ``AI_DATABASE_URL`` and
+    ``AI_MEMORY_PGVECTOR_CONNECTION_STRING`` from the environment (``game_template``). On
+    PostgreSQL each such module gets fresh databases (the vector one with pgvector), as each
+    gets a fresh SQLite file otherwise: games of different modules must not meet in one
+    database. Dropped after the module's game has stopped. A module marked ``sqlite_game``
+    works on the game's SQLite file itself: its game keeps SQLite (its memories still go to
+    pgvector when configured, in a database of their own).
+    """
+    database = postgres_url(DATABASE_VAR)
+    if request.node.get_closest_marker("e2e") is None or database is None:
+        yield
+        return
+    created = []
+    with pytest.MonkeyPatch.context() as patch:
+        try:
+            if request.node.get_closest_marker("sqlite_game") is not None:
+                patch.delenv(DATABASE_VAR)  # the game's own server/evennia.db3
+            else:
+                created.append(create_database(database, "e2e_game"))
+                patch.setenv(DATABASE_VAR, created[-1])
+            vectors = postgres_url(PGVECTOR_VAR)
+            if vectors is not None:
+                created.append(create_database(vectors, "e2e_memory", extensions=("vector",)))
+                patch.setenv(PGVECTOR_VAR, created[-1])
+            yield
+        finally:
+            for url in created:
+                drop_database(url)

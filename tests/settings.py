@@ -1,12 +1,17 @@
 """
 Django settings for running the test suite outside a game dir (pytest-django).
 
+The database is chosen by the environment alone: ``AI_DATABASE_URL`` (see
+``ai_contrib.database_url``), SQLite in memory when unset.
+
 ``evennia.settings_default`` chdirs upward looking for a game dir when imported, so the working
 directory is saved and restored around the import.
 """
 
 import os
 import tempfile
+
+from ai_contrib.database_url import databases_from_env
 
 _cwd = os.getcwd()
 try:
@@ -22,12 +27,11 @@ HTTP_LOG_FILE = os.path.join(_LOG_DIR, "http_requests.log")
 LOCKWARNING_LOG_FILE = os.path.join(_LOG_DIR, "lockwarnings.log")
 CHANNEL_LOG_DIR = _LOG_DIR if "CHANNEL_LOG_DIR" in globals() else None
 
-DATABASES = {
-    "default": {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": ":memory:",
-    }
-}
+# SQLite in memory, or the database named by AI_DATABASE_URL (PostgreSQL in `make test-postgres`;
+# pytest-django creates and drops test_<name> beside it)
+DATABASES = databases_from_env(
+    os.environ, {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+)
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 SECRET_KEY = "ai-contrib-tests-only"
 

@@ -51,7 +51,9 @@ from demo.telnet import TelnetPlayer
 from tests.e2e_util import logged_in, logged_in_admin, started_game
 from tests.llm_double import LLMDouble
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+# the third crash restores the game's SQLite file from a backup: this game keeps SQLite even
+# where the suite runs on PostgreSQL (tests/conftest.py)
+pytestmark = [pytest.mark.e2e, pytest.mark.sqlite_game, pytest.mark.timeout(300)]
 
 NPC = "Marta"
 PLAYERS = [("Wren", "wren-pw-4821"), ("Tamsin", "tamsin-pw-7310")]

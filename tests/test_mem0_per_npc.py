@@ -75,8 +75,8 @@ def test_layout_by_backend():
     assert collection_per_npc(memory_config()) is True
     assert collection_per_npc(memory_config(memory_qdrant_url="http://qdrant:6333")) is True
     pg = memory_config(memory_pgvector_connection_string="postgresql://u:p@db/game")
-    assert collection_per_npc(pg) is False
-    assert collection_per_npc({**pg, "MEMORY_COLLECTION_PER_NPC": True}) is False
+    assert collection_per_npc(pg) is True  # one table per NPC (tests/test_pgvector_store.py)
+    assert collection_per_npc({**pg, "MEMORY_COLLECTION_PER_NPC": False}) is False
     assert collection_per_npc(memory_config(memory_collection_per_npc="false")) is False
     assert collection_per_npc(memory_config(memory_collection_per_npc="1")) is True
     assert collection_per_npc(memory_config(memory_collection_per_npc=False)) is False

