@@ -259,12 +259,6 @@ def test_empty_query_and_empty_entries(store):
     assert result["added"] == [] and len(result["skipped"]) == 2
 
 
-def test_second_store_on_a_locked_path_fails_clearly(store):
-    other = Mem0Store(path=store.memory_dir)
-    with pytest.raises(MemoryStoreError, match="already accessed"):
-        other.open_sync()
-
-
 def test_mem0_stays_offline_and_inside_its_directory(store):
     assert os.environ.get("MEM0_TELEMETRY") == "False"
     import mem0.memory.main as mem0_main
