@@ -106,7 +106,8 @@ def at_server_start():
     def failed(failure):
         message = failure.getErrorMessage()
         if failure.check(EmbeddedServerStopped):  # Evennia's first start restarts once
-            logger.log_info(f"ai_contrib: {message}")
+            logger.log_info(f"ai_contrib: {message} (the server is stopping or restarting, as "
+                            "Evennia does once on a game's first start; it starts again with it)")
         else:
             logger.log_err(f"ai_contrib: the embedded model server did not start: {message}")
         return None
