@@ -924,6 +924,11 @@ def parse_args(argv=None):
         help="AI_MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE for the run (default: the shipped value); "
         "0 keeps every candidate that fits the budget",
     )
+    parser.add_argument(
+        "--context-weights", default=None, metavar="NEIGHBOUR,SESSION",
+        help="AI_MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT and _SESSION_WEIGHT for the run, e.g. 0,0 for "
+        "the fused ranking alone (default: the shipped values)",
+    )
     parser.add_argument("--seed", type=int, default=int(os.environ.get("AI_LLM_SEED") or DEFAULT_SEED),
                         help="LLM sampling seed (default $AI_LLM_SEED or %(default)s)")
     parser.add_argument("--json", default=None, help="also write the results to this file")
@@ -976,6 +981,10 @@ def run(args):
         overrides["AI_MEMORY_RETRIEVAL_TOKEN_BUDGET"] = args.memory_budget
     if args.min_relative_score is not None:
         overrides["AI_MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE"] = args.min_relative_score
+    if args.context_weights is not None:
+        neighbour, session = (float(x) for x in args.context_weights.split(","))
+        overrides["AI_MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT"] = neighbour
+        overrides["AI_MEMORY_RETRIEVAL_SESSION_WEIGHT"] = session
     if args.threads:
         overrides["AI_EMBEDDED_THREADS"] = args.threads
     from benchmarks._evennia_env import setup_evennia

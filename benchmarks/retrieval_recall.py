@@ -32,7 +32,12 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ai_contrib.memory.fulltext import FullTextIndex  # noqa: E402
-from ai_contrib.memory.retrieval import STOP_WORDS, rrf_fuse, tokenize  # noqa: E402
+from ai_contrib.memory.retrieval import (  # noqa: E402
+    STOP_WORDS,
+    contextual_rerank,
+    rrf_fuse,
+    tokenize,
+)
 from benchmarks.locomo_metrics import CATEGORIES  # noqa: E402
 from benchmarks.locomo_metrics import normalise_dia_id as normalise_turn_id  # noqa: E402
 from benchmarks.locomo_metrics import parse_evidence  # noqa: E402
@@ -139,6 +144,40 @@ def conversation_turns(sample):
                 text += f" [image: {turn['blip_caption']}]"
             turns.append((turn_id, text))
     return turns
+
+
+def turn_sessions(sample):
+    """``{turn_id: session key}``: the day of the turn's session, as the contrib keys sessions
+    (:func:`ai_contrib.memory.retrieval.session_day` of the message timestamps)."""
+    from ai_contrib.memory.retrieval import session_day
+    from benchmarks.locomo import parse_session_time
+
+    conv = sample["conversation"]
+    days = {}
+    for key in conv:
+        match = re.fullmatch(r"session_(\d+)", key)
+        if not match:
+            continue
+        stamp = parse_session_time(str(conv.get(f"{key}_date_time") or "").strip())
+        for turn in conv[key] or []:
+            turn_id = normalise_turn_id(turn.get("dia_id"))
+            if turn_id:
+                days[turn_id] = session_day(stamp) or key
+    return days
+
+
+def contextual(fused, ids, position, sessions):
+    """The contrib's ranking (:func:`ai_contrib.memory.retrieval.contextual_rerank`) of a fused
+    list: each turn's neighbours are the turns before and after it, its session its day."""
+    scores = dict(fused)
+    neighbours = {}
+    for key in scores:
+        at = position[key]
+        for near in (at - 1, at + 1):
+            if 0 <= near < len(ids):
+                neighbours.setdefault(key, []).append(ids[near])
+                neighbours.setdefault(ids[near], []).append(key)
+    return [key for key, _score in contextual_rerank(scores, neighbours, sessions)]
 
 
 def recall_at(ranked_ids, evidence, n=10):
@@ -249,7 +288,8 @@ def run(data_path, conversations=None, k=5, depth=20, via_mem0=False, cache_path
     cache = EmbeddingCache(embedder, cache_path)
     cached = bool(cache.vectors)
 
-    methods = ("bm25_nostop", "bm25", "rank_bm25", "vector", "fused_k60", "fused", "fused_rank")
+    methods = ("bm25_nostop", "bm25", "rank_bm25", "vector", "fused_k60", "fused", "fused_rank",
+               "contextual")
     per_question = []  # (method scores dict, category, conversation)
     unresolved = 0
     malformed = 0
@@ -259,6 +299,8 @@ def run(data_path, conversations=None, k=5, depth=20, via_mem0=False, cache_path
         ids = [turn_id for turn_id, _text in turns]
         texts = [text for _turn_id, text in turns]
         known = set(ids)
+        position = {turn_id: i for i, turn_id in enumerate(ids)}
+        sessions = turn_sessions(sample)
         bm25 = Fts5Ranking(ids, texts)
         bm25_nostop = Fts5Ranking(ids, texts, stop_words=frozenset())
         baseline = RankBM25Index(texts)
@@ -280,7 +322,9 @@ def run(data_path, conversations=None, k=5, depth=20, via_mem0=False, cache_path
             lexical = bm25.rank(question, depth)
             former = [ids[i] for i, _score in baseline.top(question, depth)]
             semantic = vectors.rank(question, depth)
-            fused = [key for key, _score in rrf_fuse([semantic, lexical], k=k)]
+            fused_scores = rrf_fuse([semantic, lexical], k=k)
+            fused = [key for key, _score in fused_scores]
+            in_context = contextual(fused_scores, ids, position, sessions)
             fused_k60 = [key for key, _score in rrf_fuse([semantic, lexical], k=60)]
             fused_rank = [key for key, _score in rrf_fuse([semantic, former], k=k)]
             plain = bm25_nostop.rank(question, depth)
@@ -294,6 +338,7 @@ def run(data_path, conversations=None, k=5, depth=20, via_mem0=False, cache_path
                         "fused_k60": recall_at(fused_k60, evidence),
                         "fused": recall_at(fused, evidence),
                         "fused_rank": recall_at(fused_rank, evidence),
+                        "contextual": recall_at(in_context, evidence),
                     },
                     qa.get("category"),
                     number,
@@ -373,16 +418,16 @@ def print_table(results):
     print(f"{label:<40}{overall['fused']:>7.3f}")
     print(f"{'baseline: fused with rank-bm25, k=' + format(results['k'], 'g'):<40}"
           f"{overall['fused_rank']:>7.3f}")
-    print(f"\n{'category':<14}{'n':>5}{'bm25':>8}{'vector':>8}{'fused':>8}")
+    print(f"{'fused + neighbours and sessions (ours)':<40}{overall['contextual']:>7.3f}")
+    header = f"{'bm25':>8}{'vector':>8}{'fused':>8}{'context':>9}"
+    print(f"\n{'category':<14}{'n':>5}{header}")
     for name, row in results["by_category"].items():
-        print(
-            f"{name:<14}{row['n']:>5}{row['bm25']:>8.3f}{row['vector']:>8.3f}{row['fused']:>8.3f}"
-        )
-    print(f"\n{'conversation':<14}{'n':>5}{'bm25':>8}{'vector':>8}{'fused':>8}")
+        print(f"{name:<14}{row['n']:>5}{row['bm25']:>8.3f}{row['vector']:>8.3f}"
+              f"{row['fused']:>8.3f}{row['contextual']:>9.3f}")
+    print(f"\n{'conversation':<14}{'n':>5}{header}")
     for number, row in results["by_conversation"].items():
-        print(
-            f"{number:<14}{row['n']:>5}{row['bm25']:>8.3f}{row['vector']:>8.3f}{row['fused']:>8.3f}"
-        )
+        print(f"{number:<14}{row['n']:>5}{row['bm25']:>8.3f}{row['vector']:>8.3f}"
+              f"{row['fused']:>8.3f}{row['contextual']:>9.3f}")
     if not results.get("embeddings_cached"):
         print(f"\nembedding: {results['embed_ms_per_turn']:.1f} ms per turn (indexing)")
     if "mem0" in results:

@@ -342,6 +342,23 @@ def test_only_what_every_listener_heard(workdir):
     index.close()
 
 
+def test_neighbours_are_the_lines_around_a_hit_that_every_listener_heard(workdir):
+    archive = MessageArchive(os.path.join(workdir, "npc.jsonl"))
+    archive.append_message(message(0, "Where did you go last summer?", audience=[A, B]))
+    archive.append("evict", ids=[], reason="a record that is not a message")
+    archive.append_message(message(2, "To the lake, with Mel.", audience=[A, B]))
+    archive.append_message(message(3, "My debts are my own business.", audience=[A]))
+    index = FullTextIndex(index_path(archive.path), archive)
+    (hit, _score), = index.search("lake Mel", 5)
+    assert hit["id"] == "m2"
+    around = index.neighbours([hit["seq"]])[hit["seq"]]
+    assert [d["id"] for d in around] == ["m0", "m3"]  # the evict record is skipped
+    assert [d["id"] for d in index.neighbours([hit["seq"]], listeners=[B])[hit["seq"]]] == ["m0"]
+    in_context = ArchiveSearch(index, {"m0": "Where did you go last summer?"})
+    assert [d["id"] for d in in_context.neighbours([hit["seq"]])[hit["seq"]]] == ["m3"]
+    index.close()
+
+
 def test_filtered_rows_do_not_starve_the_result(workdir):
     archive = MessageArchive(os.path.join(workdir, "npc.jsonl"))
     for i in range(200):  # the best matches are all private to A

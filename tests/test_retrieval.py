@@ -18,6 +18,7 @@ from ai_contrib.memory.retrieval import (
     MEMORIES_HEADER,
     STOP_WORDS,
     build_memory_context,
+    contextual_rerank,
     format_related_experiences,
     format_related_memories,
     fuse_candidates,
@@ -191,7 +192,10 @@ def test_fuse_candidates_merges_both_sources():
     assert kinds["m:mem-fact_2"] == "memory"
     assert kinds["m:mem-compact_1"] == "experience"
     assert kinds["a:m2"] == "message"
-    assert "a:m3" not in kinds and "a:m1" not in kinds
+    assert "a:m3" not in kinds
+    # the line before a hit comes with it, ranked below it
+    keys = [c["key"] for c in fused]
+    assert kinds["a:m1"] == "message" and keys.index("a:m1") > keys.index("a:m2")
     fact = next(c for c in fused if c["key"] == "m:mem-fact_2")
     assert fact["vector_score"] == 0.86 and fact["bm25_score"] > 0
     assert fused[0]["key"] == "m:mem-fact_2"  # first by vector and by BM25
@@ -199,10 +203,29 @@ def test_fuse_candidates_merges_both_sources():
     assert summary["text"] == "We haggled over a sword."
 
 
+def test_contextual_rerank_lifts_the_neighbours_and_session_of_a_strong_hit():
+    scores = {"q": 1.0, "lone": 0.3, "fact": 0.28}
+    neighbours = {"q": ["a"], "a": ["q"]}
+    sessions = {"q": "2026-11-20", "a": "2026-11-20", "same_day": "2026-11-20",
+                "lone": "2026-11-02", "fact": None}
+    ranked = [key for key, _ in contextual_rerank(dict(scores, same_day=0.1), neighbours,
+                                                  sessions)]
+    # the answer after the question that matched, then a line of the same day, rise above a
+    # weak match of another day; a fact (no session) is its own session and keeps its place
+    assert ranked == ["q", "a", "same_day", "lone", "fact"]
+    # without neighbours and sessions the order is the fused one
+    alone = contextual_rerank(scores, {}, {})
+    assert [key for key, _ in alone] == ["q", "lone", "fact"]
+
+
 def test_fuse_candidates_archive_limit_and_no_sources():
     docs = [_doc(f"m{i}", f"gold coin number {i}") for i in range(30)]
     fused = fuse_candidates([], docs, "gold coin", archive_limit=5)
-    assert len(fused) == 5 and all(c["kind"] == "message" for c in fused)
+    hits = [c for c in fused if c["bm25_score"] is not None]
+    assert len(hits) == 5 and all(c["kind"] == "message" for c in fused)
+    # each hit may bring the message before and after it, and nothing else
+    rows = {c["metadata"]["seq"] for c in hits}
+    assert {c["metadata"]["seq"] for c in fused} <= {r + d for r in rows for d in (-1, 0, 1)}
     assert fuse_candidates([], [], "gold") == []
 
 

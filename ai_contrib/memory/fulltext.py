@@ -466,6 +466,49 @@ class FullTextIndex:
 
         return self._run(query_rows)
 
+    def neighbours(self, rows, listeners=None, exclude=None):
+        """
+        The indexed docs right before and right after each of ``rows`` (rowids: the archive
+        seqs of the docs), for retrieval units wider than one message (``docs/design.md``,
+        "Retrieval and embedders"). A neighbour the listeners could not all have heard, or that
+        ``exclude`` drops, is left out (the next one is not taken instead).
+
+        Args:
+            rows (iterable[int]): rowids.
+            listeners (iterable[str], optional): as :meth:`search`.
+            exclude (callable, optional): as :meth:`search`.
+
+        Returns:
+            dict: ``{row: [doc, ...]}`` (0 to 2 docs, before first), each doc with ``seq``.
+
+        Raises:
+            FullTextError, ArchiveError.
+        """
+        rows = sorted({int(r) for r in rows})
+        listeners = None if listeners is None else sorted({str(x) for x in listeners})
+        before = "SELECT rowid, record FROM docs WHERE rowid < ? ORDER BY rowid DESC LIMIT 1"
+        after = "SELECT rowid, record FROM docs WHERE rowid > ? ORDER BY rowid LIMIT 1"
+
+        def read(conn):
+            found = {}
+            for row in rows:
+                docs = []
+                for sql in (before, after):
+                    hit = conn.execute(sql, (row,)).fetchone()
+                    if hit is None:
+                        continue
+                    doc = json.loads(hit[1])["msg"]
+                    doc.setdefault("seq", hit[0])
+                    if listeners is not None and not heard_by(doc, listeners):
+                        continue
+                    if exclude is not None and exclude(doc):
+                        continue
+                    docs.append(doc)
+                found[row] = docs
+            return found
+
+        return self._run(read) if rows else {}
+
     @staticmethod
     def _ranked(conn, tokens, limit, keep, scorer=None):
         expression = " OR ".join(f'"{token}"' for token in tokens)
@@ -477,14 +520,14 @@ class FullTextIndex:
         while True:
             rows = conn.execute(sql, (expression, wanted)).fetchall()
             if scorer is None:
-                ranked = [(-score, msg) for _rowid, msg, _terms, score in rows]
+                ranked = [(-score, rowid, msg) for rowid, msg, _terms, score in rows]
             else:
-                rescored = [(scorer(terms.split()), rowid, msg) for rowid, msg, terms, _s in rows]
-                rescored.sort(key=lambda row: (-row[0], row[1]))
-                ranked = [(score, msg) for score, _rowid, msg in rescored]
+                ranked = [(scorer(terms.split()), rowid, msg) for rowid, msg, terms, _s in rows]
+                ranked.sort(key=lambda row: (-row[0], row[1]))
             hits = []
-            for score, msg in ranked:
+            for score, rowid, msg in ranked:
                 doc = json.loads(msg)["msg"]
+                doc.setdefault("seq", rowid)  # docs indexed without an archive have none
                 if keep(doc):
                     hits.append((doc, score))
                     if len(hits) >= limit:
@@ -610,6 +653,11 @@ class ArchiveSearch:
         """:meth:`FullTextIndex.search` without the docs still in context."""
         exclude = self._in_context if self.in_context else None
         return self.index.search(query, limit, listeners=listeners, exclude=exclude)
+
+    def neighbours(self, rows, listeners=None):
+        """:meth:`FullTextIndex.neighbours` without the docs still in context."""
+        exclude = self._in_context if self.in_context else None
+        return self.index.neighbours(rows, listeners=listeners, exclude=exclude)
 
     def score_external(self, query, texts):
         """:meth:`FullTextIndex.score_external`."""

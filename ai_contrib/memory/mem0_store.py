@@ -110,6 +110,11 @@ MEMORY_DEFAULTS = {
     # a candidate needs this fraction of the best candidate's fused score (0 = no threshold)
     "MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE": 0.3,
     "MEMORY_ARCHIVE_CANDIDATES": 20,  # BM25 hits taken from the archive before fusion
+    # after fusion, a candidate gains this share of its best neighbour's score (the archived
+    # lines before and after it) and of the best score in its session (day); 0 = off
+    # (docs/design.md, "Retrieval and embedders")
+    "MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT": 0.6,
+    "MEMORY_RETRIEVAL_SESSION_WEIGHT": 0.5,
     "MEMORY_RRF_K": 5,  # reciprocal-rank-fusion constant (LoCoMo figures in retrieval.py)
     "MEMORY_ENTITY_MAX_OBSERVATIONS": 50,  # observations kept per entity profile (oldest dropped)
     "IMPORTANCE_SCORING": "heuristic",  # "heuristic" or "llm"
