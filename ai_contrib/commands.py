@@ -372,8 +372,7 @@ class CmdAIHistory(MuxCommand):
                 f"({(reply.get('timestamp') or '')[:19]}): {shown(reply['content'], 50)}")
         receipt = reply.get("receipt")
         if not receipt:
-            return f"{head}
-no receipt (this reply was written before receipts were kept)"
+            return f"{head}\nno receipt (this reply was written before receipts were kept)"
         lines = [head, wrap(shown(describe_cost(receipt)), width)]
         if receipt.get("listeners"):
             lines.append(wrap("heard by " + shown(", ".join(receipt["listeners"])), width))

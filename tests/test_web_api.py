@@ -126,7 +126,7 @@ class TestAPI(WebTestCase):
 
         kinds = [m["kind"] for m in detail["context"]]
         self.assertEqual(kinds[0], "summary")
-        self.assertIn(SUMMARY.splitlines()[0], detail["context"][0]["content"])
+        self.assertIn("Bob rented the east room.", detail["context"][0]["content"])
         self.assertEqual(next(m for m in detail["context"] if m["seq"] == tool["seq"])["kind"],
                          "masked")
 

@@ -177,13 +177,14 @@ def journal_view(npc):
 
 def audiences(script):
     """
-    The audiences a memory search can be made for: everyone in the history's audiences.
+    The audiences a memory search can be made for: every character who ever spoke to the NPC
+    (from the archive's message log, so speakers whose lines were compacted count too).
 
     Returns:
         list[dict]: ``{"dbref": str, "name": str}``, by name.
     """
     names = {}
-    for msg in script.history:
+    for msg in script.archive.message_log():
         meta = msg.get("metadata") or {}
         if msg.get("role") == "user" and meta.get("speaker") and msg.get("name"):
             names[meta["speaker"]] = msg["name"]
