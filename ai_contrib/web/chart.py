@@ -94,8 +94,8 @@ def usage_chart_svg(points, events, budget, sleep_threshold, emergency_threshold
                    f'y2="{y(tokens):.1f}" class="threshold {name}"/>')
         out.append(f'<text x="{LEFT - 4}" y="{y(tokens) + 4:.1f}" text-anchor="end" '
                    f'class="axis {name}">{int(tokens)}</text>')
-    out.append(f'<text x="{LEFT + plot_w}" y="{TOP + 12}" text-anchor="end" class="axis">'
-               f'budget {budget}, sleep {float(sleep_threshold):.0%}, emergency '
+    out.append(f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 12}" text-anchor="middle" '
+               f'class="axis">budget {budget}, sleep {float(sleep_threshold):.0%}, emergency '
                f'{float(emergency_threshold):.0%}</text>')
     if not entries:
         out.append(f'<text x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle" class="axis">'
@@ -123,10 +123,13 @@ def usage_chart_svg(points, events, budget, sleep_threshold, emergency_threshold
         else:
             text += "failed"
         css = "event" if event.get("success") else "event failed"
+        # labels right of marks in the left half, left of them in the right half: inside the plot
+        left_half = x(i) < LEFT + plot_w / 2
+        anchor, dx = ("start", 3) if left_half else ("end", -3)
         out.append(f'<g class="{css}"><title>{escape(text)}</title>'
                    f'<line x1="{x(i):.1f}" x2="{x(i):.1f}" y1="{TOP}" y2="{TOP + plot_h}"/>'
-                   f'<text x="{x(i) + 3:.1f}" y="{TOP + 12 + 12 * ((number - 1) % 3)}">'
-                   f'C{number} {escape(text)}</text></g>')
+                   f'<text x="{x(i) + dx:.1f}" y="{TOP + 12 + 12 * ((number - 1) % 3)}" '
+                   f'text-anchor="{anchor}">C{number} {escape(text)}</text></g>')
     times = [e["at"] for e in entries if e["at"] is not None]
     if times:
         out.append(f'<text x="{LEFT}" y="{HEIGHT - 12}" class="axis">'

@@ -236,7 +236,7 @@ def archive_page(script, start=None, count=ARCHIVE_PAGE_SIZE):
     if start is None:
         start = max(0, last - count + 1)
     start = max(0, int(start))
-    end = start + count - 1
+    end = min(start + count - 1, max(start, last))
     in_context = {m.get("id") for m in script.history}
     records = []
     for rec in archive.records(start, end):
