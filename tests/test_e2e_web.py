@@ -206,7 +206,10 @@ def test_staff_pages_in_a_real_browser(game):
         driver.get(f"{base}/ai/")
         row = driver.find_element(By.CSS_SELECTOR, f"tr.npc[data-npc='{NPC}']")
         assert f"{tokens} / {budget} tokens" in row.text, row.text
-        assert row.find_element(By.CSS_SELECTOR, ".mark.emergency").get_attribute("style")
+        # the sleep threshold is on the bar; this game's emergency threshold (500 %) is beyond it
+        assert "left: 70%" in row.find_element(By.CSS_SELECTOR, ".mark.sleep").get_attribute(
+            "style")
+        assert "sleep 70.0 %, emergency 500.0 %" in row.text, row.text
         index_shot = _shot(driver, "ai-index.png")
 
         driver.get(f"{base}/ai/{marta['id']}/")
