@@ -158,24 +158,32 @@ def usage_bar(script, usage):
     """
     A coloured bar of ``usage`` for ``aihistory``: green below the sleep threshold, yellow from
     it up to the emergency threshold, red from that on (``docs/design.md``, "The budget fits the
-    model").
+    model"). Both thresholds stay visible while the bar has not reached them: a yellow ``:``
+    marks the sleep threshold's cell and a red ``!`` the emergency threshold's.
 
     Args:
         script: the NPC's ``AssistantScript`` (its ``compact_sleep_threshold`` and
-            ``compact_emergency_threshold``, fractions of the budget, pick the colour).
+            ``compact_emergency_threshold``, fractions of the budget, pick the colour and the
+            marks).
         usage (float): tokens in context divided by the effective budget; above 1.0 when the
             history overflows.
 
     Returns:
-        str: ``"[" + colour code + "#" * filled + "|n" + "." * rest + "]"``, :data:`BAR_WIDTH`
-        characters between the brackets, e.g. ``"[|g#####|n...............]"``; full at 1.0 and
-        above.
+        str: ``"[" + colour code + "#" * filled + "|n" + rest + "]"``, :data:`BAR_WIDTH`
+        characters between the brackets, ``rest`` being dots with the threshold marks, e.g.
+        ``"[|g##########|n....|y:|n.|r!|n...]"`` at 50 % with thresholds at 70 % and 80 %; full
+        (no marks) at 1.0 and above.
     """
     sleep_at = float(script.cfg("compact_sleep_threshold"))
     emergency_at = float(script.cfg("compact_emergency_threshold"))
     colour = "|g" if usage < sleep_at else "|y" if usage < emergency_at else "|r"
     filled = min(BAR_WIDTH, int(round(usage * BAR_WIDTH)))
-    return f"[{colour}{'#' * filled}|n{'.' * (BAR_WIDTH - filled)}]"
+    rest = ["."] * (BAR_WIDTH - filled)
+    for at, mark in ((sleep_at, "|y:|n"), (emergency_at, "|r!|n")):
+        cell = int(at * BAR_WIDTH + 1e-9) - filled
+        if 0 <= cell < len(rest):
+            rest[cell] = mark
+    return f"[{colour}{'#' * filled}|n{''.join(rest)}]"
 
 
 class CmdAIHistory(MuxCommand):
@@ -188,6 +196,8 @@ class CmdAIHistory(MuxCommand):
       aihistory/raw <npc> [from] [to]
       aihistory <npc>/journal [<entry id>]
       aihistory <npc>/show <seq or id>
+      aihistory <npc>/prompt [n]
+      aihistory <npc>/prompt/full [n]
 
     Without a switch: token usage against the budget (tokens and %), message
     count, mode, the compaction strategy and where it stands, the last
@@ -207,6 +217,13 @@ class CmdAIHistory(MuxCommand):
     archive sequence number or id, a summary by its id (the overview lists them)
     or by the sequence number of its compaction record. Tables crop text; /show
     never does.
+
+    /prompt shows the receipt of the last reply (or of the n-th last): the
+    prompt's parts in order with their token counts, the memories retrieved
+    with their source, reference and score, the prompt tokens the server
+    evaluated and reused, the tokens generated, the latency and the model.
+    /prompt/full shows that reply's exact prompt text (kept for the last five
+    replies since the server started).
     """
 
     key = "aihistory"
@@ -217,12 +234,14 @@ class CmdAIHistory(MuxCommand):
         words, switches = _split_npc_switch(self)
         if not words:
             self.caller.msg("Usage: aihistory <npc>[/raw [from] [to] | /journal [<entry id>] "
-                            "| /show <seq or id>]")
+                            "| /show <seq or id> | /prompt[/full] [n]]")
             return
         npc, script = find_npc(self.caller, words[0])
         if not npc:
             return
-        if "show" in switches:
+        if "prompt" in switches:
+            self.show_prompt(npc, script, words[1:], full="full" in switches)
+        elif "show" in switches:
             self.show_record(npc, script, words[1:])
         elif "raw" in switches:
             self.show_raw(npc, script, words[1:])
@@ -326,6 +345,66 @@ class CmdAIHistory(MuxCommand):
                 jt.add_row(entry["id"], entry.get("importance"), shown(entry["content"], 70))
             lines += ["|wRecent journal syntheses|n", str(jt)]
         self.caller.msg("\n".join(lines))
+
+    def show_prompt(self, npc, script, args, full=False):
+        from .receipts import recent_prompt, reply_records
+
+        try:
+            back = max(1, int(args[0])) if args else 1
+        except ValueError:
+            self.caller.msg("Usage: aihistory <npc>/prompt[/full] [n]  (n: 1 = the last reply)")
+            return
+        replies = reply_records(script, back)
+        if len(replies) < back:
+            self.caller.msg(f"{npc.key} has {len(replies)} archived replies; none is {back} back.")
+            return
+        reply = replies[0]
+        if full:
+            self.caller.msg(self.format_full_prompt(npc, reply, recent_prompt(script, reply["seq"])))
+        else:
+            self.caller.msg(self.format_receipt(npc, reply))
+
+    def format_receipt(self, npc, reply):
+        from .core.receipts import describe_cost, describe_part, memory_source
+
+        width = table_width(self)
+        head = (f"|wReceipt of {npc.key}'s reply #{reply['seq']}|n "
+                f"({(reply.get('timestamp') or '')[:19]}): {shown(reply['content'], 50)}")
+        receipt = reply.get("receipt")
+        if not receipt:
+            return f"{head}\nno receipt (this reply was written before receipts were kept)"
+        lines = [head, wrap(shown(describe_cost(receipt)), width)]
+        if receipt.get("listeners"):
+            lines.append(wrap("heard by " + shown(", ".join(receipt["listeners"])), width))
+        parts = admin_table(width, "#", "prompt part", "tokens")
+        for i, part in enumerate(receipt.get("parts") or [], 1):
+            parts.add_row(i, shown(describe_part(part)), part.get("tokens"))
+        lines += ["|wPrompt parts, in order|n", str(parts)]
+        memories = receipt.get("memories") or []
+        if memories:
+            mt = admin_table(width, "source", "kind", "score", "new", "memory")
+            for memory in memories:
+                mt.add_row(shown(memory_source(memory)), shown(memory.get("kind")),
+                           f"{float(memory.get('score') or 0):.3f}",
+                           "yes" if memory.get("new") else "no", shown(memory.get("text"), 60))
+            lines += ["|wRetrieved memories|n", str(mt)]
+        else:
+            lines.append("No memories were retrieved for this reply.")
+        return "\n".join(lines)
+
+    def format_full_prompt(self, npc, reply, prompt):
+        if prompt is None:
+            return (f"The prompt of {npc.key}'s reply #{reply['seq']} is no longer kept (only "
+                    "the last five replies since the server started are).")
+        width = table_width(self)
+        lines = [f"|wPrompt of {npc.key}'s reply #{reply['seq']}|n "
+                 f"({len(prompt['messages'])} messages)"]
+        for i, msg in enumerate(prompt["messages"], 1):
+            lines.append(f"|c--- {i}. {shown(msg.get('role'))} ---|n")
+            # line by line: wrapping the whole text would fold its line breaks away
+            lines += [wrap(line, width) if line else ""
+                      for line in shown(msg.get("content") or "").splitlines()]
+        return "\n".join(lines)
 
     def show_record(self, npc, script, args):
         from .item_views import archive_item, find_archive_record

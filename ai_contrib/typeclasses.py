@@ -40,6 +40,7 @@ from .memory.journal import new_journal
 from .memory.runtime import RuntimeHistory
 from .notify import notify_admins
 from .settings import get_setting
+from .usage_log import record_usage
 
 DEFAULT_PERSONA = "You are {name}, a friendly inhabitant of this world."
 SCRIPT_KEY = "assistant_script"
@@ -699,6 +700,7 @@ class AssistantScript(DefaultScript):
         if self.pending_ids():
             said = yield answer_turn(self, character)
         if said:
+            record_usage(self)  # the staff web page's usage chart (ai_contrib.usage_log)
             # micro-compaction after the turn; a cascade cycle's LLM calls run in the background
             self.ndb.after_turn = rag_memory.after_turn_compaction(self, character)
             self.start_memory_work()  # the reply may have crossed the threshold

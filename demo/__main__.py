@@ -648,6 +648,8 @@ def print_connect_help(game, passwords):
     print("\nThe game is still running.")
     print(f"  telnet:     telnet 127.0.0.1 {game.ports.telnet}")
     print(f"  web client: http://127.0.0.1:{game.ports.web}/webclient")
+    print(f"  AI NPCs:    http://127.0.0.1:{game.ports.web}/ai/   (staff pages; log in on the "
+          f"web site as {game.superuser[0]} / {game.superuser[1]})")
     print(f"  admin:      connect {game.superuser[0]} {game.superuser[1]}")
     for name, pw in passwords.items():
         print(f"  player:     connect {name} {pw}")

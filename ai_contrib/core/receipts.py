@@ -1,9 +1,22 @@
 """
 A reply's receipt: what the model was given for one reply and what it cost (``docs/design.md``,
-"Reply receipts").
+"Reply receipts"). Pure functions over the receipt dict: the reply writer
+(:mod:`ai_contrib.replies`) makes it and keeps the last ones on the NPC's script (and each one in
+its archive); the in-game ``aihistory <npc>/prompt`` and the staff web pages show it.
 
-Pure functions; the shell (:mod:`ai_contrib.replies`) keeps the last receipts on the NPC's script
-and writes each one to its archive.
+A *receipt*::
+
+    {"model": str | None, "seconds": float (wall time of the LLM call),
+     "prompt_tokens": int | None, "cached_tokens": int | None, "generated_tokens": int | None,
+     "listeners": [str names], "seq": int (the reply's archive seq), "at": str (timestamp),
+     "parts": [{"part": "system" | "summary" | "history" | "memories" | "turn",
+                "tokens": int, "first_seq": int | None, "last_seq": int | None,
+                "messages": int, "new": bool}, ...],   # in prompt order; keys per part
+     "memories": [{"source": "archive" | "mem0", "ref": str, "kind": str, "score": float,
+                   "text": str, "new": bool}, ...]}
+
+Any key may be missing (a server that reports no usage): every reading function here answers
+with None or an empty list for what it cannot know.
 """
 
 #: characters of a retrieved memory's text kept in a receipt
@@ -66,3 +79,101 @@ def make_receipt(model, seconds, prompt, parts, items, listener_names):
 def kept_receipts(receipts, receipt, limit=RECEIPTS_KEPT):
     """``receipts`` (oldest first) with ``receipt`` added, the oldest dropped past ``limit``."""
     return (list(receipts or ()) + [receipt])[-limit:]
+
+
+PART_NAMES = {
+    "system": "persona and instructions",
+    "summary": "summary",
+    "history": "history",
+    "memories": "retrieved memories",
+    "turn": "the turn answered",
+}
+
+
+def seq_span(part):
+    """``"#12-#40"``, ``"#12"`` or ``""``: the archive seqs a prompt part covers."""
+    first, last = part.get("first_seq"), part.get("last_seq")
+    if first is None and last is None:
+        return ""
+    if first is None or last is None or first == last:
+        return f"#{first if first is not None else last}"
+    return f"#{first}-#{last}"
+
+
+def describe_part(part):
+    """
+    One prompt part in words: ``"history #12-#40, 29 messages"``, ``"retrieved memories
+    (carried over)"``.
+
+    Args:
+        part (dict): one entry of ``receipt["parts"]``.
+
+    Returns:
+        str
+    """
+    name = part.get("part") or "?"
+    words = [PART_NAMES.get(name, name)]
+    span = seq_span(part)
+    if span:
+        words.append(span)
+    text = " ".join(words)
+    if part.get("messages") is not None and name in ("history", "turn"):
+        text += f", {part['messages']} messages"
+    if name == "memories" and "new" in part:
+        text += " (new)" if part["new"] else " (carried over)"
+    return text
+
+
+def token_figures(receipt):
+    """
+    The prompt's cost: tokens the server evaluated vs reused from its cache, and generated.
+
+    Args:
+        receipt (dict): a receipt (see the module docstring).
+
+    Returns:
+        dict: ``{"prompt": int | None, "reused": int | None, "evaluated": int | None,
+        "generated": int | None, "parts_total": int}``; ``evaluated`` is ``prompt - reused``
+        when both are known, ``parts_total`` the sum of the parts' token counts (our count,
+        which may differ a little from the server's).
+    """
+    prompt = receipt.get("prompt_tokens")
+    reused = receipt.get("cached_tokens")
+    evaluated = prompt - reused if prompt is not None and reused is not None else None
+    return {
+        "prompt": prompt,
+        "reused": reused,
+        "evaluated": evaluated,
+        "generated": receipt.get("generated_tokens"),
+        "parts_total": sum(int(p.get("tokens") or 0) for p in receipt.get("parts") or []),
+    }
+
+
+def describe_cost(receipt):
+    """
+    One line: ``"model smollm2, 1.21 s, prompt 812 tokens (42 evaluated, 770 reused), 31
+    generated"``; unknown figures are left out.
+    """
+    figures = token_figures(receipt)
+    words = [f"model {receipt.get('model') or 'default'}"]
+    if receipt.get("seconds") is not None:
+        words.append(f"{float(receipt['seconds']):.2f} s")
+    if figures["prompt"] is not None:
+        text = f"prompt {figures['prompt']} tokens"
+        if figures["evaluated"] is not None:
+            text += f" ({figures['evaluated']} evaluated, {figures['reused']} reused)"
+        words.append(text)
+    else:
+        words.append(f"prompt about {figures['parts_total']} tokens (not reported)")
+    if figures["generated"] is not None:
+        words.append(f"{figures['generated']} generated")
+    return ", ".join(words)
+
+
+def memory_source(memory):
+    """Where a retrieved memory came from: ``"archive #12"`` or ``"mem0 3f2a9c1e"``."""
+    source = memory.get("source") or "?"
+    ref = str(memory.get("ref") if memory.get("ref") is not None else "?")
+    if source == "archive":
+        return f"archive #{ref}"
+    return f"{source} {ref[:8]}"

@@ -6,12 +6,14 @@ so it can reroute to all website pages.
 
 """
 
-from django.urls import path
+from django.urls import include, path
 
 from evennia.web.website.urls import urlpatterns as evennia_website_urlpatterns
 
 # add patterns here
 urlpatterns = [
+    # the staff pages of AI NPCs: /ai/ (README, "Seeing the NPC's mind")
+    path("ai/", include("ai_contrib.web.urls")),
     # path("url-pattern", imported_python_view),
     # path("url-pattern", imported_python_view),
 ]

@@ -1,0 +1,65 @@
+"""
+Finding reply receipts and prompts of an NPC (``docs/design.md``, "Reply receipts"): the last
+receipts are kept on the script (``db.reply_receipts``, each naming its reply's archive seq), the
+exact prompts of the last few replies in ``script.ndb.recent_prompts``. Shapes in
+:mod:`ai_contrib.core.receipts`.
+"""
+
+
+def receipts_by_seq(script):
+    """``{reply seq: receipt}`` of the receipts the script keeps (the last 20 replies), as plain
+    dicts (an Attribute gives nested containers that json refuses)."""
+    from evennia.utils.dbserialize import deserialize
+
+    kept = deserialize(script.db.reply_receipts or [])
+    return {r.get("seq"): r for r in kept if r.get("seq") is not None}
+
+
+def reply_records(script, count=5):
+    """
+    The NPC's last ``count`` replies (archived assistant messages), newest last.
+
+    Reads the archive's message log (:meth:`~ai_contrib.memory.archive.MessageArchive.
+    message_log`: after the first call, only what was archived since is parsed).
+
+    Returns:
+        list[dict]: ``{"seq": int, "timestamp": str | None, "content": str,
+        "receipt": dict | None}`` (None for replies older than the receipts kept).
+    """
+    receipts = receipts_by_seq(script)
+    found = []
+    for msg in reversed(script.archive.message_log()):
+        if msg.get("role") != "assistant" or not (msg.get("content") or "").strip():
+            continue  # tool-calling turns of the journaling loop are not replies
+        found.append({
+            "seq": msg.get("seq"),
+            "timestamp": msg.get("timestamp"),
+            "content": msg.get("content") or "",
+            "receipt": receipts.get(msg.get("seq")),
+        })
+        if len(found) >= count:
+            break
+    found.reverse()
+    return found
+
+
+def recent_prompt(script, seq=None):
+    """
+    The exact prompt of a recent reply, from ``script.ndb.recent_prompts`` (lost at a server
+    restart; at most the last five replies).
+
+    Args:
+        seq (int, optional): the reply's archive seq; None for the newest.
+
+    Returns:
+        dict | None: ``{"seq": int, "messages": [{"role", "content"}, ...]}``.
+    """
+    prompts = list(script.ndb.recent_prompts or [])
+    if not prompts:
+        return None
+    if seq is None:
+        return prompts[-1]
+    for prompt in prompts:
+        if prompt.get("seq") == seq:
+            return prompt
+    return None

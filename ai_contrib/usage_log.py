@@ -1,0 +1,34 @@
+"""
+A bounded series of an NPC's context usage over time, for the staff web page's chart
+(``docs/design.md``, "Seeing the NPC's mind").
+
+The compaction log records tokens before and after each compaction, not how the context grew
+between them; this series does: one point per answered turn, in ``script.db.usage_log``, the
+last :data:`USAGE_LOG_SIZE` kept (a few KB re-pickled per turn).
+"""
+
+from datetime import datetime, timezone
+
+USAGE_LOG_SIZE = 200  # points; at one per turn, a long evening of conversation
+
+
+def record_usage(script):
+    """
+    Append ``{"at": ISO time (UTC), "tokens": int, "budget": int}`` (tokens in the runtime
+    history and the effective budget) to ``script.db.usage_log``, keeping the last
+    :data:`USAGE_LOG_SIZE` points. Call it in the reactor thread.
+    """
+    point = {
+        "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "tokens": int(script.token_count()),
+        "budget": int(script.budget()),
+    }
+    log = list(script.db.usage_log or [])
+    log.append(point)
+    script.db.usage_log = log[-USAGE_LOG_SIZE:]
+    return point
+
+
+def usage_series(script):
+    """The recorded points, oldest first (list of dicts as :func:`record_usage` writes)."""
+    return [dict(point) for point in (script.db.usage_log or [])]

@@ -1,0 +1,299 @@
+"""
+What the staff pages and their JSON API show about AI NPCs, as plain JSON-ready dicts
+(``docs/design.md``, "Seeing the NPC's mind"). Every function here reads the NPC's script and
+must run in the reactor thread (:func:`ai_contrib.web.bridge.in_reactor`), where the runtime
+history is changed; none of them changes anything.
+
+Stored text (what players said, summaries, memories) is returned as it was stored: the HTML
+templates escape it (Django's autoescape) and the page's script inserts it as text, never as
+markup.
+"""
+
+from ..core.masking import is_masked
+from ..core.messages import is_marker
+from ..core.receipts import describe_cost, describe_part, memory_source, token_figures
+from ..memory.journal import ensure_journal
+from ..npcs import all_ai_npcs
+from ..rag_memory import breaker_open
+from ..receipts import receipts_by_seq, reply_records
+from ..strategies import resolve_strategy
+from ..usage_log import usage_series
+
+ARCHIVE_PAGE_SIZE = 50  # records per page of the raw archive
+RECEIPTS_SHOWN = 5
+JOURNAL_SHOWN = 100
+EVENTS_SHOWN = 50
+
+
+def _breaker(script):
+    failures = int(script.db.compact_failures or 0)
+    if breaker_open(script):
+        state = "open"
+    elif failures:
+        state = "closed, failing"
+    else:
+        state = "closed"
+    return {"state": state, "failures": failures, "last_error": script.db.compact_last_error}
+
+
+def npc_summary(npc, script):
+    """
+    One NPC's line on the index page.
+
+    Returns:
+        dict: ``{"id": int, "key": str, "dbref": str, "mode": "awake" | "sleep" | None,
+        "tokens": int, "budget": int, "usage": float (fraction of the budget),
+        "sleep_threshold": float, "emergency_threshold": float (fractions), "strategy": str,
+        "last_compaction": str | None (ISO time), "compactions": int, "breaker": {"state":
+        "closed" | "closed, failing" | "open", "failures": int, "last_error": str | None},
+        "has_script": bool}``; without a script (a broken NPC) only ``id``, ``key``,
+        ``dbref`` and ``has_script`` = False.
+    """
+    base = {"id": npc.id, "key": npc.key, "dbref": npc.dbref, "has_script": script is not None}
+    if script is None:
+        return base
+    tokens = int(script.token_count())
+    budget = int(script.budget())
+    return {
+        **base,
+        "mode": script.db.operating_mode,
+        "tokens": tokens,
+        "budget": budget,
+        "usage": tokens / max(1, budget),
+        "sleep_threshold": float(script.cfg("compact_sleep_threshold")),
+        "emergency_threshold": float(script.cfg("compact_emergency_threshold")),
+        "strategy": resolve_strategy(script),
+        "last_compaction": script.db.last_compaction,
+        "compactions": int(script.db.compaction_count or 0),
+        "breaker": _breaker(script),
+    }
+
+
+def all_npcs():
+    """:func:`npc_summary` of every AI NPC, by name (list of dicts)."""
+    return [npc_summary(npc, script) for npc, script in all_ai_npcs()]
+
+
+def find_npc_by_id(npc_id):
+    """
+    The AI NPC with object id ``npc_id`` and its script.
+
+    Returns:
+        tuple: ``(npc, script)``; ``(None, None)`` when no AI NPC has that id (``script`` is
+        None for an AI NPC whose script is missing).
+    """
+    for npc, script in all_ai_npcs():
+        if npc.id == int(npc_id):
+            return npc, script
+    return None, None
+
+
+def context_messages(script):
+    """
+    The runtime context, message by message, oldest first.
+
+    Returns:
+        list[dict]: ``{"seq": int | None, "role": str, "name": str | None, "kind": "summary" |
+        "masked" | "message", "tokens": int | None, "content": str, "timestamp": str | None,
+        "first_seq": int | None, "last_seq": int | None}`` (the seq span for summaries).
+    """
+    from ..core.tokens import count_tokens
+
+    model = script.cfg("llm_model")
+    out = []
+    for msg in script.history:
+        meta = msg.get("metadata") or {}
+        kind = "summary" if is_marker(msg) else "masked" if is_masked(msg) else "message"
+        out.append({
+            "seq": msg.get("seq"), "role": msg.get("role"), "name": msg.get("name"),
+            "kind": kind, "tokens": count_tokens(msg.get("content") or "", model),
+            "content": msg.get("content") or "", "timestamp": msg.get("timestamp"),
+            "first_seq": meta.get("first_seq"), "last_seq": meta.get("last_seq"),
+        })
+    return out
+
+
+def compaction_events(script):
+    """
+    The compaction log's last events, oldest first.
+
+    Returns:
+        list[dict]: ``{"at": str | None, "trigger": str, "strategy": str, "success": bool,
+        "before": int | None, "after": int | None (context tokens when recorded, else the
+        compacted part's), "messages": int | None, "fidelity": float | None, "error": str |
+        None, "context": bool (True when before/after are the whole context's tokens)}``.
+    """
+    events = []
+    for e in list(script.db.compaction_log or [])[-EVENTS_SHOWN:]:
+        before = e.get("context_before", e.get("original_tokens"))
+        after = e.get("context_after", e.get("new_tokens"))
+        events.append({
+            "at": e.get("at"), "trigger": e.get("trigger"),
+            "strategy": e.get("strategy", "summary"), "success": bool(e.get("success")),
+            "before": before, "after": after, "messages": e.get("compacted_messages"),
+            "fidelity": e.get("fidelity"), "error": e.get("error"),
+            "context": "context_before" in e and "context_after" in e,
+        })
+    return events
+
+
+def receipt_view(reply):
+    """
+    A reply record (:func:`ai_contrib.receipts.reply_records`) with its receipt described.
+
+    Returns:
+        dict: the record plus ``"cost"`` (one line, or None without a receipt),
+        ``"figures"`` (:func:`ai_contrib.core.receipts.token_figures` or None), and in the
+        receipt each part given a ``"label"`` and each memory a ``"where"``.
+    """
+    receipt = reply.get("receipt")
+    if not receipt:
+        return {**reply, "receipt": None, "cost": None, "figures": None}
+    receipt = dict(receipt)
+    receipt["parts"] = [{**p, "label": describe_part(p)} for p in receipt.get("parts") or []]
+    receipt["memories"] = [{**m, "where": memory_source(m)} for m in receipt.get("memories") or []]
+    return {**reply, "receipt": receipt, "cost": describe_cost(receipt),
+            "figures": token_figures(receipt)}
+
+
+def journal_view(npc):
+    """
+    The NPC's journal, newest :data:`JOURNAL_SHOWN` entries, oldest first.
+
+    Returns:
+        list[dict]: ``{"id", "importance", "source_type", "who", "content", "consolidated":
+        bool, "timestamp"}``.
+    """
+    journal = ensure_journal(npc.db.journal)
+    done = set(journal["consolidated_entry_ids"])
+    return [{
+        "id": entry["id"], "importance": entry.get("importance"),
+        "source_type": entry.get("source_type"),
+        "who": entry.get("speaker") or entry.get("entity"),
+        "content": entry.get("content") or "", "consolidated": entry["id"] in done,
+        "timestamp": entry.get("timestamp"),
+    } for entry in journal["entries"][-JOURNAL_SHOWN:]]
+
+
+def audiences(script):
+    """
+    The audiences a memory search can be made for: every character who ever spoke to the NPC
+    (from the archive's message log, so speakers whose lines were compacted count too).
+
+    Returns:
+        list[dict]: ``{"dbref": str, "name": str}``, by name.
+    """
+    names = {}
+    for msg in script.archive.message_log():
+        meta = msg.get("metadata") or {}
+        if msg.get("role") == "user" and meta.get("speaker") and msg.get("name"):
+            names[meta["speaker"]] = msg["name"]
+    return [{"dbref": d, "name": n} for d, n in sorted(names.items(), key=lambda x: x[1].lower())]
+
+
+def npc_detail(npc, script):
+    """
+    Everything the NPC's page shows but the archive pages and the memory search.
+
+    Returns:
+        dict: :func:`npc_summary` plus ``"usage_series"`` (``[{"at", "tokens", "budget"}]``,
+        :mod:`ai_contrib.usage_log`), ``"events"`` (:func:`compaction_events`), ``"context"``
+        (:func:`context_messages`), ``"receipts"`` (:func:`receipt_view` of the last
+        :data:`RECEIPTS_SHOWN` replies, newest first), ``"journal"`` (:func:`journal_view`),
+        ``"audiences"`` (:func:`audiences`) and ``"archive_last_seq"`` (int, -1 if empty).
+    """
+    detail = npc_summary(npc, script)
+    if script is None:
+        return detail
+    detail.update({
+        "usage_series": usage_series(script),
+        "events": compaction_events(script),
+        "context": context_messages(script),
+        "receipts": [receipt_view(r) for r in reversed(reply_records(script, RECEIPTS_SHOWN))],
+        "journal": journal_view(npc),
+        "audiences": audiences(script),
+        "archive_last_seq": script.archive.last_seq,
+    })
+    return detail
+
+
+def archive_page(script, start=None, count=ARCHIVE_PAGE_SIZE):
+    """
+    One page of the raw archive (every kind of record), by seq.
+
+    Args:
+        start (int, optional): the first seq; None for the last page.
+        count (int): records at most (1 to 200).
+
+    Returns:
+        dict: ``{"start": int, "end": int, "last_seq": int, "records": [{"seq": int,
+        "kind": str, "role": str | None, "name": str | None, "timestamp": str | None,
+        "content": str, "in_context": bool, "has_receipt": bool}]}``.
+    """
+    count = max(1, min(200, int(count)))
+    archive = script.archive
+    last = archive.last_seq
+    if start is None:
+        start = max(0, last - count + 1)
+    start = max(0, int(start))
+    end = min(start + count - 1, max(start, last))
+    in_context = {m.get("id") for m in script.history}
+    receipts = receipts_by_seq(script)
+    records = []
+    for rec in archive.records(start, end):
+        msg = rec.get("msg") or {}
+        if rec.get("kind") == "message":
+            content = msg.get("content") or ""
+        elif rec.get("kind") == "compaction":
+            content = ((rec.get("marker") or {}).get("content") or "")
+        else:
+            content = rec.get("reason") or ", ".join(str(x) for x in rec.get("ids") or [])
+        records.append({
+            "seq": rec["seq"], "kind": rec.get("kind"), "role": msg.get("role"),
+            "name": msg.get("name"), "timestamp": msg.get("timestamp"),
+            "content": content, "in_context": bool(msg) and msg.get("id") in in_context,
+            "has_receipt": msg.get("seq") in receipts,
+        })
+    return {"start": start, "end": end, "last_seq": last, "records": records}
+
+
+def search_memories(npc, script, query, audience=None):
+    """
+    What retrieval returns for ``query`` heard by ``audience``, read-only
+    (:func:`ai_contrib.memory.retrieval.retrieve_memory_context` over Mem0 and the archive out
+    of context, as a reply does).
+
+    Args:
+        audience (list[str], optional): dbrefs of who would hear the reply; None for no
+            audience filter (everything the NPC knows).
+
+    Returns:
+        Deferred[dict]: ``{"query": str, "audience": list | None, "text": str (the prompt
+        section), "results": [{"kind": str, "source": "archive" | "mem0", "ref": str,
+        "score": float (fused), "vector_score": float | None, "bm25_score": float | None,
+        "text": str}]}``.
+    """
+    from ..memory.mem0_store import npc_agent_id
+    from ..memory.recall import archived_out_of_context
+    from ..memory.retrieval import retrieve_memory_context
+
+    names = {a["dbref"]: a["name"] for a in audiences(script)}
+    listeners = None if audience is None else {d: names.get(d, d) for d in audience}
+    d = retrieve_memory_context(npc_agent_id(npc), query,
+                                archive_docs=archived_out_of_context(script), listeners=listeners)
+
+    def _shape(context):
+        results = []
+        for c in (context or {}).get("memories", []) + (context or {}).get("experiences", []):
+            meta = c.get("metadata") or {}
+            archive = c.get("kind") == "message"
+            results.append({
+                "kind": c.get("kind"), "source": "archive" if archive else "mem0",
+                "ref": str(meta.get("seq") if archive else meta.get("memory_id") or c.get("key")),
+                "score": c.get("score"), "vector_score": c.get("vector_score"),
+                "bm25_score": c.get("bm25_score"), "text": c.get("text") or "",
+            })
+        return {"query": query, "audience": audience,
+                "text": (context or {}).get("text") or "", "results": results}
+
+    return d.addCallback(_shape)
