@@ -57,12 +57,21 @@ def test_a_note_leaves_with_its_anchor():
     assert [i["key"] for i in second["new"]["items"]] == ["a"]
 
 
-def test_the_oldest_notes_make_room():
+def test_shown_notes_stay_and_new_ones_take_what_room_is_left():
     notes = plan([], [item("a", 10)], "m1", {"m1"}, budget=30)["notes"]
-    notes = plan(notes, [item("b", 10)], "m2", {"m1", "m2"}, budget=30)["notes"]
-    third = plan(notes, [item("c", 10)], "m3", {"m1", "m2", "m3"}, budget=30)
+    second = plan(notes, [item("a", 10), item("b", 10), item("c", 10)], "m2", {"m1", "m2"},
+                  budget=30)
+    # "a" stays where it was; of b and c only one fits beside it
+    assert second["dropped"] == 0 and second["left_out"] == 1
+    assert [[i["key"] for i in n["items"]] for n in second["shown"]] == [["a"], ["b"]]
+
+
+def test_a_change_of_subject_starts_afresh():
+    notes = plan([], [item("a", 10), item("b", 10)], "m1", {"m1"}, budget=30)["notes"]
+    third = plan(notes, [item("x", 10), item("y", 10), item("z", 10), item("a", 10)], "m2",
+                 {"m1", "m2"}, budget=30)
     assert third["dropped"] == 1
-    assert [n["anchor"] for n in third["shown"]] == ["m2", "m3"]
+    assert [[i["key"] for i in n["items"]] for n in third["shown"]] == [["x", "y"]]
 
 
 def test_a_note_is_shown_only_to_listeners_who_heard_its_reply():
@@ -79,22 +88,22 @@ def test_a_note_is_shown_only_to_listeners_who_heard_its_reply():
 @given(st.lists(st.lists(st.sampled_from("abcdefgh"), max_size=4, unique=True), min_size=1,
                 max_size=12),
        st.integers(min_value=6, max_value=40))
-def test_notes_stay_within_budget_and_hold_every_turns_retrieval(turns, budget):
-    notes, ids = [], set()
+def test_notes_stay_within_budget_and_never_change_once_shown(turns, budget):
+    notes, ids, texts = [], set(), {}
     for n, keys in enumerate(turns):
         anchor = f"m{n}"
         ids.add(anchor)
-        items = [item(k, 1) for k in keys]
-        result = plan(notes, items, anchor, ids, budget=budget)
+        result = plan(notes, [item(k, 1) for k in keys], anchor, ids, budget=budget)
         notes = result["notes"]
         shown_keys = [i["key"] for note in result["shown"] for i in note["items"]]
-        assert sum(note["tokens"] for note in result["shown"]) <= max(
-            budget, result["new"]["tokens"] if result["new"] else 0)
-        assert set(keys) <= set(shown_keys)
+        assert sum(note["tokens"] for note in result["shown"]) <= budget
         assert len(shown_keys) == len(set(shown_keys))  # nothing shown twice
-        # shown notes keep their order: oldest anchor first
         anchors = [int(note["anchor"][1:]) for note in result["shown"]]
         assert anchors == sorted(anchors)
+        for note in result["shown"]:  # a note shown before is shown again word for word
+            assert texts.setdefault(note["anchor"], note["text"]) == note["text"]
+        if keys and not result["left_out"]:
+            assert set(keys) <= set(shown_keys)
 
 
 def _history(n):

@@ -7,7 +7,7 @@ prefix cache, hosted APIs' cached-token discount). A memory section rebuilt at t
 prompt is therefore evaluated afresh on every reply. Instead, what retrieval returns for a turn is
 kept as a *note* anchored at the turn's first line, and later prompts show it at that place again,
 unchanged, so it becomes part of the cached prefix. A later turn adds a note only for what is not
-already shown; when the notes outgrow the memory budget, the oldest go first.
+already shown, within the room the memory budget has left; a change of subject starts afresh.
 
 A note is a dict::
 
@@ -48,9 +48,19 @@ def visible_notes(notes, history_ids, listeners=None):
     return shown
 
 
+#: the turn's best candidates looked at to tell a change of subject (none of them shown yet)
+TOPIC_ITEMS = 3
+
+
 def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count, listeners=None):
     """
     The notes after a turn's retrieval.
+
+    Shown notes stay as they are, since any change costs the server's cache everything after
+    it. This turn's candidates that no shown note holds are added as a new note, best first, as
+    far as the room left in the budget allows. When none of the turn's best
+    :data:`TOPIC_ITEMS` candidates is shown, the subject has changed: the shown notes are given
+    up and the new note may take the whole budget (the one turn that pays for a full section).
 
     Args:
         notes (list[dict]): the NPC's notes so far, oldest first.
@@ -67,30 +77,32 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
 
     Returns:
         dict: ``{"notes": list[dict]`` (the new state: notes whose anchor left the history and
-        notes dropped for room are gone), ``"shown": list[dict]`` (what the prompt shows, in
-        order), ``"new": dict | None`` (the note added for this turn), ``"dropped": int`` (older
-        notes given up to make room)}``.
+        notes given up are gone), ``"shown": list[dict]`` (what the prompt shows, in order),
+        ``"new": dict | None`` (the note added for this turn), ``"dropped": int`` (notes given
+        up), ``"left_out": int`` (new candidates that found no room)}``.
     """
     alive = [note for note in notes if note["anchor"] in history_ids]
     shown = visible_notes(alive, history_ids, listeners)
+    keys = {item["key"] for note in shown for item in note["items"]}
     dropped = []
-    while True:
-        keys = {item["key"] for note in shown for item in note["items"]}
-        fresh = [item for item in items if item["key"] not in keys]
-        text = render(fresh) if fresh else ""
-        tokens = count(text) if text else 0
-        # dropping the oldest note costs the cache everything after it, once; keeping every
-        # note would let the section grow past the budget the history was cut to leave for it
-        if not shown or sum(note["tokens"] for note in shown) + tokens <= budget_tokens:
-            break
-        dropped.append(shown.pop(0))
+    if shown and items and not any(item["key"] in keys for item in items[:TOPIC_ITEMS]):
+        dropped, shown, keys = shown, [], set()
+    room = budget_tokens - sum(note["tokens"] for note in shown)
+    chosen, text, tokens = [], "", 0
+    fresh = [item for item in items if item["key"] not in keys]
+    for item in fresh:
+        trial = render(chosen + [item])
+        cost = count(trial)
+        if cost <= room:
+            chosen, text, tokens = chosen + [item], trial, cost
     gone = {id(note) for note in dropped}
     state = [note for note in alive if id(note) not in gone]
     new = None
-    if fresh and text:
+    if chosen:
         audience = None if listeners is None else sorted(listeners)
-        new = {"anchor": anchor, "audience": audience, "items": fresh, "text": text,
+        new = {"anchor": anchor, "audience": audience, "items": chosen, "text": text,
                "tokens": tokens}
         state.append(new)
-        shown.append(new)
-    return {"notes": state, "shown": shown, "new": new, "dropped": len(dropped)}
+        shown = shown + [new]
+    return {"notes": state, "shown": shown, "new": new, "dropped": len(dropped),
+            "left_out": len(fresh) - len(chosen)}
