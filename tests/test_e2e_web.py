@@ -98,7 +98,9 @@ async def _conversation(game):
                                      rf"Compacted {NPC}[^\n]*|Compaction of {NPC}[^\n]*",
                                      timeout=90)
         # the key line left the context: retrieval brings it back, and the reply's receipt
-        # names it
+        # names it (once the admin, who did not hear it, has left the room)
+        await admin.command("ooc")
+        await admin.close()
         await player.expect(f"talk {NPC} = Marta, where did I say the cellar key was hidden?",
                             ANSWER_RE, timeout=60)
         return strip_ansi(done)
