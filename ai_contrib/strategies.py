@@ -50,6 +50,7 @@ from twisted.internet import defer
 from . import rag_memory
 from .core import cascade as cascade_core
 from .core.cuts import eviction_ids, plan_compaction
+from .core.fidelity import extractive_summary, score_summary, source_text, speakers_of
 from .core.masking import masked_count, plan_masks
 from .core.messages import is_marker
 from .core.replay import apply_record
@@ -69,6 +70,7 @@ from .core.summary import (
 from .core.tokens import count_message_tokens, count_tokens
 from .llm.client import LLMError, LLMResponseError
 from .memory.archive import ArchiveError
+from .memory.importance import heuristic_importance
 from .settings import get_setting
 
 __all__ = [
@@ -345,6 +347,60 @@ def fold_summaries(script, fold):
     return text
 
 
+def guard_summary(script, messages, text):
+    """
+    The fidelity guard (``docs/design.md``, "Summary fidelity"): score ``text`` against
+    ``messages`` (:func:`ai_contrib.core.fidelity.score_summary`); a summary that fails is
+    replaced by an extractive one (:func:`ai_contrib.core.fidelity.extractive_summary`: the
+    span's highest-importance lines by the journal's heuristic, within the summary's token
+    target), which must pass in turn.
+
+    Args:
+        script (AssistantScript): the NPC's script.
+        messages (list[dict]): the summarised span. text (str): the model's cleaned summary.
+
+    Returns:
+        tuple: ``(text, fidelity)``: the summary to use and ``{"score": float,
+        "unsupported_share": float, "unsupported": [str], "verdict": "pass" | "fail",
+        "reason": str, "words": int, "source_words": int, "replaced": bool}`` of the text
+        used; when replaced, ``"model_score"`` and ``"model_reason"`` tell about the model's.
+
+    Raises:
+        LLMResponseError: the summary failed and no extractive summary passes either (the
+        compaction then fails like any failed summary: history unchanged).
+    """
+    source = source_text(messages)
+    speakers = speakers_of(messages)
+    verdict = score_summary(text, source, speakers)
+    if verdict.passed:
+        return text, dict(verdict.as_dict(), replaced=False)
+    model = script.runtime.ledger.model
+    extract = extractive_summary(
+        messages, rag_memory.summary_output_tokens(script, messages), heuristic_importance,
+        model=model,
+    )
+    replacement = score_summary(extract, source, speakers)
+    if not extract or not replacement.passed:
+        raise LLMResponseError(
+            f"the summary failed the fidelity check ({verdict.reason}) and no extractive "
+            f"summary could replace it ({replacement.reason or 'no line to take'})"
+        )
+    logger.log_info(
+        f"AI summary of {len(messages)} messages failed the fidelity check "
+        f"({verdict.reason}); replaced by an extract of the span"
+    )
+    return extract, dict(replacement.as_dict(), replaced=True, model_score=verdict.score,
+                         model_reason=verdict.reason)
+
+
+def fidelity_fields(fidelity):
+    """The compaction-log fields of a guard's result: ``{"fidelity": float,
+    "fidelity_replaced": bool}`` (``{}`` for None)."""
+    if not fidelity:
+        return {}
+    return {"fidelity": fidelity["score"], "fidelity_replaced": bool(fidelity["replaced"])}
+
+
 # -- shared bookkeeping --------------------------------------------------------------------------
 
 
@@ -413,12 +469,14 @@ def summarise_and_apply(script, character, to_compact, replaced_tokens, total_to
     try:
         try:
             summary = yield summarise(script, to_compact)
+            summary, fidelity = guard_summary(script, to_compact, summary)
         except LLMError as err:
             return None, 0, f"summary failed: {err}"
         model = script.runtime.ledger.model
         marker = make_marker(
             summary, to_compact, original_token_count=replaced_tokens,
             summary_token_count=count_tokens(summary, model), trigger=trigger, strategy=strategy,
+            fidelity=fidelity,
         )
         # judged by what the stored marker costs in context, not by the bare summary text
         marker_tokens = count_message_tokens(marker, model)
@@ -479,6 +537,7 @@ def summary_result(script, trigger, strategy, compacted, total_before, summary_t
         "context_after": script.token_count(),
         "summary_tokens": summary_tokens,
         "marker_id": marker["id"],
+        **fidelity_fields((marker.get("metadata") or {}).get("fidelity")),
     }
 
 
@@ -695,17 +754,20 @@ def _run_cascade(script, character, force, trigger):
                 script, cycle.to_summarise, prompt=cascade_core.SHORT_TERM_PROMPT,
                 instruction=cascade_core.SHORT_TERM_INSTRUCTION, structured=False,
             )
+            short_text, fidelity = guard_summary(script, cycle.to_summarise, short_text)
             long_text = None
+            long_fidelity = None
             if cycle.promote:
                 long_text = cascade_core.summary_text_of(cycle.fold[0])
             elif cycle.fold:
                 long_text = yield fold_summaries(script, cycle.fold)
+                long_text, long_fidelity = guard_summary(script, cycle.fold, long_text)
         except LLMError as err:
             return _failed(script, trigger, strategy, f"summary failed: {err}")
         model = runtime.ledger.model
         short_marker = cascade_core.make_tier_marker(
             cascade_core.TIER_SHORT, short_text, cycle.to_summarise, replaced_tokens,
-            count_tokens(short_text, model), cycle.cycle, trigger=trigger,
+            count_tokens(short_text, model), cycle.cycle, trigger=trigger, fidelity=fidelity,
         )
         long_marker = None
         long_tokens = 0
@@ -713,6 +775,7 @@ def _run_cascade(script, character, force, trigger):
             long_marker = cascade_core.make_tier_marker(
                 cascade_core.TIER_LONG, long_text, cycle.fold, fold_tokens,
                 count_tokens(long_text, model), cycle.cycle, trigger=trigger,
+                **({"fidelity": long_fidelity} if long_fidelity else {}),
             )
             long_tokens = count_message_tokens(long_marker, model)
         short_tokens = count_message_tokens(short_marker, model)

@@ -284,10 +284,18 @@ class TestStructuredOutput(ExtractionTestCase):
         self.assertEqual(fmt["type"], "json_schema")
         schema = fmt["json_schema"]["schema"]
         items = schema["properties"]["calls"]["items"]["anyOf"]
+        # the first request must record something; later ones may end with noop
         self.assertEqual([i["properties"]["name"]["enum"] for i in items],
+                         [["add_journal_entry"], ["update_entity_observation"]])
+        later = self.llm.requests[1]["response_format"]["json_schema"]["schema"]
+        self.assertEqual([i["properties"]["name"]["enum"]
+                          for i in later["properties"]["calls"]["items"]["anyOf"]],
                          [["add_journal_entry"], ["update_entity_observation"], ["noop"]])
         journal_args = items[0]["properties"]["arguments"]
         self.assertEqual(sorted(journal_args["required"]), ["content", "importance", "source"])
+        # a source may cite only the numbers the request shows
+        shown = sorted(m["seq"] for m in self.script.history[:10])
+        self.assertEqual(journal_args["properties"]["source"]["items"]["enum"], shown)
         self.assertNotIn("speaker", journal_args["properties"])  # never the model's to say
         self.assertIn('{"calls": [', first["messages"][0]["content"])  # taught as JSON
         self.assertNotIn("TOOL: add_journal_entry", first["messages"][0]["content"])
@@ -301,6 +309,16 @@ class TestStructuredOutput(ExtractionTestCase):
                          "Bob is allergic to peanuts.")
         self.assertTrue(second[-1]["content"].startswith("TOOL RESULTS:"))
         self.assertIn("response_format", self.llm.requests[1])
+
+    def test_a_structured_fact_the_conversation_does_not_hold_is_not_journaled(self):
+        invented = {"content": "Marta owes Gandalf 300 gold.", "importance": 9,
+                    "source": [self.said_alone["seq"]]}
+        self.llm.enqueue(structured(("add_journal_entry", invented)), structured(("noop", {})))
+        result = self.run_extraction()
+        self.assertEqual(result["facts_recorded"], 0)
+        self.assertEqual(self.journal(), [])
+        self.assertIn("not recorded", self.script.history[-3]["content"])
+        self.assertIn("Gandalf", self.script.history[-3]["content"])
 
     def test_a_server_refusing_the_schema_is_asked_the_old_way_and_remembered(self):
         self.llm.enqueue(REFUSAL, tool_calls([("add_journal_entry", ALLERGY)]),
@@ -655,4 +673,5 @@ class TestEmbeddedModel(NPCTestCase):
             self.assertTrue(1 <= entry["importance"] <= 10)
             # provenance from the cited (or shown) messages, never from the model
             self.assertTrue(set(entry["source_ids"]) <= ids, entry)
-            self.assertIn(entry["speaker"], ("Bob", "Marta", None))
+            self.assertIn(entry.get("speaker"), ("Bob", "Marta", None))
+            print("journaled:", entry["content"], entry["importance"], entry.get("speaker"))

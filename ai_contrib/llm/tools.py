@@ -132,8 +132,8 @@ STRUCTURED_TEXT_MAX_CHARS = 200
 STRUCTURED_MAX_CALLS = 3
 
 
-def _structured_text(description):
-    return {"type": "string", "minLength": 1, "maxLength": STRUCTURED_TEXT_MAX_CHARS,
+def _structured_text(description, max_chars=STRUCTURED_TEXT_MAX_CHARS):
+    return {"type": "string", "minLength": 1, "maxLength": max_chars,
             "description": description}
 
 
@@ -188,7 +188,7 @@ def structured_schema(seqs=None, allow_noop=True):
         _structured_call(
             UPDATE_ENTITY_OBSERVATION,
             {
-                "entity": _structured_text("Name of the person, place or thing."),
+                "entity": _structured_text("Name of the person, place or thing.", 40),
                 "observation": _structured_text("What you observed about it."),
                 "source": source,
             },

@@ -42,6 +42,7 @@ import logging
 from twisted.internet import defer
 
 from ..core.audience import common_audience
+from ..core.fidelity import fact_problem, source_text
 from ..core.tokens import count_tokens
 from ..llm import tools as toolspec
 from .entities import find_entity, update_entity_observation
@@ -321,6 +322,7 @@ class _Extraction:
         # what the model read: facts are attributed to these messages, by the seqs they cite
         # (memory/provenance.py)
         self.span = list(span)
+        self._source_text = None  # the span's text, for the grounding check
         self.seqs = [msg["seq"] for msg in self.span if isinstance(msg.get("seq"), int)]
         self.audiences = []  # the audience of each fact recorded by the current reply
 
@@ -396,10 +398,27 @@ class _Extraction:
 
     # --- the tools -----------------------------------------------------------------------
 
-    @defer.inlineCallbacks
-    def execute(self, calls):
+    def ungrounded(self, mode, name, args):
         """
-        Run one reply's calls in order.
+        Why a structured call's fact is not in the conversation the request showed, or ``""``
+        (:func:`ai_contrib.core.fidelity.fact_problem`): the grammar makes a small model write
+        *something*, and an invented fact must not reach the journal. Native and text calls,
+        which a model chose to make, are taken as they are.
+        """
+        if mode != "structured" or name not in (
+            toolspec.ADD_JOURNAL_ENTRY, toolspec.UPDATE_ENTITY_OBSERVATION
+        ):
+            return ""
+        if self._source_text is None:
+            self._source_text = source_text(self.span)
+        text = args.get("content") or f"{args.get('entity', '')} {args.get('observation', '')}"
+        return fact_problem(text, self._source_text)
+
+    @defer.inlineCallbacks
+    def execute(self, calls, mode=None):
+        """
+        Run one reply's calls in order (``mode``: how the reply made them, see
+        :meth:`ungrounded`).
 
         Returns:
             Deferred[tuple]: ``(results: list[str], stop: str | None)``; one result text per
@@ -434,6 +453,8 @@ class _Extraction:
             elif name == toolspec.NOOP:
                 results.append("ok: nothing more to record.")
                 stop = stop or "noop"
+            elif self.ungrounded(mode, name, args):
+                results.append(f"error: not recorded: {self.ungrounded(mode, name, args)}.")
             elif name == toolspec.ADD_JOURNAL_ENTRY:
                 content = args["content"]
                 if _already_journaled(journal, content):
@@ -540,7 +561,7 @@ class _Extraction:
                 stopped_by = "no_tool_call"
                 break
             self.modes.append(mode)
-            results, stop = yield self.execute(calls)
+            results, stop = yield self.execute(calls, mode)
             self.record(calls, results)
             messages = messages + _transcript(calls, results, mode, result.content)
             if stop:
