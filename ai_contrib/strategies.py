@@ -467,29 +467,41 @@ def summarise_and_apply(script, character, to_compact, replaced_tokens, total_to
     """
     script.ndb.compacting = True
     try:
+        model = script.runtime.ledger.model
+
+        def measured(summary, fidelity=None):
+            """(marker, its tokens, problem): judged by what the stored marker costs in
+            context, not by the bare summary text."""
+            marker = make_marker(
+                summary, to_compact, original_token_count=replaced_tokens,
+                summary_token_count=count_tokens(summary, model), trigger=trigger,
+                strategy=strategy, **({"fidelity": fidelity} if fidelity else {}),
+            )
+            marker_tokens = count_message_tokens(marker, model)
+            problem = check_summary(
+                summary, marker_tokens, replaced_tokens,
+                int(script.cfg("compact_min_saving_tokens")),
+            )
+            if problem is None and (replaced_tokens - marker_tokens) < (
+                rag_memory.STALL_FRACTION * total_tokens
+            ):
+                problem = (
+                    f"stall: the summary would cut only {replaced_tokens - marker_tokens} of "
+                    f"{total_tokens} tokens (< {rag_memory.STALL_FRACTION:.0%})"
+                )
+            return marker, marker_tokens, problem
+
         try:
             summary = yield summarise(script, to_compact)
+            # what the model's summary would cost decides first (the failure policy), then
+            # what it says (the fidelity guard, which may put an extract in its place)
+            _marker, _tokens, problem = measured(summary)
+            if problem:
+                return None, 0, problem
             summary, fidelity = guard_summary(script, to_compact, summary)
         except LLMError as err:
             return None, 0, f"summary failed: {err}"
-        model = script.runtime.ledger.model
-        marker = make_marker(
-            summary, to_compact, original_token_count=replaced_tokens,
-            summary_token_count=count_tokens(summary, model), trigger=trigger, strategy=strategy,
-            fidelity=fidelity,
-        )
-        # judged by what the stored marker costs in context, not by the bare summary text
-        marker_tokens = count_message_tokens(marker, model)
-        problem = check_summary(
-            summary, marker_tokens, replaced_tokens, int(script.cfg("compact_min_saving_tokens"))
-        )
-        if problem is None and (replaced_tokens - marker_tokens) < (
-            rag_memory.STALL_FRACTION * total_tokens
-        ):
-            problem = (
-                f"stall: the summary would cut only {replaced_tokens - marker_tokens} of "
-                f"{total_tokens} tokens (< {rag_memory.STALL_FRACTION:.0%})"
-            )
+        marker, marker_tokens, problem = measured(summary, fidelity)
         if problem:
             return None, 0, problem
         try:
@@ -754,36 +766,52 @@ def _run_cascade(script, character, force, trigger):
                 script, cycle.to_summarise, prompt=cascade_core.SHORT_TERM_PROMPT,
                 instruction=cascade_core.SHORT_TERM_INSTRUCTION, structured=False,
             )
-            short_text, fidelity = guard_summary(script, cycle.to_summarise, short_text)
             long_text = None
-            long_fidelity = None
             if cycle.promote:
                 long_text = cascade_core.summary_text_of(cycle.fold[0])
             elif cycle.fold:
                 long_text = yield fold_summaries(script, cycle.fold)
-                long_text, long_fidelity = guard_summary(script, cycle.fold, long_text)
         except LLMError as err:
             return _failed(script, trigger, strategy, f"summary failed: {err}")
         model = runtime.ledger.model
-        short_marker = cascade_core.make_tier_marker(
-            cascade_core.TIER_SHORT, short_text, cycle.to_summarise, replaced_tokens,
-            count_tokens(short_text, model), cycle.cycle, trigger=trigger, fidelity=fidelity,
-        )
-        long_marker = None
-        long_tokens = 0
-        if cycle.fold:
-            long_marker = cascade_core.make_tier_marker(
-                cascade_core.TIER_LONG, long_text, cycle.fold, fold_tokens,
-                count_tokens(long_text, model), cycle.cycle, trigger=trigger,
-                **({"fidelity": long_fidelity} if long_fidelity else {}),
+
+        def measured(short_text, long_text, fidelity=None, long_fidelity=None):
+            """(short marker, long marker or None, their tokens, problem)."""
+            short_marker = cascade_core.make_tier_marker(
+                cascade_core.TIER_SHORT, short_text, cycle.to_summarise, replaced_tokens,
+                count_tokens(short_text, model), cycle.cycle, trigger=trigger,
+                **({"fidelity": fidelity} if fidelity else {}),
             )
-            long_tokens = count_message_tokens(long_marker, model)
-        short_tokens = count_message_tokens(short_marker, model)
-        problem = cascade_core.check_cycle(
-            short_text, short_tokens, replaced_tokens,
-            int(script.cfg("compact_min_saving_tokens")),
-            long_text=long_text, long_marker_tokens=long_tokens, fold_tokens=fold_tokens,
-        )
+            long_marker = None
+            long_tokens = 0
+            if cycle.fold:
+                long_marker = cascade_core.make_tier_marker(
+                    cascade_core.TIER_LONG, long_text, cycle.fold, fold_tokens,
+                    count_tokens(long_text, model), cycle.cycle, trigger=trigger,
+                    **({"fidelity": long_fidelity} if long_fidelity else {}),
+                )
+                long_tokens = count_message_tokens(long_marker, model)
+            short_tokens = count_message_tokens(short_marker, model)
+            problem = cascade_core.check_cycle(
+                short_text, short_tokens, replaced_tokens,
+                int(script.cfg("compact_min_saving_tokens")),
+                long_text=long_text, long_marker_tokens=long_tokens, fold_tokens=fold_tokens,
+            )
+            return short_marker, long_marker, short_tokens, long_tokens, problem
+
+        # the cost of the model's summaries decides first, then what they say (the guard)
+        problem = measured(short_text, long_text)[-1]
+        if problem:
+            return _failed(script, trigger, strategy, problem)
+        try:
+            short_text, fidelity = guard_summary(script, cycle.to_summarise, short_text)
+            long_fidelity = None
+            if cycle.fold and not cycle.promote:
+                long_text, long_fidelity = guard_summary(script, cycle.fold, long_text)
+        except LLMError as err:
+            return _failed(script, trigger, strategy, f"summary failed: {err}")
+        short_marker, long_marker, short_tokens, long_tokens, problem = measured(
+            short_text, long_text, fidelity, long_fidelity)
         if problem:
             return _failed(script, trigger, strategy, problem)
         try:
