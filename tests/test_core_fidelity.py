@@ -140,3 +140,8 @@ def test_the_verdict_is_consistent_and_never_raises(messages, summary):
     assert result.passed == (result.reason == "")
     if result.passed:
         assert result.unsupported_share <= MAX_UNSUPPORTED
+
+
+def test_inline_section_headings_are_not_names():
+    result = score("Who I Spoke With: Bob. Confirmed Facts: Bob wants a room.")
+    assert result.passed and result.unsupported == (), result

@@ -8,7 +8,8 @@ and every later prompt). Before one is accepted it is scored against its source 
 - **support**: the summary's *names* (capitalised words not opening a sentence), *numbers*
   (digit runs; the source's number words "one" .. "twenty", "hundred" count as their digits) and
   *content words* (four letters or more, not function words; compared by their first five
-  letters, so "promised" matches "promise") that occur in the source. ``score`` is the supported
+  letters, so "promised" matches "promise") that occur in the source; the capitalised words of
+  the summary headings ("Who I Spoke With") are not read. ``score`` is the supported
   share of all three; ``unsupported_share`` the share of names and numbers absent from the
   source (at most :data:`MAX_UNSUPPORTED`);
 - **length**: no more words than the source; not absurdly short for a long span (under
@@ -29,6 +30,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from .messages import is_marker
+from .structured import SECTIONS
 from .summary import format_message_for_compaction
 from .tokens import count_tokens
 
@@ -77,6 +79,10 @@ _NUMBER_WORDS = {
     "fifty": "50", "hundred": "100", "thousand": "1000", "dozen": "12",
 }
 _PRONOUN_I = {"i", "i'm", "i've", "i'll", "i'd"}
+# the words of the summary headings ("Who I Spoke With: Bob."): a model writes them inline too
+_HEADING_WORDS = frozenset(
+    word.casefold() for title in SECTIONS for word in re.findall(r"[A-Za-z]+", title)
+)
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z'\u2019-]*|\d+")
 _HEADING = re.compile(r"^\s*#{1,6}\s.*$", re.MULTILINE)
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
@@ -194,6 +200,9 @@ def _items(text):
             if not word:
                 continue
             folded = word.casefold()
+            if folded in _HEADING_WORDS and word[0].isupper():
+                sentence_start = False
+                continue
             if word[0].isupper() and not sentence_start and folded not in _PRONOUN_I:
                 names.append(word)
             elif len(folded) >= 4 and folded not in _STOP:
