@@ -83,6 +83,8 @@ def test_unsupported_share_and_fact_problem():
     assert fact_problem("Bob will pay 2 silver on Friday.", SOURCE) == ""
     assert "Gandalf" in fact_problem("Marta owes Gandalf 300 gold.", SOURCE)
     assert fact_problem("I am going to have a party tonight with dancing.", SOURCE)
+    assert fact_problem("<who did or said what>", SOURCE) == "nothing the conversation says"
+    assert fact_problem("{4}", SOURCE)  # a lone number: 4 is in the source, but says nothing
 
 
 def test_extractive_summary_takes_the_most_important_lines_in_order_within_the_target():

@@ -236,8 +236,9 @@ MIN_FACT_SUPPORT = 0.5
 def fact_problem(text, source):
     """
     Why a fact a model wrote is not grounded in the conversation it read, or ``""``: more than
-    :data:`MAX_UNSUPPORTED` of its names and numbers absent from ``source``, or (with at least
-    three content words) fewer than :data:`MIN_FACT_SUPPORT` of them in it. Used on structured
+    :data:`MAX_UNSUPPORTED` of its names and numbers absent from ``source``, (with at least
+    three content words) fewer than :data:`MIN_FACT_SUPPORT` of them in it, or not one name or
+    content word of it in ``source`` (``"<who said what>"``, ``"{4}"``). Used on structured
     output, where a grammar makes a small model write *something* (``docs/design.md``,
     "Summary fidelity").
 
@@ -257,6 +258,9 @@ def fact_problem(text, source):
     supported = sum(1 for w in content if w in words or _stem(w) in stems)
     if len(content) >= 3 and supported / len(content) < MIN_FACT_SUPPORT:
         return "words the conversation does not use"
+    if not supported and all(n.casefold() not in words for n in names):
+        # numbers alone say nothing ("{4}")
+        return "nothing the conversation says"
     return ""
 
 

@@ -74,6 +74,13 @@ NUDGE = (
     "Review the conversation above and record the next important fact now, "
     "or call noop if nothing is left."
 )
+#: The nudge of structured-output requests: the grammar already says how to answer, so it asks
+#: for one grounded fact (measured with the embedded 135M model: more of its facts are in the
+#: conversation than with :data:`NUDGE`).
+STRUCTURED_NUDGE = (
+    "Write down the most important fact of the conversation above, as one sentence in its own "
+    "words naming who, with the numbers of the messages it comes from."
+)
 JOURNAL_HINT_ENTRIES = 10  # recent journal facts shown so the model does not record them again
 NUMBERING_NOTE = (
     "Each message of the conversation starts with its number in brackets, like [12]: "
@@ -240,7 +247,8 @@ def build_extraction_messages(
     """
     system = extraction_system_message(persona, journal_entries, prompt, structured)
     rendered = [(msg, _render(msg)) for msg in extraction_span(history, budget_tokens, model)]
-    return [system] + [chat for _msg, chat in rendered] + [{"role": "user", "content": NUDGE}]
+    nudge = STRUCTURED_NUDGE if structured else NUDGE
+    return [system] + [chat for _msg, chat in rendered] + [{"role": "user", "content": nudge}]
 
 
 def extraction_span(history, budget_tokens=None, model=None):
@@ -342,7 +350,10 @@ class _Extraction:
             messages, model=self.model, max_tokens=REPLY_MAX_TOKENS, temperature=TEMPERATURE,
             timeout=_compact_timeout(),
             response_format=toolspec.structured_response_format(
-                seqs=self.seqs, allow_noop=self.iterations > 1
+                # noop once something was recorded, or from the third request: offered at
+                # once, a small model takes the exit before reading anything
+                seqs=self.seqs,
+                allow_noop=bool(self.facts or self.observations) or self.iterations > 2,
             ),
         )
 
@@ -358,6 +369,8 @@ class _Extraction:
             self.structured = False
             if self.text_system is not None and messages and messages[0].get("role") == "system":
                 messages[0] = self.text_system
+            if messages and messages[-1].get("content") == STRUCTURED_NUDGE:
+                messages[-1] = {"role": "user", "content": NUDGE}
             return self.ask_with_tools(messages)
 
         return d.addErrback(_without_schema)
@@ -586,7 +599,9 @@ def _transcript(calls, results, mode, content):
         )
         return out
     lines = "\n".join(f"{c['name']}: {r}" for c, r in zip(calls, results))
+    nudge = NUDGE
     if mode == "structured":
+        nudge = STRUCTURED_NUDGE + " Or call noop if nothing is left."
         said = json.dumps(
             {"calls": [{"name": c["name"], "arguments": c["arguments"]} for c in calls]},
             ensure_ascii=False,
@@ -595,7 +610,7 @@ def _transcript(calls, results, mode, content):
         said = "\n".join(toolspec.format_text_call(c) for c in calls)
     return [
         {"role": "assistant", "content": said},
-        {"role": "user", "content": f"TOOL RESULTS:\n{lines}\n\n{NUDGE}"},
+        {"role": "user", "content": f"TOOL RESULTS:\n{lines}\n\n{nudge}"},
     ]
 
 
