@@ -211,6 +211,12 @@ def _items(text):
     return names, numbers, content
 
 
+def _known_name(name, words):
+    """A name occurs in the source (``words`` case-folded), also as its plural or singular."""
+    folded = name.casefold()
+    return folded in words or folded.rstrip("s") in words or folded + "s" in words
+
+
 def unsupported_share(text, source):
     """
     The names and numbers of ``text`` absent from ``source``.
@@ -223,7 +229,7 @@ def unsupported_share(text, source):
     """
     words, _stems, source_numbers = _source_vocabulary(source)
     names, numbers, _content = _items(text)
-    missing = [n for n in names if n.casefold() not in words]
+    missing = [n for n in names if not _known_name(n, words)]
     missing += [n for n in numbers if n not in source_numbers]
     total = len(names) + len(numbers)
     return (len(missing) / total if total else 0.0), list(dict.fromkeys(missing))
@@ -250,7 +256,7 @@ def fact_problem(text, source):
     """
     words, stems, source_numbers = _source_vocabulary(source)
     names, numbers, content = _items(text)
-    missing = [n for n in names if n.casefold() not in words]
+    missing = [n for n in names if not _known_name(n, words)]
     missing += [n for n in numbers if n not in source_numbers]
     if (names or numbers) and len(missing) / (len(names) + len(numbers)) > MAX_UNSUPPORTED:
         return "names or numbers the conversation does not mention: " + ", ".join(
@@ -258,7 +264,7 @@ def fact_problem(text, source):
     supported = sum(1 for w in content if w in words or _stem(w) in stems)
     if len(content) >= 3 and supported / len(content) < MIN_FACT_SUPPORT:
         return "words the conversation does not use"
-    if not supported and all(n.casefold() not in words for n in names):
+    if not supported and not any(_known_name(n, words) for n in names):
         # numbers alone say nothing ("{4}")
         return "nothing the conversation says"
     return ""
@@ -291,7 +297,7 @@ def score_summary(summary, source, speakers=()):
     """
     words, stems, source_numbers = _source_vocabulary(source)
     names, numbers, content = _items(summary)
-    missing = [n for n in names if n.casefold() not in words]
+    missing = [n for n in names if not _known_name(n, words)]
     missing += [n for n in numbers if n not in source_numbers]
     content_ok = sum(1 for w in content if w in words or _stem(w) in stems)
     checked = len(names) + len(numbers) + len(content)

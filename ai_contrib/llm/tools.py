@@ -132,9 +132,14 @@ STRUCTURED_TEXT_MAX_CHARS = 200
 STRUCTURED_MAX_CALLS = 3
 
 
-def _structured_text(description, max_chars=STRUCTURED_TEXT_MAX_CHARS):
-    return {"type": "string", "minLength": 1, "maxLength": max_chars,
-            "description": description}
+def _structured_text(description, max_chars=STRUCTURED_TEXT_MAX_CHARS, min_chars=12):
+    """A text argument: a sentence (or name) starting with a capital letter, ``min_chars`` to
+    ``max_chars`` characters, without brackets, braces, markup or quotes: a small model
+    otherwise fills it with message numbers ("[2]") or JSON fragments (measured with
+    SmolLM2-135M). The length is in the pattern, which llama.cpp's grammar honours."""
+    body = "[^\\[\\]{}<>|#\\n\"\\\\]"
+    return {"type": "string", "pattern": f"^[A-Z]{body}{{{min_chars - 1},{max_chars - 1}}}$",
+            "minLength": min_chars, "maxLength": max_chars, "description": description}
 
 
 def _structured_call(name, properties):
@@ -188,7 +193,7 @@ def structured_schema(seqs=None, allow_noop=True):
         _structured_call(
             UPDATE_ENTITY_OBSERVATION,
             {
-                "entity": _structured_text("Name of the person, place or thing.", 40),
+                "entity": _structured_text("Name of the person, place or thing.", 40, 2),
                 "observation": _structured_text("What you observed about it."),
                 "source": source,
             },

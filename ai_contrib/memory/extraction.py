@@ -350,10 +350,10 @@ class _Extraction:
             messages, model=self.model, max_tokens=REPLY_MAX_TOKENS, temperature=TEMPERATURE,
             timeout=_compact_timeout(),
             response_format=toolspec.structured_response_format(
-                # noop once something was recorded, or from the third request: offered at
-                # once, a small model takes the exit before reading anything
+                # noop once something was recorded: offered before, a small model takes the
+                # exit without reading (the loop still ends at max_iterations)
                 seqs=self.seqs,
-                allow_noop=bool(self.facts or self.observations) or self.iterations > 2,
+                allow_noop=bool(self.facts or self.observations),
             ),
         )
 
