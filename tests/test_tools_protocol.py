@@ -363,3 +363,9 @@ def test_refuses_response_format():
     assert not refuses_response_format(LLMHTTPError(500, named))
     assert not refuses_response_format(LLMContextOverflowError(400, named))
     assert not refuses_response_format(ValueError(named))
+
+
+def test_repeats_example():
+    assert tools.repeats_example("alice is allergic to PEANUTS, she said")
+    assert tools.repeats_example("Carries a  silver locket.: and more")
+    assert not tools.repeats_example("Lena is allergic to fish.")

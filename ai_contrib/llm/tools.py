@@ -232,6 +232,17 @@ def structured_response_format(seqs=None, allow_noop=True):
     }
 
 
+#: The facts the prompts' examples show: a small model copies them, so a call that repeats one
+#: is not a fact of the conversation (:func:`repeats_example`).
+EXAMPLE_FACTS = ("Alice is allergic to peanuts", "Carries a silver locket")
+
+
+def repeats_example(text):
+    """True if ``text`` repeats one of :data:`EXAMPLE_FACTS` (case-insensitive)."""
+    folded = " ".join(str(text or "").split()).casefold()
+    return any(example.casefold() in folded for example in EXAMPLE_FACTS)
+
+
 #: Prompt text for structured output: the same calls, written as one JSON object.
 STRUCTURED_PROTOCOL_INSTRUCTIONS = """Answer with one JSON object listing your tool calls, for example:
 {"calls": [{"name": "add_journal_entry", "arguments": {"content": "Alice is allergic to peanuts.", "importance": 8, "source": [12]}}, {"name": "update_entity_observation", "arguments": {"entity": "Alice", "observation": "Carries a silver locket.", "source": [15]}}]}

@@ -425,6 +425,8 @@ class _Extraction:
         if self._source_text is None:
             self._source_text = source_text(self.span)
         text = args.get("content") or f"{args.get('entity', '')} {args.get('observation', '')}"
+        if toolspec.repeats_example(text):
+            return "that is the example, not a fact of this conversation"
         return fact_problem(text, self._source_text)
 
     @defer.inlineCallbacks
