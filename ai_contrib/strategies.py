@@ -50,6 +50,7 @@ from twisted.internet import defer
 from . import rag_memory
 from .core import cascade as cascade_core
 from .core.cuts import eviction_ids, plan_compaction
+from .core.fidelity import extractive_summary, score_summary, source_text, speakers_of
 from .core.masking import masked_count, plan_masks
 from .core.messages import is_marker
 from .core.replay import apply_record
@@ -69,6 +70,7 @@ from .core.summary import (
 from .core.tokens import count_message_tokens, count_tokens
 from .llm.client import LLMError, LLMResponseError
 from .memory.archive import ArchiveError
+from .memory.importance import heuristic_importance
 from .settings import get_setting
 
 __all__ = [
@@ -345,6 +347,60 @@ def fold_summaries(script, fold):
     return text
 
 
+def guard_summary(script, messages, text):
+    """
+    The fidelity guard (``docs/design.md``, "Summary fidelity"): score ``text`` against
+    ``messages`` (:func:`ai_contrib.core.fidelity.score_summary`); a summary that fails is
+    replaced by an extractive one (:func:`ai_contrib.core.fidelity.extractive_summary`: the
+    span's highest-importance lines by the journal's heuristic, within the summary's token
+    target), which must pass in turn.
+
+    Args:
+        script (AssistantScript): the NPC's script.
+        messages (list[dict]): the summarised span. text (str): the model's cleaned summary.
+
+    Returns:
+        tuple: ``(text, fidelity)``: the summary to use and ``{"score": float,
+        "unsupported_share": float, "unsupported": [str], "verdict": "pass" | "fail",
+        "reason": str, "words": int, "source_words": int, "replaced": bool}`` of the text
+        used; when replaced, ``"model_score"`` and ``"model_reason"`` tell about the model's.
+
+    Raises:
+        LLMResponseError: the summary failed and no extractive summary passes either (the
+        compaction then fails like any failed summary: history unchanged).
+    """
+    source = source_text(messages)
+    speakers = speakers_of(messages)
+    verdict = score_summary(text, source, speakers)
+    if verdict.passed:
+        return text, dict(verdict.as_dict(), replaced=False)
+    model = script.runtime.ledger.model
+    extract = extractive_summary(
+        messages, rag_memory.summary_output_tokens(script, messages), heuristic_importance,
+        model=model,
+    )
+    replacement = score_summary(extract, source, speakers)
+    if not extract or not replacement.passed:
+        raise LLMResponseError(
+            f"the summary failed the fidelity check ({verdict.reason}) and no extractive "
+            f"summary could replace it ({replacement.reason or 'no line to take'})"
+        )
+    logger.log_info(
+        f"AI summary of {len(messages)} messages failed the fidelity check "
+        f"({verdict.reason}); replaced by an extract of the span"
+    )
+    return extract, dict(replacement.as_dict(), replaced=True, model_score=verdict.score,
+                         model_reason=verdict.reason)
+
+
+def fidelity_fields(fidelity):
+    """The compaction-log fields of a guard's result: ``{"fidelity": float,
+    "fidelity_replaced": bool}`` (``{}`` for None)."""
+    if not fidelity:
+        return {}
+    return {"fidelity": fidelity["score"], "fidelity_replaced": bool(fidelity["replaced"])}
+
+
 # -- shared bookkeeping --------------------------------------------------------------------------
 
 
@@ -411,27 +467,41 @@ def summarise_and_apply(script, character, to_compact, replaced_tokens, total_to
     """
     script.ndb.compacting = True
     try:
+        model = script.runtime.ledger.model
+
+        def measured(summary, fidelity=None):
+            """(marker, its tokens, problem): judged by what the stored marker costs in
+            context, not by the bare summary text."""
+            marker = make_marker(
+                summary, to_compact, original_token_count=replaced_tokens,
+                summary_token_count=count_tokens(summary, model), trigger=trigger,
+                strategy=strategy, **({"fidelity": fidelity} if fidelity else {}),
+            )
+            marker_tokens = count_message_tokens(marker, model)
+            problem = check_summary(
+                summary, marker_tokens, replaced_tokens,
+                int(script.cfg("compact_min_saving_tokens")),
+            )
+            if problem is None and (replaced_tokens - marker_tokens) < (
+                rag_memory.STALL_FRACTION * total_tokens
+            ):
+                problem = (
+                    f"stall: the summary would cut only {replaced_tokens - marker_tokens} of "
+                    f"{total_tokens} tokens (< {rag_memory.STALL_FRACTION:.0%})"
+                )
+            return marker, marker_tokens, problem
+
         try:
             summary = yield summarise(script, to_compact)
+            # what the model's summary would cost decides first (the failure policy), then
+            # what it says (the fidelity guard, which may put an extract in its place)
+            _marker, _tokens, problem = measured(summary)
+            if problem:
+                return None, 0, problem
+            summary, fidelity = guard_summary(script, to_compact, summary)
         except LLMError as err:
             return None, 0, f"summary failed: {err}"
-        model = script.runtime.ledger.model
-        marker = make_marker(
-            summary, to_compact, original_token_count=replaced_tokens,
-            summary_token_count=count_tokens(summary, model), trigger=trigger, strategy=strategy,
-        )
-        # judged by what the stored marker costs in context, not by the bare summary text
-        marker_tokens = count_message_tokens(marker, model)
-        problem = check_summary(
-            summary, marker_tokens, replaced_tokens, int(script.cfg("compact_min_saving_tokens"))
-        )
-        if problem is None and (replaced_tokens - marker_tokens) < (
-            rag_memory.STALL_FRACTION * total_tokens
-        ):
-            problem = (
-                f"stall: the summary would cut only {replaced_tokens - marker_tokens} of "
-                f"{total_tokens} tokens (< {rag_memory.STALL_FRACTION:.0%})"
-            )
+        marker, marker_tokens, problem = measured(summary, fidelity)
         if problem:
             return None, 0, problem
         try:
@@ -479,6 +549,7 @@ def summary_result(script, trigger, strategy, compacted, total_before, summary_t
         "context_after": script.token_count(),
         "summary_tokens": summary_tokens,
         "marker_id": marker["id"],
+        **fidelity_fields((marker.get("metadata") or {}).get("fidelity")),
     }
 
 
@@ -703,24 +774,44 @@ def _run_cascade(script, character, force, trigger):
         except LLMError as err:
             return _failed(script, trigger, strategy, f"summary failed: {err}")
         model = runtime.ledger.model
-        short_marker = cascade_core.make_tier_marker(
-            cascade_core.TIER_SHORT, short_text, cycle.to_summarise, replaced_tokens,
-            count_tokens(short_text, model), cycle.cycle, trigger=trigger,
-        )
-        long_marker = None
-        long_tokens = 0
-        if cycle.fold:
-            long_marker = cascade_core.make_tier_marker(
-                cascade_core.TIER_LONG, long_text, cycle.fold, fold_tokens,
-                count_tokens(long_text, model), cycle.cycle, trigger=trigger,
+
+        def measured(short_text, long_text, fidelity=None, long_fidelity=None):
+            """(short marker, long marker or None, their tokens, problem)."""
+            short_marker = cascade_core.make_tier_marker(
+                cascade_core.TIER_SHORT, short_text, cycle.to_summarise, replaced_tokens,
+                count_tokens(short_text, model), cycle.cycle, trigger=trigger,
+                **({"fidelity": fidelity} if fidelity else {}),
             )
-            long_tokens = count_message_tokens(long_marker, model)
-        short_tokens = count_message_tokens(short_marker, model)
-        problem = cascade_core.check_cycle(
-            short_text, short_tokens, replaced_tokens,
-            int(script.cfg("compact_min_saving_tokens")),
-            long_text=long_text, long_marker_tokens=long_tokens, fold_tokens=fold_tokens,
-        )
+            long_marker = None
+            long_tokens = 0
+            if cycle.fold:
+                long_marker = cascade_core.make_tier_marker(
+                    cascade_core.TIER_LONG, long_text, cycle.fold, fold_tokens,
+                    count_tokens(long_text, model), cycle.cycle, trigger=trigger,
+                    **({"fidelity": long_fidelity} if long_fidelity else {}),
+                )
+                long_tokens = count_message_tokens(long_marker, model)
+            short_tokens = count_message_tokens(short_marker, model)
+            problem = cascade_core.check_cycle(
+                short_text, short_tokens, replaced_tokens,
+                int(script.cfg("compact_min_saving_tokens")),
+                long_text=long_text, long_marker_tokens=long_tokens, fold_tokens=fold_tokens,
+            )
+            return short_marker, long_marker, short_tokens, long_tokens, problem
+
+        # the cost of the model's summaries decides first, then what they say (the guard)
+        problem = measured(short_text, long_text)[-1]
+        if problem:
+            return _failed(script, trigger, strategy, problem)
+        try:
+            short_text, fidelity = guard_summary(script, cycle.to_summarise, short_text)
+            long_fidelity = None
+            if cycle.fold and not cycle.promote:
+                long_text, long_fidelity = guard_summary(script, cycle.fold, long_text)
+        except LLMError as err:
+            return _failed(script, trigger, strategy, f"summary failed: {err}")
+        short_marker, long_marker, short_tokens, long_tokens, problem = measured(
+            short_text, long_text, fidelity, long_fidelity)
         if problem:
             return _failed(script, trigger, strategy, problem)
         try:

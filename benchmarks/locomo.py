@@ -549,6 +549,7 @@ class PipelineNPC:
         self.outcomes = Counter()  # (trigger, "success" | "failed" | "skipped") -> count
         self.errors = Counter()  # error text of failed compactions -> count
         self.skips = Counter()  # reason of skipped compactions -> count
+        self.fidelity_rejected = 0  # summaries that failed the fidelity check with no extract
 
     def _tally(self, trigger, result):
         """Record what one compaction attempt of the pipeline returned."""
@@ -562,6 +563,8 @@ class PipelineNPC:
         elif "error" in result:
             self.outcomes[(trigger, "failed")] += 1
             self.errors[str(result["error"])[:160]] += 1
+            if "fidelity check" in str(result["error"]):
+                self.fidelity_rejected += 1
 
     def replay(self, turns, on_message=None):
         """Add every turn through the real pipeline (module docstring); returns nothing."""
@@ -614,12 +617,18 @@ class PipelineNPC:
 
     def stats(self):
         """``{"compactions", "compactions_by_trigger", "evictions", "masks", "facts",
-        "final_tokens", "messages_in_context"}`` from the archive, journal and runtime."""
+        "final_tokens", "messages_in_context", "summary_fidelity": [score of each summary put
+        in], "fidelity_replaced", "fidelity_rejected", "max_unsupported_share"}`` from the
+        archive, journal and runtime."""
         by_trigger = Counter()
         evictions = masks = 0
+        fidelity = []  # the fidelity check of every summary put in (docs/design.md)
         for record in self.script.archive.records(kinds=("compaction", "evict", "mask")):
             if record["kind"] == "compaction":
                 by_trigger[str(record.get("trigger") or "?")] += 1
+                checked = ((record.get("marker") or {}).get("metadata") or {}).get("fidelity")
+                if checked:
+                    fidelity.append(checked)
             elif record["kind"] == "evict":
                 evictions += 1
             else:
@@ -627,7 +636,14 @@ class PipelineNPC:
         journal = self.npc.db.journal or {}
         entries = list(journal.get("entries") or [])
         facts = sum(1 for e in entries if e.get("source_type") != "compaction")
+        scores = [f["score"] for f in fidelity]
         return {
+            "summary_fidelity": scores,
+            "fidelity_replaced": sum(1 for f in fidelity if f.get("replaced")),
+            "fidelity_rejected": self.fidelity_rejected,
+            # the worst share of names and numbers absent from the source, of any summary used
+            "max_unsupported_share": max((f["unsupported_share"] for f in fidelity),
+                                         default=None),
             "attempts": {f"{t} {o}": n for (t, o), n in sorted(self.outcomes.items())},
             "failed_compactions": sum(n for (_, o), n in self.outcomes.items() if o == "failed"),
             "errors": dict(self.errors.most_common(5)),
@@ -855,8 +871,15 @@ def run_conversation(sample, systems, args, meter, progress, rows, stats, detail
         entry["conversations"] += 1
         entry["wall_s"] += result["replay_s"] + result["qa_s"]
         for key in ("replay_s", "qa_s", "answer_errors", "compactions", "failed_compactions",
-                    "evictions", "masks", "facts", "final_tokens"):
+                    "evictions", "masks", "facts", "final_tokens", "fidelity_replaced",
+                    "fidelity_rejected"):
             entry[key] += result.get(key, 0)
+        if system not in BASELINES:
+            entry.setdefault("summary_fidelity", []).extend(result.get("summary_fidelity", []))
+            entry.setdefault("facts_by_conversation", {})[conv.sample_id] = result.get("facts", 0)
+            worst = result.get("max_unsupported_share")
+            if worst is not None:
+                entry["max_unsupported_share"] = max(entry.get("max_unsupported_share", 0), worst)
         if on_system_done:
             on_system_done()
 
@@ -1115,7 +1138,13 @@ def merge_results(results):
             n_new = entry.get("conversations", 0)
             tokens_before = merged.get("final_tokens")
             for key, value in entry.items():
-                if isinstance(value, (int, float)) and key != "final_tokens":
+                if key == "max_unsupported_share":
+                    merged[key] = max(merged.get(key) or 0, value or 0)
+                elif isinstance(value, list):
+                    merged.setdefault(key, []).extend(value)
+                elif isinstance(value, dict):
+                    merged.setdefault(key, {}).update(value)
+                elif isinstance(value, (int, float)) and key != "final_tokens":
                     merged[key] = merged.get(key, 0) + value
             if entry.get("final_tokens") is not None:
                 total = (tokens_before or 0) * n_before + entry["final_tokens"] * n_new

@@ -588,4 +588,53 @@ def format_report(summary, systems, stats, with_f1):
             row.append(s.get("answer_errors", 0))
         rep_rows.append(row)
     parts += ["", "## Replay", "", markdown_table(rep_header, rep_rows)]
+    memory_rows = memory_table_rows(systems, stats)
+    if memory_rows:
+        parts += ["", "## Facts journaled and summary fidelity", "",
+                  markdown_table(MEMORY_HEADER, memory_rows)]
     return "\n".join(parts) + "\n"
+
+
+MEMORY_HEADER = ["system", "conversation", "facts journaled", "summaries scored",
+                 "fidelity min", "fidelity median", "replaced by an extract",
+                 "rejected", "max unsupported names+numbers %"]
+
+
+def memory_table_rows(systems, stats):
+    """
+    Rows of the facts and summary-fidelity table (``docs/design.md``, "Summary fidelity"):
+    per system, one row per conversation with the facts its journal gained, then a row
+    ``all`` with the fidelity scores of every summary put in (min and median), how many were
+    replaced by an extract or rejected, and the worst share of a used summary's names and
+    numbers absent from its source.
+
+    Args:
+        systems (list[str]): system names in display order.
+        stats (dict): ``{system: {"facts_by_conversation": {conversation: int},
+            "summary_fidelity": [float], "fidelity_replaced": int, "fidelity_rejected": int,
+            "max_unsupported_share": float | None, "facts": int}}``; systems without
+            ``facts_by_conversation`` (baselines) get no row.
+
+    Returns:
+        list[list]: rows of cells, in :data:`MEMORY_HEADER` order.
+    """
+    import statistics
+
+    rows = []
+    for system in systems:
+        s = stats.get(system, {})
+        per_conversation = s.get("facts_by_conversation")
+        if per_conversation is None:
+            continue
+        for conversation, facts in sorted(per_conversation.items()):
+            rows.append([system, conversation, facts, "", "", "", "", "", ""])
+        scores = s.get("summary_fidelity") or []
+        worst = s.get("max_unsupported_share")
+        rows.append([
+            system, "all", s.get("facts", 0), len(scores),
+            _num(min(scores), 2) if scores else "-",
+            _num(statistics.median(scores), 2) if scores else "-",
+            s.get("fidelity_replaced", 0), s.get("fidelity_rejected", 0),
+            "-" if worst is None else _pct(worst),
+        ])
+    return rows

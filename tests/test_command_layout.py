@@ -46,7 +46,8 @@ class TestTablesFitTheClient(NPCTestCase):
         self.script.db.compaction_log = [
             {"at": "2025-01-01T10:00:00", "trigger": "emergency", "strategy": "cascade",
              "success": True, "compacted_messages": 120, "original_tokens": 123456,
-             "new_tokens": 2345, "reduction_pct": 98.1},
+             "new_tokens": 2345, "reduction_pct": 98.1, "fidelity": 0.314,
+             "fidelity_replaced": True},
             {"at": "2025-01-01T11:00:00", "trigger": "sleep", "success": False, "error": LONG},
         ]
         self.script.db.compact_failures = 2
@@ -63,7 +64,12 @@ class TestTablesFitTheClient(NPCTestCase):
         self.assertEqual(too_wide(out), [], out)
 
     def test_every_admin_table_fits_80_columns(self):
-        self.check(self.call(CmdAIHistory(), "Marta"))
+        overview = self.call(CmdAIHistory(), "Marta")
+        self.check(overview)
+        # the summary's fidelity, and that an extract replaced the model's summary
+        self.assertIn("fidelity", overview)
+        self.assertIn("0.31", overview)
+        self.assertIn("(extract)", overview)
         self.check(self.call(CmdAIHistory(), "Marta/raw 0 10"))
         self.check(self.call(CmdAIHistory(), "Marta/journal"))
         hits = [{"text": LONG, "score": 0.8123, "metadata": {

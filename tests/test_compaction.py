@@ -202,3 +202,51 @@ class TestOverflow(NPCTestCase):
         self.script.receive_speech(self.char1, "Marta?")
         wait_for(self.script.run_tick())
         self.assertEqual(self.script.history[-1]["content"], "Still here, love.")
+
+
+class TestFidelityGuard(NPCTestCase):
+    """A junk summary from the model never replaces the history (docs/design.md, "Summary
+    fidelity"): an extract of the span lands instead, with its score logged."""
+
+    JUNK = "Conversation log: --- 10/27 /3984 | #56-[...]"
+
+    def setUp(self):
+        super().setUp()
+        self.added = self.fill(50)
+        self.script.db.max_context_tokens = 1500
+        self.said = self.script.add_message(
+            "user", "I promised Tom 3 silver by Friday, and I will keep that promise.", name="Bob")
+        self.fill(20)
+
+    def test_a_junk_summary_is_replaced_by_an_extract_and_its_score_logged(self):
+        self.llm.enqueue(reply(self.JUNK))
+        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        self.assertTrue(result["success"], result)
+        marker = self.script.history[0]
+        self.assertTrue(is_marker(marker))
+        self.assertNotIn("3984", marker["content"])
+        self.assertNotIn("Conversation log", marker["content"])
+        # the extract: the span's own lines, the most important one among them
+        self.assertIn("Bob said: I promised Tom 3 silver by Friday", marker["content"])
+        fidelity = marker["metadata"]["fidelity"]
+        self.assertTrue(fidelity["replaced"])
+        self.assertEqual(fidelity["verdict"], "pass")
+        self.assertLessEqual(fidelity["unsupported_share"], 0.2)
+        self.assertIn("markup", fidelity["model_reason"])
+        self.assertEqual((result["fidelity"], result["fidelity_replaced"]),
+                         (fidelity["score"], True))
+        event = self.script.db.compaction_log[-1]
+        self.assertEqual((event["fidelity"], event["fidelity_replaced"]), (fidelity["score"], True))
+        # the journal gets the extract, not the junk
+        entries = self.npc.db.journal["entries"]
+        self.assertFalse(any("3984" in e["content"] for e in entries))
+
+    def test_a_faithful_summary_is_kept_with_its_score(self):
+        self.llm.enqueue(reply("Bob promised Tom 3 silver by Friday."))
+        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        self.assertTrue(result["success"], result)
+        marker = self.script.history[0]
+        self.assertIn("Bob promised Tom 3 silver by Friday.", marker["content"])
+        self.assertFalse(marker["metadata"]["fidelity"]["replaced"])
+        self.assertEqual(result["fidelity_replaced"], False)
+        self.assertEqual(result["fidelity"], 1.0)

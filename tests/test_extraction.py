@@ -5,9 +5,11 @@ double; plus the importance scorer and entity profiles it uses.
 
 import json
 
+from django.test import override_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ai_contrib.core.fidelity import fact_problem, source_text
 from ai_contrib.memory.entities import (
     entity_key,
     find_entity,
@@ -184,7 +186,10 @@ class TestTermination(ExtractionTestCase):
         self.assertEqual((result["stopped_by"], result["iterations"]), ("max_iterations", 1))
 
 
+@override_settings(AI_LLM_STRUCTURED_OUTPUT="off")
 class TestRequests(ExtractionTestCase):
+    """The native and text protocols (structured output off)."""
+
     def test_first_request_carries_history_prompt_and_tools(self):
         self.llm.enqueue(reply("nothing"))
         self.run_extraction()
@@ -253,6 +258,107 @@ class TestRequests(ExtractionTestCase):
         self.assertEqual(len(self.journal()), 1)
         self.assertFalse(self.script.db.context_signals["pre_compaction"])
         self.assertFalse(self.script.ndb.extracting)
+
+
+def structured(*calls):
+    """A structured-output reply: ``{"calls": [...]}`` as the message content."""
+    return reply(json.dumps({"calls": [{"name": n, "arguments": a} for n, a in calls]}))
+
+
+REFUSAL = http_error(400, {"error": {"code": 400, "type": "invalid_request_error",
+                                     "message": "Unsupported parameter: 'response_format'"}})
+
+
+class TestStructuredOutput(ExtractionTestCase):
+    """Structured output (AI_LLM_STRUCTURED_OUTPUT, default "auto") against the double."""
+
+    def test_request_carries_the_schema_and_the_answer_is_journaled_with_provenance(self):
+        fact = {"content": "Bob is allergic to peanuts.", "importance": 8,
+                "source": [self.said_alone["seq"]]}
+        self.llm.enqueue(structured(("add_journal_entry", fact)), structured(("noop", {})))
+        result = self.run_extraction()
+        self.assertEqual((result["stopped_by"], result["facts_recorded"]), ("noop", 1))
+        self.assertEqual(result["modes"], ["structured", "structured"])
+        first = self.llm.requests[0]
+        self.assertNotIn("tools", first)  # servers refuse tools beside a schema
+        fmt = first["response_format"]
+        self.assertEqual(fmt["type"], "json_schema")
+        schema = fmt["json_schema"]["schema"]
+        items = schema["properties"]["calls"]["items"]["anyOf"]
+        # the first request must record something; later ones may end with noop
+        self.assertEqual([i["properties"]["name"]["enum"] for i in items],
+                         [["add_journal_entry"], ["update_entity_observation"]])
+        later = self.llm.requests[1]["response_format"]["json_schema"]["schema"]
+        self.assertEqual([i["properties"]["name"]["enum"]
+                          for i in later["properties"]["calls"]["items"]["anyOf"]],
+                         [["add_journal_entry"], ["update_entity_observation"], ["noop"]])
+        journal_args = items[0]["properties"]["arguments"]
+        self.assertEqual(sorted(journal_args["required"]), ["content", "importance", "source"])
+        # a source may cite only the numbers the request shows
+        shown = sorted(m["seq"] for m in self.script.history[:10])
+        self.assertEqual(journal_args["properties"]["source"]["items"]["enum"], shown)
+        self.assertNotIn("speaker", journal_args["properties"])  # never the model's to say
+        self.assertIn('{"calls": [', first["messages"][0]["content"])  # taught as JSON
+        self.assertNotIn("TOOL: add_journal_entry", first["messages"][0]["content"])
+        (entry,) = self.journal()
+        self.assertEqual(entry["content"], "Bob is allergic to peanuts.")
+        self.assertEqual((entry["speaker"], entry["audience"]), ("Bob", [self.char1.dbref]))
+        self.assertEqual(entry["source_ids"], [self.said_alone["id"]])
+        # the next request shows the JSON answer and the results as text
+        second = self.llm.requests[1]["messages"]
+        self.assertEqual(json.loads(second[-2]["content"])["calls"][0]["arguments"]["content"],
+                         "Bob is allergic to peanuts.")
+        self.assertTrue(second[-1]["content"].startswith("TOOL RESULTS:"))
+        self.assertIn("response_format", self.llm.requests[1])
+
+    def test_a_structured_fact_the_conversation_does_not_hold_is_not_journaled(self):
+        invented = {"content": "Marta owes Gandalf 300 gold.", "importance": 9,
+                    "source": [self.said_alone["seq"]]}
+        self.llm.enqueue(structured(("add_journal_entry", invented)), structured(("noop", {})))
+        result = self.run_extraction()
+        self.assertEqual(result["facts_recorded"], 0)
+        self.assertEqual(self.journal(), [])
+        self.assertIn("not recorded", self.script.history[-3]["content"])
+        self.assertIn("Gandalf", self.script.history[-3]["content"])
+
+    def test_a_server_refusing_the_schema_is_asked_the_old_way_and_remembered(self):
+        self.llm.enqueue(REFUSAL, tool_calls([("add_journal_entry", ALLERGY)]),
+                         tool_calls([("noop", {})]), reply("TOOL: noop {}"))
+        result = self.run_extraction()
+        self.assertEqual((result["stopped_by"], result["facts_recorded"]), ("noop", 1))
+        self.assertEqual(result["modes"], ["native", "native"])
+        requests = self.llm.requests
+        self.assertIn("response_format", requests[0])
+        self.assertNotIn("response_format", requests[1])
+        self.assertIn("tools", requests[1])
+        # the retry teaches the text protocol, not the JSON answer
+        self.assertIn("TOOL: add_journal_entry", requests[1]["messages"][0]["content"])
+        self.assertNotIn("TOOL: add_journal_entry", requests[0]["messages"][0]["content"])
+        # remembered by the client: the next run does not send the schema again
+        self.run_extraction()
+        self.assertNotIn("response_format", self.llm.requests[3])
+        self.assertEqual(len(self.llm.requests), 4)
+
+    @override_settings(AI_LLM_STRUCTURED_OUTPUT="json_schema")
+    def test_json_schema_setting_makes_a_refusal_an_error(self):
+        self.llm.enqueue(REFUSAL)
+        result = self.run_extraction()
+        self.assertFalse(result["success"])
+        self.assertIn("response_format", result["error"])
+        self.assertEqual(len(self.llm.requests), 1)
+
+    @override_settings(AI_LLM_STRUCTURED_OUTPUT="off")
+    def test_off_sends_no_schema(self):
+        self.llm.enqueue(reply("TOOL: noop {}"))
+        self.run_extraction()
+        self.assertNotIn("response_format", self.llm.requests[0])
+        self.assertIn("tools", self.llm.requests[0])
+
+    def test_an_other_400_is_not_taken_for_a_refusal(self):
+        self.llm.enqueue(http_error(400))
+        result = self.run_extraction()
+        self.assertFalse(result["success"])
+        self.assertEqual(len(self.llm.requests), 1)
 
 
 class TestTools(ExtractionTestCase):
@@ -523,3 +629,65 @@ class TestConsolidation(ExtractionTestCase):
                          threshold=0.0, listeners={self.char1.dbref: "Bob",
                                                    self.char2.dbref: "Carol"})
         self.assertEqual([h["text"] for h in wait_for(both)], ["The Prancing Goat opens at dawn."])
+
+
+class TestEmbeddedModel(NPCTestCase):
+    """The real embedded SmolLM2-135M, asked with the structured-output schema."""
+
+    CONVERSATION = [
+        ("user", "Bob", "Good evening. I need a room for three nights, and a meal."),
+        ("assistant", "Marta", "Welcome to the Prancing Goat. A room is 4 silver a night."),
+        ("user", "Bob", "I only have 10 silver. I will pay the last 2 silver on Friday."),
+        ("assistant", "Marta", "Fine, Bob. I will hold you to that promise."),
+        ("user", "Bob", "Also, keep the cellar locked. I saw a wolf near the north gate."),
+        ("assistant", "Marta", "A wolf? I will warn the guard captain, Elsa."),
+        ("user", "Bob", "My sister Lena arrives tomorrow from Riverton. She is allergic to fish."),
+        ("assistant", "Marta", "Then no fish stew for Lena. I will tell the cook."),
+    ]
+
+    def setUp(self):
+        super().setUp()
+        from ai_contrib.llm.client import LLMClient
+        from ai_contrib.llm.embedded import EmbeddedServerProcess
+
+        self.added = [self.script.add_message(role, text, name=name)
+                      for role, name, text in self.CONVERSATION]
+        # the subprocess form: this test iterates the reactor by hand, which reaps no child
+        process = EmbeddedServerProcess()
+        server = process.__enter__()
+        self.addCleanup(process.__exit__, None, None, None)
+        self.client = LLMClient(base_url=server.base_url, api_key=server.api_key, timeout=300)
+        self.addCleanup(lambda: wait_for(self.client.close()))
+
+    def test_extraction_journals_valid_facts(self):
+        # three sleep phases' extractions (five rounds each, pre_compact_max_iterations); a
+        # single one journals something in about three runs of five, so each is seeded
+        # (AI_LLM_SEED, which llama.cpp honours) to make the test repeatable
+        results = []
+        for seed in (1, 2, 3):
+            with override_settings(AI_LLM_SEED=seed):
+                results.append(wait_for(
+                    run_pre_compaction_extraction(self.script, self.npc, max_iterations=5,
+                                                  client=self.client),
+                    timeout=600,
+                ))
+        for result in results:
+            self.assertTrue(result["success"], result)
+            self.assertIn("structured", result["modes"])
+        recorded = sum(r["facts_recorded"] + r["observations_recorded"] for r in results)
+        self.assertGreaterEqual(recorded, 1, results)
+        facts = [e for e in self.npc.db.journal["entries"]
+                 if e["source_type"] in ("fact", "observation")]
+        self.assertEqual(len(facts), recorded)
+        source = source_text(self.added)
+        ids = {m["id"] for m in self.added}
+        for entry in facts:
+            self.assertTrue(entry["content"].strip())
+            self.assertTrue(1 <= entry["importance"] <= 10)
+            # provenance from the cited (or shown) messages, never from the model
+            self.assertTrue(set(entry["source_ids"]) <= ids, entry)
+            self.assertIn(entry.get("speaker"), ("Bob", "Marta", None))
+            # grounded in what was said, and not the prompt's example
+            self.assertEqual(fact_problem(entry["content"], source), "", entry)
+            self.assertNotIn("peanuts", entry["content"])
+            print("journaled:", entry["content"], entry["importance"], entry.get("speaker"))

@@ -315,3 +315,57 @@ def test_formatted_text_call_parses_back(content, importance, speaker):
     (back,) = [c for c in parse_text_tool_calls(line) if c["name"] in TOOL_NAMES][:1]
     assert back["error"] is None
     assert back["arguments"] == call["arguments"]
+
+
+# --- structured output --------------------------------------------------------------------------
+
+
+def test_structured_schema_offers_exactly_the_tools_with_every_argument_required():
+    schema = tools.structured_schema(seqs=[12, 3, 12], allow_noop=True)
+    items = schema["properties"]["calls"]["items"]["anyOf"]
+    assert [i["properties"]["name"]["enum"][0] for i in items] == list(
+        (tools.ADD_JOURNAL_ENTRY, tools.UPDATE_ENTITY_OBSERVATION, tools.NOOP))
+    journal = items[0]["properties"]["arguments"]
+    assert journal["required"] == ["content", "importance", "source"]
+    assert journal["properties"]["source"]["items"]["enum"] == [3, 12]
+    assert journal["additionalProperties"] is False
+    first = tools.structured_schema(allow_noop=False)
+    assert tools.NOOP not in json.dumps(first)
+    assert tools.structured_response_format()["json_schema"]["name"] == "journal_tool_calls"
+
+
+def test_parse_structured_calls():
+    content = json.dumps({"calls": [
+        {"name": "add_journal_entry",
+         "arguments": {"content": "Bob owes 3 silver.", "importance": 7, "source": [4]}},
+        {"name": "noop", "arguments": {}},
+    ]})
+    calls, mode = tools.parse_tool_calls(None, content, structured=True)
+    assert mode == "structured"
+    assert [(c["name"], c["error"]) for c in calls] == [("add_journal_entry", None), ("noop", None)]
+    assert calls[0]["arguments"]["source"] == [4]
+    # a reply cut at the token cap: the complete call objects are still read
+    cut = content[: content.index('{"name": "noop"')]
+    calls, mode = tools.parse_tool_calls(None, cut, structured=True)
+    assert (mode, [c["name"] for c in calls]) == ("text", ["add_journal_entry"])
+    assert tools.parse_structured_calls("not json") == []
+    assert tools.parse_structured_calls('{"calls": [1, {"x": 2}]}') == []
+
+
+def test_refuses_response_format():
+    from ai_contrib.llm.client import LLMContextOverflowError, LLMHTTPError, \
+        refuses_response_format
+
+    named = '{"error": {"message": "Unsupported parameter: \'response_format\'"}}'
+    assert refuses_response_format(LLMHTTPError(400, named))
+    assert refuses_response_format(LLMHTTPError(422, "json_schema is not supported"))
+    assert not refuses_response_format(LLMHTTPError(400, "bad request"))
+    assert not refuses_response_format(LLMHTTPError(500, named))
+    assert not refuses_response_format(LLMContextOverflowError(400, named))
+    assert not refuses_response_format(ValueError(named))
+
+
+def test_repeats_example():
+    assert tools.repeats_example("alice is allergic to PEANUTS, she said")
+    assert tools.repeats_example("Carries a  silver locket.: and more")
+    assert not tools.repeats_example("Lena is allergic to fish.")

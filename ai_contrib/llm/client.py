@@ -144,6 +144,21 @@ def _error_detail(body):
     return body if body else "(empty body)"
 
 
+def refuses_response_format(err):
+    """
+    True if ``err`` is a server's refusal of the ``response_format`` field (structured output):
+    HTTP 400, 422 or 501 whose body names ``response_format`` or ``json_schema``, not a context
+    overflow (``docs/design.md``, "Tool calls").
+
+    Args:
+        err (Exception): what a request errbacked with.
+    """
+    if not isinstance(err, LLMHTTPError) or isinstance(err, LLMContextOverflowError):
+        return False
+    body = (err.body or "").lower()
+    return err.status in (400, 422, 501) and ("response_format" in body or "json_schema" in body)
+
+
 def _is_overflow(status, body):
     if status not in (400, 413):
         return False
@@ -535,6 +550,9 @@ class LLMClient:
             if api_key is None:
                 api_key = get_setting("LLM_API_KEY")
         self.embedded = not base_url
+        # set once the server answered that it does not take response_format (see
+        # refuses_response_format): later requests leave it out
+        self.structured_output_refused = False
         self.context_window_source = None  # where known_context_window came from, for admins
         self._window = None  # (tokens, source) once discovered
         self._window_tried_at = None

@@ -16,11 +16,17 @@ exactly three tools:
 ``update_entity_observation(entity, observation, source=None)``
     Add one observation to the profile of a person, place or thing (``source`` as above).
 
-Models call them in one of two ways, both parsed here into the same normalised *call* dict:
+Models call them in one of three ways, all parsed here into the same normalised *call* dict:
 
-1. **Native** OpenAI ``tool_calls`` (backends with tool support: OpenAI, vLLM, Ollama,
+1. **Structured output**: the request carries :func:`structured_response_format`, a JSON
+   schema (:func:`structured_schema`) of ``{"calls": [{"name": ..., "arguments": {...}}, ...]}`` whose items are exactly the
+   three tools with their arguments' schemas; servers that constrain decoding to a schema
+   (llama.cpp's server turns it into a grammar, OpenAI, vLLM) can then only answer with valid
+   calls, which is what makes the embedded SmolLM2-135M usable here (``docs/design.md``,
+   "Tool calls"): :func:`parse_structured_calls`.
+2. **Native** OpenAI ``tool_calls`` (backends with tool support: OpenAI, vLLM, Ollama,
    llama-server with ``--jinja``): :func:`parse_native_tool_calls`.
-2. **Text protocol** for models without tool support (the embedded SmolLM2-135M, base
+3. **Text protocol** for models without tool support (the embedded SmolLM2-135M, base
    models): lines such as ``TOOL: add_journal_entry {"content": "...", "importance": 8}`` in the
    reply text, parsed leniently by :func:`parse_text_tool_calls` (code fences, single quotes,
    ``name(key="value")`` call syntax, ``{"name": ..., "arguments": ...}`` objects and trailing
@@ -118,6 +124,130 @@ TOOL_SCHEMAS = [
         },
     },
 ]
+
+#: Characters a structured call's text arguments may take: the grammar stops a small model
+#: from writing one endless "fact" that runs into the reply's token cap (invalid JSON).
+STRUCTURED_TEXT_MAX_CHARS = 200
+#: Calls one structured reply may hold (one request: a few facts, then the next iteration).
+STRUCTURED_MAX_CALLS = 3
+
+
+def _structured_text(description, max_chars=STRUCTURED_TEXT_MAX_CHARS, min_chars=12):
+    """A text argument: a sentence (or name) starting with a capital letter, ``min_chars`` to
+    ``max_chars`` characters, without brackets, braces, markup or quotes: a small model
+    otherwise fills it with message numbers ("[2]") or JSON fragments (measured with
+    SmolLM2-135M). The length is in the pattern, which llama.cpp's grammar honours."""
+    body = "[^\\[\\]{}<>|#\\n\"\\\\]"
+    return {"type": "string", "pattern": f"^[A-Z]{body}{{{min_chars - 1},{max_chars - 1}}}$",
+            "minLength": min_chars, "maxLength": max_chars, "description": description}
+
+
+def _structured_call(name, properties):
+    """One item of a structured reply's ``calls``: a call of ``name`` whose arguments must all
+    be given (a grammar cannot leave out an optional key the model needs, such as ``source``)."""
+    return {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "enum": [name]},
+            "arguments": {
+                "type": "object",
+                "properties": properties,
+                "required": list(properties),
+                "additionalProperties": False,
+            },
+        },
+        "required": ["name", "arguments"],
+        "additionalProperties": False,
+    }
+
+
+def structured_schema(seqs=None, allow_noop=True):
+    """
+    JSON schema of a structured-output reply: ``{"calls": [call, ...]}`` (1 to
+    :data:`STRUCTURED_MAX_CALLS` calls), each ``{"name": <tool>, "arguments": {...}}`` with the
+    tool's arguments (``tags`` left out; ``importance`` and ``source`` required).
+
+    Args:
+        seqs (iterable[int], optional): the message numbers the request shows; ``source`` may
+            then cite only these (a grammar otherwise lets a small model invent numbers).
+        allow_noop (bool): offer ``noop``; without it the reply must record something (the
+            first request of a run: a small model otherwise takes the exit before reading).
+
+    Returns:
+        dict: a JSON schema (a fresh dict).
+    """
+    seqs = sorted({int(seq) for seq in seqs or ()})
+    number = {"type": "integer", "enum": seqs} if seqs else {"type": "integer", "minimum": 0}
+    source = {"type": "array", "items": number, "minItems": 1, "maxItems": 4}
+    items = [
+        _structured_call(
+            ADD_JOURNAL_ENTRY,
+            {
+                "content": _structured_text(
+                    "The fact, as one self-contained sentence naming who and what."
+                ),
+                "importance": {"type": "integer", "minimum": 1, "maximum": 10},
+                "source": source,
+            },
+        ),
+        _structured_call(
+            UPDATE_ENTITY_OBSERVATION,
+            {
+                "entity": _structured_text("Name of the person, place or thing.", 40, 2),
+                "observation": _structured_text("What you observed about it."),
+                "source": source,
+            },
+        ),
+    ]
+    if allow_noop:
+        items.append(_structured_call(NOOP, {}))
+    return {
+        "type": "object",
+        "properties": {
+            "calls": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": STRUCTURED_MAX_CALLS,
+                "items": {"anyOf": items},
+            }
+        },
+        "required": ["calls"],
+        "additionalProperties": False,
+    }
+
+
+def structured_response_format(seqs=None, allow_noop=True):
+    """
+    The ``response_format`` request field asking for :func:`structured_schema` (OpenAI's
+    structured-output form, which llama.cpp's server and vLLM also read).
+
+    Returns:
+        dict: ``{"type": "json_schema", "json_schema": {"name": "journal_tool_calls",
+        "schema": structured_schema(seqs, allow_noop)}}``.
+    """
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "journal_tool_calls",
+                        "schema": structured_schema(seqs, allow_noop)},
+    }
+
+
+#: The facts the prompts' examples show: a small model copies them, so a call that repeats one
+#: is not a fact of the conversation (:func:`repeats_example`).
+EXAMPLE_FACTS = ("Alice is allergic to peanuts", "Carries a silver locket")
+
+
+def repeats_example(text):
+    """True if ``text`` repeats one of :data:`EXAMPLE_FACTS` (case-insensitive)."""
+    folded = " ".join(str(text or "").split()).casefold()
+    return any(example.casefold() in folded for example in EXAMPLE_FACTS)
+
+
+#: Prompt text for structured output: the same calls, written as one JSON object.
+STRUCTURED_PROTOCOL_INSTRUCTIONS = """Answer with one JSON object listing your tool calls, for example:
+{"calls": [{"name": "add_journal_entry", "arguments": {"content": "Alice is allergic to peanuts.", "importance": 8, "source": [12]}}, {"name": "update_entity_observation", "arguments": {"entity": "Alice", "observation": "Carries a silver locket.", "source": [15]}}]}
+When nothing (more) is worth recording, answer:
+{"calls": [{"name": "noop", "arguments": {}}]}"""
 
 #: Prompt text teaching the text protocol to models without native tool calls.
 TEXT_PROTOCOL_INSTRUCTIONS = """\
@@ -559,21 +689,56 @@ def _json_object_calls(text):
         yield start, make_call(name, arguments, error=error)
 
 
-def parse_tool_calls(tool_calls=None, content=None):
+def parse_structured_calls(content):
     """
-    Normalised calls from a chat reply: native ``tool_calls`` first, else the text protocol.
+    The calls of a structured-output reply (:func:`structured_schema`): ``{"calls": [{"name",
+    "arguments"}, ...]}``. A single call object, or a list of them, is accepted too.
+
+    Args:
+        content (str | None): ``ChatResult.content``.
+
+    Returns:
+        list[dict]: normalised calls (module docstring); ``[]`` when the text is not such an
+        object (e.g. cut off at the token cap). Never raises.
+    """
+    try:
+        data = json.loads(content or "")
+    except ValueError:
+        return []
+    if isinstance(data, dict) and "calls" in data:
+        data = data["calls"]
+    items = data if isinstance(data, list) else [data]
+    calls = []
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            continue
+        arguments, error = decode_arguments(item.get("arguments", {}))
+        calls.append(make_call(item["name"], arguments, error=error))
+    return calls
+
+
+def parse_tool_calls(tool_calls=None, content=None, structured=False):
+    """
+    Normalised calls from a chat reply: native ``tool_calls`` first, then (when the request
+    asked for structured output) the reply as :func:`structured_schema`, else the text protocol
+    (which also finds ``{"name", "arguments"}`` objects in a structured reply cut short).
 
     Args:
         tool_calls (list | None): ``ChatResult.tool_calls``.
         content (str | None): ``ChatResult.content``.
+        structured (bool): the request carried :func:`structured_response_format`.
 
     Returns:
-        tuple: ``(calls: list[dict], mode: "native" | "text" | None)``; mode is ``None`` when
-        the reply holds no call at all.
+        tuple: ``(calls: list[dict], mode: "native" | "structured" | "text" | None)``; mode is
+        ``None`` when the reply holds no call at all.
     """
     calls = parse_native_tool_calls(tool_calls)
     if calls:
         return calls, "native"
+    if structured:
+        calls = parse_structured_calls(content)
+        if calls:
+            return calls, "structured"
     calls = parse_text_tool_calls(content)
     if calls:
         return calls, "text"

@@ -24,17 +24,25 @@ as ``source``, and :func:`ai_contrib.memory.provenance.provenance` takes speaker
 from the cited messages (else from the whole span the request showed); a ``speaker`` argument
 or a ``public``/``private`` tag in the call is ignored.
 
-Backends: tools are offered natively (``tools=``); a reply without native calls is read with
-the text protocol (``TOOL: add_journal_entry {...}`` lines), which the prompt also teaches, so
-models without tool support (the embedded SmolLM2-135M, base models) can take part. A backend
-that rejects ``tools=`` outright is asked again without it.
+Backends (``docs/design.md``, "Tool calls"): where structured output is on
+(``AI_LLM_STRUCTURED_OUTPUT``, :func:`structured_output_wanted`) each request carries a JSON
+schema of the three calls (``response_format``) and no ``tools=``: servers that constrain
+decoding to it (the embedded llama.cpp server always does) can only answer with valid calls,
+which is what lets the embedded SmolLM2-135M journal anything at all. A server that refuses
+``response_format`` (HTTP 400 naming it) is asked again the other way, and the client remembers
+the refusal. Otherwise tools are offered natively (``tools=``); a reply without native calls is
+read with the text protocol (``TOOL: add_journal_entry {...}`` lines), which the prompt also
+teaches, so models without tool support (base models) can take part. A backend that rejects
+``tools=`` outright is asked again without it.
 """
 
+import json
 import logging
 
 from twisted.internet import defer
 
 from ..core.audience import common_audience
+from ..core.fidelity import fact_problem, source_text
 from ..core.tokens import count_tokens
 from ..llm import tools as toolspec
 from .entities import find_entity, update_entity_observation
@@ -65,6 +73,13 @@ with its source too.
 NUDGE = (
     "Review the conversation above and record the next important fact now, "
     "or call noop if nothing is left."
+)
+#: The nudge of structured-output requests: the grammar already says how to answer, so it asks
+#: for one grounded fact (measured with the embedded 135M model: more of its facts are in the
+#: conversation than with :data:`NUDGE`).
+STRUCTURED_NUDGE = (
+    "Write down the most important fact of the conversation above, as one sentence in its own "
+    "words naming who, with the numbers of the messages it comes from."
 )
 JOURNAL_HINT_ENTRIES = 10  # recent journal facts shown so the model does not record them again
 NUMBERING_NOTE = (
@@ -134,18 +149,78 @@ def extraction_history_budget(max_context_tokens, max_iterations):
     from ..rag_memory import SUMMARY_HEADROOM_TOKENS, summarizer_context
 
     window = summarizer_context()
+    protocol = max(
+        toolspec.TEXT_PROTOCOL_INSTRUCTIONS, toolspec.STRUCTURED_PROTOCOL_INSTRUCTIONS, key=len
+    )
     reserved = (
-        count_tokens(
-            DEFAULT_PRE_COMPACTION_PROMPT + NUMBERING_NOTE + toolspec.TEXT_PROTOCOL_INSTRUCTIONS
-        )
+        count_tokens(DEFAULT_PRE_COMPACTION_PROMPT + NUMBERING_NOTE + protocol)
         + 2 * REPLY_MAX_TOKENS * max(1, int(max_iterations))
         + SUMMARY_HEADROOM_TOKENS
     )
     return max(1, min(int(max_context_tokens), window - reserved))
 
 
+def _structured_setting():
+    """``AI_LLM_STRUCTURED_OUTPUT`` in lower case (``"auto"`` when unset)."""
+    from ..settings import get_setting
+
+    return str(get_setting("LLM_STRUCTURED_OUTPUT") or "auto").strip().lower()
+
+
+def structured_output_wanted(client):
+    """
+    Whether extraction requests ask ``client``'s server for structured output
+    (``AI_LLM_STRUCTURED_OUTPUT``; ``docs/design.md``, "Tool calls").
+
+    Returns:
+        bool: ``"off"``: False; ``"json_schema"``: True; ``"auto"`` (or anything else): True
+        until the server refused ``response_format`` once (``client.structured_output_refused``).
+    """
+    setting = _structured_setting()
+    if setting == "off":
+        return False
+    if setting == "json_schema":
+        return True
+    return not getattr(client, "structured_output_refused", False)
+
+
+def extraction_system_message(persona, journal_entries=(), prompt=None, structured=False):
+    """
+    The system message of the extraction requests.
+
+    Args:
+        persona (str): the NPC's persona.
+        journal_entries (list[dict]): the journal's entries (the latest facts are listed).
+        prompt (str, optional): replaces :data:`DEFAULT_PRE_COMPACTION_PROMPT`.
+        structured (bool): teach the JSON answer of structured output instead of the text
+            protocol.
+
+    Returns:
+        dict: ``{"role": "system", "content": str}``: persona, extraction instructions, how
+        messages are numbered, how to answer, recent journal facts.
+    """
+    parts = [(persona or "").strip(), (prompt or DEFAULT_PRE_COMPACTION_PROMPT).strip()]
+    parts.append(NUMBERING_NOTE)
+    if structured:
+        parts.append(toolspec.STRUCTURED_PROTOCOL_INSTRUCTIONS)
+    else:
+        parts.append(
+            "If you cannot call tools directly, use this format instead.\n"
+            + toolspec.TEXT_PROTOCOL_INSTRUCTIONS
+        )
+    recent = [e for e in journal_entries or () if e.get("source_type") == "fact"][
+        -JOURNAL_HINT_ENTRIES:
+    ]
+    if recent:
+        parts.append(
+            "Already in your journal:\n" + "\n".join(f"- {e.get('content', '')}" for e in recent)
+        )
+    return {"role": "system", "content": "\n\n".join(part for part in parts if part)}
+
+
 def build_extraction_messages(
-    persona, history, journal_entries=(), prompt=None, budget_tokens=None, model=None
+    persona, history, journal_entries=(), prompt=None, budget_tokens=None, model=None,
+    structured=False,
 ):
     """
     The chat messages of the first extraction request.
@@ -161,30 +236,19 @@ def build_extraction_messages(
             older non-marker messages are left out, keeping the newest ones contiguous
             (markers always stay). See :func:`extraction_history_budget`.
         model (str, optional): model name for token counting.
+        structured (bool): the requests ask for structured output
+            (:func:`extraction_system_message`).
 
     Returns:
-        list[dict]: ``[{"role", "content"}, ...]``: a system message (persona, extraction
-        instructions, how messages are numbered, text protocol, recent journal facts), the
+        list[dict]: ``[{"role", "content"}, ...]``: a system message
+        (:func:`extraction_system_message`), the
         history (tool bookkeeping left out, speakers inlined and archived messages numbered by
         seq as ``"[12] Bob: ..."``), and a final user nudge.
     """
-    parts = [(persona or "").strip(), (prompt or DEFAULT_PRE_COMPACTION_PROMPT).strip()]
-    parts.append(NUMBERING_NOTE)
-    parts.append(
-        "If you cannot call tools directly, use this format instead.\n"
-        + toolspec.TEXT_PROTOCOL_INSTRUCTIONS
-    )
-    recent = [e for e in journal_entries or () if e.get("source_type") == "fact"][
-        -JOURNAL_HINT_ENTRIES:
-    ]
-    if recent:
-        parts.append(
-            "Already in your journal:\n" + "\n".join(f"- {e.get('content', '')}" for e in recent)
-        )
-    system = {"role": "system", "content": "\n\n".join(part for part in parts if part)}
-
+    system = extraction_system_message(persona, journal_entries, prompt, structured)
     rendered = [(msg, _render(msg)) for msg in extraction_span(history, budget_tokens, model)]
-    return [system] + [chat for _msg, chat in rendered] + [{"role": "user", "content": NUDGE}]
+    nudge = STRUCTURED_NUDGE if structured else NUDGE
+    return [system] + [chat for _msg, chat in rendered] + [{"role": "user", "content": nudge}]
 
 
 def extraction_span(history, budget_tokens=None, model=None):
@@ -243,8 +307,12 @@ def _tools_rejected(failure):
 class _Extraction:
     """State of one extraction run (the loop in :func:`run_pre_compaction_extraction`)."""
 
-    def __init__(self, script, character, max_iterations, client, span):
+    def __init__(self, script, character, max_iterations, client, span, text_system=None):
         self.script = script
+        # structured output first where wanted; the system message for the other protocols
+        # replaces the first request's when the server refuses it
+        self.structured = structured_output_wanted(client)
+        self.text_system = text_system
         self.character = character
         self.max_iterations = max_iterations
         self.client = client
@@ -262,11 +330,52 @@ class _Extraction:
         # what the model read: facts are attributed to these messages, by the seqs they cite
         # (memory/provenance.py)
         self.span = list(span)
+        self._source_text = None  # the span's text, for the grounding check
+        self.seqs = [msg["seq"] for msg in self.span if isinstance(msg.get("seq"), int)]
         self.audiences = []  # the audience of each fact recorded by the current reply
 
     # --- the model -----------------------------------------------------------------------
 
     def ask(self, messages):
+        """
+        Deferred[ChatResult]: structured output where wanted (again the other way if the server
+        refuses ``response_format``); else native tools first, again without them if the
+        backend refuses.
+        """
+        if not self.structured:
+            return self.ask_with_tools(messages)
+        from ..llm.client import refuses_response_format
+
+        d = self.client.chat(
+            messages, model=self.model, max_tokens=REPLY_MAX_TOKENS, temperature=TEMPERATURE,
+            timeout=_compact_timeout(),
+            response_format=toolspec.structured_response_format(
+                # noop once something was recorded: offered before, a small model takes the
+                # exit without reading (the loop still ends at max_iterations)
+                seqs=self.seqs,
+                allow_noop=bool(self.facts or self.observations),
+            ),
+        )
+
+        def _without_schema(failure):
+            # "json_schema" means structured output or nothing: the refusal is the error
+            if not refuses_response_format(failure.value) or _structured_setting() == "json_schema":
+                return failure
+            logger.info(
+                "LLM backend refused response_format, using tool calls or the text protocol: %s",
+                failure.getErrorMessage(),
+            )
+            self.client.structured_output_refused = True
+            self.structured = False
+            if self.text_system is not None and messages and messages[0].get("role") == "system":
+                messages[0] = self.text_system
+            if messages and messages[-1].get("content") == STRUCTURED_NUDGE:
+                messages[-1] = {"role": "user", "content": NUDGE}
+            return self.ask_with_tools(messages)
+
+        return d.addErrback(_without_schema)
+
+    def ask_with_tools(self, messages):
         """Deferred[ChatResult]: native tools first; again without them if the backend refuses."""
         # background work over the whole history: more time than a reply gets
         timeout = _compact_timeout()
@@ -302,10 +411,29 @@ class _Extraction:
 
     # --- the tools -----------------------------------------------------------------------
 
-    @defer.inlineCallbacks
-    def execute(self, calls):
+    def ungrounded(self, mode, name, args):
         """
-        Run one reply's calls in order.
+        Why a structured call's fact is not in the conversation the request showed, or ``""``
+        (:func:`ai_contrib.core.fidelity.fact_problem`): the grammar makes a small model write
+        *something*, and an invented fact must not reach the journal. Native and text calls,
+        which a model chose to make, are taken as they are.
+        """
+        if mode != "structured" or name not in (
+            toolspec.ADD_JOURNAL_ENTRY, toolspec.UPDATE_ENTITY_OBSERVATION
+        ):
+            return ""
+        if self._source_text is None:
+            self._source_text = source_text(self.span)
+        text = args.get("content") or f"{args.get('entity', '')} {args.get('observation', '')}"
+        if toolspec.repeats_example(text):
+            return "that is the example, not a fact of this conversation"
+        return fact_problem(text, self._source_text)
+
+    @defer.inlineCallbacks
+    def execute(self, calls, mode=None):
+        """
+        Run one reply's calls in order (``mode``: how the reply made them, see
+        :meth:`ungrounded`).
 
         Returns:
             Deferred[tuple]: ``(results: list[str], stop: str | None)``; one result text per
@@ -340,6 +468,8 @@ class _Extraction:
             elif name == toolspec.NOOP:
                 results.append("ok: nothing more to record.")
                 stop = stop or "noop"
+            elif self.ungrounded(mode, name, args):
+                results.append(f"error: not recorded: {self.ungrounded(mode, name, args)}.")
             elif name == toolspec.ADD_JOURNAL_ENTRY:
                 content = args["content"]
                 if _already_journaled(journal, content):
@@ -439,12 +569,14 @@ class _Extraction:
         while self.iterations < self.max_iterations:
             self.iterations += 1
             result = yield self.ask(messages)
-            calls, mode = toolspec.parse_tool_calls(result.tool_calls, result.content)
+            calls, mode = toolspec.parse_tool_calls(
+                result.tool_calls, result.content, structured=self.structured
+            )
             if not calls:
                 stopped_by = "no_tool_call"
                 break
             self.modes.append(mode)
-            results, stop = yield self.execute(calls)
+            results, stop = yield self.execute(calls, mode)
             self.record(calls, results)
             messages = messages + _transcript(calls, results, mode, result.content)
             if stop:
@@ -454,7 +586,8 @@ class _Extraction:
 
 
 def _transcript(calls, results, mode, content):
-    """This iteration as the next request sees it: native tool messages, or plain text."""
+    """This iteration as the next request sees it: native tool messages, the structured JSON
+    answer, or the text-protocol lines; then the results as plain text."""
     if mode == "native":
         out = [
             {
@@ -468,9 +601,18 @@ def _transcript(calls, results, mode, content):
         )
         return out
     lines = "\n".join(f"{c['name']}: {r}" for c, r in zip(calls, results))
+    nudge = NUDGE
+    if mode == "structured":
+        nudge = STRUCTURED_NUDGE + " Or call noop if nothing is left."
+        said = json.dumps(
+            {"calls": [{"name": c["name"], "arguments": c["arguments"]} for c in calls]},
+            ensure_ascii=False,
+        )
+    else:
+        said = "\n".join(toolspec.format_text_call(c) for c in calls)
     return [
-        {"role": "assistant", "content": "\n".join(toolspec.format_text_call(c) for c in calls)},
-        {"role": "user", "content": f"TOOL RESULTS:\n{lines}\n\n{NUDGE}"},
+        {"role": "assistant", "content": said},
+        {"role": "user", "content": f"TOOL RESULTS:\n{lines}\n\n{nudge}"},
     ]
 
 
@@ -506,7 +648,8 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
 
         - run: ``{"success": True, "facts_recorded": int, "observations_recorded": int,
           "iterations": int, "stopped_by": "noop" | "no_tool_call" | "scope_guard" |
-          "max_iterations", "entry_ids": [journal ids], "modes": ["native" | "text", ...]}``
+          "max_iterations", "entry_ids": [journal ids], "modes": ["structured" | "native" |
+          "text", ...]}``
         - skipped: ``{"success": True, "skipped": True, "reason": str, "facts_recorded": 0,
           "iterations": 0, "stopped_by": None}`` (disabled, history under 5 messages, or
           another extraction of this NPC still running);
@@ -551,13 +694,15 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
             ),
             model=_cfg(script, "llm_model"),
         )
+        persona = getattr(character.db, "persona", None)
+        entries = journal.get("entries", [])
+        prompt = _cfg(script, "pre_compact_prompt")
+        structured = structured_output_wanted(client)
         messages = build_extraction_messages(
-            getattr(character.db, "persona", None),
-            span,
-            journal.get("entries", []),
-            prompt=_cfg(script, "pre_compact_prompt"),
+            persona, span, entries, prompt=prompt, structured=structured
         )
-        run = _Extraction(script, character, max_iterations, client, span)
+        text_system = extraction_system_message(persona, entries, prompt) if structured else None
+        run = _Extraction(script, character, max_iterations, client, span, text_system)
         script.ndb.extracting = True
         _set_signal(script, True)
     except Exception as err:
