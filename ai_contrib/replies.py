@@ -278,6 +278,18 @@ def answer_turn(script, character):
     if not lines:
         return 0
     turn_ids = [m["id"] for m in lines]
+    # the turn's lines stay in context until the reply naming them is stored
+    script.ndb.answering = turn_ids
+    try:
+        said = yield _answer(script, character, lines, turn_ids, listeners)
+    finally:
+        script.ndb.answering = None
+    return said
+
+
+@defer.inlineCallbacks
+def _answer(script, character, lines, turn_ids, listeners):
+    """The LLM call and the stored reply of one turn (:func:`answer_turn`)."""
     recall = yield recall_for_turn(script, character, turn_query(lines), listeners, turn_ids[0])
     asked = {}
 

@@ -634,6 +634,7 @@ def _run_summary(script, character, force, trigger, strategy="summary"):
         max_context_tokens=max(1, script.budget()),
         preserve_window=int(script.cfg("compact_preserve_window")),
         preserve_fraction=float(get_setting("COMPACT_PRESERVE_FRACTION")),
+        keep_ids=script.awaiting_answer_ids(),
     )
     if plan.skipped:
         return {"skipped": True, "reason": plan.reason, "trigger": trigger}
@@ -682,11 +683,7 @@ def _run_replace_all(script, character, force, trigger):
     if not over:
         return _below(usage, threshold, trigger, strategy)
     # speech still waiting for an answer stays verbatim so the reply can see it
-    tail = 0
-    while tail < len(history) and history[-1 - tail].get("role") == "user":
-        tail += 1
-    keep = min(tail, len(script.ndb.pending or []))
-    to_compact, _kept, reason = plan_replace_all(history, keep_tail=keep)
+    to_compact, _kept, reason = plan_replace_all(history, keep_ids=script.awaiting_answer_ids())
     if reason:
         return {"skipped": True, "reason": reason, "trigger": trigger, "strategy": strategy}
     runtime = script.runtime
@@ -749,7 +746,8 @@ def _run_cascade(script, character, force, trigger):
         window = cascade_core.fitted_window(
             history, runtime.token_counts(history), window, int(share)
         )
-    cycle = cascade_core.plan_cycle(history, window, recent, force=pressure)
+    cycle = cascade_core.plan_cycle(history, window, recent, force=pressure,
+                                    keep_ids=script.awaiting_answer_ids())
     if cycle.skipped:
         return {"skipped": True, "reason": cycle.reason, "trigger": trigger, "strategy": strategy}
     replaced_tokens = sum(runtime.token_counts(cycle.to_summarise))

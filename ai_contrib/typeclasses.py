@@ -555,6 +555,18 @@ class AssistantScript(DefaultScript):
             self.ndb.pending = pending
         return pending
 
+    def awaiting_answer_ids(self):
+        """
+        Ids of the player lines that no stored reply answers yet: those of the turn being
+        answered now (``ndb.answering``, set by :func:`ai_contrib.replies.answer_turn`) and those
+        still queued (:meth:`pending_ids`). Compaction keeps them, and everything after them,
+        verbatim (:func:`ai_contrib.core.cuts.hold_cut`).
+
+        Returns:
+            list[str]: ids, the turn's first.
+        """
+        return list(self.ndb.answering or []) + list(self.pending_ids())
+
     def kick(self):
         """Run a tick soon (next reactor turn) unless one is running."""
         if not self.ndb.busy:

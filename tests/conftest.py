@@ -28,6 +28,7 @@ def pytest_configure(config):
     django.setup()
 
 
+@pytest.hookimpl(trylast=True)  # after ``-k``/``-m`` deselection, which also runs in this hook
 def pytest_collection_modifyitems(items):
     """
     pytest-django sets up the test database only when a collected test asks for one, but

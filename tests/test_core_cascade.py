@@ -107,6 +107,16 @@ def test_force_runs_early_but_never_inside_the_immediate_window():
     assert plan_cycle([]).reason == "no history"
 
 
+def test_lines_awaiting_an_answer_stay_out_of_the_cycle():
+    talk = Talk()
+    history = [talk.msg() for _ in range(70)]
+    waiting = history[3]["id"]
+    cycle = plan_cycle(history, force=True, keep_ids=[waiting])
+    assert len(cycle.to_summarise) == 3 and cycle.keep[0]["id"] == waiting
+    assert plan_cycle(history, force=True, keep_ids=[history[0]["id"]]).reason \
+        == "within immediate window"
+
+
 def test_fitted_window_holds_at_most_its_token_share():
     talk = Talk()
     history = [talk.msg() for _ in range(70)]

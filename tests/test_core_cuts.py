@@ -4,6 +4,7 @@ and cuts")."""
 import pytest
 
 from ai_contrib.core.cuts import (
+    hold_cut,
     is_safe_cut,
     plan_compaction,
     preserve_start,
@@ -138,3 +139,23 @@ def test_plan_validates_arguments():
         plan_compaction([user()], [], 100, 1)
     with pytest.raises(ValueError):
         plan_compaction([user()], [1], 100, 1, 1.5)
+
+
+def test_a_line_awaiting_an_answer_is_never_compacted_nor_anything_after_it():
+    history = [user("a"), npc("b"), user("c"), user("d"), npc("e"), user("f")]
+    # with a window of 1 the plan would cut at 5; "c" still awaits its answer
+    plan = plan_compaction(history, [10] * 6, 1000, 1, 0.0, keep_ids=["u-c", "u-f"])
+    assert plan.cut == 2 and plan.to_preserve == history[2:]
+    assert plan_compaction(history, [10] * 6, 1000, 1, 0.0, keep_ids=["u-a"]).reason \
+        == "nothing to compact"
+    # ids no longer in the history (answered and compacted earlier) hold nothing back
+    assert plan_compaction(history, [10] * 6, 1000, 1, 0.0, keep_ids=["gone"]).cut == 5
+
+
+def test_hold_cut_moves_to_a_safe_cut_before_the_kept_line():
+    history = [user("a"), call("c1"), result("c1"), user("q"), npc("b")]
+    assert hold_cut(history, 5, ["u-q"]) == 3
+    # inside a tool group the cut moves before the call
+    assert hold_cut(history, 5, [result("c1")["id"]]) == 1
+    assert hold_cut(history, 2, ["u-q"]) == 1
+    assert hold_cut(history, 4, ()) == 4

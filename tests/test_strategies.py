@@ -493,7 +493,7 @@ class TestReplaceAll(StrategyTestCase):
 
     def test_speech_waiting_for_an_answer_stays_verbatim(self):
         waiting = self.script.add_message("user", "Is the stew ready?", name="Alice")
-        self.script.ndb.pending = ["Alice"]
+        self.script.ndb.pending = [waiting["id"]]
         self.llm.enqueue(reply(SUMMARY))
         result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
         self.assertTrue(result["success"], result)
@@ -575,3 +575,43 @@ class TestSwitching(StrategyTestCase):
             ids = [m["id"] for m in self.script.history]
             self.assertEqual([m["id"] for m in self.reload().messages], ids, name)
         self.assertEqual(len([m for m in self.script.history if is_marker(m)]), 1)
+
+
+class TestLinesAwaitingAnAnswer(StrategyTestCase):
+    """A burst of speech during a compaction: the lines not yet answered stay in context, for
+    every strategy that removes messages, however small the preserve window."""
+
+    def setUp(self):
+        super().setUp()
+        self.script.db.pre_compact_extraction_enabled = False
+        self.script.db.compact_preserve_window = 1
+        self.script.db.cascade_immediate_window = 1
+        self.fill(30)
+        self.answering = self.script.add_message("user", "Queued 0: is the ferry late?",
+                                                 name="Bob")
+        self.queued = [self.script.add_message("user", f"Queued {i}: and the tide?", name="Bob")
+                       for i in range(1, 4)]
+        self.script.ndb.answering = [self.answering["id"]]
+        self.script.ndb.pending = [m["id"] for m in self.queued]
+
+    def compact(self, strategy):
+        self.script.db.compact_strategy = strategy
+        self.llm.default = cascade_responder
+        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc,
+                                                                  force=True))
+        self.assertTrue(result.get("success"), result)
+        ids = [m["id"] for m in self.script.history]
+        for msg in [self.answering] + self.queued:
+            self.assertIn(msg["id"], ids, (strategy, msg["content"]))
+        self.assertLess(ids.index(self.answering["id"]), len(ids) - 3)
+        self.assert_nothing_lost()
+
+    def test_summary(self):
+        with self.settings(AI_COMPACT_PRESERVE_FRACTION=0):
+            self.compact("summary")
+
+    def test_replace_all(self):
+        self.compact("replace_all")
+
+    def test_cascade(self):
+        self.compact("cascade")

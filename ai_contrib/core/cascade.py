@@ -36,7 +36,7 @@ Message shape: :mod:`ai_contrib.core.messages`; token counts come from the calle
 
 from dataclasses import dataclass, field
 
-from .cuts import safe_cut
+from .cuts import hold_cut
 from .messages import SUMMARY_PREFIX, is_marker
 from .splice import splice
 from .summary import check_summary, make_marker
@@ -225,7 +225,7 @@ class CascadeCycle:
 
 
 def plan_cycle(history, immediate_window=DEFAULT_IMMEDIATE_WINDOW,
-               recent_window=DEFAULT_RECENT_WINDOW, force=False):
+               recent_window=DEFAULT_RECENT_WINDOW, force=False, keep_ids=()):
     """
     Plan the next cascade cycle over ``history`` (a snapshot; the plan holds the same dicts).
 
@@ -235,6 +235,9 @@ def plan_cycle(history, immediate_window=DEFAULT_IMMEDIATE_WINDOW,
         recent_window (int): raw messages per short-term summary (>= 1).
         force (bool): run a cycle even when it is not due (manual compaction, token pressure),
             as long as something lies outside the immediate window.
+        keep_ids (iterable[str]): ids of messages that must stay verbatim, with everything
+            after them: the lines still awaiting an answer
+            (:func:`ai_contrib.core.cuts.hold_cut`).
 
     Returns:
         CascadeCycle: skipped with a reason when not due (``"not due: ..."``), or when nothing
@@ -265,7 +268,7 @@ def plan_cycle(history, immediate_window=DEFAULT_IMMEDIATE_WINDOW,
         start -= 1
         if not is_marker(history[start]):
             seen += 1
-    cut = safe_cut(history, start)
+    cut = hold_cut(history, start, keep_ids)
     if cut <= lead or raw_count(history[lead:cut]) == 0:
         return skip("within immediate window")
     leading = list(history[:lead])

@@ -20,6 +20,7 @@ from .messages import is_marker, tool_call_ids
 
 __all__ = [
     "CompactionPlan",
+    "hold_cut",
     "is_safe_cut",
     "plan_compaction",
     "preserve_start",
@@ -111,6 +112,31 @@ def safe_cut(history, i):
     return i
 
 
+def hold_cut(history, cut, keep_ids=()):
+    """
+    Move ``cut`` earlier so that no message whose id is in ``keep_ids`` is compacted: the
+    largest safe cut ``<=`` both ``cut`` and the index of the first such message.
+
+    A player line still waiting for its answer must stay verbatim in the context: the reply is
+    built from the context, and after a restart the lines to answer are found in it
+    (``docs/design.md``, "Turns, not one call per line").
+
+    Args:
+        history (list[dict]): messages, oldest first.
+        cut (int): the planned cut, ``0 <= cut``.
+        keep_ids (iterable[str]): ids of the messages to keep (e.g. lines awaiting an answer).
+
+    Raises:
+        ValueError: if ``cut`` is negative.
+    """
+    keep = set(keep_ids)
+    if keep:
+        first = next((i for i, msg in enumerate(history) if msg.get("id") in keep), None)
+        if first is not None:
+            cut = min(cut, first)
+    return safe_cut(history, cut)
+
+
 def _check_counts(history, token_counts):
     if len(token_counts) != len(history):
         raise ValueError(
@@ -173,7 +199,8 @@ class CompactionPlan:
 
 
 def plan_compaction(
-    history, token_counts, max_context_tokens, preserve_window, preserve_fraction=0.2
+    history, token_counts, max_context_tokens, preserve_window, preserve_fraction=0.2,
+    keep_ids=(),
 ):
     """
     Choose what to compact (``docs/design.md``, "Preserve window and cuts" and "Summary
@@ -186,6 +213,8 @@ def plan_compaction(
         preserve_window (int): at least this many recent messages are kept.
         preserve_fraction (float): at least this fraction of ``max_context_tokens`` is kept,
             in tokens (0..1).
+        keep_ids (iterable[str]): ids of messages that must stay verbatim, with everything
+            after them: the lines still awaiting an answer (:func:`hold_cut`).
 
     Returns:
         CompactionPlan: skipped with reason ``"history within preserve window"`` when
@@ -205,7 +234,8 @@ def plan_compaction(
     if len(history) <= preserve_window:
         return skip(SKIP_WITHIN_WINDOW)
     min_tokens = int(max_context_tokens * preserve_fraction)
-    cut = preserve_start(history, token_counts, preserve_window, min_tokens)
+    cut = hold_cut(history, preserve_start(history, token_counts, preserve_window, min_tokens),
+                   keep_ids)
     if all(is_marker(msg) for msg in history[:cut]):
         return skip(SKIP_NOTHING)
     return CompactionPlan(

@@ -23,7 +23,7 @@ Message shape: :mod:`ai_contrib.core.messages`. Text sizes are in characters unl
 
 import re
 
-from .cuts import safe_cut
+from .cuts import hold_cut
 from .messages import is_marker
 from .summary import format_messages_for_compaction
 
@@ -298,7 +298,7 @@ def build_base_summary_request(messages, instruction=None, previous_summary=None
     return [{"role": "user", "content": base_prompt_text(messages, instruction, previous_summary)}]
 
 
-def plan_replace_all(history, keep_tail=0):
+def plan_replace_all(history, keep_tail=0, keep_ids=()):
     """
     What the ``replace_all`` strategy replaces: the whole runtime history, to become one
     structured summary, with no raw messages kept after it.
@@ -308,6 +308,8 @@ def plan_replace_all(history, keep_tail=0):
         keep_tail (int): trailing messages still waiting for an answer (players whose speech
             the NPC has not answered yet) that stay verbatim so the reply can see them; the cut
             is then moved earlier to a safe cut (a tool call stays with its results).
+        keep_ids (iterable[str]): ids of messages that stay verbatim with everything after them
+            (the lines awaiting an answer, :func:`ai_contrib.core.cuts.hold_cut`).
 
     Returns:
         tuple: ``(to_compact, kept, reason)``: ``to_compact`` is ``history[:cut]`` and ``kept``
@@ -317,7 +319,7 @@ def plan_replace_all(history, keep_tail=0):
     """
     if not history:
         return [], [], "no history"
-    cut = safe_cut(history, max(0, len(history) - max(0, int(keep_tail))))
+    cut = hold_cut(history, max(0, len(history) - max(0, int(keep_tail))), keep_ids)
     to_compact, kept = list(history[:cut]), list(history[cut:])
     if not to_compact or (len(to_compact) == 1 and is_marker(to_compact[0])):
         return [], list(history), "nothing to compact"
