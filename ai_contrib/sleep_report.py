@@ -15,12 +15,11 @@ from twisted.python.failure import Failure
 
 from evennia.utils import logger
 
+from .compaction_report import format_result
 from .core.text import inert_markup
 
 
 def _compaction(result, name):
-    from .strategies import format_result
-
     if not result:
         return "compaction not run"
     line = format_result(name, result)  # the other strategies' own wording
