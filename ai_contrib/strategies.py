@@ -92,6 +92,7 @@ __all__ = [
     "after_turn",
     "apply_cascade",
     "apply_masks_to_runtime",
+    "apply_plan",
     "check_benefit",
     "micro_compact",
     "resolve_strategy",
@@ -422,14 +423,24 @@ def _write_summaries(script, plan):
     return texts
 
 
-def _apply(script, plan, markers, **info):
-    """Replace each span with its marker, archive record first (ArchiveError, ValueError)."""
+def apply_plan(runtime, plan, markers, **info):
+    """
+    Replace each span of ``plan`` (:class:`~ai_contrib.core.compaction.Plan`) in a
+    :class:`~ai_contrib.memory.runtime.RuntimeHistory` with its marker (from
+    :func:`~ai_contrib.core.compaction.build_markers`), archive record first; ``info`` goes
+    into the records.
+
+    Raises:
+        ArchiveError: a record could not be written. ValueError (``SpliceError``): a planned
+        range is no longer in the history. Either way the history is consistent (see
+        :func:`apply_cascade`).
+    """
     if plan.cycle is not None:
         long_marker = markers[1] if len(markers) > 1 else None
-        apply_cascade(script.runtime, plan.cycle, long_marker, markers[0], **info)
+        apply_cascade(runtime, plan.cycle, long_marker, markers[0], **info)
         return
     span = plan.spans[0]
-    script.runtime.apply_compaction(
+    runtime.apply_compaction(
         markers[0], span.messages[0]["id"], span.messages[-1]["id"], strategy=plan.strategy,
         **info,
     )
@@ -476,7 +487,7 @@ def _summarise_plan(script, character, plan):
         if problem:
             return problem
         try:
-            _apply(script, plan, markers, trigger=plan.trigger)
+            apply_plan(script.runtime, plan, markers, trigger=plan.trigger)
         except (ArchiveError, ValueError) as err:
             unit = "cycle" if plan.cycle is not None else "compaction"
             return f"could not apply the {unit}: {err}"
