@@ -11,7 +11,7 @@ from evennia.commands.default.muxcommand import MuxCommand
 from evennia.utils.evtable import EvTable
 from evennia.utils.utils import crop, wrap
 
-from .compaction_report import format_result
+from .compaction_report import describe_result, format_result  # noqa: F401
 from .core.cascade import cascade_status
 from .core.compaction import REGISTRY
 from .core.masking import masked_count
@@ -611,15 +611,18 @@ def fidelity_cell(event):
 
 def format_compaction_result(npc, result):
     """One line for an admin describing a compaction result dict (see ``rag_memory``)."""
-    line = format_result(npc.key, result)
-    if line:
-        return line
-    if result.get("skipped"):
-        return f"Compaction of {npc.key} skipped: {result['reason']}."
-    if not result.get("success"):
-        return f"Compaction of {npc.key} failed: {shown(result.get('error'))}. History unchanged."
+    return describe_result(
+        npc.key, result,
+        skipped=lambda r: f"Compaction of {npc.key} skipped: {r['reason']}.",
+        failed=lambda r: (f"Compaction of {npc.key} failed: {shown(r.get('error'))}. "
+                          "History unchanged."),
+        done=lambda r: _summary_line(npc.key, r),
+    )
+
+
+def _summary_line(npc_key, result):
     return (
-        f"Compacted {npc.key}: {result['compacted_messages']} messages -> summary, "
+        f"Compacted {npc_key}: {result['compacted_messages']} messages -> summary, "
         f"{result['original_tokens']} -> {result['new_tokens']} tokens "
         f"({result['reduction_pct']:.1f}% reduction), {result['preserved_messages']} kept"
         + (f"; context {result['context_before']} -> {result['context_after']} tokens"

@@ -7,7 +7,7 @@ of its record in :data:`ai_contrib.core.compaction.REGISTRY`): the ``compact`` c
 
 from .core.compaction import REGISTRY, get_strategy
 
-__all__ = ["format_result"]
+__all__ = ["describe_result", "format_result"]
 
 
 def _tokens(result):
@@ -46,3 +46,19 @@ def format_result(npc_key, result):
         "what": "waterfall into the long-term summary, " if result.get("waterfall") else "",
     }
     return record.done.format(**values)
+
+
+def describe_result(npc_key, result, *, skipped, failed, done, own=lambda line: line):
+    """
+    An admin's line for any compaction result dict: :func:`format_result`'s wording (passed
+    through ``own``) for a strategy with its own, else the caller's ``skipped(result)``,
+    ``failed(result)`` or ``done(result)`` (the ``summary`` strategy's and the shared checks').
+    """
+    line = format_result(npc_key, result)
+    if line:
+        return own(line)
+    if result.get("skipped"):
+        return skipped(result)
+    if not result.get("success"):
+        return failed(result)
+    return done(result)

@@ -1,11 +1,13 @@
 """
 Orchestration of the NPC's memory work: compaction, the sleep tick, the emergency check.
 
-This module sequences Deferreds and records results; the algorithms live in
-:mod:`ai_contrib.core` (cuts, splice, summary requests) and the I/O in :mod:`ai_contrib.llm` and
-:mod:`ai_contrib.memory`. Design: ``docs/design.md``, "Summary compaction" (sleep-triggered
-compaction at 70 %, emergency compaction at 80 %, ``compact_conversation_history``,
-``generate_context_summary``, result dicts) and "Pre-compaction fact extraction", hardened
+This module only sequences (``docs/design.md``, "One compaction engine"): the strategies and
+their plans are :mod:`ai_contrib.core.compaction`, run by :mod:`ai_contrib.strategies`; the
+summary requests are :mod:`ai_contrib.llm.summariser`; the compaction log, the circuit breaker
+and the journal synthesis are :mod:`ai_contrib.memory.compaction_log`. Design:
+``docs/design.md``, "Summary compaction" (sleep-triggered compaction at 70 %, emergency
+compaction at 80 %, ``compact_conversation_history``, result dicts) and "Pre-compaction fact
+extraction", hardened
 so that a message arriving during compaction survives it (compaction replaces an id range) and
 a failed summary leaves the history as it was.
 
