@@ -7,8 +7,10 @@ Public names (import them from their modules inside a running game, where Evenni
   ``get_assistant_script``;
 - ``ai_contrib.commands``: ``AIContribCmdSet`` (``talk``, ``aihistory``, ``compact``,
   ``aisleep``, ``aiwake``);
-- ``ai_contrib.rag_memory``: ``compact_conversation_history``, ``generate_context_summary``,
-  ``run_sleep_tick``, ``run_pre_compaction_extraction``, ``DEFAULT_COMPACTION_PROMPT``;
+- ``ai_contrib.rag_memory``: ``compact_conversation_history``, ``run_sleep_tick``,
+  ``run_pre_compaction_extraction``, ``DEFAULT_COMPACTION_PROMPT``;
+- ``ai_contrib.llm.summariser``: ``generate_context_summary`` (messages and token counts in,
+  a summary out);
 - ``ai_contrib.core.tokens``: ``count_tokens``, ``count_conversation_tokens``;
 - ``ai_contrib.llm.client``: ``LLMClient``, ``get_client`` and the ``LLMError`` family.
 

@@ -11,6 +11,10 @@ from evennia.commands.default.muxcommand import MuxCommand
 from evennia.utils.evtable import EvTable
 from evennia.utils.utils import crop, wrap
 
+from .compaction_report import describe_result, format_result  # noqa: F401
+from .core.cascade import cascade_status
+from .core.compaction import REGISTRY
+from .core.masking import masked_count
 from .core.messages import is_marker
 from .core.text import inert_markup
 from .memory.journal import ensure_journal, synthesis_entries
@@ -18,13 +22,7 @@ from .npcs import find_npc  # any AI NPC, subclasses included
 from .rag_memory import breaker_open, compact_conversation_history
 from .replies import describe_reply
 from .settings import get_setting
-from .strategies import (
-    STRATEGIES,
-    describe_benefit,
-    describe_strategy,
-    format_result,
-    resolve_strategy,
-)
+from .strategies import STRATEGIES, prompt_style, resolve_strategy
 from .typeclasses import player_text, room_npcs
 
 
@@ -152,6 +150,43 @@ class CmdAITalk(CmdTalk):
 
 
 BAR_WIDTH = 20  # characters of the usage bar
+
+
+def describe_strategy(script):
+    """One line for ``aihistory``: the strategy and where it stands (its record's ``status``
+    wording, :data:`ai_contrib.core.compaction.REGISTRY`)."""
+    strategy = resolve_strategy(script)
+    record = REGISTRY[strategy]
+    history = script.history
+    configured = script.cfg("compact_strategy")
+    shown_name = strategy if str(configured).lower() == strategy else (
+        f"{strategy} (configured {configured!r} is unknown)")
+    names = ("compact_preserve_window", "mask_window", "mask_min_tokens",
+             "cascade_immediate_window", "cascade_recent_window")
+    values = {name: script.cfg(name) for name in names}
+    values["masked"] = masked_count(history)
+    if "{raw}" in record.status:  # only the cascade's line needs its status (O(n))
+        values.update(cascade_status(
+            history, int(values["cascade_immediate_window"]),
+            int(values["cascade_recent_window"]),
+        ))
+    detail = record.status.format(**values)
+    if record.summarises:
+        detail += f"; {prompt_style(script)} prompts"
+    return f"{shown_name} ({detail})"
+
+
+def describe_benefit(script):
+    """One line for ``aihistory``: the last benefit-guard decision, or that none was made."""
+    decision = script.db.compact_benefit
+    if not decision:
+        return "not evaluated yet"
+    verdict = "compact" if decision.get("run") else "|yskip|n"
+    forced = " (forced by admin)" if decision.get("bypassed") else ""
+    return (
+        f"{verdict}{forced}: {decision.get('reason')} "
+        f"[{decision.get('trigger')}, {(decision.get('at') or '')[:19]}]"
+    )
 
 
 def usage_bar(script, usage):
@@ -500,14 +535,7 @@ class CmdCompact(MuxCommand):
     once; /set makes the named one the NPC's strategy from now on (compacting
     nothing now; safe on a live NPC: summaries already in its history stay and
     are folded in later):
-      summary      the messages before the preserve window -> one summary
-      mask         old tool outputs -> [TOOL OUTPUT ARCHIVED - seq N]
-                   (no LLM call)
-      hybrid       mask, then summary if still over the threshold
-      cascade      one cycle: short-term summary of what left the immediate
-                   window, the previous short-term summary folded into the
-                   long-term one
-      replace_all  the whole history -> one structured summary
+{strategies}
     Without /force a summary only runs above the NPC's sleep threshold (a
     cascade cycle also when one is due); /force ignores the threshold and the
     benefit guard (never the preserve window). Reports what was done and tokens
@@ -561,6 +589,19 @@ class CmdCompact(MuxCommand):
                                                 f"{shown(failure.getErrorMessage())}"))
 
 
+def _strategy_help(width=78, indent=6, column=13):
+    """The strategy list of the ``compact`` help, from each record's ``description``."""
+    lines = []
+    for record in REGISTRY.values():
+        text = wrap(record.description, width - indent - column, indent=0).splitlines()
+        lines.append(" " * indent + record.name.ljust(column) + text[0])
+        lines.extend(" " * (indent + column) + more for more in text[1:])
+    return "\n".join(lines)
+
+
+CmdCompact.__doc__ = CmdCompact.__doc__.replace("{strategies}", _strategy_help())
+
+
 def fidelity_cell(event):
     """A compaction event's summary fidelity for ``aihistory``: ``"0.94"`` (the score of the
     summary used: an extract's when the model's failed and was replaced, which the row says), ``"-"`` when none was scored (``docs/design.md``, "Summary fidelity")."""
@@ -570,15 +611,18 @@ def fidelity_cell(event):
 
 def format_compaction_result(npc, result):
     """One line for an admin describing a compaction result dict (see ``rag_memory``)."""
-    line = format_result(npc.key, result)
-    if line:
-        return line
-    if result.get("skipped"):
-        return f"Compaction of {npc.key} skipped: {result['reason']}."
-    if not result.get("success"):
-        return f"Compaction of {npc.key} failed: {shown(result.get('error'))}. History unchanged."
+    return describe_result(
+        npc.key, result,
+        skipped=lambda r: f"Compaction of {npc.key} skipped: {r['reason']}.",
+        failed=lambda r: (f"Compaction of {npc.key} failed: {shown(r.get('error'))}. "
+                          "History unchanged."),
+        done=lambda r: _summary_line(npc.key, r),
+    )
+
+
+def _summary_line(npc_key, result):
     return (
-        f"Compacted {npc.key}: {result['compacted_messages']} messages -> summary, "
+        f"Compacted {npc_key}: {result['compacted_messages']} messages -> summary, "
         f"{result['original_tokens']} -> {result['new_tokens']} tokens "
         f"({result['reduction_pct']:.1f}% reduction), {result['preserved_messages']} kept"
         + (f"; context {result['context_before']} -> {result['context_after']} tokens"

@@ -15,25 +15,23 @@ from twisted.python.failure import Failure
 
 from evennia.utils import logger
 
+from .compaction_report import describe_result
 from .core.text import inert_markup
 
 
 def _compaction(result, name):
-    from .strategies import format_result
-
     if not result:
         return "compaction not run"
-    line = format_result(name, result)  # the other strategies' own wording
-    if line:
-        return line.rstrip(".")
-    if result.get("skipped"):
-        return f"compaction skipped ({inert_markup(result.get('reason'))})"
-    if not result.get("success"):
-        return f"compaction failed ({inert_markup(result.get('error'))})"
-    return (
-        f"compacted {result.get('compacted_messages')} messages, "
-        f"{result.get('original_tokens')} -> {result.get('new_tokens')} tokens "
-        f"({result.get('reduction_pct', 0):.1f}% reduction)"
+    return describe_result(
+        name, result,
+        skipped=lambda r: f"compaction skipped ({inert_markup(r.get('reason'))})",
+        failed=lambda r: f"compaction failed ({inert_markup(r.get('error'))})",
+        done=lambda r: (
+            f"compacted {r.get('compacted_messages')} messages, "
+            f"{r.get('original_tokens')} -> {r.get('new_tokens')} tokens "
+            f"({r.get('reduction_pct', 0):.1f}% reduction)"
+        ),
+        own=lambda line: line.rstrip("."),  # the other strategies' own wording, in a list
     )
 
 

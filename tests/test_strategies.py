@@ -10,7 +10,7 @@ from unittest import mock
 
 from evennia.utils.dbserialize import deserialize
 
-from ai_contrib import rag_memory, strategies
+from ai_contrib import commands, rag_memory, strategies
 from ai_contrib.commands import CmdAIHistory, CmdCompact
 from ai_contrib.core import cascade
 from ai_contrib.core.masking import MASK_PREFIX, is_masked, masked_count
@@ -110,7 +110,7 @@ class TestConfiguration(StrategyTestCase):
             strategies.resolve_strategy(self.script, "compress")
         self.script.db.compact_strategy = "typo"
         self.assertEqual(strategies.resolve_strategy(self.script), "summary")
-        self.assertIn("'typo' is unknown", strategies.describe_strategy(self.script))
+        self.assertIn("'typo' is unknown", commands.describe_strategy(self.script))
 
     def test_unknown_strategy_in_call_and_command(self):
         result = wait_for(rag_memory.compact_conversation_history(
@@ -299,7 +299,7 @@ class TestHybrid(StrategyTestCase):
         self.assertTrue(result["summary"].startswith("below threshold"))
         self.assertEqual(len(self.llm.requests), 0)
         self.assertIn("Masked 1 old tool output(s)",
-                      strategies.format_result("Marta", result))
+                      commands.format_result("Marta", result))
 
 
 class TestCascade(StrategyTestCase):
@@ -547,7 +547,7 @@ class TestBenefitGuard(StrategyTestCase):
         self.assertTrue(result["success"], result)
         decision = self.script.db.compact_benefit
         self.assertTrue(decision["run"] and not decision["bypassed"])
-        self.assertIn("compact:", strategies.describe_benefit(self.script))
+        self.assertIn("compact:", commands.describe_benefit(self.script))
 
 
 class TestSwitching(StrategyTestCase):

@@ -21,8 +21,8 @@ import tempfile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ai_contrib.core import cascade
-from ai_contrib.core.cuts import plan_compaction
+from ai_contrib.core import cascade, compaction
+from ai_contrib.core.compaction import Snapshot, build_markers, get_strategy
 from ai_contrib.core.masking import call_trail_intact, is_masked, parse_archive_ref, plan_masks
 from ai_contrib.core.messages import is_marker, make_message, tool_call_ids
 from ai_contrib.core.structured import (
@@ -34,11 +34,11 @@ from ai_contrib.core.structured import (
     plan_replace_all,
     render_sections,
 )
-from ai_contrib.core.summary import check_summary, make_marker
-from ai_contrib.core.tokens import count_conversation_tokens, count_message_tokens, count_tokens
+from ai_contrib.core.summary import make_marker
+from ai_contrib.core.tokens import count_conversation_tokens
 from ai_contrib.memory.archive import MessageArchive
 from ai_contrib.memory.runtime import RuntimeHistory
-from ai_contrib.strategies import apply_cascade, apply_masks_to_runtime
+from ai_contrib.strategies import apply_masks_to_runtime, apply_plan
 
 WORDS = ["silver", "room", "map", "stew", "Bob", "Mara", "well", "forge", "debt", "east"]
 
@@ -77,10 +77,51 @@ def append_events(runtime, events, counter):
                 runtime.append(make_message("tool", text(size, n), tool_call_id=call["id"]))
 
 
-# -- the strategies, as the shell applies them -----------------------------------------------
+# -- the strategies, through the engine's own pure plans and judges ----------------------------
+# The shell (ai_contrib/strategies.py) runs the same steps: snapshot -> plan -> the LLM step ->
+# build_markers -> apply_plan; only the LLM step is replaced here, by made-up notes.
+
+OPTIONS = {
+    "compact_sleep_threshold": 0.7, "compact_emergency_threshold": 0.8,
+    "preserve_fraction": 0.2, "cascade_pressure_window": 0.4, "keep_ids": (),
+}
+
 
 def notes(messages):
     return f"Notes on {len(messages)} messages."
+
+
+def snapshot(runtime, budget, force, trigger="manual", **options):
+    history = list(runtime.messages)
+    return Snapshot(history, runtime.token_counts(history), runtime.tokens, budget, trigger,
+                    force, dict(OPTIONS, **options))
+
+
+def write(plan):
+    """The LLM step, made up: one text per span (a promoted tier keeps its summary's text)."""
+    texts = []
+    for span in plan.spans:
+        if span.promote:
+            texts.append(cascade.summary_text_of(span.messages[0]))
+        elif span.tier == cascade.TIER_LONG:
+            texts.append(f"Older: {len(span.messages)} summaries.")
+        elif plan.strategy == "replace_all":
+            texts.append("## Confirmed Facts\n- " + notes(span.messages))
+        else:
+            texts.append(notes(span.messages))
+    return texts
+
+
+def run(runtime, name, snap):
+    """One summarising compaction of strategy ``name`` through the real plan and judge;
+    returns the plan (skipped or applied) and the judge's problem."""
+    plan = compaction.plan(get_strategy(name), snap)
+    if plan.skipped:
+        return plan, None
+    markers, _tokens, problem = build_markers(plan, write(plan), min_saving_tokens=1)
+    if problem is None:  # the shell refuses summaries that do not save
+        apply_plan(runtime, plan, markers, trigger="test")
+    return plan, problem
 
 
 def do_mask(runtime, window, min_tokens):
@@ -90,52 +131,24 @@ def do_mask(runtime, window, min_tokens):
 
 
 def do_summary(runtime, preserve_window, budget):
-    history = list(runtime.messages)
-    plan = plan_compaction(history, runtime.token_counts(history), budget, preserve_window)
-    if plan.skipped:
-        return
-    summary = notes(plan.to_compact)
-    marker = make_marker(summary, plan.to_compact, plan.compact_tokens, count_tokens(summary))
-    if check_summary(summary, count_message_tokens(marker), plan.compact_tokens, 1):
-        return  # the shell refuses a summary that does not save
-    runtime.apply_compaction(marker, plan.to_compact[0]["id"], plan.to_compact[-1]["id"])
+    run(runtime, "summary", snapshot(runtime, budget, True,
+                                     compact_preserve_window=preserve_window))
 
 
-def do_cascade(runtime, immediate, recent, force):
-    history = list(runtime.messages)
-    cycle = cascade.plan_cycle(history, immediate, recent, force=force)
-    if cycle.skipped:
-        return
-    replaced = sum(runtime.token_counts(cycle.to_summarise))
-    fold_tokens = sum(runtime.token_counts(cycle.fold))
-    short_text = notes(cycle.to_summarise)
-    short = cascade.make_tier_marker(cascade.TIER_SHORT, short_text, cycle.to_summarise,
-                                     replaced, count_tokens(short_text), cycle.cycle)
-    long = long_text = None
-    if cycle.fold:
-        long_text = (cascade.summary_text_of(cycle.fold[0]) if cycle.promote
-                     else f"Older: {len(cycle.fold)} summaries.")
-        long = cascade.make_tier_marker(cascade.TIER_LONG, long_text, cycle.fold, fold_tokens,
-                                        count_tokens(long_text), cycle.cycle)
-    problem = cascade.check_cycle(
-        short_text, count_message_tokens(short), replaced, 1, long_text=long_text,
-        long_marker_tokens=count_message_tokens(long) if long else 0, fold_tokens=fold_tokens)
-    if problem:
-        return
-    apply_cascade(runtime, cycle, long, short, trigger="test")
+def do_cascade(runtime, immediate, recent, force, budget=10**9):
+    # trigger "turn": only ``force`` brings a cycle forward (then the window is fitted to
+    # cascade_pressure_window of ``budget``)
+    run(runtime, "cascade", snapshot(runtime, budget, force, trigger="turn",
+                                     cascade_immediate_window=immediate,
+                                     cascade_recent_window=recent))
 
 
 def do_replace_all(runtime, keep_tail):
-    to_compact, _kept, reason = plan_replace_all(list(runtime.messages), keep_tail)
-    if reason:
-        return
-    replaced = sum(runtime.token_counts(to_compact))
-    summary = "## Confirmed Facts\n- " + notes(to_compact)
-    marker = make_marker(summary, to_compact, replaced, count_tokens(summary),
-                         strategy="replace_all")
-    if check_summary(summary, count_message_tokens(marker), replaced, 1):
-        return
-    runtime.apply_compaction(marker, to_compact[0]["id"], to_compact[-1]["id"])
+    # the last ``keep_tail`` messages await an answer: they stay, whatever else is replaced
+    waiting = [m["id"] for m in runtime.messages[len(runtime.messages) - keep_tail:]] \
+        if keep_tail else []
+    run(runtime, "replace_all", snapshot(runtime, 10**9, True, keep_ids=waiting))
+    assert set(waiting) <= {m["id"] for m in runtime.messages}
 
 
 op = st.one_of(
@@ -143,7 +156,8 @@ op = st.one_of(
     st.tuples(st.just("mask"), st.integers(0, 6), st.integers(0, 60)),
     st.tuples(st.just("summary"), st.integers(0, 10), st.integers(50, 3000)),
     st.tuples(st.just("hybrid"), st.integers(0, 6), st.integers(0, 10), st.integers(50, 3000)),
-    st.tuples(st.just("cascade"), st.integers(0, 6), st.integers(1, 6), st.booleans()),
+    st.tuples(st.just("cascade"), st.integers(0, 6), st.integers(1, 6), st.booleans(),
+              st.integers(50, 3000)),
     st.tuples(st.just("replace_all"), st.integers(0, 3)),
 )
 
@@ -160,7 +174,7 @@ def apply_op(runtime, step, counter):
         do_mask(runtime, step[1], 0)
         do_summary(runtime, step[2], step[3])
     elif name == "cascade":
-        do_cascade(runtime, step[1], step[2], step[3])
+        do_cascade(runtime, step[1], step[2], step[3], step[4])
     else:
         do_replace_all(runtime, step[1])
 

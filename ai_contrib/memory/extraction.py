@@ -146,7 +146,7 @@ def extraction_history_budget(max_context_tokens, max_iterations):
     Returns:
         int: tokens (at least 1).
     """
-    from ..rag_memory import SUMMARY_HEADROOM_TOKENS, summarizer_context
+    from ..llm.summariser import SUMMARY_HEADROOM_TOKENS, summarizer_context
 
     window = summarizer_context()
     protocol = max(

@@ -8,6 +8,7 @@ or eviction is O(n) once. The checkpoint into ``script.db.conversation_history``
 re-pickle, O(n)) is the caller's to schedule, not done per append.
 """
 
+from ..core.cuts import eviction_ids
 from ..core.messages import normalise_message
 from ..core.replay import replay
 from ..core.splice import splice
@@ -129,3 +130,20 @@ class RuntimeHistory:
         self.ledger.remove_ids(ids)
         self.dirty = True
         return removed
+
+    def evict_oldest(self, target_tokens, reason):
+        """
+        Move the oldest raw messages out of the runtime history until at most ``target_tokens``
+        remain, cutting only where no tool call loses its results
+        (:func:`ai_contrib.core.cuts.eviction_ids`); they stay in the archive.
+
+        Returns:
+            list[str]: the ids evicted (empty when nothing needs to go).
+
+        Raises:
+            ArchiveError: the eviction could not be recorded (history unchanged).
+        """
+        ids = eviction_ids(self.messages, self.token_counts(), target_tokens)
+        if ids:
+            self.evict(ids, reason=reason)
+        return ids
