@@ -83,7 +83,6 @@ def recall_for_turn(script, character, query, listeners, anchor):
 
     def plan(context):
         try:
-            from .memory.mem0_store import memory_setting
             from .memory.retrieval import note_items, render_note
         except ImportError:
             return {"notes": [], "items": []}
@@ -93,7 +92,7 @@ def recall_for_turn(script, character, query, listeners, anchor):
         items = note_items(context)
         result = plan_recall(
             script.ndb.recall_notes or [], items, anchor, {m["id"] for m in script.history},
-            int(memory_setting("MEMORY_RETRIEVAL_TOKEN_BUDGET")), render_note, count_tokens,
+            int(script.cfg("memory_retrieval_token_budget")), render_note, count_tokens,
             listeners=list(listeners),
         )
         script.ndb.recall_notes = result["notes"]

@@ -89,11 +89,15 @@ NUMBERING_NOTE = (
 
 
 def _cfg(script, name, default=None):
-    """``script.cfg(name)``, tolerating scripts without that option (returns ``default``)."""
-    try:
-        value = script.cfg(name)
-    except Exception:
-        value = None
+    """
+    Option ``name`` for the NPC of ``script`` (``script.cfg(name)``: its Attribute, else
+    ``AI_<NAME>``, else the default; :func:`ai_contrib.settings.resolve_option`), or ``default``
+    where that is None.
+
+    Raises:
+        KeyError: ``name`` is not an option of the contrib.
+    """
+    value = script.cfg(name)
     return default if value is None else value
 
 

@@ -190,9 +190,9 @@ def score_importance(text, method=None, client=None, known_names=()):
     from twisted.internet import defer
 
     if method is None:
-        from .mem0_store import memory_setting
+        from ..settings import get_setting
 
-        method = memory_setting("IMPORTANCE_SCORING")
+        method = get_setting("IMPORTANCE_SCORING")
     if str(method).lower() == "llm":
         return llm_importance(text, client=client, known_names=known_names)
     return defer.succeed(heuristic_importance(text, known_names))
