@@ -1,14 +1,15 @@
 """
 Admin commands for looking after several AI NPCs: ``ailist`` (all of them at a glance),
 ``aiconfig`` (one NPC's effective configuration, with per-NPC changes) and ``aireset`` (wipe
-one NPC's memory). They join the contrib's cmdset in :mod:`ai_contrib.commands`.
+one NPC's memory). They join the contrib's cmdset in :mod:`ai_contrib.commands` and share
+its helpers in :mod:`ai_contrib.command_util`.
 """
 
 from evennia.commands.default.muxcommand import MuxCommand
 
-from .commands import HELP_CATEGORY, admin_table, find_npc, shown, table_width
+from .command_util import HELP_CATEGORY, admin_table, shown, table_width
 from .npc_config import PER_NPC_OPTIONS, parse_value
-from .npcs import all_ai_npcs
+from .npcs import all_ai_npcs, find_npc
 from .rag_memory import breaker_open
 from .settings import NPC_SOURCE, get_setting, resolve_option
 from .strategies import resolve_strategy

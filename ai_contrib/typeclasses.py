@@ -122,6 +122,18 @@ def _speech_from_say(text):
     return plain[first + 1 : last].strip() or None
 
 
+def _log_failure(what):
+    """
+    An errback that logs ``"<what> failed: <error>"`` with the traceback and swallows the
+    failure (returns None): background work must never leave an unhandled error in a Deferred.
+    """
+
+    def errback(failure):
+        logger.log_trace(f"{what} failed: {failure.getErrorMessage()}")
+
+    return errback
+
+
 _checkpoint_queue = deque()
 
 
@@ -617,11 +629,7 @@ class AssistantScript(DefaultScript):
                 self.kick()  # lines heard while the reply was written
             return result
 
-        def _failed(failure):
-            logger.log_trace(f"AI {self.obj}: tick failed: {failure.getErrorMessage()}")
-            return None
-
-        d.addErrback(_failed)
+        d.addErrback(_log_failure(f"AI {self.obj}: tick"))
         d.addBoth(_done)
         return d
 
@@ -673,11 +681,7 @@ class AssistantScript(DefaultScript):
                 self.kick()
             return result
 
-        def _failed(failure):
-            logger.log_trace(f"AI {character}: memory work failed: {failure.getErrorMessage()}")
-            return None
-
-        work.addErrback(_failed)
+        work.addErrback(_log_failure(f"AI {character}: memory work"))
         work.addCallback(_finished)
         if work.called:  # finished synchronously (nothing to do)
             return None
@@ -706,7 +710,7 @@ class AssistantScript(DefaultScript):
             rag_memory.evict_overflow(self, character)
         said = 0
         if self.pending_ids():
-            said = yield answer_turn(self, character)
+            said = yield answer_turn(self, character, room_listeners)
         if said:
             record_usage(self)  # the staff web page's usage chart (ai_contrib.usage_log)
             # micro-compaction after the turn; a cascade cycle's LLM calls run in the background
