@@ -1,16 +1,17 @@
 """
 Admin commands for looking after several AI NPCs: ``ailist`` (all of them at a glance),
 ``aiconfig`` (one NPC's effective configuration, with per-NPC changes) and ``aireset`` (wipe
-one NPC's memory). They join the contrib's cmdset in :mod:`ai_contrib.commands`.
+one NPC's memory). They join the contrib's cmdset in :mod:`ai_contrib.commands` and share
+its helpers in :mod:`ai_contrib.command_util`.
 """
 
 from evennia.commands.default.muxcommand import MuxCommand
 
-from .commands import HELP_CATEGORY, admin_table, find_npc, shown, table_width
-from .npc_config import PER_NPC_OPTIONS, parse_value, resolve
-from .npcs import all_ai_npcs
+from .command_util import HELP_CATEGORY, admin_table, shown, table_width
+from .npc_config import PER_NPC_OPTIONS, parse_value
+from .npcs import all_ai_npcs, find_npc
 from .rag_memory import breaker_open
-from .settings import get_setting
+from .settings import NPC_SOURCE, get_setting, resolve_option
 from .strategies import resolve_strategy
 
 def _tokens(script):
@@ -124,8 +125,8 @@ class CmdAIConfig(MuxCommand):
     def show(self, npc, script):
         table = admin_table(table_width(self), "option", "value", "from")
         for option in PER_NPC_OPTIONS:
-            value, source = resolve(script, option)
-            if source == "NPC" and value == get_setting(option.upper()):
+            value, source = resolve_option(option, script)
+            if source == NPC_SOURCE and value == get_setting(option.upper()):
                 source = "NPC (= game)"
             elif source.startswith("AI_"):
                 source = "game"  # the setting's name is AI_ + the option's, in capitals
@@ -145,7 +146,7 @@ class CmdAIConfig(MuxCommand):
         except ValueError as err:
             self.caller.msg(shown(str(err)))
             return
-        before, source = resolve(script, option)
+        before, source = resolve_option(option, script)
         script.attributes.add(option, value)
         note = " Token counts use the new model after a reload." if option == "llm_model" else ""
         self.caller.msg(f"{npc.key}: {option} = {shown(repr(value))} for this NPC "
@@ -156,9 +157,9 @@ class CmdAIConfig(MuxCommand):
             self.caller.msg(f"Unknown option '{shown(option)}'. Options: "
                             f"{', '.join(PER_NPC_OPTIONS)}.")
             return
-        # removed, not set to None: resolve() then names the setting it follows
+        # removed, not set to None: resolve_option() then names the setting it follows
         script.attributes.remove(option)
-        value, source = resolve(script, option)
+        value, source = resolve_option(option, script)
         self.caller.msg(f"{npc.key}: {option} follows the game again: {shown(repr(value))} "
                         f"(from {source}).")
 

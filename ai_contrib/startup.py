@@ -52,10 +52,10 @@ def open_memory_store():
         the opening failed (logged, not raised: NPCs then answer from their archive alone and
         the next memory call tries to open it again). Never errbacks.
     """
-    from ai_contrib.memory.mem0_store import get_store, memory_setting
+    from ai_contrib.memory.mem0_store import get_store
 
     try:
-        if not memory_setting("MEMORY_ENABLED"):
+        if not get_setting("MEMORY_ENABLED"):
             return defer.succeed(False)
         store = get_store()
         opening = store.open()

@@ -39,14 +39,15 @@ from .memory.archive import get_archive
 from .memory.journal import new_journal
 from .memory.runtime import RuntimeHistory
 from .notify import notify_admins
-from .settings import get_setting
+from .settings import get_setting, option_value
 from .usage_log import record_usage
 
 DEFAULT_PERSONA = "You are {name}, a friendly inhabitant of this world."
 SCRIPT_KEY = "assistant_script"
 
-# Per-NPC Attributes (docs/design.md, "Per-NPC Attributes"). Each is initialised from the game's
-# AI_<NAME> setting when the script is created; set one to None to follow the setting again.
+# The documented per-NPC Attributes (docs/design.md, "Per-NPC Attributes"). None is set when the
+# script is created: AssistantScript.cfg reads the game's AI_<NAME> setting at use time until
+# the NPC gets an Attribute of its own; set one to None to follow the setting again.
 CONFIG_ATTRIBUTES = (
     "compact_enabled",
     "compact_sleep_threshold",
@@ -119,6 +120,18 @@ def _speech_from_say(text):
     if first == -1 or last <= first:
         return None
     return plain[first + 1 : last].strip() or None
+
+
+def _log_failure(what):
+    """
+    An errback that logs ``"<what> failed: <error>"`` with the traceback and swallows the
+    failure (returns None): background work must never leave an unhandled error in a Deferred.
+    """
+
+    def errback(failure):
+        logger.log_trace(f"{what} failed: {failure.getErrorMessage()}")
+
+    return errback
 
 
 _checkpoint_queue = deque()
@@ -234,10 +247,14 @@ class AssistantScript(DefaultScript):
     ``pre_compact_extraction_enabled``, ``pre_compact_max_iterations``, ``pre_compact_prompt``,
     ``llm_model``, ``operating_mode`` (``"awake"`` or ``"sleep"``), ``compact_strategy``
     (``summary``, ``mask``, ``hybrid``, ``cascade`` or ``replace_all``, see
-    :mod:`ai_contrib.strategies`) and ``mask_window`` (turns). Any other ``AI_<NAME>`` option can
-    be given per NPC the same way (``mask_min_tokens``, ``cascade_immediate_window``,
-    ``cascade_recent_window``, ``cascade_pressure_window``, ``summary_prompt_style``, ``compact_min_saving_tokens``,
-    ``compact_summary_ratio``): :meth:`cfg` reads the Attribute first.
+    :mod:`ai_contrib.strategies`) and ``mask_window`` (turns). Any other option of
+    :data:`ai_contrib.settings.DEFAULTS` can be given per NPC the same way (``mask_min_tokens``,
+    ``cascade_immediate_window``, ``cascade_recent_window``, ``cascade_pressure_window``,
+    ``summary_prompt_style``, ``compact_min_saving_tokens``, ``compact_summary_ratio``, the
+    memory options such as ``memory_retrieval_token_budget``): :meth:`cfg` reads the Attribute
+    first. No configuration Attribute is set when the script is created, so an option the NPC
+    has not overridden follows the game's ``AI_<NAME>`` setting as it is now; NPCs created by
+    earlier versions, which copied the settings into Attributes, keep those copies as overrides.
 
     State Attributes: ``conversation_history`` (checkpoint of the runtime history, list of
     message dicts as in :mod:`ai_contrib.core.messages`), ``checkpoint_seq`` (archive seq the
@@ -251,8 +268,6 @@ class AssistantScript(DefaultScript):
         self.persistent = True
         self.interval = max(1, int(get_setting("TICK_INTERVAL")))
         self.start_delay = True
-        for name in CONFIG_ATTRIBUTES:
-            self.attributes.add(name, get_setting(name.upper()))
         self.db.last_compaction = None
         self.db.operating_mode = "awake"
         self.db.conversation_history = []
@@ -268,13 +283,19 @@ class AssistantScript(DefaultScript):
 
     def cfg(self, name):
         """
-        Resolve option ``name`` (lower-case Attribute name): the NPC's Attribute if set (not
-        None), else the game's ``AI_<NAME>`` setting, else the module default.
+        Option ``name`` for this NPC, read now (:func:`ai_contrib.settings.option_value`;
+        ``docs/design.md``, "Per-NPC Attributes"): the script's Attribute of that lower-case
+        name if set (not None), else the game's ``AI_<NAME>`` setting, else the default in
+        :data:`ai_contrib.settings.DEFAULTS`. Any option of that table can be given per NPC,
+        memory options (``memory_retrieval_token_budget``, ``memory_rrf_k``, ...) included.
+
+        Args:
+            name (str): the option's name, lower case (``"max_context_tokens"``).
+
+        Raises:
+            KeyError: ``name`` is not an option of the contrib.
         """
-        value = self.attributes.get(name)
-        if value is None:
-            value = get_setting(name.upper())
-        return value
+        return option_value(name, self)
 
     # -- history -------------------------------------------------------------------------------
 
@@ -372,7 +393,6 @@ class AssistantScript(DefaultScript):
             dict: ``{"tokens", "configured", "window", "reserved", "source"}`` (tokens).
         """
         from .llm.client import get_client
-        from .memory.mem0_store import memory_setting
 
         client = get_client()
         window = getattr(client, "known_context_window", None)
@@ -390,8 +410,8 @@ class AssistantScript(DefaultScript):
             cached = (persona, count_tokens(text, self.cfg("llm_model")))
             self.ndb.system_tokens = cached
         memory = (
-            int(memory_setting("MEMORY_RETRIEVAL_TOKEN_BUDGET") or 0)
-            if memory_setting("MEMORY_ENABLED") else 0
+            int(self.cfg("memory_retrieval_token_budget") or 0)
+            if self.cfg("memory_enabled") else 0
         )
         return effective_budget(
             self.cfg("max_context_tokens"),
@@ -621,11 +641,7 @@ class AssistantScript(DefaultScript):
                 self.kick()  # lines heard while the reply was written
             return result
 
-        def _failed(failure):
-            logger.log_trace(f"AI {self.obj}: tick failed: {failure.getErrorMessage()}")
-            return None
-
-        d.addErrback(_failed)
+        d.addErrback(_log_failure(f"AI {self.obj}: tick"))
         d.addBoth(_done)
         return d
 
@@ -677,11 +693,7 @@ class AssistantScript(DefaultScript):
                 self.kick()
             return result
 
-        def _failed(failure):
-            logger.log_trace(f"AI {character}: memory work failed: {failure.getErrorMessage()}")
-            return None
-
-        work.addErrback(_failed)
+        work.addErrback(_log_failure(f"AI {character}: memory work"))
         work.addCallback(_finished)
         if work.called:  # finished synchronously (nothing to do)
             return None
@@ -710,7 +722,7 @@ class AssistantScript(DefaultScript):
             rag_memory.evict_overflow(self, character)
         said = 0
         if self.pending_ids():
-            said = yield answer_turn(self, character)
+            said = yield answer_turn(self, character, room_listeners)
         if said:
             record_usage(self)  # the staff web page's usage chart (ai_contrib.usage_log)
             # micro-compaction after the turn; a cascade cycle's LLM calls run in the background

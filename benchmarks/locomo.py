@@ -406,43 +406,29 @@ class AskingView:
         return getattr(self._script, name)
 
 
-#: Functions whose LLM requests are summaries (compaction, cascade tiers, waterfall folds).
-SUMMARY_FUNCTIONS = frozenset({"generate_context_summary", "summarise", "fold_summaries"})
+#: What a memory-work LLM request was for, from the ``purpose`` its caller tagged it with
+#: (``ai_contrib.llm.client.PURPOSES``); an untagged request counts as ``"other"``.
+MEMORY_CALL_KINDS = ("summary", "extraction", "importance")
 
 
-def memory_call_kind(frame):
-    """
-    What a memory-work LLM request is for, from the Python stack that made it: ``"summary"``,
-    ``"extraction"`` (pre-compaction and sleep fact extraction), ``"importance"`` (journal
-    importance scoring) or ``"other"``. Inside ``inlineCallbacks`` the calling generator's
-    frame is on the stack while it runs, so the caller is found by walking ``f_back``.
-    """
-    while frame is not None:
-        code = frame.f_code
-        if code.co_name in SUMMARY_FUNCTIONS:
-            return "summary"
-        name = os.path.basename(code.co_filename)
-        if name == "extraction.py":
-            return "extraction"
-        if name == "importance.py":
-            return "importance"
-        frame = frame.f_back
-    return "other"
+def memory_call_kind(purpose):
+    """``"summary"``, ``"extraction"``, ``"importance"`` or ``"other"`` for a request's ``purpose``."""
+    return purpose if purpose in MEMORY_CALL_KINDS else "other"
 
 
 class CallMeter:
     """
     Counts the LLM requests made through the contrib's process-wide client, per system and
-    purpose (``"memory"``: summaries, extraction and anything else during the replay or
-    retrieval; ``"answer"``: the answers of ``--answer``), with their wall time; memory work is
-    also split by :func:`memory_call_kind` (calls and generated tokens). It also times each
+    purpose (``"answer"``: the answers of ``--answer``, requests tagged ``purpose="answer"``;
+    ``"memory"``: every other request, summaries, extraction and the rest), with their wall
+    time; memory work is also split by :func:`memory_call_kind` of the request's ``purpose``
+    tag (calls and generated tokens). It also times each
     outermost ``rag_memory.compact_conversation_history`` (the summary LLM calls and the
     bookkeeping; the fact extraction that runs before it is counted apart, as calls).
     """
 
     def __init__(self):
         self.system = None
-        self.purpose = "memory"
         self.calls = Counter()
         self.seconds = Counter()
         self.tokens = Counter()
@@ -488,8 +474,9 @@ class CallMeter:
         """``original`` (a client request method) counting its calls, time and tokens."""
 
         def request(*args, **kwargs):
-            key = (self.system, self.purpose)
-            kind = memory_call_kind(sys._getframe(1)) if self.purpose == "memory" else None
+            tag = kwargs.get("purpose")
+            key = (self.system, "answer" if tag == "answer" else "memory")
+            kind = None if tag == "answer" else memory_call_kind(tag)
             start = time.perf_counter()
             d = original(*args, **kwargs)
 
@@ -695,7 +682,8 @@ def answer_question(prompt, npc_name, model, max_tokens):
     from ai_contrib.llm.client import LLMError, get_client
 
     try:
-        result = wait(get_client().chat(prompt, model=model, max_tokens=max_tokens, temperature=0.0))
+        result = wait(get_client().chat(prompt, model=model, max_tokens=max_tokens,
+                                        temperature=0.0, purpose="answer"))
     except LLMError as err:
         return None, f"{type(err).__name__}: {err}"
     return strip_date_echo(clean_reply(result.content, npc_name)), None
@@ -817,7 +805,7 @@ def run_system(conv, system, args, meter, progress, rows):
     """
     from ai_contrib.core.messages import make_message
 
-    meter.system, meter.purpose = system, "memory"
+    meter.system = system
     started = time.perf_counter()
     npc = None
     if system not in BASELINES:
@@ -832,11 +820,9 @@ def run_system(conv, system, args, meter, progress, rows):
     for i, q in enumerate(conv.questions):
         progress.update(i, llm_calls=meter.of(system))
         question_msg = make_message("user", q["question"], name=conv.player_name)
-        meter.purpose = "memory"  # retrieval
         prompt, memories = conv.prompt(system, question_msg, npc, args.max_context_tokens)
         answer = error = None
         if args.answer:
-            meter.purpose = "answer"
             answer, error = answer_question(prompt, conv.npc_name, args.model, args.answer_tokens)
             errors += bool(error)
         row = question_row(conv, system, q, prompt, memories, answer, error, args.answer)

@@ -539,3 +539,32 @@ def test_prompt_stats_from_llama_cpp_timings_and_from_hosted_usage():
         "usage": {"prompt_tokens": 10},
     })
     assert silent.prompt_stats() is None
+
+
+class TestPurpose(ClientTestBase):
+    """Every request may say what it is for (``PURPOSES``): never sent, carried by the answer."""
+
+    @defer.inlineCallbacks
+    def test_the_result_and_the_error_carry_the_purpose_and_the_server_never_sees_it(self):
+        from ai_contrib.llm.client import PURPOSES
+
+        self.assertEqual(set(PURPOSES), {"reply", "summary", "extraction", "importance", "answer"})
+        self.llm.enqueue(reply("Aye."))
+        result = yield self.client.chat(USER, purpose="reply")
+        self.assertEqual(result.purpose, "reply")
+        self.llm.enqueue(reply(" A summary."))
+        result = yield self.client.complete("x\nSUMMARY:\n", purpose="summary")
+        self.assertEqual(result.purpose, "summary")
+        self.assertTrue(all("purpose" not in call.body for call in self.llm.calls))
+        self.llm.enqueue(reply("untagged"))
+        self.assertIsNone((yield self.client.chat(USER)).purpose)
+        self.llm.enqueue(http_error(500))
+        err = yield self.assertFailsWith(self.client.chat(USER, purpose="extraction"),
+                                         LLMHTTPError)
+        self.assertEqual(err.purpose, "extraction")
+
+    def test_an_unknown_purpose_raises_at_once(self):
+        with self.assertRaises(ValueError) as caught:
+            self.client.chat(USER, purpose="gossip")
+        self.assertIn("gossip", str(caught.exception))
+        self.assertEqual(self.llm.calls, [])

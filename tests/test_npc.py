@@ -17,17 +17,17 @@ from .twisted_util import spin, wait_for
 
 
 class TestConfiguration(NPCTestCase):
-    def test_documented_attributes_set_at_creation(self):
-        db = self.script.db
-        self.assertIs(db.compact_enabled, True)
-        self.assertEqual(db.compact_sleep_threshold, 0.7)
-        self.assertEqual(db.compact_emergency_threshold, 0.8)
-        self.assertEqual(db.compact_preserve_window, 20)
-        self.assertIsNone(db.compact_model)
-        self.assertIsNone(db.compact_prompt)
+    def test_documented_options_and_state_at_creation(self):
+        cfg, db = self.script.cfg, self.script.db
+        self.assertIs(cfg("compact_enabled"), True)
+        self.assertEqual(cfg("compact_sleep_threshold"), 0.7)
+        self.assertEqual(cfg("compact_emergency_threshold"), 0.8)
+        self.assertEqual(cfg("compact_preserve_window"), 20)
+        self.assertIsNone(cfg("compact_model"))
+        self.assertIsNone(cfg("compact_prompt"))
         self.assertIsNone(db.last_compaction)
-        self.assertIs(db.pre_compact_extraction_enabled, True)
-        self.assertEqual(db.pre_compact_max_iterations, 5)
+        self.assertIs(cfg("pre_compact_extraction_enabled"), True)
+        self.assertEqual(cfg("pre_compact_max_iterations"), 5)
         self.assertEqual(db.operating_mode, "awake")
         self.assertEqual(self.npc.db.journal, {"entries": [], "consolidated_entry_ids": []})
         self.assertIsInstance(self.script, AssistantScript)

@@ -102,8 +102,8 @@ class StrategyTestCase(NPCTestCase):
 
 class TestConfiguration(StrategyTestCase):
     def test_defaults_and_resolution(self):
-        self.assertEqual(self.script.db.compact_strategy, "summary")
-        self.assertEqual(self.script.db.mask_window, 10)
+        self.assertEqual(self.script.cfg("compact_strategy"), "summary")
+        self.assertEqual(self.script.cfg("mask_window"), 10)
         self.assertEqual(strategies.resolve_strategy(self.script), "summary")
         self.assertEqual(strategies.resolve_strategy(self.script, "Cascade"), "cascade")
         with self.assertRaises(ValueError):

@@ -56,14 +56,29 @@ from twisted.web.iweb import IAgentEndpointFactory
 from zope.interface import implementer
 
 from ai_contrib.core.redact import redact
+from ai_contrib.llm.errors import (  # noqa: F401  (the error family is importable from here too)
+    BODY_EXCERPT_CHARS,
+    _error_detail,
+    LLMConnectionError,
+    LLMContextOverflowError,
+    LLMError,
+    LLMHTTPError,
+    LLMResponseError,
+    LLMTimeoutError,
+    http_error,
+    refuses_response_format,
+)
 from ai_contrib.settings import get_setting
 
 #: Seconds an idle pooled connection is kept. Below the 5 s after which llama.cpp's server (and
 #: many proxies) close idle keep-alive connections, so the pool rarely hands out a dying one.
 CACHED_CONNECTION_TIMEOUT = 4
 
-#: Characters of an error response body kept in :class:`LLMHTTPError` messages.
-BODY_EXCERPT_CHARS = 500
+#: What an LLM request may be for (the ``purpose`` of :meth:`LLMClient.chat`): an NPC's reply,
+#: a compaction summary, fact extraction before compaction, importance scoring of a journal
+#: fact, a benchmark's answer to a question. Never sent to the server; the result and the error
+#: carry it, so that logs and benchmarks (``benchmarks/locomo.py``) tell the calls apart.
+PURPOSES = ("reply", "summary", "extraction", "importance", "answer")
 
 #: Message fields the OpenAI chat API accepts; the contrib's own fields (id, seq, timestamp,
 #: metadata) are stripped before sending because strict servers reject unknown fields.
@@ -72,116 +87,6 @@ _WIRE_FIELDS = ("role", "content", "name", "tool_calls", "tool_call_id")
 #: OpenAI accepts ``name`` only if it matches this; a player called "Old Tom" would get HTTP 400.
 _NAME_OK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _NAME_BAD_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
-
-# phrases servers use when a prompt is longer than the context window
-_OVERFLOW_MARKERS = (
-    "exceed_context_size",  # llama.cpp server
-    "context_length_exceeded",  # OpenAI
-    "maximum context length",  # OpenAI, vLLM
-    "context window",
-    "too many tokens",
-)
-
-
-# ------------------------------------------------------------------------------------------------
-# errors
-
-
-class LLMError(Exception):
-    """Base class of every error raised by the LLM client and the embedded server."""
-
-
-class LLMTimeoutError(LLMError):
-    """No complete response arrived within the client's timeout (seconds)."""
-
-
-class LLMConnectionError(LLMError):
-    """The server could not be reached, or the connection died (after the one retry)."""
-
-
-class LLMResponseError(LLMError):
-    """The server answered 2xx but the body is not JSON or has no usable ``choices``."""
-
-
-class LLMHTTPError(LLMError):
-    """
-    The server answered with a non-2xx HTTP status.
-
-    Attributes:
-        status (int): the HTTP status code, e.g. 500.
-        body (str): the start of the response body (at most :data:`BODY_EXCERPT_CHARS`
-            characters, with the API key masked should the server echo it).
-        url (str): the URL that was requested.
-    """
-
-    def __init__(self, status, body, url=""):
-        self.status = int(status)
-        self.body = body
-        self.url = url
-        detail = _error_detail(body)
-        super().__init__(f"LLM server at {url or '?'} answered HTTP {self.status}: {detail}")
-
-
-class LLMContextOverflowError(LLMHTTPError):
-    """An :class:`LLMHTTPError` saying the prompt exceeds the model's context window.
-
-    llama.cpp answers HTTP 400 ``exceed_context_size_error``, OpenAI ``context_length_exceeded``.
-    Callers can retry with less input (what Codex CLI does when its summary call overflows).
-    """
-
-
-def _error_detail(body):
-    """The server's own error message from an OpenAI-style error body, else the raw excerpt."""
-    try:
-        data = json.loads(body)
-        err = data.get("error") if isinstance(data, dict) else None
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])[:BODY_EXCERPT_CHARS]
-        if isinstance(err, str):
-            return err[:BODY_EXCERPT_CHARS]
-    except (ValueError, TypeError):
-        pass
-    return body if body else "(empty body)"
-
-
-def refuses_response_format(err):
-    """
-    True if ``err`` is a server's refusal of the ``response_format`` field (structured output):
-    HTTP 400, 422 or 501 whose body names ``response_format`` or ``json_schema``, not a context
-    overflow (``docs/design.md``, "Tool calls").
-
-    Args:
-        err (Exception): what a request errbacked with.
-    """
-    if not isinstance(err, LLMHTTPError) or isinstance(err, LLMContextOverflowError):
-        return False
-    body = (err.body or "").lower()
-    return err.status in (400, 422, 501) and ("response_format" in body or "json_schema" in body)
-
-
-def _is_overflow(status, body):
-    if status not in (400, 413):
-        return False
-    low = body.lower()
-    return any(marker in low for marker in _OVERFLOW_MARKERS)
-
-
-def http_error(status, body_bytes, url, api_key=None):
-    """
-    Build the :class:`LLMHTTPError` (or :class:`LLMContextOverflowError`) for an error response.
-
-    Args:
-        status (int): HTTP status.
-        body_bytes (bytes): the response body.
-        url (str): the requested URL.
-        api_key (str, optional): masked as ``***`` if the server echoes it.
-    """
-    body = body_bytes.decode("utf-8", errors="replace")[:BODY_EXCERPT_CHARS]
-    if api_key:
-        body = body.replace(api_key, "***")
-    cls = LLMContextOverflowError if _is_overflow(status, body) else LLMHTTPError
-    return cls(status, body, url)
-
 
 # ------------------------------------------------------------------------------------------------
 # request and response shapes
@@ -201,6 +106,8 @@ class ChatResult:
         usage (dict): token counts as the server reports them, typically
             ``{"prompt_tokens": int, "completion_tokens": int, "total_tokens": int}``; ``{}`` if absent.
         raw (dict): the whole decoded response body.
+        purpose (str|None): what the request was for (one of :data:`PURPOSES`), as the caller
+            tagged it; None when untagged.
     """
 
     content: str
@@ -208,6 +115,7 @@ class ChatResult:
     finish_reason: str = None
     usage: dict = field(default_factory=dict)
     raw: dict = field(default_factory=dict)
+    purpose: str = None
 
     def prompt_stats(self):
         """
@@ -515,6 +423,29 @@ class _Timeout(Exception):
     """Internal: the deadline of one attempt passed."""
 
 
+def _check_purpose(purpose):
+    """Raise ValueError unless ``purpose`` is None or one of :data:`PURPOSES`."""
+    if purpose is not None and purpose not in PURPOSES:
+        raise ValueError(f"unknown LLM request purpose {purpose!r}; one of {PURPOSES}")
+
+
+def _tagged(d, purpose):
+    """``d`` (Deferred[ChatResult]) with ``purpose`` set on its result or its error."""
+
+    def on_result(result):
+        result.purpose = purpose
+        return result
+
+    def on_error(failure):
+        try:
+            failure.value.purpose = purpose
+        except AttributeError:  # an exception type that takes no attributes
+            pass
+        return failure
+
+    return d.addCallbacks(on_result, on_error)
+
+
 class LLMClient:
     """
     OpenAI-compatible chat completions client returning Deferreds.
@@ -709,7 +640,7 @@ class LLMClient:
     # --- the call --------------------------------------------------------------------------------
 
     def chat(self, messages, model=None, max_tokens=None, temperature=None, tools=None,
-             timeout=None, **extra):
+             timeout=None, purpose=None, **extra):
         """
         Ask for one chat completion.
 
@@ -723,10 +654,15 @@ class LLMClient:
                 ``[{"type": "function", "function": {"name", "description", "parameters"}}]``.
             timeout (float, optional): seconds this request may take (default the client's):
                 background memory work allows its long prompts more time than a reply.
+            purpose (str, optional): what the request is for, one of :data:`PURPOSES`; not
+                sent, but set as ``purpose`` on the :class:`ChatResult` and on the error.
             **extra: more body fields (``stop``, ``response_format``, ``seed``...); ``None`` drops one.
 
         Returns:
             Deferred[ChatResult]. Cancelling it aborts the request.
+
+        Raises:
+            ValueError: ``purpose`` is not one of :data:`PURPOSES` (at once, not in the Deferred).
 
         Errors (errback): :class:`LLMTimeoutError`, :class:`LLMHTTPError` (and
         :class:`LLMContextOverflowError`), :class:`LLMResponseError`, :class:`LLMConnectionError`,
@@ -734,11 +670,13 @@ class LLMClient:
         A request whose connection dies before any response byte (a pooled keep-alive connection
         the server had just closed) is sent once more on a fresh connection.
         """
+        _check_purpose(purpose)
         payload = self.build_payload(messages, model, max_tokens, temperature, tools, **extra)
-        return self._request("chat/completions", payload, parse_chat_response, timeout)
+        return _tagged(self._request("chat/completions", payload, parse_chat_response, timeout),
+                       purpose)
 
     def complete(self, prompt, model=None, max_tokens=None, temperature=None, timeout=None,
-                 **extra):
+                 purpose=None, **extra):
         """
         Ask for one text completion of ``prompt`` at ``{base_url}/completions``, with no chat
         template around it: what a base model without one needs (the summary prompt ending in
@@ -746,17 +684,19 @@ class LLMClient:
 
         Args:
             prompt (str): the whole prompt text.
-            model, max_tokens, temperature, timeout, **extra: as for :meth:`chat`.
+            model, max_tokens, temperature, timeout, purpose, **extra: as for :meth:`chat`.
 
         Returns:
             Deferred[ChatResult] with the completion text as ``content``.
 
         Errors (errback): as for :meth:`chat`.
         """
+        _check_purpose(purpose)
         payload = self.build_payload([], model, max_tokens, temperature, **extra)
         del payload["messages"]
         payload["prompt"] = str(prompt)
-        return self._request("completions", payload, parse_completion_response, timeout)
+        return _tagged(self._request("completions", payload, parse_completion_response, timeout),
+                       purpose)
 
     @defer.inlineCallbacks
     def _request(self, path, payload, parse, timeout=None):

@@ -41,7 +41,7 @@ from pathlib import Path
 from twisted.internet import defer, protocol
 from twisted.logger import Logger
 
-from ai_contrib.llm.client import LLMError
+from ai_contrib.llm.errors import LLMError
 from ai_contrib.settings import get_setting
 
 #: Seconds the child may take to load the model and report its address.

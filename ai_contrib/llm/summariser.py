@@ -91,7 +91,8 @@ def send_summary_request(request, completion=False, **options):
     Args:
         request (list[dict]): ``{"role", "content"}`` messages.
         completion (bool): send as a text completion.
-        **options: ``model``, ``max_tokens``, ``temperature`` (see ``LLMClient.chat``).
+        **options: ``model``, ``max_tokens``, ``temperature`` (see ``LLMClient.chat``); the
+            ``purpose`` tag is ``"summary"`` unless given.
 
     Returns:
         Deferred[ChatResult]; errbacks with LLMError.
@@ -99,6 +100,7 @@ def send_summary_request(request, completion=False, **options):
     client = get_client()
     # background work over long transcripts: more time than a reply gets
     options.setdefault("timeout", float(get_setting("COMPACT_TIMEOUT")))
+    options.setdefault("purpose", "summary")
     if completion:
         return client.complete(request[-1]["content"], **options)
     return client.chat(request, **options)
@@ -216,12 +218,11 @@ def summarise_messages(messages, counts, prompt, *, style="chat", structured=Tru
         Deferred firing the cleaned summary text; errbacks with LLMError.
     """
     base = style == "base"
-    build = None
-    if base:
 
-        def build(chunk, previous):
-            return build_base_summary_request(chunk, prompt, previous_summary=previous)
+    def build_base(chunk, previous):
+        return build_base_summary_request(chunk, prompt, previous_summary=previous)
 
+    build = build_base if base else None
     text = yield generate_context_summary(
         messages, counts, prompt, model=model, max_output=max_output, build_request=build,
         completion=base, label=label,

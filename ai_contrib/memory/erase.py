@@ -28,6 +28,7 @@ import uuid
 from evennia.utils import logger
 from twisted.internet import defer
 
+from ..settings import get_setting
 from .fulltext import index_path
 
 # the index file and SQLite's companions (WAL mode)
@@ -49,10 +50,10 @@ def archive_files(archive_path):
 
 def _worker():
     """The thread the NPC's archive index is searched on: the Mem0 store's, else retrieval's."""
-    from .mem0_store import get_store, memory_setting
+    from .mem0_store import get_store
     from .retrieval import _worker_for
 
-    return _worker_for(get_store() if memory_setting("MEMORY_ENABLED") else None)
+    return _worker_for(get_store() if get_setting("MEMORY_ENABLED") else None)
 
 
 def _close(archive_path):
@@ -96,9 +97,9 @@ def _memories_stored(character):
     never used Mem0 then deletes NPCs without loading it (seconds, and the embedder).
     """
     from .journal import ensure_journal
-    from .mem0_store import get_store, memory_setting
+    from .mem0_store import get_store
 
-    if not memory_setting("MEMORY_ENABLED"):
+    if not get_setting("MEMORY_ENABLED"):
         return False
     journal = ensure_journal(dict(character.db.journal or {}))
     return get_store().is_open or bool(journal["consolidated_entry_ids"])
@@ -147,7 +148,6 @@ def reset_preview(script, character):
     """
     from ..core.messages import is_marker
     from .journal import ensure_journal
-    from .mem0_store import memory_setting
 
     history = script.history
     path = script.archive_path()
@@ -163,7 +163,7 @@ def reset_preview(script, character):
         "entity_profiles": len(character.db.entity_profiles or {}),
         "compaction_events": len(script.db.compaction_log or []),
         "compactions": script.db.compaction_count or 0,
-        "memory": bool(memory_setting("MEMORY_ENABLED")),
+        "memory": bool(get_setting("MEMORY_ENABLED")),
     }
 
 

@@ -158,6 +158,7 @@ def llm_importance(text, client=None, known_names=()):
             [{"role": "user", "content": LLM_IMPORTANCE_PROMPT.format(text=text)}],
             max_tokens=4,
             temperature=0.0,
+            purpose="importance",
         )
     except Exception as err:
         logger.warning("importance scoring by LLM unavailable: %s", err)
@@ -190,9 +191,9 @@ def score_importance(text, method=None, client=None, known_names=()):
     from twisted.internet import defer
 
     if method is None:
-        from .mem0_store import memory_setting
+        from ..settings import get_setting
 
-        method = memory_setting("IMPORTANCE_SCORING")
+        method = get_setting("IMPORTANCE_SCORING")
     if str(method).lower() == "llm":
         return llm_importance(text, client=client, known_names=known_names)
     return defer.succeed(heuristic_importance(text, known_names))

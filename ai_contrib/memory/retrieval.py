@@ -590,6 +590,36 @@ def _worker_for(store):
     return _fallback_worker
 
 
+#: The options of retrieval: :func:`build_memory_context`'s argument (and ``enabled``, the
+#: master switch) -> the option in :data:`ai_contrib.settings.DEFAULTS` that gives its default.
+RETRIEVAL_OPTIONS = {
+    "enabled": "MEMORY_ENABLED",
+    "budget_tokens": "MEMORY_RETRIEVAL_TOKEN_BUDGET",
+    "max_items": "MEMORY_RETRIEVAL_MAX_ITEMS",
+    "k": "MEMORY_RRF_K",
+    "archive_limit": "MEMORY_ARCHIVE_CANDIDATES",
+    "max_experiences": "MEMORY_RETRIEVAL_MAX_EXPERIENCES",
+    "min_relative_score": "MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE",
+    "neighbour_weight": "MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT",
+    "session_weight": "MEMORY_RETRIEVAL_SESSION_WEIGHT",
+}
+
+
+def retrieval_options(script=None):
+    """
+    The retrieval options of one NPC (``script``: its Attributes win, ``memory_rrf_k`` and so
+    on) or game-wide (``script`` None), resolved now (:func:`ai_contrib.settings.option_value`;
+    ``docs/design.md``, "Per-NPC Attributes", "Retrieval and embedders").
+
+    Returns:
+        dict: :data:`RETRIEVAL_OPTIONS` keys -> values (tokens, items, fractions as documented
+        in :data:`ai_contrib.settings.DEFAULTS`).
+    """
+    from ..settings import option_value
+
+    return {arg: option_value(name, script) for arg, name in RETRIEVAL_OPTIONS.items()}
+
+
 def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, store=None,
                             listeners=None, **options):
     """
@@ -615,30 +645,23 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
         **options: overrides of :func:`build_memory_context` arguments; defaults come from
             ``AI_MEMORY_RETRIEVAL_TOKEN_BUDGET``, ``AI_MEMORY_RETRIEVAL_MAX_ITEMS``,
             ``AI_MEMORY_RRF_K``, ``AI_MEMORY_ARCHIVE_CANDIDATES``,
-            ``AI_MEMORY_RETRIEVAL_MAX_EXPERIENCES``; ``limit`` and ``threshold`` go to the Mem0
-            search.
+            ``AI_MEMORY_RETRIEVAL_MAX_EXPERIENCES`` and the others of :data:`RETRIEVAL_OPTIONS`
+            (:func:`retrieval_options`; ``enabled`` False searches the archive only); ``limit``
+            and ``threshold`` go to the Mem0 search.
 
     Returns:
         Deferred[dict]: the :func:`build_memory_context` result. A Mem0 failure is logged and
         the archive alone answers, an archive index failure is logged and Mem0 alone answers;
         it never errbacks for either.
     """
-    from .mem0_store import MemoryStoreError, get_store, memory_setting
+    from .mem0_store import MemoryStoreError, get_store
 
-    settings = {
-        "budget_tokens": memory_setting("MEMORY_RETRIEVAL_TOKEN_BUDGET"),
-        "max_items": memory_setting("MEMORY_RETRIEVAL_MAX_ITEMS"),
-        "k": memory_setting("MEMORY_RRF_K"),
-        "archive_limit": memory_setting("MEMORY_ARCHIVE_CANDIDATES"),
-        "max_experiences": memory_setting("MEMORY_RETRIEVAL_MAX_EXPERIENCES"),
-        "min_relative_score": memory_setting("MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE"),
-        "neighbour_weight": memory_setting("MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT"),
-        "session_weight": memory_setting("MEMORY_RETRIEVAL_SESSION_WEIGHT"),
-    }
+    settings = retrieval_options()
     limit = options.pop("limit", None)
     threshold = options.pop("threshold", None)
     settings.update(options)
-    searchable = bool(memory_setting("MEMORY_ENABLED")) and bool(query and str(query).strip())
+    enabled = settings.pop("enabled")
+    searchable = bool(enabled) and bool(query and str(query).strip())
     if searchable and store is None:
         try:
             store = get_store()

@@ -101,13 +101,12 @@ def _ai_settings_from_env(environ):
         ValueError: a numeric or boolean option given a value that does not parse, so a typo
             stops the server at start instead of silently using the default.
     """
-    from ai_contrib.memory.mem0_store import MEMORY_DEFAULTS
     from ai_contrib.settings import DEFAULTS
 
     truthy, falsy = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
     numeric_when_set = {"LLM_SEED": int}
     parsed = {}
-    for name, default in {**DEFAULTS, **MEMORY_DEFAULTS}.items():
+    for name, default in DEFAULTS.items():
         raw = environ.get(f"AI_{name}", "").strip()
         if not raw:
             continue

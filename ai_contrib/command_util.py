@@ -1,0 +1,43 @@
+"""
+What the in-game commands share (:mod:`ai_contrib.commands` and
+:mod:`ai_contrib.admin_commands`): the help category, admin text made safe to show, and tables
+that fit the caller's client.
+"""
+
+from evennia.utils.evtable import EvTable
+from evennia.utils.utils import crop
+
+from .core.text import inert_markup
+
+# Evennia lower-cases a command's help_category and shows it title-cased ("AI" reads "Ai",
+# "AI NPCs" "Ai Npcs"): a name without acronyms survives both
+HELP_CATEGORY = "Non-Player Characters"
+MIN_TABLE_WIDTH = 40  # columns; narrower clients get this and wrap
+
+
+def shown(text, width=None):
+    """
+    Stored text as an admin may see it: markup made inert (``docs/design.md``, "Player text is
+    data"), cropped to ``width`` characters (None: whole).
+    """
+    text = inert_markup(text)
+    return crop(text, width) if width else text
+
+
+def table_width(cmd):
+    """
+    Columns the tables of ``cmd`` may take: the caller's client width
+    (:meth:`~evennia.commands.command.Command.client_width`; Evennia's
+    ``CLIENT_DEFAULT_WIDTH``, 78, when the client reports none), at least
+    :data:`MIN_TABLE_WIDTH`.
+    """
+    try:
+        width = int(cmd.client_width())
+    except (AttributeError, TypeError, ValueError):  # no session: a command run by code
+        width = 78
+    return max(MIN_TABLE_WIDTH, width)
+
+
+def admin_table(width, *headers):
+    """An :class:`EvTable` with cell borders whose lines are at most ``width`` columns."""
+    return EvTable(*headers, border="cells", maxwidth=width)
