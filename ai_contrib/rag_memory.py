@@ -114,6 +114,7 @@ def send_summary_request(request, completion=False, **options):
     client = get_client()
     # background work over long transcripts: more time than a reply gets
     options.setdefault("timeout", float(get_setting("COMPACT_TIMEOUT")))
+    options.setdefault("purpose", "summary")
     if completion:
         return client.complete(request[-1]["content"], **options)
     return client.chat(request, **options)

@@ -62,6 +62,10 @@ from ai_contrib.settings import get_setting
 #: many proxies) close idle keep-alive connections, so the pool rarely hands out a dying one.
 CACHED_CONNECTION_TIMEOUT = 4
 
+#: Purposes of LLM calls that are memory work, not replies: the embedded model serves them from a
+#: process of its own (``ai_contrib.llm.embedded``, role ``"memory"``).
+MEMORY_PURPOSES = frozenset({"summary", "extraction", "importance"})
+
 #: Characters of an error response body kept in :class:`LLMHTTPError` messages.
 BODY_EXCERPT_CHARS = 500
 
@@ -709,7 +713,7 @@ class LLMClient:
     # --- the call --------------------------------------------------------------------------------
 
     def chat(self, messages, model=None, max_tokens=None, temperature=None, tools=None,
-             timeout=None, **extra):
+             timeout=None, purpose=None, **extra):
         """
         Ask for one chat completion.
 
@@ -723,6 +727,8 @@ class LLMClient:
                 ``[{"type": "function", "function": {"name", "description", "parameters"}}]``.
             timeout (float, optional): seconds this request may take (default the client's):
                 background memory work allows its long prompts more time than a reply.
+            purpose (str, optional): what the call is for (:data:`MEMORY_PURPOSES` go to the
+                embedded memory server where one runs); never sent to the server.
             **extra: more body fields (``stop``, ``response_format``, ``seed``...); ``None`` drops one.
 
         Returns:
@@ -735,10 +741,10 @@ class LLMClient:
         the server had just closed) is sent once more on a fresh connection.
         """
         payload = self.build_payload(messages, model, max_tokens, temperature, tools, **extra)
-        return self._request("chat/completions", payload, parse_chat_response, timeout)
+        return self._request("chat/completions", payload, parse_chat_response, timeout, purpose)
 
     def complete(self, prompt, model=None, max_tokens=None, temperature=None, timeout=None,
-                 **extra):
+                 purpose=None, **extra):
         """
         Ask for one text completion of ``prompt`` at ``{base_url}/completions``, with no chat
         template around it: what a base model without one needs (the summary prompt ending in
@@ -746,7 +752,7 @@ class LLMClient:
 
         Args:
             prompt (str): the whole prompt text.
-            model, max_tokens, temperature, timeout, **extra: as for :meth:`chat`.
+            model, max_tokens, temperature, timeout, purpose, **extra: as for :meth:`chat`.
 
         Returns:
             Deferred[ChatResult] with the completion text as ``content``.
@@ -756,12 +762,12 @@ class LLMClient:
         payload = self.build_payload([], model, max_tokens, temperature, **extra)
         del payload["messages"]
         payload["prompt"] = str(prompt)
-        return self._request("completions", payload, parse_completion_response, timeout)
+        return self._request("completions", payload, parse_completion_response, timeout, purpose)
 
     @defer.inlineCallbacks
-    def _request(self, path, payload, parse, timeout=None):
+    def _request(self, path, payload, parse, timeout=None, purpose=None):
         timeout = float(timeout or self.timeout)
-        base_url, api_key = yield self._endpoint()
+        base_url, api_key = yield self._endpoint(purpose)
         url = f"{base_url}/{path}"
         headers = {"Content-Type": ["application/json"], "Accept": ["application/json"]}
         if api_key:
@@ -795,13 +801,18 @@ class LLMClient:
         except LLMResponseError as err:
             raise LLMResponseError(f"LLM server at {url}: {err}") from None
 
-    def _endpoint(self):
-        """Deferred[(base_url, api_key)]: the configured endpoint, or the embedded server's."""
+    def _endpoint(self, purpose=None):
+        """
+        Deferred[(base_url, api_key)]: the configured endpoint, or the embedded server's: the
+        memory server's for a call whose ``purpose`` is in :data:`MEMORY_PURPOSES`.
+        """
         if not self.embedded:
             return defer.succeed((self.base_url, self.api_key))
         from ai_contrib.llm.embedded import start_embedded_server
 
-        return start_embedded_server().addCallback(lambda srv: (srv.base_url, srv.api_key))
+        role = "memory" if purpose in MEMORY_PURPOSES else "reply"
+        return start_embedded_server(role=role).addCallback(
+            lambda srv: (srv.base_url, srv.api_key))
 
     def _post_once(self, url, headers, body, timeout=None):
         """One POST with a deadline covering connect, request, response and body. -> (status, bytes)."""

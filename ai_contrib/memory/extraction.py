@@ -348,7 +348,7 @@ class _Extraction:
 
         d = self.client.chat(
             messages, model=self.model, max_tokens=REPLY_MAX_TOKENS, temperature=TEMPERATURE,
-            timeout=_compact_timeout(),
+            timeout=_compact_timeout(), purpose="extraction",
             response_format=toolspec.structured_response_format(
                 # noop once something was recorded: offered before, a small model takes the
                 # exit without reading (the loop still ends at max_iterations)
@@ -382,7 +382,7 @@ class _Extraction:
         if not self.native_tools:
             return self.client.chat(
                 messages, model=self.model, max_tokens=REPLY_MAX_TOKENS, temperature=TEMPERATURE,
-                timeout=timeout,
+                timeout=timeout, purpose="extraction",
             )
         d = self.client.chat(
             messages,
@@ -391,6 +391,7 @@ class _Extraction:
             temperature=TEMPERATURE,
             tools=toolspec.TOOL_SCHEMAS,
             timeout=timeout,
+            purpose="extraction",
         )
 
         def _retry_without_tools(failure):
@@ -404,7 +405,7 @@ class _Extraction:
             self.script.ndb.extraction_text_only = True
             return self.client.chat(
                 messages, model=self.model, max_tokens=REPLY_MAX_TOKENS, temperature=TEMPERATURE,
-                timeout=timeout,
+                timeout=timeout, purpose="extraction",
             )
 
         return d.addErrback(_retry_without_tools)

@@ -158,6 +158,7 @@ def llm_importance(text, client=None, known_names=()):
             [{"role": "user", "content": LLM_IMPORTANCE_PROMPT.format(text=text)}],
             max_tokens=4,
             temperature=0.0,
+            purpose="importance",
         )
     except Exception as err:
         logger.warning("importance scoring by LLM unavailable: %s", err)
