@@ -142,11 +142,21 @@ def memory_server_enabled():
     """
     Whether memory work (summaries, fact extraction) gets an embedded server process of its own:
     ``AI_EMBEDDED_MEMORY_SERVER`` ``True``/``False``, or ``"auto"`` (the default): when the
-    machine has at least 2 CPUs, so each process has a core.
+    machine has at least 2 CPUs, so each process has a core. Strings from the environment
+    (``"true"``, ``"off"``...) are read as booleans.
+
+    Raises:
+        ValueError: any other string.
     """
     configured = get_setting("EMBEDDED_MEMORY_SERVER")
-    if isinstance(configured, str) and configured.strip().lower() == "auto":
-        return (os.cpu_count() or 1) >= 2
+    if isinstance(configured, str):  # from the environment, or "auto"
+        word = configured.strip().lower()
+        if word == "auto":
+            return (os.cpu_count() or 1) >= 2
+        if word not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+            raise ValueError(
+                f"AI_EMBEDDED_MEMORY_SERVER={configured!r}: expected 'auto', true or false")
+        return word in ("1", "true", "yes", "on")
     return bool(configured)
 
 
