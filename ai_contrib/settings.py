@@ -52,6 +52,11 @@ DEFAULTS = {
     # threads that evaluate the prompt (compute-bound: it scales with cores); None = the machine's
     # CPUs less one (left to the game server), at least 1 and at most 4
     "EMBEDDED_BATCH_THREADS": None,
+    # memory work (summaries, fact extraction) in a server process of its own, one slot and one
+    # thread, so a long summary prompt never shares the replies' thread: "auto" = when the
+    # machine has 2 CPUs or more; True; False = one server for both (docs/design.md, "The
+    # embedded model")
+    "EMBEDDED_MEMORY_SERVER": "auto",
     # --- NPC behaviour ---
     "TICK_INTERVAL": 2,  # seconds between AssistantScript ticks
     "MAX_CONTEXT_TOKENS": 100000,  # the token budget of the conversation history

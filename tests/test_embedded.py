@@ -103,6 +103,28 @@ class TestEmbeddedServer(unittest.TestCase):
         yield stop_embedded_server()  # twice is fine
 
     @defer.inlineCallbacks
+    def test_memory_work_has_a_server_process_of_its_own(self):
+        with override_settings(AI_LLM_BASE_URL=None, AI_LLM_API_KEY=None,
+                               AI_EMBEDDED_MEMORY_SERVER=True):
+            client = LLMClient(timeout=60)
+            self.addCleanup(client.close)
+            reply = yield client.chat(PROMPT, max_tokens=8, purpose="reply")
+            summary = yield client.chat(PROMPT, max_tokens=8, purpose="summary")
+            replies, memory = running_server(), running_server("memory")
+        self.assertTrue(reply.content.strip() and summary.content.strip())
+        self.assertNotEqual(replies.pid, memory.pid)
+        with open(f"/proc/{memory.pid}/cmdline", "rb") as f:
+            config = json.loads(f.read().split(b"\0")[2])
+        self.assertEqual((config["slots"], config["threads"], config["batch_threads"]), (1, 1, 1))
+        yield stop_embedded_server()
+        self.assertTrue(wait_gone(replies.pid) and wait_gone(memory.pid))
+
+        with override_settings(AI_EMBEDDED_MEMORY_SERVER=False):
+            yield client.chat(PROMPT, max_tokens=4, purpose="extraction")
+            self.assertIs(running_server("memory"), running_server())
+        self.assertEqual(list(embedded._children), ["reply"])
+
+    @defer.inlineCallbacks
     def test_client_without_base_url_starts_the_embedded_server(self):
         with override_settings(AI_LLM_BASE_URL=None, AI_LLM_API_KEY=None):
             client = LLMClient(timeout=60)
@@ -123,7 +145,7 @@ class TestEmbeddedServer(unittest.TestCase):
     @defer.inlineCallbacks
     def test_stop_while_starting(self):
         d = start_embedded_server()
-        pid = embedded._child.transport.pid
+        pid = embedded._children["reply"].transport.pid
         yield stop_embedded_server()
         self.assertTrue(process_gone(pid))
         try:
@@ -143,7 +165,7 @@ class TestEmbeddedServer(unittest.TestCase):
             self.assertIn("/nonexistent/model.gguf", str(err))
         else:
             self.fail("started without a model")
-        self.assertIsNone(embedded._child)
+        self.assertEqual(embedded._children, {})
 
     @defer.inlineCallbacks
     def test_child_dying_before_ready_reports_its_stderr(self):
@@ -167,7 +189,7 @@ class TestEmbeddedServer(unittest.TestCase):
         with override_settings(AI_LLM_BASE_URL="http://127.0.0.1:9/v1"):
             result = yield startup.at_server_start()
         self.assertIsNone(result)
-        self.assertIsNone(embedded._child)  # an external server: nothing started
+        self.assertEqual(embedded._children, {})  # an external server: nothing started
 
         with override_settings(AI_LLM_BASE_URL=None):
             server = yield startup.at_server_start()

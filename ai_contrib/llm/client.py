@@ -80,6 +80,10 @@ CACHED_CONNECTION_TIMEOUT = 4
 #: carry it, so that logs and benchmarks (``benchmarks/locomo.py``) tell the calls apart.
 PURPOSES = ("reply", "summary", "extraction", "importance", "answer")
 
+#: Purposes of LLM calls that are memory work, not replies: the embedded model serves them from a
+#: process of its own (``ai_contrib.llm.embedded``, role ``"memory"``).
+MEMORY_PURPOSES = frozenset({"summary", "extraction", "importance"})
+
 #: Message fields the OpenAI chat API accepts; the contrib's own fields (id, seq, timestamp,
 #: metadata) are stripped before sending because strict servers reject unknown fields.
 _WIRE_FIELDS = ("role", "content", "name", "tool_calls", "tool_call_id")
@@ -656,6 +660,7 @@ class LLMClient:
                 background memory work allows its long prompts more time than a reply.
             purpose (str, optional): what the request is for, one of :data:`PURPOSES`; not
                 sent, but set as ``purpose`` on the :class:`ChatResult` and on the error.
+                :data:`MEMORY_PURPOSES` go to the embedded memory server where one runs.
             **extra: more body fields (``stop``, ``response_format``, ``seed``...); ``None`` drops one.
 
         Returns:
@@ -672,8 +677,8 @@ class LLMClient:
         """
         _check_purpose(purpose)
         payload = self.build_payload(messages, model, max_tokens, temperature, tools, **extra)
-        return _tagged(self._request("chat/completions", payload, parse_chat_response, timeout),
-                       purpose)
+        return _tagged(self._request("chat/completions", payload, parse_chat_response, timeout,
+                                     purpose), purpose)
 
     def complete(self, prompt, model=None, max_tokens=None, temperature=None, timeout=None,
                  purpose=None, **extra):
@@ -695,13 +700,13 @@ class LLMClient:
         payload = self.build_payload([], model, max_tokens, temperature, **extra)
         del payload["messages"]
         payload["prompt"] = str(prompt)
-        return _tagged(self._request("completions", payload, parse_completion_response, timeout),
-                       purpose)
+        return _tagged(self._request("completions", payload, parse_completion_response, timeout,
+                                     purpose), purpose)
 
     @defer.inlineCallbacks
-    def _request(self, path, payload, parse, timeout=None):
+    def _request(self, path, payload, parse, timeout=None, purpose=None):
         timeout = float(timeout or self.timeout)
-        base_url, api_key = yield self._endpoint()
+        base_url, api_key = yield self._endpoint(purpose)
         url = f"{base_url}/{path}"
         headers = {"Content-Type": ["application/json"], "Accept": ["application/json"]}
         if api_key:
@@ -735,13 +740,18 @@ class LLMClient:
         except LLMResponseError as err:
             raise LLMResponseError(f"LLM server at {url}: {err}") from None
 
-    def _endpoint(self):
-        """Deferred[(base_url, api_key)]: the configured endpoint, or the embedded server's."""
+    def _endpoint(self, purpose=None):
+        """
+        Deferred[(base_url, api_key)]: the configured endpoint, or the embedded server's: the
+        memory server's for a call whose ``purpose`` is in :data:`MEMORY_PURPOSES`.
+        """
         if not self.embedded:
             return defer.succeed((self.base_url, self.api_key))
         from ai_contrib.llm.embedded import start_embedded_server
 
-        return start_embedded_server().addCallback(lambda srv: (srv.base_url, srv.api_key))
+        role = "memory" if purpose in MEMORY_PURPOSES else "reply"
+        return start_embedded_server(role=role).addCallback(
+            lambda srv: (srv.base_url, srv.api_key))
 
     def _post_once(self, url, headers, body, timeout=None):
         """One POST with a deadline covering connect, request, response and body. -> (status, bytes)."""

