@@ -145,8 +145,18 @@ def _queue_checkpoint(script):
     """
     script.ndb.checkpoint_queued = True
     _checkpoint_queue.append(script)
-    if len(_checkpoint_queue) == 1:
-        reactor.callLater(0, _drain_checkpoint_queue)
+    _schedule_drain()
+
+
+_drain_call = None  # the pending drain (an IDelayedCall), if any
+
+
+def _schedule_drain():
+    # keyed on the pending call, not on the queue's length: a drain call that never ran (a
+    # reactor stopped or its calls cancelled) must not leave the queue stuck for good
+    global _drain_call
+    if _drain_call is None or not _drain_call.active():
+        _drain_call = reactor.callLater(0, _drain_checkpoint_queue)
 
 
 def _drain_checkpoint_queue():
@@ -159,7 +169,7 @@ def _drain_checkpoint_queue():
     except Exception as err:  # a script deleted meanwhile: nothing left to save
         logger.log_warn(f"AI checkpoint skipped: {err}")
     if _checkpoint_queue:
-        reactor.callLater(0, _drain_checkpoint_queue)
+        _schedule_drain()
 
 
 class AssistantCharacter(DefaultCharacter):

@@ -114,6 +114,22 @@ class TestCrashRecovery(NPCTestCase):
 
 
 class TestTickScheduling(NPCTestCase):
+    def test_a_drain_call_that_never_ran_does_not_stop_later_checkpoints(self):
+        from twisted.internet import reactor
+
+        from ai_contrib.typeclasses import _queue_checkpoint
+
+        self.fill(2)
+        _queue_checkpoint(self.script)
+        for call in reactor.getDelayedCalls():  # the drain is lost (a reactor stopped under it)
+            call.cancel()
+        self.fill(2)
+        _queue_checkpoint(self.script)
+        deadline = time.monotonic() + 30
+        while len(self.script.db.conversation_history or []) != 4 and time.monotonic() < deadline:
+            spin(0.05)
+        self.assertEqual(len(self.script.db.conversation_history), 4)
+
     def test_idle_awake_npc_skips_the_tick_and_due_checkpoint_is_queued(self):
         self.fill(4)
         self.script.checkpoint()
