@@ -5,9 +5,8 @@ one NPC's memory). They join the contrib's cmdset in :mod:`ai_contrib.commands` 
 its helpers in :mod:`ai_contrib.command_util`.
 """
 
-from evennia.commands.default.muxcommand import MuxCommand
 
-from .command_util import HELP_CATEGORY, admin_table, shown, table_width
+from .command_util import StaffCommand, admin_table, shown, table_width
 from .npc_config import PER_NPC_OPTIONS, parse_value
 from .npcs import all_ai_npcs, find_npc
 from .rag_memory import breaker_open
@@ -36,7 +35,7 @@ def _failures(script):
     return text + ("!" if breaker_open(script) else "")
 
 
-class CmdAIList(MuxCommand):
+class CmdAIList(StaffCommand):
     """
     List the AI NPCs of the game.
 
@@ -52,8 +51,6 @@ class CmdAIList(MuxCommand):
     """
 
     key = "ailist"
-    locks = "cmd:perm(Builder)"
-    help_category = HELP_CATEGORY
 
     def func(self):
         npcs = all_ai_npcs()
@@ -73,7 +70,7 @@ class CmdAIList(MuxCommand):
         self.caller.msg(f"|wAI NPCs|n: {len(npcs)}\n{table}")
 
 
-class CmdAIConfig(MuxCommand):
+class CmdAIConfig(StaffCommand):
     """
     Show or change an AI NPC's configuration.
 
@@ -98,8 +95,6 @@ class CmdAIConfig(MuxCommand):
 
     key = "aiconfig"
     switch_options = ("reset",)
-    locks = "cmd:perm(Builder)"
-    help_category = HELP_CATEGORY
 
     def func(self):
         caller = self.caller
@@ -179,7 +174,7 @@ def _describe_reset(npc, report):
     return "; ".join(parts)
 
 
-class CmdAIReset(MuxCommand):
+class CmdAIReset(StaffCommand):
     """
     Wipe an AI NPC's memory.
 
@@ -197,8 +192,6 @@ class CmdAIReset(MuxCommand):
 
     key = "aireset"
     switch_options = ("confirm",)
-    locks = "cmd:perm(Builder)"
-    help_category = HELP_CATEGORY
 
     def func(self):
         from .memory.erase import busy_reason, reset_memory, reset_preview

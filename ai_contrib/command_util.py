@@ -4,6 +4,7 @@ What the in-game commands share (:mod:`ai_contrib.commands` and
 that fit the caller's client.
 """
 
+from evennia.commands.default.muxcommand import MuxCommand
 from evennia.utils.evtable import EvTable
 from evennia.utils.utils import crop
 
@@ -12,6 +13,13 @@ from .core.text import inert_markup
 # Evennia lower-cases a command's help_category and shows it title-cased ("AI" reads "Ai",
 # "AI NPCs" "Ai Npcs"): a name without acronyms survives both
 HELP_CATEGORY = "Non-Player Characters"
+
+
+class StaffCommand(MuxCommand):
+    """The base of the admin commands: Builders and up, listed under :data:`HELP_CATEGORY`."""
+
+    locks = "cmd:perm(Builder)"
+    help_category = HELP_CATEGORY
 MIN_TABLE_WIDTH = 40  # columns; narrower clients get this and wrap
 
 

@@ -10,7 +10,7 @@ from evennia.commands.cmdset import CmdSet
 from evennia.commands.default.muxcommand import MuxCommand
 from evennia.utils.utils import wrap
 
-from .command_util import HELP_CATEGORY, admin_table, shown, table_width
+from .command_util import HELP_CATEGORY, StaffCommand, admin_table, shown, table_width  # noqa: F401
 from .compaction_report import describe_result, format_result  # noqa: F401
 from .core.cascade import cascade_status
 from .core.compaction import REGISTRY
@@ -192,7 +192,7 @@ def usage_bar(script, usage):
     return f"[{colour}{'#' * filled}|n{''.join(rest)}]"
 
 
-class CmdAIHistory(MuxCommand):
+class CmdAIHistory(StaffCommand):
     """
     Inspect an AI NPC's conversation history and compaction state.
 
@@ -233,8 +233,6 @@ class CmdAIHistory(MuxCommand):
     """
 
     key = "aihistory"
-    locks = "cmd:perm(Builder)"
-    help_category = HELP_CATEGORY
 
     def func(self):
         words, switches = _split_npc_switch(self)
@@ -491,7 +489,7 @@ class CmdAIHistory(MuxCommand):
         )
 
 
-class CmdCompact(MuxCommand):
+class CmdCompact(StaffCommand):
     """
     Compact an AI NPC's conversation history now.
 
@@ -516,8 +514,6 @@ class CmdCompact(MuxCommand):
 
     key = "compact"
     switch_options = ("force", "set")
-    locks = "cmd:perm(Builder)"
-    help_category = HELP_CATEGORY
 
     def parse(self):
         # "strategy=<name>" may come as a switch or after the NPC's name; take it out before
@@ -606,11 +602,9 @@ def _summary_line(npc_key, result):
     )
 
 
-class _CmdSetMode(MuxCommand):
+class _CmdSetMode(StaffCommand):
     """Shared body of aisleep and aiwake: find the NPC, switch its mode, report."""
 
-    locks = "cmd:perm(Builder)"
-    help_category = HELP_CATEGORY
     done_message = already_message = ""
 
     def switch(self, script):
@@ -682,7 +676,7 @@ class CmdAIWake(_CmdSetMode):
         return script.wake(reason=f"woken by {self.caller.key}")
 
 
-class CmdAIMemory(MuxCommand):
+class CmdAIMemory(StaffCommand):
     """
     Show what an AI NPC's long-term memory returns for a query.
 
@@ -701,8 +695,6 @@ class CmdAIMemory(MuxCommand):
     """
 
     key = "aimemory"
-    locks = "cmd:perm(Builder)"
-    help_category = HELP_CATEGORY
 
     def func(self):
         caller = self.caller
