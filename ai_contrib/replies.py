@@ -17,14 +17,20 @@ from evennia.utils.ansi import raw
 from twisted.internet import defer
 
 from .core.receipts import kept_receipts, make_receipt
-from .core.prompts import assemble_reply_prompt, build_reply_messages, clean_reply
+from .core.prompts import (
+    assemble_reply_prompt,
+    build_reply_messages,
+    clean_reply,
+    overload_window_start,
+)
 from .core.turns import turn_query
 from .llm.client import LLMContextOverflowError, LLMError, get_client
 from .memory.archive import ArchiveError
 from .notify import notify_admins
 from .settings import get_setting
 
-#: share of the history budget a reply prompt uses while the history is over its budget
+#: share of the history budget kept when the prompt's start moves while the history is over its
+#: budget (:func:`ai_contrib.core.prompts.overload_window_start`)
 OVERLOAD_HISTORY_FRACTION = 0.5
 
 
@@ -215,19 +221,29 @@ def _report_reply(script, character, result, seconds):
 
 
 @defer.inlineCallbacks
-def _ask(script, character, messages_for_budget):
+def _ask(script, character, messages_for_budget, turn_ids=()):
     """
     One reply from the model, asking again once with half the history budget when the server
     says the prompt exceeds its context window (our token count and the server's can differ).
+    ``messages_for_budget(budget, start=0)`` builds the prompt from ``script.history[start:]``;
+    over the budget, ``start`` comes from :func:`ai_contrib.core.prompts.overload_window_start`.
     """
     budget = script.budget()
+    start = 0
     if script.token_usage() >= 1.0:
-        # over budget: memory work is behind (a flood of lines), so the cut moves with every
-        # line and the server's cached prefix never matches; a smaller prompt answers sooner
-        budget = int(budget * OVERLOAD_HISTORY_FRACTION)
+        # over budget: memory work is behind (a flood of lines). The prompt's history starts
+        # at a point that stays put for several turns, so the cached prefix keeps matching
+        history = script.history
+        start = overload_window_start(
+            history, script.runtime.token_counts(history), budget, script.ndb.prompt_start_id,
+            OVERLOAD_HISTORY_FRACTION, keep_ids=turn_ids)
+        script.ndb.prompt_start_id = history[start]["id"] if start < len(history) else None
+    else:
+        script.ndb.prompt_start_id = None
     model = script.cfg("llm_model")
     try:
-        result = yield get_client().chat(messages_for_budget(budget), model=model, purpose="reply")
+        result = yield get_client().chat(messages_for_budget(budget, start), model=model,
+                                         purpose="reply")
     except LLMContextOverflowError as err:
         smaller = min(budget, script.token_count()) // 2
         logger.log_warn(
@@ -298,8 +314,8 @@ def _answer(script, character, lines, turn_ids, listeners):
     recall = yield recall_for_turn(script, character, turn_query(lines), listeners, turn_ids[0])
     asked = {}
 
-    def messages_for_budget(budget):
-        history = script.history
+    def messages_for_budget(budget, start=0):
+        history = script.history[start:]
         messages, parts = assemble_reply_prompt(
             character.db.persona, character.key, history, script.runtime.token_counts(history),
             budget, notes=recall["notes"], listeners=list(listeners), keep_ids=turn_ids)
@@ -308,7 +324,7 @@ def _answer(script, character, lines, turn_ids, listeners):
 
     started = time.monotonic()
     try:
-        result = yield _ask(script, character, messages_for_budget)
+        result = yield _ask(script, character, messages_for_budget, turn_ids)
         _report_reply(script, character, result, time.monotonic() - started)
         receipt = make_receipt(
             script.cfg("llm_model") or getattr(result, "model", None),

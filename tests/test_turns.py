@@ -16,7 +16,7 @@ from django.test import override_settings
 
 from ai_contrib.core.budget import MIN_HISTORY_BUDGET, TEMPLATE_HEADROOM_TOKENS, effective_budget
 from ai_contrib.core.messages import make_message
-from ai_contrib.core.prompts import build_reply_messages
+from ai_contrib.core.prompts import build_reply_messages, overload_window_start
 from ai_contrib.core.summary import make_marker
 from ai_contrib.core.turns import turn_query, unanswered_lines
 
@@ -137,6 +137,28 @@ def test_an_overflowing_history_loses_its_oldest_part_summaries_included():
 
 
 # -- the NPC ------------------------------------------------------------------------------------
+
+def test_over_budget_the_prompt_start_stays_put_until_the_history_outgrows_the_budget():
+    history = [make_message("user" if i % 2 == 0 else "assistant", f"line {i}", name="Bob")
+               for i in range(20)]
+    counts = [100] * 20
+    # 2,000 tokens against a 1,000-token budget: the start moves to keep half the budget
+    start = overload_window_start(history, counts, 1000, None, 0.5)
+    assert start == 15
+    starts, previous, grown = [], history[start]["id"], list(history)
+    for turn in range(7):  # each turn adds a line and a reply
+        grown += [make_message("user", f"more {turn}", name="Bob"),
+                  make_message("assistant", f"reply {turn}", name="Marta")]
+        start = overload_window_start(grown, [100] * len(grown), 1000, previous, 0.5)
+        starts.append(start)
+        previous = grown[start]["id"]
+    # the same start (one prefix for the server to reuse) until 1,000 tokens no longer fit
+    assert starts == [15, 15, 21, 21, 21, 27, 27]
+    # all fits: from the beginning; the turn's lines are never cut off
+    assert overload_window_start(history, [10] * 20, 1000, previous, 0.5) == 0
+    assert overload_window_start(history, counts, 1000, None, 0.5,
+                                 keep_ids=[history[12]["id"]]) == 12
+
 
 def _kind(body):
     """What an LLM request is for: a reply, a summary or a fact extraction."""
