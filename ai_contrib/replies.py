@@ -32,6 +32,8 @@ from .settings import get_setting
 #: share of the history budget kept when the prompt's start moves while the history is over its
 #: budget (:func:`ai_contrib.core.prompts.overload_window_start`)
 OVERLOAD_HISTORY_FRACTION = 0.5
+#: share of the history budget the prompt's history may grow to from a kept start
+OVERLOAD_KEEP_FRACTION = 0.8
 
 
 def _optional_retrieval(character, name, *args):
@@ -221,7 +223,7 @@ def _report_reply(script, character, result, seconds):
 
 
 @defer.inlineCallbacks
-def _ask(script, character, messages_for_budget, turn_ids=()):
+def _ask(script, character, messages_for_budget):
     """
     One reply from the model, asking again once with half the history budget when the server
     says the prompt exceeds its context window (our token count and the server's can differ).
@@ -236,8 +238,9 @@ def _ask(script, character, messages_for_budget, turn_ids=()):
         history = script.history
         start = overload_window_start(
             history, script.runtime.token_counts(history), budget, script.ndb.prompt_start_id,
-            OVERLOAD_HISTORY_FRACTION, keep_ids=turn_ids)
+            OVERLOAD_HISTORY_FRACTION, OVERLOAD_KEEP_FRACTION)
         script.ndb.prompt_start_id = history[start]["id"] if start < len(history) else None
+        budget = int(budget * OVERLOAD_KEEP_FRACTION)  # a flood's turn alone may be larger
     else:
         script.ndb.prompt_start_id = None
     model = script.cfg("llm_model")
@@ -324,7 +327,7 @@ def _answer(script, character, lines, turn_ids, listeners):
 
     started = time.monotonic()
     try:
-        result = yield _ask(script, character, messages_for_budget, turn_ids)
+        result = yield _ask(script, character, messages_for_budget)
         _report_reply(script, character, result, time.monotonic() - started)
         receipt = make_receipt(
             script.cfg("llm_model") or getattr(result, "model", None),

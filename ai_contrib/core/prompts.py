@@ -166,7 +166,7 @@ def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_token
 
 
 def overload_window_start(history, token_counts, budget_tokens, previous_start_id=None,
-                          refill_fraction=0.5, keep_ids=()):
+                          refill_fraction=0.5, keep_fraction=0.8):
     """
     Where the reply prompt's history starts while the history is over its token budget (a
     compaction is still being written, or failed): a start that stays put for several turns, so
@@ -174,8 +174,10 @@ def overload_window_start(history, token_counts, budget_tokens, previous_start_i
 
     Cutting the newest-first fill anew on every turn moves the start with every line, and every
     reply then re-evaluates its whole prompt. Instead the previous start is kept while the
-    messages from it still fit ``budget_tokens``; when they no longer do, the new start keeps
-    only ``refill_fraction`` of the budget, which leaves room for the next turns to grow into.
+    messages from it still fit ``keep_fraction`` of ``budget_tokens``; when they no longer do,
+    the new start keeps only ``refill_fraction`` of the budget, which leaves room for the next
+    turns to grow into. ``keep_fraction`` stays below 1: a prompt filled to the whole budget
+    leaves no margin for the difference between our token counts and the server's.
 
     Args:
         history (list[dict]): the runtime history, oldest first.
@@ -183,8 +185,8 @@ def overload_window_start(history, token_counts, budget_tokens, previous_start_i
         budget_tokens (int): the history's token budget.
         previous_start_id (str, optional): id of the message the last such prompt started at.
         refill_fraction (float): share of the budget kept when the start moves (0..1).
-        keep_ids (iterable[str]): ids that must stay in (the turn's lines): the start is never
-            after the first of them.
+        keep_fraction (float): share of the budget the messages from a kept start may grow to
+            (``refill_fraction``..1).
 
     Returns:
         int: the index of the first message to put in the prompt (0 when all fits).
@@ -192,18 +194,16 @@ def overload_window_start(history, token_counts, budget_tokens, previous_start_i
     n = len(history)
     if sum(token_counts) <= budget_tokens or n == 0:
         return 0
-    keep = set(keep_ids)
-    first_kept = next((i for i, m in enumerate(history) if m.get("id") in keep), n - 1)
     index = {m.get("id"): i for i, m in enumerate(history)}
     previous = index.get(previous_start_id) if previous_start_id is not None else None
-    if previous is not None and sum(token_counts[previous:]) <= budget_tokens:
-        return min(previous, first_kept)
+    if previous is not None and sum(token_counts[previous:]) <= budget_tokens * keep_fraction:
+        return previous
     start, used = n, 0
     room = budget_tokens * refill_fraction
     while start > 0 and (start == n or used + token_counts[start - 1] <= room):
         start -= 1
         used += token_counts[start]
-    return min(start, first_kept)
+    return start
 
 
 def _add_part(parts, kind, msg, tokens):
