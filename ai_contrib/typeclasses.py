@@ -165,6 +165,10 @@ def _drain_checkpoint_queue():
     script = _checkpoint_queue.popleft()
     try:
         script.ndb.checkpoint_queued = False
+        # a script deleted since it was queued has no row left to write Attributes for (on
+        # PostgreSQL the write fails the whole transaction when it commits)
+        if script.id is None or not type(script).objects.filter(id=script.id).exists():
+            raise LookupError(f"script #{script.id} no longer exists")
         script.checkpoint()
     except Exception as err:  # a script deleted meanwhile: nothing left to save
         logger.log_warn(f"AI checkpoint skipped: {err}")
