@@ -66,12 +66,33 @@ def test_shown_notes_stay_and_new_ones_take_what_room_is_left():
     assert [[i["key"] for i in n["items"]] for n in second["shown"]] == [["a"], ["b"]]
 
 
-def test_a_change_of_subject_starts_afresh():
-    notes = plan([], [item("a", 10), item("b", 10)], "m1", {"m1"}, budget=30)["notes"]
-    third = plan(notes, [item("x", 10), item("y", 10), item("z", 10), item("a", 10)], "m2",
-                 {"m1", "m2"}, budget=30)
+def test_a_change_of_subject_gives_up_the_newest_notes_first():
+    # one-item notes cost 11 "tokens", two-item notes 20; the budget holds two of the latter
+    notes = plan([], [item("a", 8), item("b", 8)], "m1", {"m1"}, budget=40)["notes"]
+    second = plan(notes, [item("a", 8), item("c", 8), item("d", 8)], "m2", {"m1", "m2"},
+                  budget=40)
+    assert second["dropped"] == 0
+    third = plan(second["notes"], [item("x", 8), item("y", 8), item("z", 8)], "m3",
+                 {"m1", "m2", "m3"}, budget=40)
+    # the oldest note stays in the cached prefix; the newest makes room for the new subject
     assert third["dropped"] == 1
-    assert [[i["key"] for i in n["items"]] for n in third["shown"]] == [["x", "y"]]
+    assert third["shown"][0] is notes[0]
+    assert [[i["key"] for i in n["items"]] for n in third["shown"]] == [["a", "b"], ["x", "y"]]
+    assert [n["anchor"] for n in third["notes"]] == ["m1", "m3"]
+
+
+def test_a_change_of_subject_gives_up_nothing_when_half_the_budget_is_free():
+    notes = plan([], [item("a", 8)], "m1", {"m1"}, budget=40)["notes"]
+    second = plan(notes, [item("x", 8), item("y", 8), item("z", 8)], "m2", {"m1", "m2"},
+                  budget=40)
+    assert second["dropped"] == 0
+    assert [[i["key"] for i in n["items"]] for n in second["shown"]] == [["a"], ["x", "y"]]
+
+
+def test_one_note_takes_at_most_half_the_budget():
+    first = plan([], [item("a", 8), item("b", 8), item("c", 8)], "m1", {"m1"}, budget=40)
+    assert [i["key"] for i in first["new"]["items"]] == ["a", "b"]
+    assert first["new"]["tokens"] <= 20 and first["left_out"] == 1
 
 
 def test_a_note_is_shown_only_to_listeners_who_heard_its_reply():

@@ -7,7 +7,8 @@ prefix cache, hosted APIs' cached-token discount). A memory section rebuilt at t
 prompt is therefore evaluated afresh on every reply. Instead, what retrieval returns for a turn is
 kept as a *note* anchored at the turn's first line, and later prompts show it at that place again,
 unchanged, so it becomes part of the cached prefix. A later turn adds a note only for what is not
-already shown, within the room the memory budget has left; a change of subject starts afresh.
+already shown, within the room the memory budget has left; a change of subject gives up the newest
+notes until half the budget is free.
 
 A note is a dict::
 
@@ -51,6 +52,11 @@ def visible_notes(notes, history_ids, listeners=None):
 #: the turn's best candidates looked at to tell a change of subject (none of them shown yet)
 TOPIC_ITEMS = 3
 
+#: share of the memory budget one note may take, and a change of subject frees by giving up the
+#: newest notes first: no single note can fill the budget and force the next subject to give up
+#: the oldest note, which costs the cache nearly the whole prompt
+TOPIC_ROOM = 0.5
+
 
 def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count, listeners=None):
     """
@@ -59,8 +65,11 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     Shown notes stay as they are, since any change costs the server's cache everything after
     it. This turn's candidates that no shown note holds are added as a new note, best first, as
     far as the room left in the budget allows. When none of the turn's best
-    :data:`TOPIC_ITEMS` candidates is shown, the subject has changed: the shown notes are given
-    up and the new note may take the whole budget (the one turn that pays for a full section).
+    :data:`TOPIC_ITEMS` candidates is shown, the subject has changed: the newest shown notes are
+    given up, one at a time, until :data:`TOPIC_ROOM` of the budget is free. The newest first,
+    because giving up a note costs the cache everything after its anchor, and the newest anchor
+    has the least after it; older notes stay in the cached prefix until compaction takes their
+    anchors (``docs/design.md``, "Recall notes").
 
     Args:
         notes (list[dict]): the NPC's notes so far, oldest first.
@@ -86,8 +95,12 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     keys = {item["key"] for note in shown for item in note["items"]}
     dropped = []
     if shown and items and not any(item["key"] in keys for item in items[:TOPIC_ITEMS]):
-        dropped, shown, keys = shown, [], set()
-    room = budget_tokens - sum(note["tokens"] for note in shown)
+        while shown and budget_tokens - sum(note["tokens"] for note in shown) \
+                < budget_tokens * TOPIC_ROOM:
+            dropped.append(shown.pop())
+        keys = {item["key"] for note in shown for item in note["items"]}
+    room = min(budget_tokens - sum(note["tokens"] for note in shown),
+               budget_tokens * TOPIC_ROOM)
     chosen, text, tokens = [], "", 0
     fresh = [item for item in items if item["key"] not in keys]
     for item in fresh:

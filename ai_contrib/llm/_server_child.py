@@ -80,6 +80,12 @@ def main(argv):
     params.n_parallel = slots
     if hasattr(params, "kv_unified"):
         params.kv_unified = False  # a fixed n_ctx per slot, as the NPC's budget assumes
+    if hasattr(params, "slot_prompt_similarity"):
+        # a request goes to the idle slot whose cached prompt shares the longest prefix with it
+        # when that prefix is at least this share of the prompt, else to the least recently
+        # used slot. llama.cpp's 10 % sent the first reply after a compaction (only the persona
+        # in common: ~8 %) to the other slot, and the NPC's cache then alternated between the two
+        params.slot_prompt_similarity = 0.01
     threads = int(config.get("threads", 1))
     params.cpuparams.n_threads = threads
     # prompt evaluation is compute-bound and scales with cores; generation is memory-bound and
