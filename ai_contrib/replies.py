@@ -69,7 +69,7 @@ def memories_for_prompt(script, character, query, listeners):
                                listeners)
 
 
-def recall_for_turn(script, character, query, listeners, anchor):
+def recall_for_turn(script, character, query, listeners, anchor, start_id=None):
     """
     Retrieve for a turn and update the NPC's recall notes (``docs/design.md``, "Recall notes").
 
@@ -80,6 +80,9 @@ def recall_for_turn(script, character, query, listeners, anchor):
     Args:
         listeners (dict): ``{dbref: name}`` of who will hear the reply.
         anchor (str): id of the turn's first line.
+        start_id (str, optional): id of the first history message the prompt shows (see
+            :func:`prompt_window`); notes anchored before it cannot be shown and are let go,
+            so they neither take the memory budget nor push out the notes the prompt shows.
 
     Returns:
         Deferred[dict]: ``{"notes": [note + {"new": bool}] (to show, in order), "items":
@@ -98,8 +101,10 @@ def recall_for_turn(script, character, query, listeners, anchor):
         from .core.tokens import count_tokens
 
         items = note_items(context)
+        history = script.history
         result = plan_recall(
-            script.ndb.recall_notes or [], items, anchor, {m["id"] for m in script.history},
+            script.ndb.recall_notes or [], items, anchor,
+            {m["id"] for m in history[history_index(history, start_id):]},
             int(script.cfg("memory_retrieval_token_budget")), render_note, count_tokens,
             listeners=list(listeners),
         )
@@ -222,27 +227,52 @@ def _report_reply(script, character, result, seconds):
     logger.log_info(f"AI reply {character.key}: {describe_reply(stats)}")
 
 
+def history_index(history, message_id):
+    """Index of the message ``message_id`` in ``history``; 0 when None or no longer there."""
+    if message_id is None:
+        return 0
+    for i, msg in enumerate(history):
+        if msg.get("id") == message_id:
+            return i
+    return 0
+
+
+def prompt_window(script):
+    """
+    Where the reply prompt's history starts and the tokens it may take, chosen once per turn
+    before retrieval, so that the recall notes are planned for the messages the prompt shows.
+
+    Within the budget the prompt shows the whole history. Over it (memory work is behind, a
+    flood of lines) the history starts at a point that stays put for several turns
+    (:func:`ai_contrib.core.prompts.overload_window_start`), so the cached prefix keeps
+    matching, and may grow to :data:`OVERLOAD_KEEP_FRACTION` of the budget.
+
+    Returns:
+        tuple: ``(start_id, budget)``: the id of the first history message to show (None: from
+        the start) and the history budget in tokens. Kept in ``script.ndb.prompt_start_id``.
+    """
+    budget = script.budget()
+    if script.token_usage() < 1.0:
+        script.ndb.prompt_start_id = None
+        return None, budget
+    history = script.history
+    start = overload_window_start(
+        history, script.runtime.token_counts(history), budget, script.ndb.prompt_start_id,
+        OVERLOAD_HISTORY_FRACTION, OVERLOAD_KEEP_FRACTION)
+    script.ndb.prompt_start_id = history[start]["id"] if 0 < start < len(history) else None
+    # a flood's turn alone may be larger than the budget
+    return script.ndb.prompt_start_id, int(budget * OVERLOAD_KEEP_FRACTION)
+
+
 @defer.inlineCallbacks
-def _ask(script, character, messages_for_budget):
+def _ask(script, character, messages_for_budget, window):
     """
     One reply from the model, asking again once with half the history budget when the server
     says the prompt exceeds its context window (our token count and the server's can differ).
-    ``messages_for_budget(budget, start=0)`` builds the prompt from ``script.history[start:]``;
-    over the budget, ``start`` comes from :func:`ai_contrib.core.prompts.overload_window_start`.
+    ``messages_for_budget(budget, start_id=None)`` builds the prompt from the history message
+    ``start_id`` on; ``window`` is :func:`prompt_window`'s ``(start_id, budget)``.
     """
-    budget = script.budget()
-    start = 0
-    if script.token_usage() >= 1.0:
-        # over budget: memory work is behind (a flood of lines). The prompt's history starts
-        # at a point that stays put for several turns, so the cached prefix keeps matching
-        history = script.history
-        start = overload_window_start(
-            history, script.runtime.token_counts(history), budget, script.ndb.prompt_start_id,
-            OVERLOAD_HISTORY_FRACTION, OVERLOAD_KEEP_FRACTION)
-        script.ndb.prompt_start_id = history[start]["id"] if start < len(history) else None
-        budget = int(budget * OVERLOAD_KEEP_FRACTION)  # a flood's turn alone may be larger
-    else:
-        script.ndb.prompt_start_id = None
+    start, budget = window
     model = script.cfg("llm_model")
     try:
         result = yield get_client().chat(messages_for_budget(budget, start), model=model,
@@ -314,11 +344,14 @@ def answer_turn(script, character, hearers):
 @defer.inlineCallbacks
 def _answer(script, character, lines, turn_ids, listeners):
     """The LLM call and the stored reply of one turn (:func:`answer_turn`)."""
-    recall = yield recall_for_turn(script, character, turn_query(lines), listeners, turn_ids[0])
+    window = prompt_window(script)
+    recall = yield recall_for_turn(script, character, turn_query(lines), listeners, turn_ids[0],
+                                   start_id=window[0])
     asked = {}
 
-    def messages_for_budget(budget, start=0):
-        history = script.history[start:]
+    def messages_for_budget(budget, start_id=None):
+        history = script.history
+        history = history[history_index(history, start_id):]
         messages, parts = assemble_reply_prompt(
             character.db.persona, character.key, history, script.runtime.token_counts(history),
             budget, notes=recall["notes"], listeners=list(listeners), keep_ids=turn_ids)
@@ -327,7 +360,7 @@ def _answer(script, character, lines, turn_ids, listeners):
 
     started = time.monotonic()
     try:
-        result = yield _ask(script, character, messages_for_budget)
+        result = yield _ask(script, character, messages_for_budget, window)
         _report_reply(script, character, result, time.monotonic() - started)
         receipt = make_receipt(
             script.cfg("llm_model") or getattr(result, "model", None),

@@ -201,3 +201,51 @@ class RecallNotesOnARealNPC(NPCTestCase):
         archived = [r for r in self.script.archive.records(kinds=("receipt",))]
         self.assertEqual([r["reply_seq"] for r in archived], [r["seq"] for r in receipts])
         self.assertEqual(self.script.ndb.recent_prompts[-1]["messages"], second)
+
+
+class RecallNotesOverBudget(NPCTestCase):
+    """
+    While the history is over its budget the prompt shows it from a kept start; a note anchored
+    before that start cannot be shown, so it must not take the memory budget either, or a
+    change of subject gives up the note the prompt does show and the cached prefix breaks.
+    """
+
+    llm_default = staticmethod(lambda request: reply("Aye."))
+
+    def setUp(self):
+        super().setUp()
+        subjects = [
+            "The silver key lies under the old mill stone by the weir.",
+            "The silver key opens the chapel crypt, not the mill.",
+            "My sister Wren paints herons by the river every spring.",
+            "Wren sells the heron paintings at the harvest fair.",
+            "The copper kettle cracked when the smith dropped it.",
+            "The smith mends copper kettles for two coins each.",
+        ]
+        old = [self.script.add_message("user", text, name="Bob") for text in subjects]
+        self.fill(2, words=4)
+        self.script.runtime.evict([m["id"] for m in old], reason="test")
+
+    def ask(self, text):
+        self.script.receive_speech(self.char1, text)
+        wait_for(self.script.run_tick())
+        return self.llm.requests[-1]["messages"]
+
+    def test_a_change_of_subject_keeps_the_prefix_of_the_kept_start(self):
+        with override_settings(AI_MEMORY_ENABLED=False, AI_MEMORY_RETRIEVAL_TOKEN_BUDGET=90,
+                               AI_MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE=0):
+            self.script.db.max_context_tokens = 400
+            self.ask("Where is the silver key, Marta?")  # a note within the budget
+            # a compaction is being written (nothing is evicted meanwhile) while more is said:
+            # the history goes over its budget and the prompt starts later on
+            self.script.ndb.compacting = True
+            self.fill(16, words=12)
+            self.assertGreater(self.script.token_usage(), 1.0)
+            first = self.ask("What does my sister Wren paint?")
+            second = self.ask("Who cracked the copper kettle?")
+        self.assertIsNotNone(self.script.ndb.prompt_start_id)
+        texts = [m["content"] for m in second]
+        self.assertTrue(any("copper kettle cracked" in t for t in texts), texts)
+        self.assertFalse(any("silver key lies" in t for t in texts), texts)
+        # the second over-budget prompt extends the first: the heron note stayed
+        self.assertEqual(second[: len(first)], first)
