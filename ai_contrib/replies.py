@@ -21,7 +21,7 @@ from .core.prompts import (
     assemble_reply_prompt,
     build_reply_messages,
     clean_reply,
-    overload_window_start,
+    overload_window,
 )
 from .core.turns import turn_query
 from .llm.client import LLMContextOverflowError, LLMError, get_client
@@ -29,10 +29,12 @@ from .memory.archive import ArchiveError
 from .notify import notify_admins
 from .settings import get_setting
 
-#: share of the history budget kept when the prompt's start moves while the history is over its
-#: budget (:func:`ai_contrib.core.prompts.overload_window_start`)
+#: while the history is over its budget (:func:`ai_contrib.core.prompts.overload_window`): share
+#: of the history budget the oldest messages kept in the prompt may take
+OVERLOAD_HEAD_FRACTION = 0.3
+#: share of the history budget kept when the prompt's tail moves
 OVERLOAD_HISTORY_FRACTION = 0.5
-#: share of the history budget the prompt's history may grow to from a kept start
+#: share of the history budget the prompt's history may grow to from a kept tail start
 OVERLOAD_KEEP_FRACTION = 0.8
 
 
@@ -69,7 +71,7 @@ def memories_for_prompt(script, character, query, listeners):
                                listeners)
 
 
-def recall_for_turn(script, character, query, listeners, anchor, start_id=None):
+def recall_for_turn(script, character, query, listeners, anchor, window=None):
     """
     Retrieve for a turn and update the NPC's recall notes (``docs/design.md``, "Recall notes").
 
@@ -80,9 +82,9 @@ def recall_for_turn(script, character, query, listeners, anchor, start_id=None):
     Args:
         listeners (dict): ``{dbref: name}`` of who will hear the reply.
         anchor (str): id of the turn's first line.
-        start_id (str, optional): id of the first history message the prompt shows (see
-            :func:`prompt_window`); notes anchored before it cannot be shown and are let go,
-            so they neither take the memory budget nor push out the notes the prompt shows.
+        window (tuple, optional): the history messages the prompt shows (:func:`prompt_window`;
+            None: all); notes anchored elsewhere cannot be shown and are let go, so they
+            neither take the memory budget nor push out the notes the prompt shows.
 
     Returns:
         Deferred[dict]: ``{"notes": [note + {"new": bool}] (to show, in order), "items":
@@ -101,10 +103,9 @@ def recall_for_turn(script, character, query, listeners, anchor, start_id=None):
         from .core.tokens import count_tokens
 
         items = note_items(context)
-        history = script.history
         result = plan_recall(
             script.ndb.recall_notes or [], items, anchor,
-            {m["id"] for m in history[history_index(history, start_id):]},
+            {m["id"] for m in window_messages(script.history, window)},
             int(script.cfg("memory_retrieval_token_budget")), render_note, count_tokens,
             listeners=list(listeners),
         )
@@ -227,55 +228,73 @@ def _report_reply(script, character, result, seconds):
     logger.log_info(f"AI reply {character.key}: {describe_reply(stats)}")
 
 
-def history_index(history, message_id):
-    """Index of the message ``message_id`` in ``history``; 0 when None or no longer there."""
-    if message_id is None:
-        return 0
-    for i, msg in enumerate(history):
-        if msg.get("id") == message_id:
-            return i
-    return 0
+def window_messages(history, window):
+    """
+    The messages of ``history`` a prompt window shows (:func:`prompt_window`): all of them for
+    None, else the head up to and including ``window[0]`` and the tail from ``window[1]``. A
+    window whose messages are no longer there (a compaction landed meanwhile) shows all.
+
+    Returns:
+        list[dict]: the messages, oldest first.
+    """
+    if window is None:
+        return history
+    head_last, tail_first = window
+    index = {msg.get("id"): i for i, msg in enumerate(history)}
+    tail = index.get(tail_first)
+    head = index.get(head_last, -1) + 1 if head_last is not None else 0
+    if tail is None or (head_last is not None and head == 0) or head > tail:
+        return history
+    return history[:head] + history[tail:]
 
 
 def prompt_window(script):
     """
-    Where the reply prompt's history starts and the tokens it may take, chosen once per turn
-    before retrieval, so that the recall notes are planned for the messages the prompt shows.
+    Which history messages the reply prompt shows and the tokens they may take, chosen once
+    per turn before retrieval, so that the recall notes are planned for what the prompt shows.
 
     Within the budget the prompt shows the whole history. Over it (memory work is behind, a
-    flood of lines) the history starts at a point that stays put for several turns
-    (:func:`ai_contrib.core.prompts.overload_window_start`), so the cached prefix keeps
+    flood of lines) it shows the oldest messages and a newest stretch whose start stays put for
+    several turns (:func:`ai_contrib.core.prompts.overload_window`), so the cached prefix keeps
     matching, and may grow to :data:`OVERLOAD_KEEP_FRACTION` of the budget.
 
     Returns:
-        tuple: ``(start_id, budget)``: the id of the first history message to show (None: from
-        the start) and the history budget in tokens. Kept in ``script.ndb.prompt_start_id``.
+        tuple: ``(window, budget)``: ``window`` is None (the whole history) or ``(head_last_id,
+        tail_first_id)`` (ids; ``head_last_id`` None when there is no head), for
+        :func:`window_messages`; ``budget`` the history budget in tokens. The tail's start is
+        kept in ``script.ndb.prompt_start_id``.
     """
     budget = script.budget()
     if script.token_usage() < 1.0:
         script.ndb.prompt_start_id = None
         return None, budget
     history = script.history
-    start = overload_window_start(
+    cut = overload_window(
         history, script.runtime.token_counts(history), budget, script.ndb.prompt_start_id,
-        OVERLOAD_HISTORY_FRACTION, OVERLOAD_KEEP_FRACTION)
-    script.ndb.prompt_start_id = history[start]["id"] if 0 < start < len(history) else None
+        OVERLOAD_HEAD_FRACTION, OVERLOAD_HISTORY_FRACTION, OVERLOAD_KEEP_FRACTION)
+    if cut is None:
+        script.ndb.prompt_start_id = None
+        return None, budget
+    head_end, tail_start = cut
+    script.ndb.prompt_start_id = history[tail_start]["id"]
+    window = (history[head_end - 1]["id"] if head_end else None, history[tail_start]["id"])
     # a flood's turn alone may be larger than the budget
-    return script.ndb.prompt_start_id, int(budget * OVERLOAD_KEEP_FRACTION)
+    return window, int(budget * OVERLOAD_KEEP_FRACTION)
 
 
 @defer.inlineCallbacks
-def _ask(script, character, messages_for_budget, window):
+def _ask(script, character, messages_for_budget, shown):
     """
     One reply from the model, asking again once with half the history budget when the server
     says the prompt exceeds its context window (our token count and the server's can differ).
-    ``messages_for_budget(budget, start_id=None)`` builds the prompt from the history message
-    ``start_id`` on; ``window`` is :func:`prompt_window`'s ``(start_id, budget)``.
+    ``messages_for_budget(budget, window=None)`` builds the prompt from the messages
+    :func:`window_messages` gives for ``window``; ``shown`` is :func:`prompt_window`'s
+    ``(window, budget)``.
     """
-    start, budget = window
+    window, budget = shown
     model = script.cfg("llm_model")
     try:
-        result = yield get_client().chat(messages_for_budget(budget, start), model=model,
+        result = yield get_client().chat(messages_for_budget(budget, window), model=model,
                                          purpose="reply")
     except LLMContextOverflowError as err:
         smaller = min(budget, script.token_count()) // 2
@@ -344,14 +363,13 @@ def answer_turn(script, character, hearers):
 @defer.inlineCallbacks
 def _answer(script, character, lines, turn_ids, listeners):
     """The LLM call and the stored reply of one turn (:func:`answer_turn`)."""
-    window = prompt_window(script)
+    shown = prompt_window(script)
     recall = yield recall_for_turn(script, character, turn_query(lines), listeners, turn_ids[0],
-                                   start_id=window[0])
+                                   window=shown[0])
     asked = {}
 
-    def messages_for_budget(budget, start_id=None):
-        history = script.history
-        history = history[history_index(history, start_id):]
+    def messages_for_budget(budget, window=None):
+        history = window_messages(script.history, window)
         messages, parts = assemble_reply_prompt(
             character.db.persona, character.key, history, script.runtime.token_counts(history),
             budget, notes=recall["notes"], listeners=list(listeners), keep_ids=turn_ids)
@@ -360,7 +378,7 @@ def _answer(script, character, lines, turn_ids, listeners):
 
     started = time.monotonic()
     try:
-        result = yield _ask(script, character, messages_for_budget, window)
+        result = yield _ask(script, character, messages_for_budget, shown)
         _report_reply(script, character, result, time.monotonic() - started)
         receipt = make_receipt(
             script.cfg("llm_model") or getattr(result, "model", None),

@@ -205,9 +205,10 @@ class RecallNotesOnARealNPC(NPCTestCase):
 
 class RecallNotesOverBudget(NPCTestCase):
     """
-    While the history is over its budget the prompt shows it from a kept start; a note anchored
-    before that start cannot be shown, so it must not take the memory budget either, or a
-    change of subject gives up the note the prompt does show and the cached prefix breaks.
+    While the history is over its budget the prompt shows its oldest messages and a tail from a
+    kept start; a note anchored between the two cannot be shown, so it must not take the memory
+    budget either, or a change of subject gives up the note the prompt does show and the cached
+    prefix breaks.
     """
 
     llm_default = staticmethod(lambda request: reply("Aye."))
@@ -231,10 +232,11 @@ class RecallNotesOverBudget(NPCTestCase):
         wait_for(self.script.run_tick())
         return self.llm.requests[-1]["messages"]
 
-    def test_a_change_of_subject_keeps_the_prefix_of_the_kept_start(self):
+    def test_a_note_the_prompt_cannot_show_takes_no_room_from_one_it_shows(self):
         with override_settings(AI_MEMORY_ENABLED=False, AI_MEMORY_RETRIEVAL_TOKEN_BUDGET=90,
                                AI_MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE=0):
             self.script.db.max_context_tokens = 400
+            self.fill(8, words=12)  # more than the prompt keeps as its head when over budget
             self.ask("Where is the silver key, Marta?")  # a note within the budget
             # a compaction is being written (nothing is evicted meanwhile) while more is said:
             # the history goes over its budget and the prompt starts later on

@@ -16,7 +16,7 @@ from django.test import override_settings
 
 from ai_contrib.core.budget import MIN_HISTORY_BUDGET, TEMPLATE_HEADROOM_TOKENS, effective_budget
 from ai_contrib.core.messages import make_message
-from ai_contrib.core.prompts import build_reply_messages, overload_window_start
+from ai_contrib.core.prompts import build_reply_messages, overload_window
 from ai_contrib.core.summary import make_marker
 from ai_contrib.core.turns import turn_query, unanswered_lines
 
@@ -138,24 +138,28 @@ def test_an_overflowing_history_loses_its_oldest_part_summaries_included():
 
 # -- the NPC ------------------------------------------------------------------------------------
 
-def test_over_budget_the_prompt_start_stays_put_until_the_history_outgrows_the_budget():
+def test_over_budget_the_prompt_keeps_its_head_and_a_tail_start_until_it_outgrows_the_budget():
     history = [make_message("user" if i % 2 == 0 else "assistant", f"line {i}", name="Bob")
                for i in range(20)]
     counts = [100] * 20
-    # 2,000 tokens against a 1,000-token budget: the start moves to keep half the budget
-    start = overload_window_start(history, counts, 1000, None, 0.5)
-    assert start == 15
-    starts, previous, grown = [], history[start]["id"], list(history)
+    # 2,000 tokens against a 1,000-token budget: the oldest 300 tokens stay (the head), the
+    # tail keeps head and tail at half the budget
+    assert overload_window(history, counts, 1000, None, 0.3, 0.5) == (3, 18)
+    windows, previous, grown = [], history[18]["id"], list(history)
     for turn in range(7):  # each turn adds a line and a reply
         grown += [make_message("user", f"more {turn}", name="Bob"),
                   make_message("assistant", f"reply {turn}", name="Marta")]
-        start = overload_window_start(grown, [100] * len(grown), 1000, previous, 0.5)
-        starts.append(start)
-        previous = grown[start]["id"]
-    # the same start (one prefix for the server to reuse) until 80 % of the budget is passed
-    assert starts == [15, 19, 19, 23, 23, 27, 27]
-    # all fits: from the beginning
-    assert overload_window_start(history, [10] * 20, 1000, previous, 0.5) == 0
+        window = overload_window(grown, [100] * len(grown), 1000, previous, 0.3, 0.5)
+        windows.append(window)
+        previous = grown[window[1]]["id"]
+    # the head never moves (it stays in the server's cache); the tail's start moves only when
+    # head and tail pass 80 % of the budget
+    assert [w[0] for w in windows] == [3] * 7
+    assert [w[1] for w in windows] == [18, 22, 22, 26, 26, 30, 30]
+    # all fits: no window
+    assert overload_window(history, [10] * 20, 1000, previous, 0.3, 0.5) is None
+    # a first message larger than the head's share: no head, the tail alone
+    assert overload_window(history, [400] + [100] * 19, 1000, None, 0.3, 0.5) == (0, 15)
 
 
 def _kind(body):

@@ -165,45 +165,59 @@ def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_token
     return out, parts
 
 
-def overload_window_start(history, token_counts, budget_tokens, previous_start_id=None,
-                          refill_fraction=0.5, keep_fraction=0.8):
+def overload_window(history, token_counts, budget_tokens, previous_tail_id=None,
+                    head_fraction=0.3, refill_fraction=0.5, keep_fraction=0.8):
     """
-    Where the reply prompt's history starts while the history is over its token budget (a
-    compaction is still being written, or failed): a start that stays put for several turns, so
-    the server's cached prefix keeps matching (``docs/design.md``, "Prompt structure").
+    Which messages the reply prompt shows while the history is over its token budget (a
+    compaction is still being written, or failed): a head that stays put and a tail whose start
+    stays put for several turns, so the server's cached prefix keeps matching
+    (``docs/design.md``, "Prompt structure").
 
-    Cutting the newest-first fill anew on every turn moves the start with every line, and every
-    reply then re-evaluates its whole prompt. Instead the previous start is kept while the
-    messages from it still fit ``keep_fraction`` of ``budget_tokens``; when they no longer do,
-    the new start keeps only ``refill_fraction`` of the budget, which leaves room for the next
-    turns to grow into. ``keep_fraction`` stays below 1: a prompt filled to the whole budget
-    leaves no margin for the difference between our token counts and the server's.
+    The head is the oldest part of the history (the summaries first), up to ``head_fraction``
+    of the budget; it changes only when a compaction replaces it, so it stays in the server's
+    cache through every move of the tail. The tail is the newest part: its previous start is
+    kept while head and tail together fit ``keep_fraction`` of the budget; when they no longer
+    do, the tail's new start leaves head and tail ``refill_fraction`` of the budget, room for
+    the next turns to grow into. A move re-evaluates only the tail, where cutting at the front
+    re-evaluated the whole window. Keeping the first messages and a recent window is the shape
+    of StreamingLLM's attention sinks (Xiao et al., 2023), here at the level of messages.
+    ``keep_fraction`` stays below 1: a prompt filled to the whole budget leaves no margin for
+    the difference between our token counts and the server's.
 
     Args:
-        history (list[dict]): the runtime history, oldest first.
+        history (list[dict]): the runtime history, oldest first (summary markers first).
         token_counts (list[int]): tokens of each message.
         budget_tokens (int): the history's token budget.
-        previous_start_id (str, optional): id of the message the last such prompt started at.
-        refill_fraction (float): share of the budget kept when the start moves (0..1).
-        keep_fraction (float): share of the budget the messages from a kept start may grow to
+        previous_tail_id (str, optional): id of the message the last such tail started at.
+        head_fraction (float): share of the budget the head may take (0..``refill_fraction``).
+        refill_fraction (float): share of the budget head and tail keep when the tail moves.
+        keep_fraction (float): share of the budget head and tail may grow to
             (``refill_fraction``..1).
 
     Returns:
-        int: the index of the first message to put in the prompt (0 when all fits).
+        tuple | None: ``(head_end, tail_start)`` indexes: the prompt shows
+        ``history[:head_end] + history[tail_start:]`` (``head_end <= tail_start``; equal when
+        nothing is left out), or None when the whole history fits the budget.
     """
     n = len(history)
-    if sum(token_counts) <= budget_tokens or n == 0:
-        return 0
-    index = {m.get("id"): i for i, m in enumerate(history)}
-    previous = index.get(previous_start_id) if previous_start_id is not None else None
-    if previous is not None and sum(token_counts[previous:]) <= budget_tokens * keep_fraction:
-        return previous
-    start, used = n, 0
+    if n == 0 or sum(token_counts) <= budget_tokens:
+        return None
+    head_end, head = 0, 0
+    while head_end < n - 1 and head + token_counts[head_end] <= budget_tokens * head_fraction:
+        head += token_counts[head_end]
+        head_end += 1
+    previous = None
+    if previous_tail_id is not None:
+        previous = next((i for i in range(n - 1, head_end - 1, -1)
+                         if history[i].get("id") == previous_tail_id), None)
+    if previous is not None and head + sum(token_counts[previous:]) <= budget_tokens * keep_fraction:
+        return head_end, previous
+    start, used = n, head
     room = budget_tokens * refill_fraction
-    while start > 0 and (start == n or used + token_counts[start - 1] <= room):
+    while start > head_end and (start == n or used + token_counts[start - 1] <= room):
         start -= 1
         used += token_counts[start]
-    return start
+    return head_end, start
 
 
 def _add_part(parts, kind, msg, tokens):
