@@ -59,7 +59,9 @@ def _clean_reactor(request):
     """
     Evennia's test harness starts a LoopingCall per Script and never stops it, and NPC tests
     schedule ticks with callLater; trial test cases that run afterwards would report those as a
-    dirty reactor. Cancel what a non-trial test left behind.
+    dirty reactor. Cancel what a non-trial test left behind, and close the process-wide LLM
+    client, so that a request it still has under way cannot leave a pooled connection's idle
+    timer in a later trial test.
     """
     yield
     from twisted.trial.unittest import TestCase as TrialTestCase
@@ -67,6 +69,10 @@ def _clean_reactor(request):
     if request.instance is not None and isinstance(request.instance, TrialTestCase):
         return
     from twisted.internet import reactor
+
+    from ai_contrib.llm.client import reset_client
+
+    reset_client()
 
     for call in reactor.getDelayedCalls():
         if call.active():

@@ -66,6 +66,21 @@ class ClientTestBase(unittest.TestCase):
         self.fail(f"expected {exc_type.__name__}")
 
 
+class TestClose(ClientTestBase):
+    @defer.inlineCallbacks
+    def test_a_reply_that_finishes_after_close_leaves_no_cached_connection(self):
+        self.llm.enqueue(sleep(0.3, reply("late")))
+        asked = self.client.chat(USER)
+        yield self.client.close()  # the request is still under way
+        result = yield asked
+        self.assertEqual(result.content, "late")
+        yield task.deferLater(reactor, 0.05, lambda: None)  # the connection goes idle
+        # closed, not cached with an idle timer that would outlive the client
+        self.assertEqual(sum(len(c) for c in self.client._pool._connections.values()), 0)
+        self.assertFalse([call for call in reactor.getDelayedCalls()
+                          if "_removeConnection" in repr(call)])
+
+
 class TestSuccess(ClientTestBase):
     @defer.inlineCallbacks
     def test_reply_content_usage_and_request_shape(self):

@@ -333,14 +333,36 @@ class _QuietHTTP11ClientFactory(_HTTP11ClientFactory):
     noisy = False
 
 
+class _ClosingPool(HTTPConnectionPool):
+    """
+    An ``HTTPConnectionPool`` that, once its cached connections were closed, closes a connection
+    that finishes its response afterwards instead of caching it: a request still under way
+    when :meth:`LLMClient.close` runs would otherwise leave a cached connection, and its idle
+    timer, in the reactor after the client is gone.
+    """
+
+    closed = False
+
+    def closeCachedConnections(self):
+        self.closed = True
+        return super().closeCachedConnections()
+
+    def _putConnection(self, key, connection):  # Twisted's hook for a connection going idle
+        if self.closed:
+            connection.transport.loseConnection()
+            return
+        super()._putConnection(key, connection)
+
+
 def make_quiet_pool(reactor=None, persistent=True):
     """
     Return an ``HTTPConnectionPool`` that keeps idle connections :data:`CACHED_CONNECTION_TIMEOUT`
-    seconds (under the 5 s after which servers drop them) and does not log every connection.
+    seconds (under the 5 s after which servers drop them), does not log every connection, and
+    caches none once :meth:`~twisted.web.client.HTTPConnectionPool.closeCachedConnections` ran.
     """
     if reactor is None:
         from twisted.internet import reactor
-    pool = HTTPConnectionPool(reactor, persistent=persistent)
+    pool = _ClosingPool(reactor, persistent=persistent)
     pool.cachedConnectionTimeout = CACHED_CONNECTION_TIMEOUT
     pool._factory = _QuietHTTP11ClientFactory  # the documented hook for a custom factory
     return pool
