@@ -12,27 +12,18 @@ from django.test import override_settings
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from ai_contrib.llm.client import LLMClient, LLMContextOverflowError, make_quiet_pool
+from ai_contrib.llm.client import LLMClient, LLMContextOverflowError
 
 from .llm_double import LLMDouble
 from .npc_fixtures import NPCTestCase
 from .twisted_util import wait_for
 
 
-def _unpooled(**kwargs):
-    """
-    A client that closes each connection after its response: a pooled one can be handed back
-    to the pool after the test's last callback, too late for ``close()``, and its idle
-    timer then leaves the reactor unclean (seen on a busy machine).
-    """
-    return LLMClient(pool=make_quiet_pool(persistent=False), **kwargs)
-
-
 class TestDiscovery(unittest.TestCase):
     def _client(self, double):
         double.start()
         self.addCleanup(double.stop)
-        client = _unpooled(base_url=double.base_url, api_key="k", timeout=5)
+        client = LLMClient(base_url=double.base_url, api_key="k", timeout=5)
         self.addCleanup(client.close)
         return client
 
@@ -99,7 +90,7 @@ class TestDiscovery(unittest.TestCase):
         double = LLMDouble(n_ctx=2048)
         double.start()
         self.addCleanup(double.stop)
-        client = _unpooled(base_url=f"http://127.0.0.1:{double.port}", timeout=5)
+        client = LLMClient(base_url=f"http://127.0.0.1:{double.port}", timeout=5)
         self.addCleanup(client.close)
         self.assertEqual((yield client.context_window()), 2048)
         self.assertEqual(double.gets, ["/props"])
@@ -110,8 +101,7 @@ class TestDiscovery(unittest.TestCase):
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)  # connections complete in the backlog; nothing is ever read or answered
         self.addCleanup(silent.close)
-        client = _unpooled(base_url=f"http://127.0.0.1:{silent.getsockname()[1]}/v1",
-                           timeout=30)
+        client = LLMClient(base_url=f"http://127.0.0.1:{silent.getsockname()[1]}/v1", timeout=30)
         self.addCleanup(client.close)
         client.WINDOW_TIMEOUT = 0.3
         started = time.monotonic()
