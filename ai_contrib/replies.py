@@ -80,7 +80,8 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None):
     added. The notes live in ``script.ndb.recall_notes`` (a reload starts afresh).
 
     Args:
-        listeners (dict): ``{dbref: name}`` of who will hear the reply.
+        listeners (dict | None): ``{dbref: name}`` of who will hear the reply (None: no
+            audience filter, for replays and admin tools).
         anchor (str): id of the turn's first line.
         window (tuple, optional): the history messages the prompt shows (:func:`prompt_window`;
             None: all); notes anchored elsewhere cannot be shown and are let go, so they
@@ -106,8 +107,8 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None):
         result = plan_recall(
             script.ndb.recall_notes or [], items, anchor,
             {m["id"] for m in window_messages(script.history, window)},
-            int(script.cfg("memory_retrieval_token_budget")), render_note, count_tokens,
-            listeners=list(listeners),
+            script.memory_budget(), render_note, count_tokens,
+            listeners=None if listeners is None else list(listeners),
         )
         script.ndb.recall_notes = result["notes"]
         new = result["new"]

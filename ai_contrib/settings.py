@@ -144,8 +144,9 @@ DEFAULTS = {
     "MEMORY_SEARCH_LIMIT": 20,  # memory hits fetched per search (candidates for fusion)
     # minimum cosine similarity of a hit; None = per embedder (DEFAULT_THRESHOLDS)
     "MEMORY_SEARCH_THRESHOLD": None,
-    "MEMORY_RETRIEVAL_TOKEN_BUDGET": 600,  # tokens the two prompt sections may take together
-    "MEMORY_RETRIEVAL_MAX_ITEMS": 8,  # items in the prompt sections at most
+    # tokens the recall notes may take together (at most 40 % of MAX_CONTEXT_TOKENS)
+    "MEMORY_RETRIEVAL_TOKEN_BUDGET": 1200,
+    "MEMORY_RETRIEVAL_MAX_ITEMS": 30,  # items in one recall note at most
     "MEMORY_RETRIEVAL_MAX_EXPERIENCES": 2,  # summaries in RELATED PAST EXPERIENCES at most
     # a candidate needs this fraction of the best candidate's fused score (0 = no threshold)
     "MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE": 0.3,

@@ -423,10 +423,7 @@ class AssistantScript(DefaultScript):
             text = f"{persona or ''}\n\n{REPLY_INSTRUCTIONS.format(name=name)}"
             cached = (persona, count_tokens(text, self.cfg("llm_model")))
             self.ndb.system_tokens = cached
-        memory = (
-            int(self.cfg("memory_retrieval_token_budget") or 0)
-            if self.cfg("memory_enabled") else 0
-        )
+        memory = self.memory_budget() if self.cfg("memory_enabled") else 0
         return effective_budget(
             self.cfg("max_context_tokens"),
             window=window,
@@ -435,6 +432,17 @@ class AssistantScript(DefaultScript):
             memory_tokens=memory,
             window_source=getattr(client, "context_window_source", None),
         )
+
+    def memory_budget(self):
+        """
+        Tokens the recall notes of a reply prompt may take
+        (:func:`ai_contrib.core.budget.memory_budget`: ``memory_retrieval_token_budget``, at most
+        a share of ``max_context_tokens``). O(1).
+        """
+        from .core.budget import memory_budget
+
+        return memory_budget(self.cfg("memory_retrieval_token_budget"),
+                             self.cfg("max_context_tokens"))
 
     def budget(self):
         """The effective history budget in tokens (see :meth:`budget_info`)."""

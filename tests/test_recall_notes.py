@@ -89,10 +89,19 @@ def test_a_change_of_subject_gives_up_nothing_when_half_the_budget_is_free():
     assert [[i["key"] for i in n["items"]] for n in second["shown"]] == [["a"], ["x", "y"]]
 
 
-def test_one_note_takes_at_most_half_the_budget():
-    first = plan([], [item("a", 8), item("b", 8), item("c", 8)], "m1", {"m1"}, budget=40)
-    assert [i["key"] for i in first["new"]["items"]] == ["a", "b"]
-    assert first["new"]["tokens"] <= 20 and first["left_out"] == 1
+def test_the_first_note_may_fill_the_budget_and_a_note_beside_it_takes_at_most_half():
+    items = [item("a", 8), item("b", 8), item("c", 8), item("d", 8)]
+    first = plan([], items, "m1", {"m1"}, budget=35)
+    # nothing shown yet: a question asked afresh gets all the room there is
+    assert [i["key"] for i in first["new"]["items"]] == ["a", "b", "c"]
+    assert first["new"]["tokens"] == 29 and first["left_out"] == 1
+    small = plan([], [item("a", 8)], "m1", {"m1"}, budget=60)
+    second = plan(small["notes"], [item("a", 8)] + [item(k, 8) for k in "wxyz"], "m2",
+                  {"m1", "m2"}, budget=60)
+    # beside a shown note, a new one leaves room for the next subject
+    assert second["dropped"] == 0
+    assert [i["key"] for i in second["new"]["items"]] == ["w", "x", "y"]
+    assert second["new"]["tokens"] <= 30 and second["left_out"] == 1
 
 
 def test_a_note_is_shown_only_to_listeners_who_heard_its_reply():
@@ -233,8 +242,10 @@ class RecallNotesOverBudget(NPCTestCase):
         return self.llm.requests[-1]["messages"]
 
     def test_a_note_the_prompt_cannot_show_takes_no_room_from_one_it_shows(self):
-        with override_settings(AI_MEMORY_ENABLED=False, AI_MEMORY_RETRIEVAL_TOKEN_BUDGET=90,
-                               AI_MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE=0):
+        with override_settings(AI_MEMORY_ENABLED=False, AI_MEMORY_RETRIEVAL_TOKEN_BUDGET=130,
+                               AI_MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE=0,
+                               AI_MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT=0,
+                               AI_MEMORY_RETRIEVAL_SESSION_WEIGHT=0):
             self.script.db.max_context_tokens = 400
             self.fill(8, words=12)  # more than the prompt keeps as its head when over budget
             self.ask("Where is the silver key, Marta?")  # a note within the budget

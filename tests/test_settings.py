@@ -82,6 +82,17 @@ class TestResolvedPerNPC(NPCTestCase):
             self.assertEqual(self.script.budget_info()["tokens"],
                              full + MEMORY_DEFAULTS["MEMORY_RETRIEVAL_TOKEN_BUDGET"])
 
+    def test_a_small_budget_keeps_most_of_it_for_the_conversation(self):
+        # the notes take at most 40 % of max_context_tokens, however large their own setting
+        with override_settings(AI_LLM_CONTEXT_WINDOW=8192, AI_MAX_CONTEXT_TOKENS=1000,
+                               AI_MEMORY_RETRIEVAL_TOKEN_BUDGET=1200):
+            self.assertEqual(self.script.memory_budget(), 400)
+            with mock.patch.object(recall, "retrieve_memory_context") as retrieve:
+                recall.related_memory_context(self.script, self.npc, "the ale", listeners={})
+            self.assertEqual(retrieve.call_args.kwargs["budget_tokens"], 400)
+            self.script.db.max_context_tokens = 5000
+            self.assertEqual(self.script.memory_budget(), 1200)
+
     def test_an_unknown_name_raises_even_with_an_attribute_of_that_name(self):
         self.script.db.compact_sleep_treshold = 0.5
         with self.assertRaises(KeyError) as caught:

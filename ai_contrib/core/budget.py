@@ -18,6 +18,21 @@ TEMPLATE_HEADROOM_TOKENS = 64
 #: the smallest history budget an NPC can work with: below it the window is misconfigured, and
 #: this floor keeps compaction thresholds meaningful rather than zero
 MIN_HISTORY_BUDGET = 256
+#: share of ``max_context_tokens`` the recall notes may take at most: an NPC configured with a
+#: small budget keeps most of it for its own conversation
+MEMORY_SHARE_CAP = 0.4
+
+
+def memory_budget(memory_tokens, configured):
+    """
+    Tokens the retrieved-memory notes of a reply prompt may take: ``memory_tokens``
+    (``AI_MEMORY_RETRIEVAL_TOKEN_BUDGET``), at most :data:`MEMORY_SHARE_CAP` of ``configured``
+    (``max_context_tokens``) (``docs/design.md``, "The budget fits the model").
+
+    Returns:
+        int: tokens, at least 0.
+    """
+    return max(0, min(int(memory_tokens or 0), int(int(configured) * MEMORY_SHARE_CAP)))
 
 
 def effective_budget(configured, window=None, reply_tokens=0, system_tokens=0, memory_tokens=0,

@@ -6,9 +6,10 @@ A model server reuses only the common prefix of the previous prompt (llama.cpp's
 prefix cache, hosted APIs' cached-token discount). A memory section rebuilt at the end of every
 prompt is therefore evaluated afresh on every reply. Instead, what retrieval returns for a turn is
 kept as a *note* anchored at the turn's first line, and later prompts show it at that place again,
-unchanged, so it becomes part of the cached prefix. A later turn adds a note only for what is not
-already shown, within the room the memory budget has left; a change of subject gives up the newest
-notes until half the budget is free.
+unchanged, so it becomes part of the cached prefix. The first note may fill the memory budget; a
+later turn adds a note only for what is not already shown, within the room the budget has left
+and at most half of it; a change of subject gives up the newest notes until half the budget is
+free.
 
 A note is a dict::
 
@@ -52,9 +53,9 @@ def visible_notes(notes, history_ids, listeners=None):
 #: the turn's best candidates looked at to tell a change of subject (none of them shown yet)
 TOPIC_ITEMS = 3
 
-#: share of the memory budget one note may take, and a change of subject frees by giving up the
-#: newest notes first: no single note can fill the budget and force the next subject to give up
-#: the oldest note, which costs the cache nearly the whole prompt
+#: share of the memory budget a note added beside shown notes may take, and a change of subject
+#: frees by giving up the newest notes first: the next subject then finds room without giving
+#: up the oldest note, which costs the cache nearly the whole prompt
 TOPIC_ROOM = 0.5
 
 
@@ -64,7 +65,8 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
 
     Shown notes stay as they are, since any change costs the server's cache everything after
     it. This turn's candidates that no shown note holds are added as a new note, best first, as
-    far as the room left in the budget allows. When none of the turn's best
+    far as the room left in the budget allows: all of it when no note is shown, else at most
+    :data:`TOPIC_ROOM` of the budget. When none of the turn's best
     :data:`TOPIC_ITEMS` candidates is shown, the subject has changed: the newest shown notes are
     given up, one at a time, until :data:`TOPIC_ROOM` of the budget is free. The newest first,
     because giving up a note costs the cache everything after its anchor, and the newest anchor
@@ -99,8 +101,12 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
                 < budget_tokens * TOPIC_ROOM:
             dropped.append(shown.pop())
         keys = {item["key"] for note in shown for item in note["items"]}
-    room = min(budget_tokens - sum(note["tokens"] for note in shown),
-               budget_tokens * TOPIC_ROOM)
+    # the first note may take the whole budget: a memory question asked afresh gets all the
+    # room there is; beside other notes, one takes at most TOPIC_ROOM, so that the next subject
+    # finds room without giving a note up
+    room = budget_tokens - sum(note["tokens"] for note in shown)
+    if shown:
+        room = min(room, budget_tokens * TOPIC_ROOM)
     chosen, text, tokens = [], "", 0
     fresh = [item for item in items if item["key"] not in keys]
     for item in fresh:

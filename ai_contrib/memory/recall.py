@@ -35,7 +35,7 @@ def related_memory_context(script, character, query, listeners=None):
     :func:`ai_contrib.memory.retrieval.build_memory_context` result (the chosen candidates with
     their scores and sources, and the text). The retrieval options are the NPC's
     (:func:`ai_contrib.memory.retrieval.retrieval_options`: its ``memory_*`` Attributes, else
-    the game's settings).
+    the game's settings), the token budget its :meth:`memory_budget`.
 
     Returns:
         Deferred[dict]: ``{"memories", "experiences", "text", "tokens", ...}``.
@@ -45,7 +45,7 @@ def related_memory_context(script, character, query, listeners=None):
         query,
         archive_docs=archived_out_of_context(script),
         listeners=dict(listeners) if listeners is not None else None,
-        **retrieval_options(script),
+        **dict(retrieval_options(script), budget_tokens=script.memory_budget()),
     )
 
 
