@@ -56,6 +56,7 @@ import math
 import re
 from collections import Counter
 
+from ..core.dates import resolve_relative_dates
 from .lexical import STOP_WORDS, bm25, doc_text, short_time, tokenize  # noqa: F401
 
 logger = logging.getLogger(__name__)
@@ -355,19 +356,29 @@ def _clip(text, max_chars):
     return text[: max_chars - 1].rstrip() + "\u2026"
 
 
+#: a text that starts with its own bracketed time: ``"[1:56 pm on 8 May, 2023] ..."``
+_SELF_DATED = re.compile(r"^\[[^\]\n]*\d[^\]\n]*\]\s")
+
+
 def format_memory_line(candidate, max_chars=400):
     """
     One ``RELATED MEMORIES`` bullet.
 
     Facts read ``- text (told by Alice)``; archived messages ``- [2026-11-20 14:02] Alice:
-    "text"`` so a quoted line is never mistaken for the NPC's own knowledge.
+    "text"`` so a quoted line is never mistaken for the NPC's own knowledge (a message whose text
+    already starts with a bracketed time, ``"[1:56 pm on 8 May, 2023] ..."``, keeps that one).
+    A message's relative dates get the date they meant when it was said
+    (:func:`ai_contrib.core.dates.resolve_relative_dates`: ``"yesterday (7 May 2023)"``).
     """
     meta = candidate.get("metadata") or {}
     if candidate.get("kind") == "message":
-        stamp = short_time(meta.get("timestamp"))
+        # a message imported with its own time in front (a replayed log) is not stamped twice
+        stamp = "" if _SELF_DATED.match(candidate["text"]) else short_time(meta.get("timestamp"))
         speaker = meta.get("name") or meta.get("role") or "someone"
         prefix = f"[{stamp}] " if stamp else ""
-        return f'- {prefix}{speaker}: "{_clip(candidate["text"], max_chars)}"'
+        # "yesterday" in a line from weeks ago means another day than it does now
+        text = resolve_relative_dates(candidate["text"], meta.get("timestamp"))
+        return f'- {prefix}{speaker}: "{_clip(text, max_chars)}"'
     line = f"- {_clip(candidate['text'], max_chars)}"
     if meta.get("speaker"):
         line += f" (told by {meta['speaker']})"
