@@ -31,10 +31,13 @@ being the last, nothing else), ``truncate`` (our reply prompt over the whole his
 oldest messages dropped to fit the budget: no summary, no memory) and ``full`` (the whole
 conversation, no budget: the ceiling).
 
-**Questions.** For every QA item, the prompt is built exactly as the NPC would build it when
+**Questions.** For every QA item, the prompt is built exactly as the NPC builds a reply when
 speaker A asks the question: the question becomes the newest ``user`` message (not stored),
-``replies.memories_for_prompt`` retrieves memories with the question as query and A as speaker,
-``replies.build_prompt`` assembles persona, memories, summaries and history within the budget.
+``replies.prompt_window`` picks the history the prompt shows, ``replies.recall_for_turn``
+retrieves with the question as query into a recall note anchored at the question (each question
+asked afresh, with no notes from earlier ones), and ``core.prompts.assemble_reply_prompt``
+assembles persona, summaries, history and the note within the budget. The model's context
+window is asked for before the first replay, so every conversation runs under the same budget.
 Scores (:mod:`benchmarks.locomo_metrics`):
 
 * ``answer_in_prompt``: the gold answer is in the prompt (the question itself left out):
@@ -594,13 +597,29 @@ class PipelineNPC:
             script.wake(reason="questions")
 
     def prompt_for(self, question_msg, query, speaker):
-        """The exact reply prompt for ``question_msg`` and the memories text retrieved for it."""
+        """
+        The exact reply prompt for ``question_msg`` and the memory notes' text in it, built the
+        way :func:`ai_contrib.replies.answer_turn` builds it: the prompt window first
+        (``replies.prompt_window``), then retrieval into recall notes (``replies.recall_for_turn``,
+        the question as the turn), then ``assemble_reply_prompt``. Each question is asked
+        afresh: no notes from an earlier question.
+        """
         from ai_contrib import replies
+        from ai_contrib.core.prompts import assemble_reply_prompt
 
         view = AskingView(self.script, question_msg)
+        self.script.ndb.recall_notes = None
+        self.script.ndb.prompt_start_id = None
+        window, budget = replies.prompt_window(view)
         # the replay's messages carry no audience (public): no listener filter applies
-        memories = wait(replies.memories_for_prompt(view, self.npc, query, None))
-        return replies.build_prompt(view, self.npc, memories), memories
+        recall = wait(replies.recall_for_turn(view, self.npc, query, None, question_msg["id"],
+                                              window=window))
+        history = replies.window_messages(view.history, window)
+        messages, _ = assemble_reply_prompt(
+            self.npc.db.persona, self.npc.key, history, view.runtime.token_counts(history),
+            budget, notes=recall["notes"], keep_ids=[question_msg["id"]])
+        memories = "\n\n".join(note["text"] for note in recall["notes"]) or None
+        return messages, memories
 
     def stats(self):
         """``{"compactions", "compactions_by_trigger", "evictions", "masks", "facts",
@@ -938,6 +957,16 @@ def parse_args(argv=None):
         help="AI_MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT and _SESSION_WEIGHT for the run, e.g. 0,0 for "
         "the fused ranking alone (default: the shipped values)",
     )
+    parser.add_argument(
+        "--no-extraction", action="store_true",
+        help="AI_PRE_COMPACT_EXTRACTION_ENABLED False for the run: no fact extraction before "
+        "compactions (a `mask` replay then makes no LLM call)",
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE",
+        help="any contrib setting for the run, e.g. --set MEMORY_RETRIEVAL_MAX_ITEMS=12 (the "
+        "value read as JSON where it parses, else as text; repeatable)",
+    )
     parser.add_argument("--seed", type=int, default=int(os.environ.get("AI_LLM_SEED") or DEFAULT_SEED),
                         help="LLM sampling seed (default $AI_LLM_SEED or %(default)s)")
     parser.add_argument("--json", default=None, help="also write the results to this file")
@@ -953,6 +982,28 @@ def parse_args(argv=None):
     args.conversations = [c.strip() for c in args.conversations.split(",") if c.strip()]
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     return args
+
+
+def setting_overrides(pairs):
+    """
+    ``["MEMORY_RETRIEVAL_MAX_ITEMS=12", ...]`` -> ``{"AI_MEMORY_RETRIEVAL_MAX_ITEMS": 12}``:
+    values as JSON where they parse (numbers, true/false, null), else as text.
+
+    Raises:
+        SystemExit: a pair without ``=``.
+    """
+    result = {}
+    for pair in pairs or ():
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise SystemExit(f"--set wants NAME=VALUE, got {pair!r}")
+        name = name.strip().upper()
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = value
+        result[name if name.startswith("AI_") else "AI_" + name] = parsed
+    return result
 
 
 def resolve_systems(requested):
@@ -990,12 +1041,15 @@ def run(args):
         overrides["AI_MEMORY_RETRIEVAL_TOKEN_BUDGET"] = args.memory_budget
     if args.min_relative_score is not None:
         overrides["AI_MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE"] = args.min_relative_score
+    if args.no_extraction:
+        overrides["AI_PRE_COMPACT_EXTRACTION_ENABLED"] = False
     if args.context_weights is not None:
         neighbour, session = (float(x) for x in args.context_weights.split(","))
         overrides["AI_MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT"] = neighbour
         overrides["AI_MEMORY_RETRIEVAL_SESSION_WEIGHT"] = session
     if args.threads:
         overrides["AI_EMBEDDED_THREADS"] = args.threads
+    overrides.update(setting_overrides(args.set))
     from benchmarks._evennia_env import setup_evennia
 
     setup_evennia(workdir, **overrides)
@@ -1017,6 +1071,12 @@ def run(args):
         settings.AI_LLM_BASE_URL = server.base_url
         settings.AI_LLM_API_KEY = server.api_key
         wait(reset_client())
+    # the NPCs' budget fits the model's window (docs/design.md, "The budget fits the model"):
+    # known before the first replay, so that every conversation runs under the same budget
+    from ai_contrib.llm.client import get_client
+
+    window = wait(get_client().context_window())
+    progress.note(f"model context window: {window or 'unknown'} tokens")
     meter = CallMeter()
     meter.install()
     with open(args.data, "rb") as fh:
@@ -1166,7 +1226,8 @@ def main(argv=None):
         result = run(args)
     config = result["config"]
     systems = config.get("systems_done", config["systems"])
-    report = metrics.format_report(result["summary"], systems, result["stats"], config["answer"])
+    report = metrics.format_report(result["summary"], systems, result["stats"], config["answer"],
+                                   result["questions"])
     runs = config.get("runs")
     wall = (f"{len(runs)} runs merged, wall " + ", ".join(f"{r['wall_s']:.0f} s" for r in runs)
             if runs else f"total wall {result['wall_s']:.0f} s")

@@ -510,7 +510,7 @@ def markdown_table(header, rows):
     return "\n".join(lines)
 
 
-def format_report(summary, systems, stats, with_f1):
+def format_report(summary, systems, stats, with_f1, rows_by_question=None):
     """
     The stdout report: one table for categories 1-4, one for category 5, one for the replay.
 
@@ -522,6 +522,9 @@ def format_report(summary, systems, stats, with_f1):
             "answer_errors", "summary_calls", "summary_completion_tokens", "extraction_calls",
             "compaction_s"}}`` (missing keys print as 0 or ``-``).
         with_f1 (bool): whether answers were generated (adds the F1 and refusal columns).
+        rows_by_question (list[dict], optional): the per-question rows; with ``full`` among
+            them, a table of each system against it per conversation
+            (:func:`versus_full_rows`).
 
     Returns:
         str
@@ -550,6 +553,11 @@ def format_report(summary, systems, stats, with_f1):
                 row += ["", ""]
             rows.append(row)
     parts = ["## Categories 1-4 (answerable)", "", markdown_table(header, rows)]
+    if rows_by_question:
+        against = versus_full_rows(rows_by_question, systems)
+        if against:
+            parts += ["", "## Against the whole conversation (categories 1-4)", "",
+                      markdown_table(VERSUS_FULL_HEADER, against)]
 
     adv_header = ["system", "n", "adversarial answer in prompt %", "evidence verbatim %"]
     if with_f1:
@@ -593,6 +601,52 @@ def format_report(summary, systems, stats, with_f1):
         parts += ["", "## Facts journaled and summary fidelity", "",
                   markdown_table(MEMORY_HEADER, memory_rows)]
     return "\n".join(parts) + "\n"
+
+
+VERSUS_FULL_HEADER = ["system", "conversation", "n", "answer in prompt %", "full's %",
+                      "share of full's answers %", "prompt tokens mean", "full's tokens mean",
+                      "share of full's tokens %"]
+
+
+def versus_full_rows(rows, systems, reference="full"):
+    """
+    Rows of the table that sets each system against the whole conversation (categories 1-4),
+    per conversation and for all of them: its answer-in-prompt rate and mean prompt tokens
+    beside ``reference``'s on the same questions, and the shares (system / reference).
+
+    Args:
+        rows (list[dict]): per-question rows (:func:`aggregate`'s input; ``"conversation"``
+            and ``"qa_index"`` identify a question).
+        systems (list[str]): system names in display order; ``reference`` and systems without
+            rows are skipped.
+        reference (str): the system compared against.
+
+    Returns:
+        list[list]: rows of cells in :data:`VERSUS_FULL_HEADER` order; empty when
+        ``reference`` has no rows.
+    """
+    answered = [r for r in rows if r["category"] in ANSWERED_CATEGORIES]
+    ref = {(r["conversation"], r["qa_index"]): r for r in answered if r["system"] == reference}
+    if not ref:
+        return []
+    out = []
+    for system in systems:
+        mine = [r for r in answered if r["system"] == system and system != reference
+                and (r["conversation"], r["qa_index"]) in ref]
+        if not mine:
+            continue
+        conversations = list(dict.fromkeys(r["conversation"] for r in mine))
+        groups = [(c, [r for r in mine if r["conversation"] == c]) for c in conversations]
+        if len(groups) > 1:
+            groups.append(("all", mine))
+        for name, group in groups:
+            theirs = [ref[(r["conversation"], r["qa_index"])] for r in group]
+            got, full = (mean([r["answer_in_prompt"] for r in g]) for g in (group, theirs))
+            tokens, full_tokens = (mean([r["prompt_tokens"] for r in g]) for g in (group, theirs))
+            out.append([system, name, len(group), _pct(got), _pct(full),
+                        _pct(got / full) if full else "-", _num(tokens), _num(full_tokens),
+                        _pct(tokens / full_tokens) if full_tokens else "-"])
+    return out
 
 
 MEMORY_HEADER = ["system", "conversation", "facts journaled", "summaries scored",

@@ -215,6 +215,27 @@ def _result(system, final_tokens, budget=4096):
     }
 
 
+def test_versus_full_sets_each_system_against_full_on_the_same_questions():
+    def row(system, conv, index, got, tokens, category=1):
+        return {"system": system, "conversation": conv, "qa_index": index,
+                "category": category, "answer_in_prompt": got, "prompt_tokens": tokens}
+
+    rows = [
+        row("full", "c1", 0, 1.0, 1000), row("full", "c1", 1, 1.0, 1000),
+        row("full", "c2", 0, 0.0, 3000), row("full", "c2", 1, 1.0, 3000),
+        row("mask", "c1", 0, 1.0, 100), row("mask", "c1", 1, 0.0, 100),
+        row("mask", "c2", 0, 1.0, 300), row("mask", "c2", 1, 1.0, 300),
+        row("mask", "c2", 2, 1.0, 300, category=5),  # adversarial: not in the table
+    ]
+    table = m.versus_full_rows(rows, ["mask", "full"])
+    assert table == [
+        ["mask", "c1", 2, "50.0", "100.0", "50.0", "100", "1000", "10.0"],
+        ["mask", "c2", 2, "100.0", "50.0", "200.0", "300", "3000", "10.0"],
+        ["mask", "all", 4, "75.0", "75.0", "100.0", "200", "2000", "10.0"],
+    ]
+    assert m.versus_full_rows([r for r in rows if r["system"] != "full"], ["mask"]) == []
+
+
 def test_merge_results_of_runs_over_disjoint_systems():
     from benchmarks import locomo
 
@@ -327,6 +348,8 @@ def test_benchmark_end_to_end(tmp_path):
         assert result["summary"][system]["1-4"]["n"] == 5
         assert result["summary"][system]["5"]["n"] == 1
 
+    assert "## Against the whole conversation (categories 1-4)" in proc.stdout
+    assert "| full | " not in proc.stdout.split("## Against")[1].split("## Category 5")[0]
     full = result["summary"]["full"]
     assert full["1-4"]["answer_in_prompt"] == 1.0  # every answer is verbatim in the data
     assert full["1-4"]["evidence_verbatim"] == 1.0
