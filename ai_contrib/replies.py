@@ -249,7 +249,7 @@ def window_messages(history, window):
     return history[:head] + history[tail:]
 
 
-def prompt_window(script):
+def prompt_window(script, turn_ids=()):
     """
     Which history messages the reply prompt shows and the tokens they may take, chosen once
     per turn before retrieval, so that the recall notes are planned for what the prompt shows.
@@ -257,7 +257,9 @@ def prompt_window(script):
     Within the budget the prompt shows the whole history. Over it (memory work is behind, a
     flood of lines) it shows the oldest messages and a newest stretch whose start stays put for
     several turns (:func:`ai_contrib.core.prompts.overload_window`), so the cached prefix keeps
-    matching, and may grow to :data:`OVERLOAD_KEEP_FRACTION` of the budget.
+    matching, and may grow to :data:`OVERLOAD_KEEP_FRACTION` of the budget. The tail never
+    starts after the first of ``turn_ids`` (the lines being answered), so a flood's turn is
+    not cut at its front.
 
     Returns:
         tuple: ``(window, budget)``: ``window`` is None (the whole history) or ``(head_last_id,
@@ -270,9 +272,12 @@ def prompt_window(script):
         script.ndb.prompt_start_id = None
         return None, budget
     history = script.history
+    wanted = set(turn_ids)
+    first = next((i for i, msg in enumerate(history) if msg.get("id") in wanted), None)
     cut = overload_window(
         history, script.runtime.token_counts(history), budget, script.ndb.prompt_start_id,
-        OVERLOAD_HEAD_FRACTION, OVERLOAD_HISTORY_FRACTION, OVERLOAD_KEEP_FRACTION)
+        OVERLOAD_HEAD_FRACTION, OVERLOAD_HISTORY_FRACTION, OVERLOAD_KEEP_FRACTION,
+        keep_from=first)
     if cut is None:
         script.ndb.prompt_start_id = None
         return None, budget
@@ -364,7 +369,7 @@ def answer_turn(script, character, hearers):
 @defer.inlineCallbacks
 def _answer(script, character, lines, turn_ids, listeners):
     """The LLM call and the stored reply of one turn (:func:`answer_turn`)."""
-    shown = prompt_window(script)
+    shown = prompt_window(script, turn_ids)
     recall = yield recall_for_turn(script, character, turn_query(lines), listeners, turn_ids[0],
                                    window=shown[0])
     asked = {}

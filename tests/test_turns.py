@@ -160,6 +160,13 @@ def test_over_budget_the_prompt_keeps_its_head_and_a_tail_start_until_it_outgrow
     assert overload_window(history, [10] * 20, 1000, previous, 0.3, 0.5) is None
     # a first message larger than the head's share: no head, the tail alone
     assert overload_window(history, [400] + [100] * 19, 1000, None, 0.3, 0.5) == (0, 15)
+    # a turn larger than the tail's share: the tail starts at the turn's first line
+    assert overload_window(history, counts, 1000, None, 0.3, 0.5, keep_from=12) == (3, 12)
+    assert overload_window(history, counts, 1000, history[18]["id"], 0.3, 0.5,
+                           keep_from=10) == (3, 10)
+    # a turn within the tail or the head changes nothing
+    assert overload_window(history, counts, 1000, None, 0.3, 0.5, keep_from=19) == (3, 18)
+    assert overload_window(history, counts, 1000, None, 0.3, 0.5, keep_from=1) == (3, 18)
 
 
 def _kind(body):
@@ -268,6 +275,22 @@ class TestTurns(NPCTestCase):
         # nothing is lost: every line is still in the archive
         archived = [m["content"] for m in self.script.archive.message_log()]
         self.assertEqual(sum(1 for c in archived if c.startswith("Line ")), 20)
+
+
+class TestFloodTurn(NPCTestCase):
+    def test_over_budget_a_turn_larger_than_the_tail_is_shown_from_its_first_line(self):
+        self.llm.default = lambda body: reply("Aye.")
+        self.script.db.max_context_tokens = 600
+        self.fill(16, words=12)
+        # a compaction is being written while a flood of lines comes in as one turn
+        self.script.ndb.compacting = True
+        for i in range(10):
+            self.script.receive_speech(self.char1, f"Flood {i}: the bridge is out " * 4)
+        self.assertGreater(self.script.token_usage(), 1.0)
+        wait_for(self.script.run_tick())
+        prompt = _contents(self.llm.requests[-1]["messages"])
+        self.assertIn("Flood 0:", prompt)
+        self.assertIn("Flood 9:", prompt)
 
 
 class TestReplyFailures(NPCTestCase):

@@ -166,7 +166,7 @@ def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_token
 
 
 def overload_window(history, token_counts, budget_tokens, previous_tail_id=None,
-                    head_fraction=0.3, refill_fraction=0.5, keep_fraction=0.8):
+                    head_fraction=0.3, refill_fraction=0.5, keep_fraction=0.8, keep_from=None):
     """
     Which messages the reply prompt shows while the history is over its token budget (a
     compaction is still being written, or failed): a head that stays put and a tail whose start
@@ -193,6 +193,9 @@ def overload_window(history, token_counts, budget_tokens, previous_tail_id=None,
         refill_fraction (float): share of the budget head and tail keep when the tail moves.
         keep_fraction (float): share of the budget head and tail may grow to
             (``refill_fraction``..1).
+        keep_from (int, optional): index of the first line of the turn being answered: the
+            tail never starts after it, so a turn larger than the tail's share is shown whole
+            (the prompt assembly still cuts to the budget, oldest first).
 
     Returns:
         tuple | None: ``(head_end, tail_start)`` indexes: the prompt shows
@@ -211,12 +214,15 @@ def overload_window(history, token_counts, budget_tokens, previous_tail_id=None,
         previous = next((i for i in range(n - 1, head_end - 1, -1)
                          if history[i].get("id") == previous_tail_id), None)
     if previous is not None and head + sum(token_counts[previous:]) <= budget_tokens * keep_fraction:
-        return head_end, previous
-    start, used = n, head
-    room = budget_tokens * refill_fraction
-    while start > head_end and (start == n or used + token_counts[start - 1] <= room):
-        start -= 1
-        used += token_counts[start]
+        start = previous
+    else:
+        start, used = n, head
+        room = budget_tokens * refill_fraction
+        while start > head_end and (start == n or used + token_counts[start - 1] <= room):
+            start -= 1
+            used += token_counts[start]
+    if keep_from is not None and head_end <= keep_from < start:
+        start = keep_from
     return head_end, start
 
 
