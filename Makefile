@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-postgres demo demo-keep test test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-recall bench-scale bench-mem0 clean
+.PHONY: install install-postgres demo demo-keep test test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-dev bench-recall bench-scale bench-mem0 clean
 
 install: $(STAMP)
 
@@ -60,6 +60,10 @@ bench-tavern: install
 # BENCH_ARGS="--systems summary,full --json out.json" picks systems)
 bench-locomo: install
 	$(PY) benchmarks/locomo.py --conversations conv-30 $(BENCH_ARGS)
+
+# the seven dev conversations, `mask` against the whole conversation, no LLM call (about 6 min)
+bench-locomo-dev: install
+	$(PY) benchmarks/locomo.py --systems mask,full --no-extraction $(BENCH_ARGS)
 
 bench-recall: install
 	$(PY) benchmarks/retrieval_recall.py $(BENCH_ARGS)
