@@ -52,6 +52,12 @@ DEFAULTS = {
     # threads that evaluate the prompt (compute-bound: it scales with cores); None = the machine's
     # CPUs less one (left to the game server), at least 1 and at most 4
     "EMBEDDED_BATCH_THREADS": None,
+    # llama.cpp's flash attention: False (off), True (on) or "auto" (llama.cpp turns it on where
+    # its backend has it). Off by default: on a CPU it made generation at 2,000 tokens of context
+    # 1.5x slower (60 against 39 ms a token) for prompt evaluation 8 % faster, and a reply whose
+    # prefix is cached generates far more tokens than it evaluates; a GPU build wants "auto"
+    # (docs/design.md, "The embedded model")
+    "EMBEDDED_FLASH_ATTENTION": False,
     # memory work (summaries, fact extraction) in a server process of its own, one slot and one
     # thread, so a long summary prompt never shares the replies' thread: "auto" = when the
     # machine has 2 CPUs or more; True; False = one server for both (docs/design.md, "The
@@ -262,3 +268,23 @@ def get_setting(name):
         KeyError: ``name`` is not an option (catches typos early).
     """
     return option_value(name)
+
+
+def auto_or_bool(name):
+    """
+    The game-wide option ``name`` read as ``"auto"``, True or False: strings from the
+    environment (``"true"``, ``"off"``...) are read as booleans, other values by truth.
+
+    Raises:
+        KeyError: ``name`` is not an option.
+        ValueError: any other string.
+    """
+    configured = get_setting(name)
+    if not isinstance(configured, str):
+        return bool(configured)
+    word = configured.strip().lower()
+    if word == "auto":
+        return "auto"
+    if word not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        raise ValueError(f"AI_{name}={configured!r}: expected 'auto', true or false")
+    return word in ("1", "true", "yes", "on")

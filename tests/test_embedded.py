@@ -292,3 +292,30 @@ def test_prompt_evaluation_threads_apart_from_generation_threads():
         assert cfg["batch_threads"] == max(1, min(4, (os.cpu_count() or 1) - 1))
     with override_settings(AI_EMBEDDED_BATCH_THREADS=3):
         assert config()["batch_threads"] == 3
+
+
+def test_flash_attention_setting_reaches_the_child():
+    """AI_EMBEDDED_FLASH_ATTENTION is off by default (slower generation on a CPU), and True,
+    "auto" and environment strings map to the child's flash_attn; anything else is refused."""
+    def flash():
+        argv, _env = embedded.child_invocation("key")
+        return json.loads(argv[2])["flash_attn"]
+
+    assert flash() == "off"
+    for value, expected in ((True, "on"), (False, "off"), ("auto", "auto"), (" AUTO ", "auto"),
+                            ("true", "on"), ("off", "off"), ("1", "on")):
+        with override_settings(AI_EMBEDDED_FLASH_ATTENTION=value):
+            assert flash() == expected, value
+    with override_settings(AI_EMBEDDED_FLASH_ATTENTION="sometimes"):
+        with pytest.raises(ValueError, match="AI_EMBEDDED_FLASH_ATTENTION"):
+            flash()
+
+
+@pytest.mark.parametrize("mode", ["on", "auto"])
+def test_the_real_model_answers_with_each_flash_attention_mode(mode):
+    """The child hands each mode to llama.cpp and the model still answers (the default, off, is
+    served by every other test here)."""
+    with override_settings(AI_EMBEDDED_FLASH_ATTENTION=mode):
+        with EmbeddedServerProcess() as server:
+            data = _chat(server, server.api_key)
+    assert data["choices"][0]["message"]["content"].strip()

@@ -8,7 +8,8 @@ Protocol with the parent:
 
 - argv[1]: JSON ``{"model_path": str, "n_ctx": int (tokens per slot, 0 = the model's own),
   "slots": int (requests served at once), "threads": int (generation),
-  "batch_threads": int (prompt evaluation, default ``threads``), "nice": int (added to the
+  "batch_threads": int (prompt evaluation, default ``threads``), "flash_attn": "off" | "on" |
+  "auto" (llama.cpp's flash attention, default "auto"), "nice": int (added to the
   process's scheduling niceness, default 0), "parent_pid": int}``;
 - environment ``AI_EMBEDDED_API_KEY``: the API key the server demands (passed this way so it never
   shows in ``ps`` output or on stdout);
@@ -54,6 +55,10 @@ def _die_with_parent(parent_pid):
         os._exit(5)
 
 
+#: ``config["flash_attn"]`` -> llama.cpp's ``llama_flash_attn_type`` value
+FLASH_ATTN_TYPES = {"auto": -1, "off": 0, "on": 1}
+
+
 def main(argv):
     config = json.loads(argv[1])
     _die_with_parent(config.get("parent_pid"))
@@ -94,6 +99,8 @@ def main(argv):
     # prompt evaluation is compute-bound and scales with cores; generation is memory-bound and
     # collapses with two threads on a busy machine, so the two are set apart
     params.cpuparams_batch.n_threads = max(1, int(config.get("batch_threads") or threads))
+    if hasattr(params, "flash_attn_type"):
+        params.flash_attn_type = FLASH_ATTN_TYPES[config.get("flash_attn", "auto")]
     params.hostnames = ["127.0.0.1"]
     params.port = 0  # a free port
     api_key = os.environ.get(API_KEY_ENV)
