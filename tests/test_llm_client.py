@@ -563,7 +563,8 @@ class TestPurpose(ClientTestBase):
     def test_the_result_and_the_error_carry_the_purpose_and_the_server_never_sees_it(self):
         from ai_contrib.llm.client import PURPOSES
 
-        self.assertEqual(set(PURPOSES), {"reply", "summary", "extraction", "importance", "answer"})
+        self.assertEqual(set(PURPOSES), {"reply", "summary", "extraction", "importance", "answer",
+                                         "warm"})
         self.llm.enqueue(reply("Aye."))
         result = yield self.client.chat(USER, purpose="reply")
         self.assertEqual(result.purpose, "reply")

@@ -165,6 +165,26 @@ def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_token
     return out, parts
 
 
+def prompt_head(history):
+    """
+    The ids at the front of a reply prompt's history: the summary markers and the oldest message
+    after them. A compaction or an eviction changes them, and with them the start of every
+    later prompt; a new line, or a reply, does not. Costs the number of markers, not the history.
+
+    Args:
+        history (list[dict]): the runtime history, oldest first (summary markers first).
+
+    Returns:
+        tuple[str]: the ids, oldest first (empty for an empty history).
+    """
+    head = []
+    for msg in history:
+        head.append(msg.get("id"))
+        if not is_marker(msg):
+            break
+    return tuple(head)
+
+
 def overload_window(history, token_counts, budget_tokens, previous_tail_id=None,
                     head_fraction=0.3, refill_fraction=0.5, keep_fraction=0.8, keep_from=None):
     """

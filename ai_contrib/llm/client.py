@@ -76,9 +76,10 @@ CACHED_CONNECTION_TIMEOUT = 4
 
 #: What an LLM request may be for (the ``purpose`` of :meth:`LLMClient.chat`): an NPC's reply,
 #: a compaction summary, fact extraction before compaction, importance scoring of a journal
-#: fact, a benchmark's answer to a question. Never sent to the server; the result and the error
-#: carry it, so that logs and benchmarks (``benchmarks/locomo.py``) tell the calls apart.
-PURPOSES = ("reply", "summary", "extraction", "importance", "answer")
+#: fact, a benchmark's answer to a question, a warm-up of the reply cache after a compaction
+#: (``ai_contrib.warmup``). Never sent to the server; the result and the error carry it, so that
+#: logs and benchmarks (``benchmarks/locomo.py``) tell the calls apart.
+PURPOSES = ("reply", "summary", "extraction", "importance", "answer", "warm")
 
 #: Purposes of LLM calls that are memory work, not replies: the embedded model serves them from a
 #: process of its own (``ai_contrib.llm.embedded``, role ``"memory"``).

@@ -1,0 +1,92 @@
+"""
+Warming the reply server's prompt cache after a compaction (``docs/design.md``, "Warming the
+cache after a compaction").
+
+A compaction puts a new summary near the start of the reply prompt, so the next reply's prompt
+matches the server's cached prefix only as far as the persona, and a CPU evaluates all of it
+again: 10-20 s at 1,000-1,500 tokens in the demo, more at a 4,096-token window. Memory work
+mostly lands while nobody speaks (the sleep phase, the pause after a reply), so when the start
+of the prompt has changed and the NPC is idle, the shell sends the prompt its next reply will
+start with, asking for one token: the server evaluates and caches it then, and the next reply
+reuses it. A reply that comes while the warm-up is being evaluated waits for it instead of
+evaluating the same prompt beside it (:meth:`ai_contrib.typeclasses.AssistantScript._tick`).
+"""
+
+import time
+
+from evennia.utils import logger
+from twisted.internet import defer
+
+from .core.prompts import assemble_reply_prompt
+from .core.recall_notes import visible_notes
+from .llm.client import get_client
+from .replies import describe_reply
+from .settings import auto_or_bool
+
+
+def warmup_enabled():
+    """
+    Whether compactions are followed by a warm-up: ``AI_PROMPT_CACHE_WARMUP`` True or False, or
+    ``"auto"`` (the default): with the embedded model only, since a hosted API bills a
+    warm-up's prompt tokens like any request's.
+
+    Raises:
+        ValueError: a bad value (:func:`ai_contrib.settings.auto_or_bool`).
+    """
+    enabled = auto_or_bool("PROMPT_CACHE_WARMUP")
+    if enabled == "auto":
+        return bool(getattr(get_client(), "embedded", False))
+    return enabled
+
+
+def warmup_messages(script, character, listeners):
+    """
+    The chat messages the NPC's next reply prompt starts with, for ``listeners``: the reply
+    prompt (:func:`ai_contrib.core.prompts.assemble_reply_prompt`) of the whole history within
+    the NPC's budget, with the recall notes it shows, and no turn yet.
+
+    Args:
+        script (AssistantScript): the NPC's script.
+        character: the NPC (its ``db.persona`` and ``key``).
+        listeners (iterable[str]): dbrefs of who is in the room to speak next.
+
+    Returns:
+        list[dict]: ``{"role", "content"}`` chat messages.
+    """
+    history = script.history
+    listeners = list(listeners)
+    notes = visible_notes(script.ndb.recall_notes or [], {m.get("id") for m in history},
+                          listeners)
+    messages, _parts = assemble_reply_prompt(
+        character.db.persona, character.key, history, script.runtime.token_counts(history),
+        script.budget(), notes=notes, listeners=listeners)
+    return messages
+
+
+def warm_reply_cache(script, character, listeners):
+    """
+    Send :func:`warmup_messages` to the reply server with ``max_tokens`` 1 (``purpose``
+    ``"warm"``) and log one line about it (``"AI cache warm-up Marta: 9.80 s, prompt 1132
+    tokens, 140 reused (12%), 1 generated"``).
+
+    Returns:
+        Deferred[dict | None]: the server's prompt figures
+        (:meth:`ai_contrib.llm.client.ChatResult.prompt_stats`), or None when the server gave
+        none or the request failed. It never errbacks: a failed warm-up costs only the next
+        reply's cache, and is logged as a warning.
+    """
+    started = time.monotonic()
+    d = defer.maybeDeferred(get_client().chat, warmup_messages(script, character, listeners),
+                            model=script.cfg("llm_model"), max_tokens=1, purpose="warm")
+
+    def done(result):
+        stats = {"seconds": time.monotonic() - started, "prompt": result.prompt_stats()}
+        logger.log_info(f"AI cache warm-up {character.key}: {describe_reply(stats)}")
+        return stats["prompt"]
+
+    def failed(failure):
+        # the client masks keys in what it raises
+        logger.log_warn(f"AI cache warm-up {character.key} failed: {failure.value}")
+        return None
+
+    return d.addCallbacks(done, failed)

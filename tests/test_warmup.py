@@ -1,0 +1,138 @@
+"""
+Warming the reply cache after a compaction (``ai_contrib.warmup``, ``docs/design.md``, "Warming
+the cache after a compaction"): a real AssistantScript in Evennia's test DB, the LLM a real HTTP
+double on 127.0.0.1.
+"""
+
+import threading
+import time
+
+from django.test import override_settings
+
+from ai_contrib.core.prompts import prompt_head
+
+from .llm_double import reply, respond
+from .npc_fixtures import NPCTestCase
+from .twisted_util import spin, wait_for
+
+SUMMARY = "Bob asked about rooms; Marta offered the east room for two silver."
+
+
+def warmups(llm):
+    """The warm-up requests the double has seen (one token asked)."""
+    return [r for r in llm.requests if r.get("max_tokens") == 1]
+
+
+def replies(llm):
+    """The reply requests the double has seen."""
+    return [r for r in llm.requests if r.get("max_tokens") != 1
+            and r["messages"][0]["content"].startswith("You are Marta")]
+
+
+class WarmupCase(NPCTestCase):
+    def setUp(self):
+        super().setUp()
+        self.script.db.pre_compact_extraction_enabled = False
+        self.fill(44)
+        self.budget_for(0.7)  # under the emergency threshold
+
+    def budget_for(self, usage):
+        """Set the NPC's token budget so that the context takes about ``usage`` of it."""
+        budget = 4000
+        while self.script.token_usage() < usage and budget > 200:
+            budget -= 20
+            self.script.db.max_context_tokens = budget
+        while self.script.token_usage() > usage:
+            budget += 20
+            self.script.db.max_context_tokens = budget
+
+    def talk(self, text, answer="Aye, love."):
+        """A player line answered by one tick; returns the reply request's messages."""
+        self.llm.enqueue(reply(answer))
+        self.script.receive_speech(self.char1, text)
+        wait_for(self.script.run_tick())
+        return replies(self.llm)[-1]["messages"]
+
+    def compact(self, *then):
+        """Run an emergency compaction (the budget cut to put the context over its threshold)
+        and the warm-up after it; ``then``: behaviours queued after the summary's."""
+        self.budget_for(0.9)
+        self.assertGreaterEqual(self.script.token_usage(), 0.8)
+        self.llm.enqueue(reply(SUMMARY), *then)
+        head = prompt_head(self.script.history)
+        wait_for(self.script.start_memory_work())
+        self.assertNotEqual(prompt_head(self.script.history), head, "no compaction landed")
+
+
+@override_settings(AI_PROMPT_CACHE_WARMUP=True)
+class TestWarmup(WarmupCase):
+    def test_after_a_compaction_the_next_reply_prompt_is_sent_ahead_and_starts_the_reply(self):
+        self.talk("Marta, a room for the night?")
+        self.assertEqual(warmups(self.llm), [])  # a reply with nothing compacted: no warm-up
+        self.compact()
+        wait_for(self.script.ndb.warming)
+        sent = warmups(self.llm)
+        self.assertEqual(len(sent), 1)
+        warm = sent[0]["messages"]
+        self.assertIn(SUMMARY, " ".join(m["content"] for m in warm))
+        after = self.talk("And supper?")
+        # the reply prompt starts with every message the warm-up sent: the server's cache of
+        # the warm-up is the reply's prefix
+        self.assertEqual(after[:len(warm)], warm)
+        self.assertGreater(len(after), len(warm))
+        self.assertIn("And supper?", after[-1]["content"])
+        # nothing changed at the front since: no second warm-up
+        self.talk("Good night, Marta.")
+        spin(0.2)
+        self.assertEqual(len(warmups(self.llm)), 1)
+
+    def test_a_reply_asked_during_the_warm_up_waits_for_it(self):
+        self.talk("Marta, a room for the night?")
+        events = []
+        lock = threading.Lock()
+
+        def slow_warmup(request):
+            with lock:
+                events.append("warm-up starts")
+            time.sleep(0.6)
+            with lock:
+                events.append("warm-up ends")
+            return "A"
+
+        def answer(request):
+            with lock:
+                events.append("reply")
+            return "Supper is stew."
+
+        self.compact(respond(slow_warmup), respond(answer))
+        self.assertIsNotNone(self.script.ndb.warming)
+        self.script.receive_speech(self.char1, "And supper?")
+        wait_for(self.script.run_tick())
+        self.assertEqual(events, ["warm-up starts", "warm-up ends", "reply"])
+        self.assertEqual(self.script.history[-1]["content"], "Supper is stew.")
+
+    def test_an_npc_that_has_not_spoken_since_the_start_is_not_warmed(self):
+        # a server start would otherwise send every NPC's prompt at once
+        self.compact()
+        spin(0.2)
+        self.assertEqual(warmups(self.llm), [])
+
+    def test_nobody_in_the_room_no_warm_up(self):
+        self.talk("Marta, a room for the night?")
+        self.char1.location = self.room2
+        self.compact()
+        self.assertEqual(warmups(self.llm), [])
+
+
+class TestWarmupSetting(WarmupCase):
+    def test_auto_warms_only_the_embedded_model(self):
+        # the double is a configured server (AI_LLM_BASE_URL): "auto" sends no warm-up
+        self.talk("Marta, a room for the night?")
+        self.compact()
+        self.assertEqual(warmups(self.llm), [])
+
+    @override_settings(AI_PROMPT_CACHE_WARMUP=False)
+    def test_off(self):
+        self.talk("Marta, a room for the night?")
+        self.compact()
+        self.assertEqual(warmups(self.llm), [])
