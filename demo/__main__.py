@@ -61,6 +61,12 @@ REPLY_LOG_RE = re.compile(
     r"AI reply (?P<npc>.+?): (?P<seconds>[\d.]+) s"
     r"(?:, prompt (?P<prompt>\d+) tokens, (?P<cached>\d+) reused)?"
 )
+#: the server log line of a cache warm-up after a compaction (ai_contrib.warmup):
+#: "AI cache warm-up Marta: 9.80 s, prompt 1132 tokens, 140 reused (12%), 1 generated"
+WARMUP_LOG_RE = re.compile(
+    r"AI cache warm-up (?P<npc>.+?): (?P<seconds>[\d.]+) s"
+    r"(?:, prompt (?P<prompt>\d+) tokens, (?P<cached>\d+) reused)?"
+)
 COMPACTION_FAIL_RE = re.compile(
     r"AI compaction \[(?P<trigger>\w+)(?:, [^\]]+)?\] (?P<npc>.+?) failed: (?P<error>.*)"
 )
@@ -83,6 +89,9 @@ class Stats:
     #: "after_compaction" (a compaction was logged before it), "follows_reply" (the event
     #: logged before it was a reply, not a compaction)}
     server_replies: list = field(default_factory=list)
+    #: the server's cache warm-ups after compactions, in log order: {"seconds", "prompt",
+    #: "cached"}; they are not replies, and a reply after one still follows a compaction
+    warmups: list = field(default_factory=list)
     compactions_seen: int = 0
     last_event: str = ""
 
@@ -294,15 +303,23 @@ async def sleep_and_wake(
 def replies_from_log(text, stats):
     """
     Add the replies and compactions logged in ``text`` to ``stats.server_replies``, in log
-    order, and return the new replies.
+    order, and the cache warm-ups to ``stats.warmups``; return the new replies.
     """
     events = sorted(
         [(m.start(), "reply", m) for m in REPLY_LOG_RE.finditer(text) if m["npc"] == NPC]
-        + [(m.start(), "compaction", m) for m in COMPACTION_LOG_RE.finditer(text)],
+        + [(m.start(), "compaction", m) for m in COMPACTION_LOG_RE.finditer(text)]
+        + [(m.start(), "warm-up", m) for m in WARMUP_LOG_RE.finditer(text) if m["npc"] == NPC],
         key=lambda event: event[0],
     )
     new = []
     for _, kind, m in events:
+        if kind == "warm-up":
+            stats.warmups.append({
+                "seconds": float(m["seconds"]),
+                "prompt": int(m["prompt"]) if m["prompt"] else None,
+                "cached": int(m["cached"]) if m["cached"] else None,
+            })
+            continue
         if kind == "compaction":
             stats.compactions_seen += 1
         else:
@@ -562,6 +579,10 @@ def print_summary(args, game, conversation, stats, compactions, failures, transc
             f"prompt cache:  {cache['reused']:.0%} of prompt tokens reused on the "
             f"{cache['reused_replies']} replies that follow a reply with no compaction between"
         )
+    if stats.warmups:
+        seconds = sorted(w["seconds"] for w in stats.warmups)
+        print(f"cache warm-up: {len(seconds)} after compactions, median "
+              f"{seconds[len(seconds) // 2]:.2f} s (AI_PROMPT_CACHE_WARMUP)")
     print("wall time:     " + ", ".join(f"{k} {v:.1f} s" for k, v in stats.timings.items()))
     print(f"transcript:    {transcript_path}")
 
@@ -602,7 +623,8 @@ async def _run(args):
         compactions, failures = compactions_from_log(log_text)
         # the summary reads the whole log again, so a reply logged after its answer arrived
         # counts too
-        stats.server_replies, stats.compactions_seen, stats.last_event = [], 0, ""
+        stats.server_replies, stats.warmups = [], []
+        stats.compactions_seen, stats.last_event = 0, ""
         replies_from_log(log_text, stats)
         print(f"\n=== Transcript tail ({transcript_path.name}) ===")
         print("\n".join(transcript.lines[-args.tail :]))
@@ -621,6 +643,7 @@ async def _run(args):
             "compaction_failures": failures,
             "server_replies": stats.server_replies,
             "prompt_cache": cache_summary(stats.server_replies),
+            "warmups": stats.warmups,
             "sleep_after_session": stats.sleep_session,
             "settings": game_environment(args),
             "timings": {k: round(v, 2) for k, v in stats.timings.items()},

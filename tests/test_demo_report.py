@@ -43,3 +43,23 @@ def test_a_server_without_cache_figures_still_gives_reply_times():
     replies = replies_from_log("x AI reply Marta: 1.50 s\n", stats)
     assert replies[0]["prompt"] is None
     assert cache_summary(replies)["reused"] is None
+
+
+def test_cache_warm_ups_are_counted_apart_and_the_next_reply_still_follows_a_compaction():
+    warmup = ("2026-11-23 10:00:00 [..] AI cache warm-up Marta: "
+              + describe_reply({"seconds": 9.5, "prompt": {"prompt_tokens": 700,
+                                                           "cached_tokens": 90,
+                                                           "generated_tokens": 1}}))
+    log = "\n".join([
+        _reply_line(2.0, 800, 0),
+        COMPACTION,
+        warmup,
+        _reply_line(2.5, 760, 700),  # the warm-up's prompt is this reply's prefix
+        _reply_line(2.6, 820, 760),
+    ])
+    stats = Stats()
+    replies = replies_from_log(log, stats)
+    assert len(replies) == 3
+    assert stats.warmups == [{"seconds": 9.5, "prompt": 700, "cached": 90}]
+    assert [r["follows_reply"] for r in replies] == [False, False, True]
+    assert cache_summary(replies)["reused_replies"] == 1
