@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-postgres demo demo-keep test test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-dev bench-recall bench-scale bench-mem0 clean
+.PHONY: install install-postgres demo demo-keep test test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-dev bench-recall bench-scale bench-mem0 bench-embedded clean
 
 install: $(STAMP)
 
@@ -77,6 +77,11 @@ bench-scale: install
 # the time to open the store (about 4 min on 2 cores)
 bench-mem0: install
 	$(PY) benchmarks/mem0_scale.py $(BENCH_ARGS)
+
+# the embedded model's prompt evaluation and generation with flash attention off, on and auto,
+# at 300-3,500 tokens of context (about 10 min on 2 cores)
+bench-embedded: install
+	$(PY) benchmarks/embedded_speed.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) demo-game demo-output

@@ -59,9 +59,10 @@ DEFAULTS = {
     # CPUs less one (left to the game server), at least 1 and at most 4
     "EMBEDDED_BATCH_THREADS": None,
     # llama.cpp's flash attention: False (off), True (on) or "auto" (llama.cpp turns it on where
-    # its backend has it). Off by default: on a CPU it made generation at 2,000 tokens of context
-    # 1.5x slower (60 against 39 ms a token) for prompt evaluation 8 % faster, and a reply whose
-    # prefix is cached generates far more tokens than it evaluates; a GPU build wants "auto"
+    # its backend has it). Off by default: on a CPU it made each generated token 1.4x slower at
+    # 2,000 tokens of context and 1.6x at 3,500 (54 against 33 ms) for prompt evaluation 14-27 %
+    # faster, and a reply whose prefix is cached generates far more tokens than it evaluates;
+    # a GPU build wants "auto"
     # (docs/design.md, "The embedded model")
     "EMBEDDED_FLASH_ATTENTION": False,
     # memory work (summaries, fact extraction) in a server process of its own, one slot and one

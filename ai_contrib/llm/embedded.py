@@ -164,8 +164,8 @@ def flash_attention():
     llama.cpp's flash attention for the embedded server: ``"off"``, ``"on"`` or ``"auto"``, from
     ``AI_EMBEDDED_FLASH_ATTENTION`` (``False``/``True``/``"auto"``, read as
     :func:`memory_server_enabled` reads its setting). Off by default: on a CPU, generation at
-    2,000 tokens of context took 60 ms a token with it and 39 without (``docs/design.md``, "The
-    embedded model").
+    3,500 tokens of context took 54 ms a token with it and 33 without
+    (``benchmarks/embedded_speed.py``; ``docs/design.md``, "The embedded model").
 
     Raises:
         ValueError: any other string.
