@@ -178,10 +178,12 @@ def describe_reply(stats):
     """
     One line about a reply's cost, for the server log and ``aihistory``:
     ``"1.21 s, prompt 812 tokens, 770 reused (95%), 42 generated"`` (the cache figures only
-    where the server reports them).
+    where the server reports them), ending ``", 0.80 s of it waiting for the cache warm-up"``
+    when the reply waited for one (``docs/design.md``, "Warming the cache after a compaction").
 
     Args:
-        stats (dict): ``{"seconds": float, "prompt": dict | None}``, ``prompt`` as
+        stats (dict): ``{"seconds": float, "prompt": dict | None, "waited": float (optional,
+            seconds of ``seconds``)}``, ``prompt`` as
             :meth:`ai_contrib.llm.client.ChatResult.prompt_stats` returns it.
     """
     text = f"{stats['seconds']:.2f} s"
@@ -192,6 +194,8 @@ def describe_reply(stats):
                  f"({share:.0%})")
         if prompt.get("generated_tokens") is not None:
             text += f", {prompt['generated_tokens']} generated"
+    if stats.get("waited", 0) >= 0.01:
+        text += f", {stats['waited']:.2f} s of it waiting for the cache warm-up"
     return text
 
 
@@ -222,9 +226,9 @@ def keep_receipt(script, said, receipt, messages):
     script.ndb.recent_prompts = prompts[-RECENT_PROMPTS:]
 
 
-def _report_reply(script, character, result, seconds):
+def _report_reply(script, character, result, seconds, waited=0.0):
     # one line per reply: what an admin needs to see whether the server's prefix cache works
-    stats = {"seconds": seconds, "prompt": result.prompt_stats()}
+    stats = {"seconds": seconds, "prompt": result.prompt_stats(), "waited": waited}
     script.ndb.last_reply = stats
     logger.log_info(f"AI reply {character.key}: {describe_reply(stats)}")
 
@@ -383,9 +387,15 @@ def _answer(script, character, lines, turn_ids, listeners):
         return messages
 
     started = time.monotonic()
+    waited = 0.0
+    if script.ndb.warming is not None:
+        # a cache warm-up is evaluating the start of this prompt (ai_contrib.warmup): reuse it
+        # rather than evaluate the same tokens beside it; the wait counts in the reply's time
+        yield script.ndb.warming
+        waited = time.monotonic() - started
     try:
         result = yield _ask(script, character, messages_for_budget, shown)
-        _report_reply(script, character, result, time.monotonic() - started)
+        _report_reply(script, character, result, time.monotonic() - started, waited)
         receipt = make_receipt(
             script.cfg("llm_model") or getattr(result, "model", None),
             script.ndb.last_reply["seconds"], script.ndb.last_reply.get("prompt"),

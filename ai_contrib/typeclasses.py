@@ -785,9 +785,6 @@ class AssistantScript(DefaultScript):
             rag_memory.evict_overflow(self, character)
         said = 0
         if self.pending_ids():
-            if self.ndb.warming is not None:
-                # the warm-up is evaluating the prompt this reply starts with: reuse it
-                yield self.ndb.warming
             self.ndb.cached_head = prompt_head(self.history)
             said = yield answer_turn(self, character, room_listeners)
         if said:

@@ -9,7 +9,7 @@ mostly lands while nobody speaks (the sleep phase, the pause after a reply), so 
 of the prompt has changed and the NPC is idle, the shell sends the prompt its next reply will
 start with, asking for one token: the server evaluates and caches it then, and the next reply
 reuses it. A reply that comes while the warm-up is being evaluated waits for it instead of
-evaluating the same prompt beside it (:meth:`ai_contrib.typeclasses.AssistantScript._tick`).
+evaluating the same prompt beside it (``ai_contrib.replies``), and its time counts the wait.
 """
 
 import time

@@ -50,16 +50,22 @@ def test_cache_warm_ups_are_counted_apart_and_the_next_reply_still_follows_a_com
               + describe_reply({"seconds": 9.5, "prompt": {"prompt_tokens": 700,
                                                            "cached_tokens": 90,
                                                            "generated_tokens": 1}}))
+    waited = ("2026-11-23 10:00:00 [..] AI reply Marta: "
+              + describe_reply({"seconds": 2.5, "waited": 0.8,
+                                "prompt": {"prompt_tokens": 760, "cached_tokens": 700,
+                                           "generated_tokens": 20}}))
+    assert waited.endswith("0.80 s of it waiting for the cache warm-up")
     log = "\n".join([
         _reply_line(2.0, 800, 0),
         COMPACTION,
         warmup,
-        _reply_line(2.5, 760, 700),  # the warm-up's prompt is this reply's prefix
+        waited,  # the warm-up's prompt is this reply's prefix; it waited for the warm-up
         _reply_line(2.6, 820, 760),
     ])
     stats = Stats()
     replies = replies_from_log(log, stats)
     assert len(replies) == 3
+    assert (replies[1]["seconds"], replies[1]["prompt"], replies[1]["cached"]) == (2.5, 760, 700)
     assert stats.warmups == [{"seconds": 9.5, "prompt": 700, "cached": 90}]
     assert [r["follows_reply"] for r in replies] == [False, False, True]
     assert cache_summary(replies)["reused_replies"] == 1

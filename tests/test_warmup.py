@@ -110,6 +110,10 @@ class TestWarmup(WarmupCase):
         wait_for(self.script.run_tick())
         self.assertEqual(events, ["warm-up starts", "warm-up ends", "reply"])
         self.assertEqual(self.script.history[-1]["content"], "Supper is stew.")
+        # the player waited for the warm-up too: the reply's time counts it
+        stats = self.script.ndb.last_reply
+        self.assertGreater(stats["waited"], 0.2)
+        self.assertGreaterEqual(stats["seconds"], stats["waited"])
 
     def test_an_npc_that_has_not_spoken_since_the_start_is_not_warmed(self):
         # a server start would otherwise send every NPC's prompt at once
