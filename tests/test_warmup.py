@@ -123,7 +123,7 @@ class TestWarmup(WarmupCase):
 
     def test_nobody_in_the_room_no_warm_up(self):
         self.talk("Marta, a room for the night?")
-        self.char1.location = self.room2
+        self.npc.location = self.room2
         self.compact()
         self.assertEqual(warmups(self.llm), [])
 
