@@ -289,8 +289,16 @@ async def sleep_and_wake(
     stats.sleep_session = session
     if usage and usage[2] >= threshold_pct:
         # the compaction line itself is reported by report_compactions
-        match = await wait_for_log(game, rf"AI compaction \[sleep[^\]]*\] {NPC}.*", offset, timeout)
-        note = None if match else f"no sleep compaction within {timeout} s"
+        # she may wake by herself first (AI_SLEEP_DURATION): a compaction already under way when
+        # she fell asleep can leave her sleep phase nothing to do
+        pattern = rf"AI (compaction \[sleep[^\]]*\] {NPC}.*|{NPC}: wakes up \(rested\))"
+        match = await wait_for_log(game, pattern, offset, timeout)
+        if match is None:
+            note = f"no sleep compaction within {timeout} s"
+        elif "wakes up" in match.group(0):
+            note = f"{NPC} woke rested without a sleep compaction"
+        else:
+            note = None
     else:
         await asyncio.sleep(5)
         note = f"below the sleep threshold ({threshold_pct:.0f}%): nothing to compact"
