@@ -388,9 +388,11 @@ def _answer(script, character, lines, turn_ids, listeners):
 
     started = time.monotonic()
     waited = 0.0
-    if script.ndb.warming is not None:
+    if (script.ndb.warming is not None and shown[0] is None
+            and script.ndb.warming_for == frozenset(listeners)):
         # a cache warm-up is evaluating the start of this prompt (ai_contrib.warmup): reuse it
-        # rather than evaluate the same tokens beside it; the wait counts in the reply's time
+        # rather than evaluate the same tokens beside it; the wait counts in the reply's time.
+        # A prompt for other listeners, or cut to a window, starts otherwise: no use waiting
         yield script.ndb.warming
         waited = time.monotonic() - started
     try:

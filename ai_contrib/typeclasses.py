@@ -22,6 +22,7 @@ from collections import deque
 
 from django.conf import settings
 from twisted.internet import defer, reactor
+from twisted.python.failure import Failure
 
 from evennia.objects.objects import DefaultCharacter
 from evennia.scripts.scripts import DefaultScript
@@ -733,7 +734,9 @@ class AssistantScript(DefaultScript):
         being written, no line waiting, someone in the room (``docs/design.md``, "Warming the
         cache after a compaction"; :mod:`ai_contrib.warmup`). An NPC that has sent no prompt
         since the server started is not warmed, so a restart does not send every NPC's prompt
-        at once.
+        at once. ``ndb.warming`` (a Deferred a reply may wait on) and ``ndb.warming_for`` (the
+        listeners' dbrefs) are set while it runs; when it ends, a head changed meanwhile is
+        warmed in turn. A bad ``AI_PROMPT_CACHE_WARMUP`` is logged and warms nothing.
 
         Returns:
             Deferred or None: the warm-up (it never errbacks), or None when none is due.
@@ -746,7 +749,13 @@ class AssistantScript(DefaultScript):
         if self.pending_ids() or self.token_usage() >= 1.0:
             return None  # a reply comes at once, or its prompt's window is still moving
         head = prompt_head(self.history)
-        if head == cached or not warmup_enabled():
+        if head == cached:
+            return None
+        try:
+            if not warmup_enabled():
+                return None
+        except ValueError as err:
+            logger.log_err(f"AI {self.obj}: no cache warm-up: {err}")
             return None
         listeners = room_listeners(self.obj)
         if not listeners:
@@ -754,10 +763,17 @@ class AssistantScript(DefaultScript):
         self.ndb.cached_head = head
         warming = defer.Deferred()
         self.ndb.warming = warming
+        # a reply waits for the warm-up only when its prompt starts the same way
+        self.ndb.warming_for = frozenset(listeners)
 
         def _warmed(stats):
-            self.ndb.warming = None
-            warming.callback(stats)
+            self.ndb.warming = self.ndb.warming_for = None
+            if isinstance(stats, Failure):
+                logger.log_err(f"AI {self.obj}: cache warm-up: {stats.getErrorMessage()}")
+                stats = None
+            warming.callback(stats)  # a waiting reply goes on here (its tick keeps the NPC busy)
+            # a compaction that landed meanwhile changed the head again: warm that one too
+            self.warm_if_due()
             return stats
 
         return warm_reply_cache(self, self.obj, listeners).addBoth(_warmed)

@@ -8,8 +8,9 @@ again: 10-20 s at 1,000-1,500 tokens in the demo, more at a 4,096-token window. 
 mostly lands while nobody speaks (the sleep phase, the pause after a reply), so when the start
 of the prompt has changed and the NPC is idle, the shell sends the prompt its next reply will
 start with, asking for one token: the server evaluates and caches it then, and the next reply
-reuses it. A reply that comes while the warm-up is being evaluated waits for it instead of
-evaluating the same prompt beside it (``ai_contrib.replies``), and its time counts the wait.
+reuses it. A reply that comes while the warm-up is being evaluated, for the same listeners,
+waits for it instead of evaluating the same prompt beside it (``ai_contrib.replies``), and its
+time counts the wait.
 """
 
 import time
@@ -76,8 +77,11 @@ def warm_reply_cache(script, character, listeners):
         reply's cache, and is logged as a warning.
     """
     started = time.monotonic()
-    d = defer.maybeDeferred(get_client().chat, warmup_messages(script, character, listeners),
-                            model=script.cfg("llm_model"), max_tokens=1, purpose="warm")
+    # the prompt is built inside the Deferred: an error while building it is a failed warm-up
+    # like any other, never a Deferred left pending for the reply that waits on it
+    d = defer.maybeDeferred(lambda: get_client().chat(
+        warmup_messages(script, character, listeners), model=script.cfg("llm_model"),
+        max_tokens=1, purpose="warm"))
 
     def done(result):
         stats = {"seconds": time.monotonic() - started, "prompt": result.prompt_stats()}
@@ -89,4 +93,4 @@ def warm_reply_cache(script, character, listeners):
         logger.log_warn(f"AI cache warm-up {character.key} failed: {failure.value}")
         return None
 
-    return d.addCallbacks(done, failed)
+    return d.addCallback(done).addErrback(failed)

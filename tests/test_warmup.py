@@ -6,8 +6,11 @@ double on 127.0.0.1.
 
 import threading
 import time
+from unittest import mock
 
 from django.test import override_settings
+from evennia.objects.objects import DefaultCharacter
+from evennia.utils import create
 
 from ai_contrib.core.prompts import prompt_head
 
@@ -114,6 +117,44 @@ class TestWarmup(WarmupCase):
         stats = self.script.ndb.last_reply
         self.assertGreater(stats["waited"], 0.2)
         self.assertGreaterEqual(stats["seconds"], stats["waited"])
+
+    def test_a_reply_for_a_newcomer_does_not_wait_for_a_warm_up_made_without_them(self):
+        # the newcomer's prompt holds none of the lines only the others heard: it starts
+        # otherwise than the warm-up's, so waiting would only delay it
+        self.talk("Marta, a room for the night?")
+        events = []
+        lock = threading.Lock()
+
+        def slow_warmup(request):
+            time.sleep(0.6)
+            with lock:
+                events.append("warm-up ends")
+            return "A"
+
+        def answer(request):
+            with lock:
+                events.append("reply")
+            return "Welcome, stranger."
+
+        self.compact(respond(slow_warmup), respond(answer))
+        warming = self.script.ndb.warming
+        self.assertIsNotNone(warming)
+        ann = create.create_object(DefaultCharacter, key="Ann", location=self.room1)
+        self.script.receive_speech(ann, "Marta, is there a room?")
+        wait_for(self.script.run_tick())
+        self.assertEqual(self.script.history[-1]["content"], "Welcome, stranger.")
+        self.assertEqual(events, ["reply"])
+        wait_for(warming)
+        self.assertEqual(events, ["reply", "warm-up ends"])
+
+    def test_a_warm_up_that_cannot_be_built_costs_only_the_cache(self):
+        self.talk("Marta, a room for the night?")
+        with mock.patch("ai_contrib.warmup.warmup_messages", side_effect=KeyError("anchor")):
+            self.compact()
+        self.assertIsNone(self.script.ndb.warming)  # nothing left for a reply to wait on
+        self.assertEqual(warmups(self.llm), [])
+        self.talk("And supper?", answer="Stew tonight.")
+        self.assertEqual(self.script.history[-1]["content"], "Stew tonight.")
 
     def test_an_npc_that_has_not_spoken_since_the_start_is_not_warmed(self):
         # a server start would otherwise send every NPC's prompt at once
