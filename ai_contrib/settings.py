@@ -60,7 +60,7 @@ DEFAULTS = {
     "EMBEDDED_BATCH_THREADS": None,
     # llama.cpp's flash attention: False (off), True (on) or "auto" (llama.cpp turns it on where
     # its backend has it). Off by default: on a CPU it made each generated token 1.4x slower at
-    # 2,000 tokens of context and 1.6x at 3,500 (54 against 33 ms) for prompt evaluation 14-27 %
+    # 2,000 tokens of context and 1.6x at 3,500 (54 against 33 ms) for prompt evaluation 14-20 %
     # faster, and a reply whose prefix is cached generates far more tokens than it evaluates;
     # a GPU build wants "auto"
     # (docs/design.md, "The embedded model")

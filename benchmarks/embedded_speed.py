@@ -15,7 +15,8 @@ so the server evaluates what each adds to the one before, a rate at that depth),
 with the same prompt, which the server has cached, so each of those measures generation at that
 depth alone: ``max_tokens`` 96 with ``ignore_eos``, the length of a capped NPC reply. Figures are
 llama.cpp's own ``timings``; medians over the reps. The modes run one after the other on the
-same machine, and the ratios are against ``off`` in the same run. Nothing is asserted.
+same machine, and the ratios are against the first of ``--modes`` (``off`` by default) in the
+same run. Nothing is asserted.
 """
 
 import argparse

@@ -208,15 +208,17 @@ def account_name(speaker, taken):
     return name
 
 
-async def wait_for_log(game, pattern, offset, timeout):
-    """Poll the server log from ``offset`` for ``pattern`` without blocking the telnet clients."""
-    rx = re.compile(pattern)
+async def admin_compact(admin, command, timeout=300):
+    """
+    Run an admin's ``compact`` command; while an emergency compaction is still under way (the
+    last lines may have set one off) the admin waits and asks again, as an admin would.
+    """
     deadline = time.monotonic() + timeout
     while True:
-        match = rx.search(game.read_log("server", offset=offset))
-        if match or time.monotonic() >= deadline:
-            return match
-        await asyncio.sleep(0.5)
+        text = await admin.command(command, until=r"Compact(?:ed|ion of)[^\n]*", timeout=timeout)
+        if "already compacting" not in text or time.monotonic() >= deadline:
+            return text
+        await asyncio.sleep(5)
 
 
 async def token_usage(admin):
@@ -267,13 +269,14 @@ async def say_to_marta(player, text, stats, timeout, transcript):
 
 
 async def sleep_and_wake(
-    admin, game, stats, session, transcript, threshold_pct, usage=None, timeout=300
+    admin, stats, session, transcript, threshold_pct, usage=None, timeout=300
 ):
     """
     Put Marta to sleep, let her sleep phase run, wake her.
 
-    The sleep phase compacts only above the sleep threshold; below it there is nothing to wait
-    for (and no log line to wait on), so she is woken after a short nap. ``usage`` is her token
+    Above the sleep threshold the demo waits for the admin's report of what the sleep phase did
+    (``aisleep`` sends it when the phase ends); below it there is nothing to wait for, so she
+    is woken after a short nap. ``usage`` is her token
     use as :func:`token_usage` returns it (asked for here when None).
     """
     usage = usage or await token_usage(admin)
@@ -281,24 +284,23 @@ async def sleep_and_wake(
         f"--- after session {session}: {NPC} goes to sleep "
         f"(context {usage[2] if usage else '?'}% of the budget) ---"
     )
-    offset = game.log_size("server")
     # an admin in the NPC's room sees "dozes off" instead of the confirmation
     await admin.command(
         f"aisleep {NPC}", until=rf"{NPC} (falls asleep|is already asleep|dozes off)", timeout=30
     )
     stats.sleep_session = session
     if usage and usage[2] >= threshold_pct:
-        # the compaction line itself is reported by report_compactions
-        # she may wake by herself first (AI_SLEEP_DURATION): a compaction already under way when
-        # she fell asleep can leave her sleep phase nothing to do
-        pattern = rf"AI (compaction \[sleep[^\]]*\] {NPC}.*|{NPC}: wakes up \(rested\))"
-        match = await wait_for_log(game, pattern, offset, timeout)
+        # the admin who ran aisleep is told what the sleep phase did when it ends (or that she
+        # woke rested before it started: an emergency compaction under way when she fell asleep
+        # can leave it nothing to do); the compaction line itself is reported by
+        # report_compactions
+        match, _ = await admin.read_until(rf"{NPC}'s sleep: (?P<line>.*)", timeout=timeout)
         if match is None:
-            note = f"no sleep compaction within {timeout} s"
-        elif "wakes up" in match.group(0):
-            note = f"{NPC} woke rested without a sleep compaction"
-        else:
+            note = f"no sleep report within {timeout} s"
+        elif "compacted" in match.group("line"):
             note = None
+        else:
+            note = match.group("line").strip()
     else:
         await asyncio.sleep(5)
         note = f"below the sleep threshold ({threshold_pct:.0f}%): nothing to compact"
@@ -473,7 +475,6 @@ async def run_conversation(game, args, conversation, transcript, stats):
                     if usage and (usage[2] >= sleep_threshold_pct or last_break):
                         await sleep_and_wake(
                             admin,
-                            game,
                             stats,
                             turns[i - 1].session,
                             transcript,
@@ -495,17 +496,13 @@ async def run_conversation(game, args, conversation, transcript, stats):
         stats.timings["conversation"] = time.monotonic() - t_conv
         if stats.sleep_session is None:
             # the lines ended before a session break: sleep now, after the last one
-            await sleep_and_wake(
-                admin, game, stats, turns[-1].session, transcript, sleep_threshold_pct
-            )
+            await sleep_and_wake(admin, stats, turns[-1].session, transcript, sleep_threshold_pct)
             log_offset = report_compactions(game, log_offset, transcript, stats)
 
         transcript.note("--- admin commands ---")
         await admin.command(f"aihistory {NPC}", quiet=1.5, timeout=30)
-        await admin.command(f"compact {NPC}", until=r"Compact(?:ed|ion of)[^\n]*", timeout=300)
-        await admin.command(
-            f"compact/force {NPC}", until=r"Compact(?:ed|ion of)[^\n]*", timeout=300
-        )
+        await admin_compact(admin, f"compact {NPC}")
+        await admin_compact(admin, f"compact/force {NPC}")
         await admin.command(f"aihistory {NPC}", quiet=1.5, timeout=30)
         # long-term memory: the journal and what Mem0 retrieves for a topic of the conversation
         await admin.command(f"aihistory {NPC}/journal", quiet=1.5, timeout=30)
