@@ -101,6 +101,9 @@ def main(argv):
     params.cpuparams_batch.n_threads = max(1, int(config.get("batch_threads") or threads))
     if hasattr(params, "flash_attn_type"):
         params.flash_attn_type = FLASH_ATTN_TYPES[config.get("flash_attn", "auto")]
+    elif config.get("flash_attn", "auto") != "auto":
+        sys.stderr.write("embedded model server: this xllamacpp cannot set flash attention; "
+                         "llama.cpp chooses\n")
     params.hostnames = ["127.0.0.1"]
     params.port = 0  # a free port
     api_key = os.environ.get(API_KEY_ENV)
