@@ -32,6 +32,28 @@ def replies(llm):
             and r["messages"][0]["content"].startswith("You are Marta")]
 
 
+def slow_warmup_then_reply(events, answer):
+    """Double behaviours: a warm-up that takes 0.6 s, then a reply saying ``answer``; each
+    appends what it does to ``events`` ("warm-up starts", "warm-up ends", "reply")."""
+    lock = threading.Lock()
+
+    def note(event):
+        with lock:
+            events.append(event)
+
+    def slow_warmup(request):
+        note("warm-up starts")
+        time.sleep(0.6)
+        note("warm-up ends")
+        return "A"
+
+    def reply_(request):
+        note("reply")
+        return answer
+
+    return respond(slow_warmup), respond(reply_)
+
+
 class WarmupCase(NPCTestCase):
     def setUp(self):
         super().setUp()
@@ -92,22 +114,7 @@ class TestWarmup(WarmupCase):
     def test_a_reply_asked_during_the_warm_up_waits_for_it(self):
         self.talk("Marta, a room for the night?")
         events = []
-        lock = threading.Lock()
-
-        def slow_warmup(request):
-            with lock:
-                events.append("warm-up starts")
-            time.sleep(0.6)
-            with lock:
-                events.append("warm-up ends")
-            return "A"
-
-        def answer(request):
-            with lock:
-                events.append("reply")
-            return "Supper is stew."
-
-        self.compact(respond(slow_warmup), respond(answer))
+        self.compact(*slow_warmup_then_reply(events, "Supper is stew."))
         self.assertIsNotNone(self.script.ndb.warming)
         self.script.receive_speech(self.char1, "And supper?")
         wait_for(self.script.run_tick())
@@ -123,29 +130,16 @@ class TestWarmup(WarmupCase):
         # otherwise than the warm-up's, so waiting would only delay it
         self.talk("Marta, a room for the night?")
         events = []
-        lock = threading.Lock()
-
-        def slow_warmup(request):
-            time.sleep(0.6)
-            with lock:
-                events.append("warm-up ends")
-            return "A"
-
-        def answer(request):
-            with lock:
-                events.append("reply")
-            return "Welcome, stranger."
-
-        self.compact(respond(slow_warmup), respond(answer))
+        self.compact(*slow_warmup_then_reply(events, "Welcome, stranger."))
         warming = self.script.ndb.warming
         self.assertIsNotNone(warming)
         ann = create.create_object(DefaultCharacter, key="Ann", location=self.room1)
         self.script.receive_speech(ann, "Marta, is there a room?")
         wait_for(self.script.run_tick())
         self.assertEqual(self.script.history[-1]["content"], "Welcome, stranger.")
-        self.assertEqual(events, ["reply"])
+        self.assertEqual(events, ["warm-up starts", "reply"])
         wait_for(warming)
-        self.assertEqual(events, ["reply", "warm-up ends"])
+        self.assertEqual(events, ["warm-up starts", "reply", "warm-up ends"])
 
     def test_a_warm_up_that_cannot_be_built_costs_only_the_cache(self):
         self.talk("Marta, a room for the night?")
