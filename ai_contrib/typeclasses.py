@@ -22,7 +22,6 @@ from collections import deque
 
 from django.conf import settings
 from twisted.internet import defer, reactor
-from twisted.python.failure import Failure
 
 from evennia.objects.objects import DefaultCharacter
 from evennia.scripts.scripts import DefaultScript
@@ -766,17 +765,14 @@ class AssistantScript(DefaultScript):
         # a reply waits for the warm-up only when its prompt starts the same way
         self.ndb.warming_for = frozenset(listeners)
 
-        def _warmed(stats):
+        def _warmed(stats):  # warm_reply_cache never errbacks
             self.ndb.warming = self.ndb.warming_for = None
-            if isinstance(stats, Failure):
-                logger.log_err(f"AI {self.obj}: cache warm-up: {stats.getErrorMessage()}")
-                stats = None
             warming.callback(stats)  # a waiting reply goes on here (its tick keeps the NPC busy)
             # a compaction that landed meanwhile changed the head again: warm that one too
             self.warm_if_due()
             return stats
 
-        return warm_reply_cache(self, self.obj, listeners).addBoth(_warmed)
+        return warm_reply_cache(self, self.obj, listeners).addCallback(_warmed)
 
     @defer.inlineCallbacks
     def _tick(self):

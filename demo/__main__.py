@@ -276,8 +276,8 @@ async def sleep_and_wake(
 
     Above the sleep threshold the demo waits for the admin's report of what the sleep phase did
     (``aisleep`` sends it when the phase ends); below it there is nothing to wait for, so she
-    is woken after a short nap. ``usage`` is her token
-    use as :func:`token_usage` returns it (asked for here when None).
+    is woken after a short nap. ``usage`` is her token use as :func:`token_usage` returns it
+    (asked for here when None).
     """
     usage = usage or await token_usage(admin)
     transcript.note(
