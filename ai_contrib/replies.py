@@ -16,11 +16,13 @@ from evennia.utils import logger
 from evennia.utils.ansi import raw
 from twisted.internet import defer
 
-from .core.receipts import kept_receipts, make_receipt
+from .core.budget import note_allowance
+from .core.receipts import kept_receipts, lean_receipt, make_receipt
 from .core.prompts import (
     assemble_reply_prompt,
     build_reply_messages,
     clean_reply,
+    conversation_order,
     overload_window,
 )
 from .core.turns import turn_query
@@ -100,15 +102,19 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None):
             from .memory.retrieval import note_items, render_note
         except ImportError:
             return {"notes": [], "items": []}
-        from .core.recall_notes import plan_recall
+        from .core.recall_notes import anchor_costs, plan_recall
         from .core.tokens import count_tokens
 
         items = note_items(context)
+        shown = conversation_order(window_messages(script.history, window))
         result = plan_recall(
-            script.ndb.recall_notes or [], items, anchor,
-            {m["id"] for m in window_messages(script.history, window)},
+            script.ndb.recall_notes or [], items, anchor, {m["id"] for m in shown},
             script.memory_budget(), render_note, count_tokens,
             listeners=None if listeners is None else list(listeners),
+            new_tokens=note_allowance(script.cfg("memory_note_seconds"),
+                                      get_client().prompt_speed),
+            anchor_cost=anchor_costs([m["id"] for m in shown],
+                                     script.runtime.token_counts(shown)),
         )
         script.ndb.recall_notes = result["notes"]
         new = result["new"]
@@ -205,7 +211,8 @@ RECENT_PROMPTS = 5
 
 def keep_receipt(script, said, receipt, messages):
     """
-    Keep a reply's receipt: in the NPC's archive (a ``receipt`` record naming the reply's seq;
+    Keep a reply's receipt: in the NPC's archive (a ``receipt`` record naming the reply's seq,
+    :func:`ai_contrib.core.receipts.lean_receipt`, unless ``AI_ARCHIVE_RECEIPTS`` is False;
     the full-text index reads only messages), on the script (``db.reply_receipts``, the last
     :data:`ai_contrib.core.receipts.RECEIPTS_KEPT`), and the exact prompt in
     ``ndb.recent_prompts`` (the last :data:`RECENT_PROMPTS`, lost on reload).
@@ -216,10 +223,12 @@ def keep_receipt(script, said, receipt, messages):
     if receipt is None:
         return
     receipt = dict(receipt, seq=said.get("seq"), at=said.get("timestamp"))
-    try:
-        script.archive.append("receipt", reply_seq=said.get("seq"), receipt=receipt)
-    except ArchiveError as err:  # the reply is said and stored; its receipt is a by-product
-        logger.log_warn(f"AI {script.obj}: the reply's receipt was not archived: {err}")
+    if get_setting("ARCHIVE_RECEIPTS"):
+        try:
+            script.archive.append("receipt", reply_seq=said.get("seq"),
+                                  receipt=lean_receipt(receipt))
+        except ArchiveError as err:  # the reply is said and stored; its receipt is a by-product
+            logger.log_warn(f"AI {script.obj}: the reply's receipt was not archived: {err}")
     script.db.reply_receipts = kept_receipts(script.db.reply_receipts, receipt)
     prompts = list(script.ndb.recent_prompts or ())
     prompts.append({"seq": said.get("seq"), "messages": messages or []})
@@ -230,7 +239,42 @@ def _report_reply(script, character, result, seconds, waited=0.0):
     # one line per reply: what an admin needs to see whether the server's prefix cache works
     stats = {"seconds": seconds, "prompt": result.prompt_stats(), "waited": waited}
     script.ndb.last_reply = stats
+    get_client().observe_prompt_speed(stats["prompt"])
     logger.log_info(f"AI reply {character.key}: {describe_reply(stats)}")
+
+
+def show_thinking_later(character):
+    """
+    Schedule the room's sign that ``character`` is thinking (``AI_THINKING_EMOTE``, said once)
+    for when a reply has taken ``AI_THINKING_EMOTE_AFTER`` seconds; the caller cancels it when
+    the reply is ready. A player otherwise cannot tell a slow answer from none.
+
+    Returns:
+        twisted.internet.base.DelayedCall | None: the scheduled call, or None when the setting
+        is 0 or None.
+    """
+    after = get_setting("THINKING_EMOTE_AFTER")
+    if not after or float(after) <= 0:
+        return None
+    from twisted.internet import reactor
+
+    def emote():
+        if character.location:
+            text = str(get_setting("THINKING_EMOTE")).format(name=character.key)
+            character.location.msg_contents(text, exclude=[character], from_obj=character)
+
+    return reactor.callLater(float(after), emote)
+
+
+def starts_with(messages, prefix):
+    """
+    Whether chat ``messages`` start with ``prefix`` (a warm-up's messages), its last message
+    included: the server's cached prefix then covers all of ``prefix``. False for no prefix.
+    """
+    if not prefix or len(prefix) > len(messages):
+        return False
+    return all(a.get("role") == b.get("role") and a.get("content") == b.get("content")
+               for a, b in zip(messages, prefix))
 
 
 def window_messages(history, window):
@@ -388,13 +432,18 @@ def _answer(script, character, lines, turn_ids, listeners):
 
     started = time.monotonic()
     waited = 0.0
-    if (script.ndb.warming is not None and shown[0] is None
-            and script.ndb.warming_for == frozenset(listeners)):
-        # a cache warm-up is evaluating the start of this prompt (ai_contrib.warmup): reuse it
-        # rather than evaluate the same tokens beside it; the wait counts in the reply's time.
-        # A prompt for other listeners, or cut to a window, starts otherwise: no use waiting
-        yield script.ndb.warming
-        waited = time.monotonic() - started
+    if script.ndb.warming is not None:
+        if starts_with(messages_for_budget(shown[1], shown[0]), script.ndb.warming_messages):
+            # a cache warm-up is evaluating the start of this prompt (ai_contrib.warmup): the
+            # server would evaluate the same tokens again beside it, so the reply takes its
+            # work instead; the wait counts in the reply's time
+            yield script.ndb.warming
+            waited = time.monotonic() - started
+        elif script.ndb.warming_request is not None:
+            # a prompt that starts otherwise (other listeners, a window, a note given up) gains
+            # nothing from it: the warm-up gives the server up to the reply
+            script.ndb.warming_request.cancel()
+    thinking = show_thinking_later(character)
     try:
         result = yield _ask(script, character, messages_for_budget, shown)
         _report_reply(script, character, result, time.monotonic() - started, waited)
@@ -410,6 +459,9 @@ def _answer(script, character, lines, turn_ids, listeners):
     except LLMError as err:
         _record_failure(script, character, err)
         reply = ""
+    finally:
+        if thinking is not None and thinking.active():
+            thinking.cancel()
     if not reply:
         if character.location:
             line = get_setting("FALLBACK_REPLY").format(name=character.key)

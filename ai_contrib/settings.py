@@ -76,6 +76,10 @@ DEFAULTS = {
     "SLEEP_AFTER_IDLE": 600,  # seconds without player speech before the NPC falls asleep (0 = never)
     "SLEEP_DURATION": 120,  # seconds an idle NPC sleeps before waking by itself (0 = until spoken to)
     "FALLBACK_REPLY": "{name} seems lost in thought.",
+    # seconds a reply may take before the room is shown that the NPC is thinking (once a turn;
+    # 0 or None = never), and what it shows ({name} = the NPC)
+    "THINKING_EMOTE_AFTER": 3.0,
+    "THINKING_EMOTE": "{name} pauses, thinking it over.",
     # which lines an NPC answers (docs/design.md, "Turns, not one call per line"): "addressed" =
     # only lines that name it, are `talk`-ed to it, continue a conversation with it, or any line
     # when it is the only AI NPC in the room; "always" = every `say` in its room. Every line is
@@ -132,6 +136,9 @@ DEFAULTS = {
     "JOURNAL_PRUNE_IMPORTANCE": 3,  # consolidated journal facts at or below this importance...
     "JOURNAL_PRUNE_AGE": 7 * 86400,  # ...and older than this many seconds leave the journal
     # --- storage ---
+    # archive each reply's receipt (lean: memories by reference), beside the last ones kept on
+    # the script; False keeps only those (docs/design.md, "Reply receipts")
+    "ARCHIVE_RECEIPTS": True,
     "ARCHIVE_DIR": None,  # None = <game dir>/server/ai_archive
     # seconds between checkpoints of db.conversation_history; the archive is the write-ahead
     # record, so this only bounds how much is replayed when the server loads
@@ -160,6 +167,13 @@ DEFAULTS = {
     # tokens the recall notes may take together (at most 40 % of MAX_CONTEXT_TOKENS)
     "MEMORY_RETRIEVAL_TOKEN_BUDGET": 1200,
     "MEMORY_RETRIEVAL_MAX_ITEMS": 30,  # items in one recall note at most
+    # seconds of prompt evaluation one reply may spend on memories it shows for the first time
+    # (a new recall note): the server's measured prompt speed turns it into tokens
+    # (docs/design.md, "Recall notes"); None = no limit
+    "MEMORY_NOTE_SECONDS": 0.5,
+    # the reply server's prompt evaluation speed in tokens/s; None = measured from its replies
+    # (llama.cpp's timings; a server that reports none puts no limit on new notes)
+    "PROMPT_TOKENS_PER_SECOND": None,
     "MEMORY_RETRIEVAL_MAX_EXPERIENCES": 2,  # summaries in RELATED PAST EXPERIENCES at most
     # a candidate needs this fraction of the best candidate's fused score (0 = no threshold)
     "MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE": 0.3,

@@ -767,12 +767,15 @@ class AssistantScript(DefaultScript):
 
         def _warmed(stats):  # warm_reply_cache never errbacks
             self.ndb.warming = self.ndb.warming_for = None
+            self.ndb.warming_request = self.ndb.warming_messages = None
             warming.callback(stats)  # a waiting reply goes on here (its tick keeps the NPC busy)
             # a compaction that landed meanwhile changed the head again: warm that one too
             self.warm_if_due()
             return stats
 
-        return warm_reply_cache(self, self.obj, listeners).addCallback(_warmed)
+        request = warm_reply_cache(self, self.obj, listeners)
+        self.ndb.warming_request = request
+        return request.addCallback(_warmed)
 
     @defer.inlineCallbacks
     def _tick(self):

@@ -70,6 +70,9 @@ def warm_reply_cache(script, character, listeners):
     ``"warm"``) and log one line about it (``"AI cache warm-up Marta: 9.80 s, prompt 1132
     tokens, 140 reused (12%), 1 generated"``).
 
+    Cancelling the returned Deferred aborts the request (a reply whose prompt does not start
+    with the warm-up's needs the server more).
+
     Returns:
         Deferred[dict | None]: the server's prompt figures
         (:meth:`ai_contrib.llm.client.ChatResult.prompt_stats`), or None when the server gave
@@ -77,18 +80,30 @@ def warm_reply_cache(script, character, listeners):
         reply's cache, and is logged as a warning.
     """
     started = time.monotonic()
+
+    def send():
+        messages = warmup_messages(script, character, listeners)
+        # a reply compares its prompt with these: it waits for the warm-up only when they are
+        # the start of its own prompt (ai_contrib.replies)
+        script.ndb.warming_messages = messages
+        return get_client().chat(messages, model=script.cfg("llm_model"), max_tokens=1,
+                                 purpose="warm")
+
     # the prompt is built inside the Deferred: an error while building it is a failed warm-up
     # like any other, never a Deferred left pending for the reply that waits on it
-    d = defer.maybeDeferred(lambda: get_client().chat(
-        warmup_messages(script, character, listeners), model=script.cfg("llm_model"),
-        max_tokens=1, purpose="warm"))
+    d = defer.maybeDeferred(send)
 
     def done(result):
         stats = {"seconds": time.monotonic() - started, "prompt": result.prompt_stats()}
+        get_client().observe_prompt_speed(stats["prompt"])
         logger.log_info(f"AI cache warm-up {character.key}: {describe_reply(stats)}")
         return stats["prompt"]
 
     def failed(failure):
+        if failure.check(defer.CancelledError):
+            logger.log_info(f"AI cache warm-up {character.key}: cancelled after "
+                            f"{time.monotonic() - started:.2f} s (a reply needed the server)")
+            return None
         # the client masks keys in what it raises
         logger.log_warn(f"AI cache warm-up {character.key} failed: {failure.value}")
         return None

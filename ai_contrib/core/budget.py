@@ -83,3 +83,51 @@ def effective_budget(configured, window=None, reply_tokens=0, system_tokens=0, m
     else:
         info["source"] = f"AI_MAX_CONTEXT_TOKENS (within the model context window {window}{where})"
     return info
+
+
+#: evaluations smaller than this many tokens say more about a request's fixed cost than about the
+#: server's prompt speed, and are not measured
+MIN_MEASURED_TOKENS = 64
+#: weight of a new measurement in the running prompt speed
+SPEED_WEIGHT = 0.3
+
+
+def updated_prompt_speed(previous, evaluated_tokens, prompt_ms):
+    """
+    The reply server's prompt evaluation speed after one more response: an exponential moving
+    average of ``evaluated_tokens / prompt seconds``, over responses that evaluated at least
+    :data:`MIN_MEASURED_TOKENS` (``docs/design.md``, "Recall notes").
+
+    Args:
+        previous (float | None): tokens per second so far, or None.
+        evaluated_tokens (int | None): tokens the server evaluated (not taken from its cache).
+        prompt_ms (float | None): milliseconds it spent on them.
+
+    Returns:
+        float | None: tokens per second (``previous`` when the response says nothing usable).
+    """
+    if not evaluated_tokens or not prompt_ms or evaluated_tokens < MIN_MEASURED_TOKENS \
+            or prompt_ms <= 0:
+        return previous
+    speed = float(evaluated_tokens) / (float(prompt_ms) / 1000.0)
+    if previous is None:
+        return speed
+    return (1.0 - SPEED_WEIGHT) * float(previous) + SPEED_WEIGHT * speed
+
+
+def note_allowance(seconds, tokens_per_second):
+    """
+    Tokens a reply may spend evaluating memories it shows for the first time: ``seconds`` of
+    the server's prompt evaluation (``AI_MEMORY_NOTE_SECONDS``; ``docs/design.md``, "Recall
+    notes").
+
+    Args:
+        seconds (float | None): the allowance in seconds; None: no limit.
+        tokens_per_second (float | None): the server's prompt speed; None (unknown): no limit.
+
+    Returns:
+        int | None: tokens, or None for no limit.
+    """
+    if seconds is None or tokens_per_second is None:
+        return None
+    return max(0, int(float(seconds) * float(tokens_per_second)))

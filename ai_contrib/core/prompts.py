@@ -65,6 +65,8 @@ def build_reply_messages(persona, npc_name, history, token_counts, budget_tokens
             audience"). None: no filter.
         keep_ids (iterable[str]): ids of the lines the reply answers: kept whatever their
             audience (a listener who just walked in hears the answer, not a secret from before).
+            The prompt ends with them: messages are in :func:`conversation_order`, and lines
+            said after the turn was taken are left for the next turn.
 
     When the history is larger than the budget, the oldest messages are left out first (they
     stay in the archive, where retrieval can still find them), but the newest one is always
@@ -80,6 +82,43 @@ def build_reply_messages(persona, npc_name, history, token_counts, budget_tokens
         notes = [{"anchor": anchor, "text": memories, "tokens": 0, "new": True}]
     return assemble_reply_prompt(persona, npc_name, history, token_counts, budget_tokens,
                                  notes=notes, listeners=listeners, keep_ids=keep)[0]
+
+
+def conversation_order(history):
+    """
+    The history's messages in the order the conversation happened to the NPC: each reply right
+    after the last line it answers (``metadata["reply_to"]``), the lines said while it was being
+    written after it.
+
+    The runtime history is in storage order, and a reply is stored when the model has written
+    it, after any line said meanwhile: ``L1, L2, R1`` where ``R1`` answers ``L1``. Shown in that
+    order, the next prompt (answering ``L2``) would end with the NPC's own ``R1``, which
+    llama.cpp's server and other chat APIs take as the start of the reply to continue (an
+    assistant *prefill*): the model adds an end-of-turn token, and the room hears ``R1`` again.
+    It would also differ from the previous prompt at ``L2``, where the server's cache holds
+    ``L1, R1``. In conversation order (``L1, R1, L2``) every prompt ends with the lines being
+    answered and starts with what the server cached (``docs/design.md``, "Prompt structure").
+
+    Args:
+        history (list[dict]): messages oldest first (shape in ``core/messages.py``).
+
+    Returns:
+        list[dict]: the same messages, reordered; O(n) in the messages.
+    """
+    position = {msg.get("id"): i for i, msg in enumerate(history)}
+    placed = []  # (sort key, index, msg): a reply sorts right after its last answered line
+    for i, msg in enumerate(history):
+        key = float(i)
+        if msg.get("role") == "assistant":
+            answered = [position[rid] for rid in (msg.get("metadata") or {}).get("reply_to") or ()
+                        if rid in position and position[rid] < i]
+            if answered:
+                key = max(answered) + 0.5
+        placed.append((key, i, msg))
+    if all(key == i for key, i, _ in placed):
+        return list(history)
+    placed.sort(key=lambda entry: (entry[0], entry[1]))
+    return [msg for _, _, msg in placed]
 
 
 def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_tokens, notes=None,
@@ -107,6 +146,17 @@ def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_token
     if count is None:
         from .tokens import count_tokens as count
     keep = frozenset(keep_ids or ())
+    ordered = conversation_order(history)
+    if keep:
+        # lines said after the turn was taken belong to the next turn: shown now, the prompt
+        # would end with a line this reply does not answer, and the model would answer it
+        last = max((i for i, m in enumerate(ordered) if m.get("id") in keep), default=None)
+        if last is not None:
+            ordered = ordered[: last + 1] + [m for m in ordered[last + 1:]
+                                             if m.get("role") != "user" or m.get("id") in keep]
+    if ordered is not history and ordered != history:
+        tokens_of = {id(m): t for m, t in zip(history, token_counts)}
+        history, token_counts = ordered, [tokens_of[id(m)] for m in ordered]
     if listeners is not None:
         listeners = frozenset(listeners)
         pairs = [(m, t) for m, t in zip(history, token_counts)

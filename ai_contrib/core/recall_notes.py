@@ -59,19 +59,42 @@ TOPIC_ITEMS = 3
 TOPIC_ROOM = 0.5
 
 
-def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count, listeners=None):
+def anchor_costs(history_ids, token_counts):
+    """
+    What giving up a note anchored at each message costs the server's cache: the tokens of the
+    prompt from that message to the end, which the server evaluates again once the note before
+    them is gone.
+
+    Args:
+        history_ids (list[str]): ids of the messages the prompt shows, in prompt order.
+        token_counts (list[int]): their tokens, same order.
+
+    Returns:
+        dict: ``{id: tokens}``; O(n) in the messages.
+    """
+    costs, total = {}, 0
+    for msg_id, tokens in zip(reversed(history_ids), reversed(token_counts)):
+        total += int(tokens)
+        costs[msg_id] = total
+    return costs
+
+
+def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count, listeners=None,
+                new_tokens=None, anchor_cost=None):
     """
     The notes after a turn's retrieval.
 
     Shown notes stay as they are, since any change costs the server's cache everything after
     it. This turn's candidates that no shown note holds are added as a new note, best first, as
     far as the room left in the budget allows: all of it when no note is shown, else at most
-    :data:`TOPIC_ROOM` of the budget. When none of the turn's best
-    :data:`TOPIC_ITEMS` candidates is shown, the subject has changed: the newest shown notes are
-    given up, one at a time, until :data:`TOPIC_ROOM` of the budget is free. The newest first,
-    because giving up a note costs the cache everything after its anchor, and the newest anchor
-    has the least after it; older notes stay in the cached prefix until compaction takes their
-    anchors (``docs/design.md``, "Recall notes").
+    :data:`TOPIC_ROOM` of the budget, and never more than ``new_tokens``, the tokens a reply may
+    spend evaluating memories (``docs/design.md``, "Recall notes": the latency allowance). When
+    none of the turn's best :data:`TOPIC_ITEMS` candidates is shown, the subject has changed:
+    the newest shown notes are given up, one at a time, until :data:`TOPIC_ROOM` of the budget
+    is free, but only while what giving one up costs (``anchor_cost``: the prompt after its
+    anchor, evaluated again) fits the allowance. The newest first, because giving up a note
+    costs the cache everything after its anchor, and the newest anchor has the least after it;
+    older notes stay in the cached prefix until compaction takes their anchors.
 
     Args:
         notes (list[dict]): the NPC's notes so far, oldest first.
@@ -85,6 +108,10 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
         count (callable): ``str -> int``, tokens of a text.
         listeners (iterable[str], optional): dbrefs of who will hear the reply (see
             :func:`visible_notes`).
+        new_tokens (int, optional): tokens this reply may newly evaluate for memories: the new
+            note and the prompt after any note given up (None: no limit, for a fast server).
+        anchor_cost (dict, optional): ``{anchor id: tokens after it}`` (:func:`anchor_costs`);
+            None: giving up a note costs nothing.
 
     Returns:
         dict: ``{"notes": list[dict]`` (the new state: notes whose anchor left the history and
@@ -92,21 +119,29 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
         ``"new": dict | None`` (the note added for this turn), ``"dropped": int`` (notes given
         up), ``"left_out": int`` (new candidates that found no room)}``.
     """
+    allowance = float("inf") if new_tokens is None else max(0, int(new_tokens))
     alive = [note for note in notes if note["anchor"] in history_ids]
     shown = visible_notes(alive, history_ids, listeners)
     keys = {item["key"] for note in shown for item in note["items"]}
     dropped = []
+    spent = 0
     if shown and items and not any(item["key"] in keys for item in items[:TOPIC_ITEMS]):
         while shown and budget_tokens - sum(note["tokens"] for note in shown) \
                 < budget_tokens * TOPIC_ROOM:
+            cost = (anchor_cost or {}).get(shown[-1]["anchor"], 0) if anchor_cost is not None \
+                else 0
+            if cost >= allowance:
+                break  # evaluating the prompt after it again costs more than the note is worth
+            spent = max(spent, cost)
             dropped.append(shown.pop())
         keys = {item["key"] for note in shown for item in note["items"]}
     # the first note may take the whole budget: a memory question asked afresh gets all the
     # room there is; beside other notes, one takes at most TOPIC_ROOM, so that the next subject
-    # finds room without giving a note up
+    # finds room without giving a note up; neither takes more than the reply may evaluate
     room = budget_tokens - sum(note["tokens"] for note in shown)
     if shown:
         room = min(room, budget_tokens * TOPIC_ROOM)
+    room = min(room, allowance - spent)
     chosen, text, tokens = [], "", 0
     fresh = [item for item in items if item["key"] not in keys]
     for item in fresh:

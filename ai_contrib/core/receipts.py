@@ -76,6 +76,24 @@ def make_receipt(model, seconds, prompt, parts, items, listener_names):
     }
 
 
+def lean_receipt(receipt):
+    """
+    The receipt as the archive keeps it: every figure and part, and each memory by its source
+    and reference only (``"source", "ref", "kind", "new"``), without the text: the text is in
+    the archive line or the Mem0 memory the reference names, and copying it made a receipt
+    several kilobytes a reply (``docs/design.md``, "Reply receipts").
+
+    Returns:
+        dict: a new dict; ``receipt`` is not changed.
+    """
+    lean = dict(receipt)
+    lean["memories"] = [
+        {key: memory.get(key) for key in ("source", "ref", "kind", "new")}
+        for memory in receipt.get("memories") or ()
+    ]
+    return lean
+
+
 def kept_receipts(receipts, receipt, limit=RECEIPTS_KEPT):
     """``receipts`` (oldest first) with ``receipt`` added, the oldest dropped past ``limit``."""
     return (list(receipts or ()) + [receipt])[-limit:]

@@ -512,6 +512,7 @@ class LLMClient:
         # refuses_response_format): later requests leave it out
         self.structured_output_refused = False
         self.context_window_source = None  # where known_context_window came from, for admins
+        self.measured_prompt_speed = None  # reply server's tokens/s (observe_prompt_speed)
         self._window = None  # (tokens, source) once discovered
         self._window_tried_at = None
         self._window_waiters = None  # Deferreds of callers while a discovery is in flight
@@ -620,6 +621,38 @@ class LLMClient:
         d.addCallback(read)
         d.addTimeout(self.WINDOW_TIMEOUT, self._reactor)
         return d
+
+    # --- prompt speed ---------------------------------------------------------------------------
+
+    #: tokens/s assumed for the embedded model before its first measured reply (its prompt
+    #: evaluation on one thread of a 2-core machine, docs/design.md, "The embedded model")
+    EMBEDDED_PROMPT_SPEED = 150.0
+
+    def observe_prompt_speed(self, stats):
+        """
+        Take the prompt figures of a reply-server response
+        (:meth:`ChatResult.prompt_stats`) into :attr:`measured_prompt_speed`
+        (:func:`ai_contrib.core.budget.updated_prompt_speed`).
+        """
+        if stats:
+            from ai_contrib.core.budget import updated_prompt_speed
+
+            self.measured_prompt_speed = updated_prompt_speed(
+                self.measured_prompt_speed, stats.get("evaluated_tokens"), stats.get("prompt_ms"))
+
+    @property
+    def prompt_speed(self):
+        """
+        The reply server's prompt evaluation speed in tokens/s: ``AI_PROMPT_TOKENS_PER_SECOND``
+        if set, else as measured from its responses, else :data:`EMBEDDED_PROMPT_SPEED` for
+        the embedded model; None for a server that has reported no timings.
+        """
+        configured = get_setting("PROMPT_TOKENS_PER_SECOND")
+        if configured:
+            return float(configured)
+        if self.measured_prompt_speed is not None:
+            return self.measured_prompt_speed
+        return self.EMBEDDED_PROMPT_SPEED if self.embedded else None
 
     # --- payload ---------------------------------------------------------------------------------
 
