@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-postgres demo demo-keep test test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-dev bench-recall bench-scale bench-mem0 bench-embedded clean
+.PHONY: install install-postgres demo demo-keep test test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-dev bench-recall bench-scale bench-mem0 bench-embedded bench-defaults clean
 
 install: $(STAMP)
 
@@ -83,5 +83,11 @@ bench-mem0: install
 bench-embedded: install
 	$(PY) benchmarks/embedded_speed.py $(BENCH_ARGS)
 
+# the default install (every AI_* setting at its default, the embedded model): two telnet
+# players replay 300 LoCoMo lines to Marta; reply time per 40 replies (15 min or more on 2
+# cores, plus the compactions; BENCH_ARGS="--lines 80 --json out.json" for a shorter run)
+bench-defaults: install
+	$(PY) benchmarks/defaults.py $(BENCH_ARGS)
+
 clean:
-	rm -rf $(VENV) demo-game demo-output
+	rm -rf $(VENV) demo-game demo-output bench-game

@@ -33,43 +33,22 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ai_contrib.settings import DEFAULTS as AI_DEFAULTS
-
 from .gamectl import REPO_ROOT, GameDir, GameError
 from .locomo import list_conversations, load_conversation
+from .replay import (
+    ANSWER_RE,
+    COMPACTION_LOG_RE,
+    NPC,
+    REPLY_LOG_RE,
+    WARMUP_LOG_RE,
+    account_name,
+    compactions_from_log,
+    reply_record,
+    settle,
+    stop_game,
+)
 from .telnet import TelnetError, TelnetPlayer, Transcript
 
-NPC = "Marta"
-
-#: Marta's answer: the start of her say line (the model's words follow in quotes), or the
-#: in-character line shown when the model fails (AI_FALLBACK_REPLY)
-ANSWER_RE = re.compile(
-    rf'^(?:(?P<reply>{NPC} says, ")'
-    rf"|(?P<fallback>{re.escape(AI_DEFAULTS['FALLBACK_REPLY'].format(name=NPC))}))",
-    re.M,
-)
-#: the server log line ai_contrib writes for every successful compaction, in either form:
-#: "AI compaction [emergency, summary] Marta: 13 messages -> summary, 1207 -> 542 tokens" or
-#: "AI compaction [sleep, <strategy>] Marta: 13 messages, 1207 -> 542 tokens"
-COMPACTION_LOG_RE = re.compile(
-    r"AI compaction \[(?P<trigger>\w+)(?:, (?P<strategy>[^\]]+))?\] (?P<npc>.+?): "
-    r"(?P<messages>\d+) messages(?: -> summary)?, (?P<before>\d+) -> (?P<after>\d+) tokens"
-)
-#: the server log line ai_contrib writes for every reply (replies.describe_reply):
-#: "AI reply Marta: 1.21 s, prompt 812 tokens, 770 reused (95%), 42 generated"
-REPLY_LOG_RE = re.compile(
-    r"AI reply (?P<npc>.+?): (?P<seconds>[\d.]+) s"
-    r"(?:, prompt (?P<prompt>\d+) tokens, (?P<cached>\d+) reused)?"
-)
-#: the server log line of a cache warm-up after a compaction (ai_contrib.warmup):
-#: "AI cache warm-up Marta: 9.80 s, prompt 1132 tokens, 140 reused (12%), 1 generated"
-WARMUP_LOG_RE = re.compile(
-    r"AI cache warm-up (?P<npc>.+?): (?P<seconds>[\d.]+) s"
-    r"(?:, prompt (?P<prompt>\d+) tokens, (?P<cached>\d+) reused)?"
-)
-COMPACTION_FAIL_RE = re.compile(
-    r"AI compaction \[(?P<trigger>\w+)(?:, [^\]]+)?\] (?P<npc>.+?) failed: (?P<error>.*)"
-)
 #: the "Tokens" row of aihistory: used / budget (percent)
 TOKENS_ROW_RE = re.compile(r"Tokens\s*\|\s*(\d+) / (\d+) \(([\d.]+)%\)")
 
@@ -85,9 +64,10 @@ class Stats:
     reply_seconds: list = field(default_factory=list)  # per answered line
     sleep_session: int | None = None  # the session after which Marta slept
     timings: dict = field(default_factory=dict)  # phase -> seconds
-    #: the server's replies in log order: {"seconds", "prompt", "cached" (tokens or None),
-    #: "after_compaction" (a compaction was logged before it), "follows_reply" (the event
-    #: logged before it was a reply, not a compaction)}
+    #: the server's replies in log order: {"seconds", "prompt", "cached", "generated" (tokens
+    #: or None), "waited" (seconds waiting for a cache warm-up), "after_compaction" (a
+    #: compaction was logged before it), "follows_reply" (the event logged before it was a
+    #: reply, not a compaction)}
     server_replies: list = field(default_factory=list)
     #: the server's cache warm-ups after compactions, in log order: {"seconds", "prompt",
     #: "cached"}; they are not replies, and a reply after one still follows a compaction
@@ -197,17 +177,6 @@ def memory_query(turns):
     return max(names, key=len) if names else "name"
 
 
-def account_name(speaker, taken):
-    """A login name for a LoCoMo speaker: letters and digits only, unique among ``taken``."""
-    base = re.sub(r"[^A-Za-z0-9]", "", speaker) or "player"
-    name, n = base, 1
-    while name.lower() in taken:
-        n += 1
-        name = f"{base}{n}"
-    taken.add(name.lower())
-    return name
-
-
 async def admin_compact(admin, command, timeout=300):
     """
     Run an admin's ``compact`` command; while an emergency compaction is still under way (the
@@ -226,21 +195,6 @@ async def token_usage(admin):
     text = await admin.command(f"aihistory {NPC}", until=r"Breaker", timeout=30)
     match = TOKENS_ROW_RE.search(text)
     return (int(match.group(1)), int(match.group(2)), float(match.group(3))) if match else None
-
-
-async def settle(players, timeout=15.0):
-    """
-    Wait until every player has received each answer Marta has given so far.
-
-    All players stand in the tavern and hear every answer, but not at the same instant: without
-    this, the next speaker could take the tail of the previous exchange for its own answer.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        counts = [len(ANSWER_RE.findall(p.received)) for p in players]
-        if min(counts) >= max(counts) or time.monotonic() >= deadline:
-            return
-        await asyncio.sleep(0.1)
 
 
 async def say_to_marta(player, text, stats, timeout, transcript):
@@ -334,9 +288,7 @@ def replies_from_log(text, stats):
             stats.compactions_seen += 1
         else:
             reply = {
-                "seconds": float(m["seconds"]),
-                "prompt": int(m["prompt"]) if m["prompt"] else None,
-                "cached": int(m["cached"]) if m["cached"] else None,
+                **reply_record(m),
                 "after_compaction": stats.compactions_seen > 0,
                 "follows_reply": stats.last_event == "reply",
             }
@@ -414,31 +366,6 @@ def report_compactions(game, offset, transcript, stats=None):
         print(f"        ** {line}", flush=True)
         transcript.note(line)
     return end
-
-
-def compactions_from_log(text):
-    """
-    Compactions and failed compactions in server log text.
-
-    Returns:
-        tuple[list[dict], list[dict]]: ``{"trigger", "strategy", "messages", "before",
-        "after"}`` per compaction (tokens), ``{"trigger", "error"}`` per failure.
-    """
-    done = [
-        {
-            "trigger": m["trigger"],
-            "strategy": m["strategy"] or "summary",
-            "messages": int(m["messages"]),
-            "before": int(m["before"]),
-            "after": int(m["after"]),
-        }
-        for m in COMPACTION_LOG_RE.finditer(text)
-    ]
-    failed = [
-        {"trigger": m["trigger"], "error": m["error"].strip()}
-        for m in COMPACTION_FAIL_RE.finditer(text)
-    ]
-    return done, failed
 
 
 async def run_conversation(game, args, conversation, transcript, stats):
@@ -662,14 +589,6 @@ async def _run(args):
     if args.keep_running:
         print_connect_help(game, passwords)
     return 0
-
-
-def stop_game(game):
-    """``evennia stop``; if that fails, kill the Server and Portal. Returns the seconds taken."""
-    t0 = time.monotonic()
-    if not game.retire():
-        print("the game did not stop; killed the server and portal", file=sys.stderr)
-    return time.monotonic() - t0
 
 
 def print_connect_help(game, passwords):

@@ -1,0 +1,122 @@
+"""
+What the demo (``python -m demo``) and ``benchmarks/defaults.py`` share: Marta, the answers
+players hear from her over telnet, the server log lines ai_contrib writes about her replies,
+cache warm-ups and compactions, and stopping a game.
+"""
+
+import asyncio
+import re
+import sys
+import time
+
+from ai_contrib.settings import DEFAULTS as AI_DEFAULTS
+
+NPC = "Marta"
+
+#: Marta's answer: the start of her say line (the model's words follow in quotes), or the
+#: in-character line shown when the model fails (AI_FALLBACK_REPLY)
+ANSWER_RE = re.compile(
+    rf'^(?:(?P<reply>{NPC} says, ")'
+    rf"|(?P<fallback>{re.escape(AI_DEFAULTS['FALLBACK_REPLY'].format(name=NPC))}))",
+    re.M,
+)
+#: the server log line ai_contrib writes for every successful compaction, in either form:
+#: "AI compaction [emergency, summary] Marta: 13 messages -> summary, 1207 -> 542 tokens" or
+#: "AI compaction [sleep, <strategy>] Marta: 13 messages, 1207 -> 542 tokens"
+COMPACTION_LOG_RE = re.compile(
+    r"AI compaction \[(?P<trigger>\w+)(?:, (?P<strategy>[^\]]+))?\] (?P<npc>.+?): "
+    r"(?P<messages>\d+) messages(?: -> summary)?, (?P<before>\d+) -> (?P<after>\d+) tokens"
+)
+#: the server log line ai_contrib writes for every reply (replies.describe_reply):
+#: "AI reply Marta: 1.21 s, prompt 812 tokens, 770 reused (95%), 42 generated", ending
+#: ", 0.80 s of it waiting for the cache warm-up" when the reply waited for one
+REPLY_LOG_RE = re.compile(
+    r"AI reply (?P<npc>.+?): (?P<seconds>[\d.]+) s"
+    r"(?:, prompt (?P<prompt>\d+) tokens, (?P<cached>\d+) reused"
+    r"(?: \(\d+%\))?(?:, (?P<generated>\d+) generated)?)?"
+    r"(?:, (?P<waited>[\d.]+) s of it waiting for the cache warm-up)?"
+)
+#: the server log line of a cache warm-up after a compaction (ai_contrib.warmup):
+#: "AI cache warm-up Marta: 9.80 s, prompt 1132 tokens, 140 reused (12%), 1 generated"
+WARMUP_LOG_RE = re.compile(
+    r"AI cache warm-up (?P<npc>.+?): (?P<seconds>[\d.]+) s"
+    r"(?:, prompt (?P<prompt>\d+) tokens, (?P<cached>\d+) reused)?"
+)
+COMPACTION_FAIL_RE = re.compile(
+    r"AI compaction \[(?P<trigger>\w+)(?:, [^\]]+)?\] (?P<npc>.+?) failed: (?P<error>.*)"
+)
+
+
+def account_name(speaker, taken):
+    """A login name for a LoCoMo speaker: letters and digits only, unique among ``taken``."""
+    base = re.sub(r"[^A-Za-z0-9]", "", speaker) or "player"
+    name, n = base, 1
+    while name.lower() in taken:
+        n += 1
+        name = f"{base}{n}"
+    taken.add(name.lower())
+    return name
+
+
+async def settle(players, timeout=15.0):
+    """
+    Wait until every player has received each answer Marta has given so far.
+
+    All players stand in the tavern and hear every answer, but not at the same instant: without
+    this, the next speaker could take the tail of the previous exchange for its own answer.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        counts = [len(ANSWER_RE.findall(p.received)) for p in players]
+        if min(counts) >= max(counts) or time.monotonic() >= deadline:
+            return
+        await asyncio.sleep(0.1)
+
+
+def compactions_from_log(text):
+    """
+    Compactions and failed compactions in server log text.
+
+    Returns:
+        tuple[list[dict], list[dict]]: ``{"trigger", "strategy", "messages", "before",
+        "after"}`` per compaction (tokens), ``{"trigger", "error"}`` per failure.
+    """
+    done = [
+        {
+            "trigger": m["trigger"],
+            "strategy": m["strategy"] or "summary",
+            "messages": int(m["messages"]),
+            "before": int(m["before"]),
+            "after": int(m["after"]),
+        }
+        for m in COMPACTION_LOG_RE.finditer(text)
+    ]
+    failed = [
+        {"trigger": m["trigger"], "error": m["error"].strip()}
+        for m in COMPACTION_FAIL_RE.finditer(text)
+    ]
+    return done, failed
+
+
+def stop_game(game):
+    """``evennia stop``; if that fails, kill the Server and Portal. Returns the seconds taken."""
+    t0 = time.monotonic()
+    if not game.retire():
+        print("the game did not stop; killed the server and portal", file=sys.stderr)
+    return time.monotonic() - t0
+
+
+def reply_record(match):
+    """
+    One :data:`REPLY_LOG_RE` match as a dict: ``{"seconds": float, "prompt": int | None,
+    "cached": int | None, "generated": int | None, "waited": float (seconds of ``seconds``
+    spent waiting for a cache warm-up; 0.0 when the line says none)}``.
+    """
+    return {
+        "seconds": float(match["seconds"]),
+        "prompt": int(match["prompt"]) if match["prompt"] else None,
+        "cached": int(match["cached"]) if match["cached"] else None,
+        "generated": int(match["generated"]) if match["generated"] else None,
+        "waited": float(match["waited"]) if match["waited"] else 0.0,
+    }
+
