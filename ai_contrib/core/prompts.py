@@ -122,7 +122,7 @@ def conversation_order(history):
 
 
 def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_tokens, notes=None,
-                          listeners=None, keep_ids=(), count=None):
+                          listeners=None, keep_ids=(), count=None, standing=None):
     """
     The reply prompt and an account of its parts (the reply's receipt).
 
@@ -135,6 +135,11 @@ def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_token
             A note whose anchor is not in the prompt is left out.
         count (callable, optional): ``str -> int`` for the system prompt's tokens (default
             :func:`ai_contrib.core.tokens.count_tokens`).
+        standing (list[dict], optional): sections appended to the system message, each
+            ``{"part": str ("pins", "lore"), "text": str, "tokens": int, "detail": any}``:
+            what the NPC must always have in front of it (``docs/design.md``, "The NPC's
+            world"). Notes may also carry ``"part"`` (default ``"memories"``; ``"lore"``,
+            ``"scene"``) and ``"detail"``, copied into their receipt part.
 
     Returns:
         tuple: ``(messages, parts)``: ``messages`` as :func:`build_reply_messages`; ``parts`` the
@@ -167,6 +172,16 @@ def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_token
     system = (system + "\n\n" if system else "") + REPLY_INSTRUCTIONS.format(name=npc_name)
     out = [{"role": "system", "content": system}]
     parts = [{"part": "system", "tokens": count(system)}]
+    for section in standing or ():
+        # what never changes turn to turn (pins, lore every NPC of its kind knows) extends the
+        # system message: the start of the prompt, cached once (docs/design.md, "Prompt
+        # structure")
+        out[0]["content"] += "\n\n" + section["text"]
+        part = {"part": section["part"], "tokens": int(section.get("tokens") or 0)
+                or count(section["text"])}
+        if section.get("detail"):
+            part["detail"] = section["detail"]
+        parts.append(part)
     # newest first until the budget is spent: summaries and messages alike, so an overflowing
     # history loses its oldest part, never the turn being answered
     kept = []
@@ -203,8 +218,11 @@ def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_token
     def show(anchor):
         for note in by_anchor.get(anchor, ()):
             out.append({"role": "system", "content": note["text"]})
-            parts.append({"part": "memories", "tokens": int(note.get("tokens") or 0)
-                          or count(note["text"]), "new": bool(note.get("new"))})
+            part = {"part": note.get("part") or "memories", "tokens": int(note.get("tokens") or 0)
+                    or count(note["text"]), "new": bool(note.get("new"))}
+            if note.get("detail"):
+                part["detail"] = note["detail"]
+            parts.append(part)
 
     for msg, rendered, tokens in tail:
         show(msg.get("id"))
