@@ -103,9 +103,9 @@ def clear_pins(npc):
 
 def pins_for(npc, listeners):
     """
-    The pin texts for a prompt: the NPC's own pins, then the pins about players among the
-    listeners, each group oldest first. A pin about a player reads ``"About <name>: <text>"``,
-    with the name the listeners give.
+    The pin texts for a prompt (``docs/design.md``, "Lore and pins"): the NPC's own pins, then
+    the pins about players among the listeners, each group oldest first. A pin about a player
+    reads ``"About <name>: <text>"``, with the name the listeners give.
 
     Cost: O(pins of the NPC). Nothing is cut here: the bound is applied when a pin is written
     (:func:`add_pin`, ``PINS_TOKEN_BUDGET`` tokens for the NPC's own pins plus one player's).

@@ -190,7 +190,8 @@ def parse_priority(priority):
 
 def parse_entry(raw, source="game"):
     """
-    Validate one entry and return it normalised (module docstring for the shape).
+    Validate one entry and return it normalised (module docstring for the shape;
+    ``docs/design.md``, "Lore and pins").
 
     Args:
         raw (dict): ``{"id", "text", "keys" | "constant", "condition", "priority"}`` (and
@@ -339,7 +340,8 @@ def _found(text_words, start, key_words):
 
 def match_lore(index, npc_facts, texts, budget_tokens, count):
     """
-    The lore entries an NPC is given for a turn, within a token budget.
+    The lore entries an NPC is given for a turn, within a token budget (``docs/design.md``,
+    "Lore and pins").
 
     Candidates are the constant entries and the entries one of whose keys occurs as whole words
     in ``texts`` (module docstring), taken only from the index partitions of the clauses that
