@@ -88,6 +88,7 @@ class CmdAILore(StaffCommand):
         args = self.args.strip()
         left, equals, right = args.partition("=")
         left, right = left.strip(), right.strip()
+        target = (left or args).partition("/")[0].strip()
         try:
             if switch is None and not args:
                 self.list()
@@ -114,7 +115,7 @@ class CmdAILore(StaffCommand):
                                 "ailore/del <id>, ailore/test <npc> = <text>, ailore/reload "
                                 "(help ailore)")
         except KeyError:
-            self.caller.msg(f"No lore entry '{shown(left or args, 40)}' (ailore lists them).")
+            self.caller.msg(f"No lore entry '{shown(target, 40)}' (ailore lists them).")
         except ValueError as err:
             self.caller.msg(shown(str(err)))
 

@@ -216,6 +216,8 @@ class TestAILore(AdminCase):
             self.assertIn(line, out)
         self.call(CmdAILore(), "/del 1", "Deleted lore entry 1")
         self.call(CmdAILore(), "/show 1", "No lore entry '1'")
+        self.call(CmdAILore(), "/set 1/keys = beer", "No lore entry '1' (ailore lists them)")
+        self.call(CmdAILore(), "/show 2", "Lore entry 2")
         self.call(CmdAILore(), "/add  = nothing", "Usage: ailore")
         self.call(CmdAILore(), "/add ?! = text", "lore entry '3': empty key")
         self.assertIsNone(lore.get_entry("3"))
