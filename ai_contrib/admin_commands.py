@@ -9,6 +9,7 @@ its helpers in :mod:`ai_contrib.command_util`.
 from .command_util import StaffCommand, admin_table, shown, table_width
 from .npc_config import PER_NPC_OPTIONS, parse_value
 from .npcs import all_ai_npcs, find_npc
+from .pins import clear_pins, get_pins
 from .rag_memory import breaker_open
 from .settings import NPC_SOURCE, get_setting, resolve_option
 from .strategies import resolve_strategy
@@ -181,17 +182,19 @@ class CmdAIReset(StaffCommand):
     Usage:
       aireset <npc>
       aireset/confirm <npc>
+      aireset/confirm/pins <npc>
 
     Without /confirm: says what would be removed. With /confirm: removes the
     NPC's conversation history (context and checkpoint), its journal and
     entity profiles, its archive file and full-text index (deleted, not
     kept), its Mem0 memories, its compaction log and counters, and reports
-    each. Its persona, configuration and mode stay. Refused while it is
-    writing a reply or doing memory work: try again a moment later.
+    each. Its persona, configuration, mode and pins (aipin) stay; with
+    /pins its pins are removed too. Refused while it is writing a reply or
+    doing memory work: try again a moment later.
     """
 
     key = "aireset"
-    switch_options = ("confirm",)
+    switch_options = ("confirm", "pins")
 
     def func(self):
         from .memory.erase import busy_reason, reset_memory, reset_preview
@@ -204,12 +207,20 @@ class CmdAIReset(StaffCommand):
         npc, script = find_npc(caller, name)
         if not npc:
             return
+        pins = len(get_pins(npc))
+        clear = "pins" in self.switches
+        if clear:
+            pin_note = f"; its {pins} pins"
+        else:
+            pin_note = (f". Its {pins} pins stay (aireset/confirm/pins {npc.key} removes them "
+                        "too)" if pins else "")
         if "confirm" not in self.switches:
             report = reset_preview(script, npc)
             memory = "its Mem0 memories" if report["memory"] else "nothing in Mem0 (it is off)"
+            switches = "/confirm/pins" if clear else "/confirm"
             caller.msg(
-                f"|yThis removes from {npc.key}|n: {_describe_reset(npc, report)}; {memory}. "
-                f"It cannot be undone.\nType |waireset/confirm {npc.key}|n to do it."
+                f"|yThis removes from {npc.key}|n: {_describe_reset(npc, report)}; {memory}"
+                f"{pin_note}. It cannot be undone.\nType |waireset{switches} {npc.key}|n to do it."
             )
             return
         why = busy_reason(script)
@@ -217,6 +228,7 @@ class CmdAIReset(StaffCommand):
             caller.msg(f"Not now: {why} for {npc.key}. Try again in a moment.")
             return
         caller.msg(f"Resetting {npc.key}'s memory...")
+        removed_pins = clear_pins(npc) if clear else None
 
         def _done(report):
             if report.get("memories") is not None:
@@ -227,7 +239,9 @@ class CmdAIReset(StaffCommand):
                 memory = "Mem0: off, nothing to delete"
             files = (f"; |rarchive files not deleted|n: {shown(report['file_error'])}"
                      if report.get("file_error") else "")
+            kept = (f"; {removed_pins} pins removed" if removed_pins is not None
+                    else f"; {pins} pins kept" if pins else "")
             caller.msg(f"Reset {npc.key}: removed {_describe_reset(npc, report)}; {memory}"
-                       f"{files}.")
+                       f"{files}{kept}.")
 
         reset_memory(script, npc).addCallback(_done)

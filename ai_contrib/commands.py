@@ -772,7 +772,10 @@ class AIContribCmdSet(CmdSet):
         self.add(CmdAIMemory())
         # imported here, as the admin commands are only wanted with the cmdset
         from .admin_commands import CmdAIConfig, CmdAIList, CmdAIReset
+        from .lore_commands import CmdAILore, CmdAIPin
 
         self.add(CmdAIList())
         self.add(CmdAIConfig())
         self.add(CmdAIReset())
+        self.add(CmdAILore())
+        self.add(CmdAIPin())

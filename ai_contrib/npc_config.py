@@ -25,6 +25,9 @@ PER_NPC_OPTIONS = CONFIG_ATTRIBUTES + (
     "memory_retrieval_token_budget",
     "memory_retrieval_max_items",
     "memory_retrieval_max_experiences",
+    "lore_token_budget",
+    "lore_scan_lines",
+    "pins_token_budget",
 )
 
 # fractions of the token budget: 0 < value <= 1

@@ -93,6 +93,18 @@ DEFAULTS = {
     "PENDING_MAX_AGE": 900,
     # characters of one player line kept at most (longer lines are cut at a word, with "...")
     "PLAYER_TEXT_MAX_CHARS": 1000,
+    # --- lore and pins (docs/design.md, "Lore and pins") ---
+    # tokens the lore entries triggered for one turn may take together (per NPC:
+    # `lore_token_budget`); entries that do not fit are skipped, highest priority kept
+    "LORE_TOKEN_BUDGET": 200,
+    # lines before the turn (newest first) also scanned for lore keys, besides the turn's own
+    "LORE_SCAN_LINES": 3,
+    # python paths of modules defining LORE = [dict, ...], loaded on every server start (like
+    # PROTOTYPE_MODULES); entries written in the game with `ailore` are kept
+    "LORE_MODULES": [],
+    # tokens an NPC's own pins (facts it never loses, `aipin`) plus its pins about one player
+    # may take together: `aipin` refuses a pin beyond it, so pins are never cut from a prompt
+    "PINS_TOKEN_BUDGET": 300,
     # --- compaction (docs/design.md, "Per-NPC Attributes": the same lower-case names) ---
     "COMPACT_ENABLED": True,
     "COMPACT_SLEEP_THRESHOLD": 0.7,  # fraction of max_context_tokens

@@ -77,10 +77,29 @@ def open_memory_store():
     return opening.addCallbacks(opened, failed)
 
 
+def load_lore():
+    """
+    Copy the entries of the game's lore modules (``AI_LORE_MODULES``) into the lore store
+    (:func:`ai_contrib.lore.load_lore_modules`; ``docs/design.md``, "Lore and pins"). Runs on
+    every start and reload; errors are logged, never raised.
+
+    Returns:
+        dict | None: the loading report, None when it failed.
+    """
+    try:
+        from ai_contrib.lore import load_lore_modules
+
+        return load_lore_modules()
+    except Exception as err:  # the game starts without its lore rather than not at all
+        logger.log_err(f"ai_contrib: the lore modules were not loaded: {err}")
+        return None
+
+
 def at_server_start():
     """
     Start the embedded model server unless ``AI_LLM_BASE_URL`` is set; log where the LLM is.
-    Start opening the memory store in the background (:func:`open_memory_store`).
+    Load the lore modules (:func:`load_lore`). Start opening the memory store in the
+    background (:func:`open_memory_store`).
 
     Returns:
         Deferred[EmbeddedServer|None]: fires when the embedded server is ready (``None`` with an
@@ -89,6 +108,7 @@ def at_server_start():
     """
     # before anything (Mem0 included) asks tiktoken for an encoding: its download has no timeout
     prepare_offline_tiktoken()
+    load_lore()
     open_memory_store()
     base_url = get_setting("LLM_BASE_URL")
     if base_url:

@@ -77,6 +77,9 @@ def build_tavern():
             attributes=[("desc", TAVERN_DESC)],
         )
         logger.log_info(f"AI tavern: created room {tavern.key} ({tavern.dbref}).")
+    # the zone of world/lore.py's rumours (condition zone:crossroads); a game built before it
+    # gets it by running build_tavern() again
+    tavern.tags.add("crossroads", category="zone")
 
     if _tagged("tavern_entrance") is None:
         create.create_object(

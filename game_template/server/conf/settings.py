@@ -72,6 +72,9 @@ CREATION_THROTTLE_LIMIT = None
 # OpenAI-compatible server (Ollama, llama-server, vLLM, LiteLLM, a hosted API) to use another model.
 AI_LLM_BASE_URL = None
 AI_LLM_API_KEY = None
+# What the NPCs know of their world (world/lore.py), loaded into the game on every start; staff
+# add more in the game with `ailore` (docs/design.md of the contrib, "Lore and pins")
+AI_LORE_MODULES = ["world.lore"]
 
 ######################################################################
 # Settings given in secret_settings.py override those in this file.
