@@ -587,8 +587,9 @@ class CmdCompact(StaffCommand):
 
 def _when(real, game, now):
     """
-    A moment of a people record for a table: ``"2026-05-01 18:02 UTC (3 days ago); in game:
-    evening, day 3 of spring"`` (``"-"`` for none; the game's part only where recorded).
+    A moment of a people record for a table, on three lines: ``"2026-05-01 18:02"`` (UTC),
+    ``"(3 days ago)"``, ``"game: evening, day 3 of spring"`` (``"-"`` for none; the game's
+    part only where recorded).
     """
     from datetime import datetime, timezone
 
@@ -597,10 +598,10 @@ def _when(real, game, now):
 
     if real is None:
         return "-"
-    text = (f"{datetime.fromtimestamp(real, timezone.utc):%Y-%m-%d %H:%M} UTC "
+    text = (f"{datetime.fromtimestamp(real, timezone.utc):%Y-%m-%d %H:%M}\n"
             f"({relative_time(now - real)})")
     phrase = clock_phrase(clock_at(game)) if game is not None else ""
-    return f"{text}; in game: {phrase}" if phrase else text
+    return f"{text}\ngame: {phrase}" if phrase else text
 
 
 def _strategy_help(width=78, indent=6, column=13):

@@ -235,23 +235,28 @@ class AssistantCharacter(DefaultCharacter):
     #: adds them here.
     observed_types = ("pose", "move", "traverse", "teleport")
 
-    def at_observed(self, actor, text, event):
+    def at_observed(self, actor, text, event, audience=None):
         """
         Called when the NPC sees ``actor`` do something in its room: ``text`` is the game's
-        line for it (markup stripped), ``event`` ``"pose"``, ``"move"`` or ``"give"``. It is
+        line for it (markup stripped), ``event`` ``"pose"``, ``"move"`` or ``"give"``,
+        ``audience`` the dbrefs of who else saw it (default: everyone in the room). It is
         recorded as an event (:meth:`AssistantScript.observe`): never a line to answer.
         """
         script = self.assistant
         if script:
-            script.observe(actor, text, event)
+            script.observe(actor, text, event, audience=audience)
 
     def at_object_receive(self, moved_obj, source_location, move_type="move", **kwargs):
-        """A character gave the NPC something: recorded as an event only the giver saw."""
+        """
+        A character gave the NPC something: recorded as an event whose audience is the giver
+        alone (Evennia's ``give`` tells no one else in the room).
+        """
         super().at_object_receive(moved_obj, source_location, move_type=move_type, **kwargs)
         if (move_type == "give" and isinstance(source_location, DefaultCharacter)
                 and source_location != self):
             self.at_observed(source_location,
-                             f"{source_location.key} gives you {moved_obj.key}.", "give")
+                             f"{source_location.key} gives you {moved_obj.key}.", "give",
+                             audience=[source_location.dbref])
 
     def at_heard_say(self, speaker, speech, to=None):
         """
