@@ -101,9 +101,10 @@ def _new_record(dbref, name, now, game_now):
 
 def note_exchange(script, people, lines=1, now=None):
     """
-    A line passed between the NPC and each of ``people``: their records are created when new
-    (first met now), ``lines`` is added to their line count and they last spoke now. One
-    Attribute written per person, whatever the number of people the NPC has met.
+    A line passed between the NPC and each of ``people`` (``docs/design.md``, "Scene, events
+    and people"): their records are created when new (first met now), ``lines`` is added to
+    their line count and they last spoke now. One Attribute written per person, whatever the
+    number of people the NPC has met.
 
     Args:
         script (AssistantScript): the NPC's script.
@@ -130,7 +131,8 @@ def note_exchange(script, people, lines=1, now=None):
 
 def people_for(script, dbrefs):
     """
-    The records of ``dbrefs`` (those the NPC has met).
+    The records of ``dbrefs`` (those the NPC has met; ``docs/design.md``, "Scene, events and
+    people"). One Attribute read per dbref.
 
     Returns:
         dict: ``{dbref: record}``; a dbref without a record is absent.
@@ -152,7 +154,8 @@ def all_people(script):
 
 def update_impressions(script, character):
     """
-    The sleep phase's step: each person's impression made again from the newest journal facts
+    The sleep phase's step (``docs/design.md``, "Scene, events and people"): each person's
+    impression made again from the newest journal facts
     about them (:func:`ai_contrib.core.scene.impression_from_facts`; no LLM call), with the
     audience of those facts. Only records whose impression changed are written.
 
@@ -181,7 +184,8 @@ def update_impressions(script, character):
 
 def scene_for(npc, listeners, now=None):
     """
-    What ``npc`` sees now, as :func:`ai_contrib.core.scene.render_scene` takes it.
+    What ``npc`` sees now, as :func:`ai_contrib.core.scene.render_scene` takes it
+    (``docs/design.md``, "Scene, events and people").
 
     Args:
         npc (AssistantCharacter): the NPC (its script holds the people records).

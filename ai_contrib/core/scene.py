@@ -86,7 +86,8 @@ def is_event(msg):
 
 def event_text(text, max_chars=EVENT_MAX_CHARS):
     """
-    What the NPC saw, as stored in an event record: one normalised line in parentheses,
+    What the NPC saw, as stored in an event record (``docs/design.md``, "Scene, events and
+    people"): one normalised line in parentheses,
     ``"(Wren arrives from the north.)"``. Parentheses keep it apart from speech in a prompt and
     mean its text never starts like a summary marker (``[CONTEXT SUMMARY]``).
 
@@ -310,7 +311,8 @@ def _describe_person(person, detail=True):
 
 def render_scene(place, present, clock=None, max_tokens=SCENE_MAX_TOKENS, count=None):
     """
-    The NPC's surroundings as one short system text::
+    The NPC's surroundings as one short system text (``docs/design.md``, "Scene, events and
+    people")::
 
         [SCENE] You are in The Sleeping Stag: a low-beamed inn. It is evening, day 3 of
         spring. Present: Wren (a tall ranger; you last spoke 3 days ago), Tamsin (you have
