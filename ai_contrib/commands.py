@@ -5,6 +5,7 @@ commands of :mod:`ai_contrib.admin_commands` (``ailist``, ``aiconfig``, ``airese
 """
 
 import re
+import time
 
 from evennia.commands.cmdset import CmdSet
 from evennia.commands.default.muxcommand import MuxCommand
@@ -201,6 +202,7 @@ class CmdAIHistory(StaffCommand):
       aihistory <npc>/raw [from] [to]
       aihistory/raw <npc> [from] [to]
       aihistory <npc>/journal [<entry id>]
+      aihistory <npc>/people
       aihistory <npc>/show <seq or id>
       aihistory <npc>/prompt [n]
       aihistory <npc>/prompt/full [n]
@@ -218,6 +220,10 @@ class CmdAIHistory(StaffCommand):
     /journal lists the NPC's journal: facts it recorded, compaction syntheses
     and observations, with importance, source and whether they are consolidated
     into long-term memory (Mem0). With an entry id it shows that entry in full.
+
+    /people lists the people the NPC has spoken with: when it first met them and
+    last spoke with them (real time and game time), the lines exchanged and its
+    impression of them, made from its journal while it sleeps.
 
     /show shows one archive record in full (text and metadata): a message by its
     archive sequence number or id, a summary by its id (the overview lists them)
@@ -238,7 +244,7 @@ class CmdAIHistory(StaffCommand):
         words, switches = _split_npc_switch(self)
         if not words:
             self.caller.msg("Usage: aihistory <npc>[/raw [from] [to] | /journal [<entry id>] "
-                            "| /show <seq or id> | /prompt[/full] [n]]")
+                            "| /people | /show <seq or id> | /prompt[/full] [n]]")
             return
         npc, script = find_npc(self.caller, words[0])
         if not npc:
@@ -249,6 +255,8 @@ class CmdAIHistory(StaffCommand):
             self.show_record(npc, script, words[1:])
         elif "raw" in switches:
             self.show_raw(npc, script, words[1:])
+        elif "people" in switches:
+            self.show_people(npc, script)
         elif "journal" in switches and len(words) > 1:
             self.show_journal_entry(npc, words[1])
         elif "journal" in switches:
@@ -439,6 +447,27 @@ class CmdAIHistory(StaffCommand):
         consolidated = entry_id in set(journal["consolidated_entry_ids"])
         self.caller.msg(journal_item(npc, entry, consolidated))
 
+    def show_people(self, npc, script):
+        """The people ``npc`` has met (``docs/design.md``, "Scene, events and people")."""
+        from .scene import all_people
+
+        people = all_people(script)
+        if not people:
+            self.caller.msg(f"{npc.key} has not spoken with anyone yet.")
+            return
+        now = time.time()
+        table = admin_table(table_width(self), "who", "first met", "last spoke", "lines",
+                            "impression")
+        for record in people:
+            table.add_row(
+                f"{shown(record.get('name'), 30)} {shown(record.get('dbref'))}",
+                _when(record.get("first_met"), record.get("first_met_game"), now),
+                _when(record.get("last_spoke"), record.get("last_spoke_game"), now),
+                int(record.get("lines") or 0),
+                shown(record.get("impression") or "-", 60),
+            )
+        self.caller.msg(f"|wPeople {npc.key} has met|n: {len(people)}\n{table}")
+
     def show_journal(self, npc):
         journal = ensure_journal(npc.db.journal)
         entries = journal["entries"]
@@ -554,6 +583,25 @@ class CmdCompact(StaffCommand):
         d.addCallback(lambda result: caller.msg(format_compaction_result(npc, result)))
         d.addErrback(lambda failure: caller.msg(f"Compaction of {npc.key} failed: "
                                                 f"{shown(failure.getErrorMessage())}"))
+
+
+def _when(real, game, now):
+    """
+    A moment of a people record for a table, on three lines: ``"2026-05-01 18:02"`` (UTC),
+    ``"(3 days ago)"``, ``"game: evening, day 3 of spring"`` (``"-"`` for none; the game's
+    part only where recorded).
+    """
+    from datetime import datetime, timezone
+
+    from .core.scene import clock_phrase, relative_time
+    from .scene import clock_at
+
+    if real is None:
+        return "-"
+    text = (f"{datetime.fromtimestamp(real, timezone.utc):%Y-%m-%d %H:%M}\n"
+            f"({relative_time(now - real)})")
+    phrase = clock_phrase(clock_at(game)) if game is not None else ""
+    return f"{text}\ngame: {phrase}" if phrase else text
 
 
 def _strategy_help(width=78, indent=6, column=13):

@@ -39,6 +39,7 @@ from .memory.compaction_log import (  # noqa: F401  (re-exported)
 from .memory.housekeeping import consolidate_entities, prune_episodic
 from .memory.journal import ensure_journal
 from .notify import notify_admins
+from .scene import update_impressions
 from .settings import get_setting
 
 __all__ = [
@@ -236,7 +237,9 @@ def run_sleep_tick(script, character):
     :data:`SLEEP_JOURNAL_MIN_MESSAGES` lines were said since the NPC last journaled,
     ``db.journaled_through_seq``), compaction at
     ``compact_sleep_threshold``, and journal -> Mem0 consolidation (so facts and syntheses made
-    in this sleep are stored in the same sleep). There are no memory-link steps: Mem0's vector
+    in this sleep are stored in the same sleep), then the impressions of the people the NPC
+    has met, made from the journal's facts (:func:`ai_contrib.scene.update_impressions`; no LLM
+    call). There are no memory-link steps: Mem0's vector
     index is the only link structure, so there is no link graph to build or clean.
     A failing step is logged and recorded; the next steps still run.
 
@@ -271,6 +274,11 @@ def run_sleep_tick(script, character):
         script, character, trigger="sleep"
     )
     results["memory_consolidation"] = yield _consolidate_into_mem0(character)
+    try:  # after extraction, so this sleep's facts count (docs/design.md, "Scene, events and people")
+        results["people_impressions"] = update_impressions(script, character)
+    except Exception as err:  # housekeeping must never stop the sleep phase
+        logger.log_trace(f"AI {character}: sleep step people_impressions failed")
+        results["people_impressions"] = {"success": False, "error": str(err)}
     return results
 
 

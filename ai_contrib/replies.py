@@ -29,6 +29,7 @@ from .core.turns import turn_query
 from .llm.client import LLMContextOverflowError, LLMError, get_client
 from .memory.archive import ArchiveError
 from .notify import notify_admins
+from .scene import note_exchange
 from .settings import get_setting
 
 #: while the history is over its budget (:func:`ai_contrib.core.prompts.overload_window`): share
@@ -473,6 +474,9 @@ def _answer(script, character, lines, turn_ids, listeners):
         metadata={"reply_to": turn_ids, "audience": sorted(listeners)},
     )
     keep_receipt(script, said, receipt, asked.get("messages"))
+    # the NPC spoke with the people it answered (docs/design.md, "Scene, events and people")
+    note_exchange(script, {m["metadata"]["speaker"]: m.get("name") for m in lines
+                           if (m.get("metadata") or {}).get("speaker")})
     # the model's words are data too: raw() doubles every | so none becomes a colour or link
     character.at_say(raw(reply))
     return 1

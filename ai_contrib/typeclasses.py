@@ -40,6 +40,7 @@ from .memory.archive import get_archive
 from .memory.journal import new_journal
 from .memory.runtime import RuntimeHistory
 from .notify import notify_admins
+from .scene import note_exchange
 from .settings import get_setting, option_value
 from .usage_log import record_usage
 
@@ -221,6 +222,41 @@ class AssistantCharacter(DefaultCharacter):
             speech = _speech_from_say(text)
             if speech:
                 self.at_heard_say(from_obj, speech)
+        elif msgtype in self.observed_types and isinstance(from_obj, DefaultCharacter):
+            # a pose or emote, an arrival or a departure, in the room's own words
+            # (docs/design.md, "Scene, events and people"); the NPC's own never reach here
+            self.at_observed(from_obj, strip_mxp(strip_ansi(str(text or ""))),
+                             "pose" if msgtype == "pose" else "move")
+
+    #: message types (Evennia's ``msg`` ``type``) the NPC records as events: poses and emotes
+    #: (``"pose"``) and the room's announcements of characters moving (``announce_move_from``
+    #: and ``announce_move_to`` send the ``move_type`` of ``move_to``: ``"move"`` by default,
+    #: ``"traverse"`` through an exit, ``"teleport"``). A game with moves of its own types
+    #: adds them here.
+    observed_types = ("pose", "move", "traverse", "teleport")
+
+    def at_observed(self, actor, text, event, audience=None):
+        """
+        Called when the NPC sees ``actor`` do something in its room: ``text`` is the game's
+        line for it (markup stripped), ``event`` ``"pose"``, ``"move"`` or ``"give"``,
+        ``audience`` the dbrefs of who else saw it (default: everyone in the room). It is
+        recorded as an event (:meth:`AssistantScript.observe`): never a line to answer.
+        """
+        script = self.assistant
+        if script:
+            script.observe(actor, text, event, audience=audience)
+
+    def at_object_receive(self, moved_obj, source_location, move_type="move", **kwargs):
+        """
+        A character gave the NPC something: recorded as an event whose audience is the giver
+        alone (Evennia's ``give`` tells no one else in the room).
+        """
+        super().at_object_receive(moved_obj, source_location, move_type=move_type, **kwargs)
+        if (move_type == "give" and isinstance(source_location, DefaultCharacter)
+                and source_location != self):
+            self.at_observed(source_location,
+                             f"{source_location.key} gives you {moved_obj.key}.", "give",
+                             audience=[source_location.dbref])
 
     def at_heard_say(self, speaker, speech, to=None):
         """
@@ -530,12 +566,72 @@ class AssistantScript(DefaultScript):
         )
         if not addressed:
             return msg
+        if dbref:  # the NPC's record of this person (docs/design.md, "Scene, events and people")
+            note_exchange(self, {dbref: name})
         pending.append(msg["id"])
         self.ndb.last_activity = time.time()
         if self.db.operating_mode == "sleep":
             self.wake(reason=f"{name} speaks")
         self.kick()
         return msg
+
+    def observe(self, actor, text, event, audience=None):
+        """
+        Record something the NPC saw (``docs/design.md``, "Scene, events and people"): an
+        *event* record, a ``system`` message whose text is the game's line in parentheses
+        (:func:`ai_contrib.core.scene.event_text`, normalised like a player's words) and whose
+        ``metadata`` is ``{"kind": "event", "event": event, "actor": dbref, "audience":
+        [dbrefs]}``. It is never a line to answer: it joins no turn, wakes no one and kicks no
+        tick. Reply prompts show it as ``"(Wren smiles.)"``
+        (:func:`ai_contrib.core.prompts.render_for_chat`) to listeners who all saw it.
+
+        At most :data:`ai_contrib.core.scene.EVENTS_PER_MINUTE` events are recorded in any 60
+        seconds; the rest of a flood is counted in ``ndb.events_dropped`` and logged once per
+        minute.
+
+        Args:
+            actor (Object): who did it (not this NPC).
+            text (str): the game's line, markup stripped.
+            event (str): ``"pose"``, ``"move"``, ``"give"`` or a game's own kind.
+            audience (iterable[str], optional): dbrefs of who saw it; default the characters in
+                the NPC's room (:func:`room_listeners`) and the actor unless it is an AI NPC.
+
+        Returns:
+            dict | None: the stored message; None when nothing was recorded (no text, nobody
+            saw it, the actor is the NPC, the flood limit).
+        """
+        from .core.scene import EVENT_KIND, EVENTS_PER_MINUTE, event_text
+
+        if actor is None or actor == self.obj:
+            return None
+        content = event_text(text)
+        if not content:
+            return None
+        dbref = getattr(actor, "dbref", None)
+        if audience is None:
+            audience = list(room_listeners(self.obj))
+            if dbref and not isinstance(actor, AssistantCharacter):
+                audience.append(dbref)
+        audience = normalise_audience(audience)
+        if not audience:
+            return None  # no player saw it: no reply could ever show it
+        now = time.time()
+        recent = self.ndb.event_times
+        if recent is None:
+            recent = self.ndb.event_times = deque(maxlen=EVENTS_PER_MINUTE)
+        if len(recent) == recent.maxlen and now - recent[0] < 60:
+            dropped = (self.ndb.events_dropped or 0) + 1
+            self.ndb.events_dropped = dropped
+            if now - (self.ndb.events_dropped_logged or 0) >= 60:
+                self.ndb.events_dropped_logged = now
+                logger.log_info(f"AI {self.obj}: {dropped} events not recorded (more than "
+                                f"{EVENTS_PER_MINUTE} a minute)")
+            return None
+        recent.append(now)
+        return self.add_message(
+            "system", content,
+            metadata={"kind": EVENT_KIND, "event": event, "actor": dbref, "audience": audience},
+        )
 
     def addressed(self, speaker, text, to=None):
         """

@@ -28,12 +28,20 @@ def render_for_chat(msg):
     User messages carry the speaker in their text (``"Bob: hello"``) because many chat templates
     drop the ``name`` field; a line said near the NPC but not to it (``metadata["addressed"]``
     False, :mod:`ai_contrib.core.addressing`) reads ``"Bob (overheard): hello"``, so the model
-    knows it but does not take it as a question to answer. Tool calls and tool results are the
+    knows it but does not take it as a question to answer. An event record (metadata
+    ``kind`` ``"event"``: an arrival, a pose, a gift) is a user line of its stored text alone,
+    ``"(Wren smiles.)"``. Tool calls and tool results are the
     NPC's own bookkeeping (journaling during extraction) and are left out of conversational
     replies.
     """
     role = msg.get("role")
     content = msg.get("content") or ""
+    if (msg.get("metadata") or {}).get("kind") == "event":
+        # something the NPC saw (ai_contrib.core.scene; docs/design.md, "Scene, events and
+        # people"): stored as the game's system line in parentheses, shown as a user line with
+        # no speaker prefix, "(Wren arrives from the north.)", so the model reads it as part of
+        # the scene in order with the speech, not as an instruction or a line to answer
+        return {"role": "user", "content": content} if content else None
     if role == "tool" or (role == "assistant" and msg.get("tool_calls") and not content):
         return None
     if role == "user":
