@@ -380,7 +380,7 @@ class CmdAIHistory(StaffCommand):
             self.caller.msg(self.format_receipt(npc, reply))
 
     def format_receipt(self, npc, reply):
-        from .core.receipts import describe_cost, describe_part, memory_source
+        from .core.receipts import describe_cost, describe_part, describe_skipped, memory_source
 
         width = table_width(self)
         head = (f"|wReceipt of {npc.key}'s reply #{reply['seq']}|n "
@@ -395,6 +395,9 @@ class CmdAIHistory(StaffCommand):
         for i, part in enumerate(receipt.get("parts") or [], 1):
             parts.add_row(i, shown(describe_part(part)), part.get("tokens"))
         lines += ["|wPrompt parts, in order|n", str(parts)]
+        if receipt.get("world_skipped"):
+            lines.append(wrap("Left out for room: " + shown(describe_skipped(
+                receipt["world_skipped"])), width))
         memories = receipt.get("memories") or []
         if memories:
             mt = admin_table(width, "source", "kind", "score", "new", "memory")

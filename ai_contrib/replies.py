@@ -415,19 +415,66 @@ def answer_turn(script, character, hearers):
     return said
 
 
+def world_for_turn(script, character, lines, listeners, anchor, window):
+    """
+    The NPC's world for one turn's prompt (:func:`ai_contrib.world.plan_world`): standing
+    sections, world notes, and what did not fit. A failure is logged and the reply goes on
+    without it, as it does without memories.
+
+    Args:
+        lines (list[dict]): the turn's lines.
+        listeners (dict): ``{dbref: name}``.
+        anchor (str): id of the turn's first line.
+        window (tuple | None): :func:`prompt_window`'s window.
+
+    Returns:
+        dict: ``{"standing": [section], "notes": [world note], "skipped": [dict]}``.
+    """
+    from .world import plan_world
+
+    try:
+        history = script.history
+        first = next((i for i, m in enumerate(history) if m.get("id") == anchor), len(history))
+        shown_ids = {m.get("id") for m in window_messages(history, window)}
+        return plan_world(script, character, lines, history[max(0, first - 40):first],
+                          listeners, anchor, shown_ids)
+    except Exception as err:  # noqa: BLE001 - the world is context, never a reason not to answer
+        logger.log_trace(f"AI {character}: the NPC's world could not be put in the prompt: {err}")
+        return {"standing": [], "notes": [], "skipped": []}
+
+
+#: the order of notes anchored at the same line: memories, then the world, the scene last,
+#: right before the lines being answered
+NOTE_ORDER = {"memories": 0, "lore": 1, "pins": 2, "scene": 3}
+
+
+def notes_in_order(recall_notes, world_notes):
+    """Recall notes and world notes as one list for the prompt, by anchor in the order given and
+    :data:`NOTE_ORDER` within an anchor."""
+    merged = list(recall_notes) + list(world_notes)
+    first_seen = {}
+    for i, note in enumerate(merged):
+        first_seen.setdefault(note["anchor"], i)
+    return sorted(merged, key=lambda n: (first_seen[n["anchor"]],
+                                         NOTE_ORDER.get(n.get("part") or "memories", 0)))
+
+
 @defer.inlineCallbacks
 def _answer(script, character, lines, turn_ids, listeners):
     """The LLM call and the stored reply of one turn (:func:`answer_turn`)."""
     shown = prompt_window(script, turn_ids)
     recall = yield recall_for_turn(script, character, turn_query(lines), listeners, turn_ids[0],
                                    window=shown[0])
+    world = world_for_turn(script, character, lines, listeners, turn_ids[0], shown[0])
+    notes = notes_in_order(recall["notes"], world["notes"])
     asked = {}
 
     def messages_for_budget(budget, window=None):
         history = window_messages(script.history, window)
         messages, parts = assemble_reply_prompt(
             character.db.persona, character.key, history, script.runtime.token_counts(history),
-            budget, notes=recall["notes"], listeners=list(listeners), keep_ids=turn_ids)
+            budget, notes=notes, listeners=list(listeners), keep_ids=turn_ids,
+            standing=world["standing"])
         asked.update(messages=messages, parts=parts)
         return messages
 
@@ -452,6 +499,8 @@ def _answer(script, character, lines, turn_ids, listeners):
             script.cfg("llm_model") or getattr(result, "model", None),
             script.ndb.last_reply["seconds"], script.ndb.last_reply.get("prompt"),
             asked.get("parts"), recall["items"], listeners.values())
+        if world["skipped"]:
+            receipt["world_skipped"] = world["skipped"]
         # a reply stopped by AI_LLM_MAX_REPLY_TOKENS ends at its last full sentence
         reply = clean_reply(result.content, character.key,
                             truncated=getattr(result, "finish_reason", None) == "length")

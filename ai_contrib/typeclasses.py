@@ -444,6 +444,7 @@ class AssistantScript(DefaultScript):
             dict: ``{"tokens", "configured", "window", "reserved", "source"}`` (tokens).
         """
         from .llm.client import get_client
+        from .world import world_reserve
 
         client = get_client()
         window = getattr(client, "known_context_window", None)
@@ -468,6 +469,7 @@ class AssistantScript(DefaultScript):
             system_tokens=cached[1],
             memory_tokens=memory,
             window_source=getattr(client, "context_window_source", None),
+            world_tokens=world_reserve(self),
         )
 
     def memory_budget(self):

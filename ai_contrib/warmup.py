@@ -21,7 +21,7 @@ from twisted.internet import defer
 from .core.prompts import assemble_reply_prompt
 from .core.recall_notes import visible_notes
 from .llm.client import get_client
-from .replies import describe_reply
+from .replies import describe_reply, notes_in_order
 from .settings import auto_or_bool
 
 
@@ -54,13 +54,17 @@ def warmup_messages(script, character, listeners):
     Returns:
         list[dict]: ``{"role", "content"}`` chat messages.
     """
+    from .world import shown_world
+
     history = script.history
     listeners = list(listeners)
-    notes = visible_notes(script.ndb.recall_notes or [], {m.get("id") for m in history},
-                          listeners)
+    ids = {m.get("id") for m in history}
+    notes = visible_notes(script.ndb.recall_notes or [], ids, listeners)
+    standing, world_notes = shown_world(script, character, listeners, ids)
     messages, _parts = assemble_reply_prompt(
         character.db.persona, character.key, history, script.runtime.token_counts(history),
-        script.budget(), notes=notes, listeners=listeners)
+        script.budget(), notes=notes_in_order(notes, world_notes), listeners=listeners,
+        standing=standing)
     return messages
 
 

@@ -36,7 +36,7 @@ def memory_budget(memory_tokens, configured):
 
 
 def effective_budget(configured, window=None, reply_tokens=0, system_tokens=0, memory_tokens=0,
-                     window_source=None):
+                     window_source=None, world_tokens=0):
     """
     The history budget of an NPC, in tokens, and where it comes from.
 
@@ -49,6 +49,8 @@ def effective_budget(configured, window=None, reply_tokens=0, system_tokens=0, m
             (``AI_MEMORY_RETRIEVAL_TOKEN_BUDGET``; 0 when memory is off).
         window_source (str, optional): where ``window`` came from, for the description
             (``"llama.cpp /props"``, ``"AI_LLM_CONTEXT_WINDOW"``, ...).
+        world_tokens (int): tokens the NPC's world may take (lore, pins, scene:
+            :func:`ai_contrib.world.world_reserve`; ``docs/design.md``, "The NPC's world").
 
     Returns:
         dict: ``{"tokens": int, "configured": int, "window": int | None, "reserved": int,
@@ -62,10 +64,11 @@ def effective_budget(configured, window=None, reply_tokens=0, system_tokens=0, m
     configured = int(configured)
     if configured < 1:
         raise ValueError(f"max_context_tokens must be at least 1, got {configured}")
-    parts = (reply_tokens, system_tokens, memory_tokens)
+    parts = (reply_tokens, system_tokens, memory_tokens, world_tokens)
     if any(int(p) < 0 for p in parts):
-        raise ValueError("reply, system and memory tokens must not be negative")
-    reserved = int(reply_tokens) + int(system_tokens) + int(memory_tokens) + TEMPLATE_HEADROOM_TOKENS
+        raise ValueError("reply, system, memory and world tokens must not be negative")
+    reserved = (int(reply_tokens) + int(system_tokens) + int(memory_tokens) + int(world_tokens)
+                + TEMPLATE_HEADROOM_TOKENS)
     info = {"tokens": configured, "configured": configured, "window": None, "reserved": reserved,
             "source": "AI_MAX_CONTEXT_TOKENS (model context window unknown)"}
     if not window:
@@ -78,7 +81,9 @@ def effective_budget(configured, window=None, reply_tokens=0, system_tokens=0, m
         info["tokens"] = fitted
         info["source"] = (
             f"model context window {window}{where} - {reply_tokens} reply - {system_tokens} "
-            f"system prompt - {memory_tokens} memories - {TEMPLATE_HEADROOM_TOKENS} framing"
+            f"system prompt - {memory_tokens} memories - "
+            + (f"{world_tokens} world - " if world_tokens else "")
+            + f"{TEMPLATE_HEADROOM_TOKENS} framing"
         )
     else:
         info["source"] = f"AI_MAX_CONTEXT_TOKENS (within the model context window {window}{where})"

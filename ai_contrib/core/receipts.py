@@ -9,9 +9,13 @@ A *receipt*::
     {"model": str | None, "seconds": float (wall time of the LLM call),
      "prompt_tokens": int | None, "cached_tokens": int | None, "generated_tokens": int | None,
      "listeners": [str names], "seq": int (the reply's archive seq), "at": str (timestamp),
-     "parts": [{"part": "system" | "summary" | "history" | "memories" | "turn",
+     "parts": [{"part": "system" | "summary" | "history" | "memories" | "turn" | "lore" |
+                        "pins" | "scene",
                 "tokens": int, "first_seq": int | None, "last_seq": int | None,
-                "messages": int, "new": bool}, ...],   # in prompt order; keys per part
+                "messages": int, "new": bool,
+                "detail": {"entries": [{"id", "key"}]} | {"pins": [id]}}, ...],
+                # in prompt order; keys per part
+     "world_skipped": [{"key": str, "part": str, "reason": "budget"}],  # world left out
      "memories": [{"source": "archive" | "mem0", "ref": str, "kind": str, "score": float,
                    "text": str, "new": bool}, ...]}
 
@@ -105,6 +109,9 @@ PART_NAMES = {
     "history": "history",
     "memories": "retrieved memories",
     "turn": "the turn answered",
+    "lore": "lore",
+    "pins": "pins",
+    "scene": "scene",
 }
 
 
@@ -137,9 +144,30 @@ def describe_part(part):
     text = " ".join(words)
     if part.get("messages") is not None and name in ("history", "turn"):
         text += f", {part['messages']} messages"
-    if name == "memories" and "new" in part:
+    entries = (part.get("detail") or {}).get("entries") or ()
+    if entries:
+        text += " " + ", ".join(
+            f"{entry.get('id')} ({'key ' + repr(entry['key']) if entry.get('key') else 'constant'})"
+            for entry in entries)
+    pins = (part.get("detail") or {}).get("pins") or ()
+    if pins:
+        text += f", {len(pins)} pinned"
+    if name in ("memories", "lore", "pins", "scene") and "new" in part:
         text += " (new)" if part["new"] else " (carried over)"
     return text
+
+
+def describe_skipped(skipped):
+    """
+    What of the NPC's world a reply left out, in words: ``"lore:7 (budget), scene (budget)"``.
+
+    Args:
+        skipped (list[dict]): ``receipt["world_skipped"]``: ``[{"key", "part", "reason"}]``.
+
+    Returns:
+        str: ``""`` when nothing was left out.
+    """
+    return ", ".join(f"{item.get('key')} ({item.get('reason')})" for item in skipped or ())
 
 
 def token_figures(receipt):

@@ -15,55 +15,85 @@ A world note is a dict::
      "part": str,              # the receipt part: "scene", "lore", "pins"
      "text": str, "tokens": int,
      "audience": list | None,  # dbrefs it may be shown to together (None: anyone)
+     "requires": list | None,  # dbrefs who must all be listening (a player's pins)
      "detail": dict | None}    # for the receipt (which key triggered a lore entry)
 """
 
 from .recall_notes import visible_notes
 
 
+def shown_world_notes(notes, history_ids, listeners=None):
+    """
+    The world notes a prompt may show: those :func:`~ai_contrib.core.recall_notes.
+    visible_notes` shows, less those whose ``requires`` names someone not listening (a pin
+    about a player is for that player's presence only). ``listeners`` None: no filter.
+    """
+    shown = visible_notes(notes, history_ids, listeners)
+    if listeners is None:
+        return shown
+    present = frozenset(listeners)
+    return [note for note in shown if frozenset(note.get("requires") or ()) <= present]
+
+
 def plan_world_notes(notes, sections, anchor, history_ids, listeners=None, budgets=None):
     """
     The world notes after a turn.
 
+    A section is added as a new note unless the newest shown note of its key says the same (the
+    same ``signature`` where the section gives one, else the same text). A section that does not
+    fit its part's budget gives up shown notes of its own key, newest first (the newest has the
+    least of the prompt after it to evaluate again), and is skipped when that is not enough.
+
     Args:
         notes (list[dict]): the NPC's world notes so far, oldest first (module docstring).
         sections (list[dict]): what this turn's prompt should show, each ``{"key", "part",
-            "text", "tokens", "audience" (optional), "detail" (optional)}``, in the order to
-            show them.
+            "text", "tokens", "audience" (optional), "requires" (optional), "detail"
+            (optional), "signature" (optional: what must change for the section to be shown
+            again)}``, in order.
         anchor (str): id of the first line of the turn being answered.
         history_ids (set[str]): ids of the messages the prompt shows.
         listeners (iterable[str], optional): dbrefs of who will hear the reply; a note whose
-            ``audience`` does not hold all of them is not shown (None: no filter).
+            ``audience`` does not hold all of them, or who ``requires`` someone else, is not
+            shown (None: no filter, :func:`shown_world_notes`).
         budgets (dict, optional): ``{part: tokens}``: the shown notes of a part may take at
-            most that many tokens together; a new section that does not fit is skipped.
+            most that many tokens together.
 
     Returns:
         dict: ``{"notes": list[dict]`` (the new state), ``"shown": list[dict]`` (to show, in
         order), ``"new": list[dict]`` (added for this turn), ``"skipped": [{"key", "part",
-        "reason": "budget"}]}``.
+        "reason": "budget"}], "dropped": int}``.
     """
     alive = [note for note in notes if note["anchor"] in history_ids]
-    shown = visible_notes(alive, history_ids, listeners)
-    latest = {}
-    used = {}
-    for note in shown:
-        latest[note["key"]] = note
-        used[note["part"]] = used.get(note["part"], 0) + int(note["tokens"])
+    shown = shown_world_notes(alive, history_ids, listeners)
+    gone = set()
     new, skipped = [], []
+
+    def latest(key):
+        return next((n for n in reversed(shown + new) if n["key"] == key and id(n) not in gone),
+                    None)
+
+    def used(part):
+        return sum(int(n["tokens"]) for n in shown + new if n["part"] == part
+                   and id(n) not in gone)
+
     for section in sections:
-        before = latest.get(section["key"])
-        if before is not None and before["text"] == section["text"]:
+        before = latest(section["key"])
+        mark = section.get("signature", section["text"])
+        if before is not None and before.get("signature", before["text"]) == mark:
             continue
         part = section["part"]
         tokens = int(section.get("tokens") or 0)
         limit = (budgets or {}).get(part)
-        if limit is not None and used.get(part, 0) + tokens > limit:
+        while limit is not None and used(part) + tokens > limit and latest(section["key"]):
+            gone.add(id(latest(section["key"])))
+        if limit is not None and used(part) + tokens > limit:
             skipped.append({"key": section["key"], "part": part, "reason": "budget"})
             continue
-        used[part] = used.get(part, 0) + tokens
-        note = {"anchor": anchor, "key": section["key"], "part": part, "text": section["text"],
-                "tokens": tokens, "audience": section.get("audience"),
-                "detail": section.get("detail")}
-        new.append(note)
-        latest[section["key"]] = note
-    return {"notes": alive + new, "shown": shown + new, "new": new, "skipped": skipped}
+        new.append({"anchor": anchor, "key": section["key"], "part": part,
+                    "text": section["text"], "tokens": tokens,
+                    "audience": section.get("audience"), "requires": section.get("requires"),
+                    "detail": section.get("detail"),
+                    "signature": mark})
+    state = [n for n in alive if id(n) not in gone] + new
+    return {"notes": state, "shown": [n for n in shown if id(n) not in gone] + new, "new": new,
+            "skipped": skipped, "dropped": len(gone)}

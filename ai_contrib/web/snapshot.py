@@ -11,7 +11,13 @@ markup.
 
 from ..core.masking import is_masked
 from ..core.messages import is_marker
-from ..core.receipts import describe_cost, describe_part, memory_source, token_figures
+from ..core.receipts import (
+    describe_cost,
+    describe_part,
+    describe_skipped,
+    memory_source,
+    token_figures,
+)
 from ..memory.journal import ensure_journal
 from ..npcs import all_ai_npcs
 from ..rag_memory import breaker_open
@@ -144,7 +150,8 @@ def receipt_view(reply):
     Returns:
         dict: the record plus ``"cost"`` (one line, or None without a receipt),
         ``"figures"`` (:func:`ai_contrib.core.receipts.token_figures` or None), and in the
-        receipt each part given a ``"label"`` and each memory a ``"where"``.
+        receipt each part given a ``"label"``, each memory a ``"where"`` and ``"skipped"`` (what
+        of the NPC's world was left out for room, in words).
     """
     receipt = reply.get("receipt")
     if not receipt:
@@ -152,6 +159,7 @@ def receipt_view(reply):
     receipt = dict(receipt)
     receipt["parts"] = [{**p, "label": describe_part(p)} for p in receipt.get("parts") or []]
     receipt["memories"] = [{**m, "where": memory_source(m)} for m in receipt.get("memories") or []]
+    receipt["skipped"] = describe_skipped(receipt.get("world_skipped"))
     return {**reply, "receipt": receipt, "cost": describe_cost(receipt),
             "figures": token_figures(receipt)}
 
