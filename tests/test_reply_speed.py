@@ -74,12 +74,17 @@ def _count(text):
     return len(text.split())
 
 
-def test_a_new_note_takes_no_more_than_the_reply_may_evaluate():
-    ids = {"a1"}
-    free = plan_recall([], _items("x", "y", "z"), "a1", ids, 1000, _render, _count)
-    assert len(free["new"]["items"]) == 3  # no allowance: the note takes what the budget allows
-    capped = plan_recall([], _items("x", "y", "z"), "a1", ids, 1000, _render, _count,
-                         new_tokens=25)
+def test_a_note_beside_others_takes_no_more_than_the_reply_may_evaluate():
+    ids = {"a1", "a2"}
+    # the first note is not capped: a question asked afresh gets the whole budget, once
+    first = plan_recall([], _items("x", "y", "z"), "a1", ids, 1000, _render, _count,
+                        new_tokens=25)
+    assert len(first["new"]["items"]) == 3 and first["new"]["tokens"] > 25
+    free = plan_recall(first["notes"], _items("x", "p", "q", "r"), "a2", ids, 1000, _render,
+                       _count)
+    assert len(free["new"]["items"]) == 3  # no allowance: what the budget allows
+    capped = plan_recall(first["notes"], _items("x", "p", "q", "r"), "a2", ids, 1000, _render,
+                         _count, new_tokens=25)
     assert 0 < capped["new"]["tokens"] <= 25
     assert len(capped["new"]["items"]) < 3 and capped["left_out"] >= 1
 
@@ -112,12 +117,15 @@ def test_the_prompt_speed_is_measured_from_large_evaluations_only():
 
 def test_the_archived_receipt_names_memories_without_their_text():
     items = [{"source": "archive", "ref": "#12", "kind": "line", "score": 0.9,
-              "line": "Wren said the ledger is behind the blue barrel " * 5, "new": True}]
+              "line": "Wren said the ledger is behind the blue barrel " * 5, "new": True},
+             {"source": "archive", "ref": "#13", "kind": "line", "score": 0.5,
+              "line": "a candidate the prompt did not show", "new": False}]
     receipt = make_receipt("m", 1.0, None, [{"part": "system", "tokens": 10}], items, ["Wren"])
     lean = lean_receipt(receipt)
     assert "ledger" in json.dumps(receipt)
     assert "ledger" not in json.dumps(lean)
     assert lean["memories"] == [{"source": "archive", "ref": "#12", "kind": "line", "new": True}]
+    assert lean["memories_retrieved"] == 2
     assert lean["parts"] == receipt["parts"] and receipt["memories"][0]["text"]
 
 

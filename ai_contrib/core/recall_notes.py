@@ -86,9 +86,10 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
 
     Shown notes stay as they are, since any change costs the server's cache everything after
     it. This turn's candidates that no shown note holds are added as a new note, best first, as
-    far as the room left in the budget allows: all of it when no note is shown, else at most
-    :data:`TOPIC_ROOM` of the budget, and never more than ``new_tokens``, the tokens a reply may
-    spend evaluating memories (``docs/design.md``, "Recall notes": the latency allowance). When
+    far as the room left in the budget allows: all of it when no note is shown (the first note
+    after a compaction, or a question asked afresh, pays once for what the NPC remembers), else
+    at most :data:`TOPIC_ROOM` of the budget and ``new_tokens``, the tokens a reply may spend
+    evaluating memories (``docs/design.md``, "Recall notes": the latency allowance). When
     none of the turn's best :data:`TOPIC_ITEMS` candidates is shown, the subject has changed:
     the newest shown notes are given up, one at a time, until :data:`TOPIC_ROOM` of the budget
     is free, but only while what giving one up costs (``anchor_cost``: the prompt after its
@@ -140,8 +141,9 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     # finds room without giving a note up; neither takes more than the reply may evaluate
     room = budget_tokens - sum(note["tokens"] for note in shown)
     if shown:
-        room = min(room, budget_tokens * TOPIC_ROOM)
-    room = min(room, allowance - spent)
+        room = min(room, budget_tokens * TOPIC_ROOM, allowance)
+    if dropped:
+        room = min(room, allowance - spent)
     chosen, text, tokens = [], "", 0
     fresh = [item for item in items if item["key"] not in keys]
     for item in fresh:

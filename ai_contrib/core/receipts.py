@@ -82,19 +82,24 @@ def make_receipt(model, seconds, prompt, parts, items, listener_names):
 
 def lean_receipt(receipt):
     """
-    The receipt as the archive keeps it: every figure and part, and each memory by its source
-    and reference only (``"source", "ref", "kind", "new"``), without the text: the text is in
-    the archive line or the Mem0 memory the reference names, and copying it made a receipt
-    several kilobytes a reply (``docs/design.md``, "Reply receipts").
+    The receipt as the archive keeps it: every figure and part, the memories first shown in
+    this reply by source and reference only (``"source", "ref", "kind", "new"``), and how many
+    candidates retrieval returned (``"memories_retrieved"``). The text is in the archive line
+    or Mem0 memory a reference names; a memory carried over in a note is in the receipt of the
+    reply that first showed it; the rest were candidates the prompt did not show. Copying all
+    of them with their text made a receipt several kilobytes a reply (``docs/design.md``,
+    "Reply receipts").
 
     Returns:
         dict: a new dict; ``receipt`` is not changed.
     """
     lean = dict(receipt)
+    memories = receipt.get("memories") or ()
     lean["memories"] = [
         {key: memory.get(key) for key in ("source", "ref", "kind", "new")}
-        for memory in receipt.get("memories") or ()
+        for memory in memories if memory.get("new")
     ]
+    lean["memories_retrieved"] = len(memories)
     return lean
 
 
