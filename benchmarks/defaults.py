@@ -321,6 +321,10 @@ def parse_args(argv=None):
                         help="telnet port; the game takes 7 from it (default: a free block)")
     parser.add_argument("--keep-game", action="store_true", help="keep the game directory")
     parser.add_argument("--json", metavar="PATH", help="write every figure here")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="one AI_* setting away from its default, for a comparison run "
+                        "(e.g. --set PROMPT_CACHE_WARMUP=false); repeatable; printed with the "
+                        "figures")
     args = parser.parse_args(argv)
     if args.players < 2:
         parser.error("--players must be at least 2")
@@ -381,6 +385,7 @@ def print_report(result):
     windows = result["windows"]
     print(f"\n## Default install, LoCoMo {result['conversation']}: {result['lines_sent']} lines, "
           f"{result['players']} players\n")
+    print(f"Settings: {result['settings']}.\n")
     print("| replies | median s | p95 s | median prompt | median evaluated | median reused | "
           "median generated | waited for warm-up (n, max s) | warm-ups (n, median s) | "
           "compactions (tokens before -> after) | emergency -> compaction s | other memory work"
@@ -440,7 +445,11 @@ async def run(args):
     t_all = time.monotonic()
     progress(f"Making a fresh game in {args.game_dir} ...")
     t0 = time.monotonic()
-    game = GameDir.create(args.game_dir, port_base=args.port_base, env={})
+    overrides = dict(item.split("=", 1) for item in args.set)
+    env = {f"AI_{name.upper().removeprefix('AI_')}": value for name, value in overrides.items()}
+    if env:
+        progress(f"settings away from their defaults: {env}")
+    game = GameDir.create(args.game_dir, port_base=args.port_base, env=env)
     create_s = time.monotonic() - t0
     counts = {"lines": 0, "replies": 0, "fallbacks": 0, "timeouts": 0, "client_seconds": [],
               "conversation_s": 0.0, "archive_bytes_before": 0, "db_bytes_before": 0}
@@ -478,7 +487,8 @@ async def run(args):
         "conversation": conversation.sample_id,
         "players": args.players,
         "lines_sent": counts["lines"],
-        "settings": "every AI_* setting at its default (no AI_* environment variable)",
+        "settings": ("every AI_* setting at its default (no AI_* environment variable)"
+                     if not env else f"defaults except {env}"),
         "removed_environment": removed,
         "windows": window_stats(events, args.window),
         "totals": {
