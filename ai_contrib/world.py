@@ -106,9 +106,11 @@ def turn_sections(script, character, lines, earlier, listeners, standing=()):
     place, present, clock = scene_for(character, listeners)
     text = scene_text(character, listeners)
     if text:
-        # a new scene note when the place, who is present or the time of day changes, not
-        # when only "you last spoke 3 minutes ago" does
-        signature = ((place or {}).get("name"), tuple(p["dbref"] for p in present),
+        # a new scene note when the place, who is present, whom of them the NPC has met or
+        # the time of day changes, not when only "you last spoke 3 minutes ago" does: a note
+        # saying "you have not met" someone who is speaking to it misleads the NPC
+        signature = ((place or {}).get("name"),
+                     tuple((p["dbref"], bool(p.get("known"))) for p in present),
                      tuple(sorted((clock or {}).items())))
         sections.append({"part": "scene", "key": "scene", "text": text, "tokens": count(text),
                          "signature": signature})

@@ -173,6 +173,21 @@ class TestScene(WorldCase):
         self.assertIn(self.char2.key, text)
         self.assertIn("you have not met", text)  # char2 never spoke to Marta
 
+    def test_the_scene_is_shown_again_when_someone_present_speaks_for_the_first_time(self):
+        first = self.talk("Hello Marta, I am back.")
+        scene = [m["content"] for m in first["messages"] if m["content"].startswith("[SCENE]")]
+        self.assertIn(f"{self.char2.key} (you have not met)", scene[-1])
+        # char2, present all along, now speaks: the same people, but now one Marta has met
+        request = self.talk("Evening, Marta.", speaker=self.char2)
+        scene = [m["content"] for m in request["messages"] if m["content"].startswith("[SCENE]")]
+        self.assertNotIn(f"{self.char2.key} (you have not met)", scene[-1])
+        self.assertRegex(scene[-1], rf"{self.char2.key} \([^)]*you last spoke just now")
+        # and only then: a third line, nobody new met, adds no scene note
+        again = self.talk("Still here, Marta.", speaker=self.char2)
+        self.assertEqual(
+            len([m for m in again["messages"] if m["content"].startswith("[SCENE]")]),
+            len(scene))
+
     def test_an_arrival_and_an_emote_reach_the_next_prompt_with_their_audience(self):
         self.talk("Hello Marta.")
         self.script.observe(self.char2, "Tamsin winks at the barkeep.", "pose",
