@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-postgres demo demo-keep test test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-dev bench-recall bench-scale bench-mem0 bench-embedded bench-defaults clean
+.PHONY: install install-postgres demo demo-keep test test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-dev bench-recall bench-scale bench-mem0 bench-embedded bench-defaults bench-world clean
 
 install: $(STAMP)
 
@@ -88,6 +88,12 @@ bench-embedded: install
 # cores, plus the compactions; BENCH_ARGS="--lines 80 --json out.json" for a shorter run)
 bench-defaults: install
 	$(PY) benchmarks/defaults.py $(BENCH_ARGS)
+
+# the NPC's world in the reply prompt: lore matching per turn at 500 entries vs 50, prompt
+# tokens per section, prefix-cache reuse and in-character figures on the embedded model (about
+# 20 min on 2 cores; BENCH_ARGS="--parts lore,tokens" for the two parts without a model)
+bench-world: install
+	$(PY) benchmarks/world.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) demo-game demo-output bench-game
