@@ -27,6 +27,9 @@ DEFAULTS = {
     "LLM_TEMPERATURE": 0.7,
     # stops small local models from looping (docs/design.md, "The embedded model")
     "LLM_REPEAT_PENALTY": 1.25,
+    # tokens back the repeat penalty looks (llama.cpp's repeat_last_n, its default 64); None =
+    # the server's own (docs/design.md, "The embedded model")
+    "LLM_REPEAT_LAST_N": None,
     "LLM_SEED": None,  # fixed seed for reproducible sampling, where the backend honours it
     # the model's context window in tokens; None = ask the server (llama.cpp /props, vLLM
     # /v1/models) or, for the embedded model, EMBEDDED_N_CTX. The NPC's history budget is cut

@@ -664,9 +664,10 @@ class LLMClient:
 
         Returns:
             dict: ``{"model", "messages" (wire form, see :func:`to_wire_message`), "max_tokens",
-            "temperature", "repeat_penalty"?, "seed"?, "tools"?, **extra}``. ``repeat_penalty``
-            (``LLM_REPEAT_PENALTY``) is an extra field llama.cpp's server and Ollama honour and
-            OpenAI-compatible proxies ignore; ``seed`` is sent when ``LLM_SEED`` is set. An
+            "temperature", "repeat_penalty"?, "repeat_last_n"?, "seed"?, "tools"?, **extra}``.
+            ``repeat_penalty`` (``LLM_REPEAT_PENALTY``) and ``repeat_last_n``
+            (``LLM_REPEAT_LAST_N``, sent with it) are extra fields llama.cpp's server and Ollama
+            honour and OpenAI-compatible proxies ignore; ``seed`` is sent when ``LLM_SEED`` is set. An
             ``extra`` key set to ``None`` removes that field (e.g. ``repeat_penalty=None`` for a
             strict server).
         """
@@ -683,6 +684,9 @@ class LLMClient:
         repeat_penalty = get_setting("LLM_REPEAT_PENALTY")
         if repeat_penalty is not None:
             payload["repeat_penalty"] = float(repeat_penalty)
+            last_n = get_setting("LLM_REPEAT_LAST_N")
+            if last_n is not None:
+                payload["repeat_last_n"] = int(last_n)
         seed = get_setting("LLM_SEED")
         if seed is not None:
             payload["seed"] = int(seed)
