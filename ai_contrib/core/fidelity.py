@@ -11,7 +11,10 @@ and every later prompt). Before one is accepted it is scored against its source 
   letters, so "promised" matches "promise") that occur in the source; the capitalised words of
   the summary headings ("Who I Spoke With") are not read. ``score`` is the supported
   share of all three; ``unsupported_share`` the share of names and numbers absent from the
-  source (at most :data:`MAX_UNSUPPORTED`);
+  source (at most :data:`MAX_UNSUPPORTED`); whatever it holds, at least :data:`MIN_SUPPORT` of
+  its names, numbers and content words must occur in the source (a summary with none of them
+  fails when not one of its words does), so a summary about something else fails even without a
+  name or number to fail on;
 - **length**: no more words than the source; not absurdly short for a long span (under
   ``min(5, source words / 50)`` words once the source has :data:`LONG_SOURCE_WORDS`);
 - **no speaker lines**: no unbulleted line opening with a source speaker's name or a role label
