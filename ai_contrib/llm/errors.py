@@ -131,6 +131,9 @@ def http_error(status, body_bytes, url, api_key=None):
         decoded = None
     if isinstance(decoded, (dict, list)):
         text = json.dumps(redact_data(decoded, secrets), ensure_ascii=False)
-    body = redact(text, secrets)[:BODY_EXCERPT_CHARS]
+    body = redact(text, secrets)
+    if api_key:  # however short
+        body = body.replace(api_key, "***")
+    body = body[:BODY_EXCERPT_CHARS]
     cls = LLMContextOverflowError if _is_overflow(status, body) else LLMHTTPError
     return cls(status, body, url)
