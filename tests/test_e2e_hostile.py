@@ -17,9 +17,9 @@ import threading
 
 import pytest
 
+from demo.telnet import TelnetPlayer
 from tests.e2e_util import fail_with_logs, logged_in, started_game
 from tests.llm_double import LLMDouble, raw_body
-from demo.telnet import TelnetPlayer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 

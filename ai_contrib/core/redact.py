@@ -25,7 +25,8 @@ _AUTHORIZATION = re.compile(r"(?i)\b(authorization)(\\?[\"']?\s*[:=]\s*\\?[\"']?
 _KEY_LIKE = re.compile(r"(?i)\b(sk|pk|rk)-[A-Za-z0-9_-]{8,}")
 # what may stand between a secret's characters in a spelling meant to hide it: whitespace,
 # zero-width and other invisible format characters, Evennia markup codes (|r, |[b, |055, |/)
-_GAP = r"(?:[\s\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]|\|(?:\[?[A-Za-z*^_/<>-]|[0-5]{3}|#[0-9a-fA-F]{6}))*"
+_GAP = (r"(?:[\s\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]"
+        r"|\|(?:\[?[A-Za-z*^_/<>-]|[0-5]{3}|#[0-9a-fA-F]{6}))*")
 _PATTERNS = {}
 
 
