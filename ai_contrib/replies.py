@@ -16,6 +16,7 @@ from evennia.utils import logger
 from evennia.utils.ansi import raw
 from twisted.internet import defer
 
+from .core.audience import heard_by, may_hear
 from .core.budget import note_allowance
 from .core.receipts import kept_receipts, lean_receipt, make_receipt
 from .core.prompts import (
@@ -374,8 +375,13 @@ def answer_turn(script, character, hearers):
     the lines wait (the next tick tries again). Lines said while the reply is being written
     join the next turn. The prompt is built for the characters in the room now:
     history, summaries and memories they could not all have heard are left out, except the
-    turn's own lines. The stored reply records ``metadata["reply_to"]`` (the lines it answers)
-    and ``metadata["audience"]`` (who heard it). On an LLM error the room sees the fallback line
+    turn's own lines. When the reply is ready the room is asked again: it is said aloud only if
+    everyone there now could have heard all the prompt was built from, the turn's lines
+    included; otherwise it is murmured to those who could (``AI_MURMUR_REPLY``), the others
+    seeing only that the NPC murmurs (``AI_MURMUR_SEEN``), and when nobody could it is not said
+    at all. The stored reply records ``metadata["reply_to"]`` (the lines it answers),
+    ``metadata["audience"]`` (who heard it) and ``metadata["murmured"]`` (True when it was not
+    said aloud). On an LLM error the room sees the fallback line
     and the turn's lines count as answered (asking again would repeat the failure for every
     line); no traceback reaches a player.
 
@@ -409,7 +415,7 @@ def answer_turn(script, character, hearers):
     # the turn's lines stay in context until the reply naming them is stored
     script.ndb.answering = turn_ids
     try:
-        said = yield _answer(script, character, lines, turn_ids, listeners)
+        said = yield _answer(script, character, lines, turn_ids, listeners, hearers)
     finally:
         script.ndb.answering = None
     return said
@@ -460,8 +466,14 @@ def notes_in_order(recall_notes, world_notes):
 
 
 @defer.inlineCallbacks
-def _answer(script, character, lines, turn_ids, listeners):
-    """The LLM call and the stored reply of one turn (:func:`answer_turn`)."""
+def _answer(script, character, lines, turn_ids, listeners, hearers=None):
+    """
+    The LLM call and the stored reply of one turn (:func:`answer_turn`). When the reply is
+    ready, who is in the room is asked again (``hearers``): the reply is said aloud only if
+    everyone present could have heard all the prompt was built from (its history, notes and
+    the turn's own lines, :func:`ai_contrib.core.audience.may_hear`); otherwise it is murmured
+    to those who could (:func:`murmur`), and stored with them as its audience.
+    """
     shown = prompt_window(script, turn_ids)
     recall = yield recall_for_turn(script, character, turn_query(lines), listeners, turn_ids[0],
                                    window=shown[0])
@@ -475,7 +487,11 @@ def _answer(script, character, lines, turn_ids, listeners):
             character.db.persona, character.key, history, script.runtime.token_counts(history),
             budget, notes=notes, listeners=list(listeners), keep_ids=turn_ids,
             standing=world["standing"])
-        asked.update(messages=messages, parts=parts)
+        # what the prompt was built from, for the check of who may hear the reply when it is
+        # spoken (may_hear): what the listeners could all hear, the turn's lines, the notes
+        keep = set(turn_ids)
+        sources = [m for m in history if m.get("id") in keep or heard_by(m, listeners)]
+        asked.update(messages=messages, parts=parts, sources=sources + list(notes))
         return messages
 
     started = time.monotonic()
@@ -518,14 +534,55 @@ def _answer(script, character, lines, turn_ids, listeners):
             character.location.msg_contents(line, exclude=[character])
         return 0
     _record_success(script, character)
-    said = script.add_message(
-        "assistant", reply, name=character.key,
-        metadata={"reply_to": turn_ids, "audience": sorted(listeners)},
-    )
+    # the room may have changed while the reply was written, and a line may have been said
+    # before someone walked in: only those present now who could hear everything the prompt
+    # was built from may hear it (docs/design.md, "Privacy by audience")
+    present = hearers(character) if hearers is not None else dict(listeners)
+    heard = may_hear(asked.get("sources") or lines, present)
+    if not heard:
+        logger.log_info(f"AI {character}: reply not said: nobody in the room now could hear all "
+                        f"it was built from ({len(present)} present)")
+        return 0
+    aloud = len(heard) == len(present)
+    metadata = {"reply_to": turn_ids, "audience": sorted(heard)}
+    if not aloud:
+        metadata["murmured"] = True
+    said = script.add_message("assistant", reply, name=character.key, metadata=metadata)
     keep_receipt(script, said, receipt, asked.get("messages"))
     # the NPC spoke with the people it answered (docs/design.md, "Scene, events and people")
     note_exchange(script, {m["metadata"]["speaker"]: m.get("name") for m in lines
-                           if (m.get("metadata") or {}).get("speaker")})
-    # the model's words are data too: raw() doubles every | so none becomes a colour or link
-    character.at_say(raw(reply))
+                           if (m.get("metadata") or {}).get("speaker") in heard})
+    if aloud:
+        # the model's words are data too: raw() doubles every | so none becomes a colour or link
+        character.at_say(raw(reply))
+    else:
+        murmur(character, reply, heard)
     return 1
+
+
+def _names(names):
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def murmur(character, reply, heard):
+    """
+    Say ``reply`` to ``heard`` alone (``{dbref: name}``, the characters in the room who may hear
+    it): each of them gets ``AI_MURMUR_REPLY``, everyone else in the room ``AI_MURMUR_SEEN``
+    (that the NPC murmurs, not what). The reply is escaped like a spoken one (``raw()``), the
+    NPC's and listeners' names too.
+    """
+    room = character.location
+    if room is None:
+        return
+    to = _names(heard.values())
+    whisper = str(get_setting("MURMUR_REPLY")).format(name=raw(character.key), to=raw(to),
+                                                     reply=raw(reply))
+    seen = str(get_setting("MURMUR_SEEN")).format(name=raw(character.key), to=raw(to))
+    for obj in room.contents:
+        if obj == character:
+            continue
+        if obj.dbref in heard:
+            obj.msg(whisper, from_obj=character)
+        else:
+            obj.msg(seen, from_obj=character)

@@ -83,6 +83,13 @@ DEFAULTS = {
     # 0 or None = never), and what it shows ({name} = the NPC)
     "THINKING_EMOTE_AFTER": 3.0,
     "THINKING_EMOTE": "{name} pauses, thinking it over.",
+    # a reply whose prompt held something a character now in the room could not hear (they came
+    # in while it was written, or after the line it answers) is not said aloud: the characters
+    # who heard all of it get MURMUR_REPLY, the others MURMUR_SEEN ({name} = the NPC, {to} =
+    # the names of those it murmurs to, {reply} = the reply; docs/design.md, "Privacy by
+    # audience")
+    "MURMUR_REPLY": '{name} leans in and murmurs to {to}: "{reply}"',
+    "MURMUR_SEEN": "{name} leans in and murmurs something to {to}.",
     # which lines an NPC answers (docs/design.md, "Turns, not one call per line"): "addressed" =
     # only lines that name it, are `talk`-ed to it, continue a conversation with it, or any line
     # when it is the only AI NPC in the room; "always" = every `say` in its room. Every line is

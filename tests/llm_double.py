@@ -25,6 +25,7 @@ and used first in, first out, one per chat request):
 - :func:`sleep` ``(seconds, then=None)``: wait (seconds), then answer with ``then`` (default: the
   default responder). Use a sleep longer than the client's timeout to provoke a timeout;
 - :func:`malformed` ``(body=...)``: HTTP 200 with a body that is not JSON;
+- :func:`raw_body` ``(body, status=200)``: exactly these bytes (hand-written JSON);
 - :func:`json_body` ``(obj, status=200)``: any JSON body, e.g. one without ``choices``;
 - :func:`drop` ``()``: read the request, then close the connection without answering (what a
   server does when it closes an idle keep-alive connection just as the client reuses it);
@@ -210,6 +211,12 @@ def sleep(seconds, then=None):
 def malformed(body=b'{"choices": [ this is not JSON'):
     """HTTP 200 with a body that is not JSON."""
     return Behaviour("raw", {"status": 200, "body": body, "content_type": "application/json"})
+
+
+def raw_body(body, status=200):
+    """HTTP ``status`` with ``body`` (bytes) sent exactly as given, e.g. JSON whose strings use
+    escapes (``\\u0073k-...``) that ``json.dumps`` would not write."""
+    return Behaviour("raw", {"status": status, "body": body, "content_type": "application/json"})
 
 
 def json_body(obj, status=200):

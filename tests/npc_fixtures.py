@@ -36,11 +36,23 @@ class NPCTestCase(BaseEvenniaCommandTest):
         self.npc.db.persona = "You are Marta, the innkeeper of the Prancing Goat."
         self.script = get_assistant_script(self.npc)
 
+    #: the words of a filled line after its first six ``word<j>``: what the tests' summaries
+    #: say, so that a summary of filled lines is supported by them (``docs/design.md``,
+    #: "Summary fidelity")
+    TAVERN_WORDS = ("Bob asked about rooms Marta offered the east room for two silver Alice "
+                    "asked about stew patrons talked ale weather road north rented let costs "
+                    "wants people facts").split()
+
     def fill(self, count, words=20, speaker="Bob"):
-        """Add ``count`` alternating user/assistant messages of about ``words`` words each."""
+        """Add ``count`` alternating user/assistant messages of about ``words`` words each:
+        ``"line <i> word0 ... word5"``, then :data:`TAVERN_WORDS` in turn, each with its
+        position (``"east7"``: as many tokens as ``"word7"``)."""
         added = []
         for i in range(count):
-            text = f"line {i} " + " ".join(f"word{j}" for j in range(words))
+            text = f"line {i} " + " ".join(
+                f"word{j}" if j < 6
+                else f"{self.TAVERN_WORDS[(i + j) % len(self.TAVERN_WORDS)]}{j}"
+                for j in range(words))
             if i % 2 == 0:
                 added.append(self.script.add_message("user", text, name=speaker))
             else:

@@ -250,3 +250,48 @@ class TestFidelityGuard(NPCTestCase):
         self.assertFalse(marker["metadata"]["fidelity"]["replaced"])
         self.assertEqual(result["fidelity_replaced"], False)
         self.assertEqual(result["fidelity"], 1.0)
+
+
+class TestUnsupportedSummary(NPCTestCase):
+    """A summary with no names or numbers that shares nothing with the 21 messages it is to
+    replace fails the guard on its words: the extract replaces it and the log says why."""
+
+    UNRELATED = "Everyone enjoyed pleasant music, dancing and laughter throughout evening."
+
+    def setUp(self):
+        from .test_core_fidelity import TAVERN
+
+        super().setUp()
+        self.char1.key, self.char2.key = "Wren", "Tamsin"
+        self.script.add_message("assistant", "Welcome to the Prancing Goat.", name="Marta")
+        for role, name, text in TAVERN:
+            self.script.add_message(role, text, name=name)
+        for i in range(2):  # the preserved window
+            self.script.add_message("user", f"Another ale, Marta ({i}).", name="Tamsin")
+            self.script.add_message("assistant", "Coming up.", name="Marta")
+        self.script.db.max_context_tokens = 300
+        self.script.db.compact_preserve_window = 4
+
+    def compact(self, summary):
+        self.llm.enqueue(reply(summary))
+        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc,
+                                                                  force=True))
+        self.assertTrue(result["success"], result)
+        self.assertEqual(result["compacted_messages"], 21)
+        return result, self.script.history[0]
+
+    def test_an_unrelated_summary_is_replaced_and_the_log_says_why(self):
+        result, marker = self.compact(self.UNRELATED)
+        self.assertTrue(result["fidelity_replaced"])
+        self.assertNotIn("music", marker["content"])
+        self.assertIn("said:", marker["content"])  # an extract of the span's own lines
+        event = self.script.db.compaction_log[-1]
+        self.assertTrue(event["fidelity_replaced"])
+        self.assertIn("occur in the source", event["fidelity_reason"])
+        self.assertLess(event["model_fidelity"], 0.2)
+
+    def test_a_faithful_short_summary_is_kept(self):
+        result, marker = self.compact("Wren stays three nights. Tamsin wants honey mead.")
+        self.assertFalse(result["fidelity_replaced"])
+        self.assertIn("Wren stays three nights.", marker["content"])
+        self.assertNotIn("fidelity_reason", self.script.db.compaction_log[-1])

@@ -147,3 +147,61 @@ def test_the_verdict_is_consistent_and_never_raises(messages, summary):
 def test_inline_section_headings_are_not_names():
     result = score("Who I Spoke With: Bob. Confirmed Facts: Bob wants a room.")
     assert result.passed and result.unsupported == (), result
+
+
+TAVERN = [  # 21 messages: the source a summary must be supported by
+    ("user", "Wren", "Evening, Marta. Is the road to Riverton open again?"),
+    ("assistant", "Marta", "The bridge washed out on Tuesday; the carters go round by the mill."),
+    ("user", "Wren", "How long does that take with a loaded cart?"),
+    ("assistant", "Marta", "Two days, if the weather holds. Old Tom lost a wheel there."),
+    ("user", "Tamsin", "I heard bandits were seen near the mill."),
+    ("assistant", "Marta", "Rumours. The sheriff sent riders, and they found only a fox den."),
+    ("user", "Wren", "I need a room for three nights and stabling for my mare."),
+    ("assistant", "Marta", "The east room is free: four silver a night, stabling one more."),
+    ("user", "Wren", "I will pay twelve silver now and the rest on Friday."),
+    ("assistant", "Marta", "Done. Lena will bring your supper up after the bell."),
+    ("user", "Tamsin", "Do you still have that honey mead from the spring?"),
+    ("assistant", "Marta", "Two casks left. I keep them for the harvest feast."),
+    ("user", "Tamsin", "Then save me a jug for the feast, I will pay double."),
+    ("assistant", "Marta", "I'll mark one for you, Tamsin."),
+    ("user", "Wren", "My brother is coming from the coast; he asks for Marta by name."),
+    ("assistant", "Marta", "Your brother Corin? He still owes me for a broken bench."),
+    ("user", "Wren", "He promised to mend it himself when he arrives."),
+    ("assistant", "Marta", "Then tell him to bring his tools and his manners."),
+    ("user", "Tamsin", "Is the smithy open tomorrow? My knife needs sharpening."),
+    ("assistant", "Marta", "Gareth opens at dawn but closes early on market days."),
+    ("user", "Wren", "Good night, Marta. Wake me at first light."),
+]
+TAVERN_MESSAGES = [{"role": r, "name": n, "content": c} for r, n, c in TAVERN]
+
+
+def tavern_score(text):
+    return score_summary(text, source_text(TAVERN_MESSAGES), speakers_of(TAVERN_MESSAGES))
+
+
+def test_a_summary_that_shares_nothing_with_its_source_fails_without_names_or_numbers():
+    unrelated = "Everyone enjoyed pleasant music, dancing and laughter throughout evening."
+    assert len(unrelated.split()) == 9
+    result = tavern_score(unrelated)
+    assert not result.passed
+    assert result.unsupported == ()  # no name or number to fail on: its words fail it
+    assert "occur in the source" in result.reason and result.score < 0.2
+    for other in ("The dragon slept peacefully while knights celebrated victory feast.",
+                  "Prices of grain rose sharply after poor harvests across distant kingdoms."):
+        assert not tavern_score(other).passed, other
+    # with nothing to check at all, a summary whose words are not in the source fails too
+    assert "not one of its words" in tavern_score("Yes, yes, oh, ah, hm, um, eh.").reason
+
+
+def test_faithful_summaries_long_and_short_pass():
+    for faithful in (
+        "Wren booked a room; Tamsin wants mead.",
+        "Wren stays three nights. Tamsin's knife needs sharpening tomorrow.",
+        "## Who I Spoke With\n- Wren: rented the east room for three nights, stabling for her "
+        "mare; pays twelve silver now, rest on Friday.\n- Tamsin: reserved honey mead for the "
+        "harvest feast.\n## Confirmed Facts\n- The Riverton bridge is out; the detour by the "
+        "mill takes two days.",
+    ):
+        result = tavern_score(faithful)
+        assert result.passed, (result, faithful)
+        assert result.score >= 0.8

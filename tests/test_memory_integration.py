@@ -96,7 +96,7 @@ class TestRetrievalIntoPrompt(MemoryTestCase):
             "user", "Remember: the cellar key is hidden under the blue barrel.", name="Bob")
         self.fill(50)
         self.script.db.max_context_tokens = 1500
-        self.llm.enqueue(reply("Who I Spoke With: Bob. Confirmed Facts: none of note."))
+        self.llm.enqueue(reply("Who I Spoke With: Bob. Confirmed Facts: Bob asked about rooms."))
         result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
         self.assertTrue(result["success"], result)
         self.assertNotIn(fact["id"], [m["id"] for m in self.script.history])

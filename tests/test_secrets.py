@@ -55,3 +55,108 @@ class TestEchoedKey(NPCTestCase):
         stored = " ".join(m["content"] or "" for m in self.script.history)
         for text in (shown, stored):
             assert KEY not in text and "sk-live" not in text
+
+
+# -- redaction on decoded text ---------------------------------------------------------------------
+
+DECODED_KEY = "relcheck-Key-0123456789abcdef"  # not shaped like sk-...: only the key match finds it
+
+
+@pytest.mark.parametrize("text", [
+    DECODED_KEY, DECODED_KEY.upper(), DECODED_KEY.lower(),
+    "relcheck-|rKey|n-0123456789abcdef", "relcheck-Key-0123 456789abcdef",
+    "relcheck-\u200bKey-0123456789abcdef",
+])
+def test_the_configured_key_is_masked_in_any_case_and_split_by_markup(text):
+    out = redact(f"the key you sent was {text}.", [DECODED_KEY])
+    assert out == "the key you sent was ***.", out
+
+
+def test_decoded_data_is_redacted_strings_and_json_inside_strings():
+    from ai_contrib.core.redact import redact_data
+
+    data = {"choices": [{"message": {"content": f"key {DECODED_KEY}", "tool_calls": [
+        {"function": {"name": "f", "arguments": '{"text": "\\u0072elcheck-Key-0123456789abcdef"}'}}
+    ]}}], "n": 3, "ok": True}
+    out = redact_data(data, [DECODED_KEY])
+    assert DECODED_KEY.casefold() not in str(out).casefold()
+    assert out["n"] == 3 and out["ok"] is True
+    assert "***" in out["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
+    assert data["choices"][0]["message"]["content"] == f"key {DECODED_KEY}"  # input unchanged
+
+
+def _escaped(text):
+    """``text`` with every character JSON-escaped as ``\\uXXXX`` (what json.dumps never writes)."""
+    return "".join(f"\\u{ord(char):04x}" for char in text)
+
+
+class TestDecodedKey(NPCTestCase):
+    """A server answering HTTP 200 with a valid completion whose content echoes the key in a
+    JSON escape: only decoding spells it, so the raw-body redaction cannot see it."""
+
+    def setUp(self):
+        from django.test import override_settings
+
+        from ai_contrib.llm.client import reset_client
+
+        super().setUp()
+        override = override_settings(AI_LLM_API_KEY=DECODED_KEY)
+        override.enable()
+        self.addCleanup(override.disable)
+        wait_for(reset_client())
+
+    def body(self, content=None, arguments=None):
+        message = '{"role": "assistant", "content": "%s"' % (content or "")
+        if arguments is not None:
+            message += (', "tool_calls": [{"id": "c1", "type": "function", "function": '
+                        '{"name": "noop", "arguments": "%s"}}]' % arguments)
+        return ('{"choices": [{"index": 0, "message": %s}, "finish_reason": "stop"}], '
+                '"usage": {}}' % message).encode()
+
+    def test_content_tool_arguments_and_error_text_are_redacted_after_decoding(self):
+        from .llm_double import raw_body
+
+        self.llm.enqueue(
+            raw_body(self.body("The key you sent was " + _escaped(DECODED_KEY))),
+            raw_body(self.body("", '{\\"text\\": \\"' + _escaped(DECODED_KEY).replace(
+                "\\", "\\\\") + '\\"}')),
+            raw_body(b'{"error": {"message": "bad key ' + _escaped(DECODED_KEY).encode()
+                     + b'"}}', status=401),
+        )
+        first = wait_for(get_client().chat([{"role": "user", "content": "hi"}]))
+        self.assertEqual(first.content, "The key you sent was ***")
+        self.assertNotIn(DECODED_KEY, str(first.raw))
+        second = wait_for(get_client().chat([{"role": "user", "content": "hi"}]))
+        self.assertNotIn(DECODED_KEY, str(second.tool_calls) + str(second.raw))
+        with pytest.raises(LLMError) as caught:
+            wait_for(get_client().chat([{"role": "user", "content": "hi"}]))
+        self.assertNotIn(DECODED_KEY, str(caught.value) + str(caught.value.body))
+        self.assertIn("***", str(caught.value))
+
+    def test_the_room_the_archive_and_the_log_never_see_a_decoded_key(self):
+        from .llm_double import raw_body
+
+        self.llm.enqueue(raw_body(self.body("The key you sent was " + _escaped(DECODED_KEY)
+                                            + ", Bearer " + _escaped(DECODED_KEY.upper()))))
+        logged = []
+        patches = [mock.patch.object(logger, name, side_effect=lambda *a, **k: logged.append(
+            " ".join(map(str, a)))) for name in ("log_info", "log_warn", "log_err",
+                                                 "log_trace", "log_msg")]
+        with mock.patch.object(self.char1, "msg") as heard1, \
+                mock.patch.object(self.char2, "msg") as heard2:
+            for patch in patches:
+                patch.start()
+            try:
+                self.script.receive_speech(self.char1, "Marta, what key did your server get?")
+                wait_for(self.script.run_tick())
+            finally:
+                for patch in patches:
+                    patch.stop()
+        answer = self.script.history[-1]
+        self.assertEqual(answer["role"], "assistant")
+        self.assertIn("***", answer["content"])
+        room = " ".join(str(c) for c in heard1.call_args_list + heard2.call_args_list)
+        self.assertIn("The key you sent was", room)
+        archived = " ".join(m.get("content") or "" for m in self.script.archive.message_log())
+        for seen in (room, archived, " ".join(logged), answer["content"]):
+            self.assertNotIn(DECODED_KEY.casefold(), seen.casefold())

@@ -5,7 +5,7 @@ The pre-compaction tools: schemas, native tool-call parsing, and the lenient tex
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from ai_contrib.llm import tools
@@ -311,6 +311,8 @@ def test_formatted_text_call_parses_back(content, importance, speaker):
     if speaker is not None:
         args["speaker"] = speaker
     call = tools.make_call(ADD_JOURNAL_ENTRY, args)
+    # a content of control characters alone is normalised away: no fact to format
+    assume(call["error"] is None)
     line = format_text_call(call)
     (back,) = [c for c in parse_text_tool_calls(line) if c["name"] in TOOL_NAMES][:1]
     assert back["error"] is None

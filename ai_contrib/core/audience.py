@@ -90,3 +90,26 @@ def visible_to(items, listeners):
         return list(items)
     listeners = frozenset(listeners)
     return [item for item in items if heard_by(item, listeners)]
+
+
+def may_hear(items, present):
+    """
+    Who of ``present`` may hear a reply built from ``items``: those who could have heard every
+    one of them (``docs/design.md``, "Privacy by audience"). The room can change while a reply
+    is written, and a line can be said before someone walks in and answered after: a reply is
+    said aloud only when this is everyone present.
+
+    Args:
+        items (iterable[dict]): what the reply's prompt was built from: history messages (the
+            turn's own lines among them), summary markers, notes (any dict with an audience).
+        present (dict | iterable[str]): ``{dbref: name}`` (or dbrefs) of who hears the NPC now.
+
+    Returns:
+        dict | list: the members of ``present`` (a dict keeps their names), in its order.
+    """
+    items = list(items)
+    allowed = [member for member in present
+               if all(heard_by(item, (member,)) for item in items)]
+    if isinstance(present, dict):
+        return {member: present[member] for member in allowed}
+    return allowed

@@ -155,10 +155,16 @@ def combine_masked(masked, summary, strategy):
 
 def fidelity_fields(fidelity):
     """The compaction-log fields of a fidelity verdict: ``{"fidelity": float,
-    "fidelity_replaced": bool}`` (``{}`` for None; ``docs/design.md``, "Summary fidelity")."""
+    "fidelity_replaced": bool}`` and, when the model's summary failed and was replaced, why
+    (``"fidelity_reason": str``) and its score (``"model_fidelity": float``) (``{}`` for None;
+    ``docs/design.md``, "Summary fidelity")."""
     if not fidelity:
         return {}
-    return {"fidelity": fidelity["score"], "fidelity_replaced": bool(fidelity["replaced"])}
+    fields = {"fidelity": fidelity["score"], "fidelity_replaced": bool(fidelity["replaced"])}
+    if fidelity.get("replaced"):
+        fields["fidelity_reason"] = fidelity.get("model_reason") or ""
+        fields["model_fidelity"] = fidelity.get("model_score")
+    return fields
 
 
 # -- planning ------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import re
 
 from .audience import heard_by
 from .messages import is_marker
+from .text import normalise_player_text
 
 REPLY_INSTRUCTIONS = (
     "You are {name}. Stay in character. Answer what was just said to you in one or two short "
@@ -361,9 +362,11 @@ def last_sentence(text):
 
 def clean_reply(text, npc_name, max_chars=400, truncated=False):
     """
-    Make a model's raw completion safe to ``say``: strip a leading ``"<npc_name>:"``, stop at the
-    first line where the model starts writing another speaker's turn, drop surrounding quotes and
-    cap the length (characters).
+    Make a model's raw completion safe to ``say`` and to store: strip a leading
+    ``"<npc_name>:"``, stop at the first line where the model starts writing another speaker's
+    turn, normalise it as player text is (:func:`ai_contrib.core.text.normalise_player_text`:
+    control and invisible characters dropped, chat-template special tokens broken up), drop
+    surrounding quotes and cap the length (characters).
 
     Args:
         truncated (bool): the model stopped at its token cap (``finish_reason == "length"``):
@@ -382,7 +385,9 @@ def clean_reply(text, npc_name, max_chars=400, truncated=False):
             break
         if line.strip():
             kept.append(line.strip())
-    text = " ".join(kept).strip().strip('"').strip()
+    # the model's words are data like a player's (docs/design.md, "Player text is data"): a
+    # chat template's control token it wrote must not come back as one in the next prompt
+    text = normalise_player_text(" ".join(kept)).strip('"').strip()
     if truncated and len(text) <= max_chars:
         text = last_sentence(text)
     if len(text) > max_chars:

@@ -15,6 +15,7 @@ import re
 
 from .audience import common_audience
 from .messages import SUMMARY_PREFIX, is_marker, make_message, utc_now_iso
+from .text import MODEL_TEXT_MAX_CHARS, normalise_player_text
 from .tokens import PER_MESSAGE_OVERHEAD, count_tokens, truncate_to_tokens
 
 __all__ = [
@@ -266,7 +267,8 @@ def make_marker(summary_text, compacted, original_token_count, summary_token_cou
         **meta: extra metadata (e.g. ``trigger="sleep"``, ``model=...``).
 
     Returns:
-        dict: a ``system`` message with content ``"[CONTEXT SUMMARY]\\n" + summary_text`` and
+        dict: a ``system`` message with content ``"[CONTEXT SUMMARY]\\n" + summary_text``
+        (normalised, :func:`ai_contrib.core.text.normalise_player_text` with line breaks) and
         ``metadata`` ``type="compaction"``, ``compacted_count``, ``compacted_at`` (ISO-8601 UTC),
         ``original_token_count``, ``summary_token_count``, ``first_id``/``last_id`` (ids of the
         first and last compacted message) and ``first_seq``/``last_seq`` (archive range,
@@ -294,6 +296,9 @@ def make_marker(summary_text, compacted, original_token_count, summary_token_cou
     # a summary may repeat anything it replaces: only those who heard all of it may hear it
     # (docs/design.md, "Privacy by audience"); None when all of it was public
     metadata["audience"] = common_audience(compacted)
+    # whatever wrote it (a model, an extract), the stored summary is data: no control token
+    # of a chat template survives into the prompts it is shown in
+    summary_text = normalise_player_text(summary_text, MODEL_TEXT_MAX_CHARS, multiline=True)
     return make_message("system", f"{SUMMARY_PREFIX}\n{summary_text}", metadata=metadata)
 
 
@@ -301,8 +306,10 @@ def clean_summary(raw_text):
     """
     Return the model's summary made safe to store as a marker: reasoning (``<think>`` blocks)
     and a surrounding code fence removed, leading echoes of ``[CONTEXT SUMMARY]``, "Summary:"
-    or speaker labels stripped, and transcript-style lines ``"Mara (user): ..."`` rewritten as
-    ``"Mara said: ..."`` so no line reads as a player speaking. ``None`` gives ``""``.
+    or speaker labels stripped, transcript-style lines ``"Mara (user): ..."`` rewritten as
+    ``"Mara said: ..."`` so no line reads as a player speaking, and the text normalised as
+    player text is, line breaks kept (:func:`ai_contrib.core.text.normalise_player_text`).
+    ``None`` gives ``""``.
     """
     text = _THINK.sub("", raw_text or "").strip()
     fenced = _FENCE.match(text)
@@ -312,7 +319,10 @@ def clean_summary(raw_text):
     while text != previous:
         previous = text
         text = _LEADING_LABEL.sub("", text, count=1).strip()
-    return _TRANSCRIPT_LINE.sub(lambda m: f"{m[1]}{m[2]} {_VERBS[m[3].lower()]}: ", text)
+    text = _TRANSCRIPT_LINE.sub(lambda m: f"{m[1]}{m[2]} {_VERBS[m[3].lower()]}: ", text)
+    # model-written text is data (docs/design.md, "Player text is data"): it comes back as the
+    # previous summary of the next request and in every later reply prompt
+    return normalise_player_text(text, MODEL_TEXT_MAX_CHARS, multiline=True)
 
 
 def check_summary(summary_text, summary_tokens, replaced_tokens, min_saving_tokens):

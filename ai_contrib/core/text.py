@@ -36,6 +36,10 @@ _SPECIAL_TOKENS = re.compile(
 )
 _PIPE_CLOSE = re.compile(r"\|>")
 _WHITESPACE = re.compile(r"\s+")
+_BLANK_LINES = re.compile(r"\n{3,}")
+#: characters a model's multi-line text (a summary) may hold at most: far above any summary the
+#: token caps allow (``AI_COMPACT_SUMMARY_MAX_TOKENS``), it bounds only a runaway answer
+MODEL_TEXT_MAX_CHARS = 16000
 
 
 def _is_unprintable(char):
@@ -56,25 +60,34 @@ def neutralise_special_tokens(text):
     return _PIPE_CLOSE.sub("| >", text)
 
 
-def normalise_player_text(text, max_chars=DEFAULT_MAX_CHARS):
+def normalise_player_text(text, max_chars=DEFAULT_MAX_CHARS, multiline=False):
     """
-    What a player meant to say, safe to store and to put in a prompt (module docstring).
+    What a player meant to say, safe to store and to put in a prompt (module docstring); the
+    same for what a model wrote (a reply, a summary, a fact, a tool call's argument:
+    ``docs/design.md``, "Player text is data"), which comes back in later prompts as well.
 
     Args:
-        text (str): the player's words, game markup already stripped.
-        max_chars (int): the longest line kept, in characters.
+        text (str): the player's words, game markup already stripped; or a model's text.
+        max_chars (int): the longest text kept, in characters.
+        multiline (bool): keep line breaks (a summary's bullets and headings); each line's
+            runs of spaces and tabs become one space and runs of blank lines one blank line.
+            Everything else is as for one line.
 
     Returns:
-        str: one line, possibly empty (the caller then stores nothing).
+        str: one line (or, with ``multiline``, lines), possibly empty (the caller then stores
+        nothing).
 
     Raises:
         ValueError: ``max_chars`` below 1.
     """
     if max_chars < 1:
         raise ValueError("max_chars must be at least 1")
-    text = "".join(" " if char in "\n\t" else char
-                   for char in str(text or "") if not _is_unprintable(char))
-    text = _WHITESPACE.sub(" ", text).strip()
+    text = "".join(char for char in str(text or "") if not _is_unprintable(char))
+    if multiline:
+        lines = [_WHITESPACE.sub(" ", line).rstrip() for line in text.split("\n")]
+        text = _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip()
+    else:
+        text = _WHITESPACE.sub(" ", text).strip()
     text = neutralise_special_tokens(text)
     if len(text) > max_chars:
         cut = text[:max_chars]

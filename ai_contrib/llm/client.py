@@ -55,7 +55,7 @@ from twisted.web.http import PotentialDataLoss
 from twisted.web.iweb import IAgentEndpointFactory
 from zope.interface import implementer
 
-from ai_contrib.core.redact import redact
+from ai_contrib.core.redact import redact, redact_data
 from ai_contrib.llm.errors import (  # noqa: F401  (the error family is importable from here too)
     BODY_EXCERPT_CHARS,
     _error_detail,
@@ -795,6 +795,9 @@ class LLMClient:
             raise LLMResponseError(
                 f"LLM server at {url} sent a body that is not JSON ({err}): {text[:200]!r}"
             ) from None
+        # and again once decoded: a JSON escape ("\u0073k-...") spells the key only now, and a
+        # tool call's arguments are JSON inside JSON (docs/design.md, "Secrets")
+        decoded = redact_data(decoded, (api_key,))
         try:
             return parse(decoded)
         except LLMResponseError as err:

@@ -16,6 +16,8 @@ All are subclasses of :class:`LLMError`; messages name the URL, never the API ke
 
 import json
 
+from ai_contrib.core.redact import redact, redact_data
+
 #: Characters of an error response body kept in :class:`LLMHTTPError` messages.
 BODY_EXCERPT_CHARS = 500
 
@@ -119,8 +121,19 @@ def http_error(status, body_bytes, url, api_key=None):
         url (str): the requested URL.
         api_key (str, optional): masked as ``***`` if the server echoes it.
     """
-    body = body_bytes.decode("utf-8", errors="replace")[:BODY_EXCERPT_CHARS]
-    if api_key:
+    secrets = (api_key,) if api_key else ()
+    text = body_bytes.decode("utf-8", errors="replace")
+    try:
+        # the message an error reports is read from the decoded body, where a JSON escape
+        # ("\u0073k-...") spells the key: redact what decoding gives (docs/design.md, "Secrets")
+        decoded = json.loads(text)
+    except ValueError:
+        decoded = None
+    if isinstance(decoded, (dict, list)):
+        text = json.dumps(redact_data(decoded, secrets), ensure_ascii=False)
+    body = redact(text, secrets)
+    if api_key:  # however short
         body = body.replace(api_key, "***")
+    body = body[:BODY_EXCERPT_CHARS]
     cls = LLMContextOverflowError if _is_overflow(status, body) else LLMHTTPError
     return cls(status, body, url)

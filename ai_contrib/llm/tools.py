@@ -49,6 +49,8 @@ import json
 import re
 import uuid
 
+from ..core.text import normalise_player_text
+
 NOOP = "noop"
 ADD_JOURNAL_ENTRY = "add_journal_entry"
 UPDATE_ENTITY_OBSERVATION = "update_entity_observation"
@@ -284,9 +286,28 @@ def new_call_id():
     return "call_" + uuid.uuid4().hex[:16]
 
 
+def model_data(value):
+    """
+    ``value`` (decoded tool arguments: dicts, lists, strings, numbers) with every string
+    normalised as a player's line is (:func:`ai_contrib.core.text.normalise_player_text`: one
+    line, control and invisible characters dropped, chat-template special tokens broken up, at
+    most ``DEFAULT_MAX_CHARS`` characters): what a model wrote is data, whether it is journaled,
+    shown or sent back in the next request (``docs/design.md``, "Player text is data").
+    Keys are kept as they are (they name parameters).
+    """
+    if isinstance(value, str):
+        return normalise_player_text(value)
+    if isinstance(value, dict):
+        return {key: model_data(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [model_data(item) for item in value]
+    return value
+
+
 def make_call(name, arguments, call_id=None, error=None):
     """
-    Build a normalised call dict and validate it.
+    Build a normalised call dict and validate it; the arguments' strings are normalised
+    (:func:`model_data`).
 
     Args:
         name (str): tool name as the model wrote it.
@@ -299,7 +320,7 @@ def make_call(name, arguments, call_id=None, error=None):
     """
     call = {
         "name": (name or "").strip().rstrip(".:-"),
-        "arguments": arguments if isinstance(arguments, dict) else {},
+        "arguments": model_data(arguments) if isinstance(arguments, dict) else {},
         "id": call_id or new_call_id(),
         "error": error,
     }

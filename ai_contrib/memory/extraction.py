@@ -43,6 +43,7 @@ from twisted.internet import defer
 
 from ..core.audience import common_audience
 from ..core.fidelity import fact_problem, source_text
+from ..core.text import MODEL_TEXT_MAX_CHARS, normalise_player_text
 from ..core.tokens import count_tokens
 from ..llm import tools as toolspec
 from .entities import find_entity, update_entity_observation
@@ -597,7 +598,10 @@ def _transcript(calls, results, mode, content):
         out = [
             {
                 "role": "assistant",
-                "content": content or "",
+                # the model's own words go back to it as data (docs/design.md, "Player text
+                # is data"); the calls' arguments were normalised when they were parsed
+                "content": normalise_player_text(content or "", MODEL_TEXT_MAX_CHARS,
+                                                 multiline=True),
                 "tool_calls": toolspec.to_openai_tool_calls(calls),
             }
         ]

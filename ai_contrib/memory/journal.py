@@ -36,6 +36,8 @@ These are pure functions over the dict; the caller saves it back to the Attribut
 
 from datetime import datetime, timezone
 
+from ..core.text import MODEL_TEXT_MAX_CHARS, normalise_player_text
+
 SOURCE_TYPES = ("fact", "compaction", "observation")
 
 
@@ -70,7 +72,8 @@ def add_entry(
 
     Args:
         journal (dict): a journal dict (modified in place).
-        content (str): the fact or synthesis text; must be non-empty.
+        content (str): the fact or synthesis text; must be non-empty once normalised
+            (:func:`ai_contrib.core.text.normalise_player_text`, line breaks kept).
         importance (int): 1-10, clamped.
         source_type (str): one of :data:`SOURCE_TYPES`.
         tags (iterable of str): free-form labels.
@@ -86,7 +89,9 @@ def add_entry(
     Raises:
         ValueError: for empty content or an unknown ``source_type``.
     """
-    content = (content or "").strip()
+    # a fact, an observation or a synthesis a model wrote is data like a player's line
+    # (docs/design.md, "Player text is data"): it is shown in prompts and on admin screens
+    content = normalise_player_text(content or "", MODEL_TEXT_MAX_CHARS, multiline=True)
     if not content:
         raise ValueError("journal entry content is empty")
     if source_type not in SOURCE_TYPES:
