@@ -201,6 +201,18 @@ class TestPages(WebTestCase):
         self.assertNotIn("<script>alert", page)
         self.assertIn("&lt;script&gt;alert", page)
 
+    def test_the_npc_page_lists_the_people_met_with_names_escaped(self):
+        self.staff()
+        page = self.client.get(f"/ai/{self.npc.id}/").content.decode()
+        self.assertIn("Nobody yet.", page)  # before anyone spoke
+        self.char1.key = "<b>Wren</b>"
+        self.script.receive_speech(self.char1, "Marta, a room please.", to=self.npc)
+        page = self.client.get(f"/ai/{self.npc.id}/").content.decode()
+        self.assertIn('<section id="people">', page)
+        self.assertNotIn("Nobody yet.", page)
+        self.assertIn("&lt;b&gt;Wren&lt;/b&gt;", page)
+        self.assertNotIn("<b>Wren</b>", page)
+
     def test_the_static_files_are_served_by_the_game(self):
         for name in ("ai.css", "ai.js"):
             response = self.client.get(f"/ai/static/{name}")

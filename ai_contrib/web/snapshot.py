@@ -199,6 +199,29 @@ def audiences(script):
     return [{"dbref": d, "name": n} for d, n in sorted(names.items(), key=lambda x: x[1].lower())]
 
 
+def people_view(script):
+    """
+    The people the NPC has met (``docs/design.md``, "Scene, events and people"), the most
+    recently spoken to first.
+
+    Returns:
+        list[dict]: ``{"name", "dbref", "first_met", "last_spoke" (ISO times or None),
+        "lines" (int), "impression" (str)}``.
+    """
+    from datetime import datetime, timezone
+
+    from ..scene import all_people
+
+    def iso(seconds):
+        if not seconds:
+            return None
+        return datetime.fromtimestamp(float(seconds), timezone.utc).isoformat(timespec="seconds")
+
+    return [{"name": r.get("name"), "dbref": r.get("dbref"), "first_met": iso(r.get("first_met")),
+             "last_spoke": iso(r.get("last_spoke")), "lines": int(r.get("lines") or 0),
+             "impression": r.get("impression") or ""} for r in all_people(script)]
+
+
 def npc_detail(npc, script):
     """
     Everything the NPC's page shows but the archive pages and the memory search.
@@ -208,7 +231,7 @@ def npc_detail(npc, script):
         :mod:`ai_contrib.usage_log`), ``"events"`` (:func:`compaction_events`), ``"context"``
         (:func:`context_messages`), ``"receipts"`` (:func:`receipt_view` of the last
         :data:`RECEIPTS_SHOWN` replies, newest first), ``"journal"`` (:func:`journal_view`),
-        ``"audiences"`` (:func:`audiences`) and ``"archive_last_seq"`` (int, -1 if empty).
+        ``"people"`` (:func:`people_view`), ``"audiences"`` (:func:`audiences`) and ``"archive_last_seq"`` (int, -1 if empty).
     """
     detail = npc_summary(npc, script)
     if script is None:
@@ -219,6 +242,7 @@ def npc_detail(npc, script):
         "context": context_messages(script),
         "receipts": [receipt_view(r) for r in reversed(reply_records(script, RECEIPTS_SHOWN))],
         "journal": journal_view(npc),
+        "people": people_view(script),
         "audiences": audiences(script),
         "archive_last_seq": script.archive.last_seq,
     })
