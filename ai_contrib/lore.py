@@ -154,6 +154,23 @@ def add_entry(text, keys=None, constant=False, condition=None, priority=0, by=No
     return entry
 
 
+def _game_entry(store, entry_id, verb):
+    """
+    The entry ``entry_id`` written in the game, for a change (``verb``: "edit", "remove").
+
+    Raises:
+        KeyError: no such entry.
+        ValueError: it comes from a module, where the change must be made instead.
+    """
+    entry = get_entry(entry_id, store)
+    if entry is None:
+        raise KeyError(f"no lore entry {entry_id!r}")
+    if entry["source"] != GAME_SOURCE:
+        raise ValueError(f"lore entry {entry['id']!r} comes from {entry['source']}: {verb} it "
+                         "there (it is loaded again on every start)")
+    return entry
+
+
 def update_entry(entry_id, by=None, **changes):
     """
     Change fields of an entry written in the game.
@@ -173,12 +190,7 @@ def update_entry(entry_id, by=None, **changes):
             next start), or the changed entry is invalid (nothing is stored then).
     """
     store = get_lore_store()
-    entry = get_entry(entry_id, store)
-    if entry is None:
-        raise KeyError(f"no lore entry {entry_id!r}")
-    if entry["source"] != GAME_SOURCE:
-        raise ValueError(f"lore entry {entry['id']!r} comes from {entry['source']}: edit it "
-                         "there (it is loaded again on every start)")
+    entry = _game_entry(store, entry_id, "edit")
     unknown = set(changes) - {"text", "keys", "constant", "condition", "priority"}
     if unknown:
         raise ValueError(f"unknown field(s): {', '.join(sorted(unknown))}")
@@ -205,12 +217,7 @@ def delete_entry(entry_id):
         ValueError: it comes from a module.
     """
     store = get_lore_store()
-    entry = get_entry(entry_id, store)
-    if entry is None:
-        raise KeyError(f"no lore entry {entry_id!r}")
-    if entry["source"] != GAME_SOURCE:
-        raise ValueError(f"lore entry {entry['id']!r} comes from {entry['source']}: remove it "
-                         "there (it is loaded again on every start)")
+    entry = _game_entry(store, entry_id, "remove")
     store.attributes.remove(entry["id"], category=LORE_CATEGORY)
     store.ndb.lore_index = None
     return entry

@@ -91,6 +91,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from benchmarks import locomo_metrics as metrics  # noqa: E402
+from benchmarks._cli import setting_overrides  # noqa: E402
 
 DEFAULT_DATA = os.path.join(ROOT, "data", "locomo", "locomo_dev.json")
 BASELINES = ("window25", "truncate", "full")
@@ -982,28 +983,6 @@ def parse_args(argv=None):
     args.conversations = [c.strip() for c in args.conversations.split(",") if c.strip()]
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     return args
-
-
-def setting_overrides(pairs):
-    """
-    ``["MEMORY_RETRIEVAL_MAX_ITEMS=12", ...]`` -> ``{"AI_MEMORY_RETRIEVAL_MAX_ITEMS": 12}``:
-    values as JSON where they parse (numbers, true/false, null), else as text.
-
-    Raises:
-        SystemExit: a pair without ``=``.
-    """
-    result = {}
-    for pair in pairs or ():
-        name, sep, value = pair.partition("=")
-        if not sep or not name.strip():
-            raise SystemExit(f"--set wants NAME=VALUE, got {pair!r}")
-        name = name.strip().upper()
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            parsed = value
-        result[name if name.startswith("AI_") else "AI_" + name] = parsed
-    return result
 
 
 def resolve_systems(requested):

@@ -77,6 +77,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "game_template"))  # world.lore, world.tavern
 
+from benchmarks._cli import setting_overrides  # noqa: E402
+
 #: a guest's questions to an innkeeper, mixed into the LoCoMo lines of parts 2-4
 TAVERN_LINES = [
     "How much is a room for the night, and is breakfast included?",
@@ -650,21 +652,6 @@ def stop_server(d, limit=20.0):
 
 
 # --- main -------------------------------------------------------------------------------------
-
-def setting_overrides(pairs):
-    result = {}
-    for pair in pairs or ():
-        name, sep, value = pair.partition("=")
-        if not sep or not name.strip():
-            raise SystemExit(f"--set wants NAME=VALUE, got {pair!r}")
-        name = name.strip().upper()
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            parsed = value
-        result[name if name.startswith("AI_") else "AI_" + name] = parsed
-    return result
-
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
