@@ -28,12 +28,14 @@ PER_NPC_OPTIONS = CONFIG_ATTRIBUTES + (
     "lore_token_budget",
     "lore_scan_lines",
     "pins_token_budget",
+    "compact_preserve_max_fraction",
+    "memory_note_seconds",
 )
 
 # fractions of the token budget: 0 < value <= 1
 FRACTIONS = {
     "compact_sleep_threshold", "compact_emergency_threshold", "cascade_pressure_window",
-    "compact_summary_ratio",
+    "compact_summary_ratio", "compact_preserve_max_fraction",
 }
 # whole numbers that must be at least 1 (others at least 0)
 POSITIVE = {"max_context_tokens", "pre_compact_max_iterations"}

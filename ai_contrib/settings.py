@@ -121,6 +121,10 @@ DEFAULTS = {
     "COMPACT_EMERGENCY_THRESHOLD": 0.8,  # fraction of max_context_tokens
     "COMPACT_PRESERVE_WINDOW": 20,  # messages
     "COMPACT_PRESERVE_FRACTION": 0.2,  # fraction of max_context_tokens kept verbatim at least
+    # fraction of the budget the preserve window's messages may keep at most, so that a
+    # compaction under a small budget frees enough not to set off the next one at once
+    # (docs/design.md, "Preserve window and cuts"); None = the message count alone
+    "COMPACT_PRESERVE_MAX_FRACTION": 0.4,
     "COMPACT_MIN_SAVING_TOKENS": 1,  # a summary must save at least this many tokens
     "COMPACT_SUMMARY_MAX_TOKENS": 400,  # tokens the summariser may generate
     # tokens the summariser model accepts per request; None = the model's context window as the

@@ -151,7 +151,8 @@ def snapshot(script, force=False, trigger="sleep"):
     options = {
         name: script.cfg(name)
         for name in ("compact_sleep_threshold", "compact_emergency_threshold",
-                     "compact_preserve_window", "cascade_immediate_window",
+                     "compact_preserve_window", "compact_preserve_max_fraction",
+                     "cascade_immediate_window",
                      "cascade_recent_window", "cascade_pressure_window")
     }
     options["preserve_fraction"] = get_setting("COMPACT_PRESERVE_FRACTION")

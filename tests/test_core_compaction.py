@@ -148,7 +148,8 @@ def test_markers_are_judged_by_their_cost_and_the_stall_rule():
     markers, tokens, problem = build_markers(p, ["Bob asked about words."])
     assert problem is None and tokens[0] < p.spans[0].tokens
     assert markers[0]["metadata"]["strategy"] == "summary"
-    too_long = " ".join(m["content"] for m in p.spans[0].messages) + " more"
+    # the source again and then some: it costs more than what it would replace
+    too_long = " ".join(m["content"] for m in p.spans[0].messages) + " and more words" * 20
     assert build_markers(p, [too_long])[2] is not None
     # a saving under STALL_FRACTION of the whole history is a stall
     stalled = p.__class__(p.strategy, p.trigger, p.spans, total_tokens=10**6)

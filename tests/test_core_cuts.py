@@ -159,3 +159,18 @@ def test_hold_cut_moves_to_a_safe_cut_before_the_kept_line():
     assert hold_cut(history, 5, [result("c1")["id"]]) == 1
     assert hold_cut(history, 2, ["u-q"]) == 1
     assert hold_cut(history, 4, ()) == 4
+
+
+def test_the_preserve_window_yields_to_its_share_of_the_budget():
+    from ai_contrib.core.cuts import plan_compaction
+    from ai_contrib.core.messages import make_message
+
+    history = [make_message("user" if i % 2 == 0 else "assistant", f"line {i}") for i in range(30)]
+    counts = [70] * 30  # long lines: 20 messages are 1,400 tokens
+    kept_all = plan_compaction(history, counts, 2000, preserve_window=20, preserve_fraction=0.2)
+    assert len(kept_all.to_preserve) >= 20  # the message count alone keeps 70 % of the budget
+    capped = plan_compaction(history, counts, 2000, preserve_window=20, preserve_fraction=0.2,
+                             max_preserve_fraction=0.4)
+    assert sum(counts[capped.cut:]) <= 800 + 70  # at most 40 % of the budget (one safe-cut step)
+    assert sum(counts[capped.cut:]) >= 400  # never below the 20 % floor
+    assert capped.cut > kept_all.cut

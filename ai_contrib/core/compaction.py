@@ -186,7 +186,8 @@ class Snapshot:
         options (dict): the NPC's settings by their Attribute names
             (``compact_sleep_threshold``, ``compact_emergency_threshold``,
             ``compact_preserve_window``, ``cascade_immediate_window``, ``cascade_recent_window``,
-            ``cascade_pressure_window``), plus ``preserve_fraction``
+            ``cascade_pressure_window``, ``compact_preserve_max_fraction``), plus
+            ``preserve_fraction``
             (``AI_COMPACT_PRESERVE_FRACTION``) and ``keep_ids`` (ids of the lines still
             awaiting an answer: no plan compacts them or anything after them,
             :func:`ai_contrib.core.cuts.hold_cut`).
@@ -311,6 +312,7 @@ def plan_summary(snapshot, strategy="summary"):
         preserve_window=int(options["compact_preserve_window"]),
         preserve_fraction=float(options["preserve_fraction"]),
         keep_ids=options.get("keep_ids") or (),
+        max_preserve_fraction=options.get("compact_preserve_max_fraction"),
     )
     if cut.skipped:
         return _skip(snapshot, strategy, cut.reason, named=False)

@@ -144,20 +144,25 @@ def _check_counts(history, token_counts):
         )
 
 
-def preserve_start(history, token_counts, preserve_window, min_preserve_tokens):
+def preserve_start(history, token_counts, preserve_window, min_preserve_tokens,
+                   max_preserve_tokens=None):
     """
     Return the index ``i`` such that ``history[i:]`` is kept verbatim.
 
     The kept part holds at least the last ``preserve_window`` messages AND at least
     ``min_preserve_tokens`` tokens (or everything, if the history is smaller), whichever keeps
-    more (``docs/design.md``, "Preserve window and cuts"); ``i`` is then moved earlier to a
-    safe cut.
+    more, but no more than ``max_preserve_tokens`` tokens when that is given and the message
+    count would keep more: long lines under a small budget would otherwise keep so much that a
+    compaction leaves the history at its threshold, and the next line sets off another
+    (``docs/design.md``, "Preserve window and cuts"). ``i`` is then moved earlier to a safe cut.
 
     Args:
         history (list[dict]): messages, oldest first.
         token_counts (list[int]): tokens of each message, same length as ``history``.
         preserve_window (int): messages to keep, >= 0.
         min_preserve_tokens (int): tokens to keep, >= 0.
+        max_preserve_tokens (int, optional): tokens the message count may keep at most (never
+            below ``min_preserve_tokens``, never fewer than the newest message).
 
     Raises:
         ValueError: on mismatched lengths or negative limits.
@@ -172,7 +177,13 @@ def preserve_start(history, token_counts, preserve_window, min_preserve_tokens):
     while by_tokens > 0 and kept < min_preserve_tokens:
         by_tokens -= 1
         kept += token_counts[by_tokens]
-    return safe_cut(history, min(by_count, by_tokens))
+    start = min(by_count, by_tokens)
+    if max_preserve_tokens is not None and start < by_tokens:
+        kept = sum(token_counts[start:])
+        while start < by_tokens and start < n - 1 and kept > max_preserve_tokens:
+            kept -= token_counts[start]
+            start += 1
+    return safe_cut(history, start)
 
 
 @dataclass(frozen=True)
@@ -200,7 +211,7 @@ class CompactionPlan:
 
 def plan_compaction(
     history, token_counts, max_context_tokens, preserve_window, preserve_fraction=0.2,
-    keep_ids=(),
+    keep_ids=(), max_preserve_fraction=None,
 ):
     """
     Choose what to compact (``docs/design.md``, "Preserve window and cuts" and "Summary
@@ -215,6 +226,8 @@ def plan_compaction(
             in tokens (0..1).
         keep_ids (iterable[str]): ids of messages that must stay verbatim, with everything
             after them: the lines still awaiting an answer (:func:`hold_cut`).
+        max_preserve_fraction (float, optional): at most this fraction of
+            ``max_context_tokens`` is kept by the message count (:func:`preserve_start`).
 
     Returns:
         CompactionPlan: skipped with reason ``"history within preserve window"`` when
@@ -234,8 +247,10 @@ def plan_compaction(
     if len(history) <= preserve_window:
         return skip(SKIP_WITHIN_WINDOW)
     min_tokens = int(max_context_tokens * preserve_fraction)
-    cut = hold_cut(history, preserve_start(history, token_counts, preserve_window, min_tokens),
-                   keep_ids)
+    max_tokens = None if max_preserve_fraction is None \
+        else max(min_tokens, int(max_context_tokens * max_preserve_fraction))
+    cut = hold_cut(history, preserve_start(history, token_counts, preserve_window, min_tokens,
+                                           max_tokens), keep_ids)
     if all(is_marker(msg) for msg in history[:cut]):
         return skip(SKIP_NOTHING)
     return CompactionPlan(

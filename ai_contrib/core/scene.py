@@ -25,7 +25,7 @@ from .text import normalise_player_text
 
 SCENE_PREFIX = "[SCENE]"
 #: tokens the scene text may take at most (names cut to fit, then descriptions, then people)
-SCENE_MAX_TOKENS = 200
+SCENE_MAX_TOKENS = 120
 #: characters of the place's description kept (its first sentence, at most this long)
 PLACE_DESC_CHARS = 160
 #: characters of a present character's description kept (its first sentence)
