@@ -54,6 +54,7 @@ class TestCompaction(NPCTestCase):
         super().setUp()
         self.added = self.fill(50)
         self.script.db.max_context_tokens = 1500  # 50 lines of ~25 tokens: well over 70 %
+        self.script.db.compact_preserve_max_fraction = 1.0  # the message count alone
 
     def test_split_marker_journal_and_result(self):
         before = self.script.token_count()

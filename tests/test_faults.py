@@ -116,6 +116,9 @@ class FaultCase(NPCTestCase):
         self.added = self.fill(self.LINES, words=self.WORDS)
         self.script.db.max_context_tokens = self.BUDGET
         self.script.db.pre_compact_extraction_enabled = False
+        # the failure policies are judged on a plan of the message count's preserve window
+        # (the cap on its share of the budget is tested in test_core_cuts)
+        self.script.db.compact_preserve_max_fraction = 1.0
         self.script.checkpoint()
         self.assertGreaterEqual(
             self.script.token_usage(), self.script.cfg("compact_sleep_threshold")
