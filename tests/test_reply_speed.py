@@ -196,10 +196,11 @@ class TestReplies(NPCTestCase):
         wait_for(turn)
         thinking = [t for t in heard if t and "frowns, thinking" in str(t)]
         self.assertEqual(len(thinking), 1)
-        # a fast reply shows nothing
+        # a reply faster than the setting shows nothing (2 s: far above the double's answer)
         heard.clear()
-        self.script.receive_speech(self.char1, "And supper?")
-        wait_for(self.script.run_tick())
+        with override_settings(AI_THINKING_EMOTE_AFTER=2.0):
+            self.script.receive_speech(self.char1, "And supper?")
+            wait_for(self.script.run_tick())
         spin(0.4)
         self.assertTrue(any("supper" in str(t) for t in heard))  # the reply was heard
         self.assertFalse([t for t in heard if t and "frowns, thinking" in str(t)])
