@@ -63,8 +63,14 @@ def warmup_messages(script, character, listeners):
     standing, world_notes = shown_world(script, character, listeners, ids)
     messages, _parts = assemble_reply_prompt(
         character.db.persona, character.key, history, script.runtime.token_counts(history),
-        script.budget(), notes=notes_in_order(notes, world_notes), listeners=listeners,
+        script.budget(), notes=notes_in_order(notes, world_notes), listeners=list(listeners),
         standing=standing)
+    # with no turn, the prompt may end with the NPC's replies; llama.cpp refuses two or more
+    # assistant messages at the end (HTTP 400), and one is taken as a reply to continue: the
+    # warm-up stops after the first of them, still the start of the next reply's prompt
+    while len(messages) >= 2 and messages[-1]["role"] == "assistant" \
+            and messages[-2]["role"] == "assistant":
+        messages.pop()
     return messages
 
 

@@ -182,3 +182,19 @@ class TestWarmupSetting(WarmupCase):
         self.talk("Marta, a room for the night?")
         self.compact()
         self.assertEqual(warmups(self.llm), [])
+
+
+class TestWarmupPrompt(WarmupCase):
+    def test_the_warm_up_prompt_never_ends_with_two_replies(self):
+        from ai_contrib.warmup import warmup_messages
+
+        self.talk("Marta, a room for the night?")
+        said = self.script.receive_speech(self.char1, "And supper?")
+        self.script.add_message("assistant", "Stew tonight.", name="Marta",
+                                metadata={"reply_to": [said["id"]]})
+        self.script.add_message("assistant", "And fresh bread.", name="Marta",
+                                metadata={"reply_to": [said["id"]]})
+        messages = warmup_messages(self.script, self.npc, [self.char1.dbref, self.char2.dbref])
+        self.assertEqual(messages[-1]["role"], "assistant")  # one reply may end it
+        self.assertEqual(messages[-1]["content"], "Stew tonight.")
+        self.assertNotEqual(messages[-2]["role"], "assistant")
