@@ -17,12 +17,12 @@ Shapes: a *section* is ``{"part": "pins" | "lore" | "scene", "key": str, "text":
 """
 
 from .core.lore import format_lore
-from .core.scene import SCENE_MAX_TOKENS
+from .core.scene import SCENE_MAX_TOKENS, render_scene
 from .core.tokens import count_tokens
 from .core.world_notes import plan_world_notes, shown_world_notes
 from .lore import lore_for_npc, lore_texts
 from .pins import get_pins
-from .scene import scene_for, scene_text
+from .scene import scene_for
 
 #: the heading of the NPC's own pins in the system message
 PINS_HEADING = "FACTS YOU MUST NEVER FORGET:"
@@ -103,8 +103,9 @@ def turn_sections(script, character, lines, earlier, listeners, standing=()):
             sections.append({"part": "pins", "key": f"pins:{pin.get('id')}", "text": text,
                              "tokens": count(text), "detail": {"pins": [pin.get("id")]},
                              "requires": [player]})
+    # one look at the room and the people records, rendered once
     place, present, clock = scene_for(character, listeners)
-    text = scene_text(character, listeners)
+    text = render_scene(place, present, clock)
     if text:
         # a new scene note when the place, who is present, whom of them the NPC has met or
         # the time of day changes, not when only "you last spoke 3 minutes ago" does: a note
