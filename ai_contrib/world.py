@@ -18,6 +18,7 @@ Shapes: a *section* is ``{"part": "pins" | "lore" | "scene", "key": str, "text":
 
 from .core.lore import format_lore
 from .core.scene import SCENE_MAX_TOKENS, render_scene
+from .core.text import normalise_player_text
 from .core.tokens import count_tokens
 from .core.world_notes import plan_world_notes, shown_world_notes
 from .lore import lore_for_npc, lore_texts
@@ -99,7 +100,8 @@ def turn_sections(script, character, lines, earlier, listeners, standing=()):
     for pin in get_pins(character):
         player = pin.get("player")
         if player and player in listeners:
-            text = f"About {listeners[player]}: {pin['text']}"
+            # the name is the player's choice: data, cleaned like everything players write
+            text = f"About {normalise_player_text(listeners[player], 40)}: {pin['text']}"
             sections.append({"part": "pins", "key": f"pins:{pin.get('id')}", "text": text,
                              "tokens": count(text), "detail": {"pins": [pin.get("id")]},
                              "requires": [player]})
