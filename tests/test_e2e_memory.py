@@ -327,10 +327,16 @@ def test_early_fact_survives_compaction_and_returns_in_related_memories(game, ll
     assert f"- {FACT} (told by {PLAYER[0]})" in memories, memories
     # ...and from the archive: Bob's own words, compacted out of the context
     assert f'{PLAYER[0]}: "{FACT_LINE}"' in memories, memories
+    # the sleep phase also made Bob's impression from the journal fact: the scene recalls it
+    # beside his name, a memory too; nowhere else does the fact appear
+    scenes = [str(m.get("content") or "") for m in messages
+              if str(m.get("content") or "").startswith("[SCENE]")]
+    assert any(re.search(rf"{PLAYER[0]} \([^)]*you recall: [^)]*Riverwood", s) for s in scenes), \
+        scenes
     elsewhere = [
         m for m in messages
         if "Riverwood" in str(m.get("content") or "")
-        and not str(m.get("content") or "").startswith(MEMORY_HEADER)
+        and not str(m.get("content") or "").startswith((MEMORY_HEADER, "[SCENE]"))
     ]
     assert not elsewhere, f"the fact is still in the prompt outside the memories: {elsewhere}"
     assert any(m.get("content", "").startswith("[CONTEXT SUMMARY]") for m in messages), messages
