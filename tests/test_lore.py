@@ -136,6 +136,37 @@ class TestModules(NPCTestCase):
         self.assertEqual(lore.get_entry("watch-curfew")["condition"], ["faction:watch"])
 
 
+class TestTemplateWorld(NPCTestCase):
+    def test_marta_knows_the_prices_and_bram_the_curfew(self):
+        """The worked example of ``game_template``: built twice, loaded, asked."""
+        sys.path.insert(0, "game_template")
+        self.addCleanup(sys.path.remove, "game_template")
+        for name in ("world.lore", "world.tavern", "world"):
+            self.addCleanup(sys.modules.pop, name, None)
+        from world.tavern import build_tavern
+
+        with override_settings(DEFAULT_HOME=self.room1.dbref):
+            built = build_tavern()
+            again = build_tavern()
+        self.assertEqual({k: v.dbref for k, v in built.items()},
+                         {k: v.dbref for k, v in again.items()})
+        marta, bram = built["marta"], built["bram"]
+        self.assertEqual(bram.location, built["gate"])
+        self.assertTrue(bram.tags.has("watch", category="faction"))
+        self.assertEqual(lore.load_lore_modules(["world.lore"])["errors"], [])
+
+        def given(npc, line):
+            return [c["id"] for c in lore.lore_for_npc(npc, [line])["chosen"]]
+
+        self.assertIn("watch-curfew", given(bram, "When is the curfew, watchman?"))
+        self.assertNotIn("watch-curfew", given(marta, "When is the curfew, Marta?"))
+        self.assertIn("stag-drinks", given(marta, "A mug of ale, please."))
+        self.assertNotIn("stag-drinks", given(bram, "A mug of ale, please."))
+        # both stand in the crossroads zone: the town's rumours reach both
+        self.assertIn("rumour-bridge", given(marta, "Any news of the bridge?"))
+        self.assertIn("rumour-bridge", given(bram, "Any news of the bridge?"))
+
+
 class TestLoreForNPC(NPCTestCase):
     def setUp(self):
         super().setUp()

@@ -19,7 +19,7 @@ Conditions used here:
 - ``zone:crossroads``: NPCs whose room carries the Tag ``crossroads`` of category ``zone``
   (``world.tavern.build_tavern`` tags the tavern so) hear the town's rumours;
 - ``faction:watch``: only NPCs with the Tag ``watch`` of category ``faction``
-  (``guard.tags.add("watch", category="faction")``) know the watch's orders. Marta has no such
+  (Bram at the gate, ``world.tavern``, has it) know the watch's orders. Marta has no such
   Tag, so she is never given them, whatever a player says.
 """
 

@@ -1,9 +1,12 @@
 """
-The Sleeping Stag: a tavern north of Limbo where Marta, the innkeeper, works.
+The Sleeping Stag: a tavern north of Limbo where Marta, the innkeeper, works, and the town gate
+east of Limbo, where Bram of the watch stands guard.
 
 Marta is an ``ai_contrib.typeclasses.AssistantCharacter``: an NPC whose replies come from an LLM and
 whose conversation history is kept within a token budget by compaction. Her ``db.persona`` is the
-character sheet the contrib puts at the head of every prompt.
+character sheet the contrib puts at the head of every prompt. Bram is one too; his Tag ``watch``
+(category ``faction``) is what lets him, and never Marta, know the watch's orders in
+``world/lore.py``.
 
 :func:`build_tavern` is called once by ``server/conf/at_initial_setup.py`` on the game's first
 start. It finds what exists by tag, so it is safe to call again by hand (``py from world.tavern
@@ -25,7 +28,27 @@ LIMBO_DESC = (
     "A muddy crossroads under a wide grey sky. Warm light and the murmur of voices spill from "
     "the door of |wThe Sleeping Stag|n, a tavern just |wnorth|n of here (type |wtavern|n). Its "
     "innkeeper, Marta, listens to anyone: |wtalk Marta = Hello!|n, or just |wsay|n something "
-    "once you are inside."
+    "once you are inside. The town gate, where the watch stands, is |weast|n (type |wgate|n)."
+)
+
+GATE_DESC = (
+    "A squat stone gatehouse where the crossroads road enters the town. Iron-bound doors stand "
+    "open by day; a brazier smokes beside the arch, and a watchman leans on his halberd under a "
+    "board of posted orders. The crossroads lie back |wwest|n."
+)
+
+BRAM_KEY = "Bram"
+
+BRAM_DESC = (
+    "A lanky watchman in a dented kettle hat and a green tabard of the town watch, halberd in "
+    "hand, eyeing every traveller who comes up the road."
+)
+
+BRAM_PERSONA = (
+    "You are Bram, a watchman of the town guard at the crossroads gate. You are dutiful, dry and "
+    "suspicious of strangers, but fair. You keep the captain's orders and tell travellers what "
+    "they must know to pass. You answer in one to three short sentences, in character, and you "
+    "never say you are an AI."
 )
 
 MARTA_DESC = (
@@ -101,6 +124,8 @@ def build_tavern():
             tags=[("tavern_exit", TAG_CATEGORY)],
         )
 
+    gate = _build_gate(limbo)
+
     marta = _tagged("innkeeper")
     if marta is None:
         marta = create.create_object(
@@ -114,4 +139,58 @@ def build_tavern():
         # db.persona is read on every reply, so it is set after creation like any later edit
         marta.db.persona = MARTA_PERSONA
         logger.log_info(f"AI tavern: created NPC {marta.key} ({marta.dbref}) in {tavern.key}.")
-    return {"tavern": tavern, "marta": marta}
+    return {"tavern": tavern, "marta": marta, "gate": gate["gate"], "bram": gate["bram"]}
+
+
+def _build_gate(limbo):
+    """
+    The gate room east of Limbo, its exits and Bram of the watch, where missing: the guard of
+    ``world/lore.py``'s worked example (the curfew is lore only the ``watch`` faction knows).
+
+    Returns:
+        dict: ``{"gate": room, "bram": npc}``.
+    """
+    from ai_contrib.typeclasses import AssistantCharacter
+    from evennia.utils import create, logger
+
+    gate = _tagged("gate")
+    if gate is None:
+        gate = create.create_object(
+            settings.BASE_ROOM_TYPECLASS,
+            key="The North Gate",
+            tags=[("gate", TAG_CATEGORY)],
+            attributes=[("desc", GATE_DESC)],
+        )
+        logger.log_info(f"AI tavern: created room {gate.key} ({gate.dbref}).")
+    gate.tags.add("crossroads", category="zone")
+    if _tagged("gate_entrance") is None:
+        create.create_object(
+            settings.BASE_EXIT_TYPECLASS,
+            key="gate",
+            aliases=["east", "e"],
+            location=limbo,
+            destination=gate,
+            tags=[("gate_entrance", TAG_CATEGORY)],
+        )
+    if _tagged("gate_exit") is None:
+        create.create_object(
+            settings.BASE_EXIT_TYPECLASS,
+            key="crossroads",
+            aliases=["west", "w"],
+            location=gate,
+            destination=limbo,
+            tags=[("gate_exit", TAG_CATEGORY)],
+        )
+    bram = _tagged("guard")
+    if bram is None:
+        bram = create.create_object(
+            AssistantCharacter,
+            key=BRAM_KEY,
+            location=gate,
+            home=gate,
+            tags=[("guard", TAG_CATEGORY), ("watch", "faction")],
+            attributes=[("desc", BRAM_DESC)],
+        )
+        bram.db.persona = BRAM_PERSONA
+        logger.log_info(f"AI tavern: created NPC {bram.key} ({bram.dbref}) in {gate.key}.")
+    return {"gate": gate, "bram": bram}
