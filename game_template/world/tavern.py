@@ -73,6 +73,23 @@ def _tagged(tag):
     return found[0] if found else None
 
 
+def _exit(tag, key, aliases, location, destination):
+    """
+    Create the exit tagged ``tag`` unless it exists.
+
+    Returns:
+        bool: True when it was created now.
+    """
+    from evennia.utils import create
+
+    if _tagged(tag) is not None:
+        return False
+    create.create_object(settings.BASE_EXIT_TYPECLASS, key=key, aliases=aliases,
+                         location=location, destination=destination,
+                         tags=[(tag, TAG_CATEGORY)])
+    return True
+
+
 def build_tavern():
     """
     Create the tavern room, its exits to and from Limbo and Marta, where missing.
@@ -104,25 +121,9 @@ def build_tavern():
     # gets it by running build_tavern() again
     tavern.tags.add("crossroads", category="zone")
 
-    if _tagged("tavern_entrance") is None:
-        create.create_object(
-            settings.BASE_EXIT_TYPECLASS,
-            key="tavern",
-            aliases=["north", "n", "sleeping stag"],
-            location=limbo,
-            destination=tavern,
-            tags=[("tavern_entrance", TAG_CATEGORY)],
-        )
+    if _exit("tavern_entrance", "tavern", ["north", "n", "sleeping stag"], limbo, tavern):
         limbo.db.desc = LIMBO_DESC
-    if _tagged("tavern_exit") is None:
-        create.create_object(
-            settings.BASE_EXIT_TYPECLASS,
-            key="out",
-            aliases=["south", "s", "leave"],
-            location=tavern,
-            destination=limbo,
-            tags=[("tavern_exit", TAG_CATEGORY)],
-        )
+    _exit("tavern_exit", "out", ["south", "s", "leave"], tavern, limbo)
 
     gate = _build_gate(limbo)
 
@@ -163,24 +164,8 @@ def _build_gate(limbo):
         )
         logger.log_info(f"AI tavern: created room {gate.key} ({gate.dbref}).")
     gate.tags.add("crossroads", category="zone")
-    if _tagged("gate_entrance") is None:
-        create.create_object(
-            settings.BASE_EXIT_TYPECLASS,
-            key="gate",
-            aliases=["east", "e"],
-            location=limbo,
-            destination=gate,
-            tags=[("gate_entrance", TAG_CATEGORY)],
-        )
-    if _tagged("gate_exit") is None:
-        create.create_object(
-            settings.BASE_EXIT_TYPECLASS,
-            key="crossroads",
-            aliases=["west", "w"],
-            location=gate,
-            destination=limbo,
-            tags=[("gate_exit", TAG_CATEGORY)],
-        )
+    _exit("gate_entrance", "gate", ["east", "e"], limbo, gate)
+    _exit("gate_exit", "crossroads", ["west", "w"], gate, limbo)
     bram = _tagged("guard")
     if bram is None:
         bram = create.create_object(
