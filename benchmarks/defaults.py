@@ -71,6 +71,7 @@ from demo.replay import (  # noqa: E402
     WARMUP_LOG_RE,
     account_name,
     reply_record,
+    run_replay,
     settle,
     stop_game,
 )
@@ -535,15 +536,7 @@ async def run(args):
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    try:
-        return asyncio.run(run(args))
-    except KeyError as err:  # an unknown --conversation
-        print(err.args[0], file=sys.stderr)
-        return 2
-    except GameError as err:  # the game could not be made
-        print(err, file=sys.stderr)
-        return 1
+    return run_replay(run(parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ from .replay import (
     account_name,
     compactions_from_log,
     reply_record,
+    run_replay,
     settle,
     stop_game,
 )
@@ -625,13 +626,7 @@ def main(argv=None):
         print(f"stopped in {stop_game(game):.1f} s")
         return 0
     try:
-        return asyncio.run(_run(args))
-    except KeyError as err:  # an unknown --conversation
-        print(err.args[0], file=sys.stderr)
-        return 2
-    except GameError as err:  # the game could not be made
-        print(err, file=sys.stderr)
-        return 1
+        return run_replay(_run(args))
     except KeyboardInterrupt:
         print("\ninterrupted; if a game is still running: python -m demo --stop", file=sys.stderr)
         return 130

@@ -120,3 +120,23 @@ def reply_record(match):
         "waited": float(match["waited"]) if match["waited"] else 0.0,
     }
 
+
+def run_replay(coroutine):
+    """
+    Run a replay's coroutine (``asyncio.run``) and turn the errors a user can cause into an
+    exit status with a message on stderr.
+
+    Returns:
+        int: the coroutine's own status; 2 for an unknown ``--conversation`` (``KeyError``);
+        1 when the game could not be made (``demo.gamectl.GameError``).
+    """
+    from .gamectl import GameError
+
+    try:
+        return asyncio.run(coroutine)
+    except KeyError as err:  # an unknown --conversation
+        print(err.args[0], file=sys.stderr)
+        return 2
+    except GameError as err:  # the game could not be made
+        print(err, file=sys.stderr)
+        return 1
