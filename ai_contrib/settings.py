@@ -30,6 +30,11 @@ DEFAULTS = {
     # tokens back the repeat penalty looks (llama.cpp's repeat_last_n, its default 64); None =
     # the server's own (docs/design.md, "The embedded model")
     "LLM_REPEAT_LAST_N": None,
+    # more sampling fields sent with each reply (never with summaries or fact extraction, which
+    # must copy names from their source): a dict such as {"dry_multiplier": 0.8}, None = none,
+    # "auto" = the embedded model's measured set, nothing for other servers (docs/design.md,
+    # "The embedded model")
+    "LLM_REPLY_SAMPLING": "auto",
     "LLM_SEED": None,  # fixed seed for reproducible sampling, where the backend honours it
     # the model's context window in tokens; None = ask the server (llama.cpp /props, vLLM
     # /v1/models) or, for the embedded model, EMBEDDED_N_CTX. The NPC's history budget is cut

@@ -584,3 +584,40 @@ class TestPurpose(ClientTestBase):
             self.client.chat(USER, purpose="gossip")
         self.assertIn("gossip", str(caught.exception))
         self.assertEqual(self.llm.calls, [])
+
+
+class TestReplySampling(ClientTestBase):
+    """``AI_LLM_REPLY_SAMPLING``: extra sampling fields on replies, never on memory work."""
+
+    @defer.inlineCallbacks
+    def test_replies_carry_the_fields_and_summaries_do_not(self):
+        fields = {"dry_multiplier": 0.8, "dry_allowed_length": 2}
+        with override_settings(AI_LLM_REPLY_SAMPLING=fields):
+            yield self.client.chat(USER, purpose="reply")
+            reply_body = self.llm.last_request
+            yield self.client.chat(USER, purpose="summary")
+            summary_body = self.llm.last_request
+            yield self.client.chat(USER, purpose="reply", dry_multiplier=None)
+            dropped_body = self.llm.last_request
+        self.assertEqual({k: reply_body.get(k) for k in fields}, fields)
+        self.assertFalse(set(fields) & set(summary_body))
+        # a caller's own value wins, as for every extra field
+        self.assertNotIn("dry_multiplier", dropped_body)
+        self.assertEqual(dropped_body["dry_allowed_length"], 2)
+
+    @defer.inlineCallbacks
+    def test_auto_sends_the_embedded_set_to_the_embedded_model_only(self):
+        from ai_contrib.llm.client import EMBEDDED_REPLY_SAMPLING
+
+        with override_settings(AI_LLM_REPLY_SAMPLING="auto"):
+            yield self.client.chat(USER, purpose="reply")  # a server at a base URL
+            self.assertEqual(self.make_client(base_url=None).reply_sampling(), EMBEDDED_REPLY_SAMPLING)
+        self.assertFalse(set(EMBEDDED_REPLY_SAMPLING) & set(self.llm.last_request))
+        with override_settings(AI_LLM_REPLY_SAMPLING=None):
+            self.assertEqual(self.make_client(base_url=None).reply_sampling(), {})
+
+    def test_a_bad_value_is_a_clear_error(self):
+        with override_settings(AI_LLM_REPLY_SAMPLING="dry"), self.assertRaises(ValueError) as err:
+            self.client.chat(USER, purpose="reply")
+        self.assertIn("AI_LLM_REPLY_SAMPLING", str(err.exception))
+        self.assertEqual(self.llm.calls, [])

@@ -79,6 +79,9 @@ CACHED_CONNECTION_TIMEOUT = 4
 #: fact, a benchmark's answer to a question, a warm-up of the reply cache after a compaction
 #: (``ai_contrib.warmup``). Never sent to the server; the result and the error carry it, so that
 #: logs and benchmarks (``benchmarks/locomo.py``) tell the calls apart.
+#: The reply sampling fields sent to the embedded model (``AI_LLM_REPLY_SAMPLING`` "auto").
+EMBEDDED_REPLY_SAMPLING = {}
+
 PURPOSES = ("reply", "summary", "extraction", "importance", "answer", "warm")
 
 #: Purposes of LLM calls that are memory work, not replies: the embedded model serves them from a
@@ -656,6 +659,28 @@ class LLMClient:
 
     # --- payload ---------------------------------------------------------------------------------
 
+    def reply_sampling(self):
+        """
+        The extra sampling fields of a reply request (``LLM_REPLY_SAMPLING``; ``docs/design.md``,
+        "The embedded model"): the setting's dict, :data:`EMBEDDED_REPLY_SAMPLING` for
+        ``"auto"`` with the embedded model, else none.
+
+        Returns:
+            dict: body fields, e.g. ``{"dry_multiplier": 0.8, ...}`` (a copy).
+
+        Raises:
+            ValueError: the setting is neither ``"auto"``, None nor a dict.
+        """
+        value = get_setting("LLM_REPLY_SAMPLING")
+        if value is None:
+            return {}
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return dict(EMBEDDED_REPLY_SAMPLING) if self.embedded else {}
+        if not isinstance(value, dict):
+            raise ValueError(f"AI_LLM_REPLY_SAMPLING={value!r}: expected 'auto', None or a dict "
+                             "of request fields")
+        return dict(value)
+
     def build_payload(
         self, messages, model=None, max_tokens=None, temperature=None, tools=None, **extra
     ):
@@ -736,6 +761,8 @@ class LLMClient:
         the server had just closed) is sent once more on a fresh connection.
         """
         _check_purpose(purpose)
+        if purpose == "reply":
+            extra = {**self.reply_sampling(), **extra}
         payload = self.build_payload(messages, model, max_tokens, temperature, tools, **extra)
         return _tagged(self._request("chat/completions", payload, parse_chat_response, timeout,
                                      purpose), purpose)
