@@ -86,8 +86,9 @@ def _archive_dir():
 def room_listeners(character):
     """
     Who hears what ``character`` says now: ``{dbref: name}`` of the characters in its room,
-    itself and other AI NPCs left out (they do not remember each other's speech). Characters of
-    players who logged off are not in the room (Evennia moves them to no location).
+    itself and other AI NPCs left out: a reply is built for the players' ears (other NPCs hear
+    it too and store it with this audience, ``docs/design.md``, "A room of NPCs"). Characters
+    of players who logged off are not in the room (Evennia moves them to no location).
     """
     room = getattr(character, "location", None)
     if room is None:
@@ -1100,8 +1101,9 @@ class AssistantScript(DefaultScript):
             said = 0
         finally:
             self.ndb.turn = self.ndb.turn_kind = self.ndb.turn_given_up = None
+        # only the NPC lines still queued stay marked
+        self.ndb.npc_line_ids = (self.ndb.npc_line_ids or set()) & set(self.pending_ids()) or None
         if said:
-            self.ndb.npc_line_ids = set(npc_lines) & set(self.pending_ids()) or None
             reply = self.history[-1] if self.history else {}
             answered = set((reply.get("metadata") or {}).get("reply_to") or ())
             speakers = {(m.get("metadata") or {}).get("speaker")
