@@ -619,8 +619,8 @@ class AssistantScript(DefaultScript):
 
     def receive_speech(self, speaker, text, audience=None, to=None):
         """
-        A player said ``text`` to or near the NPC: record it, and queue an answer when the line
-        is addressed to this NPC.
+        A player, or another AI NPC, said ``text`` to or near the NPC: record it, and queue an
+        answer when the line is addressed to this NPC.
 
         The user message enters the history at once (so it survives any compaction under way),
         with its audience: who could hear it (``docs/design.md``, "Privacy by audience"). The
@@ -635,6 +635,12 @@ class AssistantScript(DefaultScript):
         one call per line"); it is stored as ``metadata["addressed"]``. A line not addressed to
         the NPC is heard and stored with its audience, but queues no answer and does not wake
         the NPC.
+
+        Another AI NPC's line (``docs/design.md``, "A room of NPCs") is stored the same way,
+        with ``metadata["npc"] = True`` and ``metadata["depth"]`` (how many NPC replies deep it
+        stands after the player's line that started the exchange, read from the speaker's
+        ``ndb.speaking``); it is addressed only when it names this NPC and
+        :meth:`may_answer_npc` allows it (``AI_NPC_REPLY_DEPTH``, ``AI_NPC_REPLY_COOLDOWN``).
 
         Args:
             speaker (Object | str): who spoke.

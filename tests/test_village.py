@@ -27,7 +27,8 @@ class VillageModel:
     """
     Answers a reply request by the NPC whose persona opens its system message: ``lines[name]``
     (a format string with ``{n}``, the count of replies so far), else ``"<name> nods (n)."``.
-    ``slow`` (a set of names) makes that NPC's next request wait 3 s first.
+    ``slow`` (a set of names) makes that NPC's next request wait 10 s first (it is given up
+    long before).
     """
 
     def __init__(self):
@@ -46,7 +47,7 @@ class VillageModel:
             text = self.lines.get(name, "{name} nods ({n}).").format(name=name, n=n)
             if name in self.slow:
                 self.slow.discard(name)
-                return sleep(3, then=reply(text))
+                return sleep(10, then=reply(text))
         return text
 
 
