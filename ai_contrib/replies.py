@@ -405,7 +405,11 @@ def answer_turn(script, character, hearers):
     wanted = set(pending)
     del pending[:]
     lines = [m for m in script.history if m["id"] in wanted]
-    gone = [m for m in lines if (m.get("metadata") or {}).get("speaker") not in listeners]
+    # another AI NPC is no listener (no reply is built for its ears) but may be spoken to
+    here = {getattr(obj, "dbref", None) for obj in getattr(character.location, "contents", ())}
+    gone = [m for m in lines if (m.get("metadata") or {}).get("speaker") not in listeners
+            and not ((m.get("metadata") or {}).get("npc")
+                     and (m.get("metadata") or {}).get("speaker") in here)]
     if gone:
         logger.log_info(f"AI {character}: {len(gone)} lines not answered: their speakers left")
     lines = [m for m in lines if m not in gone]
@@ -547,14 +551,24 @@ def _answer(script, character, lines, turn_ids, listeners, hearers=None):
     metadata = {"reply_to": turn_ids, "audience": sorted(heard)}
     if not aloud:
         metadata["murmured"] = True
+    # a reply to another AI NPC's line stands one deeper in their exchange (docs/design.md,
+    # "A room of NPCs"); a reply to players is depth 1 and records none
+    depth = 1 + max(int((m.get("metadata") or {}).get("depth") or 0) for m in lines)
+    if depth > 1:
+        metadata["depth"] = depth
     said = script.add_message("assistant", reply, name=character.key, metadata=metadata)
     keep_receipt(script, said, receipt, asked.get("messages"))
     # the NPC spoke with the people it answered (docs/design.md, "Scene, events and people")
     note_exchange(script, {m["metadata"]["speaker"]: m.get("name") for m in lines
                            if (m.get("metadata") or {}).get("speaker") in heard})
     if aloud:
-        # the model's words are data too: raw() doubles every | so none becomes a colour or link
-        character.at_say(raw(reply))
+        # the model's words are data too: raw() doubles every | so none becomes a colour or link;
+        # the other AI NPCs in the room hear it with its depth (ndb.speaking, read as they hear)
+        character.ndb.speaking = {"depth": depth}
+        try:
+            character.at_say(raw(reply))
+        finally:
+            character.ndb.speaking = None
     else:
         murmur(character, reply, heard)
     return 1

@@ -103,6 +103,14 @@ DEFAULTS = {
     # seconds a conversation stays open after its last exchange: within it, the same speaker's
     # next line needs no name (per NPC: `conversation_window`)
     "CONVERSATION_WINDOW": 120,
+    # AI NPCs hear each other (docs/design.md, "A room of NPCs"); an NPC answers another NPC's
+    # line only when it names it, and only this many NPC replies deep after the player's line
+    # that started the exchange (0: NPCs hear each other but never answer; per NPC:
+    # `npc_reply_depth`)
+    "NPC_REPLY_DEPTH": 2,
+    # seconds after answering one NPC's line during which an NPC answers no other NPC (it still
+    # hears them; per NPC: `npc_reply_cooldown`)
+    "NPC_REPLY_COOLDOWN": 30,
     # seconds after which a line heard but never answered (the server was down) is dropped, with
     # a log line, instead of being answered after a restart
     "PENDING_MAX_AGE": 900,

@@ -86,8 +86,9 @@ def _archive_dir():
 def room_listeners(character):
     """
     Who hears what ``character`` says now: ``{dbref: name}`` of the characters in its room,
-    itself and other AI NPCs left out (they do not remember each other's speech). Characters of
-    players who logged off are not in the room (Evennia moves them to no location).
+    itself and other AI NPCs left out: a reply is built for the players' ears (other NPCs hear
+    it too and store it with this audience, ``docs/design.md``, "A room of NPCs"). Characters
+    of players who logged off are not in the room (Evennia moves them to no location).
     """
     room = getattr(character, "location", None)
     if room is None:
@@ -113,6 +114,93 @@ def room_npcs(character):
 def npc_names(npc):
     """An NPC's key and aliases: the words that address it."""
     return [npc.key] + list(npc.aliases.all())
+
+
+#: speakers a room's record of exchanges keeps at most (the oldest are forgotten first)
+ROOM_RECORD_SPEAKERS = 200
+
+
+def room_exchanges(room):
+    """
+    The room's record of exchanges: ``{speaker dbref: {npc dbref: unix seconds}}``, when each
+    speaker last spoke with each AI NPC of the room (a line answered by it, or its reply), in
+    ``room.ndb.ai_exchanges`` (``docs/design.md``, "A room of NPCs"). It lives in memory: after
+    a reload a player names the NPC again, as after a pause longer than the conversation window.
+    """
+    record = room.ndb.ai_exchanges
+    if record is None:
+        record = room.ndb.ai_exchanges = {}
+    return record
+
+
+def note_room_exchange(room, speaker, npcs, when=None):
+    """Record in :func:`room_exchanges` that ``speaker`` (dbref) exchanged with ``npcs``
+    (dbrefs) at ``when`` (Unix seconds, default now); the record keeps the newest
+    :data:`ROOM_RECORD_SPEAKERS` speakers."""
+    if room is None or not speaker or not npcs:
+        return
+    record = room_exchanges(room)
+    seen = record.pop(speaker, {})
+    at = time.time() if when is None else when
+    seen.update({npc: at for npc in npcs})
+    record[speaker] = seen  # re-inserted: dict order is the order of last use
+    while len(record) > ROOM_RECORD_SPEAKERS:
+        record.pop(next(iter(record)))
+
+
+def line_answerers(npc, speaker, text, to=None):
+    """
+    Which AI NPCs of ``npc``'s room answer a line (:func:`ai_contrib.core.room_talk.answerers`),
+    decided once per line for the whole room: the first NPC to hear it decides, records the
+    exchange, and leaves the decision in ``room.ndb.ai_line`` for the others, who hear the same
+    line right after it in the same delivery. A line heard again by an NPC that already took it
+    is a new line.
+
+    Args:
+        npc (AssistantCharacter): the NPC hearing the line.
+        speaker (Object | str): who said it (a character, or a dbref).
+        text (str): the normalised words.
+        to (Object, optional): whom it was ``talk``-ed to.
+
+    Returns:
+        tuple[tuple[str, ...], str | None]: ``(dbrefs of the NPCs that answer, reason)``.
+    """
+    from .core.room_talk import answerers
+
+    room = npc.location
+    dbref = getattr(speaker, "dbref", None) or str(speaker)
+    key = (dbref, text, getattr(to, "dbref", None))
+    shared = room.ndb.ai_line if room is not None else None
+    if shared and shared["key"] == key and npc.dbref not in shared["taken"]:
+        shared["taken"].add(npc.dbref)
+        return shared["answer"]
+    others = room_npcs(npc) if room is not None else []
+    people = [npc] + others
+    now = time.time()
+    exchanges = room_exchanges(room).get(dbref, {}) if room is not None else {}
+    script = npc.assistant
+    window = float((script.cfg("conversation_window") if script else None) or 0)
+
+    def described(obj):
+        mind = obj.assistant
+        policy = str((mind.cfg("answer_when") if mind else None) or "addressed").lower()
+        return {"id": obj.dbref, "names": npc_names(obj), "persona": obj.db.persona or "",
+                "always": policy == "always"}
+
+    answer = answerers(
+        text, dbref, [described(obj) for obj in people], to=key[2], exchanges=exchanges,
+        now=now, window=window, from_npc=isinstance(speaker, AssistantCharacter))
+    if room is not None:
+        room.ndb.ai_line = {"key": key, "answer": answer, "taken": {npc.dbref}}
+        if answer[0] and not isinstance(speaker, AssistantCharacter):
+            note_room_exchange(room, dbref, answer[0], now)
+            # a player's line goes first: NPC-to-NPC replies being written give the model
+            # server up to it (docs/design.md, "A room of NPCs")
+            for obj in people:
+                mind = obj.assistant
+                if mind is not None:
+                    mind.give_up_npc_turn()
+    return answer
 
 
 def _speech_from_say(text):
@@ -188,8 +276,10 @@ class AssistantCharacter(DefaultCharacter):
             (shape in :mod:`ai_contrib.memory.journal`).
         db.entity_profiles (dict): ``{entity_name: [observation, ...]}``.
 
-    The NPC hears ``say`` in its room (and ``talk <npc> = <text>``) from characters that are not
-    themselves AI NPCs, so two NPCs never talk each other into a loop.
+    The NPC hears ``say`` in its room (and ``talk <npc> = <text>``), other AI NPCs' speech
+    included; it answers an NPC only when the line names it, at most ``AI_NPC_REPLY_DEPTH``
+    NPC replies deep after a player's line and once per ``AI_NPC_REPLY_COOLDOWN`` seconds, so
+    two NPCs never talk each other into a loop (``docs/design.md``, "A room of NPCs").
     """
 
     def at_object_creation(self):
@@ -212,16 +302,20 @@ class AssistantCharacter(DefaultCharacter):
             return
         if isinstance(from_obj, (list, tuple)):
             from_obj = from_obj[0] if from_obj else None
-        if from_obj is None or isinstance(from_obj, AssistantCharacter):
+        if from_obj is None:
             return
         msgtype = None
         if isinstance(text, (list, tuple)):
             text, meta = (text[0], text[1] if len(text) > 1 else {})
             msgtype = (meta or {}).get("type")
         if msgtype == "say":
+            # another AI NPC's speech is heard too (docs/design.md, "A room of NPCs"): stored
+            # like a player's, answered only when it names this NPC, within the depth limit
             speech = _speech_from_say(text)
             if speech:
                 self.at_heard_say(from_obj, speech)
+        elif isinstance(from_obj, AssistantCharacter):
+            return  # an NPC's poses and moves are no events for another NPC
         elif msgtype in self.observed_types and isinstance(from_obj, DefaultCharacter):
             # a pose or emote, an arrival or a departure, in the room's own words
             # (docs/design.md, "Scene, events and people"); the NPC's own never reach here
@@ -525,8 +619,8 @@ class AssistantScript(DefaultScript):
 
     def receive_speech(self, speaker, text, audience=None, to=None):
         """
-        A player said ``text`` to or near the NPC: record it, and queue an answer when the line
-        is addressed to this NPC.
+        A player, or another AI NPC, said ``text`` to or near the NPC: record it, and queue an
+        answer when the line is addressed to this NPC.
 
         The user message enters the history at once (so it survives any compaction under way),
         with its audience: who could hear it (``docs/design.md``, "Privacy by audience"). The
@@ -541,6 +635,12 @@ class AssistantScript(DefaultScript):
         one call per line"); it is stored as ``metadata["addressed"]``. A line not addressed to
         the NPC is heard and stored with its audience, but queues no answer and does not wake
         the NPC.
+
+        Another AI NPC's line (``docs/design.md``, "A room of NPCs") is stored the same way,
+        with ``metadata["npc"] = True`` and ``metadata["depth"]`` (how many NPC replies deep it
+        stands after the player's line that started the exchange, read from the speaker's
+        ``ndb.speaking``); it is addressed only when it names this NPC and
+        :meth:`may_answer_npc` allows it (``AI_NPC_REPLY_DEPTH``, ``AI_NPC_REPLY_COOLDOWN``).
 
         Args:
             speaker (Object | str): who spoke.
@@ -561,14 +661,22 @@ class AssistantScript(DefaultScript):
             audience = list(room_listeners(self.obj))
         audience = normalise_audience(list(audience) + ([dbref] if dbref else []))
         pending = self.pending_ids()  # derived from the history before this line joins it
-        addressed = self.addressed(dbref, text, to)  # before this line joins the history
-        msg = self.add_message(
-            "user", text, name=name,
-            metadata={"speaker": dbref, "audience": audience, "addressed": addressed},
-        )
+        addressed = self.addressed(speaker, text, to)  # before this line joins the history
+        metadata = {"speaker": dbref, "audience": audience, "addressed": addressed}
+        from_npc = isinstance(speaker, AssistantCharacter)
+        if from_npc:
+            # how deep in an exchange between NPCs the line stands (docs/design.md, "A room of
+            # NPCs"): the speaker says it while it speaks; 1 when it does not
+            depth = int((speaker.ndb.speaking or {}).get("depth") or 1)
+            metadata.update(npc=True, depth=depth)
+            if addressed:
+                addressed = metadata["addressed"] = self.may_answer_npc(depth)
+        msg = self.add_message("user", text, name=name, metadata=metadata)
         if not addressed:
             return msg
-        if dbref:  # the NPC's record of this person (docs/design.md, "Scene, events and people")
+        if from_npc:
+            self.ndb.npc_line_ids = (self.ndb.npc_line_ids or set()) | {msg["id"]}
+        elif dbref:  # the NPC's record of this person (docs/design.md, "Scene, events and people")
             note_exchange(self, {dbref: name})
         pending.append(msg["id"])
         self.ndb.last_activity = time.time()
@@ -637,35 +745,91 @@ class AssistantScript(DefaultScript):
 
     def addressed(self, speaker, text, to=None):
         """
-        Whether a line ``speaker`` (dbref) says is for this NPC to answer: the shell around
-        :func:`ai_contrib.core.addressing.decide`, with the policy ``answer_when``, the other AI
-        NPCs in the room and the conversation open within ``conversation_window`` seconds
-        (:func:`ai_contrib.core.addressing.conversation_partner`; ``docs/design.md``, "Turns,
-        not one call per line").
+        Whether a line ``speaker`` says is for this NPC to answer: the room's one decision for
+        the line (:func:`line_answerers`, the rules of :func:`ai_contrib.core.room_talk.answerers`
+        with each NPC's ``answer_when`` policy and the conversation open within
+        ``conversation_window`` seconds; ``docs/design.md``, "Turns, not one call per line" and
+        "A room of NPCs").
 
         Args:
-            speaker (str | None): the speaker's dbref.
+            speaker (Object | str | None): the speaker, or its dbref.
             text (str): the normalised words.
             to (Object, optional): whom the line was said to (``talk``); None for a ``say``.
 
         Returns:
             bool
         """
-        from .core.addressing import conversation_partner, decide
-
         npc = self.obj
         if npc is None:
             return True
-        others = [name for other in room_npcs(npc) for name in npc_names(other)]
-        partner = None
-        if others:  # only needed to tell a conversation from chatter between several NPCs
-            window = float(self.cfg("conversation_window") or 0)
-            partner = conversation_partner(self.history, time.time(), window)
-        return decide(
-            text, speaker, own_names=npc_names(npc), other_npc_names=others,
-            to_me=None if to is None else to == npc,
-            policy=str(self.cfg("answer_when") or "addressed").lower(), partner=partner,
-        ) is not None
+        chosen, _reason = line_answerers(npc, speaker, text, to)
+        return npc.dbref in chosen
+
+    def may_answer_npc(self, depth):
+        """
+        Whether this NPC may answer a line another AI NPC said to it: the line is at most
+        ``npc_reply_depth`` NPC lines deep after the player's line that started the exchange
+        (``depth``: 1 for an NPC's reply to a player, 2 for a reply to that, ...), and this
+        NPC answered no NPC in the last ``npc_reply_cooldown`` seconds. A yes starts the
+        cooldown (``docs/design.md``, "A room of NPCs").
+
+        Args:
+            depth (int): the heard line's depth.
+
+        Returns:
+            bool
+        """
+        limit = int(self.cfg("npc_reply_depth") or 0)
+        if depth > limit:
+            logger.log_info(f"AI {self.obj}: an NPC's line {depth} deep is not answered "
+                            f"(AI_NPC_REPLY_DEPTH {limit})")
+            return False
+        cooldown = float(self.cfg("npc_reply_cooldown") or 0)
+        now = time.time()
+        last = self.ndb.npc_answered_at
+        if last is not None and now - last < cooldown:
+            logger.log_info(f"AI {self.obj}: an NPC's line is not answered: answered one "
+                            f"{now - last:.0f} s ago (AI_NPC_REPLY_COOLDOWN {cooldown:g})")
+            return False
+        self.ndb.npc_answered_at = now
+        return True
+
+    def give_up_npc_turn(self):
+        """
+        Give up the reply being written when it answers only AI NPCs' lines: a player's line
+        was just said to an NPC of the room, and the model server goes to it first. The lines
+        go back to the queue and are answered with the NPC's next turn.
+
+        Returns:
+            bool: True when a reply was given up.
+        """
+        turn = self.ndb.turn
+        if turn is None or self.ndb.turn_kind != "npc" or turn.called:
+            return False
+        self.ndb.turn_given_up = list(self.ndb.answering or [])
+        turn.cancel()
+        return True
+
+    def players_first(self):
+        """
+        True when this NPC's queue holds only AI NPCs' lines while some AI NPC in its room
+        (itself included) has a player's line queued or is answering one: its turn waits, so
+        an NPC's line never delays a player's (``docs/design.md``, "A room of NPCs").
+        """
+        npc_lines = self.ndb.npc_line_ids or set()
+        pending = self.pending_ids()
+        if not pending or any(line not in npc_lines for line in pending):
+            return False
+        for other in room_npcs(self.obj):
+            mind = other.assistant
+            if mind is None or mind.ndb.pending is None:
+                continue
+            if mind.ndb.turn_kind == "player":
+                return True
+            theirs = mind.ndb.npc_line_ids or set()
+            if any(line not in theirs for line in mind.ndb.pending):
+                return True
+        return False
 
     def pending_ids(self):
         """
@@ -758,7 +922,9 @@ class AssistantScript(DefaultScript):
         def _done(result):
             self.ndb.busy = False
             awake = self.db.operating_mode == "awake"
-            if self.ndb.pending and awake and not self.ndb.no_listeners:
+            # NPCs' lines waiting for a player's turn are kicked when that turn ends
+            if (self.ndb.pending and awake and not self.ndb.no_listeners
+                    and not self.ndb.waiting_for_players):
                 self.kick()  # lines heard while the reply was written
             else:
                 self.warm_if_due()
@@ -878,7 +1044,6 @@ class AssistantScript(DefaultScript):
     @defer.inlineCallbacks
     def _tick(self):
         from . import rag_memory
-        from .replies import answer_turn
 
         character = self.obj
         if character is None:
@@ -897,9 +1062,10 @@ class AssistantScript(DefaultScript):
             # over budget with no compaction under way to bring it back (breaker open)
             rag_memory.evict_overflow(self, character)
         said = 0
-        if self.pending_ids():
+        self.ndb.waiting_for_players = bool(self.pending_ids()) and self.players_first()
+        if self.pending_ids() and not self.ndb.waiting_for_players:
             self.ndb.cached_head = prompt_head(self.history)
-            said = yield answer_turn(self, character, room_listeners)
+            said = yield self._answer_pending(character)
         if said:
             record_usage(self)  # the staff web page's usage chart (ai_contrib.usage_log)
             # micro-compaction after the turn; a cascade cycle's LLM calls run in the background
@@ -911,6 +1077,51 @@ class AssistantScript(DefaultScript):
             self.ndb.awake_since = time.time()
         if idle and not self.ndb.pending and time.time() - last >= idle:
             self.sleep(reason="idle")
+
+    @defer.inlineCallbacks
+    def _answer_pending(self, character):
+        """
+        Answer the queued lines (:func:`ai_contrib.replies.answer_turn`). A turn of AI NPCs'
+        lines only is kept in ``ndb.turn`` (``ndb.turn_kind`` ``"npc"``) so that a player's
+        line can make it give up (:meth:`give_up_npc_turn`); its lines then go back to the
+        queue. After a reply, the room's record of exchanges (:func:`room_exchanges`) notes
+        that the NPC spoke with the players it answered.
+
+        Returns:
+            Deferred[int]: replies said (0 or 1).
+        """
+        from .replies import answer_turn
+
+        npc_lines = self.ndb.npc_line_ids or set()
+        pending = self.pending_ids()
+        kind = "npc" if pending and all(line in npc_lines for line in pending) else "player"
+        turn = answer_turn(self, character, room_listeners)
+        self.ndb.turn, self.ndb.turn_kind = turn, kind
+        try:
+            said = yield turn
+        except defer.CancelledError:
+            given_up = self.ndb.turn_given_up or []
+            self.pending_ids()[:0] = [line for line in given_up
+                                      if line not in self.pending_ids()]
+            logger.log_info(f"AI {character}: a reply to an NPC was given up: a player spoke")
+            said = 0
+        finally:
+            self.ndb.turn = self.ndb.turn_kind = self.ndb.turn_given_up = None
+        # only the NPC lines still queued stay marked
+        self.ndb.npc_line_ids = (self.ndb.npc_line_ids or set()) & set(self.pending_ids()) or None
+        if said:
+            reply = self.history[-1] if self.history else {}
+            answered = set((reply.get("metadata") or {}).get("reply_to") or ())
+            speakers = {(m.get("metadata") or {}).get("speaker")
+                        for m in self.history[-(len(answered) + 60):]
+                        if m.get("id") in answered and not (m.get("metadata") or {}).get("npc")}
+            for speaker in speakers - {None}:
+                note_room_exchange(character.location, speaker, [character.dbref])
+        for other in room_npcs(character):  # NPC lines that waited for this player's turn
+            mind = other.assistant
+            if mind is not None and mind.ndb.pending:
+                mind.kick()
+        return said
 
     # -- awake / sleep -------------------------------------------------------------------------
 

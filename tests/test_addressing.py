@@ -112,7 +112,9 @@ class TestSeveralNPCs(NPCTestCase):
         return {key: len(script.pending_ids()) for key, script in self.scripts.items()}
 
     def last_line(self, key):
-        return [m for m in self.scripts[key].history if m["role"] == "user"][-1]
+        """The last line a player said that ``key`` heard (NPCs' replies are heard too)."""
+        return [m for m in self.scripts[key].history
+                if m["role"] == "user" and not m["metadata"].get("npc")][-1]
 
     def test_only_the_named_npc_answers_and_the_others_store_the_line(self):
         self.char1.at_say("Marta, an ale please")

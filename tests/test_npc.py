@@ -9,7 +9,7 @@ from evennia.utils import create
 
 from ai_contrib.commands import CmdTalk
 from ai_contrib.core.messages import is_marker
-from ai_contrib.typeclasses import AssistantCharacter, AssistantScript
+from ai_contrib.typeclasses import AssistantCharacter, AssistantScript, get_assistant_script
 
 from .llm_double import http_error, reply, sleep
 from .npc_fixtures import NPCTestCase
@@ -111,10 +111,21 @@ class TestConversation(NPCTestCase):
         self.assertNotIn("Traceback", heard)
         self.assertEqual(self.script.history[-1]["role"], "user")
 
-    def test_npcs_do_not_hear_each_other(self):
+    def test_npcs_hear_each_other_and_answer_only_when_named(self):
+        # docs/design.md, "A room of NPCs" (issue 28): an NPC's speech is stored like a player's
         other = create.create_object(AssistantCharacter, key="Gorm", location=self.room1)
+        other.at_say("Fine weather for the harvest.")
         other.at_say("Marta, more ale!")
-        self.assertEqual(self.script.history, [])
+        heard = self.script.history
+        self.assertEqual([m["content"] for m in heard],
+                         ["Fine weather for the harvest.", "Marta, more ale!"])
+        for msg in heard:
+            self.assertEqual(msg["metadata"]["speaker"], other.dbref)
+            self.assertTrue(msg["metadata"]["npc"])
+        self.assertEqual([m["metadata"]["addressed"] for m in heard], [False, True])
+        self.assertEqual(self.script.pending_ids(), [heard[1]["id"]])
+        # Gorm never hears himself
+        self.assertEqual([m["role"] for m in get_assistant_script(other).history], [])
 
     def test_summaries_come_after_persona_in_prompt(self):
         self.script.add_message("user", "old line", name="Bob")
