@@ -828,11 +828,12 @@ class AIContribCmdSet(CmdSet):
         self.add(CmdAIWake())
         self.add(CmdAIMemory())
         # imported here, as the admin commands are only wanted with the cmdset
-        from .admin_commands import CmdAIConfig, CmdAIList, CmdAIReset
+        from .admin_commands import CmdAIConfig, CmdAIForget, CmdAIList, CmdAIReset
         from .lore_commands import CmdAILore, CmdAIPin
 
         self.add(CmdAIList())
         self.add(CmdAIConfig())
         self.add(CmdAIReset())
+        self.add(CmdAIForget())
         self.add(CmdAILore())
         self.add(CmdAIPin())

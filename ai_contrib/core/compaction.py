@@ -562,6 +562,9 @@ def synthesis_entry(marker):
         # a synthesis repeats what its summary replaced (docs/design.md, "Privacy by audience")
         "audience": meta.get("audience"),
         "visibility": "public" if meta.get("audience") is None else "private",
+        # the lines of its range it was not written from (forgetting a player who said only
+        # those keeps it: docs/design.md, "Forgetting a player")
+        "left_out_seqs": meta.get("left_out_seqs"),
     }
 
 
