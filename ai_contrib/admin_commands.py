@@ -1,8 +1,8 @@
 """
 Admin commands for looking after several AI NPCs: ``ailist`` (all of them at a glance),
 ``aiconfig`` (one NPC's effective configuration, with per-NPC changes), ``aireset`` (wipe
-one NPC's memory) and ``aiforget`` (make it forget one player). They join the contrib's cmdset in :mod:`ai_contrib.commands` and share
-its helpers in :mod:`ai_contrib.command_util`.
+one NPC's memory) and ``aiforget`` (make it forget one player). They join the contrib's
+cmdset in :mod:`ai_contrib.commands` and share its helpers in :mod:`ai_contrib.command_util`.
 """
 
 

@@ -99,6 +99,9 @@ def _forget_now(script, character, archived, dbref, name):
     if profile_names:
         character.db.entity_profiles = profiles
     script.ndb.recall_notes = None  # notes of this conversation may quote them
+    if script.ndb.pending:  # their lines still waiting for an answer are not answered
+        forgotten = set(plan["context_ids"])
+        script.ndb.pending[:] = [i for i in script.ndb.pending if i not in forgotten]
     script.checkpoint()
     report = {
         "lines": len(plan["line_ids"]),

@@ -83,7 +83,8 @@ def test_a_secret_told_alone_leaves_the_shared_summary_to_everyone(game, llm):
 
 
 async def _shared_summary(game, llm):
-    wren, tamsin, admin = await _player(game, 0), await _player(game, 1), await logged_in_admin(game)
+    wren, tamsin = await _player(game, 0), await _player(game, 1)
+    admin = await logged_in_admin(game)
     try:
         await _go(wren, "tavern")
         await _go(tamsin, "tavern")
