@@ -345,7 +345,7 @@ class CmdAIHistory(StaffCommand):
             lines += ["|wCompaction events|n", str(ev)]
         if markers:
             mt = admin_table(width, "summary", "compacted", "at", "tokens before -> summary",
-                             "archive range", "audience")
+                             "audience", "archive range")
             for m in markers:
                 meta = m.get("metadata") or {}
                 # who may hear it (docs/design.md, "Summaries by audience"), and how many
@@ -356,7 +356,7 @@ class CmdAIHistory(StaffCommand):
                 mt.add_row(
                     m["id"], meta.get("compacted_count"), (meta.get("compacted_at") or "")[:19],
                     f"{meta.get('original_token_count')} -> {meta.get('summary_token_count')}",
-                    f"{meta.get('first_seq')}..{meta.get('last_seq')}", audience,
+                    audience, f"{meta.get('first_seq')}..{meta.get('last_seq')}",
                 )
             lines += ["|wSummaries in context|n", str(mt)]
         synth = synthesis_entries(ensure_journal(npc.db.journal), limit=3)
