@@ -994,6 +994,39 @@ class Mem0Store:
             self._stored_ids.pop(agent_id, None)
         return count
 
+    def delete_derived_sync(self, agent_id, journal_ids=(), user_id=None):
+        """
+        Delete the memories of one NPC made from the journal entries ``journal_ids``, or told
+        by the player ``user_id`` (a :func:`player_key`): forgetting one player
+        (``docs/design.md``, "Forgetting a player"). Admin use: the NPC's memories are listed.
+
+        Returns:
+            int: how many memories were deleted.
+
+        Raises:
+            MemoryStoreError: the store failed; memories deleted before the failure stay
+            deleted (running it again finishes the job).
+        """
+        agent_id, wanted = str(agent_id), {str(jid) for jid in journal_ids}
+        with self._lock:
+            memory = self.memory_for(agent_id)
+            try:
+                listed = memory.get_all(filters={"agent_id": agent_id}, top_k=COUNT_LIMIT)
+                doomed = [
+                    item for item in (listed or {}).get("results") or []
+                    if str((item.get("metadata") or {}).get("journal_id")) in wanted
+                    or (user_id and item.get("user_id") == user_id)
+                ]
+                for item in doomed:
+                    memory.delete(item["id"])
+            except Exception as err:
+                raise MemoryStoreError(f"Mem0 delete failed: {err}") from err
+            known = self._stored_ids.get(agent_id)
+            if known is not None:
+                known.difference_update(
+                    str((item.get("metadata") or {}).get("journal_id")) for item in doomed)
+        return len(doomed)
+
     # ------------------------------------------------------- async API
 
     def run(self, func, *args, **kwargs):
@@ -1045,6 +1078,10 @@ class Mem0Store:
     def delete_agent(self, agent_id, drop_collection=False):
         """Deferred version of :meth:`delete_agent_sync` (fires with the count)."""
         return self.run(self.delete_agent_sync, agent_id, drop_collection)
+
+    def delete_derived(self, agent_id, journal_ids=(), user_id=None):
+        """Deferred version of :meth:`delete_derived_sync` (fires with the count)."""
+        return self.run(self.delete_derived_sync, agent_id, list(journal_ids), user_id)
 
     def close(self):
         """
