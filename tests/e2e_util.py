@@ -4,6 +4,9 @@ ports (``demo.gamectl.GameDir``), started once per test module and always stoppe
 afterwards, and a failure message that carries the transcript and server log tails.
 """
 
+import json
+import re
+
 import pytest
 
 from demo.gamectl import GameDir
@@ -70,3 +73,22 @@ async def logged_in(game, label, name, password):
 async def logged_in_admin(game):
     """A telnet connection to ``game``, logged in as its superuser."""
     return await logged_in(game, "admin", *game.superuser)
+
+
+def npc_archives(game):
+    """
+    The game's NPC archive files (``server/ai_archive/npc<id>-<hash>.jsonl``), in the order the
+    NPCs were created: the template builds Marta first, so hers comes first, before Bram's and
+    those a test adds.
+    """
+    files = (game.path / "server" / "ai_archive").glob("npc*.jsonl")
+    return sorted(files, key=lambda f: int(re.match(r"npc(\d+)", f.name).group(1)))
+
+
+def archive_records(game):
+    """Every record of Marta's archive (``[{"seq", "kind", ...}]``), or ``[]`` before it exists."""
+    files = npc_archives(game)
+    if not files:
+        return []
+    with open(files[0], encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
