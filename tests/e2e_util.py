@@ -5,11 +5,11 @@ afterwards, and a failure message that carries the transcript and server log tai
 """
 
 import json
-import re
 
 import pytest
 
 from demo.gamectl import GameDir
+from demo.replay import npc_archives
 from demo.telnet import Transcript
 
 
@@ -73,16 +73,6 @@ async def logged_in(game, label, name, password):
 async def logged_in_admin(game):
     """A telnet connection to ``game``, logged in as its superuser."""
     return await logged_in(game, "admin", *game.superuser)
-
-
-def npc_archives(game):
-    """
-    The game's NPC archive files (``server/ai_archive/npc<id>-<hash>.jsonl``), in the order the
-    NPCs were created: the template builds Marta first, so hers comes first, before Bram's and
-    those a test adds.
-    """
-    files = (game.path / "server" / "ai_archive").glob("npc*.jsonl")
-    return sorted(files, key=lambda f: int(re.match(r"npc(\d+)", f.name).group(1)))
 
 
 def archive_records(game):
