@@ -75,8 +75,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from demo.gamectl import GameDir, GameError  # noqa: E402
-from demo.telnet import TelnetError, TelnetPlayer, Transcript  # noqa: E402
 from demo.replay import npc_archives  # noqa: E402
+from demo.telnet import TelnetError, TelnetPlayer, Transcript  # noqa: E402
 from tests.llm_double import LLMDouble, reply, sleep, tool_calls  # noqa: E402
 
 NPC = "Marta"
