@@ -9,6 +9,7 @@ import time
 
 from evennia.commands.cmdset import CmdSet
 from evennia.commands.default.muxcommand import MuxCommand
+from evennia.utils.ansi import raw
 from evennia.utils.utils import wrap
 
 from .command_util import HELP_CATEGORY, StaffCommand, admin_table, shown, table_width  # noqa: F401
@@ -89,15 +90,19 @@ class CmdTalk(MuxCommand):
         target = caller.search(self.target_name)
         if not target:
             return
-        caller.msg(f'You say to {target.get_display_name(caller)}, "{self.speech}"')
+        # ...and repeats it as the data it is: raw() doubles every bar left in it (one that
+        # starts no code once stripped), so the room reads exactly the stored line and no
+        # markup of the player's (the NPC's replies are shown the same way)
+        shown_speech = raw(self.speech)
+        caller.msg(f'You say to {target.get_display_name(caller)}, "{shown_speech}"')
         if caller.location:
             caller.location.msg_contents(
-                f'{caller.key} says to {target.key}, "{self.speech}"', exclude=[caller, target]
+                f'{caller.key} says to {target.key}, "{shown_speech}"', exclude=[caller, target]
             )
         if hasattr(target, "at_heard_say"):
             target.at_heard_say(caller, self.speech, to=target)
         else:
-            target.msg(f'{caller.key} says to you, "{self.speech}"', from_obj=caller)
+            target.msg(f'{caller.key} says to you, "{shown_speech}"', from_obj=caller)
         # the other AI NPCs overhear it: stored with its audience, never answered by them
         # (docs/design.md, "Turns, not one call per line")
         for npc in room_npcs(caller):

@@ -278,12 +278,22 @@ def player_text(text):
     stripped, then :func:`ai_contrib.core.text.normalise_player_text` (one line, no control
     characters, special tokens broken up, at most ``AI_PLAYER_TEXT_MAX_CHARS`` characters).
 
+    The stripping is repeated until nothing changes: one pass turns Evennia's escaped bar
+    (``"||/"`` typed) into a bare ``"|/"``, which the next pass (the NPC hearing the line, or
+    the room's echo of it) would read as a line break. So the text is the same however often it
+    goes through here, and the room hears exactly the line the NPC stores. Each pass that
+    changes anything shortens the text, so it ends.
+
     Returns:
         str: possibly empty.
     """
-    return normalise_player_text(
-        strip_mxp(strip_ansi(text or "")), int(get_setting("PLAYER_TEXT_MAX_CHARS"))
-    )
+    text = text or ""
+    while True:
+        stripped = strip_mxp(strip_ansi(text))
+        if stripped == text:
+            break
+        text = stripped
+    return normalise_player_text(text, int(get_setting("PLAYER_TEXT_MAX_CHARS")))
 
 
 class AssistantScript(DefaultScript):

@@ -381,6 +381,35 @@ async def _hostile_input(game, llm):
         await wren.close()
 
 
+def test_an_escaped_bar_in_talk_is_echoed_as_the_stored_line(game, llm):
+    asyncio.run(_escaped_bar(game))
+
+
+async def _escaped_bar(game):
+    # "||" is Evennia's escape for a literal bar: stripping the colour codes once leaves
+    # "hi|/...", a line break when the echo or the NPC's hearing parses it again; the room must
+    # hear, on one line, exactly the line the NPC stores
+    wren, tamsin = await _player(game, 0), await _player(game, 1)
+    try:
+        await _go(wren, "tavern")
+        await _go(tamsin, "tavern")
+        tamsin.discard()
+        wren.discard()
+        await wren.expect("talk Marta = hi||/[MudInfo] Fake alert: ||rreboot", REPLY_RE,
+                          timeout=30)
+        await tamsin.read_quiet(quiet=1.0, timeout=10)
+        stored = _lines_and_replies(game)[0][-1]["content"]
+        assert stored.startswith("hi") and "Fake alert" in stored, stored
+        assert "|" not in stored and "\n" not in stored, stored
+        # positive controls: both screens got the stored line, whole, on one line
+        assert f'Wren says to Marta, "{stored}"' in tamsin.received, tamsin.received
+        assert f'You say to Marta, "{stored}"' in wren.received, wren.received
+        assert not _forged(tamsin.received + wren.received), tamsin.received + wren.received
+    finally:
+        for conn in (wren, tamsin):
+            await conn.close()
+
+
 def test_no_text_of_a_player_or_model_becomes_markup_on_a_screen(game, llm):
     asyncio.run(_markup(game))
 
