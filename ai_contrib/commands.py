@@ -15,7 +15,7 @@ from evennia.utils.utils import wrap
 from .command_util import HELP_CATEGORY, StaffCommand, admin_table, shown, table_width  # noqa: F401
 from .compaction_report import describe_result, format_result  # noqa: F401
 from .core.cascade import cascade_status
-from .core.compaction import REGISTRY
+from .core.compaction import REGISTRY, context_change
 from .core.masking import masked_count
 from .core.messages import is_marker
 from .memory.journal import ensure_journal, synthesis_entries
@@ -648,8 +648,7 @@ def _summary_line(npc_key, result):
         f"Compacted {npc_key}: {result['compacted_messages']} messages -> summary, "
         f"{result['original_tokens']} -> {result['new_tokens']} tokens "
         f"({result['reduction_pct']:.1f}% reduction), {result['preserved_messages']} kept"
-        + (f"; context {result['context_before']} -> {result['context_after']} tokens"
-           if "context_after" in result else "")
+        + context_change(result)
         + (f"; fidelity {fidelity_cell(result)}"
            + (" (the model's summary failed the check: an extract of the span replaced it)"
               if result.get("fidelity_replaced") else "")

@@ -767,6 +767,10 @@ class AssistantScript(DefaultScript):
 
         def _done(result):
             self.ndb.busy = False
+            if self.ndb.memory_work is not None or self.ndb.compacting:
+                from . import rag_memory
+
+                rag_memory.bound_in_flight(self, self.obj)  # the reply just added counts too
             awake = self.db.operating_mode == "awake"
             if self.ndb.pending and awake and not self.ndb.no_listeners:
                 self.kick()  # lines heard while the reply was written
@@ -903,7 +907,10 @@ class AssistantScript(DefaultScript):
                 if duration and time.time() - asleep_since >= duration:
                     self.wake(reason="rested")
                 return
-        if self.token_usage() >= 1.0 and (self.ndb.memory_work is None):
+        if self.ndb.memory_work is not None or self.ndb.compacting:
+            # a compaction is under way but its summariser may hang: bounded meanwhile
+            rag_memory.bound_in_flight(self, character)
+        elif self.token_usage() >= 1.0:
             # over budget with no compaction under way to bring it back (breaker open)
             rag_memory.evict_overflow(self, character)
         said = 0
