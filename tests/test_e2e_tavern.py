@@ -308,6 +308,45 @@ async def _hung_summariser(game, llm):
         await admin.close()
 
 
+def test_while_the_summariser_hangs_the_history_stays_within_its_cap(game, llm):
+    asyncio.run(_bounded_while_hung(game, llm))
+
+
+async def _bounded_while_hung(game, llm):
+    # docs/design.md, "Bounded while a compaction is written": a cap of 1.2 times the budget
+    # (AI_COMPACT_INFLIGHT_CAP, as Marta's Attribute) so that a few dozen lines pass it
+    wren, admin = await _player(game, 0), await _admin(game)
+    marta = f"me.search('{NPC}', global_search=True).scripts.all()[0]"
+    cap = 1.2
+    await _py(admin, f"[setattr({marta}.db, 'compact_inflight_cap', {cap}), None][1:]")
+    llm.model.hold(summaries=True)
+    before = len(llm.requests)
+    evicted_before = sum(1 for r in _archive(game) if r["kind"] == "evict")
+    try:
+        await _go(wren, "tavern")
+        peak = 0.0
+        for i in range(30):
+            await _say(wren, f"Bound {i}: the miller's cart lost a wheel on the north road, "
+                             "and the carter swears it was the ford's fault, not his horse's.",
+                       timeout=20)
+            usage = await _py(admin, f"[{marta}.token_count() / {marta}.budget()]")
+            peak = max(peak, usage[0])
+        held = [b for b in llm.requests[before:] if request_kind(b) == "summary"]
+        assert held, "no compaction started while the summariser hung"
+        # positive control: lines left for the archive while it hung, none of them lost
+        evicted = [r for r in _archive(game) if r["kind"] == "evict"][evicted_before:]
+        assert evicted, "nothing was moved out while the summariser hung"
+        lines, _ = _lines_and_replies(game)
+        assert sum(1 for m in lines if m["content"].startswith("Bound ")) == 30
+        assert peak <= cap, peak
+    finally:
+        llm.model.release()
+        await _wait_idle(admin)
+        await _py(admin, f"[{marta}.attributes.remove('compact_inflight_cap'), None][1:]")
+        await wren.close()
+        await admin.close()
+
+
 def test_lines_heard_before_a_kill_are_answered_after_the_restart(game, llm):
     asyncio.run(_kill_with_queued_lines(game, llm))
 
