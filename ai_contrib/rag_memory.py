@@ -204,12 +204,13 @@ def inflight_cap(script):
         ValueError: the setting is not a number of at least 1.0.
     """
     value = script.cfg("compact_inflight_cap")
+    problem = f"AI_COMPACT_INFLIGHT_CAP must be a number >= 1.0, got {value!r}"
     try:
         cap = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"AI_COMPACT_INFLIGHT_CAP must be a number >= 1.0, got {value!r}") from None
+        raise ValueError(problem) from None
     if not cap >= 1.0:
-        raise ValueError(f"AI_COMPACT_INFLIGHT_CAP must be a number >= 1.0, got {value!r}")
+        raise ValueError(problem)
     return cap
 
 

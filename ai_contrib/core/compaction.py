@@ -699,6 +699,7 @@ def plan(record, snapshot):
 
 __all__ = [
     "AUTOMATIC_TRIGGERS", "COMPACTION_LOG_SIZE", "CompactionResult", "DEFAULT_STRATEGY", "Plan",
-    "REGISTRY", "STALL_FRACTION", "STRATEGIES", "Snapshot", "Span", "Strategy", "build_markers", "context_change", "get_strategy", "plan", "plan_cascade", "plan_summary",
+    "REGISTRY", "STALL_FRACTION", "STRATEGIES", "Snapshot", "Span", "Strategy", "build_markers",
+    "context_change", "get_strategy", "plan", "plan_cascade", "plan_summary",
     "plan_whole", "summarised_result",
 ]
