@@ -9,12 +9,13 @@ import time
 
 from evennia.commands.cmdset import CmdSet
 from evennia.commands.default.muxcommand import MuxCommand
+from evennia.utils.ansi import raw
 from evennia.utils.utils import wrap
 
 from .command_util import HELP_CATEGORY, StaffCommand, admin_table, shown, table_width  # noqa: F401
 from .compaction_report import describe_result, format_result  # noqa: F401
 from .core.cascade import cascade_status
-from .core.compaction import REGISTRY
+from .core.compaction import REGISTRY, context_change
 from .core.masking import masked_count
 from .core.messages import is_marker
 from .memory.journal import ensure_journal, synthesis_entries
@@ -90,15 +91,19 @@ class CmdTalk(MuxCommand):
         target = caller.search(self.target_name)
         if not target:
             return
-        caller.msg(f'You say to {target.get_display_name(caller)}, "{self.speech}"')
+        # ...and repeats it as the data it is: raw() doubles every bar left in it (one that
+        # starts no code once stripped), so the room reads exactly the stored line and no
+        # markup of the player's (the NPC's replies are shown the same way)
+        shown_speech = raw(self.speech)
+        caller.msg(f'You say to {target.get_display_name(caller)}, "{shown_speech}"')
         if caller.location:
             caller.location.msg_contents(
-                f'{caller.key} says to {target.key}, "{self.speech}"', exclude=[caller, target]
+                f'{caller.key} says to {target.key}, "{shown_speech}"', exclude=[caller, target]
             )
         if hasattr(target, "at_heard_say"):
             target.at_heard_say(caller, self.speech, to=target)
         else:
-            target.msg(f'{caller.key} says to you, "{self.speech}"', from_obj=caller)
+            target.msg(f'{caller.key} says to you, "{shown_speech}"', from_obj=caller)
         # the other AI NPCs overhear it: stored with its audience, never answered by them
         # (docs/design.md, "Turns, not one call per line")
         for npc in room_npcs(caller):
@@ -649,8 +654,7 @@ def _summary_line(npc_key, result):
         f"Compacted {npc_key}: {result['compacted_messages']} messages -> summary, "
         f"{result['original_tokens']} -> {result['new_tokens']} tokens "
         f"({result['reduction_pct']:.1f}% reduction), {result['preserved_messages']} kept"
-        + (f"; context {result['context_before']} -> {result['context_after']} tokens"
-           if "context_after" in result else "")
+        + context_change(result)
         + (f"; fidelity {fidelity_cell(result)}"
            + (" (the model's summary failed the check: an extract of the span replaced it)"
               if result.get("fidelity_replaced") else "")

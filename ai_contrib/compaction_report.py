@@ -5,7 +5,7 @@ of its record in :data:`ai_contrib.core.compaction.REGISTRY`): the ``compact`` c
 (:mod:`ai_contrib.sleep_report`).
 """
 
-from .core.compaction import REGISTRY, get_strategy
+from .core.compaction import REGISTRY, context_change, get_strategy
 
 __all__ = ["describe_result", "format_result"]
 
@@ -14,8 +14,7 @@ def _tokens(result):
     return (
         f"{result['original_tokens']} -> {result['new_tokens']} tokens "
         f"({result['reduction_pct']:.1f}% reduction)"
-        + (f"; context {result['context_before']} -> {result['context_after']} tokens"
-           if "context_after" in result else "")
+        + context_change(result)
     )
 
 

@@ -191,6 +191,76 @@ def evict_overflow(script, character):
     return len(ids)
 
 
+def inflight_cap(script):
+    """
+    ``AI_COMPACT_INFLIGHT_CAP`` for this NPC: the multiple of its budget its runtime history may
+    reach while memory work is under way (``docs/design.md``, "Bounded while a compaction is
+    written").
+
+    Returns:
+        float: at least 1.0.
+
+    Raises:
+        ValueError: the setting is not a number of at least 1.0.
+    """
+    value = script.cfg("compact_inflight_cap")
+    problem = f"AI_COMPACT_INFLIGHT_CAP must be a number >= 1.0, got {value!r}"
+    try:
+        cap = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(problem) from None
+    if not cap >= 1.0:
+        raise ValueError(problem)
+    return cap
+
+
+def bound_in_flight(script, character):
+    """
+    Keep the runtime history within ``AI_COMPACT_INFLIGHT_CAP`` times the budget while memory
+    work (a compaction, the fact extraction before it, a sleep phase) is under way, however
+    long the summariser takes (``docs/design.md``, "Bounded while a compaction is written").
+
+    At the cap, the oldest messages outside the range the compaction is replacing
+    (``ndb.compacting_ids``: its id-range splice still finds every one of them) leave the
+    context for the archive, down to halfway between the budget and the cap, so it runs once per
+    half a budget of new lines, not on every line. Lines awaiting an answer, and everything
+    after the first of them, stay. O(1) below the cap (the running token total).
+
+    Returns:
+        int: the number of messages moved out (0 below the cap, or when nothing may go).
+    """
+    budget = script.budget()
+    try:
+        cap = inflight_cap(script)
+    except ValueError as err:
+        logger.log_err(f"AI {character}: {err}; using 2.0")
+        cap = 2.0
+    if script.token_count() < cap * budget:
+        return 0
+    before = script.token_count()
+    try:
+        ids = script.runtime.evict_oldest(
+            (1.0 + cap) / 2 * budget,
+            reason=f"context at {cap:g} times its budget while a compaction was written",
+            keep_ids=script.ndb.compacting_ids or frozenset(),
+            stop_ids=frozenset(script.pending_ids()),
+        )
+    except ArchiveError as err:
+        logger.log_err(f"AI {character}: could not move the oldest messages out: {err}")
+        return 0
+    if not ids:
+        return 0
+    after = script.token_count()
+    if script.ndb.compacting:
+        script.ndb.compacting_evicted = (script.ndb.compacting_evicted or 0) + before - after
+    logger.log_warn(
+        f"AI {character}: context {before} tokens, {cap:g} times its budget, while memory work "
+        f"was under way: moved the {len(ids)} oldest messages outside the range being "
+        f"summarised to the archive ({before} -> {after} tokens)"
+    )
+    return len(ids)
+
+
 def _consolidate_entities(character):
     from .memory.mem0_store import memory_setting
 

@@ -148,6 +148,12 @@ DEFAULTS = {
     # seconds one summary or fact-extraction request may take: they run beside the replies, on
     # prompts as long as the whole window (minutes on a CPU), so they get more than a reply
     "COMPACT_TIMEOUT": 300,
+    # multiple of the budget the runtime history may reach while memory work (a compaction, the
+    # fact extraction before it, a sleep phase) is under way: beyond it the oldest lines outside
+    # the range being summarised go to the archive at once, down to halfway between the budget
+    # and this cap, however long the summariser takes (docs/design.md, "Bounded while a
+    # compaction is written"); at least 1.0
+    "COMPACT_INFLIGHT_CAP": 2.0,
     "COMPACT_FAILURE_LIMIT": 3,  # consecutive failed automatic compactions before the breaker opens
     "COMPACT_WARN_AFTER": 5,  # compactions after which aihistory warns about summary drift
     # expected summary tokens per input token, for the benefit guard's estimate

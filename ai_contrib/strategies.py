@@ -466,6 +466,10 @@ def _summarise_plan(script, character, plan):
     model = script.runtime.ledger.model
     minimum = int(script.cfg("compact_min_saving_tokens"))
     script.ndb.compacting = True
+    # what the splice will replace: lines outside it may leave for the archive meanwhile
+    # (rag_memory.bound_in_flight); their tokens are counted for the result's report
+    script.ndb.compacting_ids = frozenset(m["id"] for span in plan.spans for m in span.messages)
+    script.ndb.compacting_evicted = 0
     try:
         try:
             texts = yield _write_summaries(script, plan)
@@ -498,8 +502,11 @@ def _summarise_plan(script, character, plan):
         script.checkpoint()
     finally:
         script.ndb.compacting = False
+        script.ndb.compacting_ids = None
+        evicted, script.ndb.compacting_evicted = script.ndb.compacting_evicted or 0, 0
     preserved = sum(1 for m in script.history if not is_marker(m))
-    return summarised_result(plan, markers, tokens, script.token_count(), preserved)
+    return summarised_result(plan, markers, tokens, script.token_count(), preserved,
+                             evicted_tokens=evicted)
 
 
 @defer.inlineCallbacks

@@ -372,12 +372,22 @@ def player_text(text):
     stripped, then :func:`ai_contrib.core.text.normalise_player_text` (one line, no control
     characters, special tokens broken up, at most ``AI_PLAYER_TEXT_MAX_CHARS`` characters).
 
+    The stripping is repeated until nothing changes: one pass turns Evennia's escaped bar
+    (``"||/"`` typed) into a bare ``"|/"``, which the next pass (the NPC hearing the line, or
+    the room's echo of it) would read as a line break. So the text is the same however often it
+    goes through here, and the room hears exactly the line the NPC stores. Each pass that
+    changes anything shortens the text, so it ends.
+
     Returns:
         str: possibly empty.
     """
-    return normalise_player_text(
-        strip_mxp(strip_ansi(text or "")), int(get_setting("PLAYER_TEXT_MAX_CHARS"))
-    )
+    text = text or ""
+    while True:
+        stripped = strip_mxp(strip_ansi(text))
+        if stripped == text:
+            break
+        text = stripped
+    return normalise_player_text(text, int(get_setting("PLAYER_TEXT_MAX_CHARS")))
 
 
 class AssistantScript(DefaultScript):
@@ -921,6 +931,10 @@ class AssistantScript(DefaultScript):
 
         def _done(result):
             self.ndb.busy = False
+            if self.ndb.memory_work is not None or self.ndb.compacting:
+                from . import rag_memory
+
+                rag_memory.bound_in_flight(self, self.obj)  # the reply just added counts too
             awake = self.db.operating_mode == "awake"
             # NPCs' lines waiting for a player's turn are kicked when that turn ends
             if (self.ndb.pending and awake and not self.ndb.no_listeners
@@ -1058,7 +1072,10 @@ class AssistantScript(DefaultScript):
                 if duration and time.time() - asleep_since >= duration:
                     self.wake(reason="rested")
                 return
-        if self.token_usage() >= 1.0 and (self.ndb.memory_work is None):
+        if self.ndb.memory_work is not None or self.ndb.compacting:
+            # a compaction is under way but its summariser may hang: bounded meanwhile
+            rag_memory.bound_in_flight(self, character)
+        elif self.token_usage() >= 1.0:
             # over budget with no compaction under way to bring it back (breaker open)
             rag_memory.evict_overflow(self, character)
         said = 0

@@ -27,9 +27,9 @@ class Crash(Exception):
     """The process died here."""
 
 
-def _crash_on_save(number):
-    """Patch ``Attribute.save`` so that its ``number``-th call (from 1) raises :class:`Crash`."""
-    calls = {"n": 0}
+def _crash_on_save(number, calls):
+    """Patch ``Attribute.save`` so that its ``number``-th call (from 1) raises :class:`Crash`;
+    ``calls["n"]`` counts the calls (the writes the checkpoint attempted)."""
     original = Attribute.save
 
     def save(self, *args, **kwargs):
@@ -74,11 +74,18 @@ class TestAtomicCheckpoint(NPCTestCase):
         for i in range(after):
             script.add_message("user", f"late {i}", name="Bob")
         expected = [m["id"] for m in script.runtime.messages]
-        with _crash_on_save(crash_at or 0):
+        calls = {"n": 0}
+        crashed = False
+        with _crash_on_save(crash_at or 0, calls):
             try:
                 script.checkpoint()
             except Crash:
-                pass
+                crashed = True
+        # the crash point was a real write: a point past the last write would silently be the
+        # no-crash case; the no-crash case wrote at least as many Attributes as points tried
+        self.assertEqual(crashed, crash_at is not None, f"{calls['n']} writes")
+        if crash_at is None:
+            self.assertGreaterEqual(calls["n"], 3)
         self.assertEqual(_restart(script), expected)
         npc.delete()
 

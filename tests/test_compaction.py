@@ -129,6 +129,9 @@ class TestCompaction(NPCTestCase):
         line = format_compaction_result(self.npc, result)
         self.assertNotIn("-", line.split("reduction")[0].split("(")[-1])
         self.assertIn(f"context {result['context_before']} -> {result['context_after']}", line)
+        # and why it grew: what was said while the summary was written
+        self.assertGreater(result["context_said"], 0)
+        self.assertIn(f"(+{result['context_said']} said while it was written)", line)
         logged = self.script.db.compaction_log[-1]
         self.assertGreater(logged["reduction_pct"], 0)
 

@@ -4,6 +4,7 @@ and cuts")."""
 import pytest
 
 from ai_contrib.core.cuts import (
+    eviction_ids,
     hold_cut,
     is_safe_cut,
     plan_compaction,
@@ -174,3 +175,31 @@ def test_the_preserve_window_yields_to_its_share_of_the_budget():
     assert sum(counts[capped.cut:]) <= 800 + 70  # at most 40 % of the budget (one safe-cut step)
     assert sum(counts[capped.cut:]) >= 400  # never below the 20 % floor
     assert capped.cut > kept_all.cut
+
+
+# -- eviction while a compaction is written (docs/design.md, "Bounded while a compaction is
+# written") ------------------------------------------------------------------------------------
+
+
+def test_eviction_spares_the_range_being_summarised_and_takes_the_oldest_after_it():
+    history = [marker()] + [user(f"s{i}") for i in range(3)] + [user(f"n{i}") for i in range(5)]
+    counts = [1] + [10] * 8
+    span = {f"u-s{i}" for i in range(3)}
+    # positive control: without the range kept, the oldest lines (the range's) go first
+    assert eviction_ids(history, counts, 51) == ["u-s0", "u-s1", "u-s2"]
+    assert eviction_ids(history, counts, 51, keep_ids=span) == ["u-n0", "u-n1", "u-n2"]
+
+
+def test_eviction_stops_before_the_first_line_awaiting_an_answer():
+    history = [user(f"n{i}") for i in range(6)]
+    counts = [10] * 6
+    assert eviction_ids(history, counts, 10) == [f"u-n{i}" for i in range(5)]  # control
+    assert eviction_ids(history, counts, 10, stop_ids={"u-n2", "u-n4"}) == ["u-n0", "u-n1"]
+
+
+def test_eviction_keeps_a_tool_call_with_its_results_before_a_stop():
+    history = [user("a"), call("c1"), result("c1"), user("b")]
+    counts = [10, 10, 10, 10]
+    # the cut after the call would orphan its result, and the result's stop forbids the one
+    # after it: the nearest safe cut before is taken
+    assert eviction_ids(history, counts, 20, stop_ids={"res-c1"}) == ["u-a"]

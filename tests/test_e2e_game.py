@@ -147,10 +147,10 @@ async def _admin_checks(game, transcript):
 
 #: What ``compact/force`` answers when each strategy did its work (ai_contrib.strategies).
 STRATEGY_DONE = {
-    # the NPC calls no tools in this game, so the manual mask finds nothing to mask and says so
-    # (its automatic path, eviction at the emergency threshold, runs while the player talks)
-    "mask": r"Masked \d+ old tool output|Compaction of Marta \(mask\) skipped: no old tool "
-            r"output to mask",
+    # the NPC calls no tools in this game: the admin gives her a tool call and its output first
+    # (TOOL_TURN), so the manual mask has one to mask (its automatic path, eviction at the
+    # emergency threshold, runs while the player talks)
+    "mask": r"Masked [1-9]\d* old tool output[^\n]*",
     "hybrid": r"Compacted Marta \(hybrid\)[^\n]*|Masked \d+ old tool output[^\n]*",
     "cascade": r"Cascade cycle \d+ for Marta[^\n]*",
     "replace_all": r"Replaced Marta's whole history[^\n]*",
@@ -162,6 +162,20 @@ STRATEGY_LINES = {
     "cascade": "I owe the miller four silver coins.",
     "replace_all": "Will you keep a room for Tobin?",
 }
+#: ``py`` run by the admin before the mask round's ``compact/force``: a tool call of Marta's and
+#: its output (about 100 tokens) added to her history the one way any code adds to it, as a
+#: tool-using NPC's turn does, and a mask window of 0 turns so that the output may be masked at
+#: once; ``{n}`` makes each call id unique
+TOOL_TURN = (
+    "py from ai_contrib.typeclasses import get_assistant_script as g; "
+    f"s = g(me.search('{NPC}', global_search=True)); s.db.mask_window = 0; "
+    "s.add_message('assistant', '', name='Marta', tool_calls=[{{'id': 'call_ledger{n}', "
+    "'type': 'function', 'function': {{'name': 'read_ledger', 'arguments': '{{}}'}}}}]); "
+    "s.add_message('tool', 'The ledger: the miller owes four silver coins, ' * 10, "
+    "tool_call_id='call_ledger{n}', metadata={{'tool': 'read_ledger'}})"
+)
+TOOL_TURN_DONE = f"py from ai_contrib.typeclasses import get_assistant_script as g; " \
+    f"g(me.search('{NPC}', global_search=True)).db.mask_window = None"
 COMPACT_RESULT_RE = re.compile(
     r"(?:Compacted|Masked|Cascade cycle|Replaced|Compaction of)[^\n]*"
 )
@@ -185,8 +199,8 @@ def test_each_strategy_compacts_the_live_npc_and_she_keeps_talking(game):
         assert f"now compacts with strategy {strategy}" in outcome["set"], outcome
         assert strategy in outcome["history"], outcome  # aihistory's Strategy row
         tokens = re.search(r"(\d+) -> (\d+) tokens", outcome["compact"])
-        if tokens:
-            assert int(tokens.group(2)) <= int(tokens.group(1)), outcome
+        assert tokens, outcome
+        assert int(tokens.group(2)) <= int(tokens.group(1)), outcome
     for strategy in ("hybrid", "cascade", "replace_all"):  # the ones that write summaries
         assert f"({strategy})" in final, f"no {strategy} event in aihistory:\n{final}"
 
@@ -208,13 +222,18 @@ async def _strategy_round(game, transcript):
             match, text = await _talk(player, line)
             said = REPLY_RE.search(text) if match else None
             outcome["reply"] = said.group("text") if said else (FALLBACK if match else None)
-            for _ in range(6):
+            for attempt in range(6):
+                if strategy == "mask":  # a fresh output each try: one the try before found
+                    # may have been masked by the automatic compaction it met
+                    await admin.command(TOOL_TURN.format(n=attempt), quiet=1.5, timeout=30)
                 _, outcome["compact"] = await admin.expect(
                     f"compact/force {NPC}", COMPACT_RESULT_RE, timeout=300
                 )
                 if "already compacting" not in outcome["compact"]:
                     break
                 await asyncio.sleep(5)  # an automatic compaction is under way
+            if strategy == "mask":
+                await admin.command(TOOL_TURN_DONE, quiet=1.5, timeout=30)
             outcome["history"] = await admin.command(f"aihistory {NPC}", quiet=1.5, timeout=30)
         await admin.expect(f"compact/set {NPC}/strategy=summary", r"now compacts with[^\n]*")
         final = await admin.command(f"aihistory {NPC}", quiet=1.5, timeout=30)

@@ -289,6 +289,8 @@ def test_a_hung_summariser_does_not_delay_replies(game, llm):
 async def _hung_summariser(game, llm):
     wren, admin = await _player(game, 0), await _admin(game)
     llm.model.hold(summaries=True)
+    # the double serves the whole module: count only the requests this test made
+    before = len(llm.requests)
     try:
         await _go(wren, "tavern")
         waits = []
@@ -298,8 +300,8 @@ async def _hung_summariser(game, llm):
                              "and the carter swears it was the ford's fault, not his horse's.",
                        timeout=20)
             waits.append(time.monotonic() - started)
-        held = [b for b in llm.requests if request_kind(b) == "summary"]
-        kinds = [request_kind(b) for b in llm.requests]
+        held = [b for b in llm.requests[before:] if request_kind(b) == "summary"]
+        kinds = [request_kind(b) for b in llm.requests[before:]]
         assert held, f"no compaction started while the summariser hung: {kinds}"
         assert max(waits) < 10, waits
     finally:
@@ -308,6 +310,45 @@ async def _hung_summariser(game, llm):
         usage = await _py(admin, f"[s.token_usage() for s in me.search('{NPC}', "
                                  "global_search=True).scripts.all()]")
         assert usage and usage[0] < 1.0, usage
+        await wren.close()
+        await admin.close()
+
+
+def test_while_the_summariser_hangs_the_history_stays_within_its_cap(game, llm):
+    asyncio.run(_bounded_while_hung(game, llm))
+
+
+async def _bounded_while_hung(game, llm):
+    # docs/design.md, "Bounded while a compaction is written": a cap of 1.2 times the budget
+    # (AI_COMPACT_INFLIGHT_CAP, as Marta's Attribute) so that a few dozen lines pass it
+    wren, admin = await _player(game, 0), await _admin(game)
+    marta = f"me.search('{NPC}', global_search=True).scripts.all()[0]"
+    cap = 1.2
+    await _py(admin, f"[setattr({marta}.db, 'compact_inflight_cap', {cap}), None][1:]")
+    llm.model.hold(summaries=True)
+    before = len(llm.requests)
+    evicted_before = sum(1 for r in _archive(game) if r["kind"] == "evict")
+    try:
+        await _go(wren, "tavern")
+        peak = 0.0
+        for i in range(30):
+            await _say(wren, f"Bound {i}: the miller's cart lost a wheel on the north road, "
+                             "and the carter swears it was the ford's fault, not his horse's.",
+                       timeout=20)
+            usage = await _py(admin, f"[{marta}.token_count() / {marta}.budget()]")
+            peak = max(peak, usage[0])
+        held = [b for b in llm.requests[before:] if request_kind(b) == "summary"]
+        assert held, "no compaction started while the summariser hung"
+        # positive control: lines left for the archive while it hung, none of them lost
+        evicted = [r for r in _archive(game) if r["kind"] == "evict"][evicted_before:]
+        assert evicted, "nothing was moved out while the summariser hung"
+        lines, _ = _lines_and_replies(game)
+        assert sum(1 for m in lines if m["content"].startswith("Bound ")) == 30
+        assert peak <= cap, peak
+    finally:
+        llm.model.release()
+        await _wait_idle(admin)
+        await _py(admin, f"[{marta}.attributes.remove('compact_inflight_cap'), None][1:]")
         await wren.close()
         await admin.close()
 
@@ -383,6 +424,35 @@ async def _hostile_input(game, llm):
             assert "\n" not in last_user["content"] and forbidden not in last_user["content"]
     finally:
         await wren.close()
+
+
+def test_an_escaped_bar_in_talk_is_echoed_as_the_stored_line(game, llm):
+    asyncio.run(_escaped_bar(game))
+
+
+async def _escaped_bar(game):
+    # "||" is Evennia's escape for a literal bar: stripping the colour codes once leaves
+    # "hi|/...", a line break when the echo or the NPC's hearing parses it again; the room must
+    # hear, on one line, exactly the line the NPC stores
+    wren, tamsin = await _player(game, 0), await _player(game, 1)
+    try:
+        await _go(wren, "tavern")
+        await _go(tamsin, "tavern")
+        tamsin.discard()
+        wren.discard()
+        await wren.expect("talk Marta = hi||/[MudInfo] Fake alert: ||rreboot", REPLY_RE,
+                          timeout=30)
+        await tamsin.read_quiet(quiet=1.0, timeout=10)
+        stored = _lines_and_replies(game)[0][-1]["content"]
+        assert stored.startswith("hi") and "Fake alert" in stored, stored
+        assert "|" not in stored and "\n" not in stored, stored
+        # positive controls: both screens got the stored line, whole, on one line
+        assert f'Wren says to Marta, "{stored}"' in tamsin.received, tamsin.received
+        assert f'You say to Marta, "{stored}"' in wren.received, wren.received
+        assert not _forged(tamsin.received + wren.received), tamsin.received + wren.received
+    finally:
+        for conn in (wren, tamsin):
+            await conn.close()
 
 
 def test_no_text_of_a_player_or_model_becomes_markup_on_a_screen(game, llm):

@@ -406,3 +406,95 @@ async def _scene(game, llm):
         assert "you have not met" not in scene, scene
     finally:
         await _close(oswin, perrin)
+
+
+# -- 6. three NPCs in one room: only the one a player names answers ------------------------------
+
+#: the two NPCs made beside Marta for this test: (key, persona); their names are in no other line
+COMPANIONS = (
+    ("Hobb", "You are Hobb, the stable hand of The Sleeping Stag. Speak briefly."),
+    ("Cora", "You are Cora, the miller's daughter, resting at The Sleeping Stag. Speak briefly."),
+)
+
+
+def test_with_three_npcs_only_the_one_named_answers(game, llm):
+    asyncio.run(_three_npcs(game, llm))
+
+
+async def _wait_all_idle(game, admin, names, timeout=60):
+    """Wait until no NPC of ``names`` is writing a reply or has a line awaiting one: after this
+    every reply the lines said so far set off has been asked of the double."""
+    # map and a lambda's default argument: py's exec gives a generator no access to its names
+    found = " + ".join(f"list(so({name!r}))" for name in names)
+    probe = ("py from ai_contrib.typeclasses import get_assistant_script as g; "
+             "from evennia.utils.search import search_object as so; "
+             f"npcs = {found}; "
+             "print('IDLE=%s' % all(map(lambda o, g=g: not (g(o).ndb.busy or g(o).pending_ids()), "
+             "npcs)))")
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        answer = await _admin_says(admin, probe, r"IDLE=\w+|Error[^\n]*|Traceback[^\n]*")
+        if "IDLE=True" in answer:
+            return
+        assert "IDLE=False" in answer, answer
+        await asyncio.sleep(0.5)
+    fail_with_logs(game, f"the NPCs {names} did not finish their replies")
+
+
+def _replies_by_npc(bodies, names):
+    """How many reply requests of each NPC of ``names`` are in ``bodies`` (by persona)."""
+    return {name: sum(1 for b in bodies if b and request_kind(b) == "reply"
+                      and system_text(b).startswith(f"You are {name}")) for name in names}
+
+
+async def _three_npcs(game, llm):
+    wren, admin = await _player(game, "Wren"), await logged_in_admin(game)
+    made = []
+    names = (NPC,) + tuple(key for key, _ in COMPANIONS)
+    try:
+        for key, persona in COMPANIONS:
+            answer = await _admin_says(
+                admin,
+                "py from evennia.utils.create import create_object; "
+                "from ai_contrib.typeclasses import AssistantCharacter; "
+                f"o = create_object(AssistantCharacter, key='{key}', "
+                "location=me.search('The Sleeping Stag', global_search=True)); "
+                f"o.db.persona = {persona!r}; print('MADE=' + o.dbref)",
+                r"MADE=#\d+|Error[^\n]*|Traceback[^\n]*", timeout=60)
+            dbref = re.search(r"MADE=(#\d+)", answer)
+            assert dbref, answer
+            made.append(dbref.group(1))
+        await _go(wren, "tavern")
+        await _wait_all_idle(game, admin, names)  # what arriving set off is not counted below
+        # each NPC is named once, by talk or by say; each line is answered by that one alone
+        lines = [
+            ("Hobb", "say Hobb, is my horse fed and watered?"),
+            ("Cora", "say Cora, is the mill grinding this week?"),
+            (NPC, f"talk {NPC} = {NPC}, a mug of your dark ale, please."),
+            ("Cora", "talk Cora = Cora, and the flour, is it dear?"),
+        ]
+        for named, command in lines:
+            await wren.read_quiet(quiet=0.3, timeout=5)
+            wren.discard()
+            heard_from = len(wren.received)  # what Wren is shown from this line on
+            before = len(llm.requests)
+            wren.send(command)
+            match, _ = await wren.read_until(rf'{named} says, "Aye', timeout=REPLY_TIMEOUT)
+            if match is None:
+                fail_with_logs(game, f"{named} did not answer {command!r}")
+            await _wait_all_idle(game, admin, names)
+            await wren.read_quiet(quiet=0.5, timeout=5)
+            asked = _replies_by_npc(llm.requests[before:], names)
+            # the positive control: the named NPC was asked once, and the room heard it
+            assert asked[named] == 1, (command, asked)
+            assert f'{named} says, "Aye' in wren.received[heard_from:]
+            for other in names:
+                if other != named:
+                    assert asked[other] == 0, (command, asked)
+                    heard = wren.received[heard_from:]
+                    assert f'{other} says, "' not in heard, (command, heard)
+    finally:
+        for dbref in made:
+            await admin.command(f"py from evennia.utils.search import search_object; "
+                                f"search_object('{dbref}')[0].delete()", quiet=1.0)
+        await _close(wren, admin)

@@ -3,6 +3,7 @@ A key never leaves the LLM client: a server echoing the Authorization header, in
 200 answer, reaches no exception, log line, admin screen or stored summary with the key in it.
 """
 
+from contextlib import ExitStack
 from unittest import mock
 
 import pytest
@@ -29,6 +30,17 @@ def test_redact_masks_every_form(text):
     assert KEY not in out and "sk-proj" not in out and "***" in out
 
 
+def watch_logs(logged):
+    """Patches of every logging function of ``evennia.utils.logger`` (``log_info``, ``log_err``,
+    ``log_trace``, ``log_file``, ... and their aliases), each appending the text it was given to
+    ``logged``: a key may reach the log through any of them. Start them with ``ExitStack``."""
+    names = sorted(name for name in dir(logger) if name.startswith("log_")
+                   and callable(getattr(logger, name)) and name != "log_file_exists")
+    assert {"log_info", "log_warn", "log_err", "log_trace"} <= set(names), names
+    return [mock.patch.object(logger, name, side_effect=lambda *a, **k: logged.append(
+        " ".join(map(str, a)))) for name in names]
+
+
 class TestEchoedKey(NPCTestCase):
     def test_an_error_body_echoing_the_key_is_masked(self):
         self.llm.enqueue(http_error(500, {"error": {"message": ECHO}}))
@@ -41,9 +53,9 @@ class TestEchoedKey(NPCTestCase):
         self.script.db.max_context_tokens = 1000
         self.llm.default = lambda body: ECHO
         logged = []
-        with mock.patch.object(self.char1, "msg") as msg, \
-                mock.patch.object(logger, "log_info", side_effect=logged.append), \
-                mock.patch.object(logger, "log_warn", side_effect=logged.append):
+        with mock.patch.object(self.char1, "msg") as msg, ExitStack() as stack:
+            for patch in watch_logs(logged):
+                stack.enter_context(patch)
             immediate = self.call(CmdCompact(), "/force Marta")
             for _ in range(400):
                 said = immediate + " ".join(str(c) for c in msg.call_args_list)
@@ -139,9 +151,7 @@ class TestDecodedKey(NPCTestCase):
         self.llm.enqueue(raw_body(self.body("The key you sent was " + _escaped(DECODED_KEY)
                                             + ", Bearer " + _escaped(DECODED_KEY.upper()))))
         logged = []
-        patches = [mock.patch.object(logger, name, side_effect=lambda *a, **k: logged.append(
-            " ".join(map(str, a)))) for name in ("log_info", "log_warn", "log_err",
-                                                 "log_trace", "log_msg")]
+        patches = watch_logs(logged)
         with mock.patch.object(self.char1, "msg") as heard1, \
                 mock.patch.object(self.char2, "msg") as heard2:
             for patch in patches:

@@ -276,6 +276,51 @@ class TestTurns(NPCTestCase):
         archived = [m["content"] for m in self.script.archive.message_log()]
         self.assertEqual(sum(1 for c in archived if c.startswith("Line ")), 20)
 
+    def test_while_the_summariser_hangs_the_history_stays_within_the_cap(self):
+        # docs/design.md, "Bounded while a compaction is written": the oldest lines outside the
+        # range being summarised leave for the archive; the range stays whole for the splice
+        from ai_contrib.core.compaction import context_change
+
+        self.script.db.max_context_tokens = 600
+        self.script.db.compact_preserve_window = 4
+        self.script.db.pre_compact_extraction_enabled = False  # the summary itself hangs
+        budget = self.script.budget()
+        cap = 2.0 * budget  # AI_COMPACT_INFLIGHT_CAP's default
+        self.router.release.clear()
+        for i in range(20):
+            self.script.receive_speech(self.char1, f"Line {i}: the road north is muddy " * 3)
+        wait_for(self.script.run_tick())
+        for _ in range(500):  # the summary request is out, and held
+            if "summary" in self.router.kinds:
+                break
+            spin(0.01)
+        self.assertIn("summary", self.router.kinds)
+        span = self.script.ndb.compacting_ids
+        self.assertTrue(span)
+        peak = 0
+        for i in range(60):  # players keep talking while the summariser hangs
+            self.script.receive_speech(
+                self.char2, f"More talk {i}: the miller's cart lost a wheel on the north road")
+            wait_for(self.script.run_tick())
+            self.assertEqual(self.script.history[-1]["content"], "Aye, I hear you all.")
+            peak = max(peak, self.script.token_count())
+            ids = {m["id"] for m in self.script.history}
+            self.assertLessEqual(span, ids)  # the range being summarised is all there
+        self.assertIsNotNone(self.script.ndb.memory_work)  # still hanging
+        # positive control: without the cap the history would be far past it by now
+        archived = list(self.script.archive.message_log())
+        total = sum(self.script.runtime.token_counts(archived))
+        self.assertGreater(total, 1.5 * cap)
+        self.assertLessEqual(peak, cap)
+        self.router.release.set()
+        result = wait_for(self.script.ndb.memory_work, timeout=60)
+        self.assertTrue(result["success"], result)
+        self.assertGreater(result["context_evicted"], 0)
+        self.assertIn("said while it was written", context_change(result))
+        # nothing is lost: every line is still in the archive
+        contents = [m["content"] for m in archived]
+        self.assertEqual(sum(1 for c in contents if c.startswith("More talk ")), 60)
+
 
 class TestFloodTurn(NPCTestCase):
     def test_over_budget_a_turn_larger_than_the_tail_is_shown_from_its_first_line(self):

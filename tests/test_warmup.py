@@ -71,6 +71,24 @@ class WarmupCase(NPCTestCase):
             budget += 20
             self.script.db.max_context_tokens = budget
 
+    def settle(self):
+        """Turn the reactor until a warm-up under way, if one started, has been answered by the
+        double: a warm-up sets ``ndb.warming`` when it starts (synchronously, when the tick or
+        the memory work ends) and clears it only once its request came back, so after this the
+        double has seen every warm-up that started."""
+        if self.script.ndb.warming is not None:
+            wait_for(self.script.ndb.warming)
+        spin(0.05)  # and the callbacks of what just came back
+
+    def warm_now(self):
+        """Positive control: start a warm-up now, as the end of a tick would, and return the
+        warm-up requests the double has seen once it is answered."""
+        with override_settings(AI_PROMPT_CACHE_WARMUP=True):
+            started = self.script.warm_if_due()
+        self.assertIsNotNone(started, "no warm-up was due")
+        wait_for(started)
+        return warmups(self.llm)
+
     def talk(self, text, answer="Aye, love."):
         """A player line answered by one tick; returns the reply request's messages."""
         self.llm.enqueue(reply(answer))
@@ -93,6 +111,7 @@ class WarmupCase(NPCTestCase):
 class TestWarmup(WarmupCase):
     def test_after_a_compaction_the_next_reply_prompt_is_sent_ahead_and_starts_the_reply(self):
         self.talk("Marta, a room for the night?")
+        self.settle()
         self.assertEqual(warmups(self.llm), [])  # a reply with nothing compacted: no warm-up
         self.compact()
         wait_for(self.script.ndb.warming)
@@ -108,7 +127,7 @@ class TestWarmup(WarmupCase):
         self.assertIn("And supper?", after[-1]["content"])
         # nothing changed at the front since: no second warm-up
         self.talk("Good night, Marta.")
-        spin(0.2)
+        self.settle()
         self.assertEqual(len(warmups(self.llm)), 1)
 
     def test_a_reply_asked_during_the_warm_up_waits_for_it(self):
@@ -160,14 +179,23 @@ class TestWarmup(WarmupCase):
     def test_an_npc_that_has_not_spoken_since_the_start_is_not_warmed(self):
         # a server start would otherwise send every NPC's prompt at once
         self.compact()
-        spin(0.2)
+        self.settle()
         self.assertEqual(warmups(self.llm), [])
+        # positive control: once she has spoken, the next compaction is warmed
+        self.talk("Marta, a room for the night?")
+        self.compact()
+        self.settle()
+        self.assertEqual(len(warmups(self.llm)), 1)
 
     def test_nobody_in_the_room_no_warm_up(self):
         self.talk("Marta, a room for the night?")
         self.npc.location = self.room2
         self.compact()
+        self.settle()
         self.assertEqual(warmups(self.llm), [])
+        # positive control: the same head, someone to hear her, and the warm-up goes out
+        self.npc.location = self.room1
+        self.assertEqual(len(self.warm_now()), 1)
 
 
 class TestWarmupSetting(WarmupCase):
@@ -175,13 +203,17 @@ class TestWarmupSetting(WarmupCase):
         # the double is a configured server (AI_LLM_BASE_URL): "auto" sends no warm-up
         self.talk("Marta, a room for the night?")
         self.compact()
+        self.settle()
         self.assertEqual(warmups(self.llm), [])
+        self.assertEqual(len(self.warm_now()), 1)  # positive control: "true" warms the same head
 
     @override_settings(AI_PROMPT_CACHE_WARMUP=False)
     def test_off(self):
         self.talk("Marta, a room for the night?")
         self.compact()
+        self.settle()
         self.assertEqual(warmups(self.llm), [])
+        self.assertEqual(len(self.warm_now()), 1)  # positive control: "true" warms the same head
 
 
 class TestWarmupPrompt(WarmupCase):

@@ -459,7 +459,29 @@ def build_markers(plan, texts, *, model=None, min_saving_tokens=1, fidelities=()
     return markers, tokens, problem
 
 
-def summarised_result(plan, markers, marker_tokens, context_after, preserved):
+def context_change(result):
+    """
+    The context part of an admin's or the log's line for a compaction ``result`` dict:
+    ``"; context 286 -> 410 tokens"``, and when lines were said while it was written, how many
+    tokens they brought and how many of the oldest lines outside the summarised range left for
+    the archive meanwhile (``"; context 286 -> 410 tokens (+1371 said while it was written,
+    1120 moved to the archive)"``), so a context that grew across a compaction does not read as
+    grown by it. Empty when ``result`` has no ``context_after``.
+
+    Returns:
+        str
+    """
+    if "context_after" not in result:
+        return ""
+    line = f"; context {result['context_before']} -> {result['context_after']} tokens"
+    said, evicted = result.get("context_said", 0), result.get("context_evicted", 0)
+    if said or evicted:
+        line += f" (+{said} said while it was written" + (
+            f", {evicted} moved to the archive)" if evicted else ")")
+    return line
+
+
+def summarised_result(plan, markers, marker_tokens, context_after, preserved, evicted_tokens=0):
     """
     The result of an applied summarising compaction (``docs/design.md``, "Summary compaction":
     result dicts).
@@ -473,6 +495,10 @@ def summarised_result(plan, markers, marker_tokens, context_after, preserved):
         plan (Plan): the plan applied. markers (list[dict]): its markers, one per span.
         marker_tokens (list[int]): their tokens.
         context_after (int): the history's tokens now. preserved (int): raw messages kept.
+        evicted_tokens (int): tokens of the lines outside the summarised range that left for
+            the archive while it was written (``docs/design.md``, "Bounded while a compaction
+            is written"); with ``context_after`` they give ``context_said``, the tokens said
+            meanwhile, and both are in the result when not 0.
 
     Returns:
         CompactionResult: a success; a cascade cycle adds ``cycle``, ``waterfall``,
@@ -493,6 +519,12 @@ def summarised_result(plan, markers, marker_tokens, context_after, preserved):
         "marker_id": first["id"],
         **fidelity_fields((first.get("metadata") or {}).get("fidelity")),
     }
+    # what the context would be had nobody spoken meanwhile, against what it is
+    said = context_after + evicted_tokens - (plan.total_tokens - replaced + new_tokens)
+    if said > 0:
+        fields["context_said"] = said
+    if evicted_tokens:
+        fields["context_evicted"] = evicted_tokens
     if plan.cycle is not None:
         fields.update(
             cycle=plan.cycle.cycle,
@@ -692,6 +724,7 @@ def plan(record, snapshot):
 
 __all__ = [
     "AUTOMATIC_TRIGGERS", "COMPACTION_LOG_SIZE", "CompactionResult", "DEFAULT_STRATEGY", "Plan",
-    "REGISTRY", "STALL_FRACTION", "STRATEGIES", "Snapshot", "Span", "Strategy", "build_markers", "get_strategy", "plan", "plan_cascade", "plan_summary",
+    "REGISTRY", "STALL_FRACTION", "STRATEGIES", "Snapshot", "Span", "Strategy", "build_markers",
+    "context_change", "get_strategy", "plan", "plan_cascade", "plan_summary",
     "plan_whole", "summarised_result",
 ]

@@ -262,26 +262,48 @@ def plan_compaction(
     )
 
 
-def eviction_ids(history, token_counts, target_tokens):
+def eviction_ids(history, token_counts, target_tokens, keep_ids=frozenset(), stop_ids=frozenset()):
     """
     The ids of the oldest messages to move out of context so that at most ``target_tokens``
     remain, ending at a safe cut (a tool call keeps its results). Summary markers are never
     chosen: they are small and stand for everything before them.
 
+    While a compaction is being written (``docs/design.md``, "Bounded while a compaction is
+    written") the messages it replaces are ``keep_ids``: never chosen, and its id-range splice
+    finds them all when it lands; the oldest messages outside them go instead (still counting
+    the kept ones' tokens). ``stop_ids`` (the lines awaiting an answer) end the choice: neither
+    the first of them nor anything after it goes.
+
     Args:
         history (list[dict]): messages, oldest first.
         token_counts (list[int]): tokens of each message.
-        target_tokens (int | float): what may remain.
+        target_tokens (int | float): what may remain (of the whole history, kept ids included).
+        keep_ids (set[str]): ids never chosen; a contiguous range ending at a safe cut (a
+            compaction's span), so the messages outside it pair their tool calls among
+            themselves.
+        stop_ids (set[str]): ids at and after the first of which nothing is chosen.
 
     Returns:
-        list[str]: ids, oldest first (empty when nothing needs to go).
+        list[str]: ids, oldest first (empty when nothing needs to go; fewer than needed when the
+        kept ids and the lines from the first stop id on are over the target by themselves).
     """
     _check_counts(history, token_counts)
-    remaining, cut = sum(token_counts), 0
-    while cut < len(history) - 1 and remaining > target_tokens:
+    remaining = sum(token_counts)
+    if keep_ids:
+        pairs = [(m, c) for m, c in zip(history, token_counts) if m["id"] not in keep_ids]
+        history, token_counts = [m for m, _ in pairs], [c for _, c in pairs]
+    stop = next((i for i, m in enumerate(history) if m["id"] in stop_ids), None)
+    limit = len(history) - 1 if stop is None else min(stop, len(history) - 1)
+    bound = len(history) if stop is None else stop  # the furthest cut allowed
+    cut = 0
+    while cut < limit and remaining > target_tokens:
         if not is_marker(history[cut]):
             remaining -= token_counts[cut]
         cut += 1
-    while cut < len(history) and not is_safe_cut(history, cut):
-        cut += 1
-    return [m["id"] for m in history[:cut] if not is_marker(m)]
+    flags = _safe_flags(history)
+    end = cut
+    while end < bound and not flags[end]:
+        end += 1
+    if not flags[end]:  # no safe cut before the stop: the nearest one before instead
+        end = safe_cut(history, cut)
+    return [m["id"] for m in history[:end] if not is_marker(m)]

@@ -19,6 +19,7 @@ from ..core.compaction import (
     AUTOMATIC_TRIGGERS,
     appended_log,
     breaker_tripped,
+    context_change,
     counts_once,
     failure_event,
     recovered_event,
@@ -89,8 +90,7 @@ def record_success(script, character, result, at=None):
         f"AI compaction [{result['trigger']}, {result['strategy']}] {character}: "
         f"{result['compacted_messages']} messages, {result['original_tokens']} -> "
         f"{result['new_tokens']} tokens ({result['reduction_pct']:.0f}% reduction)"
-        + (f"; context {result['context_before']} -> {result['context_after']} tokens"
-           if "context_after" in result else "")
+        + context_change(result)
     )
     return result
 

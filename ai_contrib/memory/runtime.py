@@ -152,11 +152,12 @@ class RuntimeHistory:
         self.dirty = True
         return removed
 
-    def evict_oldest(self, target_tokens, reason):
+    def evict_oldest(self, target_tokens, reason, keep_ids=frozenset(), stop_ids=frozenset()):
         """
         Move the oldest raw messages out of the runtime history until at most ``target_tokens``
         remain, cutting only where no tool call loses its results
-        (:func:`ai_contrib.core.cuts.eviction_ids`); they stay in the archive.
+        (:func:`ai_contrib.core.cuts.eviction_ids`, which says what ``keep_ids`` and
+        ``stop_ids`` spare); they stay in the archive.
 
         Returns:
             list[str]: the ids evicted (empty when nothing needs to go).
@@ -164,7 +165,8 @@ class RuntimeHistory:
         Raises:
             ArchiveError: the eviction could not be recorded (history unchanged).
         """
-        ids = eviction_ids(self.messages, self.token_counts(), target_tokens)
+        ids = eviction_ids(self.messages, self.token_counts(), target_tokens, keep_ids=keep_ids,
+                           stop_ids=stop_ids)
         if ids:
             self.evict(ids, reason=reason)
         return ids
