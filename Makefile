@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-postgres demo demo-keep test test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-dev bench-recall bench-scale bench-mem0 bench-embedded bench-defaults bench-world clean
+.PHONY: install install-postgres demo demo-keep test test-fast test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-dev bench-recall bench-scale bench-mem0 bench-embedded bench-defaults bench-world clean
 
 install: $(STAMP)
 
@@ -26,6 +26,11 @@ demo-keep: install
 
 test: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# the edit-test loop: no real game and no real model (the e2e marker, tests/test_embedded.py);
+# `make test` and CI run everything
+test-fast: install
+	$(PY) -m pytest -q -m "not e2e" --ignore=tests/test_embedded.py $(PYTEST_ARGS)
 
 # the PostgreSQL driver for Django and Mem0's pgvector store (the [postgres] extra)
 PG_STAMP := $(VENV)/.installed-postgres
