@@ -677,3 +677,19 @@ def llm_double():
         yield double
     finally:
         double.stop()
+
+
+def prompt_text(body):
+    """Every message's text and the text completion's prompt of a request body, joined."""
+    return "\n".join(str(m.get("content") or "") for m in body.get("messages") or []) + str(
+        body.get("prompt") or "")
+
+
+def request_kind(body):
+    """What an LLM request is for: ``summary``, ``extraction`` or ``reply``."""
+    text = prompt_text(body)
+    if "<transcript>" in text:
+        return "summary"
+    if body.get("tools") or "add_journal_entry" in text:
+        return "extraction"
+    return "reply"

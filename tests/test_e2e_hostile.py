@@ -8,7 +8,10 @@ telnet, an LLM double on 127.0.0.1 that misbehaves.
 2. the model writes a chat template's control tokens: the room, the stored reply and the next
    prompt carry them broken up ("Player text is data");
 3. the server answers HTTP 200 with a completion whose content echoes the key JSON-escaped:
-   the room and the archive never see it ("Secrets").
+   the room and the archive never see it ("Secrets");
+4. the server answers a summary request with a summary that has nothing to do with the lines it
+   is to replace: the fidelity guard fails it, and an extract of what was said replaces the
+   lines instead ("Summary fidelity").
 """
 
 import asyncio
@@ -18,8 +21,8 @@ import threading
 import pytest
 
 from demo.telnet import TelnetPlayer
-from tests.e2e_util import fail_with_logs, logged_in, npc_archives, started_game
-from tests.llm_double import LLMDouble, raw_body
+from tests.e2e_util import fail_with_logs, logged_in, logged_in_admin, npc_archives, started_game
+from tests.llm_double import LLMDouble, raw_body, request_kind
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -33,19 +36,29 @@ ENV = {
     "AI_SLEEP_AFTER_IDLE": "0",
     "AI_LLM_TIMEOUT": "60",
     "AI_THINKING_EMOTE_AFTER": "0",
+    # a forced compaction of a few lines (test 4): the preserve window keeps only the last two
+    "AI_COMPACT_PRESERVE_WINDOW": "2",
+    "AI_COMPACT_PRESERVE_FRACTION": "0",
 }
+UNRELATED = "The weather was fine and everyone went home early."
 
 
 class HostileModel:
-    """Replies: held while ``hold`` is set; then the next scripted answer (or "Aye.")."""
+    """
+    Replies: held while ``hold`` is set; then the next scripted answer (or "Aye."). Summaries:
+    ``summary`` when set.
+    """
 
     def __init__(self):
         self.hold = threading.Event()
         self.release = threading.Event()
         self.release.set()
         self.script = []
+        self.summary = None
 
     def __call__(self, body):
+        if self.summary is not None and request_kind(body) == "summary":
+            return self.summary
         if body.get("tools") or body.get("max_tokens") == 1:
             return "TOOL: noop {}"
         if self.hold.is_set():
@@ -148,5 +161,51 @@ def test_control_tokens_and_an_escaped_key_never_come_back(game, llm):
         finally:
             await wren.close()
             await tamsin.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_summary_unrelated_to_its_lines_never_replaces_them(game, llm):
+    lines = [
+        "Marta, the mill by Hollin ford grinds forty sacks a day now.",
+        "My cousin Edda keeps the miller's accounts since the spring flood.",
+        "Edda says the miller owes the smith twelve silver for the new wheel.",
+        "The smith, old Garrow, wants his silver before the harvest fair.",
+        "If he is not paid, Garrow swears he will take the wheel back.",
+        "So the mill may stop grinding right when the grain comes in.",
+    ]
+
+    async def scenario():
+        wren, tamsin = await _players(game)
+        admin = await logged_in_admin(game)
+        try:
+            await tamsin.command("out", quiet=0.4)
+            await wren.command("tavern", quiet=0.4)
+            for line in lines:
+                await wren.expect(f"say {line}", r"Marta says", timeout=30)
+            llm.model.summary = UNRELATED
+            before = len(llm.requests)
+            match, out = await admin.expect(
+                "compact/force Marta", r"Compacted Marta[^\n]*|Compaction[^\n]*failed[^\n]*",
+                timeout=150)
+            asked = [b for b in llm.requests[before:] if request_kind(b) == "summary"]
+            # the model was asked for the summary and answered with the unrelated one
+            assert asked, [request_kind(b) for b in llm.requests[before:]]
+            assert match is not None and "Compacted Marta" in out, out
+            await wren.expect("say Marta, what will become of the mill?", r"Marta says",
+                              timeout=30)
+            reply = [b for b in llm.requests if request_kind(b) == "reply"][-1]
+            summaries = [str(m.get("content")) for m in reply["messages"]
+                         if str(m.get("content") or "").startswith("[CONTEXT SUMMARY]")]
+            assert len(summaries) == 1, reply["messages"]
+            # what replaced the lines is what was said, never what the server made up
+            assert "weather" not in summaries[0], summaries[0]
+            assert any(name in summaries[0] for name in ("Edda", "Garrow", "Hollin")), summaries
+            log = game.read_log("server")
+            assert "failed the fidelity check" in log and "replaced by an extract" in log
+        finally:
+            llm.model.summary = None
+            for conn in (wren, tamsin, admin):
+                await conn.close()
 
     asyncio.run(scenario())

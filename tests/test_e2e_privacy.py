@@ -19,9 +19,8 @@ import threading
 import pytest
 
 from tests.e2e_util import fail_with_logs, logged_in_admin, started_game
-from tests.llm_double import LLMDouble
-from tests.test_e2e_tavern import (_archive, _create_players, _go, _player, _py, _say,
-                                   _wait_idle, prompt_text, request_kind)
+from tests.llm_double import LLMDouble, prompt_text, request_kind
+from tests.test_e2e_tavern import _archive, _create_players, _go, _player, _py, _say, _wait_idle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 

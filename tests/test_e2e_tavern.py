@@ -37,7 +37,7 @@ from tests.e2e_util import (
     npc_archives,
     started_game,
 )
-from tests.llm_double import LLMDouble
+from tests.llm_double import LLMDouble, prompt_text, request_kind
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -60,22 +60,6 @@ ENV = {
     "AI_LLM_TIMEOUT": "120",
     "AI_COMPACT_FAILURE_LIMIT": "100",
 }
-
-
-def request_kind(body):
-    """What an LLM request is for: ``summary``, ``extraction`` or ``reply``."""
-    text = "\n".join(str(m.get("content") or "") for m in body.get("messages") or [])
-    text += str(body.get("prompt") or "")
-    if "<transcript>" in text:
-        return "summary"
-    if body.get("tools") or "add_journal_entry" in text:
-        return "extraction"
-    return "reply"
-
-
-def prompt_text(body):
-    return "\n".join(str(m.get("content") or "") for m in body.get("messages") or []) + str(
-        body.get("prompt") or "")
 
 
 class IndiscreetModel:

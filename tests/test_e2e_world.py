@@ -25,7 +25,7 @@ import pytest
 
 from demo.telnet import TelnetPlayer
 from tests.e2e_util import fail_with_logs, logged_in, logged_in_admin, started_game
-from tests.llm_double import LLMDouble
+from tests.llm_double import LLMDouble, prompt_text, request_kind
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -58,23 +58,8 @@ FESTIVAL = "The lantern festival is held on midsummer night at the mill pond"
 DUES = "Guild dues are 12 silver a season, paid at the old chapel"
 PIN = "Marta's brother Tom is the miller at Hollin ford and she owes him two sacks of flour"
 OSRIC_PERSONA = ("You are Osric, a clerk of the Weavers' Guild, drinking at The Sleeping Stag. "
-                "You answer in one short sentence.")
+                 "You answer in one short sentence.")
 COMPACT_RESULT_RE = r"(?:Compacted|Masked|Cascade cycle|Replaced|Compaction of)[^\n]*"
-
-
-def request_kind(body):
-    """What an LLM request is for: ``summary``, ``extraction`` or ``reply``."""
-    text = prompt_text(body)
-    if "<transcript>" in text:
-        return "summary"
-    if body.get("tools") or "add_journal_entry" in text:
-        return "extraction"
-    return "reply"
-
-
-def prompt_text(body):
-    return "\n".join(str(m.get("content") or "") for m in body.get("messages") or []) + str(
-        body.get("prompt") or "")
 
 
 def system_text(body):
