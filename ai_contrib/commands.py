@@ -17,6 +17,7 @@ from .core.cascade import cascade_status
 from .core.compaction import REGISTRY
 from .core.masking import masked_count
 from .core.messages import is_marker
+from .core.gossip import chain_text
 from .memory.journal import ensure_journal, synthesis_entries
 from .npcs import find_npc  # any AI NPC, subclasses included
 from .rag_memory import breaker_open, compact_conversation_history
@@ -219,7 +220,9 @@ class CmdAIHistory(StaffCommand):
 
     /journal lists the NPC's journal: facts it recorded, compaction syntheses
     and observations, with importance, source and whether they are consolidated
-    into long-term memory (Mem0). With an entry id it shows that entry in full.
+    into long-term memory (Mem0), and for a fact heard from another NPC where it
+    came from: who said it first and the NPCs it passed through (see aigossip).
+    With an entry id it shows that entry in full.
 
     /people lists the people the NPC has spoken with: when it first met them and
     last spoke with them (real time and game time), the lines exchanged and its
@@ -479,12 +482,15 @@ class CmdAIHistory(StaffCommand):
             return
         done = set(journal["consolidated_entry_ids"])
         table = admin_table(table_width(self), "id", "importance", "source", "who", "in Mem0",
-                            "content")
+                            "content", "heard from")
         for entry in entries[-JOURNAL_PAGE_SIZE:]:
             table.add_row(
                 entry["id"], entry.get("importance"), entry.get("source_type"),
-                shown(entry.get("speaker") or entry.get("entity") or "-"),
+                shown(entry.get("speaker") or entry.get("origin_speaker")
+                      or entry.get("entity") or "-"),
                 "yes" if entry["id"] in done else "no", shown(entry.get("content"), 60),
+                # where a fact heard from another NPC came from (docs/design.md, "Gossip")
+                shown(chain_text(entry) or "-"),
             )
         self.caller.msg(
             f"|wJournal of {npc.key}|n: {len(entries)} entries, {len(done)} consolidated "
@@ -823,6 +829,7 @@ class AIContribCmdSet(CmdSet):
         self.add(CmdAIMemory())
         # imported here, as the admin commands are only wanted with the cmdset
         from .admin_commands import CmdAIConfig, CmdAIList, CmdAIReset
+        from .gossip_commands import CmdAIGossip
         from .lore_commands import CmdAILore, CmdAIPin
 
         self.add(CmdAIList())
@@ -830,3 +837,4 @@ class AIContribCmdSet(CmdSet):
         self.add(CmdAIReset())
         self.add(CmdAILore())
         self.add(CmdAIPin())
+        self.add(CmdAIGossip())

