@@ -220,8 +220,8 @@ class CmdAIHistory(StaffCommand):
 
     /journal lists the NPC's journal: facts it recorded, compaction syntheses
     and observations, with importance, source and whether they are consolidated
-    into long-term memory (Mem0), and for a fact heard from another NPC where it
-    came from: who said it first and the NPCs it passed through (see aigossip).
+    into long-term memory (Mem0); "who" is who told it, or for a fact heard from
+    another NPC who said it first and the NPCs it passed through (aigossip).
     With an entry id it shows that entry in full.
 
     /people lists the people the NPC has spoken with: when it first met them and
@@ -482,15 +482,14 @@ class CmdAIHistory(StaffCommand):
             return
         done = set(journal["consolidated_entry_ids"])
         table = admin_table(table_width(self), "id", "importance", "source", "who", "in Mem0",
-                            "content", "heard from")
+                            "content")
         for entry in entries[-JOURNAL_PAGE_SIZE:]:
             table.add_row(
                 entry["id"], entry.get("importance"), entry.get("source_type"),
-                shown(entry.get("speaker") or entry.get("origin_speaker")
-                      or entry.get("entity") or "-"),
+                # a fact heard from another NPC: who said it first and the NPCs it passed
+                # through (docs/design.md, "Gossip")
+                shown(chain_text(entry) or entry.get("speaker") or entry.get("entity") or "-"),
                 "yes" if entry["id"] in done else "no", shown(entry.get("content"), 60),
-                # where a fact heard from another NPC came from (docs/design.md, "Gossip")
-                shown(chain_text(entry) or "-"),
             )
         self.caller.msg(
             f"|wJournal of {npc.key}|n: {len(entries)} entries, {len(done)} consolidated "

@@ -162,7 +162,7 @@ class TestProvenanceShown(GossipCase):
         plain = dict(candidate, metadata={"speaker": "Wren", "memory_id": "abc"})
         self.assertNotIn("chain", note_items({"memories": [plain]})[0])  # positive control
         out = self.call(CmdAIHistory(), "Bram/journal")
-        self.assertIn("heard", out)  # the column; its cell wraps in the table
+        # the "who" cell names the chain (it wraps in the table)
         self.assertIn(f"{self.wren.key} >", out)
         self.assertIn("Marta (1", out)
 
