@@ -165,6 +165,12 @@ class TestProvenanceShown(GossipCase):
         # the "who" cell names the chain (it wraps in the table)
         self.assertIn(f"{self.wren.key} >", out)
         self.assertIn("Marta (1", out)
+        # the staff web page's journal says the same
+        from ai_contrib.web.snapshot import journal_view
+
+        [row] = journal_view(self.bram)
+        self.assertEqual(row["who"], f"{self.wren.key} > Marta (1 hop)")
+        self.assertEqual(journal_view(self.npc)[0]["who"], self.wren.key)  # first-hand
 
 
 class TestAIGossip(GossipCase):
