@@ -50,13 +50,18 @@ class CmdTalk(MuxCommand):
     Usage:
       talk <npc> = <text>
       talk <npc> <text>
+      talk/private <npc> = <text>
 
     Says something to a character in the room; AI NPCs answer in character.
-    Saying things with `say` in an NPC's room works too.
+    Saying things with `say` in an NPC's room works too. With /private you
+    whisper it: the others in the room see only that you whispered, no other
+    NPC hears it, the NPC answers you in a murmur, and it never passes on
+    what you told it.
     """
 
     key = "talk"
     aliases = ["talk to"]
+    switch_options = ("private",)
     locks = "cmd:all()"
     help_category = "General"
     arg_regex = r"\s.+|$"
@@ -90,6 +95,9 @@ class CmdTalk(MuxCommand):
         target = caller.search(self.target_name)
         if not target:
             return
+        if "private" in self.switches:
+            self.whisper(target)
+            return
         caller.msg(f'You say to {target.get_display_name(caller)}, "{self.speech}"')
         if caller.location:
             caller.location.msg_contents(
@@ -104,6 +112,23 @@ class CmdTalk(MuxCommand):
         for npc in room_npcs(caller):
             if npc != target:
                 npc.at_heard_say(caller, self.speech, to=target)
+
+    def whisper(self, target):
+        """
+        ``talk/private``: only ``target`` hears the line, stored with the speaker alone as its
+        audience, so it is private for every purpose (``docs/design.md``, "Privacy by
+        audience", "Gossip"): the reply built from it is murmured, and nothing drawn from it
+        ever passes as gossip. Other NPCs in the room do not hear it.
+        """
+        caller = self.caller
+        caller.msg(f'You whisper to {target.get_display_name(caller)}, "{self.speech}"')
+        if caller.location:
+            caller.location.msg_contents(f"{caller.key} whispers something to {target.key}.",
+                                         exclude=[caller, target])
+        if hasattr(target, "at_heard_say"):
+            target.at_heard_say(caller, self.speech, to=target, audience=[])
+        else:
+            target.msg(f'{caller.key} whispers to you, "{self.speech}"', from_obj=caller)
 
 
 class CmdAITalk(CmdTalk):

@@ -353,7 +353,7 @@ class AssistantCharacter(DefaultCharacter):
                              f"{source_location.key} gives you {moved_obj.key}.", "give",
                              audience=[source_location.dbref])
 
-    def at_heard_say(self, speaker, speech, to=None):
+    def at_heard_say(self, speaker, speech, to=None, audience=None):
         """
         Called when ``speaker`` says ``speech`` to or near this NPC.
 
@@ -361,10 +361,12 @@ class AssistantCharacter(DefaultCharacter):
             to (Object, optional): whom the line was said to (``talk <npc> = ...``); None for
                 a ``say`` to the room. Whether the NPC answers is decided by
                 :meth:`AssistantScript.receive_speech`.
+            audience (iterable[str], optional): dbrefs of who else heard it (the speaker is
+                added); None: the characters in the room. ``talk/private`` gives ``[]``.
         """
         script = self.assistant
         if script:
-            script.receive_speech(speaker, speech, to=to)
+            script.receive_speech(speaker, speech, audience=audience, to=to)
 
 
 def player_text(text):

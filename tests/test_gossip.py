@@ -8,6 +8,8 @@ Mem0 is off here (the journal is the record; the end-to-end test in ``test_e2e_g
 the real store).
 """
 
+from unittest import mock
+
 from django.test import override_settings
 from evennia.utils import create
 
@@ -243,3 +245,25 @@ class TestPlayerTextCannotPublish(GossipCase):
         self.assertEqual(self.contents(self.bram), [PUBLIC])
         [heard] = self.journal(self.bram)
         self.assertEqual((heard["origin_speaker"], heard["heard_from"]), (self.wren.key, "Marta"))
+
+
+class TestTalkPrivate(GossipCase):
+    def test_a_whisper_reaches_its_npc_alone_with_the_speaker_as_its_audience(self):
+        from ai_contrib.commands import CmdTalk
+
+        hilda = create.create_object(AssistantCharacter, key="Hilda", location=self.room1)
+        hilda_script = get_assistant_script(hilda)
+        with mock.patch.object(self.tamsin, "msg") as tamsin_saw:
+            out = self.call(CmdTalk(), "/private Marta = my vault code is 7341")
+        self.assertIn('You whisper to Marta, "my vault code is 7341"', out)
+        seen = " ".join(str(c) for c in tamsin_saw.call_args_list)
+        self.assertIn(f"{self.wren.key} whispers something to Marta.", seen)
+        self.assertNotIn("7341", seen)
+        [stored] = [m for m in self.script.history if "7341" in m["content"]]
+        self.assertEqual(stored["metadata"]["audience"], [self.wren.dbref])
+        self.assertFalse(any("7341" in m["content"] for m in hilda_script.history))
+        # control: a plain talk with the same people present is heard by Hilda, with Tamsin
+        # in its audience
+        self.call(CmdTalk(), "Marta = the mill burned down")
+        [aloud] = [m for m in hilda_script.history if "mill burned" in m["content"]]
+        self.assertIn(self.tamsin.dbref, aloud["metadata"]["audience"])
