@@ -64,7 +64,8 @@ class CmdTalk(MuxCommand):
     switch_options = ("private",)
     locks = "cmd:all()"
     help_category = "General"
-    arg_regex = r"\s.+|$"
+    # a space or a switch after the name ("talk/private"): "talking" is not talk
+    arg_regex = r"(?:/\w+)*(?:\s.+)?$"
 
     def parse(self):
         super().parse()

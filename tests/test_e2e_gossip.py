@@ -3,10 +3,11 @@ End to end, gossip (``docs/design.md``, "Gossip"): the real game from ``game_tem
 tavern (Marta) and North Gate (Bram) are both rooms of the zone ``crossroads``, players over real
 telnet, an LLM double on 127.0.0.1 whose recorded requests are the prompts the game built.
 
-1. Wren tells Marta, with Tamsin listening, that the old mill burned down (public); Tamsin
-   leaves, and Wren, alone with Marta, tells her his vault code (private), then makes small
-   talk. The double journals one fact from each line (and an observation about Wren from the
-   private one), citing the line it comes from, as a model doing its job does.
+1. Wren tells Marta, with Tamsin listening, that the old mill burned down (public), and
+   whispers where he buried the spoons (``talk/private``: private though Tamsin is there);
+   Tamsin leaves, and Wren, alone with Marta, tells her his vault code (private), then makes
+   small talk. The double journals one fact from each line (and an observation about Wren from
+   the vault line), citing the line it comes from, as a model doing its job does.
 2. ``aisleep Marta`` journals both; ``aisleep Bram`` makes Bram hear the public fact from Marta,
    with its provenance (Wren > Marta, 1 hop) in his journal, in Mem0, and, when Wren asks him,
    as "you heard from Marta that ..." in his reply prompt; nothing of the private line ever
@@ -42,7 +43,9 @@ PUBLIC_FACT = "The old mill by the ford burned down last night."
 PRIVATE_LINE = "Between us: my vault code is 7341 and the key hides under the blue stone."
 PRIVATE_FACT = "Wren's vault code is 7341 and the key hides under the blue stone."
 PRIVATE_OBSERVATION = "keeps a vault whose key hides under the blue stone"
-PRIVATE_WORDS = ("7341", "blue stone")
+WHISPER_LINE = "Keep it quiet: I buried the silver spoons beside the chapel well."
+WHISPER_FACT = "Wren buried the silver spoons beside the chapel well."
+PRIVATE_WORDS = ("7341", "blue stone", "silver spoons", "chapel well")
 SMALL_TALK = ["A mug of your dark ale, please.", "The road was muddy today.",
               "Is the stew ready yet?"]
 QUESTION = "Any news of the old mill by the ford?"
@@ -99,9 +102,13 @@ class GossipModel:
             return tool_calls([("noop", {})])
         calls = []
         public, private = cited(body, "old mill"), cited(body, "vault code")
+        whisper = cited(body, "silver spoons")
         if public is not None:
             calls.append(("add_journal_entry", {"content": PUBLIC_FACT, "importance": 7,
                                                 "source": [public]}))
+        if whisper is not None:
+            calls.append(("add_journal_entry", {"content": WHISPER_FACT, "importance": 8,
+                                                "source": [whisper]}))
         if private is not None:
             calls.append(("add_journal_entry", {"content": PRIVATE_FACT, "importance": 9,
                                                 "source": [private]}))
@@ -169,13 +176,21 @@ async def _scenario(game, llm):
         for player in (wren, tamsin):
             await player.command("tavern", quiet=0.5)
         out["public_answer"] = await _talk(wren, "Marta", PUBLIC_LINE)
+        # the private form, with Tamsin in the room: she sees only that Wren whispered, and
+        # Marta's answer is murmured to Wren
+        wren.send(f"talk/private Marta = {WHISPER_LINE}")
+        murmur, _ = await wren.read_until(r'Marta leans in and murmurs to Wren: "([^"\n]+)"',
+                                          timeout=90)
+        out["murmur"] = murmur and murmur.group(1)
+        out["tamsin_saw"] = await tamsin.read_quiet(quiet=1.0, timeout=10)
         await tamsin.command("out", quiet=0.5)  # Wren is alone with Marta now
         out["private_answer"] = await _talk(wren, "Marta", PRIVATE_LINE)
         for line in SMALL_TALK:
             await _talk(wren, "Marta", line)
 
         deadline = time.monotonic() + SLEEP_WORK_TIMEOUT
-        out["marta_journal"] = await _sleep(admin, "Marta", ("old mill", "vault code"), deadline)
+        out["marta_journal"] = await _sleep(admin, "Marta",
+                                            ("old mill", "vault code", "silver spoons"), deadline)
         deadline = time.monotonic() + SLEEP_WORK_TIMEOUT
         out["bram_journal"] = await _sleep(admin, "Bram", ("old mill",), deadline)
         out["gossip"] = await ask(admin, "aigossip Bram", r"Gossip of Bram")
@@ -216,6 +231,11 @@ def test_a_public_line_reaches_bram_with_provenance_and_a_private_one_never(game
     if not (public_rows and private_rows):
         fail_with_logs(game, f"Marta did not journal both facts:\n{marta}")
     assert public_rows[0][3] == "Wren" and private_rows[0][3] == "Wren", marta
+    assert rows_with(marta, "silver spoons"), marta
+    # the whisper: murmured to Wren; Tamsin saw that he whispered, never what
+    assert out["murmur"], "Marta did not murmur her answer to the whisper"
+    assert "Wren whispers something to Marta." in out["tamsin_saw"], out["tamsin_saw"]
+    assert "silver" not in out["tamsin_saw"], out["tamsin_saw"]
 
     # Bram heard the public fact from Marta, with its chain, and nothing of the private line
     bram = out["bram_journal"]
