@@ -267,3 +267,26 @@ class TestTalkPrivate(GossipCase):
         self.call(CmdTalk(), "Marta = the mill burned down")
         [aloud] = [m for m in hilda_script.history if "mill burned" in m["content"]]
         self.assertIn(self.tamsin.dbref, aloud["metadata"]["audience"])
+
+
+class TestCost(GossipCase):
+    def test_a_sleep_reads_the_journals_of_its_network_only(self):
+        from ai_contrib import gossip
+
+        outsiders = [create.create_object(AssistantCharacter, key=f"Far{i}", location=self.far)
+                     for i in range(4)]
+        read = []
+        real = gossip._journal_of
+
+        def counted(npc):
+            read.append(npc.key)
+            return real(npc)
+
+        with mock.patch.object(gossip, "_journal_of", side_effect=counted):
+            receive_gossip(get_assistant_script(self.bram), self.bram)
+            self.assertEqual(sorted(read), ["Bram", "Marta"])  # its own and its one peer's
+            read.clear()
+            for npc in outsiders[:2]:  # control: NPCs that join the zone are read
+                npc.location = self.room1
+            receive_gossip(get_assistant_script(self.bram), self.bram)
+        self.assertEqual(sorted(read), ["Bram", "Far0", "Far1", "Marta"])
