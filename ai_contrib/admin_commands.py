@@ -1,8 +1,8 @@
 """
 Admin commands for looking after several AI NPCs: ``ailist`` (all of them at a glance),
-``aiconfig`` (one NPC's effective configuration, with per-NPC changes) and ``aireset`` (wipe
-one NPC's memory). They join the contrib's cmdset in :mod:`ai_contrib.commands` and share
-its helpers in :mod:`ai_contrib.command_util`.
+``aiconfig`` (one NPC's effective configuration, with per-NPC changes), ``aireset`` (wipe
+one NPC's memory) and ``aiforget`` (make it forget one player). They join the contrib's
+cmdset in :mod:`ai_contrib.commands` and share its helpers in :mod:`ai_contrib.command_util`.
 """
 
 
@@ -245,3 +245,123 @@ class CmdAIReset(StaffCommand):
                        f"{files}{kept}.")
 
         reset_memory(script, npc).addCallback(_done)
+
+
+def _find_player(caller, script, text):
+    """
+    The player an NPC is to forget: ``(dbref, name)`` from the NPC's people records (name,
+    any case, or ``#dbref``), else a character found by a global search; ``(None, None)``
+    after telling ``caller`` why.
+    """
+    from .scene import all_people
+
+    wanted = text.strip()
+    records = [r for r in all_people(script)
+               if wanted.lower() in (str(r.get("name") or "").lower(), str(r.get("dbref")))]
+    if len(records) > 1:
+        caller.msg("Several people of that name: "
+                   + ", ".join(f"{shown(r.get('name'))} ({r.get('dbref')})" for r in records)
+                   + ". Give the dbref.")
+        return None, None
+    if records:
+        return str(records[0]["dbref"]), str(records[0].get("name") or records[0]["dbref"])
+    found = caller.search(wanted, global_search=True, quiet=True) or []
+    if len(found) == 1:
+        return found[0].dbref, found[0].key
+    caller.msg(f"No player '{shown(wanted)}' is known to {script.obj.key}"
+               + (" (several characters match)." if found else "."))
+    return None, None
+
+
+def _describe_forget(report):
+    """The parts of what ``aiforget`` removes (or would remove)."""
+    memories = report.get("memories")
+    parts = [
+        f"{report['lines']} of their lines and replies only to them (out of the search index: "
+        f"{report['index_rows']} rows; {report['lines_in_context']} in context)",
+        f"{report['summaries']} summaries made from them (dropped)",
+        f"{report['journal_entries']} journal entries",
+        f"{report['pins']} pins",
+        "the people record" if report["people"] else "no people record",
+    ]
+    if "profiles" in report:
+        parts.append(f"{report['profiles']} entity profile(s)")
+    if memories is not None:
+        parts.append(f"{memories} Mem0 memories")
+    return "; ".join(parts)
+
+
+class CmdAIForget(StaffCommand):
+    """
+    Make an AI NPC forget one player.
+
+    Usage:
+      aiforget <npc> = <player>
+      aiforget/confirm <npc> = <player>
+
+    Without /confirm: says what would be removed. With /confirm: removes
+    everything the player said to the NPC and what was derived from it:
+    their lines (and the NPC's replies to them alone) from its context and
+    from the search index of its archive, the summaries written from those
+    lines (dropped whole; the other lines they covered stay searchable), the
+    journal entries and Mem0 memories told by them or made from their lines,
+    the NPC's people record and entity profile of them, and the pins about
+    them; then reports each. The archive file keeps the raw lines for staff
+    until aireset. <player> is a name or #dbref the NPC knows, or any
+    character. Refused while the NPC is writing a reply or doing memory
+    work: try again a moment later.
+    """
+
+    key = "aiforget"
+    switch_options = ("confirm",)
+
+    def func(self):
+        from .forget import forget_player, preview_forget
+        from .memory.erase import busy_reason
+
+        caller = self.caller
+        if not self.lhs or not self.rhs:
+            caller.msg("Usage: aiforget[/confirm] <npc> = <player>")
+            return
+        npc, script = find_npc(caller, self.lhs.strip())
+        if not npc:
+            return
+        dbref, name = _find_player(caller, script, self.rhs)
+        if not dbref:
+            return
+        who = f"{shown(name)} ({dbref})"
+
+        def _failed(failure):
+            caller.msg(f"|rCould not make {npc.key} forget {who}|n: "
+                       f"{shown(failure.getErrorMessage())}")
+
+        if "confirm" not in self.switches:
+            def _preview(plan):
+                report = {"lines": len(plan["line_ids"]), "index_rows": len(plan["seqs"]),
+                          "lines_in_context": plan["lines_in_context"],
+                          "summaries": len(plan["summary_ids"]),
+                          "journal_entries": len(plan["journal_ids"]),
+                          "people": plan["people"], "pins": plan["pins"]}
+                memory = ("and their Mem0 memories" if get_setting("MEMORY_ENABLED")
+                          else "nothing in Mem0 (it is off)")
+                caller.msg(f"|yThis makes {npc.key} forget {who}|n: {_describe_forget(report)}; "
+                           f"{memory}. It cannot be undone.\nType |waiforget/confirm "
+                           f"{npc.key} = {dbref}|n to do it.")
+
+            preview_forget(script, npc, dbref, name).addCallbacks(_preview, _failed)
+            return
+        why = busy_reason(script)
+        if why:
+            caller.msg(f"Not now: {why} for {npc.key}. Try again in a moment.")
+            return
+        caller.msg(f"Making {npc.key} forget {who}...")
+
+        def _done(report):
+            if "busy" in report:
+                caller.msg(f"Not now: {report['busy']} for {npc.key}. Try again in a moment.")
+                return
+            error = (f"; |rMem0 failed|n: {shown(report['memory_error'])} (it is tried again "
+                     "when the server starts)" if report.get("memory_error") else "")
+            caller.msg(f"{npc.key} forgot {who}: removed {_describe_forget(report)}{error}.")
+
+        forget_player(script, npc, dbref, name).addCallbacks(_done, _failed)

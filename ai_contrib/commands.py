@@ -22,6 +22,7 @@ from .memory.journal import ensure_journal, synthesis_entries
 from .npcs import find_npc  # any AI NPC, subclasses included
 from .rag_memory import breaker_open, compact_conversation_history
 from .replies import describe_reply
+from .scene import audience_label
 from .settings import get_setting
 from .strategies import STRATEGIES, prompt_style, resolve_strategy
 from .typeclasses import player_text, room_npcs
@@ -373,13 +374,18 @@ class CmdAIHistory(StaffCommand):
             lines += ["|wCompaction events|n", str(ev)]
         if markers:
             mt = admin_table(width, "summary", "compacted", "at", "tokens before -> summary",
-                             "archive range")
+                             "audience", "archive range")
             for m in markers:
                 meta = m.get("metadata") or {}
+                # who may hear it (docs/design.md, "Summaries by audience"), and how many
+                # lines a narrower group heard were left out of it
+                audience = audience_label(script, meta.get("audience"))
+                if meta.get("left_out"):
+                    audience += f"; {meta['left_out']} line(s) left out"
                 mt.add_row(
                     m["id"], meta.get("compacted_count"), (meta.get("compacted_at") or "")[:19],
                     f"{meta.get('original_token_count')} -> {meta.get('summary_token_count')}",
-                    f"{meta.get('first_seq')}..{meta.get('last_seq')}",
+                    audience, f"{meta.get('first_seq')}..{meta.get('last_seq')}",
                 )
             lines += ["|wSummaries in context|n", str(mt)]
         synth = synthesis_entries(ensure_journal(npc.db.journal), limit=3)
@@ -853,13 +859,14 @@ class AIContribCmdSet(CmdSet):
         self.add(CmdAIWake())
         self.add(CmdAIMemory())
         # imported here, as the admin commands are only wanted with the cmdset
-        from .admin_commands import CmdAIConfig, CmdAIList, CmdAIReset
+        from .admin_commands import CmdAIConfig, CmdAIForget, CmdAIList, CmdAIReset
         from .gossip_commands import CmdAIGossip
         from .lore_commands import CmdAILore, CmdAIPin
 
         self.add(CmdAIList())
         self.add(CmdAIConfig())
         self.add(CmdAIReset())
+        self.add(CmdAIForget())
         self.add(CmdAILore())
         self.add(CmdAIPin())
         self.add(CmdAIGossip())

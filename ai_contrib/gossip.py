@@ -204,7 +204,7 @@ def erase_everywhere(origin, script_key):
     report = {"journals": [(npc.key, entry_id) for npc, entry_id in copies], "memories": None}
     if not copies or not get_setting("MEMORY_ENABLED"):
         return defer.succeed(report)
-    jobs = [get_store().delete_entries(npc_agent_id(npc), ids) for npc, ids in by_npc.values()]
+    jobs = [get_store().delete_derived(npc_agent_id(npc), ids) for npc, ids in by_npc.values()]
 
     def _counted(results):
         report["memories"] = 0

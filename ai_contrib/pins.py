@@ -94,6 +94,21 @@ def remove_pin(npc, pin_id):
     return next(pin for pin in pins if pin not in kept)
 
 
+def remove_player_pins(npc, dbref):
+    """
+    Remove every pin of ``npc`` about the player ``dbref`` (forgetting a player,
+    ``docs/design.md``, "Forgetting a player").
+
+    Returns:
+        list[dict]: the removed pins.
+    """
+    pins = get_pins(npc)
+    removed = [pin for pin in pins if pin.get("player") == str(dbref)]
+    if removed:
+        npc.attributes.add(PINS_ATTRIBUTE, [pin for pin in pins if pin not in removed])
+    return removed
+
+
 def clear_pins(npc):
     """Remove every pin of ``npc``; returns how many there were."""
     count = len(get_pins(npc))

@@ -29,7 +29,7 @@ from evennia.objects.objects import DefaultCharacter
 from evennia.utils import logger
 from evennia.utils.dbserialize import deserialize
 
-from .core.audience import heard_by
+from .core.audience import describe_audience, heard_by
 from .core.scene import (
     clock_from_game_seconds,
     impression_from_facts,
@@ -143,6 +143,17 @@ def people_for(script, dbrefs):
         if record:
             found[dbref] = record
     return found
+
+
+def audience_label(script, audience):
+    """
+    Who may read something with ``audience`` (a list of dbrefs, or None: public), named from
+    the NPC's people records (:func:`ai_contrib.core.audience.describe_audience`): e.g.
+    ``"Wren (#12), Tamsin (#13)"``, ``"everyone"``, ``"nobody"``. One Attribute read per
+    member.
+    """
+    names = {dbref: record.get("name") for dbref, record in people_for(script, audience).items()}
+    return describe_audience(audience, names)
 
 
 def all_people(script):

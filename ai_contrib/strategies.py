@@ -412,14 +412,16 @@ def _write_summaries(script, plan):
     takes its summary's text unchanged). Errbacks with LLMError."""
     texts = []
     for span in plan.spans:
+        # only the lines one listener group heard go into a summary (docs/design.md,
+        # "Summaries by audience"); the span is still replaced whole
         if span.promote:
             texts.append(cascade_core.summary_text_of(span.messages[0]))
         elif span.tier == cascade_core.TIER_LONG:
             texts.append((yield summariser.fold_summaries(
-                span.messages, style=prompt_style(script), model=_summariser_model(script))))
+                span.shared, style=prompt_style(script), model=_summariser_model(script))))
         else:
             texts.append((yield summarise(
-                script, span.messages, prompt=span.prompt, instruction=span.instruction,
+                script, span.shared, prompt=span.prompt, instruction=span.instruction,
                 structured=span.structured)))
     return texts
 
@@ -478,7 +480,7 @@ def _summarise_plan(script, character, plan):
                 if span.promote:  # already judged when it was written
                     fidelities.append(None)
                     continue
-                texts[i], fidelity = guard_summary(script, span.messages, texts[i])
+                texts[i], fidelity = guard_summary(script, span.shared, texts[i])
                 fidelities.append(fidelity)
         except LLMError as err:
             return f"summary failed: {err}"

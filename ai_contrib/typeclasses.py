@@ -1176,6 +1176,10 @@ class AssistantScript(DefaultScript):
         """
         if not self.db._manually_paused:
             self.start()
+        if self.db.forget_pending:  # a player staff asked it to forget, cut short by a crash
+            from .forget import resume_pending
+
+            resume_pending(self)
 
     def at_server_reload(self):
         self.checkpoint()

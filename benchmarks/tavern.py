@@ -75,6 +75,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from demo.gamectl import GameDir, GameError  # noqa: E402
+from demo.replay import npc_archives  # noqa: E402
 from demo.telnet import TelnetError, TelnetPlayer, Transcript  # noqa: E402
 from tests.llm_double import LLMDouble, reply, sleep, tool_calls  # noqa: E402
 
@@ -387,9 +388,9 @@ async def poller(admin, t0, interval, samples, stop):
 
 
 def archive_records(game):
-    """All records of Marta's archive (the game has one AI NPC), oldest first."""
+    """All records of Marta's archive (the template's first NPC), oldest first."""
     records = []
-    for path in sorted((game.path / "server" / "ai_archive").glob("*.jsonl")):
+    for path in npc_archives(game)[:1]:
         with open(path, "rb") as fh:
             for line in fh:
                 if not line.endswith(b"\n"):

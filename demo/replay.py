@@ -140,3 +140,13 @@ def run_replay(coroutine):
     except GameError as err:  # the game could not be made
         print(err, file=sys.stderr)
         return 1
+
+
+def npc_archives(game):
+    """
+    The game's NPC archive files (``server/ai_archive/npc<id>-<hash>.jsonl``), in the order the
+    NPCs were created: the template builds Marta first, so hers comes first, before Bram's and
+    any NPC added later.
+    """
+    files = (game.path / "server" / "ai_archive").glob("npc*.jsonl")
+    return sorted(files, key=lambda f: int(re.match(r"npc(\d+)", f.name).group(1)))

@@ -4,9 +4,12 @@ ports (``demo.gamectl.GameDir``), started once per test module and always stoppe
 afterwards, and a failure message that carries the transcript and server log tails.
 """
 
+import json
+
 import pytest
 
 from demo.gamectl import GameDir
+from demo.replay import npc_archives
 from demo.telnet import Transcript
 
 
@@ -70,6 +73,15 @@ async def logged_in(game, label, name, password):
 async def logged_in_admin(game):
     """A telnet connection to ``game``, logged in as its superuser."""
     return await logged_in(game, "admin", *game.superuser)
+
+
+def archive_records(game):
+    """Every record of Marta's archive (``[{"seq", "kind", ...}]``), or ``[]`` before it exists."""
+    files = npc_archives(game)
+    if not files:
+        return []
+    with open(files[0], encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
 
 
 def table_rows(text):

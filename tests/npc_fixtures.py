@@ -2,6 +2,8 @@
 A base test case with an AI NPC in Evennia's test world and an LLM double behind it.
 """
 
+from unittest import mock
+
 from django.test import override_settings
 from evennia.utils import create
 from evennia.utils.test_resources import BaseEvenniaCommandTest
@@ -10,7 +12,7 @@ from ai_contrib.llm.client import reset_client
 from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
 from .llm_double import LLMDouble
-from .twisted_util import wait_for
+from .twisted_util import spin, wait_for
 
 
 class NPCTestCase(BaseEvenniaCommandTest):
@@ -58,3 +60,15 @@ class NPCTestCase(BaseEvenniaCommandTest):
             else:
                 added.append(self.script.add_message("assistant", text, name="Marta"))
         return added
+
+    def said(self, cmd, args, until, tries=200):
+        """Run a command and collect what the caller is told, also later (Deferreds)."""
+        with mock.patch.object(self.char1, "msg") as msg:
+            immediate = self.call(cmd, args)
+            for _ in range(tries):
+                text = immediate + " ".join(str(c) for c in msg.call_args_list)
+                if until in text:
+                    break
+                spin(0.02)
+        return immediate + "\n".join(str(c.args[0] if c.args else c.kwargs.get("text"))
+                                     for c in msg.call_args_list)

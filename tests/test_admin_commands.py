@@ -70,18 +70,6 @@ class AdminCase(NPCTestCase):
         self.addCleanup(setattr, mem0_store, "_store", previous)
         return store
 
-    def said(self, cmd, args, until, tries=200):
-        """Run a command and collect what the caller is told, also later (Deferreds)."""
-        with mock.patch.object(self.char1, "msg") as msg:
-            immediate = self.call(cmd, args)
-            for _ in range(tries):
-                text = immediate + " ".join(str(c) for c in msg.call_args_list)
-                if until in text:
-                    break
-                spin(0.02)
-        return immediate + "\n".join(str(c.args[0] if c.args else c.kwargs.get("text"))
-                                     for c in msg.call_args_list)
-
 
 class TestLookup(AdminCase):
     def setUp(self):

@@ -39,7 +39,6 @@ the game, then well under a minute per crash.
 
 import ast
 import asyncio
-import json
 import re
 import shutil
 import sqlite3
@@ -48,7 +47,7 @@ import threading
 import pytest
 
 from demo.telnet import TelnetPlayer
-from tests.e2e_util import logged_in, logged_in_admin, started_game
+from tests.e2e_util import archive_records, logged_in, logged_in_admin, npc_archives, started_game
 from tests.llm_double import LLMDouble
 
 # the third crash restores the game's SQLite file from a backup: this game keeps SQLite even
@@ -201,10 +200,9 @@ def _restart_after_kill(game):
 
 
 def _archive_records(game):
-    files = list((game.path / "server" / "ai_archive").glob("npc*.jsonl"))
-    assert len(files) == 1, files
-    with open(files[0], encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+    records = archive_records(game)
+    assert records, npc_archives(game)
+    return records
 
 
 async def _ask(admin, command, first_line):

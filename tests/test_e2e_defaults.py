@@ -9,14 +9,13 @@ beside her replies, and she answers the next question with the model's words.
 """
 
 import asyncio
-import json
 import re
 import time
 
 import pytest
 
 from demo.telnet import TelnetPlayer
-from tests.e2e_util import fail_with_logs, started_game
+from tests.e2e_util import archive_records, fail_with_logs, started_game
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -40,19 +39,12 @@ def game(tmp_path_factory):
 
 
 def _archive_lines(game):
-    files = list((game.path / "server" / "ai_archive").glob("npc*.jsonl"))
-    if not files:
-        return []
-    with open(files[0], encoding="utf-8") as fh:
-        records = [json.loads(line) for line in fh if line.strip()]
-    return [r["msg"] for r in records if r["kind"] == "message"]
+    return [r["msg"] for r in archive_records(game) if r["kind"] == "message"]
 
 
 def _memory_work_done(game):
     """True once a compaction or an eviction is in the archive."""
-    files = list((game.path / "server" / "ai_archive").glob("npc*.jsonl"))
-    with open(files[0], encoding="utf-8") as fh:
-        return any(json.loads(line)["kind"] in ("compaction", "evict") for line in fh if line.strip())
+    return any(r["kind"] in ("compaction", "evict") for r in archive_records(game))
 
 
 def test_an_npc_fed_more_than_its_model_window_keeps_answering(game):

@@ -18,7 +18,7 @@ import threading
 import pytest
 
 from demo.telnet import TelnetPlayer
-from tests.e2e_util import fail_with_logs, logged_in, started_game
+from tests.e2e_util import fail_with_logs, logged_in, npc_archives, started_game
 from tests.llm_double import LLMDouble, raw_body
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -84,8 +84,7 @@ async def _players(game):
 
 
 def _archived_text(game):
-    files = list((game.path / "server" / "ai_archive").glob("npc*.jsonl"))
-    return "\n".join(f.read_text(encoding="utf-8") for f in files)
+    return "\n".join(f.read_text(encoding="utf-8") for f in npc_archives(game))
 
 
 def test_a_reply_is_not_said_in_front_of_someone_who_walked_in_while_it_was_written(game, llm):

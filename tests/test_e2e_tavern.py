@@ -29,7 +29,14 @@ import time
 import pytest
 
 from demo.telnet import TelnetPlayer
-from tests.e2e_util import fail_with_logs, logged_in, logged_in_admin, started_game
+from tests.e2e_util import (
+    archive_records,
+    fail_with_logs,
+    logged_in,
+    logged_in_admin,
+    npc_archives,
+    started_game,
+)
 from tests.llm_double import LLMDouble
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -163,10 +170,9 @@ async def _say(player, text, timeout=30):
 
 
 def _archive(game):
-    files = list((game.path / "server" / "ai_archive").glob("npc*.jsonl"))
-    assert len(files) == 1, files
-    with open(files[0], encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+    records = archive_records(game)
+    assert records, npc_archives(game)
+    return records
 
 
 def _lines_and_replies(game):

@@ -57,7 +57,7 @@ CURFEW = "the town gate closes at the tenth bell"
 FESTIVAL = "The lantern festival is held on midsummer night at the mill pond"
 DUES = "Guild dues are 12 silver a season, paid at the old chapel"
 PIN = "Marta's brother Tom is the miller at Hollin ford and she owes him two sacks of flour"
-BRAM_PERSONA = ("You are Bram, a clerk of the Weavers' Guild, drinking at The Sleeping Stag. "
+OSRIC_PERSONA = ("You are Osric, a clerk of the Weavers' Guild, drinking at The Sleeping Stag. "
                 "You answer in one short sentence.")
 COMPACT_RESULT_RE = r"(?:Compacted|Masked|Cascade cycle|Replaced|Compaction of)[^\n]*"
 
@@ -221,7 +221,7 @@ def test_a_faction_entry_reaches_the_guild_npc_and_never_the_innkeeper(game, llm
 
 async def _faction_lore(game, llm):
     wren, admin = await _player(game, "Wren"), await logged_in_admin(game)
-    bram = None
+    osric = None
     try:
         added = await _admin_says(admin, f"ailore/add guild dues, dues = {DUES}.",
                                   r"Added lore entry (\d+)[^\n]*|Usage[^\n]*")
@@ -237,32 +237,32 @@ async def _faction_lore(game, llm):
             admin,
             "py from evennia.utils.create import create_object; "
             "from ai_contrib.typeclasses import AssistantCharacter; "
-            "b = create_object(AssistantCharacter, key='Bram', "
+            "b = create_object(AssistantCharacter, key='Osric', "
             "location=me.search('The Sleeping Stag', global_search=True)); "
-            f"b.db.persona = {BRAM_PERSONA!r}; print('BRAM=' + b.dbref)",
-            r"BRAM=#\d+|Error[^\n]*|Traceback[^\n]*", timeout=60)
-        bram = re.search(r"BRAM=(#\d+)", made)
-        assert bram, made
-        bram = bram.group(1)
-        tagged = await admin.command(f"tag {bram} = guild:faction", quiet=1.0)
+            f"b.db.persona = {OSRIC_PERSONA!r}; print('OSRIC=' + b.dbref)",
+            r"OSRIC=#\d+|Error[^\n]*|Traceback[^\n]*", timeout=60)
+        osric = re.search(r"OSRIC=(#\d+)", made)
+        assert osric, made
+        osric = osric.group(1)
+        tagged = await admin.command(f"tag {osric} = guild:faction", quiet=1.0)
         assert "guild" in tagged and "faction" in tagged, tagged
 
         await _go(wren, "tavern")
-        to_bram = await _talk(game, llm, wren, "Bram, how much are the guild dues?",
-                              npc="Bram", persona="You are Bram")
+        to_osric = await _talk(game, llm, wren, "Osric, how much are the guild dues?",
+                              npc="Osric", persona="You are Osric")
         to_marta = await _talk(game, llm, wren, "Marta, what are the guild dues these days?")
-        assert DUES in prompt_text(to_bram), prompt_text(to_bram)
+        assert DUES in prompt_text(to_osric), prompt_text(to_osric)
         assert DUES not in prompt_text(to_marta), prompt_text(to_marta)
         assert "what are the guild dues" in prompt_text(to_marta)  # her key, her prompt
-        # Bram stands in the tavern too: its prices (location:The Sleeping Stag) reach him
-        priced_bram = await _talk(game, llm, wren, "Bram, is the cider good here?",
-                                  npc="Bram", persona="You are Bram")
-        assert DRINKS in prompt_text(priced_bram), prompt_text(priced_bram)
-        assert DUES in prompt_text(priced_bram)  # still shown where it was triggered
+        # Osric stands in the tavern too: its prices (location:The Sleeping Stag) reach him
+        priced_osric = await _talk(game, llm, wren, "Osric, is the cider good here?",
+                                  npc="Osric", persona="You are Osric")
+        assert DRINKS in prompt_text(priced_osric), prompt_text(priced_osric)
+        assert DUES in prompt_text(priced_osric)  # still shown where it was triggered
     finally:
-        if bram:
+        if osric:
             await admin.command(f"py from evennia.utils.search import search_object; "
-                                f"search_object('{bram}')[0].delete()", quiet=1.0)
+                                f"search_object('{osric}')[0].delete()", quiet=1.0)
         await _close(wren, admin)
 
 

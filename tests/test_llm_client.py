@@ -609,11 +609,14 @@ class TestReplySampling(ClientTestBase):
     def test_auto_sends_the_embedded_set_to_the_embedded_model_only(self):
         from ai_contrib.llm.client import EMBEDDED_REPLY_SAMPLING
 
-        with override_settings(AI_LLM_REPLY_SAMPLING="auto"):
+        self.assertTrue(EMBEDDED_REPLY_SAMPLING)
+        with override_settings(AI_LLM_REPLY_SAMPLING="auto", AI_LLM_BASE_URL=None):
             yield self.client.chat(USER, purpose="reply")  # a server at a base URL
-            self.assertEqual(self.make_client(base_url=None).reply_sampling(), EMBEDDED_REPLY_SAMPLING)
+            embedded = self.make_client(base_url=None)  # the embedded model (not started here)
+            self.assertTrue(embedded.embedded)
+            self.assertEqual(embedded.reply_sampling(), EMBEDDED_REPLY_SAMPLING)
         self.assertFalse(set(EMBEDDED_REPLY_SAMPLING) & set(self.llm.last_request))
-        with override_settings(AI_LLM_REPLY_SAMPLING=None):
+        with override_settings(AI_LLM_REPLY_SAMPLING=None, AI_LLM_BASE_URL=None):
             self.assertEqual(self.make_client(base_url=None).reply_sampling(), {})
 
     def test_a_bad_value_is_a_clear_error(self):

@@ -160,8 +160,9 @@ def test_a_named_npc_always_answers_a_player_and_an_unnamed_npc_in_a_crowd_never
         indices, named, line):
     room = _room(indices)
     text = " ".join(w for w in line if w not in NAMES and w != "smith")
-    chosen, _ = answerers(f"{NAMES[named]}, {text}", "#1", room, now=NOW)
+    said = f"{NAMES[named]}, {text}"
+    chosen, _ = answerers(said, "#1", room, now=NOW)
     if f"#{10 + named}" in {n["id"] for n in room}:
         assert chosen == (f"#{10 + named}",)
-    elif len(room) > 1 and not to_everyone(text):
+    elif len(room) > 1 and not to_everyone(said):
         assert chosen == ()  # named someone not here, not everyone: nobody in particular

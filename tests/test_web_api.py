@@ -201,6 +201,15 @@ class TestPages(WebTestCase):
         self.assertNotIn("<script>alert", page)
         self.assertIn("&lt;script&gt;alert", page)
 
+    def test_the_npc_page_shows_who_may_hear_each_summary(self):
+        self.staff()
+        self.compacted()
+        page = self.client.get(f"/ai/{self.npc.id}/").content.decode()
+        # Bob's private line is among the summarised ones: the summary is his alone
+        # (docs/design.md, "Summaries by audience")
+        self.assertIn(f"&middot; heard by {self.char1.dbref}", page)
+        self.assertNotIn("heard by everyone", page)
+
     def test_the_npc_page_lists_the_people_met_with_names_escaped(self):
         self.staff()
         page = self.client.get(f"/ai/{self.npc.id}/").content.decode()

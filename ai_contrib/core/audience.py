@@ -16,6 +16,8 @@ speech always records its audience.
 All functions are pure.
 """
 
+from .messages import is_marker
+
 PUBLIC = None
 
 
@@ -113,3 +115,70 @@ def may_hear(items, present):
     if isinstance(present, dict):
         return {member: present[member] for member in allowed}
     return allowed
+
+
+def _weight(msg):
+    """How many lines ``msg`` stands for: a summary marker its ``compacted_count``, else 1."""
+    if is_marker(msg):
+        return max(1, int((msg.get("metadata") or {}).get("compacted_count") or 1))
+    return 1
+
+
+def shared_part(messages):
+    """
+    Split a compaction span into the lines its shared summary is written from and the lines
+    left out of it (``docs/design.md``, "Privacy by audience", "Summaries by audience").
+
+    A summary may be read only by those who heard every line it was made from. Made from a
+    whole span in which bob told the NPC a secret alone, it could be read by bob only, and
+    folded into the next one with lines only alice heard, by nobody: one private line would
+    hide the running summary from everyone. So the summary is written for one listener group
+    ``S``: the audience of one of the span's lines, chosen to cover the most
+    (lines heard by S) x (members of S), ties going to the larger group, then to the first
+    in sorted order. It is made from the lines every member of ``S`` heard (public lines
+    among them); the others (a secret told to fewer, a conversation from before someone
+    arrived, an earlier summary for a narrower group) are left out of it: they stay in the
+    archive, where retrieval finds them for those who heard them, and facts taken from them
+    are journaled with their own audience. The summary's audience (the
+    :func:`common_audience` of what it was made from) always holds ``S``: it is never
+    nobody.
+
+    Args:
+        messages (list[dict]): the span, oldest first (markers among them count as the
+            lines they summarise, ``metadata["compacted_count"]``).
+
+    Returns:
+        tuple: ``(shared, left_out)``: two lists of the span's messages, each in span order.
+        ``left_out`` is empty when every line has the same audience, every line is public,
+        or no line has a listener at all (then nothing better can be chosen).
+    """
+    messages = list(messages)
+    audiences = {audience_of(msg) for msg in messages}
+    groups = audiences - {None, frozenset()}
+    if not groups or (len(groups) == 1 and frozenset() not in audiences):
+        return messages, []
+    best, best_key = None, None
+    for group in sorted(groups, key=sorted):
+        covered = sum(_weight(msg) for msg in messages if heard_by(msg, group))
+        key = (covered * len(group), len(group))
+        if best_key is None or key > best_key:
+            best, best_key = group, key
+    shared = [msg for msg in messages if heard_by(msg, best)]
+    left_out = [msg for msg in messages if not heard_by(msg, best)]
+    return shared, left_out
+
+
+def describe_audience(audience, names=None):
+    """
+    One line naming who may read something with ``audience`` (admin screens: ``aihistory``,
+    the NPC's web page): ``"everyone"`` for public (None), ``"nobody"`` for an empty
+    audience, else the members' names (``names``: ``{dbref: name}``; a dbref without a name
+    is shown as itself), comma-separated, in the audience's order.
+    """
+    if audience is None:
+        return "everyone"
+    members = normalise_audience(audience)
+    if not members:
+        return "nobody"
+    names = names or {}
+    return ", ".join(f"{names[m]} ({m})" if names.get(m) else m for m in members)

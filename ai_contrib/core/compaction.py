@@ -23,8 +23,10 @@ Twisted or Django.
 """
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from . import cascade
+from .audience import shared_part
 from .cuts import plan_compaction
 from .structured import plan_replace_all
 from .summary import check_summary, make_marker
@@ -230,6 +232,9 @@ class Span:
     unchanged. ``prompt``/``instruction`` are the chat system prompt and base-prompt instruction
     line (None: the NPC's ``compact_prompt`` or the default); ``structured`` normalises the
     section headings (``docs/design.md``, "Structured summaries").
+
+    The whole of ``messages`` is replaced, but the summary is written from :attr:`shared`
+    only: the lines one listener group heard (``docs/design.md``, "Summaries by audience").
     """
 
     messages: list
@@ -239,6 +244,22 @@ class Span:
     prompt: str | None = None
     instruction: str | None = None
     structured: bool = True
+
+    @cached_property
+    def _parts(self):
+        return shared_part(self.messages)
+
+    @property
+    def shared(self):
+        """The messages the summary is written from
+        (:func:`ai_contrib.core.audience.shared_part`), in order."""
+        return self._parts[0]
+
+    @property
+    def left_out(self):
+        """The messages of the span left out of its summary (heard by a narrower group; they
+        stay in the archive), in order."""
+        return self._parts[1]
 
 
 @dataclass(frozen=True)
@@ -409,12 +430,13 @@ def build_markers(plan, texts, *, model=None, min_saving_tokens=1, fidelities=()
             marker = make_marker(
                 text, span.messages, original_token_count=span.tokens,
                 summary_token_count=count_tokens(text, model), trigger=plan.trigger,
-                strategy=plan.strategy, **_with_fidelity(fidelity),
+                strategy=plan.strategy, source=span.shared, **_with_fidelity(fidelity),
             )
         else:
             marker = cascade.make_tier_marker(
                 span.tier, text, span.messages, span.tokens, count_tokens(text, model),
-                plan.cycle.cycle, trigger=plan.trigger, **_with_fidelity(fidelity),
+                plan.cycle.cycle, trigger=plan.trigger, source=span.shared,
+                **_with_fidelity(fidelity),
             )
         markers.append(marker)
     tokens = [count_message_tokens(marker, model) for marker in markers]
@@ -540,6 +562,9 @@ def synthesis_entry(marker):
         # a synthesis repeats what its summary replaced (docs/design.md, "Privacy by audience")
         "audience": meta.get("audience"),
         "visibility": "public" if meta.get("audience") is None else "private",
+        # the lines of its range it was not written from (forgetting a player who said only
+        # those keeps it: docs/design.md, "Forgetting a player")
+        "left_out_seqs": meta.get("left_out_seqs"),
     }
 
 

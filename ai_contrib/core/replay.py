@@ -19,8 +19,8 @@ def apply_record(messages, record):
 
     Args:
         messages (list[dict]): the runtime history; not modified.
-        record (dict): an archive record (``kind`` ``message``, ``compaction``, ``evict`` or
-            ``mask``; shapes in ``memory/archive.py``; a ``mask`` record is
+        record (dict): an archive record (``kind`` ``message``, ``compaction``, ``evict``,
+            ``forget`` or ``mask``; shapes in ``memory/archive.py``; a ``mask`` record is
             ``{"kind": "mask", "ids": [...], "replacements": [<placeholder message>, ...]}``,
             see ``core/masking.py``). Unknown kinds are ignored.
 
@@ -43,7 +43,9 @@ def apply_record(messages, record):
             return splice(messages, record["first_id"], record["last_id"], [marker]), True
         except (KeyError, SpliceError):
             return messages, False
-    if kind == "evict":
+    if kind in ("evict", "forget"):
+        # a forget record (docs/design.md, "Forgetting a player") takes its ids out for good:
+        # replayed after a crash, the player's lines and the summaries made from them stay out
         gone = set(record.get("ids") or ())
         if not gone & ids:
             return messages, False

@@ -254,7 +254,8 @@ def _seq_range(compacted):
     return (min(seqs), max(seqs)) if seqs else (None, None)
 
 
-def make_marker(summary_text, compacted, original_token_count, summary_token_count, **meta):
+def make_marker(summary_text, compacted, original_token_count, summary_token_count, *,
+                source=None, **meta):
     """
     Build the ``[CONTEXT SUMMARY]`` marker that replaces ``compacted`` (``docs/design.md``,
     "Summary compaction").
@@ -273,7 +274,11 @@ def make_marker(summary_text, compacted, original_token_count, summary_token_cou
         ``original_token_count``, ``summary_token_count``, ``first_id``/``last_id`` (ids of the
         first and last compacted message) and ``first_seq``/``last_seq`` (archive range,
         widened to cover earlier markers folded in; None when unknown), ``audience``
-        (:func:`ai_contrib.core.audience.common_audience` of ``compacted``), plus ``meta``.
+        (:func:`ai_contrib.core.audience.common_audience` of ``source``), plus ``meta``; when
+        ``source`` left lines of ``compacted`` out, ``left_out`` (how many) and
+        ``left_out_seqs`` (their archive seqs, where they stay retrievable).
+        source (list[dict], optional): the messages of ``compacted`` the summary was written
+            from (:func:`ai_contrib.core.audience.shared_part`); default all of them.
 
     Raises:
         ValueError: if ``compacted`` is empty.
@@ -295,7 +300,15 @@ def make_marker(summary_text, compacted, original_token_count, summary_token_cou
     )
     # a summary may repeat anything it replaces: only those who heard all of it may hear it
     # (docs/design.md, "Privacy by audience"); None when all of it was public
-    metadata["audience"] = common_audience(compacted)
+    source = compacted if source is None else source
+    metadata["audience"] = common_audience(source)
+    if len(source) < len(compacted):
+        # lines a narrower group heard are not in this summary (docs/design.md, "Summaries by
+        # audience"): the archive keeps them, and retrieval finds them for those who heard them
+        kept = {id(msg) for msg in source}
+        left_out = [msg for msg in compacted if id(msg) not in kept]
+        metadata["left_out"] = len(left_out)
+        metadata["left_out_seqs"] = [msg.get("seq") for msg in left_out]
     # whatever wrote it (a model, an extract), the stored summary is data: no control token
     # of a chat template survives into the prompts it is shown in
     summary_text = normalise_player_text(summary_text, MODEL_TEXT_MAX_CHARS, multiline=True)

@@ -16,6 +16,9 @@ One record per line, ``seq`` first so a reader can skip lines without parsing th
      "trigger": "sleep"}
     {"seq": 9, "kind": "evict", "ids": ["...", ...], "reason": "..."}
     {"seq": 12, "kind": "receipt", "reply_seq": 11, "receipt": {<core/receipts.py>}}
+    {"seq": 15, "kind": "forget", "player": "#12", "ids": ["...", ...], "seqs": [3, 4, ...]}
+      (staff made the NPC forget a player: ``ids`` leave the runtime history, ``seqs`` the
+      full-text index, for good; ``memory/forget.py``)
     {"seq": 90, "kind": "resume", "behind": 41, "reason": "..."}   (see resume_after)
 
 ``seq`` counts records from 0 and never repeats; numbers are skipped only where

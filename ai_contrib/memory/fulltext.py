@@ -391,20 +391,57 @@ class FullTextIndex:
             state = self._state
         self._verified = True
         rows, position = [], {}
-        for seq, start, line, record in self.archive.tail(state["offset"], kinds=("message",)):
+        for seq, start, line, record in self.archive.tail(state["offset"],
+                                                          kinds=("message", "forget")):
+            forget = None
             if seq is not None and seq > state["seq"]:
-                position["seq"] = seq
-                if record is not None and record.get("kind") == "message":
+                kind = record.get("kind") if record is not None else None
+                if kind == "message":
                     msg = record.get("msg") or {}
                     if indexable(msg):
                         rows.append((seq, msg, line))
+                elif kind == "forget":
+                    forget = [int(s) for s in record.get("seqs") or () if isinstance(s, int)]
+                    # a player forgotten (docs/design.md, "Forgetting a player"): the rows
+                    # before it are committed with the position before it, then their rows go
+                    # with the position after it, so a crash between the two replays the
+                    # forget and a rebuild from the archive forgets them again
+                    self._insert(conn, rows, position)
+                    rows, position = [], {}
+                position["seq"] = seq
             position.update(offset=start + len(line), line_start=start,
                             line_crc=zlib.crc32(line))
-            if len(rows) >= _BATCH:
+            if forget is not None:
+                self._delete(conn, forget, position)
+                rows, position = [], {}
+            elif len(rows) >= _BATCH:
                 self._insert(conn, rows, position)
                 rows, position = [], {}
         if rows or position:
             self._insert(conn, rows, position)
+
+    def _delete(self, conn, rowids, position):
+        """Delete the rows ``rowids`` (archive seqs; absent ones are skipped) and update the
+        counters (and ``position``) in one commit."""
+        state = dict(self._state)
+        state.update(position)
+        conn.execute("BEGIN")
+        try:
+            for rowid in rowids:
+                found = conn.execute("SELECT terms FROM docs WHERE rowid = ?", (rowid,)).fetchone()
+                if found is None:
+                    continue
+                conn.execute("DELETE FROM docs WHERE rowid = ?", (rowid,))
+                state["docs"] -= 1
+                state["tokens"] -= len(found[0].split())
+            conn.executemany("UPDATE meta SET value = ? WHERE key = ?",
+                             [(value, key) for key, value in state.items()
+                              if value != self._state[key]])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.rollback()
+            raise
+        self._state = state
 
     # -- reading -------------------------------------------------------------------------------
 

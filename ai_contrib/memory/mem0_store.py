@@ -996,37 +996,38 @@ class Mem0Store:
             self._stored_ids.pop(agent_id, None)
         return count
 
-    def delete_entries_sync(self, agent_id, journal_ids):
+    def delete_derived_sync(self, agent_id, journal_ids=(), user_id=None):
         """
-        Forget the memories of one NPC stored from the given journal entries (erasing a fact
-        everywhere it travelled, ``docs/design.md``, "Gossip").
-
-        Args:
-            agent_id (str): the NPC's id.
-            journal_ids (list[str]): journal entry ids.
+        Delete the memories of one NPC made from the journal entries ``journal_ids``, or told
+        by the player ``user_id`` (a :func:`player_key`): forgetting one player
+        (``docs/design.md``, "Forgetting a player"). Admin use: the NPC's memories are listed.
 
         Returns:
             int: how many memories were deleted.
 
         Raises:
-            MemoryStoreError: the store failed; some memories may be left.
+            MemoryStoreError: the store failed; memories deleted before the failure stay
+            deleted (running it again finishes the job).
         """
-        agent_id = str(agent_id)
-        journal_ids = [str(jid) for jid in dict.fromkeys(journal_ids or ())]
-        if not journal_ids:
-            return 0
+        agent_id, wanted = str(agent_id), {str(jid) for jid in journal_ids}
         with self._lock:
             memory = self.memory_for(agent_id)
             try:
-                listed = memory.get_all(filters={"agent_id": agent_id, "journal_id": journal_ids},
-                                        top_k=max(len(journal_ids) * 4, 10))
-                items = (listed or {}).get("results") or []
-                for item in items:
+                listed = memory.get_all(filters={"agent_id": agent_id}, top_k=COUNT_LIMIT)
+                doomed = [
+                    item for item in (listed or {}).get("results") or []
+                    if str((item.get("metadata") or {}).get("journal_id")) in wanted
+                    or (user_id and item.get("user_id") == user_id)
+                ]
+                for item in doomed:
                     memory.delete(item["id"])
             except Exception as err:
                 raise MemoryStoreError(f"Mem0 delete failed: {err}") from err
-            self._stored_ids.get(agent_id, set()).difference_update(journal_ids)
-        return len(items)
+            known = self._stored_ids.get(agent_id)
+            if known is not None:
+                known.difference_update(
+                    str((item.get("metadata") or {}).get("journal_id")) for item in doomed)
+        return len(doomed)
 
     # ------------------------------------------------------- async API
 
@@ -1080,9 +1081,9 @@ class Mem0Store:
         """Deferred version of :meth:`delete_agent_sync` (fires with the count)."""
         return self.run(self.delete_agent_sync, agent_id, drop_collection)
 
-    def delete_entries(self, agent_id, journal_ids):
-        """Deferred version of :meth:`delete_entries_sync` (fires with the count)."""
-        return self.run(self.delete_entries_sync, agent_id, journal_ids)
+    def delete_derived(self, agent_id, journal_ids=(), user_id=None):
+        """Deferred version of :meth:`delete_derived_sync` (fires with the count)."""
+        return self.run(self.delete_derived_sync, agent_id, list(journal_ids), user_id)
 
     def close(self):
         """

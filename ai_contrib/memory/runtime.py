@@ -131,6 +131,27 @@ class RuntimeHistory:
         self.dirty = True
         return removed
 
+    def forget(self, player, ids, seqs):
+        """
+        Take ``ids`` (a player's lines and the summaries made from them) out of the runtime
+        history for good, and ``seqs`` out of the full-text index (``docs/design.md``,
+        "Forgetting a player"). The ``forget`` archive record is written first: it is the
+        commit point, replayed after a crash like an eviction, and read by the index.
+
+        Returns:
+            list[dict]: the messages removed from the runtime history.
+
+        Raises:
+            ArchiveError: the record could not be written (history unchanged).
+        """
+        self.archive.append("forget", player=player, ids=list(ids), seqs=list(seqs))
+        gone = set(ids)
+        removed = [m for m in self.messages if m["id"] in gone]
+        self.messages = [m for m in self.messages if m["id"] not in gone]
+        self.ledger.remove_ids([m["id"] for m in removed])
+        self.dirty = True
+        return removed
+
     def evict_oldest(self, target_tokens, reason):
         """
         Move the oldest raw messages out of the runtime history until at most ``target_tokens``

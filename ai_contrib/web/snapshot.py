@@ -102,8 +102,12 @@ def context_messages(script):
     Returns:
         list[dict]: ``{"seq": int | None, "role": str, "name": str | None, "kind": "summary" |
         "masked" | "message", "tokens": int | None, "content": str, "timestamp": str | None,
-        "first_seq": int | None, "last_seq": int | None}`` (the seq span for summaries).
+        "first_seq": int | None, "last_seq": int | None, "audience": str | None, "left_out":
+        int}`` (the seq span for summaries; ``audience`` names who may read a summary,
+        :func:`ai_contrib.scene.audience_label`, None for other messages; ``left_out`` the
+        lines a narrower group heard that its summary left out).
     """
+    from ..scene import audience_label
     from ..core.tokens import count_tokens
 
     model = script.cfg("llm_model")
@@ -116,6 +120,9 @@ def context_messages(script):
             "kind": kind, "tokens": count_tokens(msg.get("content") or "", model),
             "content": msg.get("content") or "", "timestamp": msg.get("timestamp"),
             "first_seq": meta.get("first_seq"), "last_seq": meta.get("last_seq"),
+            "audience": audience_label(script, meta.get("audience")) if kind == "summary"
+            else None,
+            "left_out": meta.get("left_out") or 0,
         })
     return out
 

@@ -125,8 +125,6 @@ def build_tavern():
         limbo.db.desc = LIMBO_DESC
     _exit("tavern_exit", "out", ["south", "s", "leave"], tavern, limbo)
 
-    gate = _build_gate(limbo)
-
     marta = _tagged("innkeeper")
     if marta is None:
         marta = create.create_object(
@@ -140,6 +138,8 @@ def build_tavern():
         # db.persona is read on every reply, so it is set after creation like any later edit
         marta.db.persona = MARTA_PERSONA
         logger.log_info(f"AI tavern: created NPC {marta.key} ({marta.dbref}) in {tavern.key}.")
+    # after Marta, so that she stays the game's first NPC (#<n> order: tools and tests rely on it)
+    gate = _build_gate(limbo)
     return {"tavern": tavern, "marta": marta, "gate": gate["gate"], "bram": gate["bram"]}
 
 
