@@ -290,3 +290,16 @@ class TestCost(GossipCase):
                 npc.location = self.room1
             receive_gossip(get_assistant_script(self.bram), self.bram)
         self.assertEqual(sorted(read), ["Bram", "Far0", "Far1", "Marta"])
+
+
+class TestForgetting(GossipCase):
+    def test_forgetting_the_player_in_the_receiver_takes_the_heard_copy(self):
+        from ai_contrib.core.forget import forgotten_journal_ids
+
+        receive_gossip(get_assistant_script(self.bram), self.bram)
+        [heard] = self.journal(self.bram)
+        self.assertEqual(forgotten_journal_ids(self.journal(self.bram), self.wren.key,
+                                               set(), set(), set()), [heard["id"]])
+        # control: forgetting someone else keeps it
+        self.assertEqual(forgotten_journal_ids(self.journal(self.bram), self.tamsin.key,
+                                               set(), set(), set()), [])
