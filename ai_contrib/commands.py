@@ -18,6 +18,7 @@ from .core.cascade import cascade_status
 from .core.compaction import REGISTRY, context_change
 from .core.masking import masked_count
 from .core.messages import is_marker
+from .core.gossip import chain_text
 from .memory.journal import ensure_journal, synthesis_entries
 from .npcs import find_npc  # any AI NPC, subclasses included
 from .rag_memory import breaker_open, compact_conversation_history
@@ -51,16 +52,22 @@ class CmdTalk(MuxCommand):
     Usage:
       talk <npc> = <text>
       talk <npc> <text>
+      talk/private <npc> = <text>
 
     Says something to a character in the room; AI NPCs answer in character.
-    Saying things with `say` in an NPC's room works too.
+    Saying things with `say` in an NPC's room works too. With /private you
+    whisper it: the others in the room see only that you whispered, no other
+    NPC hears it, the NPC answers you in a murmur, and it never passes on
+    what you told it.
     """
 
     key = "talk"
     aliases = ["talk to"]
+    switch_options = ("private",)
     locks = "cmd:all()"
     help_category = "General"
-    arg_regex = r"\s.+|$"
+    # a space or a switch after the name ("talk/private"): "talking" is not talk
+    arg_regex = r"(?:/\w+)*(?:\s.+)?$"
 
     def parse(self):
         super().parse()
@@ -91,6 +98,9 @@ class CmdTalk(MuxCommand):
         target = caller.search(self.target_name)
         if not target:
             return
+        if "private" in self.switches:
+            self.whisper(target)
+            return
         # ...and repeats it as the data it is: raw() doubles every bar left in it (one that
         # starts no code once stripped), so the room reads exactly the stored line and no
         # markup of the player's (the NPC's replies are shown the same way)
@@ -109,6 +119,23 @@ class CmdTalk(MuxCommand):
         for npc in room_npcs(caller):
             if npc != target:
                 npc.at_heard_say(caller, self.speech, to=target)
+
+    def whisper(self, target):
+        """
+        ``talk/private``: only ``target`` hears the line, stored with the speaker alone as its
+        audience, so it is private for every purpose (``docs/design.md``, "Privacy by
+        audience", "Gossip"): the reply built from it is murmured, and nothing drawn from it
+        ever passes as gossip. Other NPCs in the room do not hear it.
+        """
+        caller = self.caller
+        caller.msg(f'You whisper to {target.get_display_name(caller)}, "{raw(self.speech)}"')
+        if caller.location:
+            caller.location.msg_contents(f"{caller.key} whispers something to {target.key}.",
+                                         exclude=[caller, target])
+        if hasattr(target, "at_heard_say"):
+            target.at_heard_say(caller, self.speech, to=target, audience=[])
+        else:
+            target.msg(f'{caller.key} whispers to you, "{raw(self.speech)}"', from_obj=caller)
 
 
 class CmdAITalk(CmdTalk):
@@ -225,7 +252,9 @@ class CmdAIHistory(StaffCommand):
 
     /journal lists the NPC's journal: facts it recorded, compaction syntheses
     and observations, with importance, source and whether they are consolidated
-    into long-term memory (Mem0). With an entry id it shows that entry in full.
+    into long-term memory (Mem0); "who" is who told it, or for a fact heard from
+    another NPC who said it first and the NPCs it passed through (aigossip).
+    With an entry id it shows that entry in full.
 
     /people lists the people the NPC has spoken with: when it first met them and
     last spoke with them (real time and game time), the lines exchanged and its
@@ -494,7 +523,9 @@ class CmdAIHistory(StaffCommand):
         for entry in entries[-JOURNAL_PAGE_SIZE:]:
             table.add_row(
                 entry["id"], entry.get("importance"), entry.get("source_type"),
-                shown(entry.get("speaker") or entry.get("entity") or "-"),
+                # a fact heard from another NPC: who said it first and the NPCs it passed
+                # through (docs/design.md, "Gossip")
+                shown(chain_text(entry) or entry.get("speaker") or entry.get("entity") or "-"),
                 "yes" if entry["id"] in done else "no", shown(entry.get("content"), 60),
             )
         self.caller.msg(
@@ -833,6 +864,7 @@ class AIContribCmdSet(CmdSet):
         self.add(CmdAIMemory())
         # imported here, as the admin commands are only wanted with the cmdset
         from .admin_commands import CmdAIConfig, CmdAIForget, CmdAIList, CmdAIReset
+        from .gossip_commands import CmdAIGossip
         from .lore_commands import CmdAILore, CmdAIPin
 
         self.add(CmdAIList())
@@ -841,3 +873,4 @@ class AIContribCmdSet(CmdSet):
         self.add(CmdAIForget())
         self.add(CmdAILore())
         self.add(CmdAIPin())
+        self.add(CmdAIGossip())

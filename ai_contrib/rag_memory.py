@@ -24,6 +24,7 @@ from evennia.utils import logger
 from twisted.internet import defer
 
 from . import strategies
+from .gossip import receive_gossip
 from .core.compaction import AUTOMATIC_TRIGGERS, STALL_FRACTION, CompactionResult  # noqa: F401
 from .core.summary import DEFAULT_COMPACTION_PROMPT
 from .llm.summariser import summary_input_budget  # noqa: F401  (re-exported)
@@ -306,8 +307,10 @@ def run_sleep_tick(script, character):
     compaction is due and the strategy summarises, or when at least
     :data:`SLEEP_JOURNAL_MIN_MESSAGES` lines were said since the NPC last journaled,
     ``db.journaled_through_seq``), compaction at
-    ``compact_sleep_threshold``, and journal -> Mem0 consolidation (so facts and syntheses made
-    in this sleep are stored in the same sleep), then the impressions of the people the NPC
+    ``compact_sleep_threshold``, gossip (the NPC hears what the NPCs of its gossip networks
+    learned in public, :func:`ai_contrib.gossip.receive_gossip`; no LLM call), and journal ->
+    Mem0 consolidation (so facts, syntheses and gossip taken in this sleep are stored in the
+    same sleep), then the impressions of the people the NPC
     has met, made from the journal's facts (:func:`ai_contrib.scene.update_impressions`; no LLM
     call). There are no memory-link steps: Mem0's vector
     index is the only link structure, so there is no link graph to build or clean.
@@ -343,6 +346,11 @@ def run_sleep_tick(script, character):
     results["context_compaction"] = yield compact_conversation_history(
         script, character, trigger="sleep"
     )
+    try:  # before consolidation, so what it heard reaches Mem0 in this sleep
+        results["gossip"] = receive_gossip(script, character)
+    except Exception as err:  # housekeeping must never stop the sleep phase
+        logger.log_trace(f"AI {character}: sleep step gossip failed")
+        results["gossip"] = {"success": False, "error": str(err)}
     results["memory_consolidation"] = yield _consolidate_into_mem0(character)
     try:  # after extraction, so this sleep's facts count (docs/design.md, "Scene, events and people")
         results["people_impressions"] = update_impressions(script, character)

@@ -111,6 +111,17 @@ DEFAULTS = {
     # seconds after answering one NPC's line during which an NPC answers no other NPC (it still
     # hears them; per NPC: `npc_reply_cooldown`)
     "NPC_REPLY_COOLDOWN": 30,
+    # --- gossip (docs/design.md, "Gossip") ---
+    # what an NPC learned in public passes, while it sleeps, to the NPCs it shares a network
+    # with: "zone" (NPCs whose rooms carry the same Tag of category `zone`, else the same room),
+    # "location" (the same room), "none" (only the NPCs' Tags of category `gossip`)
+    "GOSSIP_DEFAULT_NETWORK": "zone",
+    # hops a fact may make from the NPC that heard it (0: no gossip at all)
+    "GOSSIP_MAX_HOPS": 3,
+    # days after it was first said that a fact stops travelling
+    "GOSSIP_MAX_AGE_DAYS": 7,
+    # facts an NPC takes from one other NPC in one sleep at most (the newest)
+    "GOSSIP_MAX_PER_SLEEP": 20,
     # seconds after which a line heard but never answered (the server was down) is dropped, with
     # a log line, instead of being answered after a restart
     "PENDING_MAX_AGE": 900,

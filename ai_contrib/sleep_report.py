@@ -84,6 +84,12 @@ def describe_sleep(result, name="the NPC"):
         _extraction(result.get("pre_compaction_extraction")),
         _consolidation(result.get("memory_consolidation")),
     ]
+    gossip = result.get("gossip") or {}
+    if gossip.get("success") is False:
+        parts.append(f"gossip failed ({inert_markup(gossip.get('error'))})")
+    elif gossip.get("received"):
+        parts.append(f"{gossip['received']} fact(s) heard from {gossip.get('peers')} NPC(s) "
+                     "of its gossip networks")
     pruned = (result.get("episodic_prune") or {}).get("pruned")
     if pruned:
         parts.append(f"{pruned} journal entries pruned")

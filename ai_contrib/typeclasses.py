@@ -31,6 +31,7 @@ from evennia.utils.dbserialize import deserialize
 
 from . import sleep_report
 from .core.audience import normalise_audience
+from .core.gossip import PUBLIC_ROOM_TAG
 from .core.budget import effective_budget
 from .core.messages import make_message
 from .core.prompts import prompt_head
@@ -352,7 +353,7 @@ class AssistantCharacter(DefaultCharacter):
                              f"{source_location.key} gives you {moved_obj.key}.", "give",
                              audience=[source_location.dbref])
 
-    def at_heard_say(self, speaker, speech, to=None):
+    def at_heard_say(self, speaker, speech, to=None, audience=None):
         """
         Called when ``speaker`` says ``speech`` to or near this NPC.
 
@@ -360,10 +361,12 @@ class AssistantCharacter(DefaultCharacter):
             to (Object, optional): whom the line was said to (``talk <npc> = ...``); None for
                 a ``say`` to the room. Whether the NPC answers is decided by
                 :meth:`AssistantScript.receive_speech`.
+            audience (iterable[str], optional): dbrefs of who else heard it (the speaker is
+                added); None: the characters in the room. ``talk/private`` gives ``[]``.
         """
         script = self.assistant
         if script:
-            script.receive_speech(speaker, speech, to=to)
+            script.receive_speech(speaker, speech, audience=audience, to=to)
 
 
 def player_text(text):
@@ -652,6 +655,10 @@ class AssistantScript(DefaultScript):
         ``ndb.speaking``); it is addressed only when it names this NPC and
         :meth:`may_answer_npc` allows it (``AI_NPC_REPLY_DEPTH``, ``AI_NPC_REPLY_COOLDOWN``).
 
+        A line said aloud (no ``audience`` given) in a room carrying the Tag ``public`` of
+        category ``gossip`` is stored with ``metadata["said_in_public"] = True``: what the NPC
+        learns from it may pass as gossip (``docs/design.md``, "Gossip").
+
         Args:
             speaker (Object | str): who spoke.
             text (str): the words.
@@ -667,12 +674,18 @@ class AssistantScript(DefaultScript):
         text = player_text(text)
         if not text:
             return None
+        aloud = audience is None  # said to the whole room, not to a chosen few
         if audience is None:
             audience = list(room_listeners(self.obj))
         audience = normalise_audience(list(audience) + ([dbref] if dbref else []))
         pending = self.pending_ids()  # derived from the history before this line joins it
         addressed = self.addressed(speaker, text, to)  # before this line joins the history
         metadata = {"speaker": dbref, "audience": audience, "addressed": addressed}
+        room = getattr(self.obj, "location", None)
+        if aloud and room is not None and room.tags.has(PUBLIC_ROOM_TAG, category="gossip"):
+            # said aloud in a room marked public: it may pass as gossip even when only the
+            # speaker heard it (docs/design.md, "Gossip")
+            metadata["said_in_public"] = True
         from_npc = isinstance(speaker, AssistantCharacter)
         if from_npc:
             # how deep in an exchange between NPCs the line stands (docs/design.md, "A room of

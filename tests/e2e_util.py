@@ -82,3 +82,46 @@ def archive_records(game):
         return []
     with open(files[0], encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
+
+
+def table_rows(text):
+    """
+    The rows of the EvTables in ``text`` as lists of cell strings, with cells that wrapped
+    over several lines joined by spaces (``border="cells"`` draws a ``+---+`` line under
+    every row).
+    """
+    rows, current = [], None
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("+"):
+            if current:
+                rows.append(current)
+            current = None
+            continue
+        if not (line.startswith("|") and line.endswith("|")):
+            continue
+        cells = [cell.strip() for cell in line[1:-1].split("|")]
+        if current is not None and len(current) == len(cells):
+            current = [f"{a} {b}".strip() for a, b in zip(current, cells)]
+        else:
+            if current:
+                rows.append(current)
+            current = cells
+    if current:
+        rows.append(current)
+    return rows
+
+
+def rows_with(text, word):
+    """The rows of :func:`table_rows` with a cell containing ``word``."""
+    return [row for row in table_rows(text) if any(word in cell for cell in row)]
+
+
+async def ask(admin, command, first_line, timeout=30):
+    """Send ``command``, wait for ``first_line`` of its answer, then take the rest of it."""
+    from demo.telnet import strip_ansi
+
+    _, head = await admin.expect(command, first_line, timeout=timeout)
+    # stripped again as a whole: the player strips each chunk it reads, and a long table can
+    # arrive with a colour code cut in two between chunks
+    return strip_ansi(head + await admin.read_quiet(quiet=0.5, timeout=10))

@@ -39,8 +39,10 @@ import pytest
 
 from ai_contrib.core.summary import DEFAULT_COMPACTION_PROMPT
 from ai_contrib.memory.extraction import DEFAULT_PRE_COMPACTION_PROMPT
-from demo.telnet import TelnetError, TelnetPlayer, strip_ansi
-from tests.e2e_util import fail_with_logs, started_game
+from demo.telnet import TelnetError, TelnetPlayer
+from tests.e2e_util import ask as _ask
+from tests.e2e_util import fail_with_logs, started_game, table_rows
+from tests.e2e_util import rows_with as _rows_with
 from tests.llm_double import LLMDouble, tool_calls
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -154,50 +156,7 @@ def game(tmp_path_factory, llm):
     )
 
 
-# -- reading EvTables --------------------------------------------------------------------------
-
-
-def table_rows(text):
-    """
-    The rows of the EvTables in ``text`` as lists of cell strings, with cells that wrapped
-    over several lines joined by spaces (``border="cells"`` draws a ``+---+`` line under
-    every row).
-    """
-    rows, current = [], None
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("+"):
-            if current:
-                rows.append(current)
-            current = None
-            continue
-        if not (line.startswith("|") and line.endswith("|")):
-            continue
-        cells = [cell.strip() for cell in line[1:-1].split("|")]
-        if current is not None and len(current) == len(cells):
-            current = [f"{a} {b}".strip() for a, b in zip(current, cells)]
-        else:
-            if current:
-                rows.append(current)
-            current = cells
-    if current:
-        rows.append(current)
-    return rows
-
-
-def _rows_with(text, word):
-    return [row for row in table_rows(text) if any(word in cell for cell in row)]
-
-
 # -- driving the game --------------------------------------------------------------------------
-
-
-async def _ask(admin, command, first_line, timeout=30):
-    """Send ``command``, wait for ``first_line`` of its answer, then take the rest of it."""
-    _, head = await admin.expect(command, first_line, timeout=timeout)
-    # stripped again as a whole: the player strips each chunk it reads, and a long table can
-    # arrive with a colour code cut in two between chunks
-    return strip_ansi(head + await admin.read_quiet(quiet=0.5, timeout=10))
 
 
 async def _talk(player, text):

@@ -11,8 +11,9 @@ What was derived from those lines: a summary marker whose archive range holds on
 and did not leave it out (``metadata["left_out_seqs"]``, ``docs/design.md``, "Summaries by
 audience") is dropped whole: rewriting it would need a model call, and the other lines it
 covered stay in the archive, where retrieval finds them; a journal entry that cites one of
-them (``source_ids``), was told by the player (``speaker``), or is the synthesis of a summary
-derived from them.
+them (``source_ids``), was told by the player (``speaker``) or heard from another NPC as
+gossip the player said first (``origin_speaker``), or is the synthesis of a summary derived
+from them.
 
 All functions are pure; message shapes are those of :mod:`ai_contrib.core.messages`, journal
 entries those of :mod:`ai_contrib.memory.journal`.
@@ -87,9 +88,12 @@ def forgotten_journal_ids(entries, name, line_ids, seqs, marker_ids):
             derived = entry.get("marker_id") in marker_ids or derived_from(
                 first, last, entry.get("left_out_seqs"), seqs)
         else:
+            # told by the player, or heard as gossip that the player said first
+            # (docs/design.md, "Gossip")
+            said_by = {str(entry.get(field) or "").strip().lower()
+                       for field in ("speaker", "origin_speaker")}
             derived = (bool(set(map(str, entry.get("source_ids") or ())) & line_ids)
-                       or (bool(lowered) and str(entry.get("speaker") or "").strip().lower()
-                           == lowered))
+                       or (bool(lowered) and lowered in said_by))
         if derived:
             found.append(entry["id"])
     return found

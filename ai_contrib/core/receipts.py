@@ -51,7 +51,8 @@ def make_receipt(model, seconds, prompt, parts, items, listener_names):
         dict: ``{"model", "seconds", "prompt_tokens", "cached_tokens", "generated_tokens",
         "listeners": [str], "parts": [dict], "memories": [{"source": "archive" | "mem0",
         "ref": str, "kind": str, "score": float, "text": str (at most
-        RECEIPT_TEXT_CHARS characters), "new": bool}]}``; the token figures are None where the
+        RECEIPT_TEXT_CHARS characters), "new": bool, "chain"?: str (a fact heard from another
+        NPC: who said it first and the NPCs it passed through)}]}``; the token figures are None where the
         server did not report them.
     """
     prompt = prompt or {}
@@ -68,6 +69,8 @@ def make_receipt(model, seconds, prompt, parts, items, listener_names):
             "text": text,
             "new": bool(item.get("new")),
         })
+        if item.get("chain"):  # a fact heard from another NPC (docs/design.md, "Gossip")
+            memories[-1]["chain"] = str(item["chain"])
     return {
         "model": model,
         "seconds": round(float(seconds), 3),
@@ -83,7 +86,8 @@ def make_receipt(model, seconds, prompt, parts, items, listener_names):
 def lean_receipt(receipt):
     """
     The receipt as the archive keeps it: every figure and part, the memories first shown in
-    this reply by source and reference only (``"source", "ref", "kind", "new"``), and how many
+    this reply by source and reference only (``"source", "ref", "kind", "new"``, and a heard-from
+    fact's ``"chain"``), and how many
     candidates retrieval returned (``"memories_retrieved"``). The text is in the archive line
     or Mem0 memory a reference names; a memory carried over in a note is in the receipt of the
     reply that first showed it; the rest were candidates the prompt did not show. Copying all
@@ -96,7 +100,8 @@ def lean_receipt(receipt):
     lean = dict(receipt)
     memories = receipt.get("memories") or ()
     lean["memories"] = [
-        {key: memory.get(key) for key in ("source", "ref", "kind", "new")}
+        {key: memory.get(key) for key in ("source", "ref", "kind", "new", "chain")
+         if key != "chain" or memory.get("chain")}
         for memory in memories if memory.get("new")
     ]
     lean["memories_retrieved"] = len(memories)
@@ -222,9 +227,11 @@ def describe_cost(receipt):
 
 
 def memory_source(memory):
-    """Where a retrieved memory came from: ``"archive #12"`` or ``"mem0 3f2a9c1e"``."""
+    """Where a retrieved memory came from: ``"archive #12"``, ``"mem0 3f2a9c1e"``, or for a fact
+    heard from another NPC ``"mem0 3f2a9c1e, heard: Wren > Marta (1 hop)"``."""
     source = memory.get("source") or "?"
     ref = str(memory.get("ref") if memory.get("ref") is not None else "?")
     if source == "archive":
         return f"archive #{ref}"
-    return f"{source} {ref[:8]}"
+    heard = f", heard: {memory['chain']}" if memory.get("chain") else ""
+    return f"{source} {ref[:8]}{heard}"

@@ -48,7 +48,7 @@ from ..core.tokens import count_tokens
 from ..llm import tools as toolspec
 from .entities import find_entity, update_entity_observation
 from .importance import heuristic_importance, score_importance
-from .provenance import provenance, without_visibility_tags
+from .provenance import provenance, said_in_public, without_visibility_tags
 
 logger = logging.getLogger(__name__)
 
@@ -494,6 +494,7 @@ class _Extraction:
                     audience=source["audience"],
                     visibility=source["visibility"],
                     source_ids=source["source_ids"],
+                    said_in_public=said_in_public(content, self.span, args.get("source")) or None,
                 )
                 journal_changed = True
                 self.facts.append(entry["id"])

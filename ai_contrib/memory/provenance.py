@@ -55,6 +55,35 @@ def dictates_tools(msg):
     return msg.get("role") == "user" and bool(_TOOL_NAME_RE.search(msg.get("content") or ""))
 
 
+def source_messages(content, span, cited=None):
+    """
+    The messages of ``span`` a fact the model extracted is attributed to, in span order: the
+    cited ones with the player lines the fact repeats, or the whole span (the rule in
+    :func:`provenance`, which documents the arguments).
+
+    Returns:
+        list[dict]: messages of ``span``.
+    """
+    by_seq = {m["seq"]: m for m in span if isinstance(m.get("seq"), int)}
+    cited = list(cited or ())
+    trusted = cited and not any(dictates_tools(m) for m in span)
+    if trusted and all(isinstance(seq, int) and seq in by_seq for seq in cited):
+        chosen = {id(by_seq[seq]) for seq in cited}
+        chosen.update(id(m) for m in repeated_lines(content, span))
+        return [m for m in span if id(m) in chosen]
+    return list(span)
+
+
+def said_in_public(content, span, cited=None):
+    """
+    True when every player line a fact is attributed to (:func:`source_messages`; at least one)
+    was said aloud in a room marked public (``metadata["said_in_public"]``): what the NPC
+    learned from them may pass as gossip (``docs/design.md``, "Gossip").
+    """
+    spoken = [m for m in source_messages(content, span, cited) if m.get("role") == "user"]
+    return bool(spoken) and all((m.get("metadata") or {}).get("said_in_public") for m in spoken)
+
+
 def provenance(content, span, cited=None):
     """
     The speaker, audience and source messages of a fact or observation the model extracted from
@@ -84,15 +113,7 @@ def provenance(content, span, cited=None):
         ``visibility`` ``"public"`` only when the audience is None and no user message is among
         the sources (a player's words, even from before audiences were recorded, stay private).
     """
-    by_seq = {m["seq"]: m for m in span if isinstance(m.get("seq"), int)}
-    cited = list(cited or ())
-    trusted = cited and not any(dictates_tools(m) for m in span)
-    if trusted and all(isinstance(seq, int) and seq in by_seq for seq in cited):
-        chosen = {id(by_seq[seq]) for seq in cited}
-        chosen.update(id(m) for m in repeated_lines(content, span))
-        sources = [m for m in span if id(m) in chosen]
-    else:
-        sources = list(span)
+    sources = source_messages(content, span, cited)
     audience = common_audience(sources)
     spoken = [m for m in sources if m.get("role") == "user"]
     speakers = {m.get("name") for m in spoken}

@@ -57,6 +57,7 @@ import re
 from collections import Counter
 
 from ..core.dates import resolve_relative_dates
+from ..core.gossip import chain_text, heard_from_text
 from .lexical import STOP_WORDS, bm25, doc_text, short_time, tokenize  # noqa: F401
 
 logger = logging.getLogger(__name__)
@@ -364,7 +365,8 @@ def format_memory_line(candidate, max_chars=400):
     """
     One ``RELATED MEMORIES`` bullet.
 
-    Facts read ``- text (told by Alice)``; archived messages ``- [2026-11-20 14:02] Alice:
+    Facts read ``- text (told by Alice)``, a fact heard from another NPC ``- you heard from
+    Marta that text (Wren said it first, 2026-11-20)`` (``docs/design.md``, "Gossip"); archived messages ``- [2026-11-20 14:02] Alice:
     "text"`` so a quoted line is never mistaken for the NPC's own knowledge (a message whose text
     already starts with a bracketed time, ``"[1:56 pm on 8 May, 2023] ..."``, keeps that one).
     A message's relative dates get the date they meant when it was said
@@ -379,6 +381,8 @@ def format_memory_line(candidate, max_chars=400):
         # "yesterday" in a line from weeks ago means another day than it does now
         text = resolve_relative_dates(candidate["text"], meta.get("timestamp"))
         return f'- {prefix}{speaker}: "{_clip(text, max_chars)}"'
+    if meta.get("heard_from"):  # gossip: the model is told whom it has it from
+        return f"- {heard_from_text(_clip(candidate['text'], max_chars), meta)}"
     line = f"- {_clip(candidate['text'], max_chars)}"
     if meta.get("speaker"):
         line += f" (told by {meta['speaker']})"
@@ -477,7 +481,8 @@ def note_items(context):
     Returns:
         list[dict]: ``{"key": str, "kind": "message" | "memory" | "experience", "line": str (the
         prompt bullet), "source": "archive" | "mem0", "ref": str (archive seq or Mem0/journal
-        id), "score": float (fused)}``.
+        id), "score": float (fused), "chain"?: str (a fact heard from another NPC: its
+        provenance, :func:`ai_contrib.core.gossip.chain_text`)}``.
     """
     chosen = list((context or {}).get("memories") or ()) + list(
         (context or {}).get("experiences") or ())
@@ -495,6 +500,8 @@ def note_items(context):
             "ref": str(ref if ref is not None else candidate["key"][2:]),
             "score": round(float(candidate.get("score") or 0.0), 4),
         })
+        if meta.get("heard_from"):  # the receipt lists the provenance chain
+            items[-1]["chain"] = chain_text(meta)
     return items
 
 

@@ -9,6 +9,7 @@ templates escape it (Django's autoescape) and the page's script inserts it as te
 markup.
 """
 
+from ..core.gossip import chain_text
 from ..core.masking import is_masked
 from ..core.messages import is_marker
 from ..core.receipts import (
@@ -176,15 +177,18 @@ def journal_view(npc):
     The NPC's journal, newest :data:`JOURNAL_SHOWN` entries, oldest first.
 
     Returns:
-        list[dict]: ``{"id", "importance", "source_type", "who", "content", "consolidated":
-        bool, "timestamp"}``.
+        list[dict]: ``{"id", "importance", "source_type", "who" (the speaker, the entity, or
+        for a fact heard from another NPC its chain, "Wren > Marta (1 hop)"), "content",
+        "consolidated": bool, "timestamp"}``.
     """
     journal = ensure_journal(npc.db.journal)
     done = set(journal["consolidated_entry_ids"])
     return [{
         "id": entry["id"], "importance": entry.get("importance"),
         "source_type": entry.get("source_type"),
-        "who": entry.get("speaker") or entry.get("entity"),
+        # a fact heard from another NPC: who said it first and the NPCs it passed through
+        # (docs/design.md, "Gossip")
+        "who": chain_text(entry) or entry.get("speaker") or entry.get("entity"),
         "content": entry.get("content") or "", "consolidated": entry["id"] in done,
         "timestamp": entry.get("timestamp"),
     } for entry in journal["entries"][-JOURNAL_SHOWN:]]

@@ -1,0 +1,259 @@
+"""
+Gossip: which journal facts an NPC may pass to which other NPCs (``docs/design.md``, "Gossip").
+
+A fact passes only when the NPC *learned it in public* (:func:`learned_in_public`): it is a
+journaled ``"fact"`` (never a compaction synthesis, an observation or a summary) that was not
+said in private, and
+
+* its ``audience`` (the dbrefs of everyone who heard all of its source lines; the NPC itself is
+  never listed, the speaker always is) holds more than one character: someone besides the NPC
+  and the speaker heard it; or
+* every one of its source lines was said aloud in a room marked public (``said_in_public``,
+  recorded from the room's Tag ``public`` of category ``gossip``).
+
+A fact with no audience at all (an admin's entry, or words from before audiences were recorded)
+never passes: nothing says who heard it. A fact marked ``private`` (``talk/private``) never
+passes, whatever its audience says. Because a fact's audience is the intersection of its
+sources' audiences, a fact drawn from a private line has an audience of the speaker alone (or
+none) and never passes either: derived from private means private.
+
+A copy that travels (:func:`gossip_copy`) keeps its source's audience exactly (it never becomes
+more public by travelling), counts one more hop, keeps the time it was first said, and names
+who it was heard from and the chain of NPCs it went through. It can travel on while it is
+younger than ``max_age_days`` and has made fewer than ``max_hops`` hops.
+
+A *network* is a string: ``"zone:<name>"`` (the room's Tag of category ``zone``),
+``"place:<dbref>"`` (the room itself) or ``"tag:<name>"`` (the NPC's Tag of category
+``gossip``). Two NPCs gossip when their networks intersect.
+
+Pure functions over plain values.
+"""
+
+from datetime import datetime, timezone
+
+#: the Tag (category ``gossip``) of a room where everything said aloud is public
+PUBLIC_ROOM_TAG = "public"
+#: the journal source types that may pass (syntheses and observations never do)
+PASSING_SOURCE_TYPES = ("fact",)
+#: the default network settings (``AI_GOSSIP_DEFAULT_NETWORK``)
+DEFAULT_NETWORKS = ("zone", "location", "none")
+#: the entry fields a gossip copy carries (its provenance)
+PROVENANCE_FIELDS = ("origin", "origin_speaker", "said_at", "heard_from", "heard_from_id",
+                     "hops", "chain", "received_at")
+
+
+def networks(gossip_tags, zone=None, location=None, default="zone"):
+    """
+    The gossip networks of an NPC.
+
+    Args:
+        gossip_tags (iterable[str]): the NPC's Tags of category ``gossip`` (``"guild"``).
+        zone (str, optional): its room's Tag of category ``zone``.
+        location (str, optional): its room's dbref.
+        default (str): ``"zone"`` (the zone, else the room), ``"location"`` (the room) or
+            ``"none"`` (tag networks only).
+
+    Returns:
+        frozenset[str]: network names (see the module docstring).
+
+    Raises:
+        ValueError: an unknown ``default``.
+    """
+    if default not in DEFAULT_NETWORKS:
+        raise ValueError(f"default network must be one of {DEFAULT_NETWORKS}, got {default!r}")
+    found = {f"tag:{str(tag).strip().lower()}" for tag in gossip_tags or () if str(tag).strip()}
+    if default == "zone" and zone:
+        found.add(f"zone:{str(zone).strip().lower()}")
+    elif default in ("zone", "location") and location:
+        found.add(f"place:{location}")
+    return frozenset(found)
+
+
+def learned_in_public(entry):
+    """
+    True when ``entry`` (a journal entry dict, ``memory/journal.py``) was learned in public and
+    may be passed on (the rule in the module docstring).
+    """
+    if entry.get("source_type") not in PASSING_SOURCE_TYPES:
+        return False
+    if entry.get("private"):
+        return False
+    audience = entry.get("audience")
+    if audience is None:
+        return False
+    members = {str(member) for member in audience if member}
+    if not members:
+        return False
+    return len(members) > 1 or bool(entry.get("said_in_public"))
+
+
+def _parse_time(text):
+    try:
+        moment = datetime.fromisoformat(str(text))
+    except (TypeError, ValueError):
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def age_days(entry, now):
+    """
+    Days since the fact was first said (``said_at``, else the entry's ``timestamp``); None when
+    neither parses.
+
+    Args:
+        entry (dict): a journal entry.
+        now (datetime): timezone-aware.
+    """
+    said = _parse_time(entry.get("said_at") or entry.get("timestamp"))
+    if said is None:
+        return None
+    return (now - said).total_seconds() / 86400.0
+
+
+def hops_of(entry):
+    """The hops a fact has made: 0 for one the NPC heard itself."""
+    try:
+        return max(0, int(entry.get("hops") or 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def origin_of(entry, npc_dbref):
+    """
+    The fact's id everywhere it travels: ``"<dbref of the NPC that first journaled it>/<its
+    journal id there>"``; a copy keeps its ``origin``.
+    """
+    return entry.get("origin") or f"{npc_dbref}/{entry.get('id')}"
+
+
+def may_pass(entry, now, max_hops, max_age_days):
+    """
+    True when ``entry`` may travel one more hop now: learned in public, fewer than
+    ``max_hops`` hops made, and at most ``max_age_days`` old (a fact with an unreadable time
+    does not travel).
+
+    Args:
+        entry (dict): a journal entry.
+        now (datetime): timezone-aware.
+        max_hops (int): hops a fact may make in all (0: no gossip).
+        max_age_days (float): days after it was first said that a fact stops travelling.
+    """
+    if not learned_in_public(entry) or hops_of(entry) >= int(max_hops):
+        return False
+    age = age_days(entry, now)
+    return age is not None and age <= float(max_age_days)
+
+
+def gossip_copy(entry, sender_name, sender_dbref, now):
+    """
+    The journal entry fields of ``entry`` as another NPC hears it from ``sender``.
+
+    Args:
+        entry (dict): the sender's journal entry (:func:`may_pass` holds).
+        sender_name (str): the sender's name (shown: "heard from Marta").
+        sender_dbref (str): the sender's dbref.
+        now (datetime): timezone-aware.
+
+    Returns:
+        dict: ``{"content", "importance", "source_type": "fact", "tags", "audience" (the
+        source's, unchanged), "said_in_public" (when the source had it), "origin" (str, see
+        :func:`origin_of`), "origin_speaker" (str | None: who first said it), "said_at" (ISO
+        str), "heard_from" (str), "heard_from_id" (dbref), "hops" (int, the source's + 1),
+        "chain" (list[str]: the NPCs it passed through, oldest first, the sender last),
+        "received_at" (ISO str)}``: keyword arguments for
+        :func:`ai_contrib.memory.journal.add_entry` (with ``content`` first).
+    """
+    chain = [str(name) for name in entry.get("chain") or ()] + [str(sender_name)]
+    copy = {
+        "content": entry["content"],
+        "importance": entry.get("importance", 5),
+        "source_type": "fact",
+        "tags": [str(tag) for tag in entry.get("tags") or ()],
+        "audience": sorted({str(member) for member in entry.get("audience") or ()}),
+        "origin": origin_of(entry, sender_dbref),
+        "origin_speaker": entry.get("origin_speaker") or entry.get("speaker"),
+        "said_at": entry.get("said_at") or entry.get("timestamp"),
+        "heard_from": str(sender_name),
+        "heard_from_id": str(sender_dbref),
+        "hops": hops_of(entry) + 1,
+        "chain": chain,
+        "received_at": now.isoformat(),
+    }
+    if entry.get("said_in_public"):
+        copy["said_in_public"] = True
+    return copy
+
+
+def known_origins(entries, npc_dbref):
+    """The origins (:func:`origin_of`) of the facts in ``entries`` (an NPC's journal)."""
+    return {origin_of(entry, npc_dbref) for entry in entries}
+
+
+def select_gossip(sender_entries, sender_name, sender_dbref, receiver_entries, receiver_dbref,
+                  now, max_hops, max_age_days, limit=None):
+    """
+    What one NPC hears from another in one sleep: copies of the sender's facts that may pass
+    (:func:`may_pass`), that the receiver does not hold yet (by origin), and that did not start
+    with the receiver.
+
+    Args:
+        sender_entries (list[dict]): the sender's journal entries, oldest first.
+        sender_name (str), sender_dbref (str): the sender.
+        receiver_entries (list[dict]): the receiver's journal entries.
+        receiver_dbref (str): the receiver.
+        now (datetime): timezone-aware.
+        max_hops (int), max_age_days (float): as :func:`may_pass`.
+        limit (int, optional): copies at most (the newest are kept).
+
+    Returns:
+        list[dict]: :func:`gossip_copy` dicts, oldest first.
+    """
+    held = known_origins(receiver_entries, receiver_dbref)
+    copies = []
+    for entry in sender_entries:
+        if not may_pass(entry, now, max_hops, max_age_days):
+            continue
+        origin = origin_of(entry, sender_dbref)
+        if origin in held or origin.split("/", 1)[0] == receiver_dbref:
+            continue
+        held.add(origin)
+        copies.append(gossip_copy(entry, sender_name, sender_dbref, now))
+    if limit is not None:
+        copies = copies[-int(limit):] if int(limit) > 0 else []
+    return copies
+
+
+def heard_from_text(text, meta):
+    """
+    How a heard-from fact is shown to the model and on admin screens: ``"you heard from Marta
+    that <text> (Wren said it first, 2026-11-20; 2 hops: Hilda, Marta)"``; ``text`` unchanged
+    for a fact the NPC heard itself.
+
+    Args:
+        text (str): the fact.
+        meta (dict): a journal entry or a Mem0 hit's metadata (the provenance fields).
+    """
+    heard_from = meta.get("heard_from")
+    if not heard_from:
+        return text
+    said = _parse_time(meta.get("said_at"))
+    first = meta.get("origin_speaker")
+    details = []
+    if first or said:
+        details.append(f"{first or 'someone'} said it first"
+                       + (f", {said.date().isoformat()}" if said else ""))
+    hops = hops_of(meta)
+    chain = [str(name) for name in meta.get("chain") or ()]
+    if hops > 1 and chain:
+        details.append(f"{hops} hops: {', '.join(chain)}")
+    return (f"you heard from {heard_from} that {text}"
+            + (f" ({'; '.join(details)})" if details else ""))
+
+
+def chain_text(meta):
+    """The provenance chain in a few words for receipts and tables: ``"Wren > Marta > Bram"``
+    style, from the first speaker through every NPC it passed; ``""`` for a first-hand fact."""
+    if not meta.get("heard_from"):
+        return ""
+    names = [str(meta.get("origin_speaker") or "?")] + [str(n) for n in meta.get("chain") or ()]
+    return " > ".join(names) + f" ({hops_of(meta)} hop{'s' if hops_of(meta) != 1 else ''})"
