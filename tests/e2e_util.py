@@ -10,6 +10,8 @@ import pytest
 
 from demo.gamectl import GameDir
 from demo.replay import npc_archives
+from demo.telnet import TelnetPlayer
+from tests.llm_double import LLMDouble
 from demo.telnet import Transcript
 
 
@@ -125,3 +127,29 @@ async def ask(admin, command, first_line, timeout=30):
     # stripped again as a whole: the player strips each chunk it reads, and a long table can
     # arrive with a colour code cut in two between chunks
     return strip_ansi(head + await admin.read_quiet(quiet=0.5, timeout=10))
+
+
+def serve_model(model, attribute="model", before_stop=None):
+    """
+    The body of a test module's ``llm`` fixture (``yield from serve_model(MyModel())``): an
+    LLM double on 127.0.0.1 answering with ``model`` (a callable of the request body), which
+    the tests reach as ``llm.<attribute>``; ``before_stop`` runs before the double stops (to
+    release answers a test still holds).
+    """
+    double = LLMDouble(default=model).start()
+    setattr(double, attribute, model)
+    try:
+        yield double
+    finally:
+        if before_stop is not None:
+            before_stop()
+        double.stop()
+
+
+async def create_players(game, players, then=None):
+    """Create each ``(name, password)`` account over telnet; ``then``: a command each runs."""
+    for name, password in players:
+        async with TelnetPlayer(name, game.ports.telnet, transcript=game.transcript) as player:
+            await player.login(name, password, create=True)
+            if then:
+                await player.command(then)

@@ -693,3 +693,29 @@ def request_kind(body):
     if body.get("tools") or "add_journal_entry" in text:
         return "extraction"
     return "reply"
+
+
+class CountingModel:
+    """
+    A model for the double: replies ``Aye (n).`` (``n`` counts the replies), extraction
+    journals nothing, summaries are :meth:`summarise`'s text (:data:`SUMMARY`).
+    """
+
+    SUMMARY = "Patrons talked about the ford, the mill and the harvest."
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.replies = 0
+
+    def summarise(self, body):
+        return self.SUMMARY
+
+    def __call__(self, body):
+        kind = request_kind(body)
+        if kind == "summary":
+            return self.summarise(body)
+        if kind == "extraction":
+            return "TOOL: noop {}"
+        with self.lock:
+            self.replies += 1
+            return f"Aye ({self.replies})."

@@ -46,9 +46,15 @@ import threading
 
 import pytest
 
-from demo.telnet import TelnetPlayer
-from tests.e2e_util import archive_records, logged_in, logged_in_admin, npc_archives, started_game
-from tests.llm_double import LLMDouble
+from tests.e2e_util import (
+    archive_records,
+    create_players,
+    logged_in,
+    logged_in_admin,
+    npc_archives,
+    serve_model,
+    started_game,
+)
 
 # the third crash restores the game's SQLite file from a backup: this game keeps SQLite even
 # where the suite runs on PostgreSQL (tests/conftest.py)
@@ -122,11 +128,7 @@ class GameLLM:
 def llm():
     """The LLM double the game talks to; ``llm.script`` is its :class:`GameLLM`."""
     script = GameLLM()
-    double = LLMDouble(default=script).start()
-    double.script = script
-    yield double
-    script.release()
-    double.stop()
+    yield from serve_model(script, attribute="script", before_stop=script.release)
 
 
 @pytest.fixture(scope="module")
@@ -143,10 +145,7 @@ def game(tmp_path_factory, llm):
 
 
 async def _create_players(game):
-    for name, password in PLAYERS:
-        async with TelnetPlayer(name, game.ports.telnet, transcript=game.transcript) as player:
-            await player.login(name, password, create=True)
-            await player.command("tavern")
+    await create_players(game, PLAYERS, then="tavern")
 
 
 async def _player(game, index):

@@ -23,17 +23,19 @@ import time
 import pytest
 
 from ai_contrib.memory.extraction import DEFAULT_PRE_COMPACTION_PROMPT
-from demo.telnet import TelnetError, TelnetPlayer
+from demo.telnet import TelnetError
 from tests.e2e_util import (
     ask,
+    create_players,
     fail_with_logs,
     logged_in,
     logged_in_admin,
     rows_with,
+    serve_model,
     started_game,
     table_rows,
 )
-from tests.llm_double import LLMDouble, tool_calls
+from tests.llm_double import tool_calls
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -123,11 +125,7 @@ class GossipModel:
 
 @pytest.fixture(scope="module")
 def llm():
-    model = GossipModel()
-    double = LLMDouble(default=model).start()
-    double.model = model
-    yield double
-    double.stop()
+    yield from serve_model(GossipModel())
 
 
 @pytest.fixture(scope="module")
@@ -139,9 +137,7 @@ def game(tmp_path_factory, llm):
 
 
 async def _prepare(game):
-    for name, password in PLAYERS.items():
-        async with TelnetPlayer(name, game.ports.telnet, transcript=game.transcript) as player:
-            await player.login(name, password, create=True)
+    await create_players(game, PLAYERS.items())
 
 
 async def _talk(player, npc, text):

@@ -20,8 +20,14 @@ import threading
 
 import pytest
 
-from demo.telnet import TelnetPlayer
-from tests.e2e_util import fail_with_logs, logged_in, logged_in_admin, npc_archives, started_game
+from tests.e2e_util import (
+    create_players,
+    fail_with_logs,
+    logged_in,
+    logged_in_admin,
+    npc_archives,
+    started_game,
+)
 from tests.llm_double import LLMDouble, raw_body, request_kind
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -87,9 +93,7 @@ def game(tmp_path_factory, llm):
 
 
 async def _create_players(game):
-    for name, password in PLAYERS:
-        async with TelnetPlayer(name, game.ports.telnet, transcript=game.transcript) as player:
-            await player.login(name, password, create=True)
+    await create_players(game, PLAYERS)
 
 
 async def _players(game):

@@ -14,12 +14,11 @@ player"):
 """
 
 import asyncio
-import threading
 
 import pytest
 
-from tests.e2e_util import fail_with_logs, logged_in_admin, started_game
-from tests.llm_double import LLMDouble, prompt_text, request_kind
+from tests.e2e_util import fail_with_logs, logged_in_admin, serve_model, started_game
+from tests.llm_double import CountingModel, prompt_text, request_kind
 from tests.test_e2e_tavern import _archive, _create_players, _go, _player, _py, _say, _wait_idle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -38,31 +37,18 @@ ENV = {
 }
 
 
-class IndiscreetSummariser:
+class IndiscreetSummariser(CountingModel):
     """Summaries repeat any secret they are shown; extraction records nothing; replies say
     ``Aye (n).``"""
 
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.replies = 0
-
-    def __call__(self, body):
-        kind = request_kind(body)
-        if kind == "summary":
-            told = f" Wren said the ledger is {SECRET}." if SECRET in prompt_text(body) else ""
-            return SUMMARY + told
-        if kind == "extraction":
-            return "TOOL: noop {}"
-        with self.lock:
-            self.replies += 1
-            return f"Aye ({self.replies})."
+    def summarise(self, body):
+        told = f" Wren said the ledger is {SECRET}." if SECRET in prompt_text(body) else ""
+        return SUMMARY + told
 
 
 @pytest.fixture(scope="module")
 def llm():
-    double = LLMDouble(default=IndiscreetSummariser()).start()
-    yield double
-    double.stop()
+    yield from serve_model(IndiscreetSummariser())
 
 
 @pytest.fixture(scope="module")

@@ -28,16 +28,17 @@ import time
 
 import pytest
 
-from demo.telnet import TelnetPlayer
 from tests.e2e_util import (
     archive_records,
+    create_players,
     fail_with_logs,
     logged_in,
     logged_in_admin,
     npc_archives,
+    serve_model,
     started_game,
 )
-from tests.llm_double import LLMDouble, prompt_text, request_kind
+from tests.llm_double import prompt_text, request_kind
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -113,11 +114,7 @@ class IndiscreetModel:
 @pytest.fixture(scope="module")
 def llm():
     model = IndiscreetModel()
-    double = LLMDouble(default=model).start()
-    double.model = model
-    yield double
-    model.release()
-    double.stop()
+    yield from serve_model(model, before_stop=model.release)
 
 
 @pytest.fixture(scope="module")
@@ -129,9 +126,7 @@ def game(tmp_path_factory, llm):
 
 
 async def _create_players(game):
-    for name, password in PLAYERS:
-        async with TelnetPlayer(name, game.ports.telnet, transcript=game.transcript) as player:
-            await player.login(name, password, create=True)
+    await create_players(game, PLAYERS)
 
 
 async def _player(game, index):

@@ -19,9 +19,14 @@ import threading
 
 import pytest
 
-from demo.telnet import TelnetPlayer
-from tests.e2e_util import fail_with_logs, logged_in, logged_in_admin, started_game
-from tests.llm_double import LLMDouble
+from tests.e2e_util import (
+    create_players,
+    fail_with_logs,
+    logged_in,
+    logged_in_admin,
+    serve_model,
+    started_game,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -79,11 +84,7 @@ class VillageModel:
 
 @pytest.fixture(scope="module")
 def llm():
-    model = VillageModel()
-    double = LLMDouble(default=model).start()
-    double.model = model
-    yield double
-    double.stop()
+    yield from serve_model(VillageModel())
 
 
 @pytest.fixture(scope="module")
@@ -95,9 +96,7 @@ def game(tmp_path_factory, llm):
 
 
 async def _prepare(game):
-    for name, password in PLAYERS.items():
-        async with TelnetPlayer(name, game.ports.telnet, transcript=game.transcript) as player:
-            await player.login(name, password, create=True)
+    await create_players(game, PLAYERS.items())
     admin = await logged_in_admin(game)
     try:
         for name, persona in PERSONAS.items():

@@ -19,13 +19,18 @@ built. Each check reads the request of one reply:
 
 import asyncio
 import re
-import threading
 
 import pytest
 
-from demo.telnet import TelnetPlayer
-from tests.e2e_util import fail_with_logs, logged_in, logged_in_admin, started_game
-from tests.llm_double import LLMDouble, prompt_text, request_kind
+from tests.e2e_util import (
+    create_players,
+    fail_with_logs,
+    logged_in,
+    logged_in_admin,
+    serve_model,
+    started_game,
+)
+from tests.llm_double import CountingModel, prompt_text, request_kind
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -80,29 +85,9 @@ def events(body):
             if m.get("role") == "user" and str(m.get("content")).startswith("(")]
 
 
-class TavernModel:
-    """Replies ``Aye (n).``, summaries a fixed sentence, extraction journals nothing."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.replies = 0
-
-    def __call__(self, body):
-        kind = request_kind(body)
-        if kind == "summary":
-            return "Patrons talked about the ford, the mill and the harvest."
-        if kind == "extraction":
-            return "TOOL: noop {}"
-        with self.lock:
-            self.replies += 1
-            return f"Aye ({self.replies})."
-
-
 @pytest.fixture(scope="module")
 def llm():
-    double = LLMDouble(default=TavernModel()).start()
-    yield double
-    double.stop()
+    yield from serve_model(CountingModel())
 
 
 @pytest.fixture(scope="module")
@@ -114,9 +99,7 @@ def game(tmp_path_factory, llm):
 
 
 async def _create_players(game):
-    for name, password in PLAYERS.items():
-        async with TelnetPlayer(name, game.ports.telnet, transcript=game.transcript) as player:
-            await player.login(name, password, create=True)
+    await create_players(game, PLAYERS.items())
 
 
 async def _player(game, name):
