@@ -245,7 +245,10 @@ class RecallNotesOverBudget(NPCTestCase):
         with override_settings(AI_MEMORY_ENABLED=False, AI_MEMORY_RETRIEVAL_TOKEN_BUDGET=130,
                                AI_MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE=0,
                                AI_MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT=0,
-                               AI_MEMORY_RETRIEVAL_SESSION_WEIGHT=0):
+                               AI_MEMORY_RETRIEVAL_SESSION_WEIGHT=0,
+                               # the over-budget prompt while a compaction is written, below
+                               # the cap at which the oldest lines would go to the archive
+                               AI_COMPACT_INFLIGHT_CAP=10.0):
             self.script.db.max_context_tokens = 400
             self.fill(8, words=12)  # more than the prompt keeps as its head when over budget
             self.ask("Where is the silver key, Marta?")  # a note within the budget

@@ -47,8 +47,8 @@ class WebTestCase(NPCTestCase):
         result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc,
                                                                   trigger="manual"))
         self.assertTrue(result["success"], result)
-        self.usage_after = record_usage(self.script)["tokens"]
-        self.assertEqual(self.usage_after, self.script.token_count())
+        self.usage_point = record_usage(self.script)
+        self.assertEqual(self.usage_point["tokens"], self.script.token_count())
         return result
 
 
@@ -121,8 +121,8 @@ class TestAPI(WebTestCase):
         self.assertEqual(event["trigger"], "manual")
         self.assertTrue(event["success"])
         self.assertEqual(event["messages"], result["compacted_messages"])
-        self.assertEqual(len(detail["usage_series"]), 1)
-        self.assertEqual(detail["usage_series"][0]["tokens"], self.usage_after)
+        # the point recorded after the compaction (a tick that answered meanwhile adds its own)
+        self.assertIn(self.usage_point, detail["usage_series"])
 
         kinds = [m["kind"] for m in detail["context"]]
         self.assertEqual(kinds[0], "summary")
