@@ -229,7 +229,10 @@ async def _strategy_round(game, transcript):
                 _, outcome["compact"] = await admin.expect(
                     f"compact/force {NPC}", COMPACT_RESULT_RE, timeout=300
                 )
-                if "already compacting" not in outcome["compact"]:
+                # an automatic compaction under way, or (mask) one that met the fresh output
+                # first and evicted or masked it: try again with a fresh one
+                if "already compacting" not in outcome["compact"] and not (
+                        strategy == "mask" and "no old tool output" in outcome["compact"]):
                     break
                 await asyncio.sleep(5)  # an automatic compaction is under way
             if strategy == "mask":
