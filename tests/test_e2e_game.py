@@ -46,6 +46,9 @@ def game(tmp_path_factory):
         "AI_LLM_BASE_URL": "",  # empty = unset: always the embedded model here
         "AI_MAX_CONTEXT_TOKENS": "400",
         "AI_COMPACT_PRESERVE_WINDOW": "2",
+        # the strategies, not the in-flight bound, are under test: with a 400-token budget the
+        # bound would move to the archive the lines a forced compaction needs
+        "AI_COMPACT_INFLIGHT_CAP": "100",
         "AI_SLEEP_AFTER_IDLE": "0",
         # a summary must be shorter than what it replaces; with a 400-token budget that is
         # a few hundred tokens, so the summariser may write at most 120
