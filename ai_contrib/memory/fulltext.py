@@ -356,14 +356,18 @@ class FullTextIndex:
         try:
             conn.executemany("INSERT INTO docs (rowid, terms, record) VALUES (?, ?, ?)",
                              [row[:3] for row in prepared])
-            conn.executemany("UPDATE meta SET value = ? WHERE key = ?",
-                             [(value, key) for key, value in state.items()
-                              if value != self._state[key]])
-            conn.execute("COMMIT")
+            self._commit_state(conn, state)
         except BaseException:
             conn.rollback()
             raise
         self._state = state
+
+    def _commit_state(self, conn, state):
+        """Write the counters of ``state`` that changed, then commit the open transaction."""
+        conn.executemany("UPDATE meta SET value = ? WHERE key = ?",
+                         [(value, key) for key, value in state.items()
+                          if value != self._state[key]])
+        conn.execute("COMMIT")
 
     def _matches_archive(self, state):
         """True when the last line the index read is still where and what it was."""
@@ -434,10 +438,7 @@ class FullTextIndex:
                 conn.execute("DELETE FROM docs WHERE rowid = ?", (rowid,))
                 state["docs"] -= 1
                 state["tokens"] -= len(found[0].split())
-            conn.executemany("UPDATE meta SET value = ? WHERE key = ?",
-                             [(value, key) for key, value in state.items()
-                              if value != self._state[key]])
-            conn.execute("COMMIT")
+            self._commit_state(conn, state)
         except BaseException:
             conn.rollback()
             raise
