@@ -19,7 +19,7 @@ from ai_contrib.core.turns import unanswered_lines
 from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
 from .npc_fixtures import NPCTestCase
-from .twisted_util import spin, wait_for
+from .twisted_util import cancel_pending_ticks, spin, wait_for
 
 
 def line(text, speaker="#1", ago=0.0, **meta):
@@ -93,15 +93,7 @@ class TestSeveralNPCs(NPCTestCase):
         self.scripts = {npc.key: get_assistant_script(npc)
                         for npc in (self.npc, self.tom, self.ada)}
         # lines left pending here must not be answered by a tick that fires in a later test
-        self.addCleanup(self._cancel_ticks)
-
-    @staticmethod
-    def _cancel_ticks():
-        from twisted.internet import reactor
-
-        for call in reactor.getDelayedCalls():
-            if call.active() and getattr(call.func, "__name__", "") == "run_tick":
-                call.cancel()
+        self.addCleanup(cancel_pending_ticks)
 
     def tick_all(self):
         for script in self.scripts.values():

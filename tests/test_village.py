@@ -17,7 +17,7 @@ from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
 from .llm_double import reply, sleep
 from .npc_fixtures import NPCTestCase
-from .twisted_util import spin
+from .twisted_util import cancel_pending_ticks, spin
 
 HILDA = "You are Hilda, the blacksmith. You work the forge and shoe horses."
 OSWALD = "You are Oswald, a guard of the town watch. You keep the gate and the curfew."
@@ -64,15 +64,7 @@ class VillageTestCase(NPCTestCase):
         self.oswald.db.persona = OSWALD
         self.npcs = {"Marta": self.npc, "Hilda": self.hilda, "Oswald": self.oswald}
         self.scripts = {key: get_assistant_script(npc) for key, npc in self.npcs.items()}
-        self.addCleanup(self._cancel_ticks)
-
-    @staticmethod
-    def _cancel_ticks():
-        from twisted.internet import reactor
-
-        for call in reactor.getDelayedCalls():
-            if call.active() and getattr(call.func, "__name__", "") == "run_tick":
-                call.cancel()
+        self.addCleanup(cancel_pending_ticks)
 
     def pending(self):
         return {key: len(script.pending_ids()) for key, script in self.scripts.items()}

@@ -39,3 +39,13 @@ def spin(seconds):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         reactor.iterate(0.01)
+
+
+def cancel_pending_ticks():
+    """Cancel every scheduled ``run_tick`` call: lines a test left pending must not be answered
+    by a tick that fires in a later test."""
+    from twisted.internet import reactor
+
+    for call in reactor.getDelayedCalls():
+        if call.active() and getattr(call.func, "__name__", "") == "run_tick":
+            call.cancel()
