@@ -12,7 +12,7 @@ from ai_contrib.llm.client import reset_client
 from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
 from .llm_double import LLMDouble
-from .twisted_util import spin, wait_for
+from .twisted_util import cancel_pending_ticks, spin, wait_for
 
 
 class NPCTestCase(BaseEvenniaCommandTest):
@@ -29,6 +29,8 @@ class NPCTestCase(BaseEvenniaCommandTest):
         self.llm = LLMDouble(default=self.llm_default)
         self.llm.start()
         self.addCleanup(self.llm.stop)
+        # a tick a test's scripts scheduled must not fire in the next test, against its NPC
+        self.addCleanup(cancel_pending_ticks)
         override = override_settings(AI_LLM_BASE_URL=self.llm.base_url, AI_LLM_API_KEY="test-key")
         override.enable()
         self.addCleanup(override.disable)
