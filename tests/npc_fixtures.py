@@ -15,6 +15,17 @@ from .llm_double import LLMDouble
 from .twisted_util import cancel_pending_ticks, spin, wait_for
 
 
+def forget_cached_entities():
+    """Empty the idmapper caches of objects, scripts and accounts, ndb data and all: nothing a
+    test created is found in memory by the next one."""
+    from evennia.accounts.models import AccountDB
+    from evennia.objects.models import ObjectDB
+    from evennia.scripts.models import ScriptDB
+
+    for model in (ObjectDB, ScriptDB, AccountDB):
+        model.flush_instance_cache(force=True)
+
+
 class NPCTestCase(BaseEvenniaCommandTest):
     """
     ``self.npc`` (an AssistantCharacter "Marta" in ``self.room1``), ``self.script`` (its
@@ -26,6 +37,10 @@ class NPCTestCase(BaseEvenniaCommandTest):
 
     def setUp(self):
         super().setUp()
+        # runs last (cleanups run in reverse): objects holding ndb data (a room's ai_line) outlive
+        # Evennia's flush_cache, and on PostgreSQL, whose ids do not restart per test, the next
+        # test's DEFAULT_HOME "#1" would resolve to this test's cached room1
+        self.addCleanup(forget_cached_entities)
         self.llm = LLMDouble(default=self.llm_default)
         self.llm.start()
         self.addCleanup(self.llm.stop)
