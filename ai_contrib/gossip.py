@@ -1,6 +1,7 @@
 """
 Gossip in the game (``docs/design.md``, "Gossip"): while an NPC sleeps it hears, from every other
-AI NPC it shares a gossip network with, what they learned in public, with its provenance. No
+AI NPC it shares a gossip network with, what they learned in public, with its provenance; when
+an NPC enters a room, it and the NPCs of its networks already there trade the same way. No
 LLM call: facts are copied journal to journal, and the sleep's consolidation stores them in Mem0
 like the NPC's own facts. Which facts may pass, and how a copy looks, is decided by
 :mod:`ai_contrib.core.gossip`; this module finds the NPCs and writes the journals.
@@ -13,8 +14,10 @@ Game data:
 * ``character.db.gossip_off`` (bool): the NPC neither hears nor passes gossip (``aigossip/off``);
 * ``character.db.gossip_last`` : what the NPC's last sleep received, ``{"at": ISO str,
   "networks": [str], "received": [{"id", "origin", "from", "hops", "content"}], "peers": int}``;
+* ``character.db.gossip_met``: what it received the last time it met other NPCs in a room
+  (:func:`meet`), ``{"at", "with": [str], "received": [...]}``;
 * ``character.db.gossip_passed``: the last :data:`PASSED_KEPT` facts others heard from it,
-  ``[{"at", "to", "origin", "id"}]``.
+  ``[{"at", "to", "origin", "id", "route": "sleep" | "meeting"}]``.
 
 Cost: one sleep reads the journals of the NPCs in the NPC's own networks only (found by Tag),
 never of the NPCs outside them.
@@ -96,6 +99,43 @@ def _journal_of(character):
     return ensure_journal(plain_entry(character.db.journal or {}))
 
 
+def _hear_from(character, journal, peer, now, max_hops, route):
+    """
+    Copy into ``journal`` (``character``'s, not saved here) the facts ``peer`` may pass to it
+    (:func:`ai_contrib.core.gossip.select_gossip`), and note on ``peer`` what it passed.
+
+    Returns:
+        list[dict]: ``{"id", "origin", "from", "hops", "content"}`` for each fact received.
+    """
+    at = now.isoformat(timespec="seconds")
+    copies = select_gossip(
+        _journal_of(peer)["entries"], peer.key, peer.dbref, journal["entries"],
+        character.dbref, now, max_hops, float(get_setting("GOSSIP_MAX_AGE_DAYS")),
+        limit=int(get_setting("GOSSIP_MAX_PER_SLEEP")),
+    )
+    received, passed = [], []
+    for copy in copies:
+        fields = dict(copy)
+        content = fields.pop("content")
+        entry = add_entry(journal, content, now=now, **fields)
+        received.append({"id": entry["id"], "origin": entry["origin"], "from": peer.key,
+                         "hops": entry["hops"], "content": entry["content"]})
+        passed.append({"at": at, "to": character.key, "origin": entry["origin"],
+                       "id": entry["id"], "route": route})
+    if passed:
+        peer.db.gossip_passed = (list(peer.db.gossip_passed or []) + passed)[-PASSED_KEPT:]
+    return received
+
+
+def _off_reason(character, max_hops):
+    """Why ``character`` takes no gossip now, or None."""
+    if not gossip_on(character):
+        return "gossip off for this NPC"
+    if max_hops <= 0:
+        return "AI_GOSSIP_MAX_HOPS 0"
+    return None
+
+
 def receive_gossip(script, character, now=None):
     """
     The sleep step "gossip": ``character`` hears from its peers (:func:`peers`) what they
@@ -114,8 +154,8 @@ def receive_gossip(script, character, now=None):
     now = now or datetime.now(timezone.utc)
     at = now.isoformat(timespec="seconds")
     max_hops = int(get_setting("GOSSIP_MAX_HOPS"))
-    if not gossip_on(character) or max_hops <= 0:
-        reason = "gossip off for this NPC" if not gossip_on(character) else "AI_GOSSIP_MAX_HOPS 0"
+    reason = _off_reason(character, max_hops)
+    if reason:
         character.db.gossip_last = {"at": at, "networks": [], "received": [], "peers": 0,
                                     "skipped": reason}
         return {"success": True, "skipped": True, "reason": reason}
@@ -124,22 +164,7 @@ def receive_gossip(script, character, now=None):
     received = []
     others = peers(character, script.key)
     for peer in others:
-        copies = select_gossip(
-            _journal_of(peer)["entries"], peer.key, peer.dbref, journal["entries"],
-            character.dbref, now, max_hops, float(get_setting("GOSSIP_MAX_AGE_DAYS")),
-            limit=int(get_setting("GOSSIP_MAX_PER_SLEEP")),
-        )
-        passed = []
-        for copy in copies:
-            fields = dict(copy)
-            content = fields.pop("content")
-            entry = add_entry(journal, content, now=now, **fields)
-            received.append({"id": entry["id"], "origin": entry["origin"], "from": peer.key,
-                             "hops": entry["hops"], "content": entry["content"]})
-            passed.append({"at": at, "to": character.key, "origin": entry["origin"],
-                           "id": entry["id"]})
-        if passed:
-            peer.db.gossip_passed = (list(peer.db.gossip_passed or []) + passed)[-PASSED_KEPT:]
+        received += _hear_from(character, journal, peer, now, max_hops, "sleep")
     if received:
         character.db.journal = journal
         logger.log_info(f"AI {character}: heard {len(received)} fact(s) from "
@@ -148,6 +173,58 @@ def receive_gossip(script, character, now=None):
                                 "peers": len(others)}
     return {"success": True, "received": len(received), "peers": len(others),
             "networks": sorted(own)}
+
+
+def meet(character, script_key, now=None):
+    """
+    Gossip when NPCs meet (``docs/design.md``, "Gossip"): ``character`` has just entered its
+    room, and it and every AI NPC already there that shares a gossip network with it (both
+    with gossip on) trade, both ways, what they learned in public, by the same rules and limits
+    as a sleep (:func:`ai_contrib.core.gossip.select_gossip`; no LLM call). What is received
+    waits in the journal for the NPC's next sleep to reach Mem0, like its own facts.
+
+    Each NPC that received anything gets ``db.gossip_met``: ``{"at": ISO str, "with": [str],
+    "received": [{"id", "origin", "from", "hops", "content"}]}``.
+
+    Args:
+        character: the AI NPC that arrived.
+        script_key (str): the ``AssistantScript``'s key (finds the other AI NPCs).
+        now (datetime, optional): clock override for tests (timezone-aware).
+
+    Returns:
+        dict: ``{npc key: facts received}`` for each NPC that received any (empty when nobody
+        did, or when ``character`` takes no gossip).
+
+    Raises:
+        ValueError: ``AI_GOSSIP_DEFAULT_NETWORK`` is not one of ``zone``, ``location``,
+            ``none``.
+    """
+    room = character.location
+    max_hops = int(get_setting("GOSSIP_MAX_HOPS"))
+    if room is None or _off_reason(character, max_hops):
+        return {}
+    now = now or datetime.now(timezone.utc)
+    own = npc_networks(character)
+    met = [obj for obj in room.contents
+           if obj.id != character.id and obj.scripts.get(script_key) and gossip_on(obj)
+           and own & npc_networks(obj)]
+    counts = {}
+    for receiver in [character] + met:
+        journal = _journal_of(receiver)
+        received = []
+        for sender in ([obj for obj in met if obj.id != receiver.id] if receiver is character
+                       else [character]):
+            received += _hear_from(receiver, journal, sender, now, max_hops, "meeting")
+        if received:
+            receiver.db.journal = journal
+            receiver.db.gossip_met = {"at": now.isoformat(timespec="seconds"),
+                                      "with": sorted({r["from"] for r in received}),
+                                      "received": received}
+            counts[receiver.key] = len(received)
+    if counts:
+        logger.log_info(f"AI {character} met {', '.join(o.key for o in met)} in {room}: "
+                        + ", ".join(f"{key} heard {n} fact(s)" for key, n in counts.items()))
+    return counts
 
 
 def travelled_copies(origin, script_key):

@@ -23,9 +23,11 @@ class CmdAIGossip(StaffCommand):
 
     Without a switch: the NPC's gossip networks (its room's zone or the room,
     and its Tags of category "gossip"), the NPCs it shares them with, what it
-    heard in its last sleep (with whom from) and what other NPCs last heard
-    from it. Only what it learned in public passes, never what was said to it
-    alone (see the design document, "Gossip").
+    heard in its last sleep (with whom from), what it heard the last time it
+    met NPCs of its networks in a room, and what other NPCs last heard from
+    it (in their sleep or at a meeting). Only what it learned in public
+    passes, never what was said to it alone (see the design document,
+    "Gossip").
 
     /off stops the NPC spreading and receiving gossip; /on starts it again.
 
@@ -117,12 +119,17 @@ class CmdAIGossip(StaffCommand):
                                   shown(chain_text(entry) or "-"),
                                   shown(item.get("content"), 50))
                 lines.append(str(table))
+        met = npc.db.gossip_met or {}
+        if met:
+            lines.append(f"Last meeting ({met.get('at')}): heard "
+                         f"{len(met.get('received') or [])} fact(s) from "
+                         f"{shown(', '.join(met.get('with') or []))}.")
         passed = npc.db.gossip_passed or []
         if passed:
-            table = admin_table(width, "at", "heard by", "fact (origin)")
+            table = admin_table(width, "at", "heard by", "how", "fact (origin)")
             for item in passed:
                 table.add_row(shown(item.get("at")), shown(item.get("to")),
-                              shown(item.get("origin")))
+                              shown(item.get("route") or "sleep"), shown(item.get("origin")))
             lines += [f"Last {len(passed)} fact(s) other NPCs heard from {npc.key}:", str(table)]
         else:
             lines.append(f"No NPC has heard anything from {npc.key} yet.")

@@ -30,6 +30,7 @@ from evennia.utils.ansi import strip_ansi, strip_mxp
 from evennia.utils.dbserialize import deserialize
 
 from . import sleep_report
+from .gossip import meet
 from .core.audience import normalise_audience
 from .core.gossip import PUBLIC_ROOM_TAG
 from .core.budget import effective_budget
@@ -340,6 +341,20 @@ class AssistantCharacter(DefaultCharacter):
         script = self.assistant
         if script:
             script.observe(actor, text, event, audience=audience)
+
+    def at_post_move(self, source_location, move_type="move", **kwargs):
+        """
+        The NPC entered a room: it and the AI NPCs of its gossip networks already there trade
+        what they learned in public (:func:`ai_contrib.gossip.meet`; ``docs/design.md``,
+        "Gossip"). A failure is logged and never stops the move.
+        """
+        super().at_post_move(source_location, move_type=move_type, **kwargs)
+        if self.location is None or self.location == source_location:
+            return
+        try:
+            meet(self, SCRIPT_KEY)
+        except Exception:  # gossip is housekeeping: the move has happened whatever it does
+            logger.log_trace(f"AI {self}: gossip on meeting failed")
 
     def at_object_receive(self, moved_obj, source_location, move_type="move", **kwargs):
         """

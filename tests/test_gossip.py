@@ -134,6 +134,69 @@ class TestReceiving(GossipCase):
         self.assertEqual(results["gossip"]["received"], 0)  # held already
 
 
+class TestMeeting(GossipCase):
+    """An NPC that walks into a room trades, both ways, with the NPCs of its networks there."""
+
+    def cole_learns(self, text):
+        journal = ensure_journal(self.cole.db.journal)
+        entry = add_entry(journal, text, 6, speaker=self.tamsin.key,
+                          audience=sorted([self.wren.dbref, self.tamsin.dbref]))
+        self.cole.db.journal = journal
+        return entry
+
+    def test_a_traveller_hears_the_public_fact_and_brings_his_own_never_a_private_one(self):
+        news = self.cole_learns("Wolves were seen on the hill road.")
+        self.cole.move_to(self.room1, quiet=True)
+        # Cole heard Marta's public fact, with its provenance, and never her private one
+        [heard] = self.journal(self.cole)[1:]
+        self.assertEqual(heard["content"], PUBLIC)
+        self.assertEqual((heard["heard_from"], heard["hops"]), ("Marta", 1))
+        self.assertEqual(heard["origin"], f"{self.npc.dbref}/{self.public['id']}")
+        self.assertNotIn(PRIVATE, self.contents(self.cole))
+        # ...and Marta heard his, from him
+        self.assertIn(news["content"], self.contents(self.npc))
+        [from_cole] = [e for e in self.journal(self.npc) if e.get("heard_from") == "Cole"]
+        self.assertEqual(from_cole["origin"], f"{self.cole.dbref}/{news['id']}")
+        self.assertEqual(self.cole.db.gossip_met["with"], ["Marta"])
+        self.assertEqual([(p["to"], p["route"]) for p in self.npc.db.gossip_passed],
+                         [("Cole", "meeting")])
+        # Bram, in the zone but not in the room, heard nothing at the meeting
+        self.assertEqual(self.journal(self.bram), [])
+        # meeting again adds nothing twice
+        self.cole.move_to(self.far, quiet=True)
+        self.cole.move_to(self.room1, quiet=True)
+        self.assertEqual(self.contents(self.cole).count(PUBLIC), 1)
+        self.assertEqual(self.contents(self.npc).count(news["content"]), 1)
+
+    def test_npcs_of_no_shared_network_trade_nothing_until_a_gossip_tag_joins_them(self):
+        with override_settings(AI_GOSSIP_DEFAULT_NETWORK="none"):
+            self.cole.move_to(self.room1, quiet=True)
+            self.assertEqual(self.journal(self.cole), [])
+            self.cole.move_to(self.far, quiet=True)
+            self.cole.tags.add("guild", category="gossip")
+            self.npc.tags.add("guild", category="gossip")
+            self.cole.move_to(self.room1, quiet=True)  # control: a shared Tag network
+            self.assertEqual(self.contents(self.cole), [PUBLIC])
+
+    def test_gossip_off_on_either_side_stops_the_trade(self):
+        self.call(CmdAIGossip(), "/off Cole", "Gossip of Cole is now off")
+        self.cole.move_to(self.room1, quiet=True)
+        self.assertEqual(self.journal(self.cole), [])
+        self.cole.move_to(self.far, quiet=True)
+        self.call(CmdAIGossip(), "/on Cole", "Gossip of Cole is now on")
+        self.call(CmdAIGossip(), "/off Marta", "Gossip of Marta is now off")
+        self.cole.move_to(self.room1, quiet=True)
+        self.assertEqual(self.journal(self.cole), [])
+        self.cole.move_to(self.far, quiet=True)
+        self.call(CmdAIGossip(), "/on Marta", "Gossip of Marta is now on")
+        self.cole.move_to(self.room1, quiet=True)  # control: both on
+        self.assertEqual(self.contents(self.cole), [PUBLIC])
+        out = self.call(CmdAIGossip(), "Cole")
+        self.assertIn("Last meeting", out)
+        self.assertIn("heard 1 fact(s) from Marta", out)
+        self.assertIn("meeting", self.call(CmdAIGossip(), "Marta"))
+
+
 class TestSaidInPublic(GossipCase):
     def test_a_line_said_aloud_in_a_public_room_makes_its_fact_passable(self):
         self.room1.tags.add("public", category="gossip")
