@@ -2,9 +2,11 @@
 A base test case with an AI NPC in Evennia's test world and an LLM double behind it.
 """
 
+import time
 from unittest import mock
 
 from django.test import override_settings
+from twisted.internet import reactor
 from evennia.utils import create
 from evennia.utils.test_resources import BaseEvenniaCommandTest
 
@@ -44,8 +46,6 @@ class NPCTestCase(BaseEvenniaCommandTest):
         self.llm = LLMDouble(default=self.llm_default)
         self.llm.start()
         self.addCleanup(self.llm.stop)
-        # a tick a test's scripts scheduled must not fire in the next test, against its NPC
-        self.addCleanup(cancel_pending_ticks)
         override = override_settings(AI_LLM_BASE_URL=self.llm.base_url, AI_LLM_API_KEY="test-key")
         override.enable()
         self.addCleanup(override.disable)
@@ -54,6 +54,29 @@ class NPCTestCase(BaseEvenniaCommandTest):
         self.npc = create.create_object(AssistantCharacter, key="Marta", location=self.room1)
         self.npc.db.persona = "You are Marta, the innkeeper of the Prancing Goat."
         self.script = get_assistant_script(self.npc)
+        # runs first: a reply still being written when the test ends would otherwise be saved
+        # during the next test, onto a script whose row that test's database never had
+        self.addCleanup(self.settle_turns)
+
+    def settle_turns(self, timeout=5.0):
+        """Cancel the ticks scheduled (a later cleanup turning the reactor would start them),
+        then iterate the reactor until no AI NPC script is in a tick or a cache warm-up; past
+        ``timeout`` seconds stop the LLM double, so that what it holds fails, and wait again."""
+        from evennia.scripts.models import ScriptDB
+
+        cancel_pending_ticks()
+
+        def busy():
+            return [script for script in ScriptDB.get_all_cached_instances()
+                    if script.ndb.busy or script.ndb.warming is not None]
+
+        for attempt in range(2):
+            deadline = time.monotonic() + timeout
+            while busy() and time.monotonic() < deadline:
+                reactor.iterate(0.01)
+            if not busy():
+                return
+            self.llm.stop()
 
     #: the words of a filled line after its first six ``word<j>``: what the tests' summaries
     #: say, so that a summary of filled lines is supported by them (``docs/design.md``,
