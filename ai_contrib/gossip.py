@@ -99,17 +99,18 @@ def _journal_of(character):
     return ensure_journal(plain_entry(character.db.journal or {}))
 
 
-def _hear_from(character, journal, peer, now, max_hops, route):
+def _hear_from(character, journal, peer, peer_entries, now, max_hops, route):
     """
     Copy into ``journal`` (``character``'s, not saved here) the facts ``peer`` may pass to it
-    (:func:`ai_contrib.core.gossip.select_gossip`), and note on ``peer`` what it passed.
+    (:func:`ai_contrib.core.gossip.select_gossip` over ``peer_entries``, its journal's
+    entries), and note on ``peer`` what it passed.
 
     Returns:
         list[dict]: ``{"id", "origin", "from", "hops", "content"}`` for each fact received.
     """
     at = now.isoformat(timespec="seconds")
     copies = select_gossip(
-        _journal_of(peer)["entries"], peer.key, peer.dbref, journal["entries"],
+        peer_entries, peer.key, peer.dbref, journal["entries"],
         character.dbref, now, max_hops, float(get_setting("GOSSIP_MAX_AGE_DAYS")),
         limit=int(get_setting("GOSSIP_MAX_PER_SLEEP")),
     )
@@ -164,7 +165,8 @@ def receive_gossip(script, character, now=None):
     received = []
     others = peers(character, script.key)
     for peer in others:
-        received += _hear_from(character, journal, peer, now, max_hops, "sleep")
+        received += _hear_from(character, journal, peer, _journal_of(peer)["entries"], now,
+                               max_hops, "sleep")
     if received:
         character.db.journal = journal
         logger.log_info(f"AI {character}: heard {len(received)} fact(s) from "
@@ -209,12 +211,15 @@ def meet(character, script_key, now=None):
            if obj.id != character.id and obj.scripts.get(script_key) and gossip_on(obj)
            and own & npc_networks(obj)]
     counts = {}
+    # each journal is read once, before anyone hears anything: a fact moves one hop per meeting
+    journals = {obj.id: _journal_of(obj) for obj in [character] + met}
+    entries = {key: list(journal["entries"]) for key, journal in journals.items()}
     for receiver in [character] + met:
-        journal = _journal_of(receiver)
+        journal = journals[receiver.id]
         received = []
-        for sender in ([obj for obj in met if obj.id != receiver.id] if receiver is character
-                       else [character]):
-            received += _hear_from(receiver, journal, sender, now, max_hops, "meeting")
+        for sender in (met if receiver is character else [character]):
+            received += _hear_from(receiver, journal, sender, entries[sender.id], now,
+                                   max_hops, "meeting")
         if received:
             receiver.db.journal = journal
             receiver.db.gossip_met = {"at": now.isoformat(timespec="seconds"),
