@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-postgres demo demo-keep test test-fast test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-dev bench-recall bench-scale bench-mem0 bench-embedded bench-defaults bench-world clean
+.PHONY: install install-postgres demo demo-keep test test-fast test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-dev bench-recall bench-scale bench-mem0 bench-embedded bench-defaults bench-world bench-village clean
 
 install: $(STAMP)
 
@@ -99,6 +99,11 @@ bench-defaults: install
 # 20 min on 2 cores; BENCH_ARGS="--parts lore,tokens" for the two parts without a model)
 bench-world: install
 	$(PY) benchmarks/world.py $(BENCH_ARGS)
+
+# a village of 16 NPCs in a real game: how far public facts travel, that private ones never do,
+# and what a sleep's gossip costs (about 7 min on 2 cores)
+bench-village: install
+	$(PY) benchmarks/village.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) demo-game demo-output bench-game

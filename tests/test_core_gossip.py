@@ -89,6 +89,19 @@ def test_select_gossip_skips_what_the_receiver_holds_or_started():
                              "#5", [], "#7", NOW, 3, 7, limit=1)) == 1
 
 
+def test_a_fact_the_receiver_journaled_itself_does_not_come_back_as_gossip():
+    # Bram overheard the line Marta was told and journaled it under his own origin
+    marta = fact("f1", "The mill burned down.", [TAMSIN, WREN])
+    other = fact("f2", "The ferry rope snapped.", [TAMSIN, WREN])
+    own = fact("b1", "the mill  burned down", [TAMSIN, WREN])
+    copies = select_gossip([marta, other], "Marta", "#5", [own], "#6", NOW, 3, 7)
+    assert [c["content"] for c in copies] == ["The ferry rope snapped."]
+    # control: without his own entry he hears both; two senders' copies of one line, once
+    assert len(select_gossip([marta, other], "Marta", "#5", [], "#6", NOW, 3, 7)) == 2
+    twice = dict(marta, id="f3", origin="#7/h1", hops=1, heard_from="Hilda", chain=["Hilda"])
+    assert len(select_gossip([marta, twice], "Marta", "#5", [], "#6", NOW, 3, 7)) == 1
+
+
 def test_networks_from_tags_zone_and_room():
     assert networks(["Guild"], zone="Crossroads", location="#2") == {"tag:guild",
                                                                      "zone:crossroads"}

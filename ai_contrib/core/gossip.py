@@ -189,12 +189,21 @@ def known_origins(entries, npc_dbref):
     return {origin_of(entry, npc_dbref) for entry in entries}
 
 
+def content_key(text):
+    """What two facts that say the same thing share: the text case-folded, its whitespace
+    collapsed and a final full stop dropped (``"The mill burned down."`` ==
+    ``"the mill  burned down"``)."""
+    return " ".join(str(text or "").split()).casefold().rstrip(".")
+
+
 def select_gossip(sender_entries, sender_name, sender_dbref, receiver_entries, receiver_dbref,
                   now, max_hops, max_age_days, limit=None):
     """
     What one NPC hears from another in one sleep: copies of the sender's facts that may pass
-    (:func:`may_pass`), that the receiver does not hold yet (by origin), and that did not start
-    with the receiver.
+    (:func:`may_pass`), that the receiver does not hold yet (by origin, or by the same words,
+    :func:`content_key`: two NPCs who both heard a line journal it each under its own origin,
+    and the one who heard it first-hand must not hear it again as gossip), and that did not
+    start with the receiver.
 
     Args:
         sender_entries (list[dict]): the sender's journal entries, oldest first.
@@ -209,14 +218,17 @@ def select_gossip(sender_entries, sender_name, sender_dbref, receiver_entries, r
         list[dict]: :func:`gossip_copy` dicts, oldest first.
     """
     held = known_origins(receiver_entries, receiver_dbref)
+    said = {content_key(entry.get("content")) for entry in receiver_entries}
     copies = []
     for entry in sender_entries:
         if not may_pass(entry, now, max_hops, max_age_days):
             continue
         origin = origin_of(entry, sender_dbref)
-        if origin in held or origin.split("/", 1)[0] == receiver_dbref:
+        key = content_key(entry.get("content"))
+        if origin in held or key in said or origin.split("/", 1)[0] == receiver_dbref:
             continue
         held.add(origin)
+        said.add(key)
         copies.append(gossip_copy(entry, sender_name, sender_dbref, now))
     if limit is not None:
         copies = copies[-int(limit):] if int(limit) > 0 else []
