@@ -64,7 +64,8 @@ def test_a_remembered_line_carries_the_date_it_meant():
                  "metadata": {"name": "Caroline", "timestamp": SAID}}
     assert format_memory_line(candidate) == (
         '- [2023-05-08 13:56] Caroline: "I went to the support group yesterday (7 May 2023)."')
-    # a line that carries its own time in front is not stamped twice
-    dated = dict(candidate, text="[1:56 pm on 8 May, 2023] I went yesterday.")
+    # a time typed in front of the text is the player's words: the server's time still leads,
+    # and relative dates are read from when it was said
+    dated = dict(candidate, text="[7 May, 2021] I went yesterday.")
     assert format_memory_line(dated) == (
-        '- Caroline: "[1:56 pm on 8 May, 2023] I went yesterday (7 May 2023)."')
+        '- [2023-05-08 13:56] Caroline: "[7 May, 2021] I went yesterday (7 May 2023)."')

@@ -357,25 +357,21 @@ def _clip(text, max_chars):
     return text[: max_chars - 1].rstrip() + "\u2026"
 
 
-#: a text that starts with its own bracketed time: ``"[1:56 pm on 8 May, 2023] ..."``
-_SELF_DATED = re.compile(r"^\[[^\]\n]*\d[^\]\n]*\]\s")
-
-
 def format_memory_line(candidate, max_chars=400):
     """
     One ``RELATED MEMORIES`` bullet.
 
     Facts read ``- text (told by Alice)``, a fact heard from another NPC ``- you heard from
-    Marta that text (Wren said it first, 2026-11-20)`` (``docs/design.md``, "Gossip"); archived messages ``- [2026-11-20 14:02] Alice:
-    "text"`` so a quoted line is never mistaken for the NPC's own knowledge (a message whose text
-    already starts with a bracketed time, ``"[1:56 pm on 8 May, 2023] ..."``, keeps that one).
+    Marta that text (Wren said it first, 2026-11-20)`` (``docs/design.md``, "Gossip"); archived
+    messages ``- [2026-11-20 14:02] Alice: "text"`` so a quoted line is never mistaken for the
+    NPC's own knowledge. The time is always the server's (the message's ``timestamp``), whatever
+    the text says: a player who types ``"[7 May 2023] ..."`` does not change when it was said.
     A message's relative dates get the date they meant when it was said
     (:func:`ai_contrib.core.dates.resolve_relative_dates`: ``"yesterday (7 May 2023)"``).
     """
     meta = candidate.get("metadata") or {}
     if candidate.get("kind") == "message":
-        # a message imported with its own time in front (a replayed log) is not stamped twice
-        stamp = "" if _SELF_DATED.match(candidate["text"]) else short_time(meta.get("timestamp"))
+        stamp = short_time(meta.get("timestamp"))
         speaker = meta.get("name") or meta.get("role") or "someone"
         prefix = f"[{stamp}] " if stamp else ""
         # "yesterday" in a line from weeks ago means another day than it does now
