@@ -4,9 +4,10 @@ written by a real HTTP LLM double on 127.0.0.1.
 """
 
 from ai_contrib import rag_memory
+from ai_contrib.core.cuts import is_extraction_traffic
 from ai_contrib.core.messages import is_marker
 
-from .llm_double import http_error, reply, sleep
+from .llm_double import http_error, reply, sleep, tool_calls
 from .npc_fixtures import NPCTestCase
 from .twisted_util import spin, wait_for
 
@@ -186,6 +187,24 @@ class TestCompaction(NPCTestCase):
         results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc))
         self.assertTrue(results["context_compaction"]["success"], results)
         self.assertEqual(results["context_compaction"]["trigger"], "sleep")
+
+    def test_a_sleep_keeps_the_conversation_in_the_window_beside_the_extraction_traffic(self):
+        self.script.db.pre_compact_max_iterations = 4
+        facts = [f"Bob rented the east room for {n} silver." for n in range(2, 10)]
+        for i in range(4):
+            self.llm.enqueue(tool_calls([
+                ("add_journal_entry", {"content": facts[2 * i], "importance": 6}),
+                ("add_journal_entry", {"content": facts[2 * i + 1], "importance": 6})]))
+        self.llm.enqueue(reply(SUMMARY))
+        results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc))
+        self.assertTrue(results["context_compaction"]["success"], results)
+        kept = self.script.history[1:]
+        traffic = [m for m in kept if is_extraction_traffic(m)]
+        said = [m for m in kept if not is_extraction_traffic(m)]
+        self.assertGreaterEqual(len(traffic), 4)  # the extraction wrote its calls and results
+        # ...and the window still holds the last lines people said, not the chatter instead
+        self.assertGreaterEqual(len(said), self.script.cfg("compact_preserve_window"))
+        self.assertEqual([m["id"] for m in said], [m["id"] for m in self.added[-len(said):]])
 
 
 class TestOverflow(NPCTestCase):

@@ -93,6 +93,33 @@ def test_preserve_start_window_or_tokens_whichever_keeps_more():
     assert preserve_start(history, counts, 0, 0) == 10
 
 
+def journaled(call_id):
+    """Fact extraction's tool call and its result, as the loop writes them."""
+    meta = {"metadata": {"type": "pre_compaction"}}
+    return [dict(call(call_id), **meta), dict(result(call_id), **meta)]
+
+
+def test_extraction_traffic_never_takes_the_place_of_conversation():
+    talk = [user(str(i)) for i in range(10)]
+    chatter = journaled("j1") + journaled("j2") + journaled("j3")
+    history = talk + chatter
+    counts = [10] * len(history)
+    # the window of 4 holds 4 lines people said, the chatter after them besides
+    start = preserve_start(history, counts, 4, 0)
+    assert history[start:] == talk[-4:] + chatter
+    # control: the same six messages as conversation fill the window themselves
+    plain = talk + [dict(m, metadata={}) for m in chatter]
+    assert preserve_start(plain, counts, 4, 0) == len(plain) - 4
+    # tokens too: 40 tokens of conversation, whatever the chatter weighs
+    assert history[preserve_start(history, counts, 0, 40):] == talk[-4:] + chatter
+    # and the cap on what the count keeps weighs the conversation only
+    assert preserve_start(history, counts, 8, 0, max_preserve_tokens=40) == start
+    # with fewer lines than the window, nothing is compacted to make room for the chatter
+    plan = plan_compaction(talk[:3] + chatter, [10] * 9, 1000, 4, 0.0)
+    assert plan.skipped and plan.reason == "history within preserve window"
+    assert not plan_compaction(talk[:5] + chatter, [10] * 11, 1000, 4, 0.0).skipped
+
+
 def test_preserve_start_moves_earlier_to_a_safe_cut():
     history = [user("a"), user("b"), call("x"), result("x"), user("c")]
     assert preserve_start(history, [5] * 5, 2, 0) == 2  # 3 would split the call from its result

@@ -20,7 +20,9 @@ from .messages import is_marker, tool_call_ids
 
 __all__ = [
     "CompactionPlan",
+    "EXTRACTION_TYPE",
     "hold_cut",
+    "is_extraction_traffic",
     "is_safe_cut",
     "plan_compaction",
     "preserve_start",
@@ -29,6 +31,17 @@ __all__ = [
 
 SKIP_WITHIN_WINDOW = "history within preserve window"
 SKIP_NOTHING = "nothing to compact"
+
+#: ``metadata["type"]`` of the tool calls and results that pre-compaction fact extraction
+#: writes into the history (``ai_contrib.memory.extraction``)
+EXTRACTION_TYPE = "pre_compaction"
+
+
+def is_extraction_traffic(msg):
+    """True for a message of the fact-extraction loop (its tool calls and their results): talk
+    with the journal, not with anyone in the room, so it never counts toward the preserve
+    window."""
+    return (msg.get("metadata") or {}).get("type") == EXTRACTION_TYPE
 
 
 def _safe_flags(history):
@@ -156,6 +169,11 @@ def preserve_start(history, token_counts, preserve_window, min_preserve_tokens,
     compaction leaves the history at its threshold, and the next line sets off another
     (``docs/design.md``, "Preserve window and cuts"). ``i`` is then moved earlier to a safe cut.
 
+    Messages and tokens count only for the conversation: fact extraction's tool calls and
+    results (:func:`is_extraction_traffic`), written at the end of the history just before a
+    compaction, are kept with what follows them but never fill the window in place of the lines
+    people said.
+
     Args:
         history (list[dict]): messages, oldest first.
         token_counts (list[int]): tokens of each message, same length as ``history``.
@@ -171,17 +189,22 @@ def preserve_start(history, token_counts, preserve_window, min_preserve_tokens,
     if preserve_window < 0 or min_preserve_tokens < 0:
         raise ValueError("preserve_window and min_preserve_tokens must be >= 0")
     n = len(history)
-    by_count = max(0, n - preserve_window)
+    talk = [0 if is_extraction_traffic(msg) else 1 for msg in history]
+    weight = [count * tokens for count, tokens in zip(talk, token_counts)]
+    by_count, seen = n, 0
+    while by_count > 0 and seen < preserve_window:
+        by_count -= 1
+        seen += talk[by_count]
     by_tokens = n
     kept = 0
     while by_tokens > 0 and kept < min_preserve_tokens:
         by_tokens -= 1
-        kept += token_counts[by_tokens]
+        kept += weight[by_tokens]
     start = min(by_count, by_tokens)
     if max_preserve_tokens is not None and start < by_tokens:
-        kept = sum(token_counts[start:])
+        kept = sum(weight[start:])
         while start < by_tokens and start < n - 1 and kept > max_preserve_tokens:
-            kept -= token_counts[start]
+            kept -= weight[start]
             start += 1
     return safe_cut(history, start)
 
@@ -244,7 +267,7 @@ def plan_compaction(
     def skip(reason):
         return CompactionPlan(0, [], list(history), 0, sum(token_counts), reason)
 
-    if len(history) <= preserve_window:
+    if sum(1 for msg in history if not is_extraction_traffic(msg)) <= preserve_window:
         return skip(SKIP_WITHIN_WINDOW)
     min_tokens = int(max_context_tokens * preserve_fraction)
     max_tokens = None if max_preserve_fraction is None \

@@ -42,6 +42,7 @@ import logging
 from twisted.internet import defer
 
 from ..core.audience import common_audience
+from ..core.cuts import EXTRACTION_TYPE
 from ..core.fidelity import fact_problem, source_text
 from ..core.text import MODEL_TEXT_MAX_CHARS, normalise_player_text
 from ..core.tokens import count_tokens
@@ -56,7 +57,7 @@ MIN_HISTORY = 5  # messages; below this there is nothing worth extracting (docs/
 DEFAULT_MAX_ITERATIONS = 5
 REPLY_MAX_TOKENS = 256  # tokens per extraction reply: one or two tool calls
 TEMPERATURE = 0.2
-TAG = "pre_compaction"  # metadata type of the messages this loop adds to the history
+TAG = EXTRACTION_TYPE  # metadata type of the messages this loop adds to the history
 
 DEFAULT_PRE_COMPACTION_PROMPT = """\
 Your older memories of this conversation are about to be condensed into a short summary, and \
