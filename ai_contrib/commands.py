@@ -770,23 +770,30 @@ class CmdAIWake(_CmdSetMode):
 
 class CmdAIMemory(StaffCommand):
     """
-    Show what an AI NPC's long-term memory returns for a query.
+    Show what an AI NPC would recall for a query.
 
     Usage:
       aimemory <npc> <query>
       aimemory <npc> = <query>
+      aimemory/for <npc>, <player> = <query>
+      aimemory/mem0 <npc> <query>
       aimemory <npc>/show <memory id>
 
-    Searches the NPC's Mem0 memories (journal facts and compaction summaries)
-    the way a reply does, with their similarity scores, so you can see why the
-    NPC remembers what it remembers. Memories private to a player are included
-    and marked.
+    Runs the NPC's own retrieval, as a reply to the query would: its
+    long-term memories (Mem0) and its archived lines that left the context,
+    fused and ranked, with their scores. Without /for there is no audience
+    filter: everything the NPC knows. With /for, only what it would say with
+    that player listening (what the player heard, or was told in public).
+
+    /mem0 lists the NPC's Mem0 memories instead, every one, by similarity to
+    the query (private ones included and marked).
 
     /show shows one memory in full with all its metadata; give its id as the
     table shows it (the first 8 characters are enough).
     """
 
     key = "aimemory"
+    switch_options = ("for", "mem0", "show")
 
     def func(self):
         caller = self.caller
@@ -798,20 +805,62 @@ class CmdAIMemory(StaffCommand):
             name, query = self.lhs.strip(), self.rhs.strip()
         else:
             name, _, query = self.args.strip().partition(" ")
+        listener = None
+        if "for" in switches:
+            if self.rhs is None or len(self.lhslist) != 2:
+                caller.msg("Usage: aimemory/for <npc>, <player> = <query>")
+                return
+            name, listener_name = (part.strip() for part in self.lhslist)
+            listener = caller.search(listener_name, global_search=True)
+            if not listener:
+                return
         if not name or not query.strip():
-            caller.msg("Usage: aimemory <npc> <query>  (or: aimemory <npc>/show <memory id>)")
+            caller.msg("Usage: aimemory <npc> <query>  (or: aimemory/for <npc>, <player> = "
+                       "<query>, aimemory/mem0 <npc> <query>, aimemory <npc>/show <memory id>)")
             return
-        npc, _script = find_npc(caller, name)
+        npc, script = find_npc(caller, name)
         if not npc:
             return
+        if "mem0" in switches:
+            self.list_mem0(npc, query.strip())
+        else:
+            self.recall(npc, script, query.strip(), listener)
+
+    def recall(self, npc, script, query, listener):
+        from .memory.recall import recall_preview
+
+        caller = self.caller
+        width = table_width(self)
+        listeners = {listener.dbref: listener.key} if listener is not None else None
+        heard_by = f"heard by {listener.key}" if listener is not None else "no audience filter"
+
+        def _show(found):
+            if not found["results"]:
+                caller.msg(f"{npc.key} would recall nothing for '{shown(query, 30)}' "
+                           f"({heard_by}).")
+                return
+            table = admin_table(width, "source", "ref", "score", "kind", "memory")
+            for item in found["results"]:
+                table.add_row(item["source"], shown(str(item["ref"])[:8]),
+                              f"{float(item.get('score') or 0):.3f}", shown(item["kind"]),
+                              shown(item["text"], 60))
+            caller.msg(f"|wWhat {npc.key} would recall for '{shown(query, 30)}'|n\n"
+                       f"({heard_by}; the archive and Mem0, as a reply reads them)\n{table}")
+
+        recall_preview(script, npc, query, listeners).addCallbacks(
+            _show, lambda failure: caller.msg(
+                f"Memory search failed: {shown(failure.getErrorMessage())}"))
+
+    def list_mem0(self, npc, query):
         from .memory.mem0_store import get_store, npc_agent_id
 
-        d = get_store().search(npc_agent_id(npc), query.strip(), include_private=True, threshold=0.0)
+        caller = self.caller
         width = table_width(self)
+        d = get_store().search(npc_agent_id(npc), query, include_private=True, threshold=0.0)
 
         def _show(hits):
             if not hits:
-                caller.msg(f"{npc.key} remembers nothing about '{query.strip()}'.")
+                caller.msg(f"{npc.key} remembers nothing about '{shown(query)}'.")
                 return
             table = admin_table(width, "id", "score", "source", "visibility", "memory")
             for hit in hits:
@@ -819,7 +868,7 @@ class CmdAIMemory(StaffCommand):
                 table.add_row(str(meta.get("memory_id") or "-")[:8],
                               f"{hit.get('score', 0):.3f}", meta.get("source_type", "-"),
                               meta.get("visibility", "-"), shown(hit.get("text"), 60))
-            caller.msg(f"|wMemories of {npc.key} for '{query.strip()}'|n\n{table}")
+            caller.msg(f"|wMemories of {npc.key} for '{shown(query)}'|n\n{table}")
 
         d.addCallbacks(_show, lambda failure: caller.msg(
             f"Memory search failed: {shown(failure.getErrorMessage())}"))

@@ -432,13 +432,16 @@ async def run_conversation(game, args, conversation, transcript, stats):
         await admin_compact(admin, f"compact {NPC}")
         await admin_compact(admin, f"compact/force {NPC}")
         await admin.command(f"aihistory {NPC}", quiet=1.5, timeout=30)
-        # long-term memory: the journal and what Mem0 retrieves for a topic of the conversation
+        # long-term memory: the journal and what the NPC would recall for a topic of the
+        # conversation (the archive and Mem0, as a reply reads them)
         await admin.command(f"aihistory {NPC}/journal", quiet=1.5, timeout=30)
         topic = memory_query(turns)
         await admin.command(
-            f"aimemory {NPC} {topic}", until=r"(Memories of|remembers nothing|search failed)[^\n]*",
+            f"aimemory {NPC} {topic}",
+            until=r"(would recall|search failed)[^\n]*\n(\([^\n]*\n)?(\+[^\n]*\n)?",
             timeout=120,
         )
+        await admin.read_quiet(quiet=1.0, timeout=10)  # the rest of the table
     finally:
         for player, _ in players.values():
             await player.close()

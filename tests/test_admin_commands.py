@@ -12,6 +12,7 @@ from evennia.objects.objects import DefaultCharacter
 from evennia.utils import create
 from twisted.internet import defer
 
+from ai_contrib import rag_memory
 from ai_contrib.admin_commands import CmdAIConfig, CmdAIList, CmdAIReset
 from ai_contrib.commands import (
     AIContribCmdSet,
@@ -28,7 +29,8 @@ from ai_contrib.memory.journal import add_entry, ensure_journal
 from ai_contrib.typeclasses import SCRIPT_KEY, AssistantCharacter, AssistantScript
 
 from .npc_fixtures import NPCTestCase
-from .twisted_util import spin
+from .llm_double import reply
+from .twisted_util import spin, wait_for
 
 FORGED = "|/|w[MudInfo] Fake alert|n |lcquit|ltclick|le"
 
@@ -281,6 +283,41 @@ class TestOneItemInFull(AdminCase):
         self.assertNotIn("secretsecret", out)
         self.assertIn(("get", f"npc-{self.npc.id}", "0f4c2a9e"), store.calls)
         self.call(CmdAIMemory(), "Marta/show ffff", "Marta has no memory 'ffff'.")
+
+
+@override_settings(AI_MEMORY_ENABLED=False)  # the archive is what this test reads
+class TestAIMemoryRecall(AdminCase):
+    def test_it_recalls_what_a_reply_would_and_for_a_listener_only_what_they_heard(self):
+        bob, alice = self.char1, self.char2
+        self.script.receive_speech(bob, "The bluefinch password is hollyhock.",
+                                   audience=[])  # Bob alone heard it
+        self.script.receive_speech(alice, "The bluefinch cart leaves at dawn.")
+        self.llm.enqueue(reply("Aye."))
+        wait_for(self.script.run_tick())  # answered: no longer held in the context
+        self.fill(50)
+        self.script.db.max_context_tokens = 1500
+        self.llm.enqueue(reply("Guests talked about rooms, stew and the weather."))
+        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc,
+                                                                  trigger="manual"))
+        self.assertTrue(result.get("success"), result)
+        self.assertNotIn("hollyhock", " ".join(m["content"] for m in self.script.history))
+        # no audience filter: both lines, from the archive, as a reply would read them
+        out = self.said(CmdAIMemory(), "Marta bluefinch password", "would recall")
+        self.assertIn("What Marta would recall for 'bluefinch password'", out)
+        self.assertIn("no audience filter", out)
+        self.assertIn("hollyhock", out)
+        self.assertIn("leaves at dawn", out)
+        self.assertIn("archive", out)
+        # heard by Alice: her own line, and never what Bob said to Marta alone
+        out = self.said(CmdAIMemory(), f"/for Marta, {alice.key} = bluefinch password",
+                        "would recall")
+        self.assertIn(f"heard by {alice.key}", out)
+        self.assertIn("leaves at dawn", out)
+        self.assertNotIn("hollyhock", out)
+        out = self.said(CmdAIMemory(), "Marta zzyzx quorble", "would recall")
+        self.assertIn("Marta would recall nothing for 'zzyzx quorble'", out)
+        self.call(CmdAIMemory(), "/for Marta = bluefinch",
+                  "Usage: aimemory/for <npc>, <player> = <query>")
 
 
 class TestSleepReport(AdminCase):

@@ -77,6 +77,14 @@ class TestTablesFitTheClient(NPCTestCase):
         store = mock.Mock()
         store.search.return_value = defer.succeed(hits)
         with mock.patch("ai_contrib.memory.mem0_store.get_store", return_value=store):
+            self.check(self.call(CmdAIMemory(), "/mem0 Marta the road"))
+        found = {"query": "the road", "text": LONG, "results": [
+            {"kind": "message", "source": "archive", "ref": "12345", "score": 0.0421,
+             "vector_score": None, "bm25_score": 7.5, "text": LONG},
+            {"kind": "fact", "source": "mem0", "ref": "0123456789abcdef", "score": 0.0388,
+             "vector_score": 0.81, "bm25_score": None, "text": LONG}]}
+        with mock.patch("ai_contrib.memory.recall.recall_preview",
+                        return_value=defer.succeed(found)):
             self.check(self.call(CmdAIMemory(), "Marta the road"))
 
     def test_a_narrow_client_gets_narrower_tables(self):

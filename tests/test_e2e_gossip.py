@@ -201,7 +201,7 @@ async def _scenario(game, llm):
         deadline = time.monotonic() + SLEEP_WORK_TIMEOUT
         out["bram_journal"] = await _sleep(admin, "Bram", ("old mill",), deadline)
         out["gossip"] = await ask(admin, "aigossip Bram", r"Gossip of Bram")
-        out["bram_vault"] = await ask(admin, "aimemory Bram vault code blue stone key",
+        out["bram_vault"] = await ask(admin, "aimemory/mem0 Bram vault code blue stone key",
                                       r"Memories of Bram for|remembers nothing|search failed",
                                       timeout=60)
 
@@ -226,7 +226,7 @@ async def _scenario(game, llm):
         out["bram_after"] = await ask(admin, "aihistory Bram/journal",
                                       r"Journal of Bram|journal is empty")
         out["bram_mill_after"] = await ask(
-            admin, "aimemory Bram old mill ford",
+            admin, "aimemory/mem0 Bram old mill ford",
             r"Memories of Bram for|remembers nothing|search failed", timeout=60)
     finally:
         for player in (wren, tamsin, admin):

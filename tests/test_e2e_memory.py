@@ -25,7 +25,7 @@ into Mem0; then wakes her (``aiwake``). Checked through the game itself:
 3. Bob asks "Where does my sister live?": the reply request the double received carries
    "Riverwood" in its RELATED MEMORIES section and nowhere else (neither the history nor the
    summary holds it any more);
-4. ``aimemory Marta Elena`` lists the fact with a similarity score.
+4. ``aimemory/mem0 Marta Elena`` lists the fact with a similarity score.
 
 About a minute: making and starting the game is most of it.
 """
@@ -204,7 +204,7 @@ async def _scenario(game, llm):
 
         out["memory"] = await _ask(
             admin,
-            f"aimemory {NPC} Elena",
+            f"aimemory/mem0 {NPC} Elena",
             rf"Memories of {NPC} for|remembers nothing|Memory search failed",
             timeout=60,
         )

@@ -67,3 +67,37 @@ def related_memories(script, character, query, listeners=None):
     """
     d = related_memory_context(script, character, query, listeners)
     return d.addCallback(lambda context: (context or {}).get("text") or None)
+
+
+def recall_preview(script, character, query, listeners=None):
+    """
+    What the NPC would recall for ``query`` in a reply heard by ``listeners``, for staff
+    (``aimemory``, the web page's memory search): :func:`related_memory_context`, the reply's
+    own retrieval over Mem0 and the archive out of context, with the NPC's options and budget,
+    read-only.
+
+    Args:
+        listeners (dict, optional): ``{dbref: name}``; None for no audience filter (everything
+            the NPC knows).
+
+    Returns:
+        Deferred[dict]: ``{"query": str, "text": str (the prompt section, "" if nothing),
+        "results": [{"kind": str, "source": "archive" | "mem0", "ref": str (archive seq or
+        Mem0 id), "score": float (fused), "vector_score": float | None, "bm25_score": float |
+        None, "text": str}]}``, best first within memories, then experiences.
+    """
+
+    def _shape(context):
+        results = []
+        for c in (context or {}).get("memories", []) + (context or {}).get("experiences", []):
+            meta = c.get("metadata") or {}
+            archived = c.get("kind") == "message"
+            results.append({
+                "kind": c.get("kind"), "source": "archive" if archived else "mem0",
+                "ref": str(meta.get("seq") if archived else meta.get("memory_id") or c.get("key")),
+                "score": c.get("score"), "vector_score": c.get("vector_score"),
+                "bm25_score": c.get("bm25_score"), "text": c.get("text") or "",
+            })
+        return {"query": query, "text": (context or {}).get("text") or "", "results": results}
+
+    return related_memory_context(script, character, query, listeners).addCallback(_shape)

@@ -302,41 +302,20 @@ def archive_page(script, start=None, count=ARCHIVE_PAGE_SIZE):
 
 def search_memories(npc, script, query, audience=None):
     """
-    What retrieval returns for ``query`` heard by ``audience``, read-only
-    (:func:`ai_contrib.memory.retrieval.retrieve_memory_context` over Mem0 and the archive out
-    of context, as a reply does).
+    What the NPC would recall for ``query`` heard by ``audience``, read-only
+    (:func:`ai_contrib.memory.recall.recall_preview`: the reply's own retrieval over Mem0 and
+    the archive out of context).
 
     Args:
         audience (list[str], optional): dbrefs of who would hear the reply; None for no
             audience filter (everything the NPC knows).
 
     Returns:
-        Deferred[dict]: ``{"query": str, "audience": list | None, "text": str (the prompt
-        section), "results": [{"kind": str, "source": "archive" | "mem0", "ref": str,
-        "score": float (fused), "vector_score": float | None, "bm25_score": float | None,
-        "text": str}]}``.
+        Deferred[dict]: ``recall_preview``'s dict with ``"audience"`` (the argument) added.
     """
-    from ..memory.mem0_store import npc_agent_id
-    from ..memory.recall import archived_out_of_context
-    from ..memory.retrieval import retrieve_memory_context
+    from ..memory.recall import recall_preview
 
     names = {a["dbref"]: a["name"] for a in audiences(script)}
     listeners = None if audience is None else {d: names.get(d, d) for d in audience}
-    d = retrieve_memory_context(npc_agent_id(npc), query,
-                                archive_docs=archived_out_of_context(script), listeners=listeners)
-
-    def _shape(context):
-        results = []
-        for c in (context or {}).get("memories", []) + (context or {}).get("experiences", []):
-            meta = c.get("metadata") or {}
-            archive = c.get("kind") == "message"
-            results.append({
-                "kind": c.get("kind"), "source": "archive" if archive else "mem0",
-                "ref": str(meta.get("seq") if archive else meta.get("memory_id") or c.get("key")),
-                "score": c.get("score"), "vector_score": c.get("vector_score"),
-                "bm25_score": c.get("bm25_score"), "text": c.get("text") or "",
-            })
-        return {"query": query, "audience": audience,
-                "text": (context or {}).get("text") or "", "results": results}
-
-    return d.addCallback(_shape)
+    return recall_preview(script, npc, query, listeners).addCallback(
+        lambda found: dict(found, audience=audience))
