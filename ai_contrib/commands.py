@@ -802,9 +802,9 @@ class CmdAIMemory(StaffCommand):
             self.show_memory(words)
             return
         if self.rhs is not None:
-            name, query = self.lhs.strip(), self.rhs.strip()
-        else:
-            name, _, query = self.args.strip().partition(" ")
+            name, query = self.lhs.split("/")[0].strip(), self.rhs.strip()
+        else:  # "aimemory Marta/mem0 the road" as well as "aimemory/mem0 Marta the road"
+            name, query = (words[0] if words else ""), " ".join(words[1:])
         listener = None
         if "for" in switches:
             if self.rhs is None or len(self.lhslist) != 2:

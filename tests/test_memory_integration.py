@@ -50,10 +50,15 @@ class TestSleepConsolidation(MemoryTestCase):
         hits = wait_for(get_store().search(npc_agent_id(self.npc), "Where does Elena live?",
                                            user_id="bob"), timeout=120)
         self.assertIn("Riverwood", " ".join(h["text"] for h in hits))
-        shown = self.run_async_command(CmdAIMemory(), "Marta Where does Elena live?")
+        shown = self.run_async_command(CmdAIMemory(), "Marta/mem0 Where does Elena live?")
         self.assertIn("Memories of Marta", shown)
         self.assertIn("Riverwood", shown)
         self.assertRegex(shown, r"0\.\d{3}")  # similarity scores
+        # what a reply would recall: the fact, from Mem0, beside the lines the summary replaced
+        recall = self.run_async_command(CmdAIMemory(), "Marta Where does Elena live?")
+        self.assertIn("What Marta would recall", recall)
+        self.assertIn("Riverwood", recall)
+        self.assertIn("mem0", recall)
         self.call(CmdAIHistory(), "Marta/journal", "Journal of Marta: 2 entries, 2 consolidated")
 
     def test_a_short_conversation_reaches_long_term_memory_in_the_next_sleep(self):

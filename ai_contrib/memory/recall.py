@@ -29,13 +29,14 @@ def archived_out_of_context(script):
     return ArchiveSearch(index_for(script.archive), in_context)
 
 
-def related_memory_context(script, character, query, listeners=None):
+def related_memory_context(script, character, query, listeners=None, include_private=False):
     """
     Like :func:`related_memories`, but the whole
     :func:`ai_contrib.memory.retrieval.build_memory_context` result (the chosen candidates with
     their scores and sources, and the text). The retrieval options are the NPC's
     (:func:`ai_contrib.memory.retrieval.retrieval_options`: its ``memory_*`` Attributes, else
-    the game's settings), the token budget its :meth:`memory_budget`.
+    the game's settings), the token budget its :meth:`memory_budget`. ``include_private``:
+    without ``listeners``, the memories private to a player too (staff views).
 
     Returns:
         Deferred[dict]: ``{"memories", "experiences", "text", "tokens", ...}``.
@@ -45,6 +46,7 @@ def related_memory_context(script, character, query, listeners=None):
         query,
         archive_docs=archived_out_of_context(script),
         listeners=dict(listeners) if listeners is not None else None,
+        include_private=include_private,
         **dict(retrieval_options(script), budget_tokens=script.memory_budget()),
     )
 
@@ -78,7 +80,7 @@ def recall_preview(script, character, query, listeners=None):
 
     Args:
         listeners (dict, optional): ``{dbref: name}``; None for no audience filter (everything
-            the NPC knows).
+            the NPC knows, the memories private to a player included).
 
     Returns:
         Deferred[dict]: ``{"query": str, "text": str (the prompt section, "" if nothing),
@@ -100,4 +102,5 @@ def recall_preview(script, character, query, listeners=None):
             })
         return {"query": query, "text": (context or {}).get("text") or "", "results": results}
 
-    return related_memory_context(script, character, query, listeners).addCallback(_shape)
+    return related_memory_context(script, character, query, listeners,
+                                  include_private=listeners is None).addCallback(_shape)

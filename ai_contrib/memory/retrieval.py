@@ -635,7 +635,7 @@ def retrieval_options(script=None):
 
 
 def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, store=None,
-                            listeners=None, **options):
+                            listeners=None, include_private=False, **options):
     """
     Fetch Mem0 hits and fuse them with the archive, off the reactor thread.
 
@@ -656,6 +656,8 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
             messages and memories not every one of them could have heard are left out
             (:func:`ai_contrib.core.audience.heard_by`; ``docs/design.md``, "Privacy by
             audience"). None: no audience filter (admin tools, replays without audiences).
+        include_private (bool): without ``listeners``, also the memories private to a player
+            (staff views of everything the NPC knows; ignored with ``listeners``).
         **options: overrides of :func:`build_memory_context` arguments; defaults come from
             ``AI_MEMORY_RETRIEVAL_TOKEN_BUDGET``, ``AI_MEMORY_RETRIEVAL_MAX_ITEMS``,
             ``AI_MEMORY_RRF_K``, ``AI_MEMORY_ARCHIVE_CANDIDATES``,
@@ -695,7 +697,7 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
             try:
                 hits = store.search_sync(
                     agent_id, query, user_id=user_id, limit=limit, threshold=threshold,
-                    listeners=listeners,
+                    include_private=include_private, listeners=listeners,
                 )
             except MemoryStoreError as err:
                 logger.warning(
