@@ -127,8 +127,10 @@ def run_pre_compaction_extraction(script, character, max_iterations=None):
 def check_emergency_compaction(script, character):
     """
     The emergency check at the start of an awake tick (``docs/design.md``, "Summary compaction"):
-    at or above ``compact_emergency_threshold`` of the budget, extract facts (3 iterations) and
-    compact with ``force=True``. O(1) when nothing needs doing: it reads the running token total.
+    at or above ``compact_emergency_threshold`` of the budget, extract facts (3 iterations),
+    compact with ``force=True``, then consolidate the journal into Mem0 (``docs/design.md``,
+    "Journal and Mem0": a busy NPC does not wait for a sleep). O(1) when nothing needs doing: it
+    reads the running token total.
 
     Returns:
         Deferred firing the compaction result dict, or None when no compaction was needed.
@@ -151,6 +153,12 @@ def check_emergency_compaction(script, character):
     # masking alone (or a cascade cycle over a few huge messages) can leave it over budget
     if script.token_usage() >= 1.0:
         evict_overflow(script, character)
+    # a busy NPC may not sleep for days: what this compaction journaled (its facts, its
+    # synthesis) reaches long-term memory now, on the store's thread, as a sleep would store it
+    consolidation = yield _consolidate_into_mem0(character)
+    if consolidation.get("added"):
+        logger.log_info(f"AI {character}: {consolidation['added']} journal entries "
+                        "consolidated into Mem0 after an emergency compaction")
     return result
 
 

@@ -26,6 +26,31 @@ class MemoryTestCase(NPCTestCase):
         wait_for(get_store().delete_agent(npc_agent_id(self.npc)), timeout=120)
 
 
+class TestBusyConsolidation(MemoryTestCase):
+    def test_an_emergency_compaction_stores_its_facts_in_mem0_without_a_sleep(self):
+        said = self.script.add_message("user", "My sister Elena lives in Riverwood.", name="Bob")
+        self.fill(50)
+        self.script.db.max_context_tokens = 1300  # over the emergency threshold
+        self.assertGreaterEqual(self.script.token_usage(), 0.8)
+        self.llm.enqueue(
+            tool_calls([("add_journal_entry", {"content": "Bob's sister Elena lives in Riverwood",
+                                                "importance": 8, "source": [said["seq"]]})]),
+            tool_calls([("noop", {})]),
+            reply(SUMMARY),
+        )
+        result = wait_for(rag_memory.check_emergency_compaction(self.script, self.npc),
+                          timeout=180)
+        self.assertTrue(result["success"], result)
+        self.assertEqual(self.script.db.operating_mode, "awake")  # no sleep came
+        journal = ensure_journal(self.npc.db.journal)
+        facts = [e for e in journal["entries"] if e["source_type"] == "fact"]
+        self.assertEqual(len(facts), 1)
+        self.assertEqual(set(journal["consolidated_entry_ids"]),
+                         {e["id"] for e in journal["entries"]})
+        hits = wait_for(get_store().list(npc_agent_id(self.npc)), timeout=120)
+        self.assertIn("Riverwood", " ".join(h["text"] for h in hits))
+
+
 class TestSleepConsolidation(MemoryTestCase):
     def test_sleep_tick_extracts_compacts_and_consolidates_once(self):
         self.fill(50)
