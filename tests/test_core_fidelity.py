@@ -7,6 +7,7 @@ from ai_contrib.core.fidelity import (
     MAX_UNSUPPORTED,
     extractive_summary,
     fact_problem,
+    same_fact,
     score_summary,
     source_text,
     speakers_of,
@@ -205,3 +206,31 @@ def test_faithful_summaries_long_and_short_pass():
         result = tavern_score(faithful)
         assert result.passed, (result, faithful)
         assert result.score >= 0.8
+
+
+def test_the_same_fact_in_other_words_is_one_fact_and_a_different_one_is_not():
+    assert same_fact("The Kings road is flooded again.", "The Kings road has been flooded again")
+    assert same_fact("the kings road  is flooded again", "The Kings road is still flooded.")
+    assert same_fact("Bob owes Marta five silver.", "Bob owes Marta 5 silver")
+    # other numbers, a negation, another thing: other facts
+    assert not same_fact("Bob owes Marta 5 silver.", "Bob owes Marta 7 silver.")
+    assert not same_fact("Bob is married.", "Bob is not married.")
+    assert not same_fact("Bob isn't married.", "Bob is married.")
+    assert not same_fact("Bob likes ale.", "Bob likes mead.")
+    assert not same_fact("Elena lives in Riverwood.", "Bob's sister Elena lives in Riverwood.")
+
+
+_FACT_WORDS = st.sampled_from(
+    "Bob Marta Elena road mill ford silver ale stew east room flooded burned owes likes lives "
+    "not never 5 7 twelve the is has been again".split())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_FACT_WORDS, min_size=1, max_size=10).map(" ".join),
+       st.lists(_FACT_WORDS, min_size=1, max_size=10).map(" ".join))
+def test_same_fact_is_symmetric_reflexive_and_never_joins_other_numbers(a, b):
+    assert same_fact(a, a)
+    assert same_fact(a, b) == same_fact(b, a)
+    numbers = lambda text: {w for w in text.split() if w in ("5", "7", "twelve")}  # noqa: E731
+    if numbers(a) != numbers(b):
+        assert not same_fact(a, b)

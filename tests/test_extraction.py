@@ -87,6 +87,25 @@ class TestSkips(ExtractionTestCase):
         self.assertEqual(self.llm.requests, [])
 
 
+class TestNearDuplicates(ExtractionTestCase):
+    def test_a_fact_journaled_again_in_other_words_is_not_stored_twice(self):
+        source = [self.said_alone["seq"]]
+        again = dict(ALLERGY, content="Bob has been allergic to peanuts.", source=source)
+        other = dict(ALLERGY, content="Bob is not allergic to peanuts.", source=source)
+        self.llm.enqueue(tool_calls([("add_journal_entry", dict(ALLERGY, source=source))]),
+                         tool_calls([("add_journal_entry", again),
+                                     ("add_journal_entry", other)]),
+                         tool_calls([("noop", {})]))
+        before = len(self.script.history)
+        result = self.run_extraction()
+        # the same fact in other words: one entry; its negation is another fact (control)
+        self.assertEqual([e["content"] for e in self.journal()],
+                         ["Bob is allergic to peanuts.", "Bob is not allergic to peanuts."])
+        self.assertEqual(result["facts_recorded"], 2)
+        results = [m["content"] for m in self.added_messages(before) if m["role"] == "tool"]
+        self.assertIn("ok: already in your journal.", results)
+
+
 class TestTermination(ExtractionTestCase):
     def test_stops_on_noop(self):
         seen_signal = []

@@ -171,6 +171,54 @@ def _clean(word):
     return word
 
 
+#: content-word overlap (Jaccard, over stems) at or above which two facts with the same
+#: numbers and negations say the same thing (:func:`same_fact`)
+SAME_FACT_OVERLAP = 0.75
+#: short words that carry no fact of their own (the long ones are :data:`_STOP`)
+_SHORT_FUNCTION_WORDS = frozenset(
+    "all and any are but can did for had has her him his how its may our she the too was who "
+    "why yet you".split())
+_NEGATIONS = frozenset("no not nor never none nothing nobody neither".split())
+
+
+def _fact_words(text):
+    """``(content stems, numbers, negations)`` of a fact (:func:`same_fact`)."""
+    stems, numbers, negations = set(), set(), set()
+    for token in _TOKEN.findall(text or ""):
+        if token.isdigit():
+            numbers.add(str(int(token)))
+            continue
+        word = _clean(token).casefold()
+        if word in _NEGATIONS or word.endswith("n't"):
+            negations.add("not")
+        elif word in _NUMBER_WORDS:
+            numbers.add(_NUMBER_WORDS[word])
+        elif len(word) >= 3 and word not in _STOP and word not in _SHORT_FUNCTION_WORDS:
+            stems.add(_stem(word))
+    return stems, numbers, negations
+
+
+def same_fact(a, b, overlap=SAME_FACT_OVERLAP):
+    """
+    True when facts ``a`` and ``b`` say the same thing in other words: the same numbers, the
+    same negation (or none), and content words (stems of words of three letters or more, stop
+    words left out) overlapping by at least ``overlap`` (Jaccard). "The Kings road is flooded
+    again" and "The Kings road has been flooded again" are one fact; "Bob owes 5 silver" and
+    "Bob owes 7 silver", or "Bob is married" and "Bob is not married", are two.
+
+    Args:
+        a, b (str): facts.
+        overlap (float): 0..1.
+    """
+    stems_a, numbers_a, neg_a = _fact_words(a)
+    stems_b, numbers_b, neg_b = _fact_words(b)
+    if numbers_a != numbers_b or neg_a != neg_b:
+        return False
+    if not stems_a or not stems_b:
+        return " ".join(str(a).split()).casefold() == " ".join(str(b).split()).casefold()
+    return len(stems_a & stems_b) / len(stems_a | stems_b) >= overlap
+
+
 def _source_vocabulary(text):
     """``(words casefolded, stems, numbers)`` of the source."""
     words, stems, numbers = set(), set(), set()

@@ -43,7 +43,7 @@ from twisted.internet import defer
 
 from ..core.audience import common_audience
 from ..core.cuts import EXTRACTION_TYPE
-from ..core.fidelity import fact_problem, source_text
+from ..core.fidelity import fact_problem, same_fact, source_text
 from ..core.text import MODEL_TEXT_MAX_CHARS, normalise_player_text
 from ..core.tokens import count_tokens
 from ..llm import tools as toolspec
@@ -628,11 +628,10 @@ def _transcript(calls, results, mode, content):
 
 
 def _already_journaled(journal, content):
-    wanted = " ".join(str(content).split()).casefold().rstrip(".")
-    return any(
-        " ".join(str(e.get("content", "")).split()).casefold().rstrip(".") == wanted
-        for e in journal.get("entries", [])
-    )
+    """True when the journal holds ``content`` already, in these or other words
+    (:func:`ai_contrib.core.fidelity.same_fact`): a small model journals the same news three
+    times over as many compactions."""
+    return any(same_fact(e.get("content", ""), content) for e in journal.get("entries", []))
 
 
 def _set_signal(script, value):
