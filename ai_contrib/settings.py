@@ -241,7 +241,11 @@ DEFAULTS = {
     "MEMORY_RETRIEVAL_SESSION_WEIGHT": 0.5,
     "MEMORY_RRF_K": 5,  # reciprocal-rank-fusion constant (LoCoMo figures in retrieval.py)
     "MEMORY_ENTITY_MAX_OBSERVATIONS": 50,  # observations kept per entity profile (oldest dropped)
-    "IMPORTANCE_SCORING": "heuristic",  # "heuristic" or "llm"
+    # a journaled fact's importance (1-10): "model" = the number the fact-extraction call gives
+    # (the heuristic where it gives none); "heuristic" = always the heuristic (names, numbers,
+    # promises, first mentions), whatever the call says; "llm" = one more request per fact
+    # asking only for its importance (docs/design.md, "Journal and Mem0")
+    "IMPORTANCE_SCORING": "model",
 }
 
 

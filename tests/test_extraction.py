@@ -29,7 +29,8 @@ from ai_contrib.memory.importance import (
     score_importance,
 )
 
-from .llm_double import http_error, llm_double, reply, respond, tool_calls  # noqa: F401 (fixture)
+from .llm_double import (  # noqa: F401 (fixture)
+    http_error, llm_double, prompt_text, reply, respond, tool_calls)
 from .npc_fixtures import NPCTestCase
 from .twisted_util import wait_for
 
@@ -85,6 +86,26 @@ class TestSkips(ExtractionTestCase):
         self.assertTrue(result["skipped"])
         self.assertIn("shorter than 5", result["reason"])
         self.assertEqual(self.llm.requests, [])
+
+
+class TestImportanceScoring(ExtractionTestCase):
+    def importance_with(self, method, *then):
+        call = dict(ALLERGY, source=[self.said_alone["seq"]])  # the call says 8
+        with override_settings(AI_IMPORTANCE_SCORING=method):
+            self.llm.enqueue(tool_calls([("add_journal_entry", call)]), *then,
+                             tool_calls([("noop", {})]))
+            self.run_extraction()
+        (entry,) = self.journal()
+        self.npc.db.journal = None
+        return entry["importance"]
+
+    def test_the_setting_chooses_who_scores_a_fact(self):
+        heuristic = heuristic_importance(ALLERGY["content"])
+        self.assertNotEqual(heuristic, 8)  # so the two cases below can tell
+        self.assertEqual(self.importance_with("model"), 8)  # the call's own number
+        self.assertEqual(self.importance_with("heuristic"), heuristic)
+        self.assertEqual(self.importance_with("llm", reply("3")), 3)  # one more request
+        self.assertIn("importance", prompt_text(self.llm.requests[-2]).lower())
 
 
 class TestNearDuplicates(ExtractionTestCase):

@@ -446,17 +446,22 @@ class _Extraction:
             Deferred[tuple]: ``(results: list[str], stop: str | None)``; one result text per
             call, and ``"scope_guard"`` / ``"noop"`` when the loop must end after this reply.
         """
+        from ..settings import get_setting
         from .journal import add_entry, ensure_journal
 
         known_names = list(_plain(self.character.db.entity_profiles) or {})
-        # scoring may wait on the LLM: do it before reading the journal, so that nothing
+        # AI_IMPORTANCE_SCORING: "model" keeps the call's own number; the scorers score every
+        # fact. Scoring may wait on the LLM: do it before reading the journal, so that nothing
         # written to the Attribute meanwhile is overwritten by a stale copy
+        method = str(get_setting("IMPORTANCE_SCORING") or "model").strip().lower()
         scored = {}
         for i, call in enumerate(calls):
             if call["name"] == toolspec.ADD_JOURNAL_ENTRY and not call["error"]:
-                if call["arguments"].get("importance") is None:
+                given = call["arguments"].get("importance")
+                if method != "model" or given is None:
                     scored[i] = yield score_importance(
-                        call["arguments"]["content"], client=self.client, known_names=known_names
+                        call["arguments"]["content"], method=method, client=self.client,
+                        known_names=known_names,
                     )
         journal = ensure_journal(_plain(self.character.db.journal) or None)
         profiles = _plain(self.character.db.entity_profiles) or {}
@@ -482,7 +487,7 @@ class _Extraction:
                 if _already_journaled(journal, content):
                     results.append("ok: already in your journal.")
                     continue
-                importance = args.get("importance", scored.get(i))
+                importance = scored[i] if i in scored else args.get("importance")
                 source = provenance(content, self.span, args.get("source"))
                 self.audiences.append({"audience": source["audience"]})
                 entry = add_entry(

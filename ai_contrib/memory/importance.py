@@ -2,8 +2,9 @@
 Importance of a journal entry on the 1-10 scale the journal uses (1 = trivia, 10 = must never
 be forgotten).
 
-Two scorers (``docs/design.md``, "Journal and Mem0"), chosen by the ``AI_IMPORTANCE_SCORING``
-setting (``"heuristic"`` or ``"llm"``):
+Two scorers (``docs/design.md``, "Journal and Mem0"); the ``AI_IMPORTANCE_SCORING`` setting says
+when fact extraction uses them (``"model"``: only where the extraction call gives no number;
+``"heuristic"``, ``"llm"``: for every fact, that scorer):
 
 - :func:`heuristic_importance`: instant, offline; rewards what NPCs most regret forgetting:
   names (capitalised words), numbers and dates, promises and debts ("I will", "promise",
@@ -181,7 +182,9 @@ def score_importance(text, method=None, client=None, known_names=()):
 
     Args:
         text (str): the fact.
-        method (str, optional): ``"heuristic"`` or ``"llm"``; default ``AI_IMPORTANCE_SCORING``.
+        method (str, optional): ``"llm"``, else the heuristic (``"heuristic"``, and
+            ``"model"``, whose own number is used before this is called); default
+            ``AI_IMPORTANCE_SCORING``.
         client (LLMClient, optional): for ``"llm"``.
         known_names (iterable[str]): names already known (first-mention bonus).
 
