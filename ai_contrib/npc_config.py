@@ -29,7 +29,20 @@ PER_NPC_OPTIONS = CONFIG_ATTRIBUTES + (
     "lore_scan_lines",
     "pins_token_budget",
     "compact_preserve_max_fraction",
+    "compact_inflight_cap",
     "memory_note_seconds",
+    # who the NPC answers (docs/design.md, "Turns, not one call per line", "A room of NPCs")
+    "answer_when",
+    "conversation_window",
+    "npc_reply_depth",
+    "npc_reply_cooldown",
+    # the rest of retrieval (memory.retrieval.RETRIEVAL_OPTIONS)
+    "memory_enabled",
+    "memory_rrf_k",
+    "memory_archive_candidates",
+    "memory_retrieval_min_relative_score",
+    "memory_retrieval_neighbour_weight",
+    "memory_retrieval_session_weight",
 )
 
 # fractions of the token budget: 0 < value <= 1
@@ -39,7 +52,8 @@ FRACTIONS = {
 }
 # whole numbers that must be at least 1 (others at least 0)
 POSITIVE = {"max_context_tokens", "pre_compact_max_iterations"}
-CHOICES = {"compact_strategy": STRATEGIES, "summary_prompt_style": ("chat", "base")}
+CHOICES = {"compact_strategy": STRATEGIES, "summary_prompt_style": ("chat", "base"),
+           "answer_when": ("addressed", "always")}
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
 

@@ -506,6 +506,22 @@ def analyse(raw, facts, max_hops, days):
     return out
 
 
+def misses(raw, facts):
+    """The last day's reply prompts that lacked a public fact their NPC's memory held:
+    ``[{"npc", "tag", "fact", "prompt"}]``."""
+    by_tag = {f["tag"]: f for f in facts}
+    record = raw["days"][-1]
+    held = {npc: held_facts(store, by_tag) for npc, store in record["stores"].items()}
+    out = []
+    for npc, tag, text in record["asks"]:
+        fact = by_tag.get(tag)
+        entries, memories = held.get(npc, ({}, set()))
+        if fact and not fact["private"] and fact["text"] not in text and (
+                tag in entries or tag in memories):
+            out.append({"npc": npc, "tag": tag, "fact": fact["text"], "prompt": text})
+    return out
+
+
 def _pct(pair):
     hit, total = pair
     return f"{hit}/{total} ({100.0 * hit / total:.1f} %)" if total else "-"
@@ -575,6 +591,8 @@ def run_village(args):
             game.transcript.close()
         result = analyse(raw, facts, args.max_hops, args.days)
         result["wall_s"] = time.monotonic() - t0
+        if args.misses:
+            Path(args.misses).write_text(json.dumps(misses(raw, facts), indent=1))
         ok = True
         return result
     finally:
@@ -688,6 +706,8 @@ def main(argv=None):
     parser.add_argument("--cost-facts", type=int, default=40)
     parser.add_argument("--cost-rounds", type=int, default=20)
     parser.add_argument("--keep", action="store_true", help="keep the game directory")
+    parser.add_argument("--misses", help="write here, as JSON, the reply prompts of the last day "
+                        "that missed a public fact their NPC held (to see why)")
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args(argv)
     args.tell_days = max(1, min(args.tell_days, args.days))
