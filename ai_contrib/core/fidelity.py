@@ -181,15 +181,25 @@ _SHORT_FUNCTION_WORDS = frozenset(
 _NEGATIONS = frozenset("no not nor never none nothing nobody neither".split())
 
 
+def _words_and_numbers(text):
+    """Each token of ``text`` as ``(word casefolded, None)`` or ``(None, number)``, a number
+    given in figures (``"07"`` -> ``"7"``); empty words left out."""
+    for token in _TOKEN.findall(text or ""):
+        if token.isdigit():
+            yield None, str(int(token))
+        else:
+            word = _clean(token).casefold()
+            if word:
+                yield word, None
+
+
 def _fact_words(text):
     """``(content stems, numbers, negations)`` of a fact (:func:`same_fact`)."""
     stems, numbers, negations = set(), set(), set()
-    for token in _TOKEN.findall(text or ""):
-        if token.isdigit():
-            numbers.add(str(int(token)))
-            continue
-        word = _clean(token).casefold()
-        if word in _NEGATIONS or word.endswith("n't"):
+    for word, number in _words_and_numbers(text):
+        if number is not None:
+            numbers.add(number)
+        elif word in _NEGATIONS or word.endswith("n't"):
             negations.add("not")
         elif word in _NUMBER_WORDS:
             numbers.add(_NUMBER_WORDS[word])
@@ -222,12 +232,9 @@ def same_fact(a, b, overlap=SAME_FACT_OVERLAP):
 def _source_vocabulary(text):
     """``(words casefolded, stems, numbers)`` of the source."""
     words, stems, numbers = set(), set(), set()
-    for token in _TOKEN.findall(text or ""):
-        if token.isdigit():
-            numbers.add(str(int(token)))
-            continue
-        word = _clean(token).casefold()
-        if not word:
+    for word, number in _words_and_numbers(text):
+        if number is not None:
+            numbers.add(number)
             continue
         words.add(word)
         stems.add(_stem(word))
