@@ -21,7 +21,6 @@ from .core.budget import note_allowance
 from .core.receipts import kept_receipts, lean_receipt, make_receipt
 from .core.prompts import (
     assemble_reply_prompt,
-    build_reply_messages,
     clean_reply,
     conversation_order,
     overload_window,
@@ -59,20 +58,6 @@ def _optional_retrieval(character, name, *args):
         return None
 
     return d.addErrback(_failed)
-
-
-def memories_for_prompt(script, character, query, listeners):
-    """
-    Return a Deferred firing the "RELATED MEMORIES" text for ``query`` (or None), holding only
-    what every one of ``listeners`` could have heard.
-
-    Args:
-        listeners (dict): ``{dbref: name}`` of who will hear the reply.
-
-    Retrieval is optional: any failure is logged and the reply goes on without memories.
-    """
-    return _optional_retrieval(character, "related_memories", script, character, query,
-                               listeners)
 
 
 def recall_for_turn(script, character, query, listeners, anchor, window=None):
@@ -127,31 +112,6 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None):
         }
 
     return d.addCallback(plan)
-
-
-def build_prompt(script, character, memories=None, listeners=None, turn_ids=(), budget=None):
-    """
-    The chat messages for a reply from ``script``'s current runtime history.
-
-    Args:
-        memories (str, optional): the retrieved-memory sections.
-        listeners (iterable[str], optional): dbrefs of who will hear the reply; history and
-            summaries they could not all have heard are left out (None: no filter).
-        turn_ids (iterable[str]): ids of the lines this reply answers; always kept.
-        budget (int, optional): tokens for summaries plus history (default the NPC's
-            effective budget).
-    """
-    history = script.history
-    return build_reply_messages(
-        character.db.persona,
-        character.key,
-        history,
-        script.runtime.token_counts(history),
-        int(budget if budget is not None else script.budget()),
-        memories=memories,
-        listeners=listeners,
-        keep_ids=turn_ids,
-    )
 
 
 def _redacted(err):

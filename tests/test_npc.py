@@ -134,9 +134,11 @@ class TestConversation(NPCTestCase):
                   "metadata": {"type": "compaction"}}
         self.script.runtime.messages.insert(0, marker)
         self.script.runtime.ledger.add(marker)
-        from ai_contrib.replies import build_prompt
-
-        prompt = build_prompt(self.script, self.npc)
+        # the prompt a reply sends
+        self.llm.enqueue(reply("Aye."))
+        self.script.receive_speech(self.char1, "Marta, a room?")
+        wait_for(self.script.run_tick())
+        prompt = self.llm.requests[-1]["messages"]
         self.assertIn("innkeeper", prompt[0]["content"])
         self.assertTrue(prompt[1]["content"].startswith("[CONTEXT SUMMARY]"))
         self.assertEqual(prompt[2]["content"], "Bob: old line")

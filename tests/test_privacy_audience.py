@@ -231,7 +231,7 @@ class RelatedMemoriesForAReply(NPCTestCase):
     """
     The whole path on a real NPC: lines said with different listeners, extraction citing them,
     compaction moving them into the archive, consolidation into the process-wide Mem0, then
-    ``related_memories`` for a reply heard by various listeners.
+    ``related_memory_context`` for a reply heard by various listeners.
     """
 
     SUMMARY = "Who I Spoke With: Ann and Ben.\nConfirmed Facts: Ben spoke of a lantern fair."
@@ -258,11 +258,12 @@ class RelatedMemoriesForAReply(NPCTestCase):
         self.fill(50)
 
     def related(self, *characters):
-        from ai_contrib.memory.recall import related_memories
+        from ai_contrib.memory.recall import related_memory_context
 
         listeners = {char.dbref: char.key for char in characters}
         query = "Ann buried the silver key under the old mill stone; the lantern fair at the mill"
-        return wait_for(related_memories(self.script, self.npc, query, listeners), 120) or ""
+        found = wait_for(related_memory_context(self.script, self.npc, query, listeners), 120)
+        return (found or {}).get("text") or ""
 
     def test_each_reply_hears_only_what_all_its_listeners_heard(self):
         from ai_contrib import rag_memory
@@ -321,12 +322,13 @@ class RelatedMemoriesForAReply(NPCTestCase):
         with_cid = self.related(self.char1, self.cid)
         for text in (secret_line, secret_fact, fair_line, fair_fact, summary):
             self.assertNotIn(text, with_cid)
-        # admin tools (no listeners) see everything
-        from ai_contrib.memory.recall import related_memories
+        # staff views (no listeners) see everything, Ann's private fact included
+        from ai_contrib.memory.recall import recall_preview
 
-        everything = wait_for(related_memories(
+        everything = wait_for(recall_preview(
             self.script, self.npc, "Ann buried the silver key under the old mill stone"), 120)
-        self.assertIn(secret_line, everything)
+        self.assertIn(secret_line, everything["text"])
+        self.assertIn(secret_fact, everything["text"])
 
 
 class AttributedWithinWhatTheModelRead(NPCTestCase):

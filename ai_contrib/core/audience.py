@@ -86,14 +86,6 @@ def common_audience(items):
     return normalise_audience(common)
 
 
-def visible_to(items, listeners):
-    """The items of ``items`` (in order) that every one of ``listeners`` could have heard."""
-    if listeners is None:
-        return list(items)
-    listeners = frozenset(listeners)
-    return [item for item in items if heard_by(item, listeners)]
-
-
 def may_hear(items, present):
     """
     Who of ``present`` may hear a reply built from ``items``: those who could have heard every

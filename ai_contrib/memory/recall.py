@@ -31,7 +31,9 @@ def archived_out_of_context(script):
 
 def related_memory_context(script, character, query, listeners=None, include_private=False):
     """
-    Like :func:`related_memories`, but the whole
+    What the NPC remembers about ``query`` for a reply heard by ``listeners`` (``{dbref:
+    name}``; only what every one of them could have heard, ``docs/design.md``, "Privacy by
+    audience"; None: no audience filter): the whole
     :func:`ai_contrib.memory.retrieval.build_memory_context` result (the chosen candidates with
     their scores and sources, and the text). The retrieval options are the NPC's
     (:func:`ai_contrib.memory.retrieval.retrieval_options`: its ``memory_*`` Attributes, else
@@ -49,26 +51,6 @@ def related_memory_context(script, character, query, listeners=None, include_pri
         include_private=include_private,
         **dict(retrieval_options(script), budget_tokens=script.memory_budget()),
     )
-
-
-def related_memories(script, character, query, listeners=None):
-    """
-    Retrieve what the NPC remembers about ``query`` for a reply heard by ``listeners``.
-
-    Args:
-        script (AssistantScript): the NPC's script (archive, runtime history).
-        character (AssistantCharacter): the NPC (its Mem0 ``agent_id``).
-        query (str): the words of the turn being answered.
-        listeners (dict, optional): ``{dbref: name}`` of the characters who will hear the reply;
-            only what every one of them could have heard is returned (``docs/design.md``,
-            "Privacy by audience"). None: no audience filter (admin tools, replays).
-
-    Returns:
-        Deferred[str | None]: the "RELATED MEMORIES" / "RELATED PAST EXPERIENCES" text for the
-        prompt, or None when nothing relevant was found.
-    """
-    d = related_memory_context(script, character, query, listeners)
-    return d.addCallback(lambda context: (context or {}).get("text") or None)
 
 
 def recall_preview(script, character, query, listeners=None):
