@@ -234,39 +234,34 @@ def npc_of(body):
 # -- driving the game -------------------------------------------------------------------------
 
 
-async def admin_do(admin, line, until=None, timeout=30):
-    text = await admin.command(line, until=until, timeout=timeout)
-    return text
-
-
 async def build_village(admin):
     """Rooms, zones, NPCs, personas and Tags, with the builder commands an admin would type."""
     for room, zone, built, npcs in PLACES:
         if not built:
-            await admin_do(admin, f"dig {room}", until=r"Created room")
-        await admin_do(admin, f"tel {room}", until=r"Teleported")
+            await admin.command(f"dig {room}", until=r"Created room")
+        await admin.command(f"tel {room}", until=r"Teleported")
         await admin.read_quiet(quiet=0.4, timeout=5)
-        await admin_do(admin, f"tag here = {zone}:zone", until=r"[Tt]ag")
+        await admin.command(f"tag here = {zone}:zone", until=r"[Tt]ag")
         for name, role, tags in npcs:
             if role is not None:
-                await admin_do(admin, f"create/drop {name}:{NPC_TYPECLASS}", until=r"You create a new")
-                await admin_do(admin, f"set {name}/persona = You are {name}, {role} of the "
+                await admin.command(f"create/drop {name}:{NPC_TYPECLASS}", until=r"You create a new")
+                await admin.command(f"set {name}/persona = You are {name}, {role} of the "
                                f"village. You answer in one short sentence, in character.",
                                until=r"[Cc]reated|[Mm]odified|Attribute")
             for tag in tags:
-                await admin_do(admin, f"tag {name} = {tag}:gossip", until=r"[Tt]ag")
+                await admin.command(f"tag {name} = {tag}:gossip", until=r"[Tt]ag")
     name, role = PEDDLER
-    await admin_do(admin, f"tel {PEDDLER_ROUTE[0]}", until=r"Teleported")
+    await admin.command(f"tel {PEDDLER_ROUTE[0]}", until=r"Teleported")
     await admin.read_quiet(quiet=0.4, timeout=5)
-    await admin_do(admin, f"create/drop {name}:{NPC_TYPECLASS}", until=r"You create a new")
-    await admin_do(admin, f"set {name}/persona = You are {name}, {role}. You answer in one "
+    await admin.command(f"create/drop {name}:{NPC_TYPECLASS}", until=r"You create a new")
+    await admin.command(f"set {name}/persona = You are {name}, {role}. You answer in one "
                    "short sentence, in character.", until=r"[Cc]reated|[Mm]odified|Attribute")
-    await admin_do(admin, "tel Limbo", until=r"Teleported")  # the admin hears no one
+    await admin.command("tel Limbo", until=r"Teleported")  # the admin hears no one
     await admin.read_quiet(quiet=0.4, timeout=5)
 
 
 async def move(admin, who, room):
-    await admin_do(admin, f"tel {who} = {room}", until=r"Teleported", timeout=30)
+    await admin.command(f"tel {who} = {room}", until=r"Teleported", timeout=30)
 
 
 def _answer_re(npc):
@@ -313,7 +308,7 @@ async def night(admin, order, timeout):
         match, text = await admin.read_until(rf"{npc}'s sleep: ", timeout=timeout)
         if not match:
             raise TelnetError(f"no sleep report for {npc} in {timeout} s: {text[-300:]!r}")
-        await admin_do(admin, f"aiwake {npc}", until=rf"{npc} (wakes up|is already awake)")
+        await admin.command(f"aiwake {npc}", until=rf"{npc} (wakes up|is already awake)")
         took.append(time.monotonic() - t0)
     return took
 

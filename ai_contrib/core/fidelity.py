@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from .messages import is_marker
 from .structured import SECTIONS
 from .summary import format_message_for_compaction
+from .text import content_key
 from .tokens import count_tokens
 
 __all__ = [
@@ -225,7 +226,7 @@ def same_fact(a, b, overlap=SAME_FACT_OVERLAP):
     if numbers_a != numbers_b or neg_a != neg_b:
         return False
     if not stems_a or not stems_b:
-        return " ".join(str(a).split()).casefold() == " ".join(str(b).split()).casefold()
+        return content_key(a) == content_key(b)
     return len(stems_a & stems_b) / len(stems_a | stems_b) >= overlap
 
 

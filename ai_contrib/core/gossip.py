@@ -31,6 +31,8 @@ Pure functions over plain values.
 
 from datetime import datetime, timezone
 
+from .text import content_key
+
 #: the Tag (category ``gossip``) of a room where everything said aloud is public
 PUBLIC_ROOM_TAG = "public"
 #: the journal source types that may pass (syntheses and observations never do)
@@ -189,21 +191,14 @@ def known_origins(entries, npc_dbref):
     return {origin_of(entry, npc_dbref) for entry in entries}
 
 
-def content_key(text):
-    """What two facts that say the same thing share: the text case-folded, its whitespace
-    collapsed and a final full stop dropped (``"The mill burned down."`` ==
-    ``"the mill  burned down"``)."""
-    return " ".join(str(text or "").split()).casefold().rstrip(".")
-
-
 def select_gossip(sender_entries, sender_name, sender_dbref, receiver_entries, receiver_dbref,
                   now, max_hops, max_age_days, limit=None):
     """
     What one NPC hears from another in one sleep: copies of the sender's facts that may pass
     (:func:`may_pass`), that the receiver does not hold yet (by origin, or by the same words,
-    :func:`content_key`: two NPCs who both heard a line journal it each under its own origin,
-    and the one who heard it first-hand must not hear it again as gossip), and that did not
-    start with the receiver.
+    :func:`ai_contrib.core.text.content_key`: two NPCs who both heard a line journal it each
+    under its own origin, and the one who heard it first-hand must not hear it again as
+    gossip), and that did not start with the receiver.
 
     Args:
         sender_entries (list[dict]): the sender's journal entries, oldest first.

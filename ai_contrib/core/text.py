@@ -117,3 +117,10 @@ def inert_markup(text):
     """
     text = "".join(char for char in str(text or "") if char == "\n" or not _is_unprintable(char))
     return text.replace("|", INERT_BAR)
+
+
+def content_key(text):
+    """What two texts that say the same thing word for word share: the text case-folded, its
+    whitespace collapsed and a final full stop dropped (``"The mill burned down."`` ==
+    ``"the mill  burned down"``)."""
+    return " ".join(str(text or "").split()).casefold().rstrip(".")
