@@ -303,6 +303,8 @@ def evict_for_emergency(script, character, masked, trigger, strategy="mask"):
             reason="mask strategy: oldest messages moved out of context at the emergency "
                    "threshold",
         )
+        if ids:
+            script.runtime.drop_extraction_traffic()
     except ArchiveError as err:
         logger.log_err(f"AI {character}: could not evict the oldest messages: {err}")
         ids = []
@@ -441,12 +443,15 @@ def apply_plan(runtime, plan, markers, **info):
     if plan.cycle is not None:
         long_marker = markers[1] if len(markers) > 1 else None
         apply_cascade(runtime, plan.cycle, long_marker, markers[0], **info)
-        return
-    span = plan.spans[0]
-    runtime.apply_compaction(
-        markers[0], span.messages[0]["id"], span.messages[-1]["id"], strategy=plan.strategy,
-        **info,
-    )
+    else:
+        span = plan.spans[0]
+        runtime.apply_compaction(
+            markers[0], span.messages[0]["id"], span.messages[-1]["id"], strategy=plan.strategy,
+            **info,
+        )
+    # the fact extraction that prepared it has done its work (docs/design.md, "Preserve
+    # window and cuts")
+    runtime.drop_extraction_traffic()
 
 
 @defer.inlineCallbacks

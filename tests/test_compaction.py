@@ -188,7 +188,7 @@ class TestCompaction(NPCTestCase):
         self.assertTrue(results["context_compaction"]["success"], results)
         self.assertEqual(results["context_compaction"]["trigger"], "sleep")
 
-    def test_a_sleep_keeps_the_conversation_in_the_window_beside_the_extraction_traffic(self):
+    def test_a_sleep_keeps_the_conversation_in_the_window_and_the_extraction_traffic_leaves(self):
         self.script.db.pre_compact_max_iterations = 4
         facts = [f"Bob rented the east room for {n} silver." for n in range(2, 10)]
         for i in range(4):
@@ -196,15 +196,42 @@ class TestCompaction(NPCTestCase):
                 ("add_journal_entry", {"content": facts[2 * i], "importance": 6}),
                 ("add_journal_entry", {"content": facts[2 * i + 1], "importance": 6})]))
         self.llm.enqueue(reply(SUMMARY))
+        before = self.script.token_count()
         results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc))
         self.assertTrue(results["context_compaction"]["success"], results)
+        # the extraction wrote its calls and results (they are in the archive)...
+        archived = [m for m in self.script.archive.messages() if is_extraction_traffic(m)]
+        self.assertGreaterEqual(len(archived), 8)
+        # ...and its summary's tokens plus the lines kept are all the budget now holds
+        self.assertLess(self.script.token_count(), before)
+        # ...but none stays in the context once the compaction it prepared landed
         kept = self.script.history[1:]
-        traffic = [m for m in kept if is_extraction_traffic(m)]
-        said = [m for m in kept if not is_extraction_traffic(m)]
-        self.assertGreaterEqual(len(traffic), 4)  # the extraction wrote its calls and results
-        # ...and the window still holds the last lines people said, not the chatter instead
-        self.assertGreaterEqual(len(said), self.script.cfg("compact_preserve_window"))
-        self.assertEqual([m["id"] for m in said], [m["id"] for m in self.added[-len(said):]])
+        self.assertTrue(is_marker(self.script.history[0]))
+        self.assertEqual([m for m in kept if is_extraction_traffic(m)], [])
+        # the window holds the last lines people said
+        self.assertGreaterEqual(len(kept), self.script.cfg("compact_preserve_window"))
+        self.assertEqual([m["id"] for m in kept], [m["id"] for m in self.added[-len(kept):]])
+
+    def test_extraction_traffic_costs_no_budget_while_the_summary_is_written(self):
+        self.script.db.pre_compact_max_iterations = 2
+        self.llm.enqueue(tool_calls([
+            ("add_journal_entry", {"content": "Bob rented the east room for 2 silver.",
+                                   "importance": 6})]))
+        self.llm.enqueue(reply("ok"))  # no tool call: the extraction stops
+        self.llm.enqueue(sleep(2.0, then=reply(SUMMARY)))
+        self.script.db.max_context_tokens = 1000  # 50 lines of ~25 tokens: past the emergency
+        before = self.script.token_count()
+        compaction = rag_memory.check_emergency_compaction(self.script, self.npc)
+        traffic = []
+        for _ in range(200):  # until the extraction has written; the summary takes 2 s more
+            traffic = [m for m in self.script.history if is_extraction_traffic(m)]
+            if len(traffic) >= 2:
+                break
+            spin(0.02)
+        self.assertGreaterEqual(len(traffic), 2)  # the call and its result are in the history
+        self.assertEqual(self.script.token_count(), before)  # ...and the budget counts neither
+        self.assertTrue(wait_for(compaction)["success"])
+        self.assertEqual([m for m in self.script.history if is_extraction_traffic(m)], [])
 
 
 class TestOverflow(NPCTestCase):

@@ -239,3 +239,20 @@ def test_bundled_source_really_is_gzip_of_the_cache_file(tmp_path):
     cached = seed_tiktoken_cache(str(tmp_path), names=["o200k_base"])["o200k_base"]
     with gzip.open(source, "rb") as handle:
         assert handle.read() == Path(cached).read_bytes()
+
+
+def test_a_ledger_leaves_uncounted_messages_out_of_its_total():
+    from ai_contrib.core.tokens import TokenLedger, count_message_tokens
+
+    said = {"id": "a", "role": "user", "content": "Bob: the east room, please"}
+    chatter = {"id": "b", "role": "tool", "content": "ok: noted in your journal.",
+               "metadata": {"type": "pre_compaction"}}
+    ledger = TokenLedger(uncounted=lambda m: (m.get("metadata") or {}).get("type") == "pre_compaction")
+    ledger.add(said)
+    ledger.add(chatter)
+    assert ledger.total == count_message_tokens(said)  # the chatter is not in the total
+    assert ledger.tokens_of(chatter) == count_message_tokens(chatter) > 0  # but is counted
+    assert ledger.counted(chatter) == 0 and ledger.counted(said) == ledger.total
+    assert ledger.remove_ids(["b"]) == 0 and ledger.total == count_message_tokens(said)
+    assert ledger.remove_ids(["a"]) == count_message_tokens(said) and ledger.total == 0
+    assert ledger.replace([said, chatter]) == count_message_tokens(said)

@@ -330,17 +330,29 @@ class TokenLedger:
 
     Args:
         model (str, optional): model name for :func:`encoding_name_for`.
+        uncounted (callable, optional): ``msg -> bool``; a message it accepts is cached (its
+            :meth:`tokens_of` is its true count) but left out of :attr:`total`. The runtime
+            history passes fact extraction's tool traffic, which no reply prompt shows
+            (``docs/design.md``, "Preserve window and cuts").
     """
 
-    def __init__(self, model=None):
+    def __init__(self, model=None, uncounted=None):
         self.model = model
+        self.uncounted = uncounted
         self._counts = {}
+        self._skipped = set()
         self._total = 0
 
     @property
     def total(self):
-        """Tokens of all messages in the ledger (int)."""
+        """Tokens of the messages in the ledger that count (int)."""
         return self._total
+
+    def counted(self, msg):
+        """Tokens ``msg`` adds to :attr:`total`: 0 for a message ``uncounted`` accepts."""
+        if self.uncounted is not None and self.uncounted(msg):
+            return 0
+        return self.tokens_of(msg)
 
     def __len__(self):
         return len(self._counts)
@@ -371,15 +383,21 @@ class TokenLedger:
             return self._counts[msg_id]
         tokens = count_message_tokens(msg, self.model)
         self._counts[msg_id] = tokens
-        self._total += tokens
+        if self.uncounted is not None and self.uncounted(msg):
+            self._skipped.add(msg_id)
+        else:
+            self._total += tokens
         return tokens
 
     def remove_ids(self, ids):
-        """Remove the messages with these ids (unknown ids are ignored); return tokens removed."""
+        """Remove the messages with these ids (unknown ids are ignored); return the tokens taken
+        off :attr:`total`."""
         removed = 0
         for msg_id in ids:
             tokens = self._counts.pop(msg_id, None)
-            if tokens is not None:
+            if tokens is not None and msg_id in self._skipped:
+                self._skipped.discard(msg_id)
+            elif tokens is not None:
                 removed += tokens
         self._total -= removed
         return removed
@@ -392,6 +410,7 @@ class TokenLedger:
             ValueError: if a message has no ``id``.
         """
         self._counts = {}
+        self._skipped = set()
         self._total = 0
         for msg in history:
             self.add(msg)

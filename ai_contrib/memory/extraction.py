@@ -5,8 +5,10 @@ is still there (``docs/design.md``, "Pre-compaction fact extraction").
 The journal-facts call and the compaction-summary call are separate requests with different
 payloads: this one sends the full history plus an "extract important facts" prompt and gets
 tool calls back; the tool calls run locally (no LLM), and their messages are appended to the
-history, where they land in the preserved window and age out naturally. The summary call later
-sends only the messages being compacted.
+history as the NPC's record of what it journaled: no reply prompt shows them, they cost no
+budget, and they leave the context when the compaction they prepared lands
+(:meth:`ai_contrib.memory.runtime.RuntimeHistory.drop_extraction_traffic`). The summary call
+later sends only the messages being compacted.
 
 The loop (a small ReAct loop with exactly three tools, :mod:`ai_contrib.llm.tools`):
 

@@ -4,11 +4,17 @@ token total and the archive as write-ahead record.
 
 Costs (the point of this module): an append is one archive line plus one token count of the new
 message, O(1) in the history length; the budget check reads a running total, O(1); a compaction
-or eviction is O(n) once. The checkpoint into ``script.db.conversation_history`` (a full
+or eviction is O(n) once.
+
+The running total counts what a reply prompt can show. Fact extraction's tool calls and results
+(:func:`ai_contrib.core.cuts.is_extraction_traffic`) never are: they are kept in the history as
+the NPC's record of what it journaled, cost no budget, and leave with the compaction they
+prepared (``docs/design.md``, "Preserve window and cuts"). Counted, they were a third of what
+entered the context on a default install, and set off compactions and evictions of their own. The checkpoint into ``script.db.conversation_history`` (a full
 re-pickle, O(n)) is the caller's to schedule, not done per append.
 """
 
-from ..core.cuts import eviction_ids
+from ..core.cuts import eviction_ids, is_extraction_traffic
 from ..core.messages import normalise_message
 from ..core.replay import replay
 from ..core.splice import splice
@@ -61,12 +67,13 @@ class RuntimeHistory:
                 self.messages, archive.records(start_seq=checkpoint_seq + 1)
             )
             self.dirty = bool(self.replayed)
-        self.ledger = TokenLedger(model)
+        self.ledger = TokenLedger(model, uncounted=is_extraction_traffic)
         self.ledger.replace(self.messages)
 
     @property
     def tokens(self):
-        """Tokens in the runtime history (running total, O(1))."""
+        """Tokens of the runtime history a reply prompt can show (running total, O(1);
+        extraction traffic is not counted)."""
         return self.ledger.total
 
     def token_counts(self, messages=None):
@@ -111,6 +118,22 @@ class RuntimeHistory:
         self.ledger.add(marker)
         self.dirty = True
         return removed
+
+    def drop_extraction_traffic(self):
+        """
+        Move fact extraction's tool traffic out of the runtime history once the compaction or
+        eviction it prepared has landed: its facts are in the journal, and the messages stay
+        in the archive (an ``evict`` record; a crash before it only leaves them in context,
+        where they cost no budget).
+
+        Returns:
+            list[dict]: the messages moved out.
+
+        Raises:
+            ArchiveError: the eviction could not be recorded (history unchanged).
+        """
+        traffic = [m["id"] for m in self.messages if is_extraction_traffic(m)]
+        return self.evict(traffic, reason="journaled before the compaction") if traffic else []
 
     def evict(self, ids, reason):
         """
@@ -165,8 +188,8 @@ class RuntimeHistory:
         Raises:
             ArchiveError: the eviction could not be recorded (history unchanged).
         """
-        ids = eviction_ids(self.messages, self.token_counts(), target_tokens, keep_ids=keep_ids,
-                           stop_ids=stop_ids)
+        ids = eviction_ids(self.messages, [self.ledger.counted(m) for m in self.messages],
+                           target_tokens, keep_ids=keep_ids, stop_ids=stop_ids)
         if ids:
             self.evict(ids, reason=reason)
         return ids
