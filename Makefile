@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-postgres demo demo-keep test test-fast test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-dev bench-recall bench-scale bench-mem0 bench-embedded bench-defaults bench-world bench-village clean
+.PHONY: install install-postgres demo demo-keep test test-fast test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-report bench-locomo-tune bench-recall bench-scale bench-mem0 bench-embedded bench-defaults bench-world bench-village clean
 
 install: $(STAMP)
 
@@ -66,9 +66,13 @@ bench-tavern: install
 bench-locomo: install
 	$(PY) benchmarks/locomo.py --conversations conv-30 $(BENCH_ARGS)
 
-# the seven dev conversations, `mask` against the whole conversation, no LLM call (about 6 min)
-bench-locomo-dev: install
-	$(PY) benchmarks/locomo.py --systems mask,full --no-extraction $(BENCH_ARGS)
+# `mask` against the whole conversation, no LLM call, on the report set (conv-30, 42, 44, 47;
+# about 4 min) or the tuning set that defaults are chosen on (conv-26, 41, 43; about 3 min)
+bench-locomo-report: install
+	$(PY) benchmarks/locomo.py --systems mask,full --no-extraction --split report $(BENCH_ARGS)
+
+bench-locomo-tune: install
+	$(PY) benchmarks/locomo.py --systems mask,full --no-extraction --split tuning $(BENCH_ARGS)
 
 bench-recall: install
 	$(PY) benchmarks/retrieval_recall.py $(BENCH_ARGS)

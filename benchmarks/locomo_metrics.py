@@ -450,6 +450,45 @@ def evidence_score(evidence_ids, turn_texts, context_texts):
     return sum(1 for text in known if any(text in ctx for ctx in context_texts)) / len(known)
 
 
+#: what ``ai_contrib.core.dates.resolve_relative_dates`` inserts after a relative expression in
+#: a remembered line: " (7 May 2023)", " (May 2023)", " (2021)", " (the week before 8 May 2023)"
+_DATE_ANNOTATION = re.compile(
+    r" \((?:the (?:week|weekend) (?:before|after|of) )?"
+    r"(?:\d{1,2} [A-Z][a-z]+ \d{4}|[A-Z][a-z]+ \d{4}|\d{4})\)"
+)
+
+
+def _plain(text):
+    """``text`` without date annotations, its whitespace runs as single spaces."""
+    return " ".join(_DATE_ANNOTATION.sub("", text).split())
+
+
+def evidence_in_prompt(evidence_ids, said_texts, prompt_texts):
+    """
+    The strict recall figure: share of a question's evidence turns whose own text is anywhere
+    in the prompt the model answers from (history, summaries, recall notes, any message).
+
+    A turn counts only when its whole text, as said, is one substring of one prompt message;
+    the date annotations retrieval adds to a remembered line are allowed (removed before
+    matching), nothing else: a summary that paraphrases the turn does not count, nor does a
+    message that holds the answer's words in another order.
+
+    Args:
+        evidence_ids (list[str]): normalised ids (:func:`parse_evidence`).
+        said_texts (dict): ``{turn id: the turn's text as said}`` (no replay date prefix);
+            ids missing here are ignored.
+        prompt_texts (list[str]): every message of the prompt, the question taken out.
+
+    Returns:
+        float | None: 0.0-1.0, or None when no evidence id names a known turn.
+    """
+    known = [_plain(said_texts[e]) for e in evidence_ids if e in said_texts]
+    if not known:
+        return None
+    haystack = [_plain(text) for text in prompt_texts]
+    return sum(1 for text in known if any(text in h for h in haystack)) / len(known)
+
+
 # ------------------------------------------------------------------------------------------------
 # aggregation and tables
 
@@ -465,12 +504,14 @@ def aggregate(rows):
     Per system and category means of per-question rows.
 
     Args:
-        rows (list[dict]): ``{"system", "category", "answer_in_prompt", "evidence_verbatim",
-            "prompt_tokens", "f1"?, "adversarial_in_prompt"?, "asserted"?}`` (None = not scored).
+        rows (list[dict]): ``{"system", "category", "evidence_in_prompt", "answer_in_prompt",
+            "evidence_verbatim", "prompt_tokens", "f1"?, "adversarial_in_prompt"?,
+            "asserted"?}`` (None = not scored).
 
     Returns:
         dict: ``{system: {key: stats}}`` where key is a category number, ``"1-4"`` (all
-        answerable questions) or nothing else; stats are ``{"n", "answer_in_prompt",
+        answerable questions) or nothing else; stats are ``{"n", "evidence_in_prompt",
+        "answer_in_prompt",
         "evidence_verbatim", "prompt_tokens", "f1", "adversarial_in_prompt", "asserted"}``,
         means as fractions (None where nothing was scored), plus ``"prompt_tokens_max"``.
     """
@@ -482,7 +523,7 @@ def aggregate(rows):
             keys.append("1-4")
         for key in keys:
             system.setdefault(key, []).append(row)
-    fields = ("answer_in_prompt", "evidence_verbatim", "prompt_tokens", "f1",
+    fields = ("evidence_in_prompt", "answer_in_prompt", "evidence_verbatim", "prompt_tokens", "f1",
               "adversarial_in_prompt", "asserted")
     return {
         name: {
@@ -529,7 +570,8 @@ def format_report(summary, systems, stats, with_f1, rows_by_question=None):
     Returns:
         str
     """
-    header = ["system", "category", "n", "answer in prompt %", "evidence verbatim %"]
+    header = ["system", "category", "n", "evidence in prompt % (strict)", "answer in prompt %",
+              "evidence verbatim %"]
     if with_f1:
         header.append("F1 %")
     header += ["prompt tokens mean", "max", "LLM calls", "wall s"]
@@ -542,7 +584,8 @@ def format_report(summary, systems, stats, with_f1, rows_by_question=None):
                 continue
             label = "all 1-4" if key == "1-4" else f"{key} {CATEGORIES[key]}"
             row = [system if key == "1-4" else "", label, group["n"],
-                   _pct(group["answer_in_prompt"]), _pct(group["evidence_verbatim"])]
+                   _pct(group.get("evidence_in_prompt")), _pct(group["answer_in_prompt"]),
+                   _pct(group["evidence_verbatim"])]
             if with_f1:
                 row.append(_pct(group["f1"]))
             row += [_num(group["prompt_tokens"]), _num(group.get("prompt_tokens_max"))]
@@ -559,7 +602,8 @@ def format_report(summary, systems, stats, with_f1, rows_by_question=None):
             parts += ["", "## Against the whole conversation (categories 1-4)", "",
                       markdown_table(VERSUS_FULL_HEADER, against)]
 
-    adv_header = ["system", "n", "adversarial answer in prompt %", "evidence verbatim %"]
+    adv_header = ["system", "n", "adversarial answer in prompt %", "evidence in prompt % (strict)",
+                  "evidence verbatim %"]
     if with_f1:
         adv_header += ["declined % (LoCoMo score)", "asserted adversarial answer %"]
     adv_header.append("prompt tokens")
@@ -569,7 +613,7 @@ def format_report(summary, systems, stats, with_f1, rows_by_question=None):
         if not group:
             continue
         row = [system, group["n"], _pct(group["adversarial_in_prompt"]),
-               _pct(group["evidence_verbatim"])]
+               _pct(group.get("evidence_in_prompt")), _pct(group["evidence_verbatim"])]
         if with_f1:
             row += [_pct(group["f1"]), _pct(group["asserted"])]
         row.append(_num(group["prompt_tokens"]))
@@ -603,7 +647,8 @@ def format_report(summary, systems, stats, with_f1, rows_by_question=None):
     return "\n".join(parts) + "\n"
 
 
-VERSUS_FULL_HEADER = ["system", "conversation", "n", "answer in prompt %", "full's %",
+VERSUS_FULL_HEADER = ["system", "conversation", "n", "evidence in prompt % (strict)",
+                      "full's strict %", "answer in prompt %", "full's %",
                       "share of full's answers %", "prompt tokens mean", "full's tokens mean",
                       "share of full's tokens %"]
 
@@ -611,8 +656,9 @@ VERSUS_FULL_HEADER = ["system", "conversation", "n", "answer in prompt %", "full
 def versus_full_rows(rows, systems, reference="full"):
     """
     Rows of the table that sets each system against the whole conversation (categories 1-4),
-    per conversation and for all of them: its answer-in-prompt rate and mean prompt tokens
-    beside ``reference``'s on the same questions, and the shares (system / reference).
+    per conversation and for all of them: its strict evidence-in-prompt and answer-in-prompt
+    rates and mean prompt tokens beside ``reference``'s on the same questions, and the shares
+    (system / reference).
 
     Args:
         rows (list[dict]): per-question rows (:func:`aggregate`'s input; ``"conversation"``
@@ -642,8 +688,11 @@ def versus_full_rows(rows, systems, reference="full"):
         for name, group in groups:
             theirs = [ref[(r["conversation"], r["qa_index"])] for r in group]
             got, full = (mean([r["answer_in_prompt"] for r in g]) for g in (group, theirs))
+            strict, full_strict = (mean([r.get("evidence_in_prompt") for r in g])
+                                   for g in (group, theirs))
             tokens, full_tokens = (mean([r["prompt_tokens"] for r in g]) for g in (group, theirs))
-            out.append([system, name, len(group), _pct(got), _pct(full),
+            out.append([system, name, len(group), _pct(strict), _pct(full_strict),
+                        _pct(got), _pct(full),
                         _pct(got / full) if full else "-", _num(tokens), _num(full_tokens),
                         _pct(tokens / full_tokens) if full_tokens else "-"])
     return out

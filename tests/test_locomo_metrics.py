@@ -135,6 +135,21 @@ def test_evidence_score():
     assert m.evidence_score(["D9:9"], turns, ["anything"]) is None  # points nowhere
 
 
+def test_evidence_in_prompt_is_the_turns_own_text_anywhere_in_the_prompt():
+    said = {"D1:1": "I went to the support group yesterday.", "D1:2": "My cat is Pickle."}
+    # a recall note's line with the server's time and a date annotation counts
+    note = ("RELATED MEMORIES:\n- [8 May 2023] Caroline: I went to the support group "
+            "yesterday (7 May 2023).")
+    assert m.evidence_in_prompt(["D1:1"], said, ["persona", note]) == 1.0
+    # the same words in another order, or a paraphrase in a summary, do not
+    assert m.evidence_in_prompt(["D1:1"], said, ["Yesterday I went to the support group."]) == 0.0
+    assert m.evidence_in_prompt(["D1:1", "D1:2"], said, ["Summary: she has a cat, Pickle.",
+                                                         "Mel: My cat is Pickle."]) == 0.5
+    # an annotation the contrib does not write is not removed
+    assert m.evidence_in_prompt(["D1:2"], said, ["My cat (a tabby) is Pickle."]) == 0.0
+    assert m.evidence_in_prompt(["D9:9"], said, ["anything"]) is None  # points nowhere
+
+
 def test_aggregate_and_report():
     rows = [
         {"system": "full", "category": 4, "answer_in_prompt": 1.0, "evidence_verbatim": 1.0,
@@ -155,7 +170,7 @@ def test_aggregate_and_report():
                       "summary_completion_tokens": 250, "extraction_calls": 1,
                       "compaction_s": 12.25}}
     text = m.format_report(summary, ["full"], stats, True)
-    assert "| full | all 1-4 | 2 | 50.0 | 100.0 | 25.0 | 200 | 300 | 3 | 1.5 |" in text
+    assert "| full | all 1-4 | 2 | - | 50.0 | 100.0 | 25.0 | 200 | 300 | 3 | 1.5 |" in text
     assert "| 2 | 250 | 1 | 12.2 |" in text
     assert "Category 5" in text
 
@@ -227,11 +242,13 @@ def test_versus_full_sets_each_system_against_full_on_the_same_questions():
         row("mask", "c2", 0, 1.0, 300), row("mask", "c2", 1, 1.0, 300),
         row("mask", "c2", 2, 1.0, 300, category=5),  # adversarial: not in the table
     ]
+    for r in rows:  # the strict figure: mask has half of full's evidence on c1
+        r["evidence_in_prompt"] = 0.5 if (r["system"], r["conversation"]) == ("mask", "c1") else 1.0
     table = m.versus_full_rows(rows, ["mask", "full"])
     assert table == [
-        ["mask", "c1", 2, "50.0", "100.0", "50.0", "100", "1000", "10.0"],
-        ["mask", "c2", 2, "100.0", "50.0", "200.0", "300", "3000", "10.0"],
-        ["mask", "all", 4, "75.0", "75.0", "100.0", "200", "2000", "10.0"],
+        ["mask", "c1", 2, "50.0", "100.0", "50.0", "100.0", "50.0", "100", "1000", "10.0"],
+        ["mask", "c2", 2, "100.0", "100.0", "100.0", "50.0", "200.0", "300", "3000", "10.0"],
+        ["mask", "all", 4, "75.0", "100.0", "75.0", "75.0", "100.0", "200", "2000", "10.0"],
     ]
     assert m.versus_full_rows([r for r in rows if r["system"] != "full"], ["mask"]) == []
 
