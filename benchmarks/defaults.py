@@ -184,7 +184,9 @@ def window_stats(events, size=40):
     Returns:
         list[dict]: per window, ``{"first", "last" (1-based reply numbers), "replies",
         "median_s", "p95_s", "median_prompt", "median_evaluated", "median_reused_share",
-        "median_generated", "waited" (replies that waited for a warm-up), "max_wait_s",
+        "median_generated", "median_cached_s" (median seconds of the replies that reused at
+        least 90 % of their prompt), "misses" (replies that reused less than half of it),
+        "waited" (replies that waited for a warm-up), "max_wait_s",
         "warmups", "warmup_median_s", "compactions", "compaction_failures", "tokens_before",
         "tokens_after" (summed over the window's compactions), "compaction_s" (seconds from
         trigger to compaction, each), "emergencies", "maskings", "extracts", "ratio" (median_s
@@ -220,6 +222,9 @@ def window_stats(events, size=40):
             "median_evaluated": median([r["prompt"] - (r["cached"] or 0) for r in with_prompt]),
             "median_reused_share": median([(r["cached"] or 0) / r["prompt"] for r in with_prompt]),
             "median_generated": median([r["generated"] for r in rs if r["generated"] is not None]),
+            "median_cached_s": median([r["seconds"] for r in with_prompt
+                                       if (r["cached"] or 0) >= 0.9 * r["prompt"]]),
+            "misses": sum(1 for r in with_prompt if (r["cached"] or 0) < 0.5 * r["prompt"]),
             "waited": len(waited),
             "max_wait_s": max(waited) if waited else None,
             "warmups": len(warmups),
@@ -238,6 +243,37 @@ def window_stats(events, size=40):
     for w in windows:
         w["ratio"] = w["median_s"] / first if first and w["median_s"] is not None else None
     return windows
+
+
+def warmup_waits(events):
+    """
+    Each reply that waited for a cache warm-up, beside that warm-up: the warm-up's log line
+    comes when it ends, so the waiting reply's is the first reply line after it. A reply that
+    takes a warm-up's work waits for what is left of it, and the warm-up's own seconds are what
+    evaluating the same tokens took the server: waiting longer than that would have been slower
+    than evaluating them itself.
+
+    Returns:
+        list[dict]: ``{"waited" (s), "warmup_s", "warmup_evaluated" (tokens the warm-up
+        evaluated), "reply_evaluated" (tokens the reply still evaluated), "reply_s"}``.
+    """
+    out, last = [], None
+    for e in events:
+        if e["kind"] == "warm-up":
+            last = e
+        elif e["kind"] == "reply":
+            if e["waited"] > 0:
+                evaluated = None if e["prompt"] is None else e["prompt"] - (e["cached"] or 0)
+                out.append({
+                    "waited": e["waited"],
+                    "warmup_s": last["seconds"] if last else None,
+                    "warmup_evaluated": (last["prompt"] - (last["cached"] or 0)
+                                         if last and last["prompt"] is not None else None),
+                    "reply_evaluated": evaluated,
+                    "reply_s": e["seconds"],
+                })
+            last = None
+    return out
 
 
 def archive_replies(archive_dir):
@@ -388,10 +424,11 @@ def print_report(result):
           f"{result['players']} players\n")
     print(f"Settings: {result['settings']}.\n")
     print("| replies | median s | p95 s | median prompt | median evaluated | median reused | "
-          "median generated | waited for warm-up (n, max s) | warm-ups (n, median s) | "
+          "median generated | median s, >= 90 % reused | misses (< 50 % reused) | "
+          "waited for warm-up (n, max s) | warm-ups (n, median s) | "
           "compactions (tokens before -> after) | emergency -> compaction s | other memory work"
           " | median / first |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|---|---|---|---|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---|---:|")
     for w in windows:
         comps = (f"{w['compactions']} ({w['tokens_before']} -> {w['tokens_after']})"
                  if w["compactions"] else "0")
@@ -406,6 +443,7 @@ def print_report(result):
         print(f"| {w['first']}-{w['last']} | {fmt(w['median_s'])} | {fmt(w['p95_s'])} | "
               f"{fmt(w['median_prompt'], '.0f')} | {fmt(w['median_evaluated'], '.0f')} | "
               f"{fmt(w['median_reused_share'], '.0%')} | {fmt(w['median_generated'], '.0f')} | "
+              f"{fmt(w['median_cached_s'])} | {w['misses']} | "
               f"{w['waited']}, {fmt(w['max_wait_s'])} | "
               f"{w['warmups']}, {fmt(w['warmup_median_s'])} | {comps} | {secs} | {other} | "
               f"{fmt(w['ratio'], '.2f')}x |")
@@ -422,6 +460,11 @@ def print_report(result):
           + f", failed: {t['compaction_failures']}")
     print(f"- cache warm-ups: {t['warmups']}, median {fmt(t['warmup_median_s'])} s; replies that "
           f"waited for one: {t['replies_waited']}, max {fmt(t['max_wait_s'])} s")
+    for wait in t["warmup_waits"]:
+        print(f"  - waited {fmt(wait['waited'])} s for a warm-up that evaluated "
+              f"{fmt(wait['warmup_evaluated'], '.0f')} tokens in {fmt(wait['warmup_s'])} s; the "
+              f"reply then evaluated {fmt(wait['reply_evaluated'], '.0f')} tokens, "
+              f"{fmt(wait['reply_s'])} s in all")
     print(f"- replies logged with at most 1 generated token: {t['replies_1_generated']}")
     print(f"- bytes per player line: {fmt(t['bytes_per_line'], ',.0f')} (archive "
           f"+{t['archive_growth']:,} B, database +{t['db_growth']:,} B, over "
@@ -509,6 +552,7 @@ async def run(args):
             "warmup_median_s": median(warmups),
             "replies_waited": len(waited),
             "max_wait_s": max(waited) if waited else None,
+            "warmup_waits": warmup_waits(events),
             "replies_1_generated": sum(1 for r in replies
                                        if r["generated"] is not None and r["generated"] <= 1),
             "archive_growth": archive_growth,

@@ -105,6 +105,30 @@ def test_windows_split_replies_and_count_memory_work_in_the_window_of_the_next_r
     assert third["waited"] == 1 and third["max_wait_s"] == 2.5
     assert third["compactions"] == 1 and third["compaction_s"] == [None]
     assert third["p95_s"] == 5.0 and third["median_generated"] == 50
+    # reply 1 evaluated its whole prompt; the others reused 90 %
+    assert first["misses"] == 1 and first["median_cached_s"] == 2.0
+    assert second["misses"] == 0 and second["median_cached_s"] == 3.5
+
+
+def test_each_wait_for_a_warm_up_is_set_beside_that_warm_up():
+    def reply(seconds, waited, prompt=1000, cached=950):
+        return {"kind": "reply", "time": None, "seconds": seconds, "prompt": prompt,
+                "cached": cached, "generated": 50, "waited": waited}
+
+    events = [
+        {"kind": "warm-up", "time": None, "seconds": 12.0, "prompt": 1900, "cached": 900},
+        reply(3.0, 0.0),  # came after the warm-up ended: did not wait
+        {"kind": "warm-up", "time": None, "seconds": 20.0, "prompt": 2000, "cached": 400},
+        reply(9.5, 7.0, prompt=2050, cached=2000),
+        reply(2.0, 0.0),
+        reply(4.0, 1.5),  # a wait with no warm-up line before it since the last reply
+    ]
+    assert defaults.warmup_waits(events) == [
+        {"waited": 7.0, "warmup_s": 20.0, "warmup_evaluated": 1600, "reply_evaluated": 50,
+         "reply_s": 9.5},
+        {"waited": 1.5, "warmup_s": None, "warmup_evaluated": None, "reply_evaluated": 50,
+         "reply_s": 4.0},
+    ]
 
 
 def test_p95_is_nearest_rank():
