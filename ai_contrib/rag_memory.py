@@ -60,7 +60,8 @@ _record_synthesis = record_synthesis
 
 
 @defer.inlineCallbacks
-def compact_conversation_history(script, character, force=False, trigger=None, strategy=None):
+def compact_conversation_history(script, character, force=False, trigger=None, strategy=None,
+                                 hold_from=None):
     """
     Compact the NPC's history with its compaction strategy. The ``summary`` strategy (the
     default) summarises the messages before the preserve window and replaces them with one
@@ -77,6 +78,9 @@ def compact_conversation_history(script, character, force=False, trigger=None, s
             triggers respect the circuit breaker; ``"manual"`` always runs.
         strategy (str, optional): run this strategy once instead of the NPC's
             ``compact_strategy`` (``compact <npc>/strategy=<name>``).
+        hold_from (str, optional): the id of the first message the compaction may not replace,
+            with everything after it (the emergency path: what its fact extraction did not read,
+            :func:`ai_contrib.strategies.planned_span`).
 
     Returns:
         Deferred firing one of the result dicts in the module docstring (other strategies add
@@ -98,14 +102,15 @@ def compact_conversation_history(script, character, force=False, trigger=None, s
         strategy = strategies.resolve_strategy(script, strategy)
     except ValueError as err:
         return CompactionResult.failed(str(err), trigger).as_dict()
-    result = yield strategies.run_strategy(script, character, strategy, force, trigger)
+    result = yield strategies.run_strategy(script, character, strategy, force, trigger, hold_from)
     return result
 
 
-def run_pre_compaction_extraction(script, character, max_iterations=None):
+def run_pre_compaction_extraction(script, character, max_iterations=None, span_ids=None):
     """
     Let the NPC journal the facts it must not lose before compaction (``docs/design.md``,
-    "Pre-compaction fact extraction").
+    "Pre-compaction fact extraction"); ``span_ids`` (a set of message ids) limits what it reads
+    to those messages (default: the whole history).
 
     Returns:
         Deferred firing ``{"success", "facts_recorded", "iterations", ...}``; never errbacks.
@@ -114,7 +119,8 @@ def run_pre_compaction_extraction(script, character, max_iterations=None):
         from .memory.extraction import run_pre_compaction_extraction as run
     except ImportError:
         return defer.succeed({"success": False, "skipped": True, "reason": "not available"})
-    d = defer.maybeDeferred(run, script, character, max_iterations=max_iterations)
+    d = defer.maybeDeferred(run, script, character, max_iterations=max_iterations,
+                            span_ids=span_ids)
 
     def _failed(failure):
         logger.log_warn(f"AI {character}: fact extraction failed: {failure.getErrorMessage()}")
@@ -127,10 +133,11 @@ def run_pre_compaction_extraction(script, character, max_iterations=None):
 def check_emergency_compaction(script, character):
     """
     The emergency check at the start of an awake tick (``docs/design.md``, "Summary compaction"):
-    at or above ``compact_emergency_threshold`` of the budget, extract facts (3 iterations),
-    compact with ``force=True``, then consolidate the journal into Mem0 (``docs/design.md``,
-    "Journal and Mem0": a busy NPC does not wait for a sleep). O(1) when nothing needs doing: it
-    reads the running token total.
+    at or above ``compact_emergency_threshold`` of the budget, plan the compaction, extract facts
+    from what it will replace (3 iterations), compact with ``force=True`` no further than the
+    extraction read, then consolidate the journal into Mem0 (``docs/design.md``, "Journal and
+    Mem0": a busy NPC does not wait for a sleep). O(1) when nothing needs doing: it reads the
+    running token total.
 
     Returns:
         Deferred firing the compaction result dict, or None when no compaction was needed.
@@ -145,11 +152,26 @@ def check_emergency_compaction(script, character):
             evict_overflow(script, character)
         return None
     logger.log_warn(f"AI {character}: emergency compaction triggered: {usage:.1%} context usage")
+    hold_from = None
     if strategies.summarises(script):
-        yield run_pre_compaction_extraction(
-            script, character, max_iterations=int(get_setting("PRE_COMPACT_EMERGENCY_ITERATIONS"))
-        )
-    result = yield compact_conversation_history(script, character, force=True, trigger="emergency")
+        # the lines the preserve window keeps stay in context and are read by the extraction
+        # before the compaction that replaces them: each line is read once, and a request
+        # that evaluated the whole history on the memory server's core now reads a part
+        # (docs/design.md, "Pre-compaction fact extraction")
+        planned = strategies.planned_span(script, "emergency")
+        if planned is not None:
+            span_ids, hold_from = planned
+            extraction = yield run_pre_compaction_extraction(
+                script, character, span_ids=span_ids,
+                max_iterations=int(get_setting("PRE_COMPACT_EMERGENCY_ITERATIONS")),
+            )
+            read = set((extraction or {}).get("read_ids") or ())
+            if read and not span_ids <= read:  # one request could not hold it all
+                history = script.history
+                last = max(i for i, m in enumerate(history) if m.get("id") in read)
+                hold_from = history[last + 1]["id"] if last + 1 < len(history) else hold_from
+    result = yield compact_conversation_history(script, character, force=True,
+                                                trigger="emergency", hold_from=hold_from)
     # masking alone (or a cascade cycle over a few huge messages) can leave it over budget
     if script.token_usage() >= 1.0:
         evict_overflow(script, character)

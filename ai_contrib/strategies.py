@@ -93,6 +93,7 @@ __all__ = [
     "apply_cascade",
     "apply_masks_to_runtime",
     "apply_plan",
+    "planned_span",
     "check_benefit",
     "micro_compact",
     "resolve_strategy",
@@ -142,10 +143,12 @@ def summarises(script):
     return get_strategy(resolve_strategy(script)).summarises
 
 
-def snapshot(script, force=False, trigger="sleep"):
+def snapshot(script, force=False, trigger="sleep", hold_from=None):
     """
     The :class:`~ai_contrib.core.compaction.Snapshot` of ``script``'s history and compaction
-    options now, which the pure plans read.
+    options now, which the pure plans read. ``hold_from`` (a message id) joins the ids no plan
+    compacts, with everything after them (:func:`ai_contrib.core.cuts.hold_cut`): the first
+    message the fact extraction before an emergency compaction did not read.
     """
     history = list(script.history)
     options = {
@@ -156,11 +159,36 @@ def snapshot(script, force=False, trigger="sleep"):
                      "cascade_recent_window", "cascade_pressure_window")
     }
     options["preserve_fraction"] = get_setting("COMPACT_PRESERVE_FRACTION")
-    options["keep_ids"] = script.awaiting_answer_ids()
+    options["keep_ids"] = script.awaiting_answer_ids() + ([hold_from] if hold_from else [])
     return Snapshot(
         history, script.runtime.token_counts(history), script.token_count(), script.budget(),
         trigger, force, options,
     )
+
+
+def planned_span(script, trigger="emergency"):
+    """
+    What the NPC's next compaction would replace if it were planned now (forced): the span the
+    fact extraction before an emergency compaction reads (``docs/design.md``, "Pre-compaction
+    fact extraction"), and where the compaction after it must stop, so that it replaces
+    nothing the extraction did not read (lines said meanwhile move the preserve window on).
+
+    Returns:
+        tuple | None: ``(ids, hold_from)``: the ids of the messages the plan's spans hold (a
+        set), and the id of the first message after them (None when they end the history);
+        None when the strategy writes no summary or the plan is skipped.
+    """
+    record = get_strategy(resolve_strategy(script))
+    if record.plan is None:
+        return None
+    shot = snapshot(script, True, trigger)
+    plan = compaction.plan(record, shot)
+    if plan.skipped:
+        return None
+    ids = {m["id"] for span in plan.spans for m in span.messages}
+    last = max(i for i, m in enumerate(shot.history) if m["id"] in ids)
+    after = shot.history[last + 1]["id"] if last + 1 < len(shot.history) else None
+    return ids, after
 
 
 # -- the benefit guard -------------------------------------------------------------------------
@@ -515,9 +543,10 @@ def _summarise_plan(script, character, plan):
 
 
 @defer.inlineCallbacks
-def _run_plan(script, character, record, force, trigger):
-    """Plan, guard, summarise, record: the result dict of one summarising compaction."""
-    plan = compaction.plan(record, snapshot(script, force, trigger))
+def _run_plan(script, character, record, force, trigger, hold_from=None):
+    """Plan, guard, summarise, record: the result dict of one summarising compaction
+    (``hold_from``: :func:`snapshot`)."""
+    plan = compaction.plan(record, snapshot(script, force, trigger, hold_from))
     if plan.skipped:
         return plan.skip_result().as_dict()
     decision = check_benefit(script, trigger, plan.benefit_tokens, force)
@@ -537,13 +566,13 @@ def _run_plan(script, character, record, force, trigger):
 
 
 @defer.inlineCallbacks
-def run_strategy(script, character, strategy, force=False, trigger="sleep"):
+def run_strategy(script, character, strategy, force=False, trigger="sleep", hold_from=None):
     """
     Run one compaction with ``strategy`` (one of :data:`STRATEGIES`), as its record in
     :data:`ai_contrib.core.compaction.REGISTRY` says: mask first, then the plan's summaries,
     or emergency eviction for a strategy that only masks. Called by
     :func:`ai_contrib.rag_memory.compact_conversation_history` after its shared checks
-    (already compacting, disabled, circuit breaker).
+    (already compacting, disabled, circuit breaker). ``hold_from``: :func:`snapshot`.
 
     Returns:
         Deferred firing a result dict (module docstring); never errbacks for LLM, archive or
@@ -557,7 +586,7 @@ def run_strategy(script, character, strategy, force=False, trigger="sleep"):
         if record.evicts and trigger == "emergency":
             return evict_for_emergency(script, character, masked, trigger, record.name)
         return masked
-    result = yield _run_plan(script, character, record, force, trigger)
+    result = yield _run_plan(script, character, record, force, trigger, hold_from)
     if masked is not None:
         result = combine_masked(masked, result, record.name)
     return result

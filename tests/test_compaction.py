@@ -234,6 +234,39 @@ class TestCompaction(NPCTestCase):
         self.assertEqual([m for m in self.script.history if is_extraction_traffic(m)], [])
 
 
+class TestEmergencyExtraction(NPCTestCase):
+    def test_an_emergency_extraction_reads_what_the_compaction_replaces_and_no_more(self):
+        added = self.fill(50)
+        self.script.db.max_context_tokens = 1500  # 50 lines of ~25 tokens: past 80 %
+        self.script.db.compact_preserve_max_fraction = 0.3
+        fact = "Bob rented the east room for 2 silver."
+        self.llm.enqueue(sleep(1.0, then=tool_calls([
+            ("add_journal_entry", {"content": fact, "importance": 6})])))
+        self.llm.enqueue(reply("ok"))  # no tool call: the extraction stops
+        self.llm.enqueue(reply(SUMMARY))
+        compaction = rag_memory.check_emergency_compaction(self.script, self.npc)
+        for _ in range(200):  # the extraction request is out: lines said now move the window
+            if self.llm.requests:
+                break
+            spin(0.02)
+        later = [self.script.add_message("user", f"later line {i} about the stables", name="Bob")
+                 for i in range(12)]
+        self.assertTrue(wait_for(compaction)["success"])
+        read = " ".join(str(m.get("content")) for m in self.llm.requests[0]["messages"])
+        shown = [m for m in added if m["content"] in read]
+        # it read the oldest lines, which the compaction replaced...
+        self.assertEqual(shown, added[:len(shown)])
+        self.assertGreaterEqual(len(shown), 5)
+        # ...and not the newest, which the preserve window keeps
+        self.assertNotIn(added[-1]["content"], read)
+        self.assertFalse(any(m["content"] in read for m in later))
+        # the compaction replaced exactly what was read, though the window had moved on
+        history = self.script.history
+        self.assertTrue(is_marker(history[0]))
+        self.assertEqual(history[1]["id"], added[len(shown)]["id"])
+        self.assertIn(fact, [e["content"] for e in self.npc.db.journal["entries"]])
+
+
 class TestOverflow(NPCTestCase):
     def test_full_context_with_summariser_down_evicts_to_archive_and_keeps_answering(self):
         added = self.fill(60)

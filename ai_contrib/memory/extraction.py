@@ -259,7 +259,7 @@ def build_extraction_messages(
     return [system] + [chat for _msg, chat in rendered] + [{"role": "user", "content": nudge}]
 
 
-def extraction_span(history, budget_tokens=None, model=None):
+def extraction_span(history, budget_tokens=None, model=None, keep="newest"):
     """
     The history messages the extraction request shows, oldest first: the span a fact is
     attributed within (``memory/provenance.py``; ``docs/design.md``, "Privacy by audience").
@@ -270,6 +270,9 @@ def extraction_span(history, budget_tokens=None, model=None):
             older non-marker messages are left out, keeping the newest ones contiguous
             (markers always stay). See :func:`extraction_history_budget`.
         model (str, optional): model name for token counting.
+        keep (str): ``"newest"`` (the default) or ``"oldest"``: which end a stretch over the
+            budget keeps. Before an emergency compaction it is the oldest: those leave the
+            context first, and the compaction stops where the reading stopped.
 
     Returns:
         list[dict]: the messages of ``history`` that are shown (tool bookkeeping is not), the
@@ -287,7 +290,7 @@ def extraction_span(history, budget_tokens=None, model=None):
         used = 0
         kept = []
         full = False
-        for msg, chat in reversed(rendered):
+        for msg, chat in (rendered if keep == "oldest" else reversed(rendered)):
             tokens = count_message_tokens(chat, model)
             # a contiguous recent stretch: once one message does not fit, older ones are left
             # out too (no gaps that would read as a conversation that never happened)
@@ -296,7 +299,7 @@ def extraction_span(history, budget_tokens=None, model=None):
                 continue
             used += tokens
             kept.append((msg, chat))
-        rendered = list(reversed(kept))
+        rendered = kept if keep == "oldest" else list(reversed(kept))
     return [msg for msg, _chat in rendered]
 
 
@@ -647,7 +650,8 @@ def _set_signal(script, value):
     script.db.context_signals = signals
 
 
-def run_pre_compaction_extraction(script, character, max_iterations=None, client=None):
+def run_pre_compaction_extraction(script, character, max_iterations=None, client=None,
+                                  span_ids=None):
     """
     Let the NPC journal important facts before compaction (``docs/design.md``,
     "Pre-compaction fact extraction").
@@ -659,11 +663,16 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
         max_iterations (int, optional): model turns at most; default
             ``script.cfg("pre_compact_max_iterations")`` (5; the emergency path passes 3).
         client (LLMClient, optional): default ``ai_contrib.llm.client.get_client()``.
+        span_ids (set[str], optional): read only the history messages with these ids (the
+            span the compaction after it replaces,
+            :func:`ai_contrib.strategies.planned_span`), the oldest first when they are more
+            than a request holds; default the whole history, the newest first.
 
     Returns:
         Deferred[dict]: never errbacks.
 
-        - run: ``{"success": True, "facts_recorded": int, "observations_recorded": int,
+        - run: ``{"success": True, "read_ids": [ids of the history messages the requests
+          showed], "facts_recorded": int, "observations_recorded": int,
           "iterations": int, "stopped_by": "noop" | "no_tool_call" | "scope_guard" |
           "max_iterations", "entry_ids": [journal ids], "modes": ["structured" | "native" |
           "text", ...]}``
@@ -689,7 +698,10 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
     try:
         if not _cfg(script, "pre_compact_extraction_enabled", True):
             return skipped("disabled")
-        if len(script.history) < MIN_HISTORY:
+        history = list(script.history)
+        if span_ids is not None:
+            history = [m for m in history if m.get("id") in span_ids]
+        if len(history) < MIN_HISTORY:
             return skipped(f"history shorter than {MIN_HISTORY} messages")
         if script.ndb.extracting:
             return skipped("already running")
@@ -703,13 +715,14 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
         journal = _plain(character.db.journal) or {}
         # the span is chosen once: what the model reads is what its facts are attributed within
         span = extraction_span(
-            list(script.history),
+            history,
             budget_tokens=extraction_history_budget(
                 script.budget() if hasattr(script, "budget")
                 else _cfg(script, "max_context_tokens"),
                 max_iterations,
             ),
             model=_cfg(script, "llm_model"),
+            keep="newest" if span_ids is None else "oldest",
         )
         persona = getattr(character.db, "persona", None)
         entries = journal.get("entries", [])
@@ -739,6 +752,7 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
     def _done(stopped_by):
         return {
             "success": True,
+            "read_ids": [m.get("id") for m in span],
             "facts_recorded": len(run.facts),
             "observations_recorded": run.observations,
             "iterations": run.iterations,
