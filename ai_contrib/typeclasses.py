@@ -36,6 +36,7 @@ from .core.gossip import PUBLIC_ROOM_TAG
 from .core.budget import effective_budget
 from .core.messages import make_message
 from .core.prompts import prompt_head
+from .core.tick import TickState, due, tick_needed
 from .core.text import normalise_player_text
 from .core.tokens import count_tokens
 from .memory.archive import get_archive
@@ -639,10 +640,6 @@ class AssistantScript(DefaultScript):
             return False
         return time.time() - (self.ndb.last_checkpoint or 0) >= get_setting("CHECKPOINT_INTERVAL")
 
-    def _maybe_checkpoint(self):
-        if self._checkpoint_due():
-            _queue_checkpoint(self)
-
     # -- hearing -------------------------------------------------------------------------------
 
     def receive_speech(self, speaker, text, audience=None, to=None):
@@ -922,20 +919,47 @@ class AssistantScript(DefaultScript):
             self.run_tick()
 
     def _needs_tick(self):
+        """The cheap synchronous test before a tick (:func:`ai_contrib.core.tick.tick_needed`):
+        idle NPCs cost a few Attribute reads per tick instead of a Deferred chain."""
+        return tick_needed(self.tick_state())
+
+    def tick_state(self, room=False, head=False):
         """
-        The cheap synchronous test before a tick: False when an awake NPC has nothing pending,
-        no checkpoint due, is under the emergency threshold and not due to fall asleep. Idle
-        NPCs then cost a few Attribute reads per tick instead of a Deferred chain.
+        The NPC's state as the tick policy reads it (:class:`ai_contrib.core.tick.TickState`;
+        ``docs/design.md``, "The tick"). O(1) unless asked for more: ``room`` adds whether the
+        queued lines wait for a player's turn (:meth:`players_first`, a look at the room's
+        NPCs), ``head`` whether the start of the reply prompt changed since the NPC's last
+        prompt (:func:`ai_contrib.core.prompts.prompt_head`).
+
+        Returns:
+            TickState
         """
-        if self.pending_ids() or self.db.operating_mode != "awake" or self._checkpoint_due():
-            return True
-        if self.cfg("compact_enabled") and self.token_usage() >= self.cfg(
-            "compact_emergency_threshold"
-        ):
-            return True
+        now = time.time()
+        awake = self.db.operating_mode != "sleep"
         last = self.ndb.last_activity or self.ndb.awake_since
-        idle = get_setting("SLEEP_AFTER_IDLE")
-        return last is None or bool(idle and time.time() - last >= idle)
+        pending = bool(self.pending_ids())
+        cached = self.ndb.cached_head
+        return TickState(
+            awake=awake,
+            usage=self.token_usage(),
+            compact_enabled=bool(self.cfg("compact_enabled")),
+            emergency_threshold=float(self.cfg("compact_emergency_threshold")),
+            pending=pending,
+            waiting_for_players=bool(room and pending and self.players_first()),
+            listeners=not self.ndb.no_listeners,
+            memory_work=self.ndb.memory_work is not None,
+            compacting=bool(self.ndb.compacting),
+            slept=bool(self.ndb.slept),
+            asleep_for=0.0 if awake else now - (self.ndb.asleep_since or now),
+            sleep_duration=float(get_setting("SLEEP_DURATION") or 0),
+            idle_for=None if last is None else now - last,
+            sleep_after_idle=float(get_setting("SLEEP_AFTER_IDLE") or 0),
+            checkpoint_due=self._checkpoint_due(),
+            busy=bool(self.ndb.busy),
+            warming=self.ndb.warming is not None,
+            prompted=cached is not None,
+            head_changed=bool(head and cached is not None and prompt_head(self.history) != cached),
+        )
 
     def run_tick(self):
         """
@@ -959,14 +983,14 @@ class AssistantScript(DefaultScript):
 
         def _done(result):
             self.ndb.busy = False
-            if self.ndb.memory_work is not None or self.ndb.compacting:
+            state = self.tick_state()
+            now = due(state)
+            if now.bound_in_flight:
                 from . import rag_memory
 
                 rag_memory.bound_in_flight(self, self.obj)  # the reply just added counts too
-            awake = self.db.operating_mode == "awake"
             # NPCs' lines waiting for a player's turn are kicked when that turn ends
-            if (self.ndb.pending and awake and not self.ndb.no_listeners
-                    and not self.ndb.waiting_for_players):
+            if now.kick and state.awake and not self.ndb.waiting_for_players:
                 self.kick()  # lines heard while the reply was written
             else:
                 self.warm_if_due()
@@ -995,9 +1019,8 @@ class AssistantScript(DefaultScript):
         if running is not None or self.obj is None:
             return running
         character = self.obj
-        if self.db.operating_mode == "sleep":
-            if self.ndb.slept:
-                return None
+        what = due(self.tick_state()).memory_work
+        if what == "sleep":
             self.ndb.slept = True
             work = rag_memory.run_sleep_tick(self, character)
 
@@ -1008,9 +1031,7 @@ class AssistantScript(DefaultScript):
             work.addCallback(_slept)
             # the admin who ran aisleep, and aihistory, get a line about what it did
             work.addBoth(sleep_report.sleep_finished, self)
-        elif self.cfg("compact_enabled") and self.token_usage() >= self.cfg(
-            "compact_emergency_threshold"
-        ):
+        elif what == "emergency":
             work = rag_memory.check_emergency_compaction(self, character)
         else:
             return None
@@ -1018,10 +1039,11 @@ class AssistantScript(DefaultScript):
 
         def _finished(result):
             self.ndb.memory_work = None
-            if self.token_usage() >= 1.0:
+            now = due(self.tick_state())
+            if now.evict_overflow:
                 rag_memory.evict_overflow(self, character)
             if self.ndb.pending and not self.ndb.no_listeners:
-                self.kick()
+                self.kick()  # a sleeping NPC's tick wakes it to answer
             else:
                 self.warm_if_due()
             return result
@@ -1048,14 +1070,11 @@ class AssistantScript(DefaultScript):
         """
         from .warmup import warm_reply_cache, warmup_enabled
 
-        cached = self.ndb.cached_head
-        if cached is None or self.ndb.busy or self.ndb.warming is not None or self.obj is None:
+        if self.obj is None or not due(self.tick_state(head=True)).warm_up:
+            # no prompt yet, a reply being written or coming at once, a warm-up running, a
+            # prompt window still moving (over budget), or the same start as the last prompt
             return None
-        if self.pending_ids() or self.token_usage() >= 1.0:
-            return None  # a reply comes at once, or its prompt's window is still moving
         head = prompt_head(self.history)
-        if head == cached:
-            return None
         try:
             if not warmup_enabled():
                 return None
@@ -1090,25 +1109,24 @@ class AssistantScript(DefaultScript):
         character = self.obj
         if character is None:
             return
-        self._maybe_checkpoint()
-        if self.db.operating_mode == "sleep":
-            if self.pending_ids():
-                self.wake(reason="spoken to")
-            else:
-                duration = get_setting("SLEEP_DURATION")
-                asleep_since = self.ndb.asleep_since or time.time()
-                if duration and time.time() - asleep_since >= duration:
-                    self.wake(reason="rested")
-                return
-        if self.ndb.memory_work is not None or self.ndb.compacting:
+        now = due(self.tick_state())
+        if now.checkpoint:
+            _queue_checkpoint(self)
+        if now.wake:
+            self.wake(reason=now.wake)
+        if now.wake == "rested" or self.db.operating_mode == "sleep":
+            return
+        now = due(self.tick_state(room=True))
+        if now.bound_in_flight:
             # a compaction is under way but its summariser may hang: bounded meanwhile
             rag_memory.bound_in_flight(self, character)
-        elif self.token_usage() >= 1.0:
+        elif now.evict_overflow:
             # over budget with no compaction under way to bring it back (breaker open)
             rag_memory.evict_overflow(self, character)
         said = 0
-        self.ndb.waiting_for_players = bool(self.pending_ids()) and self.players_first()
-        if self.pending_ids() and not self.ndb.waiting_for_players:
+        # read by the room's other NPCs (players_first) and when the tick ends
+        self.ndb.waiting_for_players = bool(self.pending_ids()) and not now.answer
+        if now.answer:
             self.ndb.cached_head = prompt_head(self.history)
             said = yield self._answer_pending(character)
         if said:
@@ -1116,11 +1134,10 @@ class AssistantScript(DefaultScript):
             # micro-compaction after the turn; a cascade cycle's LLM calls run in the background
             self.ndb.after_turn = rag_memory.after_turn_compaction(self, character)
             self.start_memory_work()  # the reply may have crossed the threshold
-        idle = get_setting("SLEEP_AFTER_IDLE")
-        last = self.ndb.last_activity or self.ndb.awake_since or time.time()
-        if self.ndb.awake_since is None:
+        now = due(self.tick_state())
+        if now.start_clock and self.ndb.awake_since is None:
             self.ndb.awake_since = time.time()
-        if idle and not self.ndb.pending and time.time() - last >= idle:
+        if now.fall_asleep:
             self.sleep(reason="idle")
 
     @defer.inlineCallbacks

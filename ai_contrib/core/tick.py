@@ -1,0 +1,175 @@
+"""
+What an NPC's tick is due to do now: one pure policy over a snapshot of the NPC's state, which
+the shell (:class:`ai_contrib.typeclasses.AssistantScript`) asks wherever it decides instead of
+deriving it again (``docs/design.md``, "The tick").
+
+The shell takes a :class:`TickState` (reading Attributes, ``ndb`` and settings, all O(1)), asks
+:func:`due` and does what the :class:`Due` says, in its order: wake, start memory work, keep the
+history bounded, answer, fall asleep. Nothing here reads the clock, the database or the room.
+"""
+
+from dataclasses import dataclass
+
+__all__ = ["Due", "OVER_BUDGET", "TickState", "due", "tick_needed"]
+
+#: the share of the budget at which the history is over it: no warm-up (the prompt's window is
+#: still moving) and, with no memory work under way to bring it back, the oldest lines go
+OVER_BUDGET = 1.0
+
+
+@dataclass(frozen=True)
+class TickState:
+    """
+    An NPC's state as the tick policy reads it.
+
+    Attributes:
+        awake (bool): ``db.operating_mode`` is ``"awake"`` (else ``"sleep"``).
+        usage (float): runtime history tokens over the effective budget (0.0 - ...).
+        compact_enabled (bool): ``compact_enabled``.
+        emergency_threshold (float): ``compact_emergency_threshold`` (fraction of the budget).
+        pending (bool): lines are queued for an answer.
+        waiting_for_players (bool): the queue holds only AI NPCs' lines and a player's turn in
+            the room goes first (``AssistantScript.players_first``).
+        listeners (bool): someone in the room could hear a reply (False after a turn found
+            nobody: its lines wait).
+        memory_work (bool): the NPC's own memory work (its emergency compaction or its sleep
+            phase) is under way.
+        compacting (bool): a compaction of any origin (an admin's ``compact`` too) is being
+            written.
+        slept (bool): this sleep's memory work has started.
+        asleep_for (float): seconds since the NPC fell asleep (0 when awake).
+        sleep_duration (float): ``AI_SLEEP_DURATION`` in seconds (0: sleeps until woken or
+            spoken to).
+        idle_for (float | None): seconds since the last activity, None before the awake clock
+            started (a tick starts it).
+        sleep_after_idle (float): ``AI_SLEEP_AFTER_IDLE`` in seconds (0: never).
+        checkpoint_due (bool): the runtime history changed and the checkpoint interval passed.
+        busy (bool): a reply is being written.
+        warming (bool): a cache warm-up is under way.
+        prompted (bool): the NPC has sent a prompt since the server started.
+        head_changed (bool): the start of the reply prompt changed since that prompt.
+    """
+
+    awake: bool = True
+    usage: float = 0.0
+    compact_enabled: bool = True
+    emergency_threshold: float = 0.8
+    pending: bool = False
+    waiting_for_players: bool = False
+    listeners: bool = True
+    memory_work: bool = False
+    compacting: bool = False
+    slept: bool = False
+    asleep_for: float = 0.0
+    sleep_duration: float = 0.0
+    idle_for: float | None = None
+    sleep_after_idle: float = 0.0
+    checkpoint_due: bool = False
+    busy: bool = False
+    warming: bool = False
+    prompted: bool = False
+    head_changed: bool = False
+
+
+@dataclass(frozen=True)
+class Due:
+    """
+    What is due now, in the order a tick does it. A tick of a sleeping NPC acts on
+    ``checkpoint``, ``wake`` and ``memory_work``; woken by speech it asks again, awake. What
+    follows a reply or memory work (``bound_in_flight``, ``evict_overflow``, ``kick``,
+    ``warm_up``) holds asleep too: the sleep phase's compaction is warmed like any other.
+
+    Attributes:
+        checkpoint (bool): save the runtime history (``AssistantScript.checkpoint``, queued).
+        wake (str | None): wake up, and why: ``"spoken to"`` (the tick goes on, awake) or
+            ``"rested"`` (``AI_SLEEP_DURATION`` passed; the tick ends there).
+        memory_work (str | None): start ``"sleep"`` (the sleep phase, once per sleep) or
+            ``"emergency"`` (the emergency compaction) in the background.
+        bound_in_flight (bool): a compaction is under way: keep the history within its
+            in-flight cap (``rag_memory.bound_in_flight``).
+        evict_overflow (bool): over the budget with no compaction to bring it back: move the
+            oldest lines out (``rag_memory.evict_overflow``).
+        answer (bool): answer the queued lines now.
+        fall_asleep (bool): idle for ``AI_SLEEP_AFTER_IDLE`` with nothing queued.
+        start_clock (bool): the awake clock has not started (idleness counts from now).
+        kick (bool): when a reply or memory work ends: lines wait for an answer that can be
+            given now, so another tick runs at once.
+        warm_up (bool): when a reply or memory work ends and nothing is to be answered: the
+            start of the prompt changed, so the next prompt is sent ahead to the server's cache
+            (``docs/design.md``, "Warming the cache after a compaction"; the shell still asks
+            the setting and who is in the room).
+    """
+
+    checkpoint: bool = False
+    wake: str | None = None
+    memory_work: str | None = None
+    bound_in_flight: bool = False
+    evict_overflow: bool = False
+    answer: bool = False
+    fall_asleep: bool = False
+    start_clock: bool = False
+    kick: bool = False
+    warm_up: bool = False
+
+
+def _emergency(state):
+    return state.compact_enabled and state.usage >= state.emergency_threshold
+
+
+def tick_needed(state):
+    """
+    The cheap test before a tick (every ``at_repeat``): False when an awake NPC has nothing
+    queued, no checkpoint due, is under the emergency threshold, its awake clock runs and it is
+    not due to fall asleep, so an idle NPC costs a few Attribute reads, not a Deferred chain.
+    """
+    if state.pending or not state.awake or state.checkpoint_due or _emergency(state):
+        return True
+    if state.idle_for is None:
+        return True
+    return bool(state.sleep_after_idle) and state.idle_for >= state.sleep_after_idle
+
+
+def due(state):
+    """
+    What ``state`` (:class:`TickState`) is due to do now (``docs/design.md``, "The tick").
+
+    Asleep: the sleep phase starts once per sleep; spoken to, the NPC wakes and the tick goes
+    on awake; rested (``sleep_duration`` passed), it wakes and the tick ends. Awake: the
+    emergency compaction starts at its threshold unless the NPC's memory work is running; while
+    a compaction is written the history is kept within its in-flight cap, and without one a
+    history over its budget loses its oldest lines; queued lines are answered unless they are
+    AI NPCs' lines waiting for a player's turn; an NPC idle for ``sleep_after_idle`` with
+    nothing queued falls asleep. When a reply or memory work ends, lines that can be answered
+    are answered at once (``kick``: someone can hear, no player's turn goes first), else a
+    changed prompt start is warmed (never while over budget, while a reply is written or a
+    warm-up runs, or before the NPC's first prompt since the server started).
+
+    Returns:
+        Due
+    """
+    over = state.usage >= OVER_BUDGET
+    in_flight = state.memory_work or state.compacting
+    # what holds asleep or awake: the history stays bounded, and what to do when work ends
+    common = {
+        "checkpoint": state.checkpoint_due,
+        "bound_in_flight": in_flight,
+        "evict_overflow": over and not in_flight,
+        "kick": state.pending and state.listeners and not state.waiting_for_players,
+        "warm_up": (not state.pending and not over and not state.busy and not state.warming
+                    and state.prompted and state.head_changed),
+    }
+    if not state.awake:
+        rested = bool(state.sleep_duration) and state.asleep_for >= state.sleep_duration
+        return Due(
+            wake="spoken to" if state.pending else "rested" if rested else None,
+            memory_work=None if state.slept or state.memory_work else "sleep",
+            **common,
+        )
+    return Due(
+        memory_work="emergency" if _emergency(state) and not state.memory_work else None,
+        answer=state.pending and not state.waiting_for_players,
+        fall_asleep=(state.idle_for is not None and bool(state.sleep_after_idle)
+                     and not state.pending and state.idle_for >= state.sleep_after_idle),
+        start_clock=state.idle_for is None,
+        **common,
+    )

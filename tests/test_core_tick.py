@@ -1,0 +1,122 @@
+"""
+The tick policy (``ai_contrib.core.tick``): what an NPC's tick is due to do, as properties over
+every state hypothesis draws, and the cases that decide an NPC's day.
+"""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ai_contrib.core.tick import OVER_BUDGET, Due, TickState, due, tick_needed
+
+seconds = st.floats(min_value=0, max_value=10_000, allow_nan=False)
+states = st.builds(
+    TickState,
+    awake=st.booleans(),
+    usage=st.floats(min_value=0, max_value=3, allow_nan=False),
+    compact_enabled=st.booleans(),
+    emergency_threshold=st.floats(min_value=0.1, max_value=1.0, allow_nan=False),
+    pending=st.booleans(),
+    waiting_for_players=st.booleans(),
+    listeners=st.booleans(),
+    memory_work=st.booleans(),
+    compacting=st.booleans(),
+    slept=st.booleans(),
+    asleep_for=seconds,
+    sleep_duration=st.sampled_from([0.0, 60.0, 3600.0]),
+    idle_for=st.none() | seconds,
+    sleep_after_idle=st.sampled_from([0.0, 60.0, 900.0]),
+    checkpoint_due=st.booleans(),
+    busy=st.booleans(),
+    warming=st.booleans(),
+    prompted=st.booleans(),
+    head_changed=st.booleans(),
+)
+
+
+@given(states)
+def test_the_cheap_test_never_skips_a_tick_with_work(state):
+    now = due(state)
+    if not tick_needed(state):
+        assert not (now.checkpoint or now.wake or now.memory_work or now.answer
+                    or now.fall_asleep or now.start_clock)
+
+
+@given(states)
+def test_asleep_or_awake_each_does_only_its_own_work(state):
+    now = due(state)
+    if state.awake:
+        assert now.wake is None and now.memory_work in (None, "emergency")
+    else:
+        assert not (now.answer or now.fall_asleep or now.start_clock)
+        assert now.memory_work in (None, "sleep")
+        assert (now.wake == "spoken to") == state.pending
+
+
+@given(states)
+def test_memory_work_starts_only_when_none_runs_and_once_per_sleep(state):
+    now = due(state)
+    if state.memory_work:
+        assert now.memory_work is None
+    if not state.awake and state.slept:
+        assert now.memory_work is None
+    emergency = (state.awake and state.compact_enabled and not state.memory_work
+                 and state.usage >= state.emergency_threshold)
+    assert (now.memory_work == "emergency") == emergency
+
+
+@given(states)
+def test_the_history_is_bounded_by_whatever_is_running(state):
+    now = due(state)
+    in_flight = state.memory_work or state.compacting
+    assert now.bound_in_flight == in_flight
+    assert now.evict_overflow == (state.usage >= OVER_BUDGET and not in_flight)
+    assert not (now.bound_in_flight and now.evict_overflow)
+
+
+@given(states)
+def test_a_reply_comes_before_a_warm_up_and_a_warm_up_only_for_a_changed_idle_prompt(state):
+    now = due(state)
+    assert not (now.kick and now.warm_up)
+    if now.warm_up:
+        assert state.prompted and state.head_changed and not state.pending
+        assert state.usage < OVER_BUDGET and not state.busy and not state.warming
+    if now.kick:
+        assert state.pending and state.listeners and not state.waiting_for_players
+    if state.awake:
+        assert now.answer == (state.pending and not state.waiting_for_players)
+
+
+@given(states)
+def test_an_npc_falls_asleep_only_idle_with_nothing_queued(state):
+    now = due(state)
+    if now.fall_asleep:
+        assert state.awake and not state.pending and state.sleep_after_idle
+        assert state.idle_for is not None and state.idle_for >= state.sleep_after_idle
+
+
+def test_a_day_of_an_npc():
+    # spoken to while asleep: wakes and the tick goes on (awake, it answers)
+    asleep = TickState(awake=False, pending=True, slept=True, asleep_for=5)
+    assert due(asleep).wake == "spoken to"
+    assert due(TickState(pending=True, idle_for=0)).answer
+    # rested: wakes, nothing else; not yet: its sleep phase starts once
+    assert due(TickState(awake=False, asleep_for=61, sleep_duration=60, slept=True)) == Due(
+        wake="rested")
+    assert due(TickState(awake=False, asleep_for=10, sleep_duration=60)).memory_work == "sleep"
+    # at the emergency threshold with a compaction running: no second one, the history bounded
+    busy = due(TickState(usage=0.85, memory_work=True, idle_for=1))
+    assert busy.memory_work is None and busy.bound_in_flight
+    assert due(TickState(usage=0.85, idle_for=1)).memory_work == "emergency"
+    assert due(TickState(usage=0.85, compact_enabled=False, idle_for=1)).memory_work is None
+    # an NPC's line waits for a player's turn: not answered, not kicked
+    waiting = due(TickState(pending=True, waiting_for_players=True, idle_for=1))
+    assert not waiting.answer and not waiting.kick
+    # a compaction landed while the NPC was idle: its next prompt is warmed
+    idle = TickState(idle_for=1, prompted=True, head_changed=True)
+    assert due(idle).warm_up
+    assert not due(TickState(idle_for=1, prompted=False, head_changed=True)).warm_up
+    assert not due(TickState(idle_for=1, prompted=True, head_changed=True, usage=1.2)).warm_up
+    # idle long enough, nothing queued: falls asleep
+    assert due(TickState(idle_for=901, sleep_after_idle=900)).fall_asleep
+    assert not due(TickState(idle_for=901, sleep_after_idle=900, pending=True)).fall_asleep
+    assert not tick_needed(TickState(idle_for=10, sleep_after_idle=900))
