@@ -48,8 +48,8 @@ Scores (:mod:`benchmarks.locomo_metrics`):
   removed before matching. A paraphrase, or the answer's words spread over a note, does not
   count;
 * ``answer_in_prompt``: the gold answer is in the prompt (the question itself left out):
-  normalised words contiguous in one message, or >= 80 % token recall in one message; multi-hop
-  answers part by part;
+  normalised words contiguous in one message, or >= 80 % token recall in one message, a recall
+  note counting item by item (:func:`answer_texts`); multi-hop answers part by part;
 * ``evidence_verbatim``: share of the evidence turns still verbatim in the prompt's
   conversation messages (summaries and retrieved memories do not count);
 * ``prompt_tokens``: tokens of the whole prompt (``core.tokens``, every system counted alike);
@@ -377,8 +377,24 @@ def context_texts(prompt):
 
 
 def answer_texts(prompt, question_line):
-    """Every message of the prompt with the question line itself taken out."""
-    return [m["content"].replace(question_line, " ") for m in prompt]
+    """
+    The texts an answer or an evidence turn is looked for in: every message of the prompt with
+    the question line itself taken out, and a recall note (``RELATED MEMORIES``, ``RELATED PAST
+    EXPERIENCES``) as its items, one text each: a note of thirty lines that do not hold the
+    answer would otherwise "contain" it as often as one that does (its words are spread over
+    them).
+    """
+    from ai_contrib.memory.retrieval import EXPERIENCES_HEADER, MEMORIES_HEADER
+
+    texts = []
+    for message in prompt:
+        text = message["content"].replace(question_line, " ")
+        if MEMORIES_HEADER in text or EXPERIENCES_HEADER in text:
+            texts += [line for line in text.split("\n")
+                      if line.strip() and line.strip() not in (MEMORIES_HEADER, EXPERIENCES_HEADER)]
+        else:
+            texts.append(text)
+    return texts
 
 
 def score_question(q, prompt, question_line, turn_texts, model=None, said_texts=None):

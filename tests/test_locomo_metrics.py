@@ -404,3 +404,21 @@ def test_benchmark_end_to_end(tmp_path):
         for name in files:
             with open(os.path.join(folder, name), "rb") as fh:
                 assert SENTINEL.encode() not in fh.read(), name
+
+
+def test_a_recall_note_counts_item_by_item():
+    from benchmarks import locomo
+
+    note = ("RELATED MEMORIES:\n- [8 May 2023] Mel: \"I painted a sunrise.\"\n"
+            "- [9 May 2023] Mel: \"The lake was calm.\"")
+    prompt = [{"role": "system", "content": "You are Mel."},
+              {"role": "system", "content": note},
+              {"role": "user", "content": "Caroline: What did Mel paint at the lake?"}]
+    texts = locomo.answer_texts(prompt, "Caroline: What did Mel paint at the lake?")
+    assert texts[0] == "You are Mel." and len(texts) == 4  # the note as its two items
+    assert '- [8 May 2023] Mel: "I painted a sunrise."' in texts
+    # an answer whose words are spread over two items is not in the prompt...
+    assert m.answer_score("the sunrise, the calm lake", texts, 4) == 0.0
+    # ...though the note as one message would have held it; one item that holds it counts
+    assert m.answer_score("the sunrise, the calm lake", [note], 4) == 1.0
+    assert m.answer_score("a sunrise", texts, 4) == 1.0
