@@ -9,8 +9,9 @@ or eviction is O(n) once.
 The running total counts what a reply prompt can show. Fact extraction's tool calls and results
 (:func:`ai_contrib.core.cuts.is_extraction_traffic`) never are: they are kept in the history as
 the NPC's record of what it journaled, cost no budget, and leave with the compaction they
-prepared (``docs/design.md``, "Preserve window and cuts"). Counted, they were a third of what
-entered the context on a default install, and set off compactions and evictions of their own. The checkpoint into ``script.db.conversation_history`` (a full
+prepared (``docs/design.md``, "Preserve window and cuts"). Counted, they were 29 % of the text
+that entered the context on a default install, and set off compactions and evictions of their
+own. The checkpoint into ``script.db.conversation_history`` (a full
 re-pickle, O(n)) is the caller's to schedule, not done per append.
 """
 
