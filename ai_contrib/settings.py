@@ -148,7 +148,7 @@ DEFAULTS = {
     # fraction of the budget the preserve window's messages may keep at most, so that a
     # compaction under a small budget frees enough not to set off the next one at once
     # (docs/design.md, "Preserve window and cuts"); None = the message count alone
-    "COMPACT_PRESERVE_MAX_FRACTION": 0.4,
+    "COMPACT_PRESERVE_MAX_FRACTION": 0.25,
     "COMPACT_MIN_SAVING_TOKENS": 1,  # a summary must save at least this many tokens
     "COMPACT_SUMMARY_MAX_TOKENS": 400,  # tokens the summariser may generate
     # tokens the summariser model accepts per request; None = the model's context window as the

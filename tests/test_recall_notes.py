@@ -104,6 +104,24 @@ def test_the_first_note_may_fill_the_budget_and_a_note_beside_it_takes_at_most_h
     assert second["new"]["tokens"] <= 30 and second["left_out"] == 1
 
 
+def test_after_a_compaction_the_talk_goes_on_under_the_latency_allowance():
+    items = [item(k, 8) for k in "abcd"]
+    before = plan([], [item("x", 8)], "m1", {"m1"}, budget=60)
+    # m1 was compacted away mid-conversation: the next note keeps to the allowance (20 tokens
+    # here: two items of 9), not the whole budget
+    after = plan_recall(before["notes"], items, "m5", {"m5"}, 60, render, count, new_tokens=20)
+    assert [i["key"] for i in after["new"]["items"]] == ["a", "b"]
+    assert after["new"]["tokens"] <= 20
+    # the same turn asked afresh (no notes before) still gets the whole budget
+    fresh = plan_recall([], items, "m5", {"m5"}, 60, render, count, new_tokens=20)
+    assert [i["key"] for i in fresh["new"]["items"]] == ["a", "b", "c", "d"]
+    # and once the compacted note is gone from the state, a later note beside the new one
+    # keeps to the allowance as any note beside others does
+    later = plan_recall(after["notes"], [item("e", 8)], "m6", {"m5", "m6"}, 60, render, count,
+                        new_tokens=20)
+    assert [n["anchor"] for n in later["shown"]] == ["m5", "m6"]
+
+
 def test_a_note_is_shown_only_to_listeners_who_heard_its_reply():
     first = plan([], [item("a")], "m1", {"m1"}, listeners=["#1", "#2"])
     assert visible_notes(first["notes"], {"m1"}, ["#1"]) == first["notes"]

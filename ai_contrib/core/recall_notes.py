@@ -86,10 +86,13 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
 
     Shown notes stay as they are, since any change costs the server's cache everything after
     it. This turn's candidates that no shown note holds are added as a new note, best first, as
-    far as the room left in the budget allows: all of it when no note is shown (the first note
-    after a compaction, or a question asked afresh, pays once for what the NPC remembers), else
-    at most :data:`TOPIC_ROOM` of the budget and ``new_tokens``, the tokens a reply may spend
-    evaluating memories (``docs/design.md``, "Recall notes": the latency allowance). When
+    far as the room left in the budget allows: all of it when no note is shown and none was lost
+    (a question asked afresh pays once for what the NPC remembers), else at most
+    :data:`TOPIC_ROOM` of the budget and ``new_tokens``, the tokens a reply may spend evaluating
+    memories (``docs/design.md``, "Recall notes": the latency allowance). A conversation whose
+    notes a compaction has just taken away (their anchors left the history) goes on under the
+    allowance too: its next note would otherwise take the whole budget in the middle of the
+    talk, once per compaction. When
     none of the turn's best :data:`TOPIC_ITEMS` candidates is shown, the subject has changed:
     the newest shown notes are given up, one at a time, until :data:`TOPIC_ROOM` of the budget
     is free, but only while what giving one up costs (``anchor_cost``: the prompt after its
@@ -122,6 +125,7 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     """
     allowance = float("inf") if new_tokens is None else max(0, int(new_tokens))
     alive = [note for note in notes if note["anchor"] in history_ids]
+    compacted = len(alive) < len(notes)  # the talk goes on past a compaction
     shown = visible_notes(alive, history_ids, listeners)
     keys = {item["key"] for note in shown for item in note["items"]}
     dropped = []
@@ -140,7 +144,7 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     # room there is; beside other notes, one takes at most TOPIC_ROOM, so that the next subject
     # finds room without giving a note up; neither takes more than the reply may evaluate
     room = budget_tokens - sum(note["tokens"] for note in shown)
-    if shown:
+    if shown or compacted:
         room = min(room, budget_tokens * TOPIC_ROOM, allowance)
     if dropped:
         room = min(room, allowance - spent)
