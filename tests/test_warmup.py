@@ -98,7 +98,11 @@ class WarmupCase(NPCTestCase):
 
     def compact(self, *then):
         """Run an emergency compaction (the budget cut to put the context over its threshold)
-        and the warm-up after it; ``then``: behaviours queued after the summary's."""
+        and the warm-up after it; ``then``: behaviours queued after the summary's. A history
+        a compaction left short gets more lines first, so that this one has something to take
+        beyond the preserve window."""
+        if len(self.script.history) < 2 * self.script.cfg("compact_preserve_window") + 4:
+            self.fill(30)
         self.budget_for(0.9)
         self.assertGreaterEqual(self.script.token_usage(), 0.8)
         self.llm.enqueue(reply(SUMMARY), *then)
