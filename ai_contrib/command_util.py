@@ -47,5 +47,9 @@ def table_width(cmd):
 
 
 def admin_table(width, *headers):
-    """An :class:`EvTable` with cell borders whose lines are at most ``width`` columns."""
-    return EvTable(*headers, border="cells", maxwidth=width)
+    """
+    An :class:`EvTable` with cell borders whose lines are at most ``width`` columns. Cells
+    are aligned to the top, so a row whose cells wrap onto several lines still starts on
+    one line.
+    """
+    return EvTable(*headers, border="cells", maxwidth=width, valign="t")
