@@ -2,7 +2,7 @@
 # Usage: scripts/with_postgres.sh COMMAND [ARGS...]
 #
 # Runs COMMAND with a throwaway PostgreSQL server (with pgvector) on 127.0.0.1 and these
-# variables set (README, "Scaling out"):
+# variables set (docs/scaling-out.md):
 #   AI_DATABASE_URL                       Evennia's database (tests/settings.py, game_template)
 #   AI_MEMORY_PGVECTOR_CONNECTION_STRING  Mem0's vector store (a second database, pgvector)
 #   AI_REQUIRE_POSTGRES=1                 tests that need PostgreSQL fail instead of skipping

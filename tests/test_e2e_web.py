@@ -38,7 +38,8 @@ from tests.llm_double import LLMDouble, tool_calls
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
-#: set to 1 to make a missing browser fail this test instead of skipping it (README, "Testing")
+#: set to 1 to make a missing browser fail this test instead of skipping it
+#: (docs/development.md, "Testing")
 REQUIRE_BROWSER = "AI_REQUIRE_BROWSER"
 
 NPC = "Marta"

@@ -21,7 +21,7 @@ Environment variables (read once, when the server or portal process imports this
 - ``AI_DATABASE_URL`` (e.g. ``postgresql://evennia:secret@127.0.0.1:5432/evennia``): Evennia's
   database instead of the SQLite file ``server/evennia.db3`` (``ai_contrib.database_url``;
   PostgreSQL needs ``pip install "psycopg[binary]"``). Mem0's vector store moves with
-  ``AI_MEMORY_PGVECTOR_CONNECTION_STRING`` or ``AI_MEMORY_QDRANT_URL`` (README, "Scaling out").
+  ``AI_MEMORY_PGVECTOR_CONNECTION_STRING`` or ``AI_MEMORY_QDRANT_URL`` (docs/scaling-out.md).
 
 Settings in secret_settings.py override this file; the environment overrides both, because it is
 what a single run (the demo, a test) chooses.

@@ -12,7 +12,7 @@ from evennia.web.website.urls import urlpatterns as evennia_website_urlpatterns
 
 # add patterns here
 urlpatterns = [
-    # the staff pages of AI NPCs: /ai/ (README, "Seeing the NPC's mind")
+    # the staff pages of AI NPCs: /ai/ (docs/admin-commands.md, "Seeing the NPC's mind")
     path("ai/", include("ai_contrib.web.urls")),
     # path("url-pattern", imported_python_view),
     # path("url-pattern", imported_python_view),
