@@ -53,7 +53,7 @@ def test_a_note_leaves_with_its_anchor():
     first = plan([], [item("a")], "m1", {"m1"})
     # m1 was compacted away: its note goes, and "a" is new again
     second = plan(first["notes"], [item("a")], "m5", {"m5"})
-    assert [n["anchor"] for n in second["notes"]] == ["m5"]
+    assert [n["anchor"] for n in second["notes"] if not n.get("lost")] == ["m5"]
     assert [i["key"] for i in second["new"]["items"]] == ["a"]
 
 
@@ -78,7 +78,7 @@ def test_a_change_of_subject_gives_up_the_newest_notes_first():
     assert third["dropped"] == 1
     assert third["shown"][0] is notes[0]
     assert [[i["key"] for i in n["items"]] for n in third["shown"]] == [["a", "b"], ["x", "y"]]
-    assert [n["anchor"] for n in third["notes"]] == ["m1", "m3"]
+    assert [n["anchor"] for n in third["notes"] if not n.get("lost")] == ["m1", "m3"]
 
 
 def test_a_change_of_subject_gives_up_nothing_when_half_the_budget_is_free():
@@ -120,6 +120,33 @@ def test_after_a_compaction_the_talk_goes_on_under_the_latency_allowance():
     later = plan_recall(after["notes"], [item("e", 8)], "m6", {"m5", "m6"}, 60, render, count,
                         new_tokens=20)
     assert [n["anchor"] for n in later["shown"]] == ["m5", "m6"]
+
+
+def test_a_conversation_that_lost_its_notes_keeps_to_the_allowance_on_every_later_turn():
+    items = [item(k, 8) for k in "abcd"]
+    before = plan_recall([], [item("x", 8)], "m1", {"m1"}, 60, render, count,
+                         listeners=["#1", "#2"])
+    # the prompt window moved past m1; the allowance (5 tokens) has no room for an item, so
+    # this turn adds no note and the NPC shows none
+    lost = plan_recall(before["notes"], items, "m5", {"m5"}, 60, render, count,
+                       listeners=["#1", "#2"], new_tokens=5)
+    assert lost["new"] is None and lost["shown"] == []
+    # the next turn still goes on under the allowance: it is not a question asked afresh
+    # (before, it took the whole budget: four items, ~1,200 tokens on the default install)
+    later = plan_recall(lost["notes"], items, "m6", {"m5", "m6"}, 60, render, count,
+                        listeners=["#2"], new_tokens=20)
+    assert [i["key"] for i in later["new"]["items"]] == ["a", "b"]
+    # the same turn with no notes before gets the whole budget, and so does a listener who
+    # walks in and was shown none of the lost notes
+    fresh = plan_recall([], items, "m6", {"m5", "m6"}, 60, render, count, listeners=["#2"],
+                        new_tokens=20)
+    assert [i["key"] for i in fresh["new"]["items"]] == ["a", "b", "c", "d"]
+    newcomer = plan_recall(lost["notes"], items, "m6", {"m5", "m6"}, 60, render, count,
+                           listeners=["#2", "#3"], new_tokens=20)
+    assert [i["key"] for i in newcomer["new"]["items"]] == ["a", "b", "c", "d"]
+    # the marks stay few and are never shown
+    assert [n["anchor"] for n in later["notes"]] == [None, "m6"]
+    assert visible_notes(later["notes"], {"m5", "m6"}, ["#2"]) == [later["new"]]
 
 
 def test_a_note_is_shown_only_to_listeners_who_heard_its_reply():

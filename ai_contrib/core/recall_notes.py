@@ -79,6 +79,46 @@ def anchor_costs(history_ids, token_counts):
     return costs
 
 
+#: marks of lost notes kept at most (one per audience, the newest): what tells a conversation
+#: that goes on from one asked afresh
+LOST_MARKS = 16
+
+
+def lost_marks(gone):
+    """
+    Marks of notes a conversation lost, one per audience (the newest last), at most
+    :data:`LOST_MARKS`.
+
+    A mark is a note with no anchor and no items, ``{"anchor": None, "audience": list | None,
+    "items": [], "text": "", "tokens": 0, "lost": True}``: never shown, it stays in the NPC's
+    notes so that every later turn of the same listeners knows the conversation went on past
+    notes they were shown (:func:`plan_recall`). The notes live on ``ndb``: a reload forgets
+    the marks, and the next turn is asked afresh.
+
+    Args:
+        gone (list[dict]): notes whose anchor left the history (a compaction took it, or the
+            prompt window moved past it), notes given up, and earlier marks, oldest first.
+
+    Returns:
+        list[dict]: the marks, oldest first.
+    """
+    marks = {}
+    for note in gone:
+        audience = note.get("audience")
+        key = None if audience is None else tuple(sorted(audience))
+        marks.pop(key, None)  # the newest last
+        marks[key] = {"anchor": None, "audience": audience, "items": [], "text": "",
+                      "tokens": 0, "lost": True}
+    return list(marks.values())[-LOST_MARKS:]
+
+
+def _covers(audience, listeners):
+    """Whether every listener was in ``audience`` (None on either side: no filter, yes)."""
+    if audience is None or listeners is None:
+        return True
+    return frozenset(listeners) <= frozenset(audience)
+
+
 def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count, listeners=None,
                 new_tokens=None, anchor_cost=None):
     """
@@ -91,8 +131,9 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     :data:`TOPIC_ROOM` of the budget and ``new_tokens``, the tokens a reply may spend evaluating
     memories (``docs/design.md``, "Recall notes": the latency allowance). A conversation whose
     notes a compaction has just taken away (their anchors left the history) goes on under the
-    allowance too: its next note would otherwise take the whole budget in the middle of the
-    talk, once per compaction. When
+    allowance too, on every later turn, not only the next (:func:`lost_marks`: the NPC keeps a
+    mark of the notes its listeners lost): its notes would otherwise take the whole budget in
+    the middle of the talk, again whenever a note had been lost a turn before. When
     none of the turn's best :data:`TOPIC_ITEMS` candidates is shown, the subject has changed:
     the newest shown notes are given up, one at a time, until :data:`TOPIC_ROOM` of the budget
     is free, but only while what giving one up costs (``anchor_cost``: the prompt after its
@@ -119,13 +160,16 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
 
     Returns:
         dict: ``{"notes": list[dict]`` (the new state: notes whose anchor left the history and
-        notes given up are gone), ``"shown": list[dict]`` (what the prompt shows, in order),
+        notes given up are gone, marked by :func:`lost_marks`), ``"shown": list[dict]`` (what the prompt shows, in order),
         ``"new": dict | None`` (the note added for this turn), ``"dropped": int`` (notes given
         up), ``"left_out": int`` (new candidates that found no room)}``.
     """
     allowance = float("inf") if new_tokens is None else max(0, int(new_tokens))
     alive = [note for note in notes if note["anchor"] in history_ids]
-    compacted = len(alive) < len(notes)  # the talk goes on past a compaction
+    gone = [note for note in notes if note["anchor"] not in history_ids]  # marks are too
+    # the talk goes on past a compaction (or a move of the prompt window) that took notes
+    # these listeners were shown: not a question asked afresh, on this turn or any later one
+    compacted = any(_covers(note.get("audience"), listeners) for note in gone)
     shown = visible_notes(alive, history_ids, listeners)
     keys = {item["key"] for note in shown for item in note["items"]}
     dropped = []
@@ -155,8 +199,8 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
         cost = count(trial)
         if cost <= room:
             chosen, text, tokens = chosen + [item], trial, cost
-    gone = {id(note) for note in dropped}
-    state = [note for note in alive if id(note) not in gone]
+    given_up = {id(note) for note in dropped}
+    state = lost_marks(gone + dropped) + [note for note in alive if id(note) not in given_up]
     new = None
     if chosen:
         audience = None if listeners is None else sorted(listeners)
