@@ -69,3 +69,19 @@ def test_a_remembered_line_carries_the_date_it_meant():
     dated = dict(candidate, text="[7 May, 2021] I went yesterday.")
     assert format_memory_line(dated) == (
         '- [2023-05-08 13:56] Caroline: "[7 May, 2021] I went yesterday (7 May 2023)."')
+
+
+def test_the_dates_added_never_cut_off_what_was_said():
+    said = ("We talked for hours about the shelter. " * 9
+            + "Oh, and then I went there again yesterday.")
+    assert 390 < len(said) < 400  # under the old 400 characters, not with its date
+    candidate = {"kind": "message", "text": said,
+                 "metadata": {"name": "Caroline", "timestamp": SAID}}
+    line = format_memory_line(candidate)
+    # the whole line, its date added: before, the date took room the line's end needed
+    assert line.endswith('I went there again yesterday (7 May 2023)."')
+    assert resolve_relative_dates(said, SAID) in line
+    # a line too long for a note is still clipped, and says so
+    long = dict(candidate, text="word " * 200)
+    clipped = format_memory_line(long)
+    assert clipped.endswith('\u2026"') and len(clipped) < 560

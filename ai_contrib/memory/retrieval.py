@@ -357,7 +357,12 @@ def _clip(text, max_chars):
     return text[: max_chars - 1].rstrip() + "\u2026"
 
 
-def format_memory_line(candidate, max_chars=400):
+#: characters of a remembered line or fact a recall note shows at most (about 125 tokens): a
+#: bound on one item, above nearly every line people say in a game
+MEMORY_LINE_CHARS = 500
+
+
+def format_memory_line(candidate, max_chars=MEMORY_LINE_CHARS):
     """
     One ``RELATED MEMORIES`` bullet.
 
@@ -374,9 +379,10 @@ def format_memory_line(candidate, max_chars=400):
         stamp = short_time(meta.get("timestamp"))
         speaker = meta.get("name") or meta.get("role") or "someone"
         prefix = f"[{stamp}] " if stamp else ""
-        # "yesterday" in a line from weeks ago means another day than it does now
-        text = resolve_relative_dates(candidate["text"], meta.get("timestamp"))
-        return f'- {prefix}{speaker}: "{_clip(text, max_chars)}"'
+        # "yesterday" in a line from weeks ago means another day than it does now; clipped
+        # first, so that the dates added never cut off the end of what was said
+        text = resolve_relative_dates(_clip(candidate["text"], max_chars), meta.get("timestamp"))
+        return f'- {prefix}{speaker}: "{text}"'
     if meta.get("heard_from"):  # gossip: the model is told whom it has it from
         return f"- {heard_from_text(_clip(candidate['text'], max_chars), meta)}"
     line = f"- {_clip(candidate['text'], max_chars)}"
