@@ -7,11 +7,19 @@ cmdset in :mod:`ai_contrib.commands` and share its helpers in :mod:`ai_contrib.c
 
 
 from .command_util import StaffCommand, admin_table, shown, table_width
-from .npc_config import PER_NPC_OPTIONS, parse_value
+from .npc_config import (
+    GAME_WIDE_OPTIONS,
+    PER_NPC_OPTIONS,
+    SOURCE_NPC_SAME,
+    effective_config,
+    ignored_attributes,
+    parse_value,
+    per_npc_record,
+)
 from .npcs import all_ai_npcs, find_npc
 from .pins import clear_pins, get_pins
 from .rag_memory import breaker_open
-from .settings import NPC_SOURCE, get_setting, resolve_option
+from .settings import get_setting, resolve_option
 from .strategies import resolve_strategy
 
 def _tokens(script):
@@ -81,23 +89,27 @@ class CmdAIConfig(StaffCommand):
       aiconfig <npc>/<option>=
       aiconfig/reset <npc>/<option>
 
-    Without an option: every per-NPC option with its effective value and
-    where the value comes from: NPC (an Attribute on the NPC's
-    AssistantScript; "= game" when it equals the game's value now), game (the
-    AI_<OPTION> setting in the game's settings.py) or default (the
-    contrib's). The script's id is shown too (#id, for the scripts command).
+    Without an option: every per-NPC option with its effective value, its
+    unit (tokens, seconds, ...) and where the value comes from: NPC (an
+    Attribute on the NPC's AssistantScript; "= game" when it equals the
+    game's value now), game (the AI_<OPTION> setting in the game's
+    settings.py) or default (the contrib's). The script's id is shown too
+    (#id, for the scripts command).
 
     <option>=<value> sets the option for this NPC only. The value must be of
     the option's type: yes/no for switches, a whole number, a number
-    (fractions as 0.7 or 70%), or text; compact_strategy and
+    (fractions as 0.7 or 70%), or text; compact_strategy, answer_when and
     summary_prompt_style take one of their names. An empty value or /reset
     removes the NPC's own value, so the game's setting applies again.
+    Game-wide options (the model server, the memory store, gossip...) are
+    refused: set AI_<OPTION> in the game's settings instead.
     """
 
     key = "aiconfig"
     switch_options = ("reset",)
 
-    def func(self):
+    def func(self) -> None:
+        """Parse ``<npc>[/<option>[=<value>]]`` and show, set or clear (see the class doc)."""
         caller = self.caller
         name, _, rest = self.args.strip().partition("/")
         option, equals, value = rest.partition("=")
@@ -118,25 +130,47 @@ class CmdAIConfig(StaffCommand):
             caller.msg(f"Usage: aiconfig {npc.key}/{option}=<value>  "
                        f"(or aiconfig/reset {npc.key}/{option})")
 
-    def show(self, npc, script):
-        table = admin_table(table_width(self), "option", "value", "from")
-        for option in PER_NPC_OPTIONS:
-            value, source = resolve_option(option, script)
-            if source == NPC_SOURCE and value == get_setting(option.upper()):
-                source = "NPC (= game)"
-            elif source.startswith("AI_"):
-                source = "game"  # the setting's name is AI_ + the option's, in capitals
+    def show(self, npc, script) -> None:
+        """
+        Tell the caller every per-NPC option of ``npc`` (records with ``per_npc``, table
+        order): one row each, option / value (the unit on a second line where the option
+        counts something and the value is not None) / from (NPC, NPC (= game), game or
+        default); then the game-wide options it holds an ignored Attribute of, if any.
+        """
+        width = table_width(self)
+        table = admin_table(width, "option", "value", "from")
+        for option, value, source in effective_config(script):
             text = repr(value) if value is None or isinstance(value, str) else str(value)
-            table.add_row(option, shown(text, 30), source)
+            text = shown(text, 30)
+            if option.unit and value is not None:
+                text = f"{text}\n{option.unit}"
+            table.add_row(option.attribute, text, source)
+        # whole option names and sources where the client is wide enough to leave the value
+        # column (and its units) 20 columns; a narrower one lets EvTable share the width out
+        names, sources = max(len(name) for name in PER_NPC_OPTIONS) + 4, len(SOURCE_NPC_SAME) + 3
+        if width - names - sources >= 20:
+            table.reformat_column(0, width=names)
+            table.reformat_column(2, width=sources)
+        ignored = ignored_attributes(script)
+        note = ""
+        if ignored:
+            note = ("\n|yNot read|n: Attributes of game-wide options (remove one: "
+                    f"aiconfig {npc.key}/<option>=)\n"
+                    + "\n".join(f"  {o.attribute}: set {o.setting} instead" for o in ignored))
         self.caller.msg(
             f"|wConfiguration of {npc.key}|n ({npc.dbref}, AssistantScript #{script.id})\n"
             f"{table}\nfrom: NPC = this NPC's own value, game = the game's AI_<OPTION> "
             f"setting,\n      default = the contrib's default.\n"
             f"Change one: aiconfig {npc.key}/<option>=<value>\n"
-            f"Back to the game's: aiconfig {npc.key}/<option>="
+            f"Back to the game's: aiconfig {npc.key}/<option>={note}"
         )
 
-    def set(self, npc, script, option, text):
+    def set(self, npc, script, option, text) -> None:
+        """
+        Set per-NPC ``option`` of ``npc`` to ``text`` parsed by its record
+        (:func:`ai_contrib.npc_config.parse_value`), and say what it was before and from where;
+        refuse (telling why) an unknown or game-wide option or a bad value, changing nothing.
+        """
         try:
             value = parse_value(option, text)
         except ValueError as err:
@@ -148,10 +182,21 @@ class CmdAIConfig(StaffCommand):
         self.caller.msg(f"{npc.key}: {option} = {shown(repr(value))} for this NPC "
                         f"(was {shown(repr(before))}, from {source}).{note}")
 
-    def clear(self, npc, script, option):
-        if option not in PER_NPC_OPTIONS:
-            self.caller.msg(f"Unknown option '{shown(option)}'. Options: "
-                            f"{', '.join(PER_NPC_OPTIONS)}.")
+    def clear(self, npc, script, option) -> None:
+        """
+        Remove ``npc``'s own value of per-NPC ``option``, so that the game's setting (or the
+        default) applies again, and say which. A game-wide option's Attribute, never read, is
+        removed too when the NPC has one; otherwise a game-wide or unknown name is refused.
+        """
+        try:
+            per_npc_record(option)
+        except ValueError as err:
+            if option in GAME_WIDE_OPTIONS and script.attributes.has(option):
+                script.attributes.remove(option)
+                self.caller.msg(f"{npc.key}: removed its {option} Attribute, which was never "
+                                f"read: {option} is game-wide (AI_{option.upper()}).")
+            else:
+                self.caller.msg(shown(str(err)))
             return
         # removed, not set to None: resolve_option() then names the setting it follows
         script.attributes.remove(option)
