@@ -527,7 +527,7 @@ OPTIONS = (
                unit="items", per_npc=True),
         # the server's measured prompt speed turns it into tokens; only a question asked afresh
         # may fill the memory budget at once (docs/design.md, "Recall notes")
-        Option("MEMORY_NOTE_SECONDS", 0.5, FLOAT,
+        Option("MEMORY_NOTE_SECONDS", 0.3, FLOAT,
                "Prompt evaluation one reply may spend on memories it shows for the first time "
                "(a new recall note).", unit=SECONDS, per_npc=True, none="no limit"),
         # llama.cpp's timings; a server that reports none puts no limit on new notes
