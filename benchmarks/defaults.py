@@ -7,7 +7,8 @@ no ``AI_*`` variable reaches the game (any in this process's environment is remo
 named on stderr), so Marta answers through the embedded model (SmolLM2-135M-Instruct, no
 ``AI_LLM_BASE_URL``) with the shipped budget, preserve window, warm-up and sleep settings.
 ``--players`` (2) telnet players make accounts, walk into the tavern and replay a LoCoMo
-conversation to her (``--conversation``, default conv-26): speaker A's lines by the odd players,
+conversation to her (``--conversation``, default conv-30, of the memory benchmark's report set:
+the settings this measures were chosen on conv-26, of its tuning set): speaker A's lines by the odd players,
 speaker B's by the even ones (player 1 and player 2 with two), each line sent as ``talk Marta =
 <text>`` (cut at ``--max-chars``, 300, on a word boundary) and the next line only after her
 answer (or ``--reply-timeout`` seconds, 180), as the demo does; ``--lines`` (300) lines in all.
@@ -345,7 +346,8 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="Reply speed of the default install over a long LoCoMo conversation.")
     parser.add_argument("--lines", type=int, default=300, help="player lines (default 300)")
-    parser.add_argument("--conversation", default="conv-26", help="LoCoMo sample_id (conv-26)")
+    parser.add_argument("--conversation", default="conv-30",
+                        help="LoCoMo sample_id (conv-30; conv-26 to tune)")
     parser.add_argument("--players", type=int, default=2, help="telnet players, >= 2 (default 2)")
     parser.add_argument("--reply-timeout", type=float, default=180,
                         help="seconds a player waits for Marta's answer (default 180)")
