@@ -367,8 +367,9 @@ class AssistantScript(DefaultScript):
         Option ``name`` for this NPC, read now (:func:`ai_contrib.settings.option_value`;
         ``docs/design.md``, "Per-NPC Attributes"): the script's Attribute of that lower-case
         name if set (not None), else the game's ``AI_<NAME>`` setting, else the default in
-        :data:`ai_contrib.settings.DEFAULTS`. Any option of that table can be given per NPC,
-        memory options (``memory_retrieval_token_budget``, ``memory_rrf_k``, ...) included.
+        :data:`ai_contrib.settings.DEFAULTS`. The options whose record says ``per_npc`` are read
+        this way (``aiconfig`` lists them); the code asks game-wide options with
+        :func:`ai_contrib.settings.get_setting`.
 
         Args:
             name (str): the option's name, lower case (``"max_context_tokens"``).
