@@ -205,6 +205,14 @@ class CmdAIConfig(StaffCommand):
                         f"(from {source}).")
 
 
+def _not_now(caller, npc, why):
+    """Tell ``caller`` that ``npc``'s memory cannot be changed now, and ``why`` (a reply is being
+    written, memory work is under way): true when it was told, false when ``why`` is empty."""
+    if why:
+        caller.msg(f"Not now: {why} for {npc.key}. Try again in a moment.")
+    return bool(why)
+
+
 def _describe_reset(npc, report):
     """The line saying what ``aireset`` removed (or will remove, before the callbacks)."""
     files = report.get("deleted_files", report["archive_files"])
@@ -268,9 +276,7 @@ class CmdAIReset(StaffCommand):
                 f"{pin_note}. It cannot be undone.\nType |waireset{switches} {npc.key}|n to do it."
             )
             return
-        why = busy_reason(script)
-        if why:
-            caller.msg(f"Not now: {why} for {npc.key}. Try again in a moment.")
+        if _not_now(caller, npc, busy_reason(script)):
             return
         caller.msg(f"Resetting {npc.key}'s memory...")
         removed_pins = clear_pins(npc) if clear else None
@@ -395,15 +401,14 @@ class CmdAIForget(StaffCommand):
 
             preview_forget(script, npc, dbref, name).addCallbacks(_preview, _failed)
             return
-        why = busy_reason(script)
-        if why:
-            caller.msg(f"Not now: {why} for {npc.key}. Try again in a moment.")
+        if _not_now(caller, npc, busy_reason(script)):
             return
         caller.msg(f"Making {npc.key} forget {who}...")
 
         def _done(report):
+            # the NPC became busy before the work began (forget_player checks again)
             if "busy" in report:
-                caller.msg(f"Not now: {report['busy']} for {npc.key}. Try again in a moment.")
+                _not_now(caller, npc, report["busy"])
                 return
             error = (f"; |rMem0 failed|n: {shown(report['memory_error'])} (it is tried again "
                      "when the server starts)" if report.get("memory_error") else "")

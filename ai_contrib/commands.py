@@ -226,6 +226,123 @@ def usage_bar(script, usage):
     return f"[{colour}{'#' * filled}|n{''.join(rest)}]"
 
 
+def _add_context_rows(table, npc, script, history, markers, count):
+    """``aihistory``'s rows about the NPC's context: mode, tokens against the budget, the
+    thresholds, messages, the archive and compaction (``markers``: the summaries in
+    ``history``; ``count``: compactions so far)."""
+    budget_info = script.budget_info()
+    budget = budget_info["tokens"]
+    tokens = script.token_count()
+    table.add_row("NPC", f"{npc.key} ({npc.dbref})")
+    table.add_row("Mode", script.db.operating_mode)
+    table.add_row("Tokens", f"{tokens} / {budget} ({tokens / max(1, budget):.1%}) "
+                            f"{usage_bar(script, tokens / max(1, budget))}")
+    table.add_row("Budget", budget_info["source"])
+    table.add_row(
+        "Thresholds",
+        f"sleep {script.cfg('compact_sleep_threshold'):.0%}, "
+        f"emergency {script.cfg('compact_emergency_threshold'):.0%}, "
+        f"preserve {script.cfg('compact_preserve_window')} messages",
+    )
+    table.add_row("Messages", f"{len(history)} in context ({len(markers)} summaries)")
+    table.add_row("Archived", f"{script.archive.last_seq + 1} records")
+    table.add_row("Compaction", "enabled" if script.cfg("compact_enabled") else "DISABLED")
+    table.add_row("Strategy", describe_strategy(script))
+    table.add_row("Benefit guard", describe_benefit(script))
+    table.add_row("Compactions", f"{count} (last: {script.db.last_compaction or 'never'})")
+
+
+def _add_health_rows(table, script):
+    """``aihistory``'s rows about how the NPC is doing: the compaction breaker, failed replies,
+    the last reply and sleep, lines heard and not answered yet."""
+    if breaker_open(script):
+        breaker = f"|rOPEN|n: automatic compaction paused ({shown(script.db.compact_last_error)})"
+    elif script.db.compact_failures:
+        breaker = (f"closed, {script.db.compact_failures} recent failure(s): "
+                   f"{shown(script.db.compact_last_error)}")
+    else:
+        breaker = "closed"
+    table.add_row("Breaker", breaker)
+    if script.db.reply_failures:
+        table.add_row(
+            "Replies",
+            f"|r{script.db.reply_failures} failed in a row|n (last: "
+            f"{shown(script.db.last_reply_error)})",
+        )
+    elif script.db.last_reply_error:
+        table.add_row("Reply error", f"last: {shown(script.db.last_reply_error)} "
+                                     "(replies have worked since)")
+    if script.ndb.last_reply:
+        table.add_row("Last reply", describe_reply(script.ndb.last_reply))
+    last_sleep = script.db.last_sleep
+    if script.ndb.sleep_watchers or (script.db.operating_mode == "sleep"
+                                     and script.ndb.memory_work is not None):
+        table.add_row("Last sleep", "sleep work under way")
+    elif last_sleep:
+        table.add_row("Last sleep",
+                      f"{last_sleep['at'][:19]}: {shown(last_sleep['summary'])}")
+    pending = script.pending_ids()
+    if pending:
+        table.add_row("Heard", f"{len(pending)} lines not answered yet")
+
+
+def _events_section(events, width):
+    """``aihistory``'s table of the last 10 compaction ``events`` (``db.compaction_log``), as
+    lines (none without events)."""
+    if not events:
+        return []
+    ev = admin_table(width, "when", "trigger", "result", "messages", "tokens", "reduction")
+    for e in events[-10:]:
+        if e.get("success"):
+            fidelity = fidelity_cell(e)
+            ev.add_row(
+                e.get("at", "")[:19], f"{e.get('trigger')} ({e.get('strategy', 'summary')})",
+                "ok", e.get("compacted_messages"),
+                f"{e.get('original_tokens')} -> {e.get('new_tokens')}",
+                f"{e.get('reduction_pct', 0):.1f}%"
+                + ("" if fidelity == "-" else f", fidelity {fidelity}")
+                + (" (extract)" if e.get("fidelity_replaced") else ""),
+            )
+        else:
+            ev.add_row(e.get("at", "")[:19], e.get("trigger"), "failed",
+                       "-", "-", shown(e.get("error"), 40))
+    return ["|wCompaction events|n", str(ev)]
+
+
+def _summaries_section(script, markers, width):
+    """``aihistory``'s table of the summary ``markers`` in context, as lines (none without
+    them)."""
+    if not markers:
+        return []
+    mt = admin_table(width, "summary", "compacted", "at", "tokens before -> summary",
+                     "audience", "archive range")
+    for m in markers:
+        meta = m.get("metadata") or {}
+        # who may hear it (docs/design.md, "Summaries by audience"), and how many
+        # lines a narrower group heard were left out of it
+        audience = audience_label(script, meta.get("audience"))
+        if meta.get("left_out"):
+            audience += f"; {meta['left_out']} line(s) left out"
+        mt.add_row(
+            m["id"], meta.get("compacted_count"), (meta.get("compacted_at") or "")[:19],
+            f"{meta.get('original_token_count')} -> {meta.get('summary_token_count')}",
+            audience, f"{meta.get('first_seq')}..{meta.get('last_seq')}",
+        )
+    return ["|wSummaries in context|n", str(mt)]
+
+
+def _syntheses_section(npc, width):
+    """``aihistory``'s table of the NPC's 3 latest journal syntheses, as lines (none without
+    them)."""
+    synth = synthesis_entries(ensure_journal(npc.db.journal), limit=3)
+    if not synth:
+        return []
+    jt = admin_table(width, "journal entry", "importance", "content")
+    for entry in synth:
+        jt.add_row(entry["id"], entry.get("importance"), shown(entry["content"], 70))
+    return ["|wRecent journal syntheses|n", str(jt)]
+
+
 class CmdAIHistory(StaffCommand):
     """
     Inspect an AI NPC's conversation history and compaction state.
@@ -300,105 +417,22 @@ class CmdAIHistory(StaffCommand):
             self.show_overview(npc, script)
 
     def show_overview(self, npc, script):
-        budget_info = script.budget_info()
-        budget = budget_info["tokens"]
-        tokens = script.token_count()
         history = script.history
         markers = [m for m in history if is_marker(m)]
         count = script.db.compaction_count or 0
         width = table_width(self)
         table = admin_table(width)
-        table.add_row("NPC", f"{npc.key} ({npc.dbref})")
-        table.add_row("Mode", script.db.operating_mode)
-        table.add_row("Tokens", f"{tokens} / {budget} ({tokens / max(1, budget):.1%}) "
-                                f"{usage_bar(script, tokens / max(1, budget))}")
-        table.add_row("Budget", budget_info["source"])
-        table.add_row(
-            "Thresholds",
-            f"sleep {script.cfg('compact_sleep_threshold'):.0%}, "
-            f"emergency {script.cfg('compact_emergency_threshold'):.0%}, "
-            f"preserve {script.cfg('compact_preserve_window')} messages",
-        )
-        table.add_row("Messages", f"{len(history)} in context ({len(markers)} summaries)")
-        table.add_row("Archived", f"{script.archive.last_seq + 1} records")
-        table.add_row("Compaction", "enabled" if script.cfg("compact_enabled") else "DISABLED")
-        table.add_row("Strategy", describe_strategy(script))
-        table.add_row("Benefit guard", describe_benefit(script))
-        table.add_row("Compactions", f"{count} (last: {script.db.last_compaction or 'never'})")
-        if breaker_open(script):
-            breaker = f"|rOPEN|n: automatic compaction paused ({shown(script.db.compact_last_error)})"
-        elif script.db.compact_failures:
-            breaker = f"closed, {script.db.compact_failures} recent failure(s): {shown(script.db.compact_last_error)}"
-        else:
-            breaker = "closed"
-        table.add_row("Breaker", breaker)
-        if script.db.reply_failures:
-            table.add_row(
-                "Replies",
-                f"|r{script.db.reply_failures} failed in a row|n (last: "
-                f"{shown(script.db.last_reply_error)})",
-            )
-        elif script.db.last_reply_error:
-            table.add_row("Reply error", f"last: {shown(script.db.last_reply_error)} "
-                                         "(replies have worked since)")
-        if script.ndb.last_reply:
-            table.add_row("Last reply", describe_reply(script.ndb.last_reply))
-        last_sleep = script.db.last_sleep
-        if script.ndb.sleep_watchers or (script.db.operating_mode == "sleep"
-                                         and script.ndb.memory_work is not None):
-            table.add_row("Last sleep", "sleep work under way")
-        elif last_sleep:
-            table.add_row("Last sleep",
-                          f"{last_sleep['at'][:19]}: {shown(last_sleep['summary'])}")
-        pending = script.pending_ids()
-        if pending:
-            table.add_row("Heard", f"{len(pending)} lines not answered yet")
+        _add_context_rows(table, npc, script, history, markers, count)
+        _add_health_rows(table, script)
         lines = [f"|wAI history of {npc.key}|n", str(table)]
         if count >= int(get_setting("COMPACT_WARN_AFTER")):
             lines.append("|y" + wrap(
                 f"Warning: {count} compactions so far. Each summary folds in the previous one "
                 "and detail degrades; check the journal and consider a larger budget.", width
             ) + "|n")
-        events = script.db.compaction_log or []
-        if events:
-            ev = admin_table(width, "when", "trigger", "result", "messages", "tokens", "reduction")
-            for e in events[-10:]:
-                if e.get("success"):
-                    fidelity = fidelity_cell(e)
-                    ev.add_row(
-                        e.get("at", "")[:19], f"{e.get('trigger')} ({e.get('strategy', 'summary')})",
-                        "ok", e.get("compacted_messages"),
-                        f"{e.get('original_tokens')} -> {e.get('new_tokens')}",
-                        f"{e.get('reduction_pct', 0):.1f}%"
-                        + ("" if fidelity == "-" else f", fidelity {fidelity}")
-                        + (" (extract)" if e.get("fidelity_replaced") else ""),
-                    )
-                else:
-                    ev.add_row(e.get("at", "")[:19], e.get("trigger"), "failed",
-                               "-", "-", shown(e.get("error"), 40))
-            lines += ["|wCompaction events|n", str(ev)]
-        if markers:
-            mt = admin_table(width, "summary", "compacted", "at", "tokens before -> summary",
-                             "audience", "archive range")
-            for m in markers:
-                meta = m.get("metadata") or {}
-                # who may hear it (docs/design.md, "Summaries by audience"), and how many
-                # lines a narrower group heard were left out of it
-                audience = audience_label(script, meta.get("audience"))
-                if meta.get("left_out"):
-                    audience += f"; {meta['left_out']} line(s) left out"
-                mt.add_row(
-                    m["id"], meta.get("compacted_count"), (meta.get("compacted_at") or "")[:19],
-                    f"{meta.get('original_token_count')} -> {meta.get('summary_token_count')}",
-                    audience, f"{meta.get('first_seq')}..{meta.get('last_seq')}",
-                )
-            lines += ["|wSummaries in context|n", str(mt)]
-        synth = synthesis_entries(ensure_journal(npc.db.journal), limit=3)
-        if synth:
-            jt = admin_table(width, "journal entry", "importance", "content")
-            for entry in synth:
-                jt.add_row(entry["id"], entry.get("importance"), shown(entry["content"], 70))
-            lines += ["|wRecent journal syntheses|n", str(jt)]
+        lines += _events_section(script.db.compaction_log or [], width)
+        lines += _summaries_section(script, markers, width)
+        lines += _syntheses_section(npc, width)
         self.caller.msg("\n".join(lines))
 
     def show_prompt(self, npc, script, args, full=False):

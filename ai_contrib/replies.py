@@ -429,6 +429,35 @@ def notes_in_order(recall_notes, world_notes):
                                          NOTE_ORDER.get(n.get("part") or "memories", 0)))
 
 
+class _TurnPrompt:
+    """
+    The reply prompt of one turn, built for a history budget and window: called as
+    ``prompt(budget, window=None)`` (:func:`_ask` asks again with less), it returns the chat
+    messages and keeps what the last build was: ``messages``, ``parts`` (the receipt's) and
+    ``sources`` (what the prompt was built from, for :func:`ai_contrib.core.audience.may_hear`);
+    all None before the first build.
+    """
+
+    def __init__(self, script, character, turn_ids, listeners, notes, standing):
+        self.script, self.character = script, character
+        self.turn_ids, self.listeners = turn_ids, listeners
+        self.notes, self.standing = notes, standing
+        self.messages = self.parts = self.sources = None
+
+    def __call__(self, budget, window=None):
+        history = window_messages(self.script.history, window)
+        messages, parts = assemble_reply_prompt(
+            self.character.db.persona, self.character.key, history,
+            self.script.runtime.token_counts(history), budget, notes=self.notes,
+            listeners=list(self.listeners), keep_ids=self.turn_ids, standing=self.standing)
+        # what the prompt was built from, for the check of who may hear the reply when it is
+        # spoken (may_hear): what the listeners could all hear, the turn's lines, the notes
+        keep = set(self.turn_ids)
+        sources = [m for m in history if m.get("id") in keep or heard_by(m, self.listeners)]
+        self.messages, self.parts, self.sources = messages, parts, sources + list(self.notes)
+        return messages
+
+
 @defer.inlineCallbacks
 def _answer(script, character, lines, turn_ids, listeners, hearers=None):
     """
@@ -442,43 +471,93 @@ def _answer(script, character, lines, turn_ids, listeners, hearers=None):
     recall = yield recall_for_turn(script, character, turn_query(lines), listeners, turn_ids[0],
                                    window=shown[0])
     world = world_for_turn(script, character, lines, listeners, turn_ids[0], shown[0])
-    notes = notes_in_order(recall["notes"], world["notes"])
-    asked = {}
+    prompt = _TurnPrompt(script, character, turn_ids, listeners,
+                         notes_in_order(recall["notes"], world["notes"]), world["standing"])
+    reply, receipt = yield _write_reply(script, character, prompt, shown, recall, world)
+    if not reply:
+        if character.location:
+            line = get_setting("FALLBACK_REPLY").format(name=character.key)
+            character.location.msg_contents(line, exclude=[character])
+        return 0
+    _record_success(script, character)
+    # the room may have changed while the reply was written, and a line may have been said
+    # before someone walked in: only those present now who could hear everything the prompt
+    # was built from may hear it (docs/design.md, "Privacy by audience")
+    present = hearers(character) if hearers is not None else dict(listeners)
+    heard = may_hear(prompt.sources or lines, present)
+    if not heard:
+        logger.log_info(f"AI {character}: reply not said: nobody in the room now could hear all "
+                        f"it was built from ({len(present)} present)")
+        return 0
+    aloud = len(heard) == len(present)
+    metadata = _reply_metadata(lines, turn_ids, heard, aloud)
+    said = script.add_message("assistant", reply, name=character.key, metadata=metadata)
+    keep_receipt(script, said, receipt, prompt.messages)
+    # the NPC spoke with the people it answered (docs/design.md, "Scene, events and people")
+    note_exchange(script, {m["metadata"]["speaker"]: m.get("name") for m in lines
+                           if (m.get("metadata") or {}).get("speaker") in heard})
+    if aloud:
+        _say_aloud(character, reply, metadata.get("depth", 1))
+    else:
+        murmur(character, reply, heard)
+    return 1
 
-    def messages_for_budget(budget, window=None):
-        history = window_messages(script.history, window)
-        messages, parts = assemble_reply_prompt(
-            character.db.persona, character.key, history, script.runtime.token_counts(history),
-            budget, notes=notes, listeners=list(listeners), keep_ids=turn_ids,
-            standing=world["standing"])
-        # what the prompt was built from, for the check of who may hear the reply when it is
-        # spoken (may_hear): what the listeners could all hear, the turn's lines, the notes
-        keep = set(turn_ids)
-        sources = [m for m in history if m.get("id") in keep or heard_by(m, listeners)]
-        asked.update(messages=messages, parts=parts, sources=sources + list(notes))
-        return messages
 
+@defer.inlineCallbacks
+def _share_warm_up(script, prompt, shown):
+    """
+    Before a reply is asked for: wait for a cache warm-up evaluating the start of this
+    ``prompt`` (a :class:`_TurnPrompt`; ``shown`` is :func:`prompt_window`'s ``(window,
+    budget)``), or give the server up to the reply when the warm-up's prompt starts otherwise.
+
+    Returns:
+        Deferred[bool]: whether it waited.
+    """
+    if script.ndb.warming is None:
+        return False
+    if starts_with(prompt(shown[1], shown[0]), script.ndb.warming_messages):
+        # a cache warm-up is evaluating the start of this prompt (ai_contrib.warmup): the
+        # server would evaluate the same tokens again beside it, so the reply takes its
+        # work instead; the wait counts in the reply's time
+        yield script.ndb.warming
+        return True
+    if script.ndb.warming_request is not None:
+        # a prompt that starts otherwise (other listeners, a window, a note given up) gains
+        # nothing from it: the warm-up gives the server up to the reply
+        script.ndb.warming_request.cancel()
+    return False
+
+
+@defer.inlineCallbacks
+def _write_reply(script, character, prompt, shown, recall, world):
+    """
+    The model's reply to the turn ``prompt`` (:class:`_TurnPrompt`) is built for, cleaned, and
+    its receipt; the room is shown that the NPC is thinking when it takes long
+    (:func:`show_thinking_later`). A failure (an LLM error, no usable text) is recorded
+    (:func:`_record_failure`).
+
+    Args:
+        shown (tuple): :func:`prompt_window`'s ``(window, budget)``.
+        recall (dict): :func:`recall_for_turn`'s result.
+        world (dict): :func:`world_for_turn`'s result.
+
+    Returns:
+        Deferred[tuple]: ``(reply, receipt)``: ``reply`` ``""`` when it failed (``receipt``
+        then None where no answer came).
+    """
     started = time.monotonic()
     waited = 0.0
-    if script.ndb.warming is not None:
-        if starts_with(messages_for_budget(shown[1], shown[0]), script.ndb.warming_messages):
-            # a cache warm-up is evaluating the start of this prompt (ai_contrib.warmup): the
-            # server would evaluate the same tokens again beside it, so the reply takes its
-            # work instead; the wait counts in the reply's time
-            yield script.ndb.warming
-            waited = time.monotonic() - started
-        elif script.ndb.warming_request is not None:
-            # a prompt that starts otherwise (other listeners, a window, a note given up) gains
-            # nothing from it: the warm-up gives the server up to the reply
-            script.ndb.warming_request.cancel()
+    if (yield _share_warm_up(script, prompt, shown)):
+        waited = time.monotonic() - started
     thinking = show_thinking_later(character)
+    receipt = None
     try:
-        result = yield _ask(script, character, messages_for_budget, shown)
+        result = yield _ask(script, character, prompt, shown)
         _report_reply(script, character, result, time.monotonic() - started, waited)
         receipt = make_receipt(
             script.cfg("llm_model") or getattr(result, "model", None),
             script.ndb.last_reply["seconds"], script.ndb.last_reply.get("prompt"),
-            asked.get("parts"), recall["items"], listeners.values())
+            prompt.parts, recall["items"], prompt.listeners.values())
         if world["skipped"]:
             receipt["world_skipped"] = world["skipped"]
         # a reply stopped by AI_LLM_MAX_REPLY_TOKENS ends at its last full sentence
@@ -492,22 +571,15 @@ def _answer(script, character, lines, turn_ids, listeners, hearers=None):
     finally:
         if thinking is not None and thinking.active():
             thinking.cancel()
-    if not reply:
-        if character.location:
-            line = get_setting("FALLBACK_REPLY").format(name=character.key)
-            character.location.msg_contents(line, exclude=[character])
-        return 0
-    _record_success(script, character)
-    # the room may have changed while the reply was written, and a line may have been said
-    # before someone walked in: only those present now who could hear everything the prompt
-    # was built from may hear it (docs/design.md, "Privacy by audience")
-    present = hearers(character) if hearers is not None else dict(listeners)
-    heard = may_hear(asked.get("sources") or lines, present)
-    if not heard:
-        logger.log_info(f"AI {character}: reply not said: nobody in the room now could hear all "
-                        f"it was built from ({len(present)} present)")
-        return 0
-    aloud = len(heard) == len(present)
+    return reply, receipt
+
+
+def _reply_metadata(lines, turn_ids, heard, aloud):
+    """
+    The stored reply's metadata: ``reply_to`` (``turn_ids``), ``audience`` (the dbrefs of
+    ``heard``), ``murmured`` when not said ``aloud``, and ``depth`` when it answers another AI
+    NPC's line (docs/design.md, "A room of NPCs").
+    """
     metadata = {"reply_to": turn_ids, "audience": sorted(heard)}
     if not aloud:
         metadata["murmured"] = True
@@ -516,22 +588,18 @@ def _answer(script, character, lines, turn_ids, listeners, hearers=None):
     depth = 1 + max(int((m.get("metadata") or {}).get("depth") or 0) for m in lines)
     if depth > 1:
         metadata["depth"] = depth
-    said = script.add_message("assistant", reply, name=character.key, metadata=metadata)
-    keep_receipt(script, said, receipt, asked.get("messages"))
-    # the NPC spoke with the people it answered (docs/design.md, "Scene, events and people")
-    note_exchange(script, {m["metadata"]["speaker"]: m.get("name") for m in lines
-                           if (m.get("metadata") or {}).get("speaker") in heard})
-    if aloud:
-        # the model's words are data too: raw() doubles every | so none becomes a colour or link;
-        # the other AI NPCs in the room hear it with its depth (ndb.speaking, read as they hear)
-        character.ndb.speaking = {"depth": depth}
-        try:
-            character.at_say(raw(reply))
-        finally:
-            character.ndb.speaking = None
-    else:
-        murmur(character, reply, heard)
-    return 1
+    return metadata
+
+
+def _say_aloud(character, reply, depth):
+    """Say ``reply`` in the NPC's room; the other AI NPCs there hear it at ``depth``."""
+    # the model's words are data too: raw() doubles every | so none becomes a colour or link;
+    # the other AI NPCs in the room hear it with its depth (ndb.speaking, read as they hear)
+    character.ndb.speaking = {"depth": depth}
+    try:
+        character.at_say(raw(reply))
+    finally:
+        character.ndb.speaking = None
 
 
 def _names(names):

@@ -160,6 +160,38 @@ def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_token
     if count is None:
         from .tokens import count_tokens as count
     keep = frozenset(keep_ids or ())
+    history, token_counts = _prompt_history(history, token_counts, keep, listeners)
+    out, parts = _system_message(persona, npc_name, standing, count)
+    kept = _newest_within(history, token_counts, budget_tokens)
+    markers = [(msg, rendered, tokens) for msg, rendered, tokens in kept if is_marker(msg)]
+    tail = [(msg, rendered, tokens) for msg, rendered, tokens in kept if not is_marker(msg)]
+    for msg, rendered, tokens in markers:
+        out.append(rendered)
+        _add_part(parts, "summary", msg, tokens)
+    # retrieved memories go right before the lines they were retrieved for, and stay there on
+    # later replies: what is after the newest reply changes every turn, what is before it can
+    # stay a prefix the server reuses from its cache (llama.cpp, vLLM and hosted APIs all cache
+    # a common prefix; docs/design.md, "Prompt structure" and "Recall notes")
+    by_anchor = _notes_by_anchor(notes, tail)
+    for msg, rendered, tokens in tail:
+        _show_notes(by_anchor.get(msg.get("id"), ()), out, parts, count)
+        out.append(rendered)
+        _add_part(parts, "turn" if msg.get("id") in keep else "history", msg, tokens)
+    if not tail:
+        _show_notes(by_anchor.get(None, ()), out, parts, count)
+    return out, parts
+
+
+def _prompt_history(history, token_counts, keep, listeners):
+    """
+    The messages a reply prompt may show, with their token counts: in
+    :func:`conversation_order`, without the players' lines said after the last of ``keep`` (the
+    turn's line ids), and, where ``listeners`` (dbrefs) is not None, without what they could
+    not all have heard except the turn's lines.
+
+    Returns:
+        tuple: ``(history, token_counts)``: lists, the same dicts and counts.
+    """
     ordered = conversation_order(history)
     if keep:
         # lines said after the turn was taken belong to the next turn: shown now, the prompt
@@ -177,6 +209,18 @@ def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_token
                  if m.get("id") in keep or heard_by(m, listeners)]
         history = [m for m, _ in pairs]
         token_counts = [t for _, t in pairs]
+    return history, token_counts
+
+
+def _system_message(persona, npc_name, standing, count):
+    """
+    The prompt's system message (persona, reply instructions and the ``standing`` sections)
+    and its receipt parts.
+
+    Returns:
+        tuple: ``(out, parts)``: ``[system message]`` and ``[{"part": "system", "tokens"},
+        {"part": section's part, "tokens"[, "detail"]}, ...]``.
+    """
     system = (persona or "").strip()
     system = (system + "\n\n" if system else "") + REPLY_INSTRUCTIONS.format(name=npc_name)
     out = [{"role": "system", "content": system}]
@@ -191,6 +235,16 @@ def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_token
         if section.get("detail"):
             part["detail"] = section["detail"]
         parts.append(part)
+    return out, parts
+
+
+def _newest_within(history, token_counts, budget_tokens):
+    """
+    The newest messages whose tokens fit ``budget_tokens`` (the newest always), rendered.
+
+    Returns:
+        list[tuple]: ``(msg, rendered chat message, tokens)``, oldest first.
+    """
     # newest first until the budget is spent: summaries and messages alike, so an overflowing
     # history loses its oldest part, never the turn being answered
     kept = []
@@ -204,15 +258,14 @@ def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_token
             kept.append((msg, rendered, tokens))
             used += tokens
     kept.reverse()
-    markers = [(msg, rendered, tokens) for msg, rendered, tokens in kept if is_marker(msg)]
-    tail = [(msg, rendered, tokens) for msg, rendered, tokens in kept if not is_marker(msg)]
-    for msg, rendered, tokens in markers:
-        out.append(rendered)
-        _add_part(parts, "summary", msg, tokens)
-    # retrieved memories go right before the lines they were retrieved for, and stay there on
-    # later replies: what is after the newest reply changes every turn, what is before it can
-    # stay a prefix the server reuses from its cache (llama.cpp, vLLM and hosted APIs all cache
-    # a common prefix; docs/design.md, "Prompt structure" and "Recall notes")
+    return kept
+
+
+def _notes_by_anchor(notes, tail):
+    """
+    ``{anchor id: [note, ...]}``: where each note is shown, before which of the ``tail``
+    messages (``(msg, rendered, tokens)``); a note left out has no place.
+    """
     tail_ids = {msg.get("id") for msg, _, _ in tail}
     # a new note whose lines were cut goes before the newest message (or last, with no history);
     # an older one whose anchor left the prompt goes with it
@@ -223,23 +276,18 @@ def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_token
             fallback if note.get("new") else "")
         if anchor != "":
             by_anchor.setdefault(anchor, []).append(note)
+    return by_anchor
 
-    def show(anchor):
-        for note in by_anchor.get(anchor, ()):
-            out.append({"role": "system", "content": note["text"]})
-            part = {"part": note.get("part") or "memories", "tokens": int(note.get("tokens") or 0)
-                    or count(note["text"]), "new": bool(note.get("new"))}
-            if note.get("detail"):
-                part["detail"] = note["detail"]
-            parts.append(part)
 
-    for msg, rendered, tokens in tail:
-        show(msg.get("id"))
-        out.append(rendered)
-        _add_part(parts, "turn" if msg.get("id") in keep else "history", msg, tokens)
-    if not tail:
-        show(None)
-    return out, parts
+def _show_notes(notes, out, parts, count):
+    """Append ``notes`` to the prompt ``out`` as system messages, and their receipt parts."""
+    for note in notes:
+        out.append({"role": "system", "content": note["text"]})
+        part = {"part": note.get("part") or "memories", "tokens": int(note.get("tokens") or 0)
+                or count(note["text"]), "new": bool(note.get("new"))}
+        if note.get("detail"):
+            part["detail"] = note["detail"]
+        parts.append(part)
 
 
 def prompt_head(history):

@@ -160,9 +160,10 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
 
     Returns:
         dict: ``{"notes": list[dict]`` (the new state: notes whose anchor left the history and
-        notes given up are gone, marked by :func:`lost_marks`), ``"shown": list[dict]`` (what the prompt shows, in order),
-        ``"new": dict | None`` (the note added for this turn), ``"dropped": int`` (notes given
-        up), ``"left_out": int`` (new candidates that found no room)}``.
+        notes given up are gone, marked by :func:`lost_marks`), ``"shown": list[dict]`` (what
+        the prompt shows, in order), ``"new": dict | None`` (the note added for this turn),
+        ``"dropped": int`` (notes given up), ``"left_out": int`` (new candidates that found no
+        room)}``.
     """
     allowance = float("inf") if new_tokens is None else max(0, int(new_tokens))
     alive = [note for note in notes if note["anchor"] in history_ids]
@@ -171,34 +172,15 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     # these listeners were shown: not a question asked afresh, on this turn or any later one
     compacted = any(_covers(note.get("audience"), listeners) for note in gone)
     shown = visible_notes(alive, history_ids, listeners)
-    keys = {item["key"] for note in shown for item in note["items"]}
-    dropped = []
-    spent = 0
+    keys = _shown_keys(shown)
+    dropped, spent = [], 0
     if shown and items and not any(item["key"] in keys for item in items[:TOPIC_ITEMS]):
-        while shown and budget_tokens - sum(note["tokens"] for note in shown) \
-                < budget_tokens * TOPIC_ROOM:
-            cost = (anchor_cost or {}).get(shown[-1]["anchor"], 0) if anchor_cost is not None \
-                else 0
-            if cost >= allowance:
-                break  # evaluating the prompt after it again costs more than the note is worth
-            spent = max(spent, cost)
-            dropped.append(shown.pop())
-        keys = {item["key"] for note in shown for item in note["items"]}
-    # the first note may take the whole budget: a memory question asked afresh gets all the
-    # room there is; beside other notes, one takes at most TOPIC_ROOM, so that the next subject
-    # finds room without giving a note up; neither takes more than the reply may evaluate
-    room = budget_tokens - sum(note["tokens"] for note in shown)
-    if shown or compacted:
-        room = min(room, budget_tokens * TOPIC_ROOM, allowance)
-    if dropped:
-        room = min(room, allowance - spent)
-    chosen, text, tokens = [], "", 0
+        # a change of subject
+        shown, dropped, spent = _make_room(shown, budget_tokens, allowance, anchor_cost)
+        keys = _shown_keys(shown)
     fresh = [item for item in items if item["key"] not in keys]
-    for item in fresh:
-        trial = render(chosen + [item])
-        cost = count(trial)
-        if cost <= room:
-            chosen, text, tokens = chosen + [item], trial, cost
+    room = _note_room(budget_tokens, shown, allowance, compacted, dropped, spent)
+    chosen, text, tokens = _fill(fresh, room, render, count)
     given_up = {id(note) for note in dropped}
     state = lost_marks(gone + dropped) + [note for note in alive if id(note) not in given_up]
     new = None
@@ -210,3 +192,70 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
         shown = shown + [new]
     return {"notes": state, "shown": shown, "new": new, "dropped": len(dropped),
             "left_out": len(fresh) - len(chosen)}
+
+
+def _shown_keys(shown):
+    """The keys of the items the ``shown`` notes hold."""
+    return {item["key"] for note in shown for item in note["items"]}
+
+
+def _make_room(shown, budget_tokens, allowance, anchor_cost):
+    """
+    On a change of subject: give up the newest ``shown`` notes, one at a time, until
+    :data:`TOPIC_ROOM` of ``budget_tokens`` is free, while what giving one up costs (the tokens
+    after its anchor, ``anchor_cost``; None: nothing) stays under ``allowance``
+    (:func:`plan_recall`).
+
+    Returns:
+        tuple: ``(shown, dropped, spent)``: the notes still shown (a new list), those given up
+        (newest first), and the tokens giving them up costs (the most any one costs: the
+        prompt after the oldest anchor given up is evaluated again once).
+    """
+    shown, dropped, spent = list(shown), [], 0
+    while shown and budget_tokens - sum(note["tokens"] for note in shown) \
+            < budget_tokens * TOPIC_ROOM:
+        cost = (anchor_cost or {}).get(shown[-1]["anchor"], 0) if anchor_cost is not None \
+            else 0
+        if cost >= allowance:
+            break  # evaluating the prompt after it again costs more than the note is worth
+        spent = max(spent, cost)
+        dropped.append(shown.pop())
+    return shown, dropped, spent
+
+
+def _note_room(budget_tokens, shown, allowance, compacted, dropped, spent):
+    """
+    Tokens the turn's new note may take (:func:`plan_recall`), beside the ``shown`` notes:
+    ``compacted`` when the listeners lost notes before, ``dropped`` the notes just given up,
+    which cost ``spent`` of the ``allowance``.
+
+    Returns:
+        float: tokens (possibly negative: no room).
+    """
+    # the first note may take the whole budget: a memory question asked afresh gets all the
+    # room there is; beside other notes, one takes at most TOPIC_ROOM, so that the next subject
+    # finds room without giving a note up; neither takes more than the reply may evaluate
+    room = budget_tokens - sum(note["tokens"] for note in shown)
+    if shown or compacted:
+        room = min(room, budget_tokens * TOPIC_ROOM, allowance)
+    if dropped:
+        room = min(room, allowance - spent)
+    return room
+
+
+def _fill(fresh, room, render, count):
+    """
+    The new note's items: each of the ``fresh`` candidates (best first) whose note, rendered
+    with those chosen before it, still fits ``room`` tokens.
+
+    Returns:
+        tuple: ``(chosen, text, tokens)``: the items, the rendered note and its tokens
+        (``([], "", 0)`` when none fits).
+    """
+    chosen, text, tokens = [], "", 0
+    for item in fresh:
+        trial = render(chosen + [item])
+        cost = count(trial)
+        if cost <= room:
+            chosen, text, tokens = chosen + [item], trial, cost
+    return chosen, text, tokens

@@ -116,6 +116,12 @@ def _emergency(state):
     return state.compact_enabled and state.usage >= state.emergency_threshold
 
 
+def _idle_long_enough(state):
+    """The awake clock runs and the NPC has been idle for ``sleep_after_idle`` (not 0: never)."""
+    return (state.idle_for is not None and bool(state.sleep_after_idle)
+            and state.idle_for >= state.sleep_after_idle)
+
+
 def tick_needed(state):
     """
     The cheap test before a tick (every ``at_repeat``): False when an awake NPC has nothing
@@ -124,9 +130,7 @@ def tick_needed(state):
     """
     if state.pending or not state.awake or state.checkpoint_due or _emergency(state):
         return True
-    if state.idle_for is None:
-        return True
-    return bool(state.sleep_after_idle) and state.idle_for >= state.sleep_after_idle
+    return state.idle_for is None or _idle_long_enough(state)
 
 
 def due(state):
@@ -168,8 +172,7 @@ def due(state):
     return Due(
         memory_work="emergency" if _emergency(state) and not state.memory_work else None,
         answer=state.pending and not state.waiting_for_players,
-        fall_asleep=(state.idle_for is not None and bool(state.sleep_after_idle)
-                     and not state.pending and state.idle_for >= state.sleep_after_idle),
+        fall_asleep=not state.pending and _idle_long_enough(state),
         start_clock=state.idle_for is None,
         **common,
     )

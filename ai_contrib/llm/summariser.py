@@ -154,16 +154,7 @@ def generate_context_summary(messages, counts, prompt, *, model=None, max_output
 
     if max_output is None:
         max_output = summary_output_tokens(sum(counts))
-    context = summarizer_context()
-    budget = summary_input_budget(prompt, max_output, context)
-    if budget < MIN_SUMMARY_INPUT_TOKENS:
-        raise LLMError(
-            f"a summary request cannot fit the summariser's context window: "
-            f"AI_COMPACT_SUMMARIZER_CONTEXT={context} tokens leaves {max(0, budget)} for the "
-            f"transcript after the prompt ({count_tokens(prompt)}), the previous and the new "
-            f"summary (2 x AI_COMPACT_SUMMARY_MAX_TOKENS={max_output}) and "
-            f"{SUMMARY_HEADROOM_TOKENS} of framing; raise the one or lower the other"
-        )
+    budget = _request_input_budget(prompt, max_output)
     remaining, remaining_counts = list(messages), list(counts)
     summary = None
     halved = False
@@ -174,15 +165,8 @@ def generate_context_summary(messages, counts, prompt, *, model=None, max_output
             raise LLMError(f"a summary request cannot fit: {err}") from None
         try:
             for chunk in chunks:
-                request = build_request(chunk, summary)
-                result = yield send_summary_request(
-                    request, completion, model=model, max_tokens=max_output,
-                    temperature=SUMMARY_TEMPERATURE,
-                )
-                text = clean_summary(result.content)
-                if not text:
-                    raise LLMResponseError("the summariser returned an empty summary")
-                summary = text
+                summary = yield _summarise_chunk(build_request(chunk, summary), completion,
+                                                 model, max_output)
                 # chunks hold the messages in order, one entry each (some truncated copies)
                 remaining = remaining[len(chunk):]
                 remaining_counts = remaining_counts[len(chunk):]
@@ -196,6 +180,47 @@ def generate_context_summary(messages, counts, prompt, *, model=None, max_output
                 f"retrying the {len(remaining)} messages left with {budget}-token chunks"
             )
     return summary
+
+
+def _request_input_budget(prompt, max_output):
+    """
+    Tokens of transcript one summary request may carry (:func:`summary_input_budget` of
+    :func:`summarizer_context`).
+
+    Raises:
+        LLMError: the window cannot hold a request at all (less than
+            :data:`MIN_SUMMARY_INPUT_TOKENS` left), saying which settings to change.
+    """
+    context = summarizer_context()
+    budget = summary_input_budget(prompt, max_output, context)
+    if budget < MIN_SUMMARY_INPUT_TOKENS:
+        raise LLMError(
+            f"a summary request cannot fit the summariser's context window: "
+            f"AI_COMPACT_SUMMARIZER_CONTEXT={context} tokens leaves {max(0, budget)} for the "
+            f"transcript after the prompt ({count_tokens(prompt)}), the previous and the new "
+            f"summary (2 x AI_COMPACT_SUMMARY_MAX_TOKENS={max_output}) and "
+            f"{SUMMARY_HEADROOM_TOKENS} of framing; raise the one or lower the other"
+        )
+    return budget
+
+
+@defer.inlineCallbacks
+def _summarise_chunk(request, completion, model, max_output):
+    """
+    Send one chunk's summary ``request`` (:func:`send_summary_request`).
+
+    Returns:
+        Deferred firing the cleaned summary text; errbacks with LLMError
+        (``LLMResponseError`` when it is empty).
+    """
+    result = yield send_summary_request(
+        request, completion, model=model, max_tokens=max_output,
+        temperature=SUMMARY_TEMPERATURE,
+    )
+    text = clean_summary(result.content)
+    if not text:
+        raise LLMResponseError("the summariser returned an empty summary")
+    return text
 
 
 @defer.inlineCallbacks

@@ -451,26 +451,15 @@ class _Extraction:
             Deferred[tuple]: ``(results: list[str], stop: str | None)``; one result text per
             call, and ``"scope_guard"`` / ``"noop"`` when the loop must end after this reply.
         """
-        from ..settings import get_setting
-        from .journal import add_entry, ensure_journal
+        from .journal import ensure_journal
 
         known_names = list(_plain(self.character.db.entity_profiles) or {})
-        # AI_IMPORTANCE_SCORING: "model" keeps the call's own number; the scorers score every
-        # fact. Scoring may wait on the LLM: do it before reading the journal, so that nothing
+        # scoring may wait on the LLM: it is done before the journal is read, so that nothing
         # written to the Attribute meanwhile is overwritten by a stale copy
-        method = str(get_setting("IMPORTANCE_SCORING") or "model").strip().lower()
-        scored = {}
-        for i, call in enumerate(calls):
-            if call["name"] == toolspec.ADD_JOURNAL_ENTRY and not call["error"]:
-                given = call["arguments"].get("importance")
-                if method != "model" or given is None:
-                    scored[i] = yield score_importance(
-                        call["arguments"]["content"], method=method, client=self.client,
-                        known_names=known_names,
-                    )
+        scored = yield self.score(calls, known_names)
         journal = ensure_journal(_plain(self.character.db.journal) or None)
         profiles = _plain(self.character.db.entity_profiles) or {}
-        journal_changed = profiles_changed = False
+        changed = set()  # "journal", "profiles": the Attributes to write back
         results = []
         stop = None
         for i, call in enumerate(calls):
@@ -488,69 +477,115 @@ class _Extraction:
             elif self.ungrounded(mode, name, args):
                 results.append(f"error: not recorded: {self.ungrounded(mode, name, args)}.")
             elif name == toolspec.ADD_JOURNAL_ENTRY:
-                content = args["content"]
-                if _already_journaled(journal, content):
-                    results.append("ok: already in your journal.")
-                    continue
                 importance = scored[i] if i in scored else args.get("importance")
-                source = provenance(content, self.span, args.get("source"))
-                self.audiences.append({"audience": source["audience"]})
-                entry = add_entry(
-                    journal,
-                    content,
-                    importance,
-                    "fact",
-                    tags=without_visibility_tags(args.get("tags")),
-                    speaker=source["speaker"],
-                    audience=source["audience"],
-                    visibility=source["visibility"],
-                    source_ids=source["source_ids"],
-                    said_in_public=said_in_public(content, self.span, args.get("source")) or None,
-                )
-                journal_changed = True
-                self.facts.append(entry["id"])
-                results.append(
-                    f"ok: recorded in your journal as {entry['id']} (importance {entry['importance']})."
-                )
+                results.append(self.journal_fact(journal, args, importance, changed))
             elif name == toolspec.UPDATE_ENTITY_OBSERVATION:
-                from .mem0_store import memory_setting
-
-                entity, observation = args["entity"], args["observation"]
-                added = update_entity_observation(
-                    profiles,
-                    entity,
-                    observation,
-                    max_observations=memory_setting("MEMORY_ENTITY_MAX_OBSERVATIONS"),
-                )
-                if not added:
-                    results.append(f"ok: already noted about {entity}.")
-                    continue
-                profiles_changed = True
-                self.observations += 1
-                shown = find_entity(profiles, entity) or entity
-                text = f"{shown}: {observation}"
-                if not _already_journaled(journal, text):
-                    source = provenance(text, self.span, args.get("source"))
-                    self.audiences.append({"audience": source["audience"]})
-                    add_entry(
-                        journal,
-                        text,
-                        heuristic_importance(text, known_names),
-                        "observation",
-                        tags=("observation",),
-                        entity=shown,
-                        audience=source["audience"],
-                        visibility=source["visibility"],
-                        source_ids=source["source_ids"],
-                    )
-                    journal_changed = True
-                results.append(f"ok: noted about {shown}.")
+                results.append(self.note_observation(journal, profiles, args, known_names,
+                                                     changed))
         # one Attribute write per reply: each write re-pickles the whole dict
-        if journal_changed:
+        if "journal" in changed:
             self.character.db.journal = journal
-        if profiles_changed:
+        if "profiles" in changed:
             self.character.db.entity_profiles = profiles
         return results, stop
+
+    @defer.inlineCallbacks
+    def score(self, calls, known_names):
+        """
+        The importance of each journal call the scorer decides (``AI_IMPORTANCE_SCORING``:
+        ``"model"`` keeps the call's own number where it gave one; the scorers score every
+        fact).
+
+        Returns:
+            Deferred[dict]: ``{index of the call in calls: importance}``.
+        """
+        from ..settings import get_setting
+
+        method = str(get_setting("IMPORTANCE_SCORING") or "model").strip().lower()
+        scored = {}
+        for i, call in enumerate(calls):
+            if call["name"] == toolspec.ADD_JOURNAL_ENTRY and not call["error"]:
+                given = call["arguments"].get("importance")
+                if method != "model" or given is None:
+                    scored[i] = yield score_importance(
+                        call["arguments"]["content"], method=method, client=self.client,
+                        known_names=known_names,
+                    )
+        return scored
+
+    def journal_fact(self, journal, args, importance, changed):
+        """
+        Add an ``add_journal_entry`` call's fact to ``journal`` (a plain copy), its speaker and
+        audience taken from the messages it cites (:func:`provenance`); adds ``"journal"`` to
+        the set ``changed`` when it wrote.
+
+        Returns:
+            str: the call's result text.
+        """
+        from .journal import add_entry
+
+        content = args["content"]
+        if _already_journaled(journal, content):
+            return "ok: already in your journal."
+        source = provenance(content, self.span, args.get("source"))
+        self.audiences.append({"audience": source["audience"]})
+        entry = add_entry(
+            journal,
+            content,
+            importance,
+            "fact",
+            tags=without_visibility_tags(args.get("tags")),
+            speaker=source["speaker"],
+            audience=source["audience"],
+            visibility=source["visibility"],
+            source_ids=source["source_ids"],
+            said_in_public=said_in_public(content, self.span, args.get("source")) or None,
+        )
+        changed.add("journal")
+        self.facts.append(entry["id"])
+        return f"ok: recorded in your journal as {entry['id']} (importance {entry['importance']})."
+
+    def note_observation(self, journal, profiles, args, known_names, changed):
+        """
+        Add an ``update_entity_observation`` call's observation to ``profiles``, and to
+        ``journal`` as an observation entry unless it holds it already (both plain copies);
+        adds ``"profiles"`` and ``"journal"`` to the set ``changed`` for what it wrote.
+
+        Returns:
+            str: the call's result text.
+        """
+        from .journal import add_entry
+        from .mem0_store import memory_setting
+
+        entity, observation = args["entity"], args["observation"]
+        added = update_entity_observation(
+            profiles,
+            entity,
+            observation,
+            max_observations=memory_setting("MEMORY_ENTITY_MAX_OBSERVATIONS"),
+        )
+        if not added:
+            return f"ok: already noted about {entity}."
+        changed.add("profiles")
+        self.observations += 1
+        shown = find_entity(profiles, entity) or entity
+        text = f"{shown}: {observation}"
+        if not _already_journaled(journal, text):
+            source = provenance(text, self.span, args.get("source"))
+            self.audiences.append({"audience": source["audience"]})
+            add_entry(
+                journal,
+                text,
+                heuristic_importance(text, known_names),
+                "observation",
+                tags=("observation",),
+                entity=shown,
+                audience=source["audience"],
+                visibility=source["visibility"],
+                source_ids=source["source_ids"],
+            )
+            changed.add("journal")
+        return f"ok: noted about {shown}."
 
     def record(self, calls, results):
         """Append the assistant tool-call message and the tool results to the history."""
@@ -682,59 +717,18 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
         - failed: ``{"success": False, "error": str, "facts_recorded": int, "iterations": int,
           "stopped_by": "error"}`` (facts recorded before the failure stay in the journal).
     """
-
-    def skipped(reason):
-        return defer.succeed(
-            {
-                "success": True,
-                "skipped": True,
-                "reason": reason,
-                "facts_recorded": 0,
-                "iterations": 0,
-                "stopped_by": None,
-            }
-        )
-
     try:
         if not _cfg(script, "pre_compact_extraction_enabled", True):
-            return skipped("disabled")
+            return _skipped("disabled")
         history = list(script.history)
         if span_ids is not None:
             history = [m for m in history if m.get("id") in span_ids]
         if len(history) < MIN_HISTORY:
-            return skipped(f"history shorter than {MIN_HISTORY} messages")
+            return _skipped(f"history shorter than {MIN_HISTORY} messages")
         if script.ndb.extracting:
-            return skipped("already running")
-        if max_iterations is None:
-            max_iterations = _cfg(script, "pre_compact_max_iterations", DEFAULT_MAX_ITERATIONS)
-        max_iterations = max(1, int(max_iterations))
-        if client is None:
-            from ..llm.client import get_client
-
-            client = get_client()
-        journal = _plain(character.db.journal) or {}
-        # the span is chosen once: what the model reads is what its facts are attributed within
-        span = extraction_span(
-            history,
-            budget_tokens=extraction_history_budget(
-                script.budget() if hasattr(script, "budget")
-                else _cfg(script, "max_context_tokens"),
-                max_iterations,
-            ),
-            model=_cfg(script, "llm_model"),
-            keep="newest" if span_ids is None else "oldest",
-        )
-        persona = getattr(character.db, "persona", None)
-        entries = journal.get("entries", [])
-        prompt = _cfg(script, "pre_compact_prompt")
-        structured = structured_output_wanted(client)
-        messages = build_extraction_messages(
-            persona, span, entries, prompt=prompt, structured=structured
-        )
-        text_system = extraction_system_message(persona, entries, prompt) if structured else None
-        run = _Extraction(script, character, max_iterations, client, span, text_system)
-        script.ndb.extracting = True
-        _set_signal(script, True)
+            return _skipped("already running")
+        run, messages = _start(script, character, history, max_iterations, client,
+                               keep="newest" if span_ids is None else "oldest")
     except Exception as err:
         logger.exception("pre-compaction extraction could not start")
         return defer.succeed(
@@ -748,37 +742,105 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
         )
 
     d = defer.maybeDeferred(run.run, messages)
+    return d.addCallbacks(_finished, _failed, callbackArgs=(run,), errbackArgs=(run,)).addBoth(
+        _clear, script
+    )
 
-    def _done(stopped_by):
-        return {
+
+def _skipped(reason):
+    """The result of an extraction that did not start (:func:`run_pre_compaction_extraction`)."""
+    return defer.succeed(
+        {
             "success": True,
-            "read_ids": [m.get("id") for m in span],
-            "facts_recorded": len(run.facts),
-            "observations_recorded": run.observations,
-            "iterations": run.iterations,
-            "stopped_by": stopped_by,
-            "entry_ids": list(run.facts),
-            "modes": list(run.modes),
+            "skipped": True,
+            "reason": reason,
+            "facts_recorded": 0,
+            "iterations": 0,
+            "stopped_by": None,
         }
+    )
 
-    def _failed(failure):
-        logger.warning("pre-compaction extraction failed: %s", failure.getErrorMessage())
-        return {
-            "success": False,
-            "error": f"{failure.type.__name__}: {failure.getErrorMessage()}",
-            "facts_recorded": len(run.facts),
-            "observations_recorded": run.observations,
-            "iterations": run.iterations,
-            "stopped_by": "error",
-            "entry_ids": list(run.facts),
-        }
 
-    def _clear(result):
-        try:
-            script.ndb.extracting = False
-            _set_signal(script, False)
-        except Exception as err:  # the result matters more than the flag
-            logger.warning("could not clear the pre_compaction signal: %s", err)
-        return result
+def _start(script, character, history, max_iterations, client, keep):
+    """
+    Prepare one extraction run over ``history`` (the messages it may read) and mark the NPC as
+    extracting (``ndb.extracting``, ``context_signals["pre_compaction"]``).
 
-    return d.addCallbacks(_done, _failed).addBoth(_clear)
+    Args:
+        max_iterations (int | None), client (LLMClient | None): as
+            :func:`run_pre_compaction_extraction` takes them (None: the defaults).
+        keep (str): which end of ``history`` a span over the budget keeps
+            (:func:`extraction_span`).
+
+    Returns:
+        tuple: ``(run, messages)``: the :class:`_Extraction` and its first request.
+    """
+    if max_iterations is None:
+        max_iterations = _cfg(script, "pre_compact_max_iterations", DEFAULT_MAX_ITERATIONS)
+    max_iterations = max(1, int(max_iterations))
+    if client is None:
+        from ..llm.client import get_client
+
+        client = get_client()
+    journal = _plain(character.db.journal) or {}
+    # the span is chosen once: what the model reads is what its facts are attributed within
+    span = extraction_span(
+        history,
+        budget_tokens=extraction_history_budget(
+            script.budget() if hasattr(script, "budget")
+            else _cfg(script, "max_context_tokens"),
+            max_iterations,
+        ),
+        model=_cfg(script, "llm_model"),
+        keep=keep,
+    )
+    persona = getattr(character.db, "persona", None)
+    entries = journal.get("entries", [])
+    prompt = _cfg(script, "pre_compact_prompt")
+    structured = structured_output_wanted(client)
+    messages = build_extraction_messages(
+        persona, span, entries, prompt=prompt, structured=structured
+    )
+    text_system = extraction_system_message(persona, entries, prompt) if structured else None
+    run = _Extraction(script, character, max_iterations, client, span, text_system)
+    script.ndb.extracting = True
+    _set_signal(script, True)
+    return run, messages
+
+
+def _finished(stopped_by, run):
+    """The result of a run that ended (:func:`run_pre_compaction_extraction`)."""
+    return {
+        "success": True,
+        "read_ids": [m.get("id") for m in run.span],
+        "facts_recorded": len(run.facts),
+        "observations_recorded": run.observations,
+        "iterations": run.iterations,
+        "stopped_by": stopped_by,
+        "entry_ids": list(run.facts),
+        "modes": list(run.modes),
+    }
+
+
+def _failed(failure, run):
+    """The result of a run that failed; what it journaled before stays."""
+    logger.warning("pre-compaction extraction failed: %s", failure.getErrorMessage())
+    return {
+        "success": False,
+        "error": f"{failure.type.__name__}: {failure.getErrorMessage()}",
+        "facts_recorded": len(run.facts),
+        "observations_recorded": run.observations,
+        "iterations": run.iterations,
+        "stopped_by": "error",
+        "entry_ids": list(run.facts),
+    }
+
+
+def _clear(result, script):
+    """Lower the NPC's extracting marks, whatever the run's result (passed on)."""
+    try:
+        script.ndb.extracting = False
+        _set_signal(script, False)
+    except Exception as err:  # the result matters more than the flag
+        logger.warning("could not clear the pre_compaction signal: %s", err)
+    return result

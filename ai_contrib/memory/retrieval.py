@@ -242,9 +242,42 @@ def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, lis
     Raises:
         FullTextError, ArchiveError: the archive's index could not be read.
     """
-    candidates = {}
-    vector_ranking = []
-    seen_texts = {}
+    candidates = {}  # key -> candidate
+    seen_texts = {}  # normalised text -> key: a text said twice is one candidate
+    vector_ranking = _vector_candidates(vector_hits, candidates, seen_texts)
+    source = archive_source(archive_docs)
+    lexical = _lexical_scores(source, query, archive_limit, listeners, vector_ranking,
+                              candidates, seen_texts)
+    lexical_ranking = _lexical_ranking(lexical, candidates)
+    fused = dict(rrf_fuse([vector_ranking, lexical_ranking], k=k))
+    neighbours = {}
+    if source is not None and (neighbour_weight or session_weight):
+        neighbours = _archive_neighbours(source, listeners, candidates, seen_texts)
+    session_of = {key: session_day(c["metadata"].get("timestamp"))
+                  for key, c in candidates.items()}
+    result = []
+    for key, score in contextual_rerank(fused, neighbours, session_of, neighbour_weight,
+                                        session_weight):
+        candidates[key]["score"] = score
+        result.append(candidates[key])
+    return result
+
+
+def _candidate(key, kind, text, metadata, vector_score=None):
+    """A candidate (module docstring) before fusion: no fused score, no BM25 score yet."""
+    return {"key": key, "kind": kind, "text": text, "score": 0.0, "vector_score": vector_score,
+            "bm25_score": None, "metadata": metadata}
+
+
+def _vector_candidates(vector_hits, candidates, seen_texts):
+    """
+    Add the Mem0 hits to ``candidates`` (``{key: candidate}``) and ``seen_texts``
+    (``{normalised text: key}``), a text already seen left out.
+
+    Returns:
+        list[str]: the vector ranking, the hits' keys in the order given (best first).
+    """
+    ranking = []
     for i, hit in enumerate(vector_hits or []):
         text = str(hit.get("text") or "").strip()
         norm = _normalised(text)
@@ -253,22 +286,42 @@ def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, lis
         meta = dict(hit.get("metadata") or {})
         key = f"m:{meta.get('memory_id') or meta.get('journal_id') or i}"
         kind = "experience" if meta.get("source_type") in EXPERIENCE_SOURCE_TYPES else "memory"
-        candidates[key] = {
-            "key": key,
-            "kind": kind,
-            "text": strip_summary_prefix(text) if kind == "experience" else text,
-            "score": 0.0,
-            "vector_score": float(hit.get("score") or 0.0),
-            "bm25_score": None,
-            "metadata": meta,
-        }
+        candidates[key] = _candidate(
+            key, kind, strip_summary_prefix(text) if kind == "experience" else text, meta,
+            vector_score=float(hit.get("score") or 0.0))
         seen_texts[norm] = key
-        vector_ranking.append(key)
+        ranking.append(key)
+    return ranking
 
-    lexical = []  # (key, BM25 score), all on one scale
-    hit_keys = list(vector_ranking)
+
+def _admit_message(doc, key, candidates, seen_texts):
+    """
+    The candidate key of archive doc ``doc``: the key of a candidate of the same text where
+    there is one, else ``key``, under which a ``"message"`` candidate is added. None for a
+    doc without text.
+    """
+    norm = _normalised(doc.get("content"))
+    if not norm:
+        return None
+    if norm in seen_texts:
+        return seen_texts[norm]
+    candidates[key] = _candidate(key, "message", str(doc.get("content") or "").strip(), doc)
+    seen_texts[norm] = key
+    return key
+
+
+def _lexical_scores(source, query, archive_limit, listeners, hit_keys, candidates, seen_texts):
+    """
+    BM25 scores of the hits (``hit_keys``) and of the archive's best ``archive_limit`` messages
+    for ``query``, which join ``candidates``; with no archive (``source`` None or empty) the
+    hits are scored among themselves (:func:`_hits_only_bm25`).
+
+    Returns:
+        list[tuple[str, float]]: ``(key, BM25 score)``, all on one scale, a key possibly twice
+        (a hit said again in the archive); scores of hits are > 0.
+    """
+    lexical = []
     hit_texts = [candidates[key]["text"] for key in hit_keys]
-    source = archive_source(archive_docs)
     if source is not None and source.doc_count():
         # the facts are scored against the archive's statistics: a handful of hits alone gives
         # every word the same IDF
@@ -278,67 +331,57 @@ def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, lis
             if score > 0
         )
         for position, (doc, score) in enumerate(source.search(query, archive_limit, listeners)):
-            norm = _normalised(doc.get("content"))
-            if not norm:
-                continue
-            if norm in seen_texts:
-                key = seen_texts[norm]
-            else:
-                key = f"a:{doc.get('id', position)}"
-                candidates[key] = {
-                    "key": key,
-                    "kind": "message",
-                    "text": str(doc.get("content") or "").strip(),
-                    "score": 0.0,
-                    "vector_score": None,
-                    "bm25_score": None,
-                    "metadata": doc,
-                }
-                seen_texts[norm] = key
-            lexical.append((key, score))
+            key = _admit_message(doc, f"a:{doc.get('id', position)}", candidates, seen_texts)
+            if key is not None:
+                lexical.append((key, score))
     elif hit_keys:
         lexical.extend(
             (key, score) for key, score in zip(hit_keys, _hits_only_bm25(query, hit_texts))
             if score > 0
         )
-    lexical.sort(key=lambda pair: -pair[1])
-    lexical_ranking = []
+    return lexical
+
+
+def _lexical_ranking(lexical, candidates):
+    """
+    The lexical ranking: the keys of ``lexical`` (``(key, BM25 score)``) best first, each once
+    at its best score, which is set as its candidate's ``bm25_score``.
+
+    Returns:
+        list[str]: keys.
+    """
+    lexical = sorted(lexical, key=lambda pair: -pair[1])
+    ranking = []
     for key, score in lexical:
         if candidates[key]["bm25_score"] is None:
             candidates[key]["bm25_score"] = score
-            lexical_ranking.append(key)
+            ranking.append(key)
+    return ranking
 
-    fused = dict(rrf_fuse([vector_ranking, lexical_ranking], k=k))
+
+def _archive_neighbours(source, listeners, candidates, seen_texts):
+    """
+    The archived lines next to each archived candidate (those ``listeners`` could all hear),
+    which join ``candidates`` (:func:`contextual_rerank` rescores them).
+
+    Returns:
+        dict: ``{key: [neighbour key, ...]}``, symmetric.
+
+    Raises:
+        FullTextError, ArchiveError: the archive's index could not be read.
+    """
+    rows = {c["metadata"].get("seq"): key for key, c in candidates.items()
+            if c["kind"] == "message" and c["metadata"].get("seq") is not None}
+    by_row = source.neighbours(list(rows), listeners) if rows else {}
     neighbours = {}
-    if source is not None and (neighbour_weight or session_weight):
-        rows = {c["metadata"].get("seq"): key for key, c in candidates.items()
-                if c["kind"] == "message" and c["metadata"].get("seq") is not None}
-        by_row = source.neighbours(list(rows), listeners) if rows else {}
-        for row, docs in by_row.items():
-            for doc in docs:
-                norm = _normalised(doc.get("content"))
-                if not norm:
-                    continue
-                near = seen_texts.get(norm)
-                if near is None:
-                    near = f"a:{doc.get('id', doc.get('seq'))}"
-                    candidates[near] = {
-                        "key": near, "kind": "message", "text": str(doc["content"]).strip(),
-                        "score": 0.0, "vector_score": None, "bm25_score": None,
-                        "metadata": doc,
-                    }
-                    seen_texts[norm] = near
-                if near != rows[row]:
-                    neighbours.setdefault(rows[row], []).append(near)
-                    neighbours.setdefault(near, []).append(rows[row])
-    session_of = {key: session_day(c["metadata"].get("timestamp"))
-                  for key, c in candidates.items()}
-    result = []
-    for key, score in contextual_rerank(fused, neighbours, session_of, neighbour_weight,
-                                        session_weight):
-        candidates[key]["score"] = score
-        result.append(candidates[key])
-    return result
+    for row, docs in by_row.items():
+        for doc in docs:
+            near = _admit_message(doc, f"a:{doc.get('id', doc.get('seq'))}", candidates,
+                                  seen_texts)
+            if near is not None and near != rows[row]:
+                neighbours.setdefault(rows[row], []).append(near)
+                neighbours.setdefault(near, []).append(rows[row])
+    return neighbours
 
 
 def _count_tokens_default(text):

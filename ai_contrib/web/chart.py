@@ -69,72 +69,114 @@ def usage_chart_svg(points, events, budget, sleep_threshold, emergency_threshold
     entries = timeline(points, events)
     budget = max(1, int(budget or 1))
     values = [e["tokens"] for e in entries if e["tokens"] is not None]
-    top = max([budget] + values) * 1.08
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-    n = len(entries)
-
-    def x(i):
-        return LEFT + (plot_w * (i + 0.5) / n if n else plot_w / 2)
-
-    def y(tokens):
-        return TOP + plot_h * (1 - tokens / top)
-
+    plot = _Plot(len(entries), max([budget] + values) * 1.08)
     label = f"Context tokens over time: {len(values)} points, " \
             f"{sum(1 for e in entries if e['event'])} compactions"
     out = [f'<svg class="usage-chart" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" '
            f'height="{HEIGHT}" role="img" aria-label="{escape(label)}" '
            'xmlns="http://www.w3.org/2000/svg">',
-           f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" class="plot"/>']
-    for name, fraction in (("budget", 1.0), ("sleep", sleep_threshold),
-                           ("emergency", emergency_threshold)):
-        tokens = budget * float(fraction)
-        if tokens > top:
-            continue
-        out.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(tokens):.1f}" '
-                   f'y2="{y(tokens):.1f}" class="threshold {name}"/>')
-        out.append(f'<text x="{LEFT - 4}" y="{y(tokens) + 4:.1f}" text-anchor="end" '
-                   f'class="axis {name}">{int(tokens)}</text>')
-    out.append(f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 12}" text-anchor="middle" '
-               f'class="axis">budget {budget}, sleep {float(sleep_threshold):.0%}, emergency '
-               f'{float(emergency_threshold):.0%}</text>')
+           f'<rect x="{LEFT}" y="{TOP}" width="{plot.w}" height="{plot.h}" class="plot"/>']
+    out += _threshold_lines(plot, budget, sleep_threshold, emergency_threshold)
     if not entries:
         out.append(f'<text x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle" class="axis">'
                    'no usage recorded yet</text></svg>')
         return "".join(out)
-    line = [f"{x(i):.1f},{y(e['tokens']):.1f}" for i, e in enumerate(entries)
+    out += _usage_line(plot, entries)
+    out += _event_marks(plot, entries)
+    out += _time_labels(plot, entries)
+    out.append("</svg>")
+    return "".join(out)
+
+
+class _Plot:
+    """The plot area (``w`` x ``h``, SVG user units) and its scales: the ``n`` timeline
+    entries spread evenly across it, tokens from 0 at the bottom to ``top`` at the top."""
+
+    def __init__(self, n, top):
+        self.n, self.top = n, top
+        self.w, self.h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def x(self, i):
+        return LEFT + (self.w * (i + 0.5) / self.n if self.n else self.w / 2)
+
+    def y(self, tokens):
+        return TOP + self.h * (1 - tokens / self.top)
+
+
+def _threshold_lines(plot, budget, sleep_threshold, emergency_threshold):
+    """The budget and thresholds as labelled horizontal lines (those within the plot), and the
+    legend below it: SVG elements."""
+    out = []
+    for name, fraction in (("budget", 1.0), ("sleep", sleep_threshold),
+                           ("emergency", emergency_threshold)):
+        tokens = budget * float(fraction)
+        if tokens > plot.top:
+            continue
+        out.append(f'<line x1="{LEFT}" x2="{LEFT + plot.w}" y1="{plot.y(tokens):.1f}" '
+                   f'y2="{plot.y(tokens):.1f}" class="threshold {name}"/>')
+        out.append(f'<text x="{LEFT - 4}" y="{plot.y(tokens) + 4:.1f}" text-anchor="end" '
+                   f'class="axis {name}">{int(tokens)}</text>')
+    out.append(f'<text x="{LEFT + plot.w / 2}" y="{HEIGHT - 12}" text-anchor="middle" '
+               f'class="axis">budget {budget}, sleep {float(sleep_threshold):.0%}, emergency '
+               f'{float(emergency_threshold):.0%}</text>')
+    return out
+
+
+def _usage_line(plot, entries):
+    """The tokens of the entries that have them, as a line and a dot at each: SVG elements."""
+    line = [f"{plot.x(i):.1f},{plot.y(e['tokens']):.1f}" for i, e in enumerate(entries)
             if e["tokens"] is not None]
+    out = []
     if line:
         out.append(f'<polyline points="{" ".join(line)}" class="usage"/>')
     for i, e in enumerate(entries):
         if e["tokens"] is not None:
-            out.append(f'<circle cx="{x(i):.1f}" cy="{y(e["tokens"]):.1f}" r="2.5" '
+            out.append(f'<circle cx="{plot.x(i):.1f}" cy="{plot.y(e["tokens"]):.1f}" r="2.5" '
                        'class="point"/>')
+    return out
+
+
+def _event_text(event):
+    """A compaction's label: ``"sleep: 900 -> 300 tokens, fidelity 0.91"``, ``"... failed"``."""
+    text = f"{event.get('trigger')}: "
+    if event.get("success"):
+        text += f"{event.get('before')} -> {event.get('after')} tokens"
+        if event.get("fidelity") is not None:
+            text += f", fidelity {float(event['fidelity']):.2f}"
+    else:
+        text += "failed"
+    return text
+
+
+def _event_marks(plot, entries):
+    """Each compaction as a vertical mark numbered ``C1``, ``C2``, ... with its label (also
+    its tooltip), labels staggered over three rows: SVG elements."""
+    out = []
     number = 0
     for i, e in enumerate(entries):
         event = e["event"]
         if not event:
             continue
         number += 1
-        text = f"{event.get('trigger')}: "
-        if event.get("success"):
-            text += f"{event.get('before')} -> {event.get('after')} tokens"
-            if event.get("fidelity") is not None:
-                text += f", fidelity {float(event['fidelity']):.2f}"
-        else:
-            text += "failed"
+        text = _event_text(event)
         css = "event" if event.get("success") else "event failed"
         # labels right of marks in the left half, left of them in the right half: inside the plot
-        left_half = x(i) < LEFT + plot_w / 2
+        left_half = plot.x(i) < LEFT + plot.w / 2
         anchor, dx = ("start", 3) if left_half else ("end", -3)
         out.append(f'<g class="{css}"><title>{escape(text)}</title>'
-                   f'<line x1="{x(i):.1f}" x2="{x(i):.1f}" y1="{TOP}" y2="{TOP + plot_h}"/>'
-                   f'<text x="{x(i) + dx:.1f}" y="{TOP + 12 + 12 * ((number - 1) % 3)}" '
+                   f'<line x1="{plot.x(i):.1f}" x2="{plot.x(i):.1f}" y1="{TOP}" '
+                   f'y2="{TOP + plot.h}"/>'
+                   f'<text x="{plot.x(i) + dx:.1f}" y="{TOP + 12 + 12 * ((number - 1) % 3)}" '
                    f'text-anchor="{anchor}">C{number} {escape(text)}</text></g>')
+    return out
+
+
+def _time_labels(plot, entries):
+    """The first and last readable times under the plot, in UTC: SVG elements."""
     times = [e["at"] for e in entries if e["at"] is not None]
-    if times:
-        out.append(f'<text x="{LEFT}" y="{HEIGHT - 12}" class="axis">'
-                   f'{escape(times[0].strftime("%Y-%m-%d %H:%M:%S"))} UTC</text>')
-        out.append(f'<text x="{LEFT + plot_w}" y="{HEIGHT - 12}" text-anchor="end" '
-                   f'class="axis">{escape(times[-1].strftime("%Y-%m-%d %H:%M:%S"))} UTC</text>')
-    out.append("</svg>")
-    return "".join(out)
+    if not times:
+        return []
+    return [f'<text x="{LEFT}" y="{HEIGHT - 12}" class="axis">'
+            f'{escape(times[0].strftime("%Y-%m-%d %H:%M:%S"))} UTC</text>',
+            f'<text x="{LEFT + plot.w}" y="{HEIGHT - 12}" text-anchor="end" '
+            f'class="axis">{escape(times[-1].strftime("%Y-%m-%d %H:%M:%S"))} UTC</text>']
