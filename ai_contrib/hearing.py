@@ -6,9 +6,9 @@ per line (:func:`line_answerers`) and its record of exchanges (:func:`room_excha
 (``docs/design.md``, "Turns, not one call per line" and "A room of NPCs").
 
 :mod:`ai_contrib.typeclasses` imports this module (and re-exports its functions under their old
-names there), so this module must not import it: an AI NPC is recognised by its typeclass path
-(:func:`is_ai_npc`), as Evennia's ``is_typeclass`` does, not by importing
-``AssistantCharacter``.
+names there), so this module must not import it: an ``AssistantCharacter`` is recognised by
+a class attribute it and its subclasses carry (:func:`is_assistant_character`; what the admin
+commands call an AI NPC, any object with an ``AssistantScript``, is ``npcs.is_ai_npc``).
 
 The handler holds nothing of its own: the queue and the turn-taking state are the script's
 ``ndb`` Attributes as before (``ndb.pending``, ``ndb.answering``, ``ndb.npc_line_ids``,
@@ -17,7 +17,6 @@ The handler holds nothing of its own: the queue and the turn-taking state are th
 ``ndb.events_dropped_logged``).
 """
 
-import functools
 import time
 from collections import deque
 
@@ -31,24 +30,14 @@ from .core.text import normalise_player_text
 from .scene import note_exchange
 from .settings import get_setting
 
-#: the AI NPC's typeclass path (where :mod:`ai_contrib.typeclasses` defines it; saved games
-#: store the same path)
-NPC_TYPECLASS = "ai_contrib.typeclasses.AssistantCharacter"
-
-
-@functools.lru_cache(maxsize=None)
-def _is_npc_class(cls):
-    return any(f"{klass.__module__}.{klass.__qualname__}" == NPC_TYPECLASS
-               for klass in cls.__mro__)
-
-
-def is_ai_npc(obj):
+def is_assistant_character(obj):
     """
-    True if ``obj`` is an ``AssistantCharacter`` or a subclass of it: ``isinstance`` by the
-    typeclass path, so that this module need not import :mod:`ai_contrib.typeclasses` (which
-    imports it). O(1) after the first object of a class (the answer is cached per class).
+    True if ``obj`` is an ``AssistantCharacter`` or a subclass of it: the class says so
+    (:attr:`ai_contrib.typeclasses.AssistantCharacter.ai_npc`), whatever package name the
+    contrib was imported under. This module cannot import :mod:`ai_contrib.typeclasses`,
+    which imports it.
     """
-    return _is_npc_class(obj.__class__)
+    return getattr(type(obj), "ai_npc", False) is True
 
 
 def player_text(text):
@@ -90,7 +79,7 @@ def room_listeners(character):
         for obj in room.contents
         if obj != character
         and isinstance(obj, DefaultCharacter)
-        and not is_ai_npc(obj)
+        and not is_assistant_character(obj)
     }
 
 
@@ -99,7 +88,7 @@ def room_npcs(character):
     room = getattr(character, "location", None)
     if room is None:
         return []
-    return [obj for obj in room.contents if obj != character and is_ai_npc(obj)]
+    return [obj for obj in room.contents if obj != character and is_assistant_character(obj)]
 
 
 def npc_names(npc):
@@ -179,7 +168,7 @@ def line_answerers(npc, speaker, text, to=None):
         return {"id": obj.dbref, "names": npc_names(obj), "persona": obj.db.persona or "",
                 "always": policy == "always"}
 
-    from_npc = is_ai_npc(speaker)
+    from_npc = is_assistant_character(speaker)
     answer = answerers(
         text, dbref, [described(obj) for obj in people], to=key[2], exchanges=exchanges,
         now=now, window=window, from_npc=from_npc)
@@ -282,7 +271,7 @@ class HearingHandler:
             # said aloud in a room marked public: it may pass as gossip even when only the
             # speaker heard it (docs/design.md, "Gossip")
             metadata["said_in_public"] = True
-        if is_ai_npc(speaker):
+        if is_assistant_character(speaker):
             # how deep in an exchange between NPCs the line stands (docs/design.md, "A room of
             # NPCs"): the speaker says it while it speaks; 1 when it does not
             depth = int((speaker.ndb.speaking or {}).get("depth") or 1)
@@ -324,7 +313,7 @@ class HearingHandler:
         dbref = getattr(actor, "dbref", None)
         if audience is None:
             audience = list(room_listeners(script.obj))
-            if dbref and not is_ai_npc(actor):
+            if dbref and not is_assistant_character(actor):
                 audience.append(dbref)
         audience = normalise_audience(audience)
         if not audience:

@@ -107,6 +107,10 @@ class AssistantCharacter(DefaultCharacter):
     two NPCs never talk each other into a loop (``docs/design.md``, "A room of NPCs").
     """
 
+    #: what :func:`ai_contrib.hearing.is_assistant_character` reads: this class and its
+    #: subclasses are AI NPCs (their lines are an NPC's, with its reply depth and cooldown)
+    ai_npc = True
+
     def at_object_creation(self):
         """A new NPC: the default persona unless one is set, an empty journal and entity
         profiles, no getting or calling it, and its :class:`AssistantScript`."""

@@ -38,16 +38,8 @@ def visible_notes(notes, history_ids, listeners=None):
         list[dict]: the notes whose anchor is still in the history and whose audience covers the
         listeners.
     """
-    wanted = None if listeners is None else frozenset(listeners)
-    shown = []
-    for note in notes:
-        if note["anchor"] not in history_ids:
-            continue
-        audience = note.get("audience")
-        if wanted is not None and audience is not None and not wanted <= frozenset(audience):
-            continue
-        shown.append(note)
-    return shown
+    return [note for note in notes
+            if note["anchor"] in history_ids and _covers(note.get("audience"), listeners)]
 
 
 #: the turn's best candidates looked at to tell a change of subject (none of them shown yet)
@@ -113,7 +105,8 @@ def lost_marks(gone):
 
 
 def _covers(audience, listeners):
-    """Whether every listener was in ``audience`` (None on either side: no filter, yes)."""
+    """Whether every listener heard what ``audience`` heard (None on either side: no filter,
+    yes): the one test of :func:`visible_notes` and of a lost note (:func:`plan_recall`)."""
     if audience is None or listeners is None:
         return True
     return frozenset(listeners) <= frozenset(audience)
