@@ -39,6 +39,7 @@ from .memory.compaction_log import (  # noqa: F401  (re-exported)
 )
 from .memory.housekeeping import consolidate_entities, prune_episodic
 from .memory.journal import ensure_journal
+from .memory.recall import embed_archive
 from .notify import notify_admins
 from .scene import update_impressions
 from .settings import get_setting
@@ -340,7 +341,9 @@ def run_sleep_tick(script, character):
     ``compact_sleep_threshold``, gossip (the NPC hears what the NPCs of its gossip networks
     learned in public, :func:`ai_contrib.gossip.receive_gossip`; no LLM call), and journal ->
     Mem0 consolidation (so facts, syntheses and gossip taken in this sleep are stored in the
-    same sleep), then the impressions of the people the NPC
+    same sleep), vectors for the archived lines that have none yet
+    (:func:`ai_contrib.memory.recall.embed_archive`; ``docs/design.md``, "Archived lines'
+    vectors"), then the impressions of the people the NPC
     has met, made from the journal's facts (:func:`ai_contrib.scene.update_impressions`; no LLM
     call). There are no memory-link steps: Mem0's vector
     index is the only link structure, so there is no link graph to build or clean.
@@ -382,6 +385,11 @@ def run_sleep_tick(script, character):
         logger.log_trace(f"AI {character}: sleep step gossip failed")
         results["gossip"] = {"success": False, "error": str(err)}
     results["memory_consolidation"] = yield _consolidate_into_mem0(character)
+    try:  # the lines said since the last sleep get their vectors (docs/design.md)
+        results["archive_vectors"] = yield embed_archive(script, character)
+    except Exception as err:  # housekeeping must never stop the sleep phase
+        logger.log_trace(f"AI {character}: sleep step archive_vectors failed")
+        results["archive_vectors"] = {"success": False, "error": str(err)}
     try:  # after extraction, so this sleep's facts count (docs/design.md, "Scene, events and people")
         results["people_impressions"] = update_impressions(script, character)
     except Exception as err:  # housekeeping must never stop the sleep phase

@@ -541,6 +541,13 @@ OPTIONS = (
                unit="fraction of the best score", maximum=1, per_npc=True),
         Option("MEMORY_ARCHIVE_CANDIDATES", 20, INT,
                "BM25 hits taken from the archive before fusion.", unit="hits", per_npc=True),
+        # docs/design.md, "Archived lines' vectors"
+        Option("MEMORY_ARCHIVE_VECTOR_WEIGHT", 0.5, FLOAT,
+               "Weight of the archived lines' vector ranking in the fusion (0 = the archive "
+               "is searched by its words only).", unit="RRF weight", per_npc=True),
+        Option("MEMORY_ARCHIVE_EMBED_BATCH", 16, INT,
+               "Archived lines embedded at most after each reply (the memory thread; a "
+               "rebuilt index catches up this many at a time).", unit="lines"),
         # the archived lines before and after it; docs/design.md, "Retrieval and embedders"
         Option("MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT", 0.6, FLOAT,
                "After fusion, a candidate gains this share of its best neighbour's score "

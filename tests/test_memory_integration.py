@@ -150,3 +150,31 @@ class TestRetrievalIntoPrompt(MemoryTestCase):
         owner = wait_for(store.search(agent, "Where are the savings hidden?", user_id="alice"), 120)
         self.assertNotIn("chimney", " ".join(h["text"] for h in other))
         self.assertIn("chimney", " ".join(h["text"] for h in owner))
+
+
+class TestSleepEmbedsTheArchive(MemoryTestCase):
+    def test_a_sleep_gives_vectors_to_the_lines_said_since_the_last_one(self):
+        from ai_contrib.memory.fulltext import ArchiveSearch, index_for
+
+        self.script.add_message("user", "I work night shifts as a nurse at the hospital.",
+                                name="Bob")
+        self.fill(11)
+        index = index_for(self.script.archive)
+        self.assertEqual(index.vector_count(), 0)
+        self.llm.enqueue(tool_calls([("noop", {})]))
+        results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180)
+        lines = index.sync()["docs"]
+        self.assertGreaterEqual(lines, 12)
+        self.assertEqual(results["archive_vectors"], lines, results)
+        self.assertEqual(index.vector_count(), lines)
+        hits = ArchiveSearch(index, embedder=get_store().embedder).nearest(
+            "Where does Bob work at night?", 3)
+        self.assertIn("nurse", " ".join(doc["content"] for doc, _score in hits))
+        # the next sleep has nothing new to embed; a line said since has
+        self.llm.enqueue(tool_calls([("noop", {})]))
+        again = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180)
+        self.assertEqual(again["archive_vectors"], 0, again)
+        self.script.add_message("user", "The ferry leaves at dawn.", name="Bob")
+        self.llm.enqueue(tool_calls([("noop", {})]))
+        third = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180)
+        self.assertEqual(third["archive_vectors"], 1, third)

