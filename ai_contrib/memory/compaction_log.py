@@ -11,6 +11,8 @@ and writes the Attributes.
 ``character`` the NPC (its ``db.journal``).
 """
 
+from __future__ import annotations
+
 from datetime import datetime, timezone
 
 from evennia.utils import logger
@@ -39,22 +41,22 @@ __all__ = [
 ]
 
 
-def now_iso():
+def now_iso() -> str:
     """The time now, ISO-8601 UTC."""
     return datetime.now(timezone.utc).isoformat()
 
 
-def log_event(script, event):
+def log_event(script, event) -> None:
     """Add ``event`` (a result dict with ``at``) to the NPC's compaction log."""
     script.db.compaction_log = appended_log(script.db.compaction_log, event)
 
 
-def breaker_open(script):
+def breaker_open(script) -> bool:
     """True when automatic compaction is paused after too many consecutive failures."""
     return breaker_tripped(script.db.compact_failures, get_setting("COMPACT_FAILURE_LIMIT"))
 
 
-def record_failure(script, trigger, error, strategy="summary"):
+def record_failure(script, trigger, error, strategy="summary") -> dict:
     """
     Log a failed compaction and count it towards the circuit breaker when ``trigger`` is
     automatic (an admin's ``manual`` compaction never pauses the NPC's own).
@@ -77,7 +79,7 @@ def record_failure(script, trigger, error, strategy="summary"):
     return {"success": False, "error": error, "trigger": trigger, "strategy": strategy}
 
 
-def record_success(script, character, result, at=None):
+def record_success(script, character, result, at=None) -> dict:
     """
     Bookkeeping of a successful compaction: reset the circuit breaker, add ``result`` (a
     success dict) to the compaction log at ``at`` (default ``db.last_compaction``) and log one
@@ -95,7 +97,7 @@ def record_success(script, character, result, at=None):
     return result
 
 
-def record_synthesis(character, marker):
+def record_synthesis(character, marker) -> dict | None:
     """
     Archive the summary ``marker`` as a synthesis entry in the journal, once per marker
     (:func:`ai_contrib.core.compaction.synthesis_entry`). Returns the entry, or None when there
@@ -112,7 +114,7 @@ def record_synthesis(character, marker):
     return entry
 
 
-def count_compaction(script, marker, seq):
+def count_compaction(script, marker, seq) -> bool:
     """Count the compaction recorded at archive ``seq`` once; True if it was counted now."""
     counted = script.db.compaction_counted_seq
     if counted is not None and seq <= counted:
@@ -123,7 +125,7 @@ def count_compaction(script, marker, seq):
     return True
 
 
-def note_compaction_applied(script, character, marker):
+def note_compaction_applied(script, character, marker) -> None:
     """
     The bookkeeping that follows every applied compaction, right after its archive record:
     the journal synthesis entry and the compaction count. Both are idempotent (keyed by marker
@@ -133,7 +135,7 @@ def note_compaction_applied(script, character, marker):
     count_compaction(script, marker, script.runtime.archive.last_seq)
 
 
-def recover_after_replay(script, records):
+def recover_after_replay(script, records) -> None:
     """
     Finish work a crash interrupted: every compaction replayed from the archive (``records``:
     archive record dicts) gets its journal synthesis entry and is counted and logged, once (see

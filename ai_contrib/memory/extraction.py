@@ -38,6 +38,10 @@ teaches, so models without tool support (base models) can take part. A backend t
 ``tools=`` outright is asked again without it.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import json
 import logging
 
@@ -52,6 +56,9 @@ from ..llm import tools as toolspec
 from .entities import find_entity, update_entity_observation
 from .importance import heuristic_importance, score_importance
 from .provenance import provenance, said_in_public, without_visibility_tags
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +146,7 @@ def _render(msg):
     return chat
 
 
-def extraction_history_budget(max_context_tokens, max_iterations):
+def extraction_history_budget(max_context_tokens, max_iterations) -> int:
     """
     Tokens of history the first extraction request may carry: the NPC's token budget, but no
     more than the model's context window (``AI_COMPACT_SUMMARIZER_CONTEXT``, the window the
@@ -175,7 +182,7 @@ def _structured_setting():
     return str(get_setting("LLM_STRUCTURED_OUTPUT") or "auto").strip().lower()
 
 
-def structured_output_wanted(client):
+def structured_output_wanted(client) -> bool:
     """
     Whether extraction requests ask ``client``'s server for structured output
     (``AI_LLM_STRUCTURED_OUTPUT``; ``docs/design.md``, "Tool calls").
@@ -192,7 +199,7 @@ def structured_output_wanted(client):
     return not getattr(client, "structured_output_refused", False)
 
 
-def extraction_system_message(persona, journal_entries=(), prompt=None, structured=False):
+def extraction_system_message(persona, journal_entries=(), prompt=None, structured=False) -> dict:
     """
     The system message of the extraction requests.
 
@@ -229,7 +236,7 @@ def extraction_system_message(persona, journal_entries=(), prompt=None, structur
 def build_extraction_messages(
     persona, history, journal_entries=(), prompt=None, budget_tokens=None, model=None,
     structured=False,
-):
+) -> list[dict]:
     """
     The chat messages of the first extraction request.
 
@@ -259,7 +266,7 @@ def build_extraction_messages(
     return [system] + [chat for _msg, chat in rendered] + [{"role": "user", "content": nudge}]
 
 
-def extraction_span(history, budget_tokens=None, model=None, keep="newest"):
+def extraction_span(history, budget_tokens=None, model=None, keep="newest") -> list:
     """
     The history messages the extraction request shows, oldest first: the span a fact is
     attributed within (``memory/provenance.py``; ``docs/design.md``, "Privacy by audience").
@@ -686,7 +693,7 @@ def _set_signal(script, value):
 
 
 def run_pre_compaction_extraction(script, character, max_iterations=None, client=None,
-                                  span_ids=None):
+                                  span_ids=None) -> Deferred:
     """
     Let the NPC journal important facts before compaction (``docs/design.md``,
     "Pre-compaction fact extraction").

@@ -8,12 +8,19 @@ evicted or masked), by BM25 in the archive's full-text index (:mod:`ai_contrib.m
 ``docs/design.md``, "The archive's full-text index").
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from .fulltext import ArchiveSearch, index_for
 from .mem0_store import npc_agent_id
 from .retrieval import retrieval_options, retrieve_memory_context
 
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
 
-def archived_out_of_context(script):
+
+def archived_out_of_context(script) -> ArchiveSearch:
     """
     The NPC's archived messages that are no longer verbatim in the context, as a search source.
 
@@ -29,7 +36,7 @@ def archived_out_of_context(script):
     return ArchiveSearch(index_for(script.archive), in_context)
 
 
-def related_memory_context(script, character, query, listeners=None, include_private=False):
+def related_memory_context(script, character, query, listeners=None, include_private=False) -> Deferred:
     """
     What the NPC remembers about ``query`` for a reply heard by ``listeners`` (``{dbref:
     name}``; only what every one of them could have heard, ``docs/design.md``, "Privacy by
@@ -53,7 +60,7 @@ def related_memory_context(script, character, query, listeners=None, include_pri
     )
 
 
-def recall_preview(script, character, query, listeners=None):
+def recall_preview(script, character, query, listeners=None) -> Deferred:
     """
     What the NPC would recall for ``query`` in a reply heard by ``listeners``, for staff
     (``aimemory``, the web page's memory search): :func:`related_memory_context`, the reply's

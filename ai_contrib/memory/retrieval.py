@@ -51,6 +51,10 @@ context).
 "metadata": dict}``; for ``"message"`` candidates ``metadata`` is the archive doc.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import logging
 import math
 import re
@@ -59,6 +63,11 @@ from collections import Counter
 from ..core.dates import resolve_relative_dates
 from ..core.gossip import chain_text, heard_from_text
 from .lexical import STOP_WORDS, bm25, doc_text, short_time, tokenize  # noqa: F401
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+
+    from .fulltext import ArchiveSearch
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +101,7 @@ def _hits_only_bm25(query, texts, k1=1.5, b=0.75):
     return [bm25(tokens, words, idf, average, k1, b) for words in corpus]
 
 
-def rrf_fuse(rankings, k=60, weights=None):
+def rrf_fuse(rankings, k=60, weights=None) -> list:
     """
     Reciprocal-rank fusion of several rankings (Cormack et al., SIGIR 2009).
 
@@ -132,7 +141,7 @@ def _normalised(text):
     return " ".join(str(text or "").casefold().split())
 
 
-def strip_summary_prefix(text):
+def strip_summary_prefix(text) -> str:
     """A summary's text without a leading ``[CONTEXT SYNTHESIS]`` / ``[CONTEXT SUMMARY]`` line."""
     text = str(text or "").strip()
     for prefix in _SUMMARY_PREFIXES:
@@ -141,7 +150,7 @@ def strip_summary_prefix(text):
     return text
 
 
-def archive_source(archive_docs):
+def archive_source(archive_docs) -> ArchiveSearch | None:
     """
     The archive source for :func:`fuse_candidates`: an ``ArchiveSearch`` as given, a list of
     docs indexed in memory, None for no docs.
@@ -160,14 +169,14 @@ NEIGHBOUR_WEIGHT = 0.6
 SESSION_WEIGHT = 0.5
 
 
-def session_day(timestamp):
+def session_day(timestamp) -> str | None:
     """The session key of a timestamp: its day (``"2026-11-20"``), or None when unknown."""
     match = re.match(r"(\d{4}-\d{2}-\d{2})", str(timestamp or ""))
     return match.group(1) if match else None
 
 
 def contextual_rerank(scores, neighbours, session_of, neighbour_weight=NEIGHBOUR_WEIGHT,
-                      session_weight=SESSION_WEIGHT):
+                      session_weight=SESSION_WEIGHT) -> list[tuple[str, float]]:
     """
     Rescore fused candidates with their context: a message is worth more next to a hit and in
     a session that holds a strong hit (``docs/design.md``, "Retrieval and embedders").
@@ -214,7 +223,7 @@ def contextual_rerank(scores, neighbours, session_of, neighbour_weight=NEIGHBOUR
 
 
 def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, listeners=None,
-                    neighbour_weight=NEIGHBOUR_WEIGHT, session_weight=SESSION_WEIGHT):
+                    neighbour_weight=NEIGHBOUR_WEIGHT, session_weight=SESSION_WEIGHT) -> list[dict]:
     """
     Fuse Mem0 hits and archived messages into one ranked list of candidates.
 
@@ -405,7 +414,7 @@ def _clip(text, max_chars):
 MEMORY_LINE_CHARS = 500
 
 
-def format_memory_line(candidate, max_chars=MEMORY_LINE_CHARS):
+def format_memory_line(candidate, max_chars=MEMORY_LINE_CHARS) -> str:
     """
     One ``RELATED MEMORIES`` bullet.
 
@@ -436,7 +445,7 @@ def format_memory_line(candidate, max_chars=MEMORY_LINE_CHARS):
     return line
 
 
-def format_experience_line(candidate, max_chars=600):
+def format_experience_line(candidate, max_chars=600) -> str:
     """One ``RELATED PAST EXPERIENCES`` bullet: the summary and the message range it covers."""
     meta = candidate.get("metadata") or {}
     first, last = meta.get("first_seq"), meta.get("last_seq")
@@ -449,7 +458,7 @@ def format_experience_line(candidate, max_chars=600):
     return f"- {_clip(candidate['text'], max_chars)}{span}"
 
 
-def format_line(candidate):
+def format_line(candidate) -> str:
     """The prompt bullet of any candidate (experience or memory/message)."""
     if candidate.get("kind") == "experience":
         return format_experience_line(candidate)
@@ -463,7 +472,7 @@ def select_within_budget(
     min_score=0.0,
     count_tokens=None,
     max_experiences=None,
-):
+) -> list[dict]:
     """
     Take candidates best-first while their rendered bullets fit a token budget.
 
@@ -506,19 +515,19 @@ def select_within_budget(
     return chosen
 
 
-def format_related_memories(candidates):
+def format_related_memories(candidates) -> str:
     """The ``RELATED MEMORIES:`` section for memory/message candidates ("" if none)."""
     lines = [format_memory_line(c) for c in candidates if c.get("kind") != "experience"]
     return "\n".join([MEMORIES_HEADER] + lines) if lines else ""
 
 
-def format_related_experiences(candidates):
+def format_related_experiences(candidates) -> str:
     """The ``RELATED PAST EXPERIENCES:`` section for experience candidates ("" if none)."""
     lines = [format_experience_line(c) for c in candidates if c.get("kind") == "experience"]
     return "\n".join([EXPERIENCES_HEADER] + lines) if lines else ""
 
 
-def note_items(context):
+def note_items(context) -> list[dict]:
     """
     The chosen candidates of a :func:`build_memory_context` result as recall-note items
     (:mod:`ai_contrib.core.recall_notes`), best first.
@@ -550,7 +559,7 @@ def note_items(context):
     return items
 
 
-def render_note(items):
+def render_note(items) -> str:
     """The prompt text of a recall note: its items under the two section headers."""
     memories = [item["line"] for item in items if item.get("kind") != "experience"]
     experiences = [item["line"] for item in items if item.get("kind") == "experience"]
@@ -577,7 +586,7 @@ def build_memory_context(
     min_relative_score=0.0,
     neighbour_weight=NEIGHBOUR_WEIGHT,
     session_weight=SESSION_WEIGHT,
-):
+) -> dict:
     """
     Everything the prompt needs from long-term memory, from already fetched hits.
 
@@ -668,7 +677,7 @@ RETRIEVAL_OPTIONS = {
 }
 
 
-def retrieval_options(script=None):
+def retrieval_options(script=None) -> dict:
     """
     The retrieval options of one NPC (``script``: its Attributes win, ``memory_rrf_k`` and so
     on) or game-wide (``script`` None), resolved now (:func:`ai_contrib.settings.option_value`;
@@ -684,7 +693,7 @@ def retrieval_options(script=None):
 
 
 def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, store=None,
-                            listeners=None, include_private=False, **options):
+                            listeners=None, include_private=False, **options) -> Deferred:
     """
     Fetch Mem0 hits and fuse them with the archive, off the reactor thread.
 
