@@ -24,12 +24,14 @@ Twisted or Django.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import Any
 
 from . import cascade
 from .audience import shared_part
 from .cuts import plan_compaction
+from .outcome import FAILED, SKIPPED, SUCCESS, Outcome
 from .structured import plan_replace_all
 from .summary import check_summary, make_marker
 from .tokens import count_message_tokens, count_tokens
@@ -56,15 +58,19 @@ def reduction_pct(before, after) -> float:
 
 
 @dataclass
-class CompactionResult:
+class CompactionResult(Outcome):
     """
-    What one compaction did (``docs/design.md``, "Summary compaction", result dicts).
+    What one compaction did (``docs/design.md``, "Summary compaction", result dicts); it
+    travels as this object and becomes the documented dict (:meth:`as_dict`) only where it is
+    stored (the compaction log) or sent.
 
-    ``outcome`` is ``"success"``, ``"skipped"`` or ``"failed"``; ``reason`` says why a skipped
+    ``outcome`` is ``"success"``, ``"skipped"`` or ``"failed"`` (:mod:`ai_contrib.core.outcome`:
+    ``result.success``, ``result.skipped``, ``result.failed``); ``reason`` says why a skipped
     one did nothing, ``error`` why a failed one left the history as it was. ``strategy`` is None
     only in the default strategy's early skips and the shared checks, whose documented dicts
     carry no strategy name. ``fields`` holds the rest (``compacted_messages``,
-    ``original_tokens``, ``new_tokens``, ``reduction_pct`` ... tokens are model tokens).
+    ``original_tokens``, ``new_tokens``, ``reduction_pct`` ... tokens are model tokens), read
+    with :meth:`get` or the properties below.
     """
 
     outcome: str
@@ -75,26 +81,74 @@ class CompactionResult:
     fields: dict = field(default_factory=dict)
 
     @classmethod
-    def skipped(cls, reason, trigger, strategy=None, **fields) -> CompactionResult:
-        return cls("skipped", trigger, strategy, reason=reason, fields=fields)
+    def skip(cls, reason, trigger, strategy=None, **fields) -> CompactionResult:
+        """A compaction that declined to run, because of ``reason`` (str)."""
+        return cls(SKIPPED, trigger, strategy, reason=reason, fields=fields)
 
     @classmethod
-    def failed(cls, error, trigger, strategy=None) -> CompactionResult:
-        return cls("failed", trigger, strategy, error=error)
+    def fail(cls, error, trigger, strategy=None) -> CompactionResult:
+        """A compaction that failed with ``error`` (str) and left the history as it was."""
+        return cls(FAILED, trigger, strategy, error=error)
 
     @classmethod
     def done(cls, trigger, strategy, **fields) -> CompactionResult:
-        return cls("success", trigger, strategy, fields=fields)
+        """A compaction that was applied; ``fields`` are its figures."""
+        return cls(SUCCESS, trigger, strategy, fields=fields)
+
+    @classmethod
+    def from_dict(cls, data) -> CompactionResult:
+        """The result a stored dict (:meth:`as_dict`, as written by any version) describes."""
+        data = dict(data)
+        outcome = (SKIPPED if data.pop("skipped", False) else
+                   SUCCESS if data.pop("success", False) else FAILED)
+        data.pop("success", None)
+        return cls(outcome, data.pop("trigger", None), data.pop("strategy", None),
+                   reason=data.pop("reason", None) if outcome == SKIPPED else None,
+                   error=data.pop("error", None) if outcome == FAILED else None, fields=data)
+
+    def get(self, name, default=None) -> Any:
+        """The figure ``name`` of :attr:`fields` (``"masked_ids"``, ``"cycle"`` ...), else
+        ``default``."""
+        return self.fields.get(name, default)
+
+    def with_fields(self, **fields) -> CompactionResult:
+        """A copy with ``fields`` added to (or replacing some of) :attr:`fields`."""
+        return replace(self, fields={**self.fields, **fields})
+
+    @property
+    def compacted_messages(self) -> int:
+        """Messages taken out of the context (0 unless it succeeded)."""
+        return self.fields.get("compacted_messages", 0)
+
+    @property
+    def masked_messages(self) -> int:
+        """Tool outputs masked (0 for a strategy that does not mask)."""
+        return self.fields.get("masked_messages", 0)
+
+    @property
+    def original_tokens(self) -> int | None:
+        """Tokens of what it replaced (None unless it succeeded)."""
+        return self.fields.get("original_tokens")
+
+    @property
+    def new_tokens(self) -> int | None:
+        """Tokens of what replaced it (None unless it succeeded)."""
+        return self.fields.get("new_tokens")
+
+    @property
+    def reduction_pct(self) -> float:
+        """Percent of :attr:`original_tokens` saved (0.0 unless it succeeded)."""
+        return self.fields.get("reduction_pct", 0.0)
 
     def as_dict(self) -> dict:
         """
-        The result dict callers read: ``{"skipped": True, "reason", "trigger", ...}``,
+        The stored dict: ``{"skipped": True, "reason", "trigger", ...}``,
         ``{"success": False, "error", "trigger", ...}`` or ``{"success": True, "trigger", ...}``,
         with ``"strategy"`` when it is set and then ``fields``.
         """
-        if self.outcome == "skipped":
+        if self.skipped:
             out = {"skipped": True, "reason": self.reason}
-        elif self.outcome == "failed":
+        elif self.failed:
             out = {"success": False, "error": self.error}
         else:
             out = {"success": True}
@@ -108,7 +162,7 @@ class CompactionResult:
 def benefit_skipped(decision, trigger, strategy) -> CompactionResult:
     """The result of a compaction the benefit guard stopped (``decision``: the guard's dict,
     :func:`ai_contrib.core.summary.benefit_decision` plus ``at``, ``trigger``, ``bypassed``)."""
-    return CompactionResult.skipped(
+    return CompactionResult.skip(
         f"benefit guard: estimated saving {decision['reason']}", trigger, strategy,
         benefit=decision,
     )
@@ -133,28 +187,26 @@ def evicted_result(trigger, strategy, masked, evicted, before, after) -> Compact
     )
 
 
-def combine_masked(masked, summary, strategy) -> dict:
+def combine_masked(masked, summary, strategy) -> CompactionResult:
     """
     The result of a strategy that masks first, then summarises (``hybrid``), from the two
-    result dicts: the summary's when it succeeded or failed (with ``masked_messages``, and the
-    context before the masking as ``context_before``), else the masking's (with the summary's
-    skip reason as ``summary``), else one skip naming both reasons.
-
-    Returns:
-        dict: a result dict.
+    results (:class:`CompactionResult`): the summary's when it succeeded or failed (with
+    ``masked_messages``, and the context before the masking as ``context_before``), else the
+    masking's (with the summary's skip reason as ``summary``), else one skip naming both
+    reasons.
     """
-    count = masked.get("masked_messages", 0)
-    if summary.get("success") or "error" in summary:
-        result = dict(summary, strategy=strategy, masked_messages=count)
-        if count and summary.get("success"):
-            result["context_before"] = masked["original_tokens"]  # before the masking, too
+    count = masked.masked_messages
+    if not summary.skipped:
+        result = replace(summary, strategy=strategy).with_fields(masked_messages=count)
+        if count and summary.success:  # the context before the masking, too
+            result = result.with_fields(context_before=masked.original_tokens)
         return result
     if count:
-        return dict(masked, summary=summary.get("reason"))
-    return CompactionResult.skipped(
-        f"{masked.get('reason') or masked.get('error')}; summary: {summary.get('reason')}",
-        summary.get("trigger") or masked.get("trigger"), strategy,
-    ).as_dict()
+        return masked.with_fields(summary=summary.reason)
+    return CompactionResult.skip(
+        f"{masked.reason or masked.error}; summary: {summary.reason}",
+        summary.trigger or masked.trigger, strategy,
+    )
 
 
 def fidelity_fields(fidelity) -> dict:
@@ -300,7 +352,7 @@ class Plan:
         return sum(span.tokens for span in self.spans)
 
     def skip_result(self) -> CompactionResult:
-        return CompactionResult.skipped(
+        return CompactionResult.skip(
             self.reason, self.trigger, self.strategy if self.named else None, **self.fields
         )
 
@@ -463,7 +515,8 @@ def build_markers(plan, texts, *, model=None, min_saving_tokens=1, fidelities=()
 
 def context_change(result) -> str:
     """
-    The context part of an admin's or the log's line for a compaction ``result`` dict:
+    The context part of an admin's or the log's line for a compaction ``result`` (a
+    :class:`CompactionResult`, or its stored dict):
     ``"; context 286 -> 410 tokens"``, and when lines were said while it was written, how many
     tokens they brought and how many of the oldest lines outside the summarised range left for
     the archive meanwhile (``"; context 286 -> 410 tokens (+1371 said while it was written,
@@ -473,9 +526,9 @@ def context_change(result) -> str:
     Returns:
         str
     """
-    if "context_after" not in result:
+    if result.get("context_after") is None:
         return ""
-    line = f"; context {result['context_before']} -> {result['context_after']} tokens"
+    line = f"; context {result.get('context_before')} -> {result.get('context_after')} tokens"
     said, evicted = result.get("context_said", 0), result.get("context_evicted", 0)
     if said or evicted:
         line += f" (+{said} said while it was written" + (
@@ -483,7 +536,8 @@ def context_change(result) -> str:
     return line
 
 
-def summarised_result(plan, markers, marker_tokens, context_after, preserved, evicted_tokens=0) -> CompactionResult:
+def summarised_result(plan, markers, marker_tokens, context_after, preserved,
+                      evicted_tokens=0) -> CompactionResult:
     """
     The result of an applied summarising compaction (``docs/design.md``, "Summary compaction":
     result dicts).

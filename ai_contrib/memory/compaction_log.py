@@ -19,6 +19,7 @@ from evennia.utils import logger
 
 from ..core.compaction import (
     AUTOMATIC_TRIGGERS,
+    CompactionResult,
     appended_log,
     breaker_tripped,
     context_change,
@@ -46,8 +47,14 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-def log_event(script, event) -> None:
-    """Add ``event`` (a result dict with ``at``) to the NPC's compaction log."""
+def log_event(script, event, at=None) -> None:
+    """
+    Add ``event`` to the NPC's compaction log (an Attribute of dicts): a dict with ``at``, or a
+    :class:`~ai_contrib.core.compaction.CompactionResult`, stored as its dict with ``at``
+    (ISO-8601 UTC; default now) first.
+    """
+    if isinstance(event, CompactionResult):
+        event = {"at": at or now_iso(), **event.as_dict()}
     script.db.compaction_log = appended_log(script.db.compaction_log, event)
 
 
@@ -56,13 +63,14 @@ def breaker_open(script) -> bool:
     return breaker_tripped(script.db.compact_failures, get_setting("COMPACT_FAILURE_LIMIT"))
 
 
-def record_failure(script, trigger, error, strategy="summary") -> dict:
+def record_failure(script, trigger, error, strategy="summary") -> CompactionResult:
     """
     Log a failed compaction and count it towards the circuit breaker when ``trigger`` is
     automatic (an admin's ``manual`` compaction never pauses the NPC's own).
 
     Returns:
-        dict: the failed result ``{"success": False, "error", "trigger", "strategy"}``.
+        CompactionResult: the failure (stored as ``{"success": False, "error", "trigger",
+        "strategy"}``).
     """
     event = failure_event(now_iso(), trigger, error, strategy)
     log_event(script, event)
@@ -76,22 +84,22 @@ def record_failure(script, trigger, error, strategy="summary") -> dict:
                 "an admin can still run `compact`"
             )
     logger.log_warn(f"AI compaction [{trigger}, {strategy}] {script.obj} failed: {error}")
-    return {"success": False, "error": error, "trigger": trigger, "strategy": strategy}
+    return CompactionResult.fail(error, trigger, strategy)
 
 
-def record_success(script, character, result, at=None) -> dict:
+def record_success(script, character, result, at=None) -> CompactionResult:
     """
     Bookkeeping of a successful compaction: reset the circuit breaker, add ``result`` (a
-    success dict) to the compaction log at ``at`` (default ``db.last_compaction``) and log one
-    server line. Returns ``result``.
+    successful :class:`~ai_contrib.core.compaction.CompactionResult`) to the compaction log at
+    ``at`` (default ``db.last_compaction``) and log one server line. Returns ``result``.
     """
     script.db.compact_failures = 0
     script.db.compact_last_error = None
-    log_event(script, {"at": at or script.db.last_compaction, **result})
+    log_event(script, result, at=at or script.db.last_compaction)
     logger.log_info(
-        f"AI compaction [{result['trigger']}, {result['strategy']}] {character}: "
-        f"{result['compacted_messages']} messages, {result['original_tokens']} -> "
-        f"{result['new_tokens']} tokens ({result['reduction_pct']:.0f}% reduction)"
+        f"AI compaction [{result.trigger}, {result.strategy}] {character}: "
+        f"{result.compacted_messages} messages, {result.original_tokens} -> "
+        f"{result.new_tokens} tokens ({result.reduction_pct:.0f}% reduction)"
         + context_change(result)
     )
     return result

@@ -50,6 +50,7 @@ from twisted.internet import defer
 from ..core.audience import common_audience
 from ..core.cuts import EXTRACTION_TYPE
 from ..core.fidelity import fact_problem, same_fact, source_text
+from ..core.outcome import FAILED, SUCCESS, ExtractionResult
 from ..core.text import MODEL_TEXT_MAX_CHARS, normalise_player_text
 from ..core.tokens import count_tokens
 from ..llm import tools as toolspec
@@ -711,18 +712,18 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
             than a request holds; default the whole history, the newest first.
 
     Returns:
-        Deferred[dict]: never errbacks.
+        Deferred[ExtractionResult]: never errbacks
+        (:class:`~ai_contrib.core.outcome.ExtractionResult`).
 
-        - run: ``{"success": True, "read_ids": [ids of the history messages the requests
-          showed], "facts_recorded": int, "observations_recorded": int,
-          "iterations": int, "stopped_by": "noop" | "no_tool_call" | "scope_guard" |
-          "max_iterations", "entry_ids": [journal ids], "modes": ["structured" | "native" |
-          "text", ...]}``
-        - skipped: ``{"success": True, "skipped": True, "reason": str, "facts_recorded": 0,
-          "iterations": 0, "stopped_by": None}`` (disabled, history under 5 messages, or
-          another extraction of this NPC still running);
-        - failed: ``{"success": False, "error": str, "facts_recorded": int, "iterations": int,
-          "stopped_by": "error"}`` (facts recorded before the failure stay in the journal).
+        - run: ``success``, with ``read_ids`` (ids of the history messages the requests
+          showed), ``facts_recorded``, ``observations_recorded``, ``iterations``,
+          ``stopped_by`` (``"noop"`` | ``"no_tool_call"`` | ``"scope_guard"`` |
+          ``"max_iterations"``), ``entry_ids`` (journal ids), ``modes`` (``"structured"`` |
+          ``"native"`` | ``"text"``, ...);
+        - skipped, with a ``reason`` (disabled, history under 5 messages, or another
+          extraction of this NPC still running);
+        - failed, with an ``error``, ``facts_recorded``, ``iterations`` and ``stopped_by:
+          "error"`` (facts recorded before the failure stay in the journal).
     """
     try:
         if not _cfg(script, "pre_compact_extraction_enabled", True):
@@ -739,13 +740,7 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
     except Exception as err:
         logger.exception("pre-compaction extraction could not start")
         return defer.succeed(
-            {
-                "success": False,
-                "error": f"{type(err).__name__}: {err}",
-                "facts_recorded": 0,
-                "iterations": 0,
-                "stopped_by": "error",
-            }
+            ExtractionResult(FAILED, error=f"{type(err).__name__}: {err}", stopped_by="error")
         )
 
     d = defer.maybeDeferred(run.run, messages)
@@ -756,16 +751,7 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
 
 def _skipped(reason):
     """The result of an extraction that did not start (:func:`run_pre_compaction_extraction`)."""
-    return defer.succeed(
-        {
-            "success": True,
-            "skipped": True,
-            "reason": reason,
-            "facts_recorded": 0,
-            "iterations": 0,
-            "stopped_by": None,
-        }
-    )
+    return defer.succeed(ExtractionResult.skip(reason))
 
 
 def _start(script, character, history, max_iterations, client, keep):
@@ -817,30 +803,30 @@ def _start(script, character, history, max_iterations, client, keep):
 
 def _finished(stopped_by, run):
     """The result of a run that ended (:func:`run_pre_compaction_extraction`)."""
-    return {
-        "success": True,
-        "read_ids": [m.get("id") for m in run.span],
-        "facts_recorded": len(run.facts),
-        "observations_recorded": run.observations,
-        "iterations": run.iterations,
-        "stopped_by": stopped_by,
-        "entry_ids": list(run.facts),
-        "modes": list(run.modes),
-    }
+    return ExtractionResult(
+        SUCCESS,
+        read_ids=[m.get("id") for m in run.span],
+        facts_recorded=len(run.facts),
+        observations_recorded=run.observations,
+        iterations=run.iterations,
+        stopped_by=stopped_by,
+        entry_ids=list(run.facts),
+        modes=list(run.modes),
+    )
 
 
 def _failed(failure, run):
     """The result of a run that failed; what it journaled before stays."""
     logger.warning("pre-compaction extraction failed: %s", failure.getErrorMessage())
-    return {
-        "success": False,
-        "error": f"{failure.type.__name__}: {failure.getErrorMessage()}",
-        "facts_recorded": len(run.facts),
-        "observations_recorded": run.observations,
-        "iterations": run.iterations,
-        "stopped_by": "error",
-        "entry_ids": list(run.facts),
-    }
+    return ExtractionResult(
+        FAILED,
+        error=f"{failure.type.__name__}: {failure.getErrorMessage()}",
+        facts_recorded=len(run.facts),
+        observations_recorded=run.observations,
+        iterations=run.iterations,
+        stopped_by="error",
+        entry_ids=list(run.facts),
+    )
 
 
 def _clear(result, script):

@@ -86,6 +86,7 @@ import time
 from collections import deque
 
 from ..core.audience import heard_by
+from ..core.outcome import FAILED, SKIPPED, SUCCESS, ConsolidationResult
 from ..settings import DEFAULTS, MEMORY_OPTIONS, get_setting
 
 if TYPE_CHECKING:
@@ -1376,8 +1377,8 @@ def consolidate_journal(character, agent_id=None, store=None) -> Deferred:
         store (Mem0Store, optional): default :func:`get_store`.
 
     Returns:
-        Deferred[dict]: ``{"success": bool, "added": int, "skipped": int, "error"?: str}``;
-        never errbacks.
+        Deferred[ConsolidationResult]: never errbacks
+        (:class:`~ai_contrib.core.outcome.ConsolidationResult`; skipped when Mem0 is off).
     """
     from twisted.internet import defer
 
@@ -1385,16 +1386,16 @@ def consolidate_journal(character, agent_id=None, store=None) -> Deferred:
 
     try:
         if not get_setting("MEMORY_ENABLED"):
-            return defer.succeed({"success": True, "added": 0, "skipped": 0, "disabled": True})
+            return defer.succeed(ConsolidationResult(SKIPPED, reason="Mem0 off"))
         journal = ensure_journal(plain_entry(character.db.journal or {}))
         entries = unconsolidated(journal)
         if not entries:
-            return defer.succeed({"success": True, "added": 0, "skipped": 0})
+            return defer.succeed(ConsolidationResult(SUCCESS))
         store = store or get_store()
         d = store.add_entries(agent_id or npc_agent_id(character), entries)
     except Exception as err:
         logger.warning("memory consolidation could not start: %s", err)
-        return defer.succeed({"success": False, "added": 0, "skipped": 0, "error": str(err)})
+        return defer.succeed(ConsolidationResult(FAILED, error=str(err)))
 
     def _mark(result):
         done = [jid for jid in result["added"] + result["skipped"] if jid]
@@ -1402,11 +1403,12 @@ def consolidate_journal(character, agent_id=None, store=None) -> Deferred:
         known = set(fresh["consolidated_entry_ids"])
         fresh["consolidated_entry_ids"].extend(jid for jid in dict.fromkeys(done) if jid not in known)
         character.db.journal = fresh
-        return {"success": True, "added": len(result["added"]), "skipped": len(result["skipped"])}
+        return ConsolidationResult(SUCCESS, added=len(result["added"]),
+                                   already_stored=len(result["skipped"]))
 
     def _failed(failure):
         logger.warning("memory consolidation failed: %s", failure.getErrorMessage())
-        return {"success": False, "added": 0, "skipped": 0, "error": failure.getErrorMessage()}
+        return ConsolidationResult(FAILED, error=failure.getErrorMessage())
 
     return d.addCallbacks(_mark, _failed)
 

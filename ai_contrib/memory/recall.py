@@ -10,6 +10,7 @@ evicted or masked), by BM25 in the archive's full-text index (:mod:`ai_contrib.m
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .fulltext import ArchiveSearch, index_for
@@ -56,7 +57,7 @@ def related_memory_context(script, character, query, listeners=None, include_pri
         archive_docs=archived_out_of_context(script),
         listeners=dict(listeners) if listeners is not None else None,
         include_private=include_private,
-        **dict(retrieval_options(script), budget_tokens=script.memory_budget()),
+        options=replace(retrieval_options(script), budget_tokens=script.memory_budget()),
     )
 
 

@@ -59,6 +59,8 @@ import logging
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from ..core.dates import resolve_relative_dates
 from ..core.gossip import chain_text, heard_from_text
@@ -571,22 +573,43 @@ def render_note(items) -> str:
     return "\n\n".join(sections)
 
 
-def build_memory_context(
-    vector_hits,
-    archive_docs,
-    query,
-    budget_tokens=600,
-    max_items=8,
-    k=5,
-    archive_limit=20,
-    min_score=0.0,
-    count_tokens=None,
-    max_experiences=2,
-    listeners=None,
-    min_relative_score=0.0,
-    neighbour_weight=NEIGHBOUR_WEIGHT,
-    session_weight=SESSION_WEIGHT,
-) -> dict:
+@dataclass(frozen=True)
+class RetrievalOptions:
+    """
+    How one retrieval chooses what the prompt gets (``docs/design.md``, "Retrieval and
+    embedders"; the game's defaults and an NPC's ``memory_*`` Attributes give them,
+    :func:`retrieval_options`).
+
+    Attributes:
+        enabled (bool): the master switch: False searches the archive only (Mem0 off).
+        budget_tokens (int): token budget of both prompt sections together.
+        max_items (int): items at most.
+        k (int): RRF constant.
+        archive_limit (int): BM25 archive hits considered.
+        min_score (float): minimum fused score.
+        max_experiences (int): summaries at most in ``RELATED PAST EXPERIENCES``.
+        min_relative_score (float): fraction of the best candidate's fused score a candidate
+            needs: a weak match is left out rather than spending prompt tokens the model must
+            evaluate on every reply (``docs/design.md``, "Prompt structure").
+        neighbour_weight, session_weight (float): see :func:`contextual_rerank`.
+        count_tokens (callable, optional): ``str -> int``; default the package's counter.
+    """
+
+    enabled: bool = True
+    budget_tokens: int = 600
+    max_items: int = 8
+    k: int = 5
+    archive_limit: int = 20
+    min_score: float = 0.0
+    max_experiences: int = 2
+    min_relative_score: float = 0.0
+    neighbour_weight: float = NEIGHBOUR_WEIGHT
+    session_weight: float = SESSION_WEIGHT
+    count_tokens: Callable[[str], int] | None = None
+
+
+def build_memory_context(vector_hits, archive_docs, query, options=None, *, listeners=None,
+                         **overrides) -> dict:
     """
     Everything the prompt needs from long-term memory, from already fetched hits.
 
@@ -595,19 +618,9 @@ def build_memory_context(
         archive_docs (list[dict] | ArchiveSearch | None): messages out of the context (the
             archive source of :func:`fuse_candidates`).
         query (str): the query text.
-        budget_tokens (int): token budget of both sections together.
-        max_items (int): items at most.
-        k (int): RRF constant.
-        archive_limit (int): BM25 archive hits considered.
-        min_score (float): minimum fused score.
-        count_tokens (callable, optional): ``str -> int``.
-        max_experiences (int): summaries at most in ``RELATED PAST EXPERIENCES``.
+        options (RetrievalOptions, optional): default :class:`RetrievalOptions` ();
+            ``overrides`` (its field names, e.g. ``budget_tokens=500``) replace some of them.
         listeners (iterable[str], optional): see :func:`fuse_candidates`.
-        min_relative_score (float): fraction of the best candidate's fused score a candidate
-            needs: a weak match is left out rather than spending
-            prompt tokens the model must evaluate on every reply (``docs/design.md``,
-            "Prompt structure").
-        neighbour_weight, session_weight (float): see :func:`contextual_rerank`.
 
     Returns:
         dict: ``{"memories": [candidates], "experiences": [candidates], "memories_text": str,
@@ -616,20 +629,25 @@ def build_memory_context(
 
     Raises:
         FullTextError, ArchiveError: the archive's index could not be read.
+        TypeError: an override names no field of :class:`RetrievalOptions`.
     """
+    options = replace(options or RetrievalOptions(), **overrides)
+    count_tokens = options.count_tokens
+    min_score = options.min_score
     fused = fuse_candidates(
-        vector_hits, archive_docs, query, k=k, archive_limit=archive_limit, listeners=listeners,
-        neighbour_weight=neighbour_weight, session_weight=session_weight,
+        vector_hits, archive_docs, query, k=options.k, archive_limit=options.archive_limit,
+        listeners=listeners, neighbour_weight=options.neighbour_weight,
+        session_weight=options.session_weight,
     )
-    if fused and min_relative_score > 0:
-        min_score = max(min_score, min_relative_score * fused[0]["score"])
+    if fused and options.min_relative_score > 0:
+        min_score = max(min_score, options.min_relative_score * fused[0]["score"])
     chosen = select_within_budget(
         fused,
-        budget_tokens,
-        max_items=max_items,
+        options.budget_tokens,
+        max_items=options.max_items,
         min_score=min_score,
         count_tokens=count_tokens,
-        max_experiences=max_experiences,
+        max_experiences=options.max_experiences,
     )
     memories = [c for c in chosen if c["kind"] != "experience"]
     experiences = [c for c in chosen if c["kind"] == "experience"]
@@ -662,8 +680,8 @@ def _worker_for(store):
     return _fallback_worker
 
 
-#: The options of retrieval: :func:`build_memory_context`'s argument (and ``enabled``, the
-#: master switch) -> the option in :data:`ai_contrib.settings.DEFAULTS` that gives its default.
+#: The options of retrieval: a field of :class:`RetrievalOptions` -> the option in
+#: :data:`ai_contrib.settings.DEFAULTS` that gives its default.
 RETRIEVAL_OPTIONS = {
     "enabled": "MEMORY_ENABLED",
     "budget_tokens": "MEMORY_RETRIEVAL_TOKEN_BUDGET",
@@ -677,23 +695,25 @@ RETRIEVAL_OPTIONS = {
 }
 
 
-def retrieval_options(script=None) -> dict:
+def retrieval_options(script=None) -> RetrievalOptions:
     """
     The retrieval options of one NPC (``script``: its Attributes win, ``memory_rrf_k`` and so
     on) or game-wide (``script`` None), resolved now (:func:`ai_contrib.settings.option_value`;
     ``docs/design.md``, "Per-NPC Attributes", "Retrieval and embedders").
 
     Returns:
-        dict: :data:`RETRIEVAL_OPTIONS` keys -> values (tokens, items, fractions as documented
-        in :data:`ai_contrib.settings.DEFAULTS`).
+        RetrievalOptions: the :data:`RETRIEVAL_OPTIONS` fields from the settings (tokens,
+        items, fractions as documented in :data:`ai_contrib.settings.DEFAULTS`).
     """
     from ..settings import option_value
 
-    return {arg: option_value(name, script) for arg, name in RETRIEVAL_OPTIONS.items()}
+    return RetrievalOptions(
+        **{arg: option_value(name, script) for arg, name in RETRIEVAL_OPTIONS.items()})
 
 
 def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, store=None,
-                            listeners=None, include_private=False, **options) -> Deferred:
+                            listeners=None, include_private=False, options=None, limit=None,
+                            threshold=None, **overrides) -> Deferred:
     """
     Fetch Mem0 hits and fuse them with the archive, off the reactor thread.
 
@@ -716,12 +736,11 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
             audience"). None: no audience filter (admin tools, replays without audiences).
         include_private (bool): without ``listeners``, also the memories private to a player
             (staff views of everything the NPC knows; ignored with ``listeners``).
-        **options: overrides of :func:`build_memory_context` arguments; defaults come from
+        options (RetrievalOptions, optional): default the game's (:func:`retrieval_options`:
             ``AI_MEMORY_RETRIEVAL_TOKEN_BUDGET``, ``AI_MEMORY_RETRIEVAL_MAX_ITEMS``,
-            ``AI_MEMORY_RRF_K``, ``AI_MEMORY_ARCHIVE_CANDIDATES``,
-            ``AI_MEMORY_RETRIEVAL_MAX_EXPERIENCES`` and the others of :data:`RETRIEVAL_OPTIONS`
-            (:func:`retrieval_options`; ``enabled`` False searches the archive only); ``limit``
-            and ``threshold`` go to the Mem0 search.
+            ``AI_MEMORY_RRF_K`` and the others of :data:`RETRIEVAL_OPTIONS`; ``enabled`` False
+            searches the archive only); ``overrides`` (field names) replace some of them.
+        limit, threshold: go to the Mem0 search.
 
     Returns:
         Deferred[dict]: the :func:`build_memory_context` result. A Mem0 failure is logged and
@@ -730,12 +749,8 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
     """
     from .mem0_store import MemoryStoreError, get_store
 
-    settings = retrieval_options()
-    limit = options.pop("limit", None)
-    threshold = options.pop("threshold", None)
-    settings.update(options)
-    enabled = settings.pop("enabled")
-    searchable = bool(enabled) and bool(query and str(query).strip())
+    settings = replace(options or retrieval_options(), **overrides)
+    searchable = bool(settings.enabled) and bool(query and str(query).strip())
     if searchable and store is None:
         try:
             store = get_store()
@@ -764,9 +779,9 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
         try:
             # the index's statistics cover the NPC's whole archive; a doc the listeners could
             # not all have heard is dropped from the ranking, not from the statistics
-            return build_memory_context(hits, source, query, listeners=audience, **settings)
+            return build_memory_context(hits, source, query, settings, listeners=audience)
         except (FullTextError, ArchiveError) as err:
             logger.warning("archive search failed for %s, using memories only: %s", agent_id, err)
-            return build_memory_context(hits, None, query, listeners=audience, **settings)
+            return build_memory_context(hits, None, query, settings, listeners=audience)
 
     return _worker_for(store if searchable else None).run(work)
