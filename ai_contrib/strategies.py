@@ -44,9 +44,10 @@ engine (``docs/design.md``, "One compaction engine"): it reads the NPC into a
 record first) and does the bookkeeping, with one generic runner, :func:`run_strategy`.
 
 Results (:class:`~ai_contrib.core.compaction.CompactionResult`, stored as the dicts of
-``compact_conversation_history``) carry ``"strategy"`` and, per strategy: ``masked_messages``/``masked_ids`` (mask, hybrid); ``evicted_messages`` (mask at the
-emergency threshold); ``cycle``, ``waterfall``, ``short_term_marker_id``,
-``long_term_marker_id`` (cascade). Tokens are model tokens.
+``compact_conversation_history``) carry ``"strategy"`` and, per strategy:
+``masked_messages``/``masked_ids`` (mask, hybrid); ``evicted_messages`` (mask at the emergency
+threshold); ``cycle``, ``waterfall``, ``short_term_marker_id``, ``long_term_marker_id``
+(cascade). Tokens are model tokens.
 """
 
 from evennia.utils import logger

@@ -287,7 +287,8 @@ def plan_compaction(
     )
 
 
-def eviction_ids(history, token_counts, target_tokens, keep_ids=frozenset(), stop_ids=frozenset()) -> list:
+def eviction_ids(history, token_counts, target_tokens, keep_ids=frozenset(),
+                 stop_ids=frozenset()) -> list:
     """
     The ids of the oldest messages to move out of context so that at most ``target_tokens``
     remain, ending at a safe cut (a tool call keeps its results). Summary markers are never

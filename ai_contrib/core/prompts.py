@@ -313,7 +313,8 @@ def prompt_head(history) -> tuple:
 
 
 def overload_window(history, token_counts, budget_tokens, previous_tail_id=None,
-                    head_fraction=0.3, refill_fraction=0.5, keep_fraction=0.8, keep_from=None) -> tuple | None:
+                    head_fraction=0.3, refill_fraction=0.5, keep_fraction=0.8,
+                    keep_from=None) -> tuple | None:
     """
     Which messages the reply prompt shows while the history is over its token budget (a
     compaction is still being written, or failed): a head that stays put and a tail whose start

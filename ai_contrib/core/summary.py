@@ -198,7 +198,8 @@ def _truncated_copy(msg, budget, model):
     raise ValueError(f"input_budget_tokens={budget} cannot hold even one truncated message")
 
 
-def plan_summary_chunks(messages, token_counts, input_budget_tokens, *, model=None) -> list[list[dict]]:
+def plan_summary_chunks(messages, token_counts, input_budget_tokens, *,
+                        model=None) -> list[list[dict]]:
     """
     Split ``messages`` into consecutive chunks whose transcripts each fit the summariser's input.
 

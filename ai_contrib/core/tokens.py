@@ -27,8 +27,6 @@ All counts are in tokens; lengths of ``text`` in characters.
 
 from __future__ import annotations
 
-from typing import Any
-
 import gzip
 import hashlib
 import importlib.util
@@ -39,6 +37,7 @@ import os
 import re
 import tempfile
 import threading
+from typing import Any
 
 __all__ = [
     "PER_MESSAGE_OVERHEAD",

@@ -29,11 +29,10 @@ Errors (all subclasses of :class:`LLMError`; messages name the URL, never the AP
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import json
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from twisted.internet import defer, protocol
 from twisted.internet import error as net_error

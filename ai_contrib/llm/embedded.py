@@ -27,8 +27,6 @@ Public API:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import collections
 import importlib.util
 import json
@@ -41,6 +39,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from twisted.internet import defer, protocol
 from twisted.logger import Logger

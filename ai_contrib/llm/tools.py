@@ -46,12 +46,11 @@ Pure module: no Evennia, Twisted or Django imports.
 
 from __future__ import annotations
 
-from typing import Any
-
 import ast
 import json
 import re
 import uuid
+from typing import Any
 
 from ..core.text import normalise_player_text
 

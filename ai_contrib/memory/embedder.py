@@ -19,10 +19,9 @@ Both are blocking: call them from a worker thread, never from the reactor.
 
 from __future__ import annotations
 
-from typing import Any
-
 import os
 import threading
+from typing import Any
 
 import numpy as np
 

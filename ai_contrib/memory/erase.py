@@ -23,11 +23,10 @@ file lock or on Mem0.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import os
 import shutil
 import uuid
+from typing import TYPE_CHECKING
 
 from evennia.utils import logger
 from twisted.internet import defer

@@ -40,10 +40,9 @@ teaches, so models without tool support (base models) can take part. A backend t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import json
 import logging
+from typing import TYPE_CHECKING
 
 from twisted.internet import defer
 

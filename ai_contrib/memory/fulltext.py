@@ -40,8 +40,6 @@ score a float > 0, best first.
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
 import logging
 import math
@@ -50,6 +48,7 @@ import sqlite3
 import threading
 import zlib
 from collections import Counter, OrderedDict
+from typing import Any
 
 from ..core.audience import heard_by
 from .lexical import STOP_WORDS, bm25, doc_text, tokenize

@@ -17,10 +17,9 @@ when fact extraction uses them (``"model"``: only where the extraction call give
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import logging
 import re
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred

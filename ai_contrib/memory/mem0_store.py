@@ -72,8 +72,6 @@ A *memory hit* returned by searches is a dict::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 import copy
 import hashlib
 import importlib.util
@@ -84,6 +82,7 @@ import sys
 import threading
 import time
 from collections import deque
+from typing import TYPE_CHECKING, Any
 
 from ..core.audience import heard_by
 from ..core.outcome import FAILED, SKIPPED, SUCCESS, ConsolidationResult

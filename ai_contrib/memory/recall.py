@@ -37,7 +37,8 @@ def archived_out_of_context(script) -> ArchiveSearch:
     return ArchiveSearch(index_for(script.archive), in_context)
 
 
-def related_memory_context(script, character, query, listeners=None, include_private=False) -> Deferred:
+def related_memory_context(script, character, query, listeners=None,
+                           include_private=False) -> Deferred:
     """
     What the NPC remembers about ``query`` for a reply heard by ``listeners`` (``{dbref:
     name}``; only what every one of them could have heard, ``docs/design.md``, "Privacy by

@@ -53,14 +53,13 @@ context).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import logging
 import math
 import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from ..core.dates import resolve_relative_dates
 from ..core.gossip import chain_text, heard_from_text

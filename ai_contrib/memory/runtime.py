@@ -178,7 +178,8 @@ class RuntimeHistory:
         self.dirty = True
         return removed
 
-    def evict_oldest(self, target_tokens, reason, keep_ids=frozenset(), stop_ids=frozenset()) -> list[str]:
+    def evict_oldest(self, target_tokens, reason, keep_ids=frozenset(),
+                     stop_ids=frozenset()) -> list[str]:
         """
         Move the oldest raw messages out of the runtime history until at most ``target_tokens``
         remain, cutting only where no tool call loses its results
