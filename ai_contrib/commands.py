@@ -704,11 +704,12 @@ def fidelity_cell(event):
 
 
 def format_compaction_result(npc, result):
-    """One line for an admin describing a compaction result dict (see ``rag_memory``)."""
+    """One line for an admin describing a compaction result (a
+    :class:`~ai_contrib.core.compaction.CompactionResult`, see ``rag_memory``)."""
     return describe_result(
         npc.key, result,
-        skipped=lambda r: f"Compaction of {npc.key} skipped: {r['reason']}.",
-        failed=lambda r: (f"Compaction of {npc.key} failed: {shown(r.get('error'))}. "
+        skipped=lambda r: f"Compaction of {npc.key} skipped: {r.reason}.",
+        failed=lambda r: (f"Compaction of {npc.key} failed: {shown(r.error)}. "
                           "History unchanged."),
         done=lambda r: _summary_line(npc.key, r),
     )
@@ -716,9 +717,9 @@ def format_compaction_result(npc, result):
 
 def _summary_line(npc_key, result):
     return (
-        f"Compacted {npc_key}: {result['compacted_messages']} messages -> summary, "
-        f"{result['original_tokens']} -> {result['new_tokens']} tokens "
-        f"({result['reduction_pct']:.1f}% reduction), {result['preserved_messages']} kept"
+        f"Compacted {npc_key}: {result.compacted_messages} messages -> summary, "
+        f"{result.original_tokens} -> {result.new_tokens} tokens "
+        f"({result.reduction_pct:.1f}% reduction), {result.get('preserved_messages')} kept"
         + context_change(result)
         + (f"; fidelity {fidelity_cell(result)}"
            + (" (the model's summary failed the check: an extract of the span replaced it)"

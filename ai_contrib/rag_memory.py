@@ -11,7 +11,9 @@ extraction", hardened
 so that a message arriving during compaction survives it (compaction replaces an id range) and
 a failed summary leaves the history as it was.
 
-Result dicts of :func:`compact_conversation_history` (``docs/design.md``, "Summary compaction"):
+:func:`compact_conversation_history` gives a
+:class:`~ai_contrib.core.compaction.CompactionResult`, stored in the compaction log as its dict
+(``docs/design.md``, "Summary compaction", result dicts):
 
 * skipped: ``{"skipped": True, "reason": str, ...}``
 * failed: ``{"success": False, "error": str, "trigger": str}``
@@ -26,6 +28,7 @@ from twisted.internet import defer
 from . import strategies
 from .gossip import receive_gossip
 from .core.compaction import AUTOMATIC_TRIGGERS, STALL_FRACTION, CompactionResult  # noqa: F401
+from .core.outcome import FAILED, ExtractionResult, SleepResults
 from .core.summary import DEFAULT_COMPACTION_PROMPT
 from .llm.summariser import summary_input_budget  # noqa: F401  (re-exported)
 from .memory.archive import ArchiveError
@@ -84,25 +87,26 @@ def compact_conversation_history(script, character, force=False, trigger=None, s
             :func:`ai_contrib.strategies.planned_span`).
 
     Returns:
-        Deferred firing one of the result dicts in the module docstring (other strategies add
-        ``"strategy"`` and their own fields, see :mod:`ai_contrib.strategies`). Never errbacks
+        Deferred firing a :class:`~ai_contrib.core.compaction.CompactionResult` (module
+        docstring; other strategies set ``strategy`` and add their own fields, see
+        :mod:`ai_contrib.strategies`). Never errbacks
         for LLM, archive or summary-validation failures: those give ``success: False`` and
         leave the history exactly as it was. An unknown ``strategy`` gives ``success: False``.
     """
     trigger = trigger or ("emergency" if force else "sleep")
     if script.ndb.compacting:
-        return CompactionResult.skipped("already compacting", trigger).as_dict()
+        return CompactionResult.skip("already compacting", trigger)
     if not script.cfg("compact_enabled") and not force:
-        return CompactionResult.skipped("compaction disabled", trigger).as_dict()
+        return CompactionResult.skip("compaction disabled", trigger)
     if trigger in AUTOMATIC_TRIGGERS and breaker_open(script):
-        return CompactionResult.skipped(
+        return CompactionResult.skip(
             f"automatic compaction paused after {script.db.compact_failures} "
             f"failures (last: {script.db.compact_last_error})", trigger,
-        ).as_dict()
+        )
     try:
         strategy = strategies.resolve_strategy(script, strategy)
     except ValueError as err:
-        return CompactionResult.failed(str(err), trigger).as_dict()
+        return CompactionResult.fail(str(err), trigger)
     result = yield strategies.run_strategy(script, character, strategy, force, trigger, hold_from)
     return result
 
@@ -114,18 +118,16 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, span_i
     to those messages (default: the whole history).
 
     Returns:
-        Deferred firing ``{"success", "facts_recorded", "iterations", ...}``; never errbacks.
+        Deferred firing an :class:`~ai_contrib.core.outcome.ExtractionResult`; never errbacks.
     """
-    try:
-        from .memory.extraction import run_pre_compaction_extraction as run
-    except ImportError:
-        return defer.succeed({"success": False, "skipped": True, "reason": "not available"})
+    from .memory.extraction import run_pre_compaction_extraction as run
+
     d = defer.maybeDeferred(run, script, character, max_iterations=max_iterations,
                             span_ids=span_ids)
 
     def _failed(failure):
         logger.log_warn(f"AI {character}: fact extraction failed: {failure.getErrorMessage()}")
-        return {"success": False, "error": failure.getErrorMessage()}
+        return ExtractionResult(FAILED, error=failure.getErrorMessage())
 
     return d.addErrback(_failed)
 
@@ -141,7 +143,8 @@ def check_emergency_compaction(script, character):
     running token total.
 
     Returns:
-        Deferred firing the compaction result dict, or None when no compaction was needed.
+        Deferred firing the :class:`~ai_contrib.core.compaction.CompactionResult`, or None
+        when no compaction was needed.
     """
     if not script.cfg("compact_enabled") or script.ndb.compacting:
         return None
@@ -166,7 +169,7 @@ def check_emergency_compaction(script, character):
                 script, character, span_ids=span_ids,
                 max_iterations=int(get_setting("PRE_COMPACT_EMERGENCY_ITERATIONS")),
             )
-            read = set((extraction or {}).get("read_ids") or ())
+            read = set(extraction.read_ids or ())
             if read and not span_ids <= read:  # one request could not hold it all
                 history = script.history
                 last = max(i for i, m in enumerate(history) if m.get("id") in read)
@@ -179,8 +182,8 @@ def check_emergency_compaction(script, character):
     # a busy NPC may not sleep for days: what this compaction journaled (its facts, its
     # synthesis) reaches long-term memory now, on the store's thread, as a sleep would store it
     consolidation = yield _consolidate_into_mem0(character)
-    if consolidation.get("added"):
-        logger.log_info(f"AI {character}: {consolidation['added']} journal entries "
+    if consolidation.added:
+        logger.log_info(f"AI {character}: {consolidation.added} journal entries "
                         "consolidated into Mem0 after an emergency compaction")
     return result
 
@@ -350,16 +353,17 @@ def run_sleep_tick(script, character):
     A failing step is logged and recorded; the next steps still run.
 
     Returns:
-        Deferred firing ``{step_name: result}`` for each step run.
+        Deferred firing a :class:`~ai_contrib.core.outcome.SleepResults`: what each step run
+        did.
     """
-    results = {}
+    results = SleepResults()
     for name, step in (("entity_consolidation", _consolidate_entities),
                        ("episodic_prune", _prune_episodic)):
         try:
-            results[name] = step(character)
+            setattr(results, name, step(character))
         except Exception as err:  # housekeeping must never stop the sleep phase
             logger.log_trace(f"AI {character}: sleep step {name} failed")
-            results[name] = {"success": False, "error": str(err)}
+            setattr(results, name, {"success": False, "error": str(err)})
     usage = script.token_usage()
     compaction_due = (script.cfg("compact_enabled")
                       and usage >= script.cfg("compact_sleep_threshold")
@@ -371,30 +375,30 @@ def run_sleep_tick(script, character):
     # a conversation that never reaches the compaction threshold still reaches long-term memory:
     # the NPC journals it while it sleeps (docs/design.md, "Sleep phase")
     if compaction_due or len(unjournaled) >= SLEEP_JOURNAL_MIN_MESSAGES:
-        results["pre_compaction_extraction"] = yield run_pre_compaction_extraction(
+        results.pre_compaction_extraction = yield run_pre_compaction_extraction(
             script, character, max_iterations=int(script.cfg("pre_compact_max_iterations"))
         )
-        if said and (results["pre_compaction_extraction"] or {}).get("success"):
+        if said and not results.pre_compaction_extraction.failed:
             script.db.journaled_through_seq = max(said)
-    results["context_compaction"] = yield compact_conversation_history(
+    results.context_compaction = yield compact_conversation_history(
         script, character, trigger="sleep"
     )
     try:  # before consolidation, so what it heard reaches Mem0 in this sleep
-        results["gossip"] = receive_gossip(script, character)
+        results.gossip = receive_gossip(script, character)
     except Exception as err:  # housekeeping must never stop the sleep phase
         logger.log_trace(f"AI {character}: sleep step gossip failed")
-        results["gossip"] = {"success": False, "error": str(err)}
-    results["memory_consolidation"] = yield _consolidate_into_mem0(character)
+        results.gossip = {"success": False, "error": str(err)}
+    results.memory_consolidation = yield _consolidate_into_mem0(character)
     try:  # the lines said since the last sleep get their vectors (docs/design.md)
-        results["archive_vectors"] = yield embed_archive(script, character)
+        results.archive_vectors = yield embed_archive(script, character)
     except Exception as err:  # housekeeping must never stop the sleep phase
         logger.log_trace(f"AI {character}: sleep step archive_vectors failed")
-        results["archive_vectors"] = {"success": False, "error": str(err)}
+        results.archive_vectors = {"success": False, "error": str(err)}
     try:  # after extraction, so this sleep's facts count (docs/design.md, "Scene, events and people")
-        results["people_impressions"] = update_impressions(script, character)
+        results.people_impressions = update_impressions(script, character)
     except Exception as err:  # housekeeping must never stop the sleep phase
         logger.log_trace(f"AI {character}: sleep step people_impressions failed")
-        results["people_impressions"] = {"success": False, "error": str(err)}
+        results.people_impressions = {"success": False, "error": str(err)}
     return results
 
 

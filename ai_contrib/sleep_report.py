@@ -2,7 +2,8 @@
 What a sleep phase did, in one line for admins: the ``aisleep`` report and ``aihistory``'s
 "Last sleep" row.
 
-The sleep phase (:func:`ai_contrib.rag_memory.run_sleep_tick`) returns ``{step: result}``;
+The sleep phase (:func:`ai_contrib.rag_memory.run_sleep_tick`) returns a
+:class:`~ai_contrib.core.outcome.SleepResults`;
 :func:`sleep_finished` is chained to it by the ``AssistantScript``, records the line in
 ``script.db.last_sleep`` (``{"at": ISO-8601 UTC str, "summary": str}``, kept across reloads)
 and fires the Deferreds :func:`watch_sleep` handed out.
@@ -24,12 +25,12 @@ def _compaction(result, name):
         return "compaction not run"
     return describe_result(
         name, result,
-        skipped=lambda r: f"compaction skipped ({inert_markup(r.get('reason'))})",
-        failed=lambda r: f"compaction failed ({inert_markup(r.get('error'))})",
+        skipped=lambda r: f"compaction skipped ({inert_markup(r.reason)})",
+        failed=lambda r: f"compaction failed ({inert_markup(r.error)})",
         done=lambda r: (
             f"compacted {r.get('compacted_messages')} messages, "
-            f"{r.get('original_tokens')} -> {r.get('new_tokens')} tokens "
-            f"({r.get('reduction_pct', 0):.1f}% reduction)"
+            f"{r.original_tokens} -> {r.new_tokens} tokens "
+            f"({r.reduction_pct:.1f}% reduction)"
         ),
         own=lambda line: line.rstrip("."),  # the other strategies' own wording, in a list
     )
@@ -38,26 +39,26 @@ def _compaction(result, name):
 def _extraction(result):
     if result is None:
         return "no fact extraction (below the sleep threshold)"
-    if result.get("skipped"):
-        return f"no fact extraction ({result.get('reason', 'skipped')})"
-    facts = int(result.get("facts_recorded") or 0)
-    seen = int(result.get("observations_recorded") or 0)
+    if result.skipped:
+        return f"no fact extraction ({result.reason})"
+    facts = int(result.facts_recorded or 0)
+    seen = int(result.observations_recorded or 0)
     text = f"{facts} fact(s) journaled" + (f", {seen} observation(s)" if seen else "")
-    if not result.get("success", True):
-        text += f" (extraction failed: {inert_markup(result.get('error'))})"
+    if result.failed:
+        text += f" (extraction failed: {inert_markup(result.error)})"
     return text
 
 
 def _consolidation(result):
     if not result:
         return "no consolidation"
-    if result.get("disabled"):
-        return "Mem0 off"
-    if not result.get("success"):
-        return f"consolidation into Mem0 failed ({inert_markup(result.get('error'))})"
-    text = f"{int(result.get('added') or 0)} journal entries consolidated into Mem0"
-    if result.get("skipped"):
-        text += f" ({result['skipped']} already there)"
+    if result.skipped:
+        return result.reason
+    if result.failed:
+        return f"consolidation into Mem0 failed ({inert_markup(result.error)})"
+    text = f"{int(result.added or 0)} journal entries consolidated into Mem0"
+    if result.already_stored:
+        text += f" ({result.already_stored} already there)"
     return text
 
 
@@ -66,8 +67,9 @@ def describe_sleep(result, name="the NPC"):
     One line about a sleep phase's result.
 
     Args:
-        result (dict | Failure | None): ``run_sleep_tick``'s ``{step: result}``; a Failure
-            when the phase broke off; None when the NPC woke before its sleep work started.
+        result (SleepResults | Failure | None): ``run_sleep_tick``'s
+            :class:`~ai_contrib.core.outcome.SleepResults`; a Failure when the phase broke
+            off; None when the NPC woke before its sleep work started.
         name (str): the NPC's name, for the compaction strategies' wording.
 
     Returns:
@@ -80,21 +82,21 @@ def describe_sleep(result, name="the NPC"):
     if isinstance(result, Failure):
         return f"sleep work failed: {result.getErrorMessage()}"
     parts = [
-        _compaction(result.get("context_compaction"), name),
-        _extraction(result.get("pre_compaction_extraction")),
-        _consolidation(result.get("memory_consolidation")),
+        _compaction(result.context_compaction, name),
+        _extraction(result.pre_compaction_extraction),
+        _consolidation(result.memory_consolidation),
     ]
-    gossip = result.get("gossip") or {}
+    gossip = result.gossip or {}
     if gossip.get("success") is False:
         parts.append(f"gossip failed ({inert_markup(gossip.get('error'))})")
     elif gossip.get("received"):
         parts.append(f"{gossip['received']} fact(s) heard from {gossip.get('peers')} NPC(s) "
                      "of its gossip networks")
-    pruned = (result.get("episodic_prune") or {}).get("pruned")
+    pruned = (result.episodic_prune or {}).get("pruned")
     if pruned:
         parts.append(f"{pruned} journal entries pruned")
     for step in ("entity_consolidation", "episodic_prune"):
-        outcome = result.get(step) or {}
+        outcome = getattr(result, step) or {}
         if outcome.get("success") is False:
             parts.append(f"{step.replace('_', ' ')} failed ({outcome.get('error')})")
     return "; ".join(parts)

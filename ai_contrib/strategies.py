@@ -43,10 +43,11 @@ engine (``docs/design.md``, "One compaction engine"): it reads the NPC into a
 :class:`~ai_contrib.core.compaction.Snapshot`, runs the LLM step, applies the markers (archive
 record first) and does the bookkeeping, with one generic runner, :func:`run_strategy`.
 
-Result dicts are those of ``compact_conversation_history`` plus ``"strategy"`` and, per
-strategy: ``masked_messages``/``masked_ids`` (mask, hybrid); ``evicted_messages`` (mask at the
-emergency threshold); ``cycle``, ``waterfall``, ``short_term_marker_id``,
-``long_term_marker_id`` (cascade). Tokens are model tokens.
+Results (:class:`~ai_contrib.core.compaction.CompactionResult`, stored as the dicts of
+``compact_conversation_history``) carry ``"strategy"`` and, per strategy:
+``masked_messages``/``masked_ids`` (mask, hybrid); ``evicted_messages`` (mask at the emergency
+threshold); ``cycle``, ``waterfall``, ``short_term_marker_id``, ``long_term_marker_id``
+(cascade). Tokens are model tokens.
 """
 
 from evennia.utils import logger
@@ -277,10 +278,9 @@ def micro_compact(script, trigger="turn", strategy="mask"):
     and the messages stay as they were, so it cannot block a reply.
 
     Returns:
-        dict: ``{"success": True, "strategy", "trigger", "masked_messages", "masked_ids",
-        "compacted_messages", "original_tokens", "new_tokens", "reduction_pct"}``,
-        ``{"skipped": True, "reason", ...}`` when nothing qualifies, or
-        ``{"success": False, "error", ...}``.
+        CompactionResult: a success with ``masked_messages``, ``masked_ids``,
+        ``compacted_messages``, ``original_tokens``, ``new_tokens``, ``reduction_pct``; a skip
+        when nothing qualifies; a failure.
     """
     try:
         runtime = script.runtime
@@ -296,12 +296,13 @@ def micro_compact(script, trigger="turn", strategy="mask"):
         ids = apply_masks_to_runtime(runtime, replacements, trigger=trigger) if replacements else []
     except Exception as err:  # micro compaction must never block the conversation
         logger.log_warn(f"AI {script.obj}: masking old tool outputs failed: {err}")
-        return CompactionResult.failed(f"masking failed: {err}", trigger, strategy).as_dict()
+        return CompactionResult.fail(f"masking failed: {err}", trigger, strategy)
     if not ids:
-        return CompactionResult.skipped("no old tool output to mask", trigger, strategy).as_dict()
+        return CompactionResult.skip("no old tool output to mask", trigger, strategy)
     after = runtime.tokens
-    result = masked_result(trigger, strategy, ids, before, after).as_dict()
-    log_event(script, {"at": now_iso(), **{k: v for k, v in result.items() if k != "masked_ids"}})
+    result = masked_result(trigger, strategy, ids, before, after)
+    logged = {k: v for k, v in result.as_dict().items() if k != "masked_ids"}
+    log_event(script, {"at": now_iso(), **logged})
     logger.log_info(
         f"AI masking [{trigger}] {script.obj}: {len(ids)} old tool outputs archived, "
         f"{before} -> {after} tokens"
@@ -316,10 +317,11 @@ def evict_for_emergency(script, character, masked, trigger, strategy="mask"):
     archive, so ``mask`` never needs a summariser (``docs/design.md``, "Observation masking").
 
     Args:
-        masked (dict): the masking's result dict, returned as it is when nothing is evicted.
+        masked (CompactionResult): the masking's result, returned as it is when nothing is
+            evicted.
 
     Returns:
-        dict: the result of masking and eviction together.
+        CompactionResult: the result of masking and eviction together.
     """
     threshold = float(script.cfg("compact_emergency_threshold"))
     if script.token_usage() < threshold:
@@ -340,13 +342,11 @@ def evict_for_emergency(script, character, masked, trigger, strategy="mask"):
         return masked
     script.checkpoint()
     after = script.token_count()
-    result = evicted_result(
-        trigger, strategy, masked.get("masked_messages", 0), len(ids), before, after
-    ).as_dict()
-    log_event(script, {"at": now_iso(), **result})
+    result = evicted_result(trigger, strategy, masked.masked_messages, len(ids), before, after)
+    log_event(script, result)
     logger.log_info(
         f"AI compaction [{trigger}, {strategy}] {character}: {len(ids)} messages, {before} -> "
-        f"{after} tokens ({result['reduction_pct']:.0f}% reduction): the oldest moved to the "
+        f"{after} tokens ({result.reduction_pct:.0f}% reduction): the oldest moved to the "
         "archive"
     )
     return result
@@ -544,23 +544,22 @@ def _summarise_plan(script, character, plan):
 
 @defer.inlineCallbacks
 def _run_plan(script, character, record, force, trigger, hold_from=None):
-    """Plan, guard, summarise, record: the result dict of one summarising compaction
-    (``hold_from``: :func:`snapshot`)."""
+    """Plan, guard, summarise, record: the :class:`CompactionResult` of one summarising
+    compaction (``hold_from``: :func:`snapshot`)."""
     plan = compaction.plan(record, snapshot(script, force, trigger, hold_from))
     if plan.skipped:
-        return plan.skip_result().as_dict()
+        return plan.skip_result()
     decision = check_benefit(script, trigger, plan.benefit_tokens, force)
     if not decision["run"]:
-        return benefit_skipped(decision, trigger, plan.strategy).as_dict()
-    outcome = yield _summarise_plan(script, character, plan)
-    if isinstance(outcome, str):
-        return record_failure(script, trigger, outcome, plan.strategy)
-    result = outcome.as_dict()
+        return benefit_skipped(decision, trigger, plan.strategy)
+    result = yield _summarise_plan(script, character, plan)
+    if isinstance(result, str):
+        return record_failure(script, trigger, result, plan.strategy)
     if plan.cycle is not None:
         logger.log_info(
             f"AI cascade {character}: cycle {plan.cycle.cycle} "
             f"({'waterfall' if plan.cycle.waterfall else 'first summary'}): "
-            f"{result['compacted_messages']} messages -> short-term summary"
+            f"{result.compacted_messages} messages -> short-term summary"
         )
     return record_success(script, character, result)
 
@@ -575,9 +574,9 @@ def run_strategy(script, character, strategy, force=False, trigger="sleep", hold
     (already compacting, disabled, circuit breaker). ``hold_from``: :func:`snapshot`.
 
     Returns:
-        Deferred firing a result dict (module docstring); never errbacks for LLM, archive or
-        validation failures, which leave the history as it was. An unknown ``strategy``
-        errbacks with ValueError.
+        Deferred firing a :class:`~ai_contrib.core.compaction.CompactionResult` (module
+        docstring); never errbacks for LLM, archive or validation failures, which leave the
+        history as it was. An unknown ``strategy`` errbacks with ValueError.
     """
     record = get_strategy(strategy)
     masked = micro_compact(script, trigger=trigger, strategy=record.name) if record.masks_first \
@@ -629,7 +628,8 @@ def after_turn(script, character, compact):
     fires when it is done). Other strategies, and NPCs with compaction disabled, do nothing.
 
     Returns:
-        Deferred firing the result dict, or None when nothing was attempted. Never errbacks.
+        Deferred firing the :class:`~ai_contrib.core.compaction.CompactionResult`, or None when
+        nothing was attempted. Never errbacks.
     """
     try:
         if not script.cfg("compact_enabled"):

@@ -582,7 +582,10 @@ class PipelineNPC:
         self.fidelity_rejected = 0  # summaries that failed the fidelity check with no extract
 
     def _tally(self, trigger, result):
-        """Record what one compaction attempt of the pipeline returned."""
+        """Record what one compaction attempt of the pipeline returned (a ``CompactionResult``,
+        read as the dict the report stores, or None)."""
+        if hasattr(result, "as_dict"):
+            result = result.as_dict()
         if not isinstance(result, dict):
             return
         if result.get("success"):
@@ -630,7 +633,8 @@ class PipelineNPC:
             wait(script.run_tick())
             if script.ndb.memory_work is not None:  # the sleep phase runs beside the replies
                 wait(script.ndb.memory_work)
-            sleep_result = script.ndb.last_sleep_result or {}
+            sleep_result = script.ndb.last_sleep_result  # SleepResults; the report holds dicts
+            sleep_result = sleep_result.as_dict() if sleep_result is not None else {}
             self.sleeps.append(sleep_result)
             self._tally("sleep", sleep_result.get("context_compaction"))
         if script.db.operating_mode == "sleep":

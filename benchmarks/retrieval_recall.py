@@ -230,12 +230,11 @@ class ShippedRetrieval:
 
     def __init__(self, sample, cache):
         from ai_contrib.memory.fulltext import ArchiveSearch
-        from ai_contrib.memory.retrieval import RETRIEVAL_OPTIONS, retrieval_options
+        from ai_contrib.memory.retrieval import retrieval_options
 
         options = retrieval_options()
-        self.options = {key: options[key] for key in ("k", "archive_limit", "neighbour_weight",
-                                                      "session_weight", "archive_vector_weight")
-                        if key in RETRIEVAL_OPTIONS}
+        self.options = {key: getattr(options, key) for key in (
+            "k", "archive_limit", "neighbour_weight", "session_weight", "archive_vector_weight")}
         self.source = ArchiveSearch.of_docs(archive_docs(sample), embedder=CachedEmbedder(cache))
 
     def rank(self, question, depth):

@@ -30,7 +30,7 @@ from ai_contrib.typeclasses import SCRIPT_KEY, AssistantCharacter, AssistantScri
 
 from .npc_fixtures import NPCTestCase
 from .llm_double import reply
-from .twisted_util import spin, wait_for
+from .twisted_util import spin, stored, wait_for
 
 FORGED = "|/|w[MudInfo] Fake alert|n |lcquit|ltclick|le"
 
@@ -297,8 +297,8 @@ class TestAIMemoryRecall(AdminCase):
         self.fill(50)
         self.script.db.max_context_tokens = 1500
         self.llm.enqueue(reply("Guests talked about rooms, stew and the weather."))
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc,
-                                                                  trigger="manual"))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc,
+                                                                  trigger="manual")))
         self.assertTrue(result.get("success"), result)
         self.assertNotIn("hollyhock", " ".join(m["content"] for m in self.script.history))
         # no audience filter: both lines, from the archive, as a reply would read them

@@ -9,7 +9,7 @@ from ai_contrib.core.messages import is_marker
 
 from .llm_double import http_error, reply, sleep, tool_calls
 from .npc_fixtures import NPCTestCase
-from .twisted_util import spin, wait_for
+from .twisted_util import spin, stored, wait_for
 
 SUMMARY = "Bob asked about rooms; Marta offered the east room for two silver."
 
@@ -18,18 +18,18 @@ class TestSkips(NPCTestCase):
     def test_disabled(self):
         self.fill(30)
         self.script.db.compact_enabled = False
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc)))
         self.assertEqual(result["reason"], "compaction disabled")
         self.assertEqual(len(self.llm.requests), 0)
 
     def test_no_history(self):
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc)))
         self.assertEqual(result, {"skipped": True, "reason": "no history", "trigger": "sleep"})
 
     def test_below_threshold(self):
         self.fill(30)
         self.script.db.max_context_tokens = 100000
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc)))
         self.assertTrue(result["skipped"])
         self.assertTrue(result["reason"].startswith("below threshold"))
         self.assertLess(result["token_usage"], 0.7)
@@ -37,15 +37,15 @@ class TestSkips(NPCTestCase):
     def test_within_preserve_window(self):
         self.fill(10)
         self.script.db.max_context_tokens = 50
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc, force=True))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc, force=True)))
         self.assertEqual(result["reason"], "history within preserve window")
 
     def test_already_compacting(self):
         self.fill(40)
         self.script.db.max_context_tokens = 1000
         self.llm.enqueue(sleep(0.5, then=reply(SUMMARY)))
-        first = rag_memory.compact_conversation_history(self.script, self.npc, force=True)
-        second = wait_for(rag_memory.compact_conversation_history(self.script, self.npc, force=True))
+        first = rag_memory.compact_conversation_history(self.script, self.npc, force=True).addCallback(stored)
+        second = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc, force=True)))
         self.assertEqual(second["reason"], "already compacting")
         self.assertTrue(wait_for(first)["success"])
 
@@ -60,7 +60,7 @@ class TestCompaction(NPCTestCase):
     def test_split_marker_journal_and_result(self):
         before = self.script.token_count()
         self.llm.enqueue(reply(SUMMARY))
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc)))
         self.assertTrue(result["success"], result)
         history = self.script.history
         marker = history[0]
@@ -107,7 +107,7 @@ class TestCompaction(NPCTestCase):
 
     def test_message_arriving_during_compaction_survives(self):
         self.llm.enqueue(sleep(0.3, then=reply(SUMMARY)))
-        d = rag_memory.compact_conversation_history(self.script, self.npc)
+        d = rag_memory.compact_conversation_history(self.script, self.npc).addCallback(stored)
         spin(0.05)
         late = self.script.add_message("user", "Is the stew ready?", name="Alice")
         result = wait_for(d)
@@ -123,11 +123,12 @@ class TestCompaction(NPCTestCase):
         spin(0.05)
         for i in range(60):  # players keep talking while the summary is written
             self.script.add_message("user", f"Talk {i}: " + "word " * 30, name="Alice")
-        result = wait_for(d)
+        outcome = wait_for(d)
+        result = stored(outcome)
         self.assertTrue(result["success"], result)
         self.assertGreater(result["context_after"], result["context_before"])  # context grew
         self.assertGreater(result["reduction_pct"], 0)  # but the compaction itself shrank
-        line = format_compaction_result(self.npc, result)
+        line = format_compaction_result(self.npc, outcome)
         self.assertNotIn("-", line.split("reduction")[0].split("(")[-1])
         self.assertIn(f"context {result['context_before']} -> {result['context_after']}", line)
         # and why it grew: what was said while the summary was written
@@ -140,7 +141,7 @@ class TestCompaction(NPCTestCase):
         ids = [m["id"] for m in self.script.history]
         tokens = self.script.token_count()
         self.llm.enqueue(http_error(500))
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc)))
         self.assertFalse(result["success"])
         self.assertIn("500", result["error"])
         self.assertEqual([m["id"] for m in self.script.history], ids)
@@ -150,7 +151,7 @@ class TestCompaction(NPCTestCase):
     def test_force_ignores_threshold_not_window(self):
         self.script.db.max_context_tokens = 3000  # ~40 % used: below the sleep threshold
         self.llm.enqueue(reply(SUMMARY))
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc, force=True))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc, force=True)))
         self.assertTrue(result["success"], result)
         self.assertEqual(result["trigger"], "emergency")
         self.assertGreaterEqual(result["preserved_messages"], 20)
@@ -160,7 +161,7 @@ class TestCompaction(NPCTestCase):
         wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
         self.fill(40)
         self.llm.enqueue(reply("Marta let the east room to Bob; Alice asked about stew."))
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc)))
         self.assertTrue(result["success"], result)
         markers = [m for m in self.script.history if is_marker(m)]
         self.assertEqual(len(markers), 1)
@@ -170,21 +171,21 @@ class TestCompaction(NPCTestCase):
     def test_breaker_opens_after_three_automatic_failures_and_manual_still_runs(self):
         for _ in range(3):
             self.llm.enqueue(http_error(503))
-            result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+            result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc)))
             self.assertFalse(result["success"])
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc)))
         self.assertTrue(result["skipped"])
         self.assertIn("paused", result["reason"])
         self.llm.enqueue(reply(SUMMARY))
-        result = wait_for(rag_memory.compact_conversation_history(
-            self.script, self.npc, trigger="manual"))
+        result = stored(wait_for(rag_memory.compact_conversation_history(
+            self.script, self.npc, trigger="manual")))
         self.assertTrue(result["success"], result)
         self.assertEqual(self.script.db.compact_failures, 0)
 
     def test_sleep_tick_compacts(self):
         self.script.db.pre_compact_extraction_enabled = False
         self.llm.enqueue(reply(SUMMARY))
-        results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc))
+        results = stored(wait_for(rag_memory.run_sleep_tick(self.script, self.npc)))
         self.assertTrue(results["context_compaction"]["success"], results)
         self.assertEqual(results["context_compaction"]["trigger"], "sleep")
 
@@ -197,7 +198,7 @@ class TestCompaction(NPCTestCase):
                 ("add_journal_entry", {"content": facts[2 * i + 1], "importance": 6})]))
         self.llm.enqueue(reply(SUMMARY))
         before = self.script.token_count()
-        results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc))
+        results = stored(wait_for(rag_memory.run_sleep_tick(self.script, self.npc)))
         self.assertTrue(results["context_compaction"]["success"], results)
         # the extraction wrote its calls and results (they are in the archive)...
         archived = [m for m in self.script.archive.messages() if is_extraction_traffic(m)]
@@ -221,7 +222,7 @@ class TestCompaction(NPCTestCase):
         self.llm.enqueue(sleep(2.0, then=reply(SUMMARY)))
         self.script.db.max_context_tokens = 1000  # 50 lines of ~25 tokens: past the emergency
         before = self.script.token_count()
-        compaction = rag_memory.check_emergency_compaction(self.script, self.npc)
+        compaction = rag_memory.check_emergency_compaction(self.script, self.npc).addCallback(stored)
         traffic = []
         for _ in range(200):  # until the extraction has written; the summary takes 2 s more
             traffic = [m for m in self.script.history if is_extraction_traffic(m)]
@@ -244,7 +245,7 @@ class TestEmergencyExtraction(NPCTestCase):
             ("add_journal_entry", {"content": fact, "importance": 6})])))
         self.llm.enqueue(reply("ok"))  # no tool call: the extraction stops
         self.llm.enqueue(reply(SUMMARY))
-        compaction = rag_memory.check_emergency_compaction(self.script, self.npc)
+        compaction = rag_memory.check_emergency_compaction(self.script, self.npc).addCallback(stored)
         for _ in range(200):  # the extraction request is out: lines said now move the window
             if self.llm.requests:
                 break
@@ -273,7 +274,7 @@ class TestOverflow(NPCTestCase):
         self.script.db.max_context_tokens = 1000  # 60 lines of ~25 tokens: ~150 %
         self.script.db.compact_failures = 3  # the breaker is open: the summariser keeps failing
         self.script.db.compact_last_error = "summary failed: HTTP 503"
-        result = wait_for(rag_memory.check_emergency_compaction(self.script, self.npc))
+        result = stored(wait_for(rag_memory.check_emergency_compaction(self.script, self.npc)))
         self.assertIsNone(result)
         self.assertLessEqual(self.script.token_usage(), 0.8)
         kept = [m["id"] for m in self.script.history]
@@ -303,7 +304,7 @@ class TestFidelityGuard(NPCTestCase):
 
     def test_a_junk_summary_is_replaced_by_an_extract_and_its_score_logged(self):
         self.llm.enqueue(reply(self.JUNK))
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc)))
         self.assertTrue(result["success"], result)
         marker = self.script.history[0]
         self.assertTrue(is_marker(marker))
@@ -326,7 +327,7 @@ class TestFidelityGuard(NPCTestCase):
 
     def test_a_faithful_summary_is_kept_with_its_score(self):
         self.llm.enqueue(reply("Bob promised Tom 3 silver by Friday."))
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc)))
         self.assertTrue(result["success"], result)
         marker = self.script.history[0]
         self.assertIn("Bob promised Tom 3 silver by Friday.", marker["content"])
@@ -357,8 +358,8 @@ class TestUnsupportedSummary(NPCTestCase):
 
     def compact(self, summary):
         self.llm.enqueue(reply(summary))
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc,
-                                                                  force=True))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc,
+                                                                  force=True)))
         self.assertTrue(result["success"], result)
         self.assertEqual(result["compacted_messages"], 21)
         return result, self.script.history[0]

@@ -5,6 +5,8 @@ The strategies on a real script are in tests/test_strategies.py; every strategy 
 runtime history in tests/test_strategy_properties.py.
 """
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -71,9 +73,9 @@ def test_one_record_per_strategy_says_what_it_is():
 
 
 def test_result_dicts_keep_their_documented_shapes():
-    assert CompactionResult.skipped("no history", "sleep").as_dict() == {
+    assert CompactionResult.skip("no history", "sleep").as_dict() == {
         "skipped": True, "reason": "no history", "trigger": "sleep"}
-    assert CompactionResult.failed("boom", "manual", "cascade").as_dict() == {
+    assert CompactionResult.fail("boom", "manual", "cascade").as_dict() == {
         "success": False, "error": "boom", "trigger": "manual", "strategy": "cascade"}
     done = masked_result("turn", "mask", ["a", "b"], 200, 50).as_dict()
     assert done["success"] and done["masked_messages"] == done["compacted_messages"] == 2
@@ -82,16 +84,43 @@ def test_result_dicts_keep_their_documented_shapes():
     assert benefit_skipped(decision, "sleep", "summary").as_dict()["benefit"] is decision
 
 
+def test_results_travel_as_objects_and_stored_dicts_read_back():
+    # the compaction log (an Attribute) holds dicts: one written by an older version still
+    # reads as the same result, and a result's dict reads back to an equal result
+    stored = [
+        {"skipped": True, "reason": "below threshold (12.0% < 70%)", "trigger": "sleep",
+         "token_usage": 0.12},
+        {"success": False, "error": "summary failed: timeout", "trigger": "sleep",
+         "strategy": "summary"},
+        {"success": True, "trigger": "manual", "strategy": "mask", "masked_messages": 2,
+         "compacted_messages": 2, "original_tokens": 200, "new_tokens": 50,
+         "reduction_pct": 75.0},
+    ]
+    results = [CompactionResult.from_dict(d) for d in stored]
+    assert [(r.skipped, r.failed, r.success) for r in results] == [
+        (True, False, False), (False, True, False), (False, False, True)]
+    assert results[0].reason.startswith("below threshold") and results[0].strategy is None
+    assert results[1].error == "summary failed: timeout"
+    assert (results[2].compacted_messages, results[2].reduction_pct) == (2, 75.0)
+    assert [r.as_dict() for r in results] == stored
+    done = masked_result("turn", "mask", ["a", "b"], 200, 50)
+    assert CompactionResult.from_dict(done.as_dict()) == done
+
+
 def test_hybrid_results_combine_the_masking_and_the_summary():
-    masked = masked_result("sleep", "hybrid", ["t1"], 300, 250).as_dict()
-    summary = {"success": True, "trigger": "sleep", "compacted_messages": 5,
-               "context_before": 250}
-    both = combine_masked(masked, summary, "hybrid")
+    masked = masked_result("sleep", "hybrid", ["t1"], 300, 250)
+    summary = CompactionResult.from_dict({"success": True, "trigger": "sleep",
+                                          "compacted_messages": 5, "context_before": 250})
+    both = combine_masked(masked, summary, "hybrid").as_dict()
     assert both["masked_messages"] == 1 and both["context_before"] == 300
-    only_masked = combine_masked(masked, {"skipped": True, "reason": "below"}, "hybrid")
+    only_masked = combine_masked(
+        masked, CompactionResult.from_dict({"skipped": True, "reason": "below"}), "hybrid"
+    ).as_dict()
     assert only_masked["summary"] == "below" and only_masked["masked_ids"] == ["t1"]
-    none = combine_masked({"skipped": True, "reason": "no output", "trigger": "sleep"},
-                          {"skipped": True, "reason": "below", "trigger": "sleep"}, "hybrid")
+    none = combine_masked(
+        CompactionResult.from_dict({"skipped": True, "reason": "no output", "trigger": "sleep"}),
+        CompactionResult.from_dict({"skipped": True, "reason": "below", "trigger": "sleep"}),
+        "hybrid").as_dict()
     assert none == {"skipped": True, "reason": "no output; summary: below",
                     "trigger": "sleep", "strategy": "hybrid"}
 
@@ -181,10 +210,10 @@ def test_breaker_and_synthesis_entries():
 
 
 def test_result_wording_comes_from_the_records():
-    masked = masked_result("manual", "mask", ["a"], 100, 60).as_dict()
+    masked = masked_result("manual", "mask", ["a"], 100, 60)
     assert format_result("Marta", masked).startswith("Masked 1 old tool output(s) of Marta")
-    assert format_result("Marta", {"success": True, "strategy": "summary"}) is None
-    hybrid = dict(masked, strategy="hybrid")  # masked but wrote no summary
+    assert format_result("Marta", CompactionResult.done("manual", "summary")) is None
+    hybrid = replace(masked, strategy="hybrid")  # masked but wrote no summary
     assert format_result("Marta", hybrid).startswith("Masked 1")
-    skipped = CompactionResult.skipped("no history", "sleep", "cascade").as_dict()
+    skipped = CompactionResult.skip("no history", "sleep", "cascade")
     assert format_result("Marta", skipped) == "Compaction of Marta (cascade) skipped: no history."

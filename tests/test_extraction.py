@@ -32,7 +32,7 @@ from ai_contrib.memory.importance import (
 from .llm_double import (  # noqa: F401 (fixture)
     http_error, llm_double, prompt_text, reply, respond, tool_calls)
 from .npc_fixtures import NPCTestCase
-from .twisted_util import wait_for
+from .twisted_util import stored, wait_for
 
 ALLERGY = {"content": "Bob is allergic to peanuts.", "importance": 8, "speaker": "Bob"}
 
@@ -53,7 +53,7 @@ class ExtractionTestCase(NPCTestCase):
                       "audience": sorted([self.char1.dbref, self.char2.dbref])})
 
     def run_extraction(self, **kwargs):
-        return wait_for(run_pre_compaction_extraction(self.script, self.npc, **kwargs))
+        return stored(wait_for(run_pre_compaction_extraction(self.script, self.npc, **kwargs)))
 
     def journal(self, source_type="fact"):
         return [e for e in self.npc.db.journal["entries"] if e["source_type"] == source_type]
@@ -82,7 +82,7 @@ class TestSkips(ExtractionTestCase):
         script = get_assistant_script(other)
         for i in range(4):
             script.add_message("user", f"hello {i}", name="Bob")
-        result = wait_for(run_pre_compaction_extraction(script, other))
+        result = stored(wait_for(run_pre_compaction_extraction(script, other)))
         self.assertTrue(result["skipped"])
         self.assertIn("shorter than 5", result["reason"])
         self.assertEqual(self.llm.requests, [])
@@ -651,12 +651,12 @@ class TestConsolidation(ExtractionTestCase):
         store = Mem0Store(path=directory)
         self.addCleanup(lambda: wait_for(store.close()))
         pending = [e["id"] for e in unconsolidated(self.npc.db.journal)]
-        result = wait_for(consolidate_journal(self.npc, store=store), timeout=60)
+        result = stored(wait_for(consolidate_journal(self.npc, store=store), timeout=60))
         self.assertEqual(result, {"success": True, "added": 2, "skipped": 0})
         self.assertEqual(sorted(self.npc.db.journal["consolidated_entry_ids"]), sorted(pending))
         self.assertEqual(unconsolidated(self.npc.db.journal), [])
         # nothing left to do the second time; Mem0 holds each fact once
-        self.assertEqual(wait_for(consolidate_journal(self.npc, store=store))["added"], 0)
+        self.assertEqual(stored(wait_for(consolidate_journal(self.npc, store=store)))["added"], 0)
         self.assertEqual(len(wait_for(store.list(npc_agent_id(self.npc)))), 2)
         bob = store.run(store.search_sync, npc_agent_id(self.npc), "what can't Bob eat?",
                         listeners={self.char1.dbref: "Bob"})
@@ -706,11 +706,11 @@ class TestEmbeddedModel(NPCTestCase):
         results = []
         for seed in (1, 2, 3):
             with override_settings(AI_LLM_SEED=seed):
-                results.append(wait_for(
+                results.append(stored(wait_for(
                     run_pre_compaction_extraction(self.script, self.npc, max_iterations=5,
                                                   client=self.client),
                     timeout=600,
-                ))
+                )))
         for result in results:
             self.assertTrue(result["success"], result)
             self.assertIn("structured", result["modes"])

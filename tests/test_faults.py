@@ -48,7 +48,7 @@ from .llm_double import (
     sleep,
 )
 from .npc_fixtures import NPCTestCase
-from .twisted_util import spin, wait_for
+from .twisted_util import spin, stored, wait_for
 
 SUMMARY = "Bob asked about rooms; Marta offered the east room for two silver."
 LLAMA_OVERFLOW = {
@@ -155,11 +155,11 @@ class FaultCase(NPCTestCase):
     def compact(self, trigger="sleep", force=False):
         """Run a compaction; return (result, the warnings logged)."""
         with mock.patch.object(rag_memory.logger, "log_warn") as warn:
-            result = wait_for(
+            result = stored(wait_for(
                 rag_memory.compact_conversation_history(
                     self.script, self.npc, force=force, trigger=trigger
                 )
-            )
+            ))
         return result, [str(call.args[0]) for call in warn.call_args_list]
 
     def assert_failed_unchanged(self, behaviours, expected_error, trigger="sleep", requests=1):
@@ -283,7 +283,7 @@ class TestEachFailureLeavesHistoryUnchanged(FaultCase):
     def test_failed_apply_after_range_vanished(self):
         # the summarised range disappears while the summary is pending (evicted): no splice
         self.llm.enqueue(sleep(0.3, then=reply(SUMMARY)))
-        d = rag_memory.compact_conversation_history(self.script, self.npc)
+        d = rag_memory.compact_conversation_history(self.script, self.npc).addCallback(stored)
         for _ in range(500):  # the summary request is out (and held): now the range vanishes
             if self.llm.requests:
                 break
@@ -345,7 +345,7 @@ class TestPerNPCSettings(FaultCase):
 
 class TestCircuitBreaker(FaultCase):
     def sleep_tick(self):
-        return wait_for(rag_memory.run_sleep_tick(self.script, self.npc))["context_compaction"]
+        return stored(wait_for(rag_memory.run_sleep_tick(self.script, self.npc)))["context_compaction"]
 
     def test_opens_after_three_automatic_failures_manual_runs_and_success_closes(self):
         for n in range(1, 4):

@@ -12,7 +12,7 @@ from ai_contrib.core.messages import is_marker
 
 from .llm_double import reply
 from .npc_fixtures import NPCTestCase
-from .twisted_util import wait_for
+from .twisted_util import stored, wait_for
 
 W, T = "#21", "#22"
 
@@ -128,14 +128,14 @@ class ForgetAPlayer(NPCTestCase):
         self.script.db.max_context_tokens = 900
         self.script.db.compact_preserve_window = 4
         self.llm.enqueue(reply(self.SUMMARY))
-        result = wait_for(rag_memory.compact_conversation_history(
-            self.script, self.npc, force=True, trigger="manual"))
+        result = stored(wait_for(rag_memory.compact_conversation_history(
+            self.script, self.npc, force=True, trigger="manual")))
         self.assertTrue(result.get("success"), result)
         self.assertTrue(any(is_marker(m) for m in self.script.history))
         self._journal()
         add_pin(self.npc, "Wren is the miller's daughter.", player=self.wren)
         add_pin(self.npc, "Tamsin sells lanterns.", player=self.tamsin)
-        consolidated = wait_for(consolidate_journal(self.npc), 120)
+        consolidated = stored(wait_for(consolidate_journal(self.npc), 120))
         self.assertGreaterEqual(consolidated["added"], 3, consolidated)
         agent = npc_agent_id(self.npc)
         self.assertIn(self.secret["id"], self._search("ledger blue barrel"))

@@ -23,7 +23,7 @@ from ai_contrib.memory.retrieval import format_memory_line, note_items
 from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
 from .npc_fixtures import NPCTestCase
-from .twisted_util import spin, wait_for
+from .twisted_util import spin, stored, wait_for
 
 PUBLIC = "The old mill by the ford burned down last night."
 PRIVATE = "My vault code is 7341, tell nobody."
@@ -130,7 +130,7 @@ class TestReceiving(GossipCase):
         self.assertIn("1 fact(s) heard from 1 NPC(s) of its gossip networks",
                       script.db.last_sleep["summary"])
         self.assertEqual(self.contents(self.bram), [PUBLIC])
-        results = wait_for(rag_memory.run_sleep_tick(script, self.bram))
+        results = stored(wait_for(rag_memory.run_sleep_tick(script, self.bram)))
         self.assertEqual(results["gossip"]["received"], 0)  # held already
 
 
@@ -299,7 +299,7 @@ class TestPlayerTextCannotPublish(GossipCase):
                                    "tags": ["public"], "speaker": "Tamsin",
                                    "source": [public["seq"]]}),
         ]), tool_calls([("noop", {})]))
-        result = wait_for(run_pre_compaction_extraction(self.script, self.npc))
+        result = stored(wait_for(run_pre_compaction_extraction(self.script, self.npc)))
         self.assertEqual(result["facts_recorded"], 2, result)
         self.assertIn(alone["id"], [e for e in self.journal(self.npc)
                                     if "7341" in e["content"]][0]["source_ids"])

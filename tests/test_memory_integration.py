@@ -14,7 +14,7 @@ from ai_contrib.memory.mem0_store import get_store, npc_agent_id
 
 from .llm_double import reply, tool_calls
 from .npc_fixtures import NPCTestCase
-from .twisted_util import spin, wait_for
+from .twisted_util import spin, stored, wait_for
 
 SUMMARY = "Who I Spoke With: Bob.\nConfirmed Facts: Bob rented the east room."
 
@@ -38,8 +38,8 @@ class TestBusyConsolidation(MemoryTestCase):
             tool_calls([("noop", {})]),
             reply(SUMMARY),
         )
-        result = wait_for(rag_memory.check_emergency_compaction(self.script, self.npc),
-                          timeout=180)
+        result = stored(wait_for(rag_memory.check_emergency_compaction(self.script, self.npc),
+                          timeout=180))
         self.assertTrue(result["success"], result)
         self.assertEqual(self.script.db.operating_mode, "awake")  # no sleep came
         journal = ensure_journal(self.npc.db.journal)
@@ -62,7 +62,7 @@ class TestSleepConsolidation(MemoryTestCase):
             tool_calls([("noop", {})]),
             reply(SUMMARY),
         )
-        results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180)
+        results = stored(wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180))
         self.assertEqual(results["pre_compaction_extraction"]["facts_recorded"], 1, results)
         self.assertTrue(results["context_compaction"]["success"], results)
         consolidation = results["memory_consolidation"]
@@ -70,7 +70,7 @@ class TestSleepConsolidation(MemoryTestCase):
         self.assertEqual(consolidation["added"], 2)  # the fact and the compaction synthesis
         journal = ensure_journal(self.npc.db.journal)
         self.assertEqual(set(journal["consolidated_entry_ids"]), {e["id"] for e in journal["entries"]})
-        again = wait_for(rag_memory._consolidate_into_mem0(self.npc), timeout=120)
+        again = stored(wait_for(rag_memory._consolidate_into_mem0(self.npc), timeout=120))
         self.assertEqual(again["added"], 0)
         hits = wait_for(get_store().search(npc_agent_id(self.npc), "Where does Elena live?",
                                            user_id="bob"), timeout=120)
@@ -95,7 +95,7 @@ class TestSleepConsolidation(MemoryTestCase):
                                                 "importance": 8, "source": [said["seq"]]})]),
             tool_calls([("noop", {})]),
         )
-        results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180)
+        results = stored(wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180))
         self.assertEqual(results["pre_compaction_extraction"]["facts_recorded"], 1, results)
         self.assertEqual(results["memory_consolidation"]["added"], 1, results)
         hits = wait_for(get_store().search(npc_agent_id(self.npc), "Where does Elena live?",
@@ -103,7 +103,7 @@ class TestSleepConsolidation(MemoryTestCase):
         self.assertIn("Riverwood", " ".join(h["text"] for h in hits))
         # the next sleep has nothing new to journal: no LLM call
         asked = len(self.llm.requests)
-        again = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180)
+        again = stored(wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180))
         self.assertNotIn("pre_compaction_extraction", again)
         self.assertEqual(len(self.llm.requests), asked)
 
@@ -127,7 +127,7 @@ class TestRetrievalIntoPrompt(MemoryTestCase):
         self.fill(50)
         self.script.db.max_context_tokens = 1500
         self.llm.enqueue(reply("Who I Spoke With: Bob. Confirmed Facts: Bob asked about rooms."))
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc)))
         self.assertTrue(result["success"], result)
         self.assertNotIn(fact["id"], [m["id"] for m in self.script.history])
         self.llm.enqueue(reply("Under the blue barrel, as you told me."))
@@ -165,7 +165,7 @@ class TestSleepEmbedsTheArchive(MemoryTestCase):
         results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180)
         lines = index.sync()["docs"]
         self.assertGreaterEqual(lines, 12)
-        self.assertEqual(results["archive_vectors"], lines, results)
+        self.assertEqual(results.archive_vectors, lines, results)
         self.assertEqual(index.vector_count(), lines)
         hits = ArchiveSearch(index, embedder=get_store().embedder).nearest(
             "Where does Bob work at night?", 3)
@@ -173,8 +173,8 @@ class TestSleepEmbedsTheArchive(MemoryTestCase):
         # the next sleep has nothing new to embed; a line said since has
         self.llm.enqueue(tool_calls([("noop", {})]))
         again = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180)
-        self.assertEqual(again["archive_vectors"], 0, again)
+        self.assertEqual(again.archive_vectors, 0, again)
         self.script.add_message("user", "The ferry leaves at dawn.", name="Bob")
         self.llm.enqueue(tool_calls([("noop", {})]))
         third = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180)
-        self.assertEqual(third["archive_vectors"], 1, third)
+        self.assertEqual(third.archive_vectors, 1, third)

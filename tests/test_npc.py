@@ -13,7 +13,7 @@ from ai_contrib.typeclasses import AssistantCharacter, AssistantScript, get_assi
 
 from .llm_double import http_error, reply, sleep
 from .npc_fixtures import NPCTestCase
-from .twisted_util import spin, wait_for
+from .twisted_util import spin, stored, wait_for
 
 
 class TestConfiguration(NPCTestCase):
@@ -150,7 +150,7 @@ class TestSleepWake(NPCTestCase):
         self.assertTrue(self.script.sleep())
         self.assertEqual(self.script.db.operating_mode, "sleep")
         wait_for(self.script.run_tick())
-        self.assertIn("context_compaction", self.script.ndb.last_sleep_result)
+        self.assertIn("context_compaction", stored(self.script.ndb.last_sleep_result))
         self.llm.enqueue(reply("Mm? Oh, hello."))
         self.script.receive_speech(self.char1, "Wake up!")
         self.assertEqual(self.script.db.operating_mode, "awake")

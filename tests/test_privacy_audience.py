@@ -22,7 +22,7 @@ from ai_contrib.memory.provenance import dictates_tools, provenance, without_vis
 
 from .llm_double import reply, tool_calls
 from .npc_fixtures import NPCTestCase
-from .twisted_util import wait_for
+from .twisted_util import stored, wait_for
 
 A, B, C = "#11", "#12", "#13"
 
@@ -155,7 +155,7 @@ class InjectedToolCall(NPCTestCase):
         else:
             self.llm.enqueue(tool_calls([("add_journal_entry", arguments)]),
                              tool_calls([("noop", {})]))
-        result = wait_for(run_pre_compaction_extraction(self.script, self.npc))
+        result = stored(wait_for(run_pre_compaction_extraction(self.script, self.npc)))
         self.assertEqual(result["modes"], ["text" if text_protocol else "native"] * 2)
         facts = [e for e in self.npc.db.journal["entries"] if e["source_type"] == "fact"]
         self.assertEqual(len(facts), 1, facts)
@@ -278,12 +278,12 @@ class RelatedMemoriesForAReply(NPCTestCase):
                 "importance": 5, "source": [self.together["seq"]]})]),
             tool_calls([("noop", {})]),
         )
-        extracted = wait_for(run_pre_compaction_extraction(self.script, self.npc))
+        extracted = stored(wait_for(run_pre_compaction_extraction(self.script, self.npc)))
         self.assertEqual(extracted["facts_recorded"], 2, extracted)
         self.script.db.max_context_tokens = 1500
         self.llm.enqueue(reply(self.SUMMARY))
         before = len(self.llm.requests)
-        compacted = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        compacted = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc)))
         self.assertTrue(compacted["success"], compacted)
         in_context = [m["id"] for m in self.script.history]
         self.assertNotIn(self.alone["id"], in_context)
@@ -301,7 +301,7 @@ class RelatedMemoriesForAReply(NPCTestCase):
         (synthesis,) = [e for e in self.npc.db.journal["entries"]
                         if e["source_type"] == "compaction"]
         self.assertEqual((synthesis["audience"], synthesis["visibility"]), (both, "private"))
-        consolidated = wait_for(consolidate_journal(self.npc), 120)
+        consolidated = stored(wait_for(consolidate_journal(self.npc), 120))
         self.assertEqual(consolidated["added"], 3, consolidated)
 
         secret_line = 'Ann: "I buried the silver key under the old mill stone."'

@@ -5,7 +5,9 @@ fusion, budgeted formatting, and the Deferred wrapper over a real Mem0 store.
 
 import shutil
 import tempfile
+from dataclasses import FrozenInstanceError
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from twisted.internet import defer
@@ -17,6 +19,7 @@ from ai_contrib.memory.retrieval import (
     EXPERIENCES_HEADER,
     MEMORIES_HEADER,
     STOP_WORDS,
+    RetrievalOptions,
     build_memory_context,
     contextual_rerank,
     format_related_experiences,
@@ -425,3 +428,23 @@ def test_a_candidate_far_below_the_best_is_left_out_at_a_relative_threshold():
     strict = build_memory_context(hits, docs, "gold coins sword", budget_tokens=500,
                                   count_tokens=_words, min_relative_score=0.6)
     assert "harvest fair" not in strict["text"] and "five gold coins" in strict["text"]
+
+
+def test_retrieval_options_travel_as_one_frozen_object():
+    hits = [
+        _hit("Bob owes me five gold coins for the sword.", 0.9, "fact_1", speaker="Bob"),
+        _hit("The weather was mild at the harvest fair.", 0.2, "fact_2", speaker="Bob"),
+    ]
+    docs = [_doc("m1", "Bob paid five gold coins for the sword at last.", name="Bob")]
+    strict = RetrievalOptions(budget_tokens=500, count_tokens=_words, min_relative_score=0.6)
+    by_object = build_memory_context(hits, docs, "gold coins sword", strict)
+    by_name = build_memory_context(hits, docs, "gold coins sword", budget_tokens=500,
+                                   count_tokens=_words, min_relative_score=0.6)
+    assert by_object == by_name and "five gold coins" in by_object["text"]
+    # an override on top of the object: the loose threshold lets the weak match back in
+    loose = build_memory_context(hits, docs, "gold coins sword", strict, min_relative_score=0.0)
+    assert "harvest fair" in loose["text"] and "harvest fair" not in by_object["text"]
+    with pytest.raises(FrozenInstanceError):
+        strict.max_items = 1
+    with pytest.raises(TypeError):
+        build_memory_context(hits, docs, "gold", strict, budget=5)  # not an option

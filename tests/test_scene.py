@@ -174,7 +174,7 @@ class TestPeople(SceneTestCase):
         wait_for(self.script.run_tick())
         if self.script.ndb.memory_work is not None:
             wait_for(self.script.ndb.memory_work)
-        result = self.script.ndb.last_sleep_result["people_impressions"]
+        result = self.script.ndb.last_sleep_result.people_impressions
         self.assertEqual(result, {"success": True, "people": 2, "updated": 2})
         wren = people_record(self.script, self.wren)
         self.assertEqual((wren["impression"], wren["impression_audience"]),

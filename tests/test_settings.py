@@ -4,6 +4,7 @@ Attributes"): the NPC's Attribute, else the game's ``AI_<NAME>`` setting, else t
 read when the option is used.
 """
 
+from dataclasses import asdict
 from unittest import mock
 
 from django.test import override_settings
@@ -69,7 +70,7 @@ class TestResolvedPerNPC(NPCTestCase):
         self.script.db.memory_rrf_k = 11
         with mock.patch.object(recall, "retrieve_memory_context") as retrieve:
             recall.related_memory_context(self.script, self.npc, "the ale", listeners={})
-        options = retrieve.call_args.kwargs
+        options = asdict(retrieve.call_args.kwargs["options"])
         self.assertEqual(options["max_items"], 3)
         self.assertEqual(options["k"], 11)
         self.assertEqual(options["budget_tokens"],
@@ -89,7 +90,7 @@ class TestResolvedPerNPC(NPCTestCase):
             self.assertEqual(self.script.memory_budget(), 400)
             with mock.patch.object(recall, "retrieve_memory_context") as retrieve:
                 recall.related_memory_context(self.script, self.npc, "the ale", listeners={})
-            self.assertEqual(retrieve.call_args.kwargs["budget_tokens"], 400)
+            self.assertEqual(retrieve.call_args.kwargs["options"].budget_tokens, 400)
             self.script.db.max_context_tokens = 5000
             self.assertEqual(self.script.memory_budget(), 1200)
 

@@ -23,7 +23,7 @@ from ai_contrib.memory.runtime import RuntimeHistory
 
 from .llm_double import http_error, reply
 from .npc_fixtures import NPCTestCase
-from .twisted_util import spin, wait_for
+from .twisted_util import spin, stored, wait_for
 
 BIG = "The ledger lists: " + ", ".join(f"item {i} costs {i * 3} silver" for i in range(60))
 SUMMARY = "## People\n- Bob wants the east room\nFacts:\n- The east room costs two silver"
@@ -113,8 +113,8 @@ class TestConfiguration(StrategyTestCase):
         self.assertIn("'typo' is unknown", commands.describe_strategy(self.script))
 
     def test_unknown_strategy_in_call_and_command(self):
-        result = wait_for(rag_memory.compact_conversation_history(
-            self.script, self.npc, trigger="manual", strategy="bogus"))
+        result = stored(wait_for(rag_memory.compact_conversation_history(
+            self.script, self.npc, trigger="manual", strategy="bogus")))
         self.assertFalse(result["success"])
         self.assertIn("unknown compaction strategy", result["error"])
         out = self.call(CmdCompact(), "Marta/strategy=bogus")
@@ -158,7 +158,7 @@ class TestMask(StrategyTestCase):
         self.llm.enqueue(reply(answer))
         self.script.receive_speech(self.char1, "Anything else in the ledger?")
         wait_for(self.script.run_tick())
-        return wait_for(self.script.ndb.after_turn)
+        return stored(wait_for(self.script.ndb.after_turn))
 
     def test_old_tool_output_is_masked_after_a_turn_without_an_llm_call(self):
         result = self.speak_and_answer()
@@ -245,7 +245,7 @@ class TestMask(StrategyTestCase):
         # still over the emergency threshold once the ledger is masked
         rest = self.script.token_count() - self.script.runtime.ledger.tokens_of(self.tool)
         self.script.db.max_context_tokens = int(rest / 0.85)
-        result = wait_for(rag_memory.check_emergency_compaction(self.script, self.npc))
+        result = stored(wait_for(rag_memory.check_emergency_compaction(self.script, self.npc)))
         self.assertTrue(result["success"], result)
         self.assertEqual(result["masked_messages"], 1)
         self.assertGreater(result["evicted_messages"], 0)
@@ -274,7 +274,7 @@ class TestHybrid(StrategyTestCase):
     def test_masks_then_summarises_when_still_over_the_threshold(self):
         self.script.db.max_context_tokens = 1500
         self.llm.enqueue(reply(SUMMARY))
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc)))
         self.assertTrue(result["success"], result)
         self.assertEqual((result["strategy"], result["masked_messages"]), ("hybrid", 1))
         self.assertTrue(is_marker(self.script.history[0]))
@@ -293,13 +293,14 @@ class TestHybrid(StrategyTestCase):
 
     def test_masking_alone_can_bring_it_under_the_threshold(self):
         self.script.db.max_context_tokens = int(self.script.token_count() / 0.72)
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        outcome = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        result = stored(outcome)
         self.assertTrue(result["success"], result)
         self.assertEqual(result["masked_messages"], 1)
         self.assertTrue(result["summary"].startswith("below threshold"))
         self.assertEqual(len(self.llm.requests), 0)
         self.assertIn("Masked 1 old tool output(s)",
-                      commands.format_result("Marta", result))
+                      commands.format_result("Marta", outcome))
 
 
 class TestCascade(StrategyTestCase):
@@ -311,7 +312,7 @@ class TestCascade(StrategyTestCase):
         self.script.db.pre_compact_extraction_enabled = False
 
     def after_turn(self):
-        return wait_for(rag_memory.after_turn_compaction(self.script, self.npc))
+        return stored(wait_for(rag_memory.after_turn_compaction(self.script, self.npc)))
 
     def tiers(self):
         return [cascade.tier_of(m) for m in self.script.history if is_marker(m)]
@@ -389,7 +390,7 @@ class TestCascade(StrategyTestCase):
         self.llm.enqueue(reply("Good evening, Bob."))
         self.script.receive_speech(self.char1, "Evening, Marta.")  # 9 raw, then the reply: 10
         wait_for(self.script.run_tick())
-        result = wait_for(self.script.ndb.after_turn)
+        result = stored(wait_for(self.script.ndb.after_turn))
         self.assertTrue(result["success"], result)
         self.assertEqual(result["trigger"], "turn")
         self.assertEqual(self.tiers(), [cascade.TIER_SHORT])
@@ -400,7 +401,7 @@ class TestCascade(StrategyTestCase):
         self.fill(80)
         budget = int(self.script.token_count() / 0.85)
         self.script.db.max_context_tokens = budget
-        result = wait_for(rag_memory.check_emergency_compaction(self.script, self.npc))
+        result = stored(wait_for(rag_memory.check_emergency_compaction(self.script, self.npc)))
         self.assertTrue(result["success"], result)
         self.assertEqual(result["trigger"], "emergency")
         # the window shrinks to 40 % of the budget, not the 64 messages the count rule keeps
@@ -417,8 +418,8 @@ class TestCascade(StrategyTestCase):
         for _ in range(120):
             self.fill(1)
             for result in (
-                wait_for(rag_memory.check_emergency_compaction(self.script, self.npc)),
-                wait_for(rag_memory.compact_conversation_history(self.script, self.npc)),
+                stored(wait_for(rag_memory.check_emergency_compaction(self.script, self.npc))),
+                stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc))),
             ):
                 if result and result.get("success"):
                     cycles.append(result)
@@ -476,7 +477,7 @@ class TestReplaceAll(StrategyTestCase):
 
     def test_whole_history_becomes_one_structured_summary(self):
         self.llm.enqueue(reply(SUMMARY))
-        result = wait_for(rag_memory.run_sleep_tick(self.script, self.npc))["context_compaction"]
+        result = stored(wait_for(rag_memory.run_sleep_tick(self.script, self.npc)))["context_compaction"]
         self.assertTrue(result["success"], result)
         self.assertEqual((result["strategy"], result["compacted_messages"]), ("replace_all", 40))
         (marker,) = self.script.history
@@ -495,14 +496,14 @@ class TestReplaceAll(StrategyTestCase):
         waiting = self.script.add_message("user", "Is the stew ready?", name="Alice")
         self.script.ndb.pending = [waiting["id"]]
         self.llm.enqueue(reply(SUMMARY))
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc)))
         self.assertTrue(result["success"], result)
         self.assertEqual([m["id"] for m in self.script.history[1:]], [waiting["id"]])
 
     def test_base_prompt_style_sends_one_completion_prompt_without_chat_template(self):
         self.script.db.summary_prompt_style = "base"
         self.llm.enqueue(reply("Bob wants the east room."))
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc)))
         self.assertTrue(result["success"], result)
         (call,) = self.llm.calls
         self.assertEqual(call.path, "/v1/completions")
@@ -522,7 +523,7 @@ class TestBenefitGuard(StrategyTestCase):
 
     def test_guard_skips_logs_and_shows_and_force_overrides_it(self):
         self.script.db.compact_min_saving_tokens = 10**6
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc)))
         self.assertTrue(result["skipped"])
         self.assertTrue(result["reason"].startswith("benefit guard: estimated saving"))
         self.assertEqual(len(self.llm.requests), 0)
@@ -543,7 +544,7 @@ class TestBenefitGuard(StrategyTestCase):
 
     def test_guard_lets_a_worthwhile_compaction_through(self):
         self.llm.enqueue(reply("Bob asked about rooms."))
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc)))
         self.assertTrue(result["success"], result)
         decision = self.script.db.compact_benefit
         self.assertTrue(decision["run"] and not decision["bypassed"])
@@ -597,8 +598,8 @@ class TestLinesAwaitingAnAnswer(StrategyTestCase):
     def compact(self, strategy):
         self.script.db.compact_strategy = strategy
         self.llm.default = cascade_responder
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc,
-                                                                  force=True))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc,
+                                                                  force=True)))
         self.assertTrue(result.get("success"), result)
         ids = [m["id"] for m in self.script.history]
         for msg in [self.answering] + self.queued:

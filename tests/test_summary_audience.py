@@ -12,7 +12,7 @@ from ai_contrib.core.summary import make_marker
 
 from .llm_double import reply
 from .npc_fixtures import NPCTestCase
-from .twisted_util import wait_for
+from .twisted_util import stored, wait_for
 
 A, B, C = "#11", "#12", "#13"
 
@@ -110,8 +110,8 @@ class SharedSummaryOnANPC(NPCTestCase):
         self.script.db.max_context_tokens = 900  # 21 lines of ~30 tokens: over the threshold
         self.llm.enqueue(reply(self.SUMMARY))
         before = len(self.llm.requests)
-        result = wait_for(rag_memory.compact_conversation_history(
-            self.script, self.npc, force=True, trigger="manual"))
+        result = stored(wait_for(rag_memory.compact_conversation_history(
+            self.script, self.npc, force=True, trigger="manual")))
         self.assertTrue(result.get("success"), result)
         asked = "\n".join(m["content"] for body in self.llm.requests[before:]
                           for m in body["messages"])
@@ -144,8 +144,8 @@ class SharedSummaryOnANPC(NPCTestCase):
         note_exchange(self.script, {self.wren: "Wren", self.tamsin: "Tamsin"})
         self.script.db.max_context_tokens = 900
         self.llm.enqueue(reply(self.SUMMARY))
-        result = wait_for(rag_memory.compact_conversation_history(
-            self.script, self.npc, force=True, trigger="manual"))
+        result = stored(wait_for(rag_memory.compact_conversation_history(
+            self.script, self.npc, force=True, trigger="manual")))
         self.assertTrue(result.get("success"), result)
         shown = self.call(CmdAIHistory(), "Marta")
         # the table wraps its cells (how, depends on the width of the dbrefs): read its rows

@@ -22,7 +22,7 @@ from ai_contrib.core.turns import turn_query, unanswered_lines
 
 from .llm_double import http_error, reply
 from .npc_fixtures import NPCTestCase
-from .twisted_util import spin, wait_for
+from .twisted_util import spin, stored, wait_for
 
 
 def line(text, speaker="#1", audience=("#1",), **fields):
@@ -313,7 +313,7 @@ class TestTurns(NPCTestCase):
         self.assertGreater(total, 1.5 * cap)
         self.assertLessEqual(peak, cap)
         self.router.release.set()
-        result = wait_for(self.script.ndb.memory_work, timeout=60)
+        result = stored(wait_for(self.script.ndb.memory_work, timeout=60))
         self.assertTrue(result["success"], result)
         self.assertGreater(result["context_evicted"], 0)
         self.assertIn("said while it was written", context_change(result))

@@ -15,7 +15,7 @@ from ai_contrib.usage_log import USAGE_LOG_SIZE, record_usage
 from .llm_double import reply
 from .npc_fixtures import NPCTestCase
 from .receipt_fixtures import add_reply
-from .twisted_util import wait_for
+from .twisted_util import stored, wait_for
 
 SUMMARY = "Who I Spoke With: Bob.\nConfirmed Facts: Bob rented the east room."
 FACT = "Remember: the cellar key is hidden under the blue barrel."
@@ -44,8 +44,8 @@ class WebTestCase(NPCTestCase):
         self.fill(50)
         self.script.db.max_context_tokens = 1500
         self.llm.enqueue(reply(SUMMARY))
-        result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc,
-                                                                  trigger="manual"))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc,
+                                                                  trigger="manual")))
         self.assertTrue(result["success"], result)
         self.usage_point = record_usage(self.script)
         self.assertEqual(self.usage_point["tokens"], self.script.token_count())

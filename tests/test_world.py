@@ -14,7 +14,7 @@ from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
 from .llm_double import reply
 from .npc_fixtures import NPCTestCase
-from .twisted_util import spin, wait_for
+from .twisted_util import spin, stored, wait_for
 
 STRATEGIES = ("summary", "mask", "hybrid", "cascade", "replace_all")
 
@@ -100,8 +100,8 @@ class TestPins(WorldCase):
         """A forced compaction, once the one the ticks may have started has landed."""
         for _ in range(100):
             self.llm.enqueue(*[reply("Talk of weather and the harvest.")] * 4)
-            result = wait_for(rag_memory.compact_conversation_history(self.script, self.npc,
-                                                                      force=True))
+            result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc,
+                                                                      force=True)))
             if result.get("reason") != "already compacting":
                 return result
             spin(0.05)

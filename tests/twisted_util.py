@@ -49,3 +49,12 @@ def cancel_pending_ticks():
     for call in reactor.getDelayedCalls():
         if call.active() and getattr(call.func, "__name__", "") == "run_tick":
             call.cancel()
+
+
+def stored(result):
+    """
+    A memory-work result (a compaction's, a fact extraction's, a sleep phase's) as the dict it
+    is stored and documented as (its ``as_dict()``), for tests that read that format; None and
+    plain values as they are.
+    """
+    return result.as_dict() if hasattr(result, "as_dict") else result

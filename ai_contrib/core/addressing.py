@@ -21,6 +21,8 @@ heard but never pending (:func:`ai_contrib.core.turns.unanswered_lines`).
 Pure functions over strings and message lists (shape in :mod:`ai_contrib.core.messages`).
 """
 
+from __future__ import annotations
+
 import re
 from datetime import datetime
 
@@ -31,7 +33,7 @@ POLICIES = ("addressed", "always")
 DEFAULT_WINDOW = 120.0
 
 
-def names_pattern(names):
+def names_pattern(names) -> re.Pattern | None:
     """
     A compiled regex matching any of ``names`` as a whole word, case-insensitively; the words
     of a multi-word name may be separated by any whitespace. None when no name is usable.
@@ -47,7 +49,7 @@ def names_pattern(names):
     return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE)
 
 
-def mentions(text, names):
+def mentions(text, names) -> bool:
     """True when ``text`` holds one of ``names`` as a word ("thanks marta" names "Marta")."""
     pattern = names_pattern(names)
     return bool(pattern and pattern.search(text or ""))
@@ -60,7 +62,7 @@ def _epoch(timestamp):
         return None
 
 
-def conversation_partner(history, now, window=DEFAULT_WINDOW, max_scan=200):
+def conversation_partner(history, now, window=DEFAULT_WINDOW, max_scan=200) -> str | None:
     """
     The speaker (dbref) the NPC is in a conversation with, or None.
 
@@ -105,7 +107,7 @@ def conversation_partner(history, now, window=DEFAULT_WINDOW, max_scan=200):
 
 
 def decide(text, speaker, *, own_names, other_npc_names=(), to_me=None, policy="addressed",
-           partner=None):
+           partner=None) -> str | None:
     """
     Whether a heard line is addressed to this NPC, and why.
 

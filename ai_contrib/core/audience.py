@@ -16,12 +16,14 @@ speech always records its audience.
 All functions are pure.
 """
 
+from __future__ import annotations
+
 from .messages import is_marker
 
 PUBLIC = None
 
 
-def normalise_audience(audience):
+def normalise_audience(audience) -> list | None:
     """
     The canonical form of an audience: a sorted list of unique non-empty strings, or ``None``
     (public).
@@ -37,7 +39,7 @@ def normalise_audience(audience):
     return sorted({str(member) for member in audience if member})
 
 
-def audience_of(msg):
+def audience_of(msg) -> frozenset | None:
     """
     The audience of a message dict or any dict with a ``metadata`` field (journal entry, Mem0
     hit): a frozenset of dbrefs, or ``None`` when it is public. An ``audience`` field at the top
@@ -50,7 +52,7 @@ def audience_of(msg):
     return frozenset(str(member) for member in audience)
 
 
-def heard_by(msg, listeners):
+def heard_by(msg, listeners) -> bool:
     """
     True when every one of ``listeners`` could have heard ``msg`` (or ``msg`` is public).
 
@@ -68,7 +70,7 @@ def heard_by(msg, listeners):
     return audience is None or frozenset(listeners) <= audience
 
 
-def common_audience(items):
+def common_audience(items) -> list[str] | None:
     """
     The audience of something derived from ``items`` (message dicts or other dicts with an
     audience): the intersection of their audiences, public ones ignored.
@@ -86,7 +88,7 @@ def common_audience(items):
     return normalise_audience(common)
 
 
-def may_hear(items, present):
+def may_hear(items, present) -> dict | list:
     """
     Who of ``present`` may hear a reply built from ``items``: those who could have heard every
     one of them (``docs/design.md``, "Privacy by audience"). The room can change while a reply
@@ -116,7 +118,7 @@ def _weight(msg):
     return 1
 
 
-def shared_part(messages):
+def shared_part(messages) -> tuple:
     """
     Split a compaction span into the lines its shared summary is written from and the lines
     left out of it (``docs/design.md``, "Privacy by audience", "Summaries by audience").
@@ -160,7 +162,7 @@ def shared_part(messages):
     return shared, left_out
 
 
-def describe_audience(audience, names=None):
+def describe_audience(audience, names=None) -> str:
     """
     One line naming who may read something with ``audience`` (admin screens: ``aihistory``,
     the NPC's web page): ``"everyone"`` for public (None), ``"nobody"`` for an empty

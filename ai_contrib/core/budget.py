@@ -12,6 +12,8 @@ Pure functions: the shell (:meth:`ai_contrib.typeclasses.AssistantScript.budget_
 the numbers.
 """
 
+from __future__ import annotations
+
 #: tokens kept free for the chat template's framing of the system and memory messages and the
 #: generation prompt (a few tokens per message; llama.cpp's ChatML adds 3-5 each)
 TEMPLATE_HEADROOM_TOKENS = 64
@@ -23,7 +25,7 @@ MIN_HISTORY_BUDGET = 256
 MEMORY_SHARE_CAP = 0.4
 
 
-def memory_budget(memory_tokens, configured):
+def memory_budget(memory_tokens, configured) -> int:
     """
     Tokens the retrieved-memory notes of a reply prompt may take: ``memory_tokens``
     (``AI_MEMORY_RETRIEVAL_TOKEN_BUDGET``), at most :data:`MEMORY_SHARE_CAP` of ``configured``
@@ -36,7 +38,7 @@ def memory_budget(memory_tokens, configured):
 
 
 def effective_budget(configured, window=None, reply_tokens=0, system_tokens=0, memory_tokens=0,
-                     window_source=None, world_tokens=0):
+                     window_source=None, world_tokens=0) -> dict:
     """
     The history budget of an NPC, in tokens, and where it comes from.
 
@@ -97,7 +99,7 @@ MIN_MEASURED_TOKENS = 64
 SPEED_WEIGHT = 0.3
 
 
-def updated_prompt_speed(previous, evaluated_tokens, prompt_ms):
+def updated_prompt_speed(previous, evaluated_tokens, prompt_ms) -> float | None:
     """
     The reply server's prompt evaluation speed after one more response: an exponential moving
     average of ``evaluated_tokens / prompt seconds``, over responses that evaluated at least
@@ -120,7 +122,7 @@ def updated_prompt_speed(previous, evaluated_tokens, prompt_ms):
     return (1.0 - SPEED_WEIGHT) * float(previous) + SPEED_WEIGHT * speed
 
 
-def note_allowance(seconds, tokens_per_second):
+def note_allowance(seconds, tokens_per_second) -> int | None:
     """
     Tokens a reply may spend evaluating memories it shows for the first time: ``seconds`` of
     the server's prompt evaluation (``AI_MEMORY_NOTE_SECONDS``; ``docs/design.md``, "Recall

@@ -34,6 +34,8 @@ history: they stay in place, and fold into the long-term summary at the next wat
 Message shape: :mod:`ai_contrib.core.messages`; token counts come from the caller.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
 
 from .cuts import hold_cut
@@ -99,31 +101,31 @@ LONG_TERM_INSTRUCTION = (
 )
 
 
-def tier_of(msg):
+def tier_of(msg) -> str | None:
     """The cascade tier of a summary marker (:data:`TIER_SHORT`, :data:`TIER_LONG`), else None."""
     if not is_marker(msg):
         return None
     return (msg.get("metadata") or {}).get("tier")
 
 
-def raw_count(history):
+def raw_count(history) -> int:
     """Number of raw (non-summary) messages in ``history``."""
     return sum(1 for msg in history if not is_marker(msg))
 
 
-def due_at(has_short_term, immediate_window, recent_window):
+def due_at(has_short_term, immediate_window, recent_window) -> int:
     """Raw messages at which the next cycle is due: ``I + R + 1`` before the first cycle (no
     short-term summary yet), ``I + R`` after it."""
     return immediate_window + recent_window + (0 if has_short_term else 1)
 
 
 def cascade_due(raw_messages, has_short_term, immediate_window=DEFAULT_IMMEDIATE_WINDOW,
-                recent_window=DEFAULT_RECENT_WINDOW):
+                recent_window=DEFAULT_RECENT_WINDOW) -> bool:
     """True when a cycle is due (see the module docstring for the trigger points)."""
     return raw_messages >= due_at(has_short_term, immediate_window, recent_window)
 
 
-def fitted_window(history, token_counts, immediate_window, target_tokens):
+def fitted_window(history, token_counts, immediate_window, target_tokens) -> int:
     """
     The immediate window for a cycle forced by token pressure: ``immediate_window`` raw
     messages, or fewer, so that the window and the summary markers in ``history`` (which stay
@@ -164,7 +166,7 @@ def fitted_window(history, token_counts, immediate_window, target_tokens):
 
 
 def cascade_status(history, immediate_window=DEFAULT_IMMEDIATE_WINDOW,
-                   recent_window=DEFAULT_RECENT_WINDOW):
+                   recent_window=DEFAULT_RECENT_WINDOW) -> dict:
     """
     Where ``history`` stands in the cascade, for display.
 
@@ -208,24 +210,24 @@ class CascadeCycle:
     reason: str | None = None
 
     @property
-    def skipped(self):
+    def skipped(self) -> bool:
         """True when no cycle should run (see ``reason``)."""
         return self.reason is not None
 
     @property
-    def waterfall(self):
+    def waterfall(self) -> bool:
         """True when a short-term summary folds into the long-term one in this cycle."""
         return bool(self.fold)
 
     @property
-    def promote(self):
+    def promote(self) -> bool:
         """True when the fold is a lone short-term summary: it becomes the long-term summary
         as it is, with no LLM call."""
         return len(self.fold) == 1 and tier_of(self.fold[0]) == TIER_SHORT
 
 
 def plan_cycle(history, immediate_window=DEFAULT_IMMEDIATE_WINDOW,
-               recent_window=DEFAULT_RECENT_WINDOW, force=False, keep_ids=()):
+               recent_window=DEFAULT_RECENT_WINDOW, force=False, keep_ids=()) -> CascadeCycle:
     """
     Plan the next cascade cycle over ``history`` (a snapshot; the plan holds the same dicts).
 
@@ -276,7 +278,7 @@ def plan_cycle(history, immediate_window=DEFAULT_IMMEDIATE_WINDOW,
     return CascadeCycle(fold, list(history[lead:cut]), list(history[cut:]), status["cycles"] + 1)
 
 
-def summary_text_of(marker):
+def summary_text_of(marker) -> str:
     """A marker's summary text: without the ``[CONTEXT SUMMARY]`` line and the tier heading."""
     text = marker.get("content") or ""
     if text.startswith(SUMMARY_PREFIX):
@@ -288,7 +290,7 @@ def summary_text_of(marker):
     return text
 
 
-def make_tier_marker(tier, text, replaced, original_tokens, summary_tokens, cycle, **meta):
+def make_tier_marker(tier, text, replaced, original_tokens, summary_tokens, cycle, **meta) -> dict:
     """
     Build a cascade marker: a ``[CONTEXT SUMMARY]`` system message whose text starts with the
     tier's heading (:data:`TIER_HEADINGS`).
@@ -335,7 +337,7 @@ def _fold_texts(fold):
     return "\n\n".join(t for t in older if t), "\n\n".join(t for t in recent if t)
 
 
-def build_fold_request(fold, prompt=None, style="chat", instruction=None):
+def build_fold_request(fold, prompt=None, style="chat", instruction=None) -> list:
     """
     The request that waterfalls the short-term summary into the long-term one.
 
@@ -375,7 +377,7 @@ def build_fold_request(fold, prompt=None, style="chat", instruction=None):
     ]
 
 
-def cycle_replacements(cycle, long_marker, short_marker):
+def cycle_replacements(cycle, long_marker, short_marker) -> list[tuple]:
     """
     The splices that apply ``cycle``, in order: ``[(first_id, last_id, marker), ...]`` (the fold
     range becomes ``long_marker`` when there is a fold, then the summarised range becomes
@@ -395,7 +397,7 @@ def cycle_replacements(cycle, long_marker, short_marker):
     return out
 
 
-def apply_cycle(history, cycle, long_marker, short_marker):
+def apply_cycle(history, cycle, long_marker, short_marker) -> list[dict]:
     """
     Return a NEW history with ``cycle`` applied through :func:`ai_contrib.core.splice.splice`
     (messages appended since the plan keep their place).
@@ -410,7 +412,7 @@ def apply_cycle(history, cycle, long_marker, short_marker):
 
 
 def check_cycle(short_text, short_marker_tokens, replaced_tokens, min_saving_tokens,
-                long_text=None, long_marker_tokens=0, fold_tokens=0):
+                long_text=None, long_marker_tokens=0, fold_tokens=0) -> str | None:
     """
     Validate a cycle's summaries before anything changes.
 

@@ -22,12 +22,16 @@ Messages are the dicts of ``core/messages.py`` (``id``, ``seq``, ``role``, ``con
 Twisted or Django.
 """
 
-from dataclasses import dataclass, field
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import Any
 
 from . import cascade
 from .audience import shared_part
 from .cuts import plan_compaction
+from .outcome import FAILED, SKIPPED, SUCCESS, Outcome
 from .structured import plan_replace_all
 from .summary import check_summary, make_marker
 from .tokens import count_message_tokens, count_tokens
@@ -45,7 +49,7 @@ EVICTION_HEADROOM = 0.9
 DEFAULT_STRATEGY = "summary"
 
 
-def reduction_pct(before, after):
+def reduction_pct(before, after) -> float:
     """Percent of ``before`` tokens that ``after`` saves (0.0 when ``before`` is 0)."""
     return (1 - after / before) * 100 if before else 0.0
 
@@ -54,15 +58,19 @@ def reduction_pct(before, after):
 
 
 @dataclass
-class CompactionResult:
+class CompactionResult(Outcome):
     """
-    What one compaction did (``docs/design.md``, "Summary compaction", result dicts).
+    What one compaction did (``docs/design.md``, "Summary compaction", result dicts); it
+    travels as this object and becomes the documented dict (:meth:`as_dict`) only where it is
+    stored (the compaction log) or sent.
 
-    ``outcome`` is ``"success"``, ``"skipped"`` or ``"failed"``; ``reason`` says why a skipped
+    ``outcome`` is ``"success"``, ``"skipped"`` or ``"failed"`` (:mod:`ai_contrib.core.outcome`:
+    ``result.success``, ``result.skipped``, ``result.failed``); ``reason`` says why a skipped
     one did nothing, ``error`` why a failed one left the history as it was. ``strategy`` is None
     only in the default strategy's early skips and the shared checks, whose documented dicts
     carry no strategy name. ``fields`` holds the rest (``compacted_messages``,
-    ``original_tokens``, ``new_tokens``, ``reduction_pct`` ... tokens are model tokens).
+    ``original_tokens``, ``new_tokens``, ``reduction_pct`` ... tokens are model tokens), read
+    with :meth:`get` or the properties below.
     """
 
     outcome: str
@@ -73,26 +81,74 @@ class CompactionResult:
     fields: dict = field(default_factory=dict)
 
     @classmethod
-    def skipped(cls, reason, trigger, strategy=None, **fields):
-        return cls("skipped", trigger, strategy, reason=reason, fields=fields)
+    def skip(cls, reason, trigger, strategy=None, **fields) -> CompactionResult:
+        """A compaction that declined to run, because of ``reason`` (str)."""
+        return cls(SKIPPED, trigger, strategy, reason=reason, fields=fields)
 
     @classmethod
-    def failed(cls, error, trigger, strategy=None):
-        return cls("failed", trigger, strategy, error=error)
+    def fail(cls, error, trigger, strategy=None) -> CompactionResult:
+        """A compaction that failed with ``error`` (str) and left the history as it was."""
+        return cls(FAILED, trigger, strategy, error=error)
 
     @classmethod
-    def done(cls, trigger, strategy, **fields):
-        return cls("success", trigger, strategy, fields=fields)
+    def done(cls, trigger, strategy, **fields) -> CompactionResult:
+        """A compaction that was applied; ``fields`` are its figures."""
+        return cls(SUCCESS, trigger, strategy, fields=fields)
 
-    def as_dict(self):
+    @classmethod
+    def from_dict(cls, data) -> CompactionResult:
+        """The result a stored dict (:meth:`as_dict`, as written by any version) describes."""
+        data = dict(data)
+        outcome = (SKIPPED if data.pop("skipped", False) else
+                   SUCCESS if data.pop("success", False) else FAILED)
+        data.pop("success", None)
+        return cls(outcome, data.pop("trigger", None), data.pop("strategy", None),
+                   reason=data.pop("reason", None) if outcome == SKIPPED else None,
+                   error=data.pop("error", None) if outcome == FAILED else None, fields=data)
+
+    def get(self, name, default=None) -> Any:
+        """The figure ``name`` of :attr:`fields` (``"masked_ids"``, ``"cycle"`` ...), else
+        ``default``."""
+        return self.fields.get(name, default)
+
+    def with_fields(self, **fields) -> CompactionResult:
+        """A copy with ``fields`` added to (or replacing some of) :attr:`fields`."""
+        return replace(self, fields={**self.fields, **fields})
+
+    @property
+    def compacted_messages(self) -> int:
+        """Messages taken out of the context (0 unless it succeeded)."""
+        return self.fields.get("compacted_messages", 0)
+
+    @property
+    def masked_messages(self) -> int:
+        """Tool outputs masked (0 for a strategy that does not mask)."""
+        return self.fields.get("masked_messages", 0)
+
+    @property
+    def original_tokens(self) -> int | None:
+        """Tokens of what it replaced (None unless it succeeded)."""
+        return self.fields.get("original_tokens")
+
+    @property
+    def new_tokens(self) -> int | None:
+        """Tokens of what replaced it (None unless it succeeded)."""
+        return self.fields.get("new_tokens")
+
+    @property
+    def reduction_pct(self) -> float:
+        """Percent of :attr:`original_tokens` saved (0.0 unless it succeeded)."""
+        return self.fields.get("reduction_pct", 0.0)
+
+    def as_dict(self) -> dict:
         """
-        The result dict callers read: ``{"skipped": True, "reason", "trigger", ...}``,
+        The stored dict: ``{"skipped": True, "reason", "trigger", ...}``,
         ``{"success": False, "error", "trigger", ...}`` or ``{"success": True, "trigger", ...}``,
         with ``"strategy"`` when it is set and then ``fields``.
         """
-        if self.outcome == "skipped":
+        if self.skipped:
             out = {"skipped": True, "reason": self.reason}
-        elif self.outcome == "failed":
+        elif self.failed:
             out = {"success": False, "error": self.error}
         else:
             out = {"success": True}
@@ -103,16 +159,16 @@ class CompactionResult:
         return out
 
 
-def benefit_skipped(decision, trigger, strategy):
+def benefit_skipped(decision, trigger, strategy) -> CompactionResult:
     """The result of a compaction the benefit guard stopped (``decision``: the guard's dict,
     :func:`ai_contrib.core.summary.benefit_decision` plus ``at``, ``trigger``, ``bypassed``)."""
-    return CompactionResult.skipped(
+    return CompactionResult.skip(
         f"benefit guard: estimated saving {decision['reason']}", trigger, strategy,
         benefit=decision,
     )
 
 
-def masked_result(trigger, strategy, ids, before, after):
+def masked_result(trigger, strategy, ids, before, after) -> CompactionResult:
     """The result of masking ``ids`` (old tool outputs), ``before`` -> ``after`` tokens."""
     return CompactionResult.done(
         trigger, strategy, masked_messages=len(ids), masked_ids=ids,
@@ -121,7 +177,7 @@ def masked_result(trigger, strategy, ids, before, after):
     )
 
 
-def evicted_result(trigger, strategy, masked, evicted, before, after):
+def evicted_result(trigger, strategy, masked, evicted, before, after) -> CompactionResult:
     """The result of masking ``masked`` outputs and then evicting ``evicted`` messages (the
     mask strategy at the emergency threshold, ``docs/design.md``, "Observation masking")."""
     return CompactionResult.done(
@@ -131,31 +187,29 @@ def evicted_result(trigger, strategy, masked, evicted, before, after):
     )
 
 
-def combine_masked(masked, summary, strategy):
+def combine_masked(masked, summary, strategy) -> CompactionResult:
     """
     The result of a strategy that masks first, then summarises (``hybrid``), from the two
-    result dicts: the summary's when it succeeded or failed (with ``masked_messages``, and the
-    context before the masking as ``context_before``), else the masking's (with the summary's
-    skip reason as ``summary``), else one skip naming both reasons.
-
-    Returns:
-        dict: a result dict.
+    results (:class:`CompactionResult`): the summary's when it succeeded or failed (with
+    ``masked_messages``, and the context before the masking as ``context_before``), else the
+    masking's (with the summary's skip reason as ``summary``), else one skip naming both
+    reasons.
     """
-    count = masked.get("masked_messages", 0)
-    if summary.get("success") or "error" in summary:
-        result = dict(summary, strategy=strategy, masked_messages=count)
-        if count and summary.get("success"):
-            result["context_before"] = masked["original_tokens"]  # before the masking, too
+    count = masked.masked_messages
+    if not summary.skipped:
+        result = replace(summary, strategy=strategy).with_fields(masked_messages=count)
+        if count and summary.success:  # the context before the masking, too
+            result = result.with_fields(context_before=masked.original_tokens)
         return result
     if count:
-        return dict(masked, summary=summary.get("reason"))
-    return CompactionResult.skipped(
-        f"{masked.get('reason') or masked.get('error')}; summary: {summary.get('reason')}",
-        summary.get("trigger") or masked.get("trigger"), strategy,
-    ).as_dict()
+        return masked.with_fields(summary=summary.reason)
+    return CompactionResult.skip(
+        f"{masked.reason or masked.error}; summary: {summary.reason}",
+        summary.trigger or masked.trigger, strategy,
+    )
 
 
-def fidelity_fields(fidelity):
+def fidelity_fields(fidelity) -> dict:
     """The compaction-log fields of a fidelity verdict: ``{"fidelity": float,
     "fidelity_replaced": bool}`` and, when the model's summary failed and was replaced, why
     (``"fidelity_reason": str``) and its score (``"model_fidelity": float``) (``{}`` for None;
@@ -204,21 +258,21 @@ class Snapshot:
     options: dict = field(default_factory=dict)
 
     @property
-    def usage(self):
+    def usage(self) -> float:
         """Share of the budget in use (0..)."""
         return self.total_tokens / max(1, self.budget)
 
-    def tokens_of(self, messages):
+    def tokens_of(self, messages) -> int:
         """Tokens of ``messages`` (a sub-list of ``history``)."""
         by_id = dict(zip((m["id"] for m in self.history), self.counts))
         return sum(by_id[m["id"]] for m in messages)
 
-    def threshold(self):
+    def threshold(self) -> float:
         """The threshold this compaction is held to: emergency when forced, else sleep."""
         name = "compact_emergency_threshold" if self.force else "compact_sleep_threshold"
         return float(self.options[name])
 
-    def over_threshold(self):
+    def over_threshold(self) -> bool:
         return self.force or self.usage >= self.threshold()
 
 
@@ -250,13 +304,13 @@ class Span:
         return shared_part(self.messages)
 
     @property
-    def shared(self):
+    def shared(self) -> list[dict]:
         """The messages the summary is written from
         (:func:`ai_contrib.core.audience.shared_part`), in order."""
         return self._parts[0]
 
     @property
-    def left_out(self):
+    def left_out(self) -> list[dict]:
         """The messages of the span left out of its summary (heard by a narrower group; they
         stay in the archive), in order."""
         return self._parts[1]
@@ -282,23 +336,23 @@ class Plan:
     fields: dict = field(default_factory=dict)
 
     @property
-    def skipped(self):
+    def skipped(self) -> bool:
         return self.reason is not None
 
     @property
-    def benefit_tokens(self):
+    def benefit_tokens(self) -> int:
         """Tokens the benefit guard weighs: those of the first span (the new summary's
         source; a cascade's fold replaces summaries, which the guard does not count)."""
         return self.spans[0].tokens
 
     @property
-    def replaced_tokens(self):
+    def replaced_tokens(self) -> int:
         """Tokens of every span a marker replaces (a promoted long tier replaces the previous
         short-term marker, which counts too)."""
         return sum(span.tokens for span in self.spans)
 
-    def skip_result(self):
-        return CompactionResult.skipped(
+    def skip_result(self) -> CompactionResult:
+        return CompactionResult.skip(
             self.reason, self.trigger, self.strategy if self.named else None, **self.fields
         )
 
@@ -315,7 +369,7 @@ def _below(snapshot, strategy, named=True):
     )
 
 
-def plan_summary(snapshot, strategy="summary"):
+def plan_summary(snapshot, strategy="summary") -> Plan:
     """
     The ``summary`` plan (``docs/design.md``, "Summary compaction", "Preserve window and
     cuts"): at the threshold (or forced), the messages before the preserve window become one
@@ -341,7 +395,7 @@ def plan_summary(snapshot, strategy="summary"):
                 total_tokens=snapshot.total_tokens)
 
 
-def plan_whole(snapshot, strategy="replace_all"):
+def plan_whole(snapshot, strategy="replace_all") -> Plan:
     """
     The ``replace_all`` plan (``docs/design.md``, "Structured summaries"): at the threshold the
     whole history becomes one structured summary; speech still awaiting an answer
@@ -361,7 +415,7 @@ def plan_whole(snapshot, strategy="replace_all"):
                 total_tokens=snapshot.total_tokens)
 
 
-def plan_cascade(snapshot, strategy="cascade"):
+def plan_cascade(snapshot, strategy="cascade") -> Plan:
     """
     The ``cascade`` plan (``docs/design.md``, "Cascade summaries"): a cycle when one is due, or
     when token pressure (or ``force``) asks for one early; then the immediate window shrinks so
@@ -401,7 +455,7 @@ def _with_fidelity(fidelity):
     return {"fidelity": fidelity} if fidelity else {}
 
 
-def build_markers(plan, texts, *, model=None, min_saving_tokens=1, fidelities=()):
+def build_markers(plan, texts, *, model=None, min_saving_tokens=1, fidelities=()) -> tuple:
     """
     The markers of ``plan`` for ``texts`` (one cleaned summary per span, in order), judged by
     what the stored markers cost in context, not by the bare texts (``docs/design.md``,
@@ -459,9 +513,10 @@ def build_markers(plan, texts, *, model=None, min_saving_tokens=1, fidelities=()
     return markers, tokens, problem
 
 
-def context_change(result):
+def context_change(result) -> str:
     """
-    The context part of an admin's or the log's line for a compaction ``result`` dict:
+    The context part of an admin's or the log's line for a compaction ``result`` (a
+    :class:`CompactionResult`, or its stored dict):
     ``"; context 286 -> 410 tokens"``, and when lines were said while it was written, how many
     tokens they brought and how many of the oldest lines outside the summarised range left for
     the archive meanwhile (``"; context 286 -> 410 tokens (+1371 said while it was written,
@@ -471,9 +526,9 @@ def context_change(result):
     Returns:
         str
     """
-    if "context_after" not in result:
+    if result.get("context_after") is None:
         return ""
-    line = f"; context {result['context_before']} -> {result['context_after']} tokens"
+    line = f"; context {result.get('context_before')} -> {result.get('context_after')} tokens"
     said, evicted = result.get("context_said", 0), result.get("context_evicted", 0)
     if said or evicted:
         line += f" (+{said} said while it was written" + (
@@ -481,7 +536,8 @@ def context_change(result):
     return line
 
 
-def summarised_result(plan, markers, marker_tokens, context_after, preserved, evicted_tokens=0):
+def summarised_result(plan, markers, marker_tokens, context_after, preserved,
+                      evicted_tokens=0) -> CompactionResult:
     """
     The result of an applied summarising compaction (``docs/design.md``, "Summary compaction":
     result dicts).
@@ -538,24 +594,24 @@ def summarised_result(plan, markers, marker_tokens, context_after, preserved, ev
 # -- bookkeeping ---------------------------------------------------------------------------------
 
 
-def appended_log(log, event, size=COMPACTION_LOG_SIZE):
+def appended_log(log, event, size=COMPACTION_LOG_SIZE) -> list[dict]:
     """The compaction log (list of event dicts, oldest first) with ``event`` added, at most
     ``size`` long."""
     return (list(log or []) + [event])[-size:]
 
 
-def breaker_tripped(failures, limit):
+def breaker_tripped(failures, limit) -> bool:
     """True when ``failures`` consecutive automatic failures reach ``limit``
     (``AI_COMPACT_FAILURE_LIMIT``): automatic compaction then pauses."""
     return (failures or 0) >= int(limit)
 
 
-def failure_event(at, trigger, error, strategy):
+def failure_event(at, trigger, error, strategy) -> dict:
     """The compaction-log event of a failed compaction (``at``: ISO-8601 UTC)."""
     return {"at": at, "trigger": trigger, "success": False, "error": error, "strategy": strategy}
 
 
-def recovered_event(record):
+def recovered_event(record) -> dict:
     """The compaction-log event of a compaction replayed from archive ``record`` (a
     ``compaction`` record with its ``marker``) after a crash."""
     meta = record["marker"].get("metadata") or {}
@@ -569,7 +625,7 @@ def recovered_event(record):
     }
 
 
-def synthesis_entry(marker):
+def synthesis_entry(marker) -> dict | None:
     """
     The journal entry a summary marker becomes (``docs/design.md``, "Journal and Mem0",
     "Cascade summaries"), as keyword arguments of :func:`ai_contrib.memory.journal.add_entry`
@@ -600,13 +656,13 @@ def synthesis_entry(marker):
     }
 
 
-def counts_once(marker):
+def counts_once(marker) -> bool:
     """True for a marker whose compaction is counted: a cascade cycle writes two records
     (long-term fold, then short-term summary) and counts once."""
     return (marker.get("metadata") or {}).get("tier") != cascade.TIER_LONG
 
 
-def eviction_target(threshold, budget):
+def eviction_target(threshold, budget) -> int:
     """Tokens the mask strategy's emergency eviction leaves (:data:`EVICTION_HEADROOM` of the
     emergency ``threshold`` share of ``budget``)."""
     return int(threshold * max(1, budget) * EVICTION_HEADROOM)
@@ -699,7 +755,7 @@ REGISTRY = {
 STRATEGIES = tuple(REGISTRY)
 
 
-def get_strategy(name):
+def get_strategy(name) -> Strategy:
     """
     The :class:`Strategy` called ``name``.
 
@@ -714,7 +770,7 @@ def get_strategy(name):
         ) from None
 
 
-def plan(record, snapshot):
+def plan(record, snapshot) -> Plan:
     """``record``'s plan for ``snapshot`` (:class:`Plan`). Raises ValueError for a strategy
     that does not summarise (it has no plan)."""
     if record.plan is None:

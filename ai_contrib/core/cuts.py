@@ -14,6 +14,8 @@ Messages are dicts as in :mod:`ai_contrib.core.messages`; ``token_counts[i]`` is
 of ``history[i]`` (see :func:`ai_contrib.core.tokens.count_message_tokens`).
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
 
 from .messages import is_marker, tool_call_ids
@@ -37,7 +39,7 @@ SKIP_NOTHING = "nothing to compact"
 EXTRACTION_TYPE = "pre_compaction"
 
 
-def is_extraction_traffic(msg):
+def is_extraction_traffic(msg) -> bool:
     """True for a message of the fact-extraction loop (its tool calls and their results): talk
     with the journal, not with anyone in the room, so it never counts toward the preserve
     window."""
@@ -97,7 +99,7 @@ def _pending_call_index(history):
     return None
 
 
-def is_safe_cut(history, i):
+def is_safe_cut(history, i) -> bool:
     """
     True if cutting ``history`` (list of message dicts) at index ``i`` separates no tool call
     from its results and leaves no tool result first in the kept part. ``0`` is always safe,
@@ -109,7 +111,7 @@ def is_safe_cut(history, i):
     return _safe_flags(history)[i]
 
 
-def safe_cut(history, i):
+def safe_cut(history, i) -> int:
     """
     Return the largest safe cut index ``<= i`` (an ``i`` past the end counts as the end).
 
@@ -125,7 +127,7 @@ def safe_cut(history, i):
     return i
 
 
-def hold_cut(history, cut, keep_ids=()):
+def hold_cut(history, cut, keep_ids=()) -> int:
     """
     Move ``cut`` earlier so that no message whose id is in ``keep_ids`` is compacted: the
     largest safe cut ``<=`` both ``cut`` and the index of the first such message.
@@ -158,7 +160,7 @@ def _check_counts(history, token_counts):
 
 
 def preserve_start(history, token_counts, preserve_window, min_preserve_tokens,
-                   max_preserve_tokens=None):
+                   max_preserve_tokens=None) -> int:
     """
     Return the index ``i`` such that ``history[i:]`` is kept verbatim.
 
@@ -227,7 +229,7 @@ class CompactionPlan:
     reason: str | None = None
 
     @property
-    def skipped(self):
+    def skipped(self) -> bool:
         """True when there is nothing to compact (see ``reason``)."""
         return self.reason is not None
 
@@ -235,7 +237,7 @@ class CompactionPlan:
 def plan_compaction(
     history, token_counts, max_context_tokens, preserve_window, preserve_fraction=0.2,
     keep_ids=(), max_preserve_fraction=None,
-):
+) -> CompactionPlan:
     """
     Choose what to compact (``docs/design.md``, "Preserve window and cuts" and "Summary
     compaction").
@@ -285,7 +287,8 @@ def plan_compaction(
     )
 
 
-def eviction_ids(history, token_counts, target_tokens, keep_ids=frozenset(), stop_ids=frozenset()):
+def eviction_ids(history, token_counts, target_tokens, keep_ids=frozenset(),
+                 stop_ids=frozenset()) -> list:
     """
     The ids of the oldest messages to move out of context so that at most ``target_tokens``
     remain, ending at a safe cut (a tool call keeps its results). Summary markers are never

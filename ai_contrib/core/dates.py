@@ -17,6 +17,8 @@ other day") stay as they are. Pure functions; times are :class:`datetime.datetim
 strings (what a message's ``timestamp`` holds).
 """
 
+from __future__ import annotations
+
 import re
 from datetime import datetime, timedelta
 
@@ -42,7 +44,7 @@ _PATTERN = re.compile(
 )
 
 
-def as_datetime(when):
+def as_datetime(when) -> datetime | None:
     """``when`` as a :class:`datetime.datetime`, or None when it is missing or unreadable."""
     if isinstance(when, datetime):
         return when
@@ -54,7 +56,7 @@ def as_datetime(when):
         return None
 
 
-def day_text(day):
+def day_text(day) -> str:
     """``datetime(2023, 5, 7)`` -> ``"7 May 2023"``."""
     return f"{day.day} {day.strftime('%B')} {day.year}"
 
@@ -105,7 +107,7 @@ def _meaning(match, when):
     return str(when.year - count)
 
 
-def resolve_relative_dates(text, when):
+def resolve_relative_dates(text, when) -> str:
     """
     ``text`` with the date each relative expression meant at ``when`` in brackets after it.
 

@@ -29,6 +29,8 @@ in their original order, within a token target. Being made of the source, it pas
 Pure module: no Evennia, Twisted or Django imports. Sizes in words or tokens as named.
 """
 
+from __future__ import annotations
+
 import re
 from dataclasses import asdict, dataclass, field
 
@@ -125,18 +127,18 @@ class Fidelity:
     source_words: int = 0
 
     @property
-    def passed(self):
+    def passed(self) -> bool:
         """True when the verdict is ``"pass"``."""
         return self.verdict == "pass"
 
-    def as_dict(self):
+    def as_dict(self) -> dict:
         """A plain dict of the fields (``unsupported`` as a list), for logs and Attributes."""
         out = asdict(self)
         out["unsupported"] = list(self.unsupported)
         return out
 
 
-def source_text(messages):
+def source_text(messages) -> str:
     """
     The text a summary of ``messages`` is checked against: their transcript lines
     (:func:`ai_contrib.core.summary.format_message_for_compaction`, speakers' names included).
@@ -150,7 +152,7 @@ def source_text(messages):
     return "\n".join(format_message_for_compaction(msg) for msg in messages)
 
 
-def speakers_of(messages):
+def speakers_of(messages) -> set[str]:
     """The names (and role labels) of the speakers of ``messages``: a line of a summary
     opening with one of them and a colon reads as that speaker's words. Returns a set of
     case-folded strings."""
@@ -209,7 +211,7 @@ def _fact_words(text):
     return stems, numbers, negations
 
 
-def same_fact(a, b, overlap=SAME_FACT_OVERLAP):
+def same_fact(a, b, overlap=SAME_FACT_OVERLAP) -> bool:
     """
     True when facts ``a`` and ``b`` say the same thing in other words: the same numbers, the
     same negation (or none), and content words (stems of words of three letters or more, stop
@@ -283,7 +285,7 @@ def _known_name(name, words):
     return folded in words or folded.rstrip("s") in words or folded + "s" in words
 
 
-def unsupported_share(text, source):
+def unsupported_share(text, source) -> tuple:
     """
     The names and numbers of ``text`` absent from ``source``.
 
@@ -305,7 +307,7 @@ def unsupported_share(text, source):
 MIN_FACT_SUPPORT = 0.5
 
 
-def fact_problem(text, source):
+def fact_problem(text, source) -> str:
     """
     Why a fact a model wrote is not grounded in the conversation it read, or ``""``: more than
     :data:`MAX_UNSUPPORTED` of its names and numbers absent from ``source``, (with at least
@@ -345,7 +347,7 @@ def _symbol_density(text):
     return sum(len(m.group(0)) for m in _SYMBOLS.finditer(body)) / visible
 
 
-def score_summary(summary, source, speakers=()):
+def score_summary(summary, source, speakers=()) -> Fidelity:
     """
     Score a candidate summary against its source (module docstring; ``docs/design.md``,
     "Summary fidelity").
@@ -460,7 +462,7 @@ def _message_lines(messages):
     return out
 
 
-def extractive_summary(messages, target_tokens, importance, model=None):
+def extractive_summary(messages, target_tokens, importance, model=None) -> str:
     """
     A summary of ``messages`` made of their own lines, without a model: the highest-importance
     lines (``importance(text) -> number``; ties keep the earlier line), shown in their original

@@ -19,12 +19,14 @@ All functions are pure; message shapes are those of :mod:`ai_contrib.core.messag
 entries those of :mod:`ai_contrib.memory.journal`.
 """
 
+from __future__ import annotations
+
 from .messages import is_marker
 
 __all__ = ["derived_from", "forget_plan", "forgotten_lines", "forgotten_journal_ids"]
 
 
-def forgotten_lines(messages, dbref):
+def forgotten_lines(messages, dbref) -> list[dict]:
     """
     The messages of ``messages`` that are the player ``dbref``'s (module docstring), in order.
 
@@ -52,7 +54,7 @@ def forgotten_lines(messages, dbref):
     return found
 
 
-def derived_from(first_seq, last_seq, left_out_seqs, seqs):
+def derived_from(first_seq, last_seq, left_out_seqs, seqs) -> bool:
     """
     True when a summary of the archive range ``first_seq``..``last_seq`` that left out
     ``left_out_seqs`` was written from one of ``seqs`` (a set of archive seqs). A range that is
@@ -66,7 +68,7 @@ def derived_from(first_seq, last_seq, left_out_seqs, seqs):
     return any(first_seq <= seq <= last_seq and seq not in left_out for seq in seqs)
 
 
-def forgotten_journal_ids(entries, name, line_ids, seqs, marker_ids):
+def forgotten_journal_ids(entries, name, line_ids, seqs, marker_ids) -> list[str]:
     """
     The ids of journal ``entries`` derived from the player's lines (module docstring).
 
@@ -99,7 +101,7 @@ def forgotten_journal_ids(entries, name, line_ids, seqs, marker_ids):
     return found
 
 
-def forget_plan(history, archived, journal_entries, dbref, name):
+def forget_plan(history, archived, journal_entries, dbref, name) -> dict:
     """
     Everything to remove for forgetting player ``dbref`` (``name``).
 

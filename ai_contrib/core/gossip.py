@@ -29,6 +29,8 @@ A *network* is a string: ``"zone:<name>"`` (the room's Tag of category ``zone``)
 Pure functions over plain values.
 """
 
+from __future__ import annotations
+
 from datetime import datetime, timezone
 
 from .text import content_key
@@ -44,7 +46,7 @@ PROVENANCE_FIELDS = ("origin", "origin_speaker", "said_at", "heard_from", "heard
                      "hops", "chain", "received_at")
 
 
-def networks(gossip_tags, zone=None, location=None, default="zone"):
+def networks(gossip_tags, zone=None, location=None, default="zone") -> frozenset:
     """
     The gossip networks of an NPC.
 
@@ -71,7 +73,7 @@ def networks(gossip_tags, zone=None, location=None, default="zone"):
     return frozenset(found)
 
 
-def learned_in_public(entry):
+def learned_in_public(entry) -> bool:
     """
     True when ``entry`` (a journal entry dict, ``memory/journal.py``) was learned in public and
     may be passed on (the rule in the module docstring).
@@ -97,7 +99,7 @@ def _parse_time(text):
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
-def age_days(entry, now):
+def age_days(entry, now) -> float | None:
     """
     Days since the fact was first said (``said_at``, else the entry's ``timestamp``); None when
     neither parses.
@@ -112,7 +114,7 @@ def age_days(entry, now):
     return (now - said).total_seconds() / 86400.0
 
 
-def hops_of(entry):
+def hops_of(entry) -> int:
     """The hops a fact has made: 0 for one the NPC heard itself."""
     try:
         return max(0, int(entry.get("hops") or 0))
@@ -120,7 +122,7 @@ def hops_of(entry):
         return 0
 
 
-def origin_of(entry, npc_dbref):
+def origin_of(entry, npc_dbref) -> str:
     """
     The fact's id everywhere it travels: ``"<dbref of the NPC that first journaled it>/<its
     journal id there>"``; a copy keeps its ``origin``.
@@ -128,7 +130,7 @@ def origin_of(entry, npc_dbref):
     return entry.get("origin") or f"{npc_dbref}/{entry.get('id')}"
 
 
-def may_pass(entry, now, max_hops, max_age_days):
+def may_pass(entry, now, max_hops, max_age_days) -> bool:
     """
     True when ``entry`` may travel one more hop now: learned in public, fewer than
     ``max_hops`` hops made, and at most ``max_age_days`` old (a fact with an unreadable time
@@ -146,7 +148,7 @@ def may_pass(entry, now, max_hops, max_age_days):
     return age is not None and age <= float(max_age_days)
 
 
-def gossip_copy(entry, sender_name, sender_dbref, now):
+def gossip_copy(entry, sender_name, sender_dbref, now) -> dict:
     """
     The journal entry fields of ``entry`` as another NPC hears it from ``sender``.
 
@@ -186,13 +188,13 @@ def gossip_copy(entry, sender_name, sender_dbref, now):
     return copy
 
 
-def known_origins(entries, npc_dbref):
+def known_origins(entries, npc_dbref) -> set:
     """The origins (:func:`origin_of`) of the facts in ``entries`` (an NPC's journal)."""
     return {origin_of(entry, npc_dbref) for entry in entries}
 
 
 def select_gossip(sender_entries, sender_name, sender_dbref, receiver_entries, receiver_dbref,
-                  now, max_hops, max_age_days, limit=None):
+                  now, max_hops, max_age_days, limit=None) -> list[dict]:
     """
     What one NPC hears from another in one sleep: copies of the sender's facts that may pass
     (:func:`may_pass`), that the receiver does not hold yet (by origin, or by the same words,
@@ -230,7 +232,7 @@ def select_gossip(sender_entries, sender_name, sender_dbref, receiver_entries, r
     return copies
 
 
-def heard_from_text(text, meta):
+def heard_from_text(text, meta) -> str:
     """
     How a heard-from fact is shown to the model and on admin screens: ``"you heard from Marta
     that <text> (Wren said it first, 2026-11-20; 2 hops: Hilda, Marta)"``; ``text`` unchanged
@@ -257,7 +259,7 @@ def heard_from_text(text, meta):
             + (f" ({'; '.join(details)})" if details else ""))
 
 
-def chain_text(meta):
+def chain_text(meta) -> str:
     """The provenance chain in a few words for receipts and tables: ``"Wren > Marta > Bram"``
     style, from the first speaker through every NPC it passed; ``""`` for a first-hand fact."""
     if not meta.get("heard_from"):

@@ -41,6 +41,8 @@ the index is partitioned by clause, and only the partitions of the clauses that 
 NPC are looked at (:func:`npc_scopes`), so an excluded entry is not even a candidate.
 """
 
+from __future__ import annotations
+
 import re
 
 #: the clause every NPC satisfies
@@ -63,7 +65,7 @@ _MODULE_ID = re.compile(r"[a-z][a-z0-9_.:-]*")
 _FIELDS = ("id", "text", "keys", "constant", "condition", "priority", "source", "by", "at")
 
 
-def words(text):
+def words(text) -> list[str]:
     """
     The words of ``text`` in lower case, in order: runs of ``\\w`` characters. Linear in the
     length of the text.
@@ -74,7 +76,7 @@ def words(text):
     return _WORD.findall(str(text or "").lower())
 
 
-def parse_keys(keys):
+def parse_keys(keys) -> list[str]:
     """
     Normalise trigger keys.
 
@@ -114,7 +116,7 @@ def parse_keys(keys):
     return out
 
 
-def parse_clause(clause):
+def parse_clause(clause) -> str:
     """
     Normalise one condition clause (module docstring, "Conditions").
 
@@ -140,7 +142,7 @@ def parse_clause(clause):
     return f"{kind}:{value}"
 
 
-def parse_condition(condition):
+def parse_condition(condition) -> list[str]:
     """
     Normalise a condition: any-of a list of clauses.
 
@@ -171,7 +173,7 @@ def parse_condition(condition):
     return out
 
 
-def parse_priority(priority):
+def parse_priority(priority) -> int:
     """
     An entry's priority: a whole number (``"5"`` accepted), 0 for None.
 
@@ -188,7 +190,7 @@ def parse_priority(priority):
         raise ValueError(f"priority must be a whole number, not {priority!r}") from None
 
 
-def parse_entry(raw, source="game"):
+def parse_entry(raw, source="game") -> dict:
     """
     Validate one entry and return it normalised (module docstring for the shape;
     ``docs/design.md``, "Lore and pins").
@@ -266,7 +268,7 @@ class LoreIndex:
         for entry in entries:
             self.add(entry)
 
-    def add(self, entry):
+    def add(self, entry) -> None:
         """Index one entry (as :func:`parse_entry` returns it)."""
         self.size += 1
         for clause in entry["condition"]:
@@ -279,7 +281,7 @@ class LoreIndex:
                 part["first"].setdefault(key_words[0], []).append((entry, key, key_words))
 
 
-def build_index(entries):
+def build_index(entries) -> LoreIndex:
     """
     Index parsed entries (:func:`parse_entry`).
 
@@ -294,7 +296,7 @@ def _norm(value):
     return " ".join(str(value).split()).lower()
 
 
-def npc_scopes(npc_facts):
+def npc_scopes(npc_facts) -> set[str]:
     """
     The condition clauses that hold for an NPC.
 
@@ -327,7 +329,7 @@ def npc_scopes(npc_facts):
     return scopes
 
 
-def may_know(entry, npc_facts):
+def may_know(entry, npc_facts) -> bool:
     """True if one clause of ``entry``'s condition holds for the NPC (:func:`npc_scopes`)."""
     scopes = npc_scopes(npc_facts)
     return any(clause in scopes for clause in entry["condition"])
@@ -338,7 +340,7 @@ def _found(text_words, start, key_words):
     return tuple(text_words[start:start + len(key_words)]) == key_words
 
 
-def match_lore(index, npc_facts, texts, budget_tokens, count):
+def match_lore(index, npc_facts, texts, budget_tokens, count) -> dict:
     """
     The lore entries an NPC is given for a turn, within a token budget (``docs/design.md``,
     "Lore and pins").
@@ -403,7 +405,7 @@ def match_lore(index, npc_facts, texts, budget_tokens, count):
     return {"chosen": chosen, "skipped": skipped}
 
 
-def format_lore(chosen):
+def format_lore(chosen) -> str:
     """
     The chosen entries as one block of text for the prompt: one entry per line, in the order
     given, under a ``WHAT YOU KNOW`` heading; ``""`` when nothing was chosen.
@@ -419,7 +421,7 @@ def format_lore(chosen):
     return "WHAT YOU KNOW:\n" + "\n".join(f"- {item['text']}" for item in chosen)
 
 
-def key_found(entry, texts):
+def key_found(entry, texts) -> str | None:
     """
     The first key of ``entry`` that occurs in ``texts`` as whole words, or None (constant
     entries: None). For admin views that explain what was *not* given; O(words x keys).

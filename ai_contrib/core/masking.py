@@ -25,6 +25,8 @@ archive record with that ``seq`` (written when the message was appended), so not
 Message shape: :mod:`ai_contrib.core.messages`; sizes in tokens, ``status`` length in characters.
 """
 
+from __future__ import annotations
+
 import re
 
 from .messages import tool_call_ids, utc_now_iso
@@ -51,18 +53,18 @@ STATUS_CHARS = 80  # characters of the original's first line kept as its status
 _REF = re.compile(r"^\[TOOL OUTPUT ARCHIVED - seq (\d+)\]")
 
 
-def archive_ref(seq):
+def archive_ref(seq) -> str:
     """The archive reference of message ``seq`` as shown in a placeholder: ``"seq 42"``."""
     return f"seq {seq}"
 
 
-def parse_archive_ref(content):
+def parse_archive_ref(content) -> int | None:
     """The archive ``seq`` a placeholder's ``content`` points to, or None if it is not one."""
     match = _REF.match(content or "")
     return int(match.group(1)) if match else None
 
 
-def is_masked(msg):
+def is_masked(msg) -> bool:
     """True if ``msg`` is a masked tool output (a placeholder, not the original)."""
     if msg.get("role") != "tool":
         return False
@@ -71,12 +73,12 @@ def is_masked(msg):
     ) is not None
 
 
-def masked_count(history):
+def masked_count(history) -> int:
     """Number of masked tool outputs in ``history``."""
     return sum(1 for msg in history if is_masked(msg))
 
 
-def status_line(content, max_chars=STATUS_CHARS):
+def status_line(content, max_chars=STATUS_CHARS) -> str:
     """
     The one-line status kept from a tool output: its first non-blank line, whitespace
     collapsed, cut to ``max_chars`` characters (ending in ``"..."`` when cut); ``"(empty)"``
@@ -91,7 +93,7 @@ def status_line(content, max_chars=STATUS_CHARS):
     return "(empty)"
 
 
-def protected_start(history, window):
+def protected_start(history, window) -> int:
     """
     Index of the first message of the last ``window`` turns: tool results before it may be
     masked, those from it on may not. With fewer than ``window`` assistant messages nothing may
@@ -117,7 +119,7 @@ def _tool_names(history):
     return names
 
 
-def make_masked(msg, tool_name, original_tokens=None, now=None):
+def make_masked(msg, tool_name, original_tokens=None, now=None) -> dict:
     """
     Return the placeholder for tool message ``msg`` (a new dict; ``msg`` is not modified).
 
@@ -151,7 +153,7 @@ def make_masked(msg, tool_name, original_tokens=None, now=None):
 
 
 def plan_masks(history, token_counts, window=DEFAULT_MASK_WINDOW, min_tokens=0, model=None,
-               now=None):
+               now=None) -> list[dict]:
     """
     Choose the tool outputs to mask and build their placeholders (micro-compaction,
     ``docs/design.md``, "Observation masking").
@@ -203,7 +205,7 @@ def plan_masks(history, token_counts, window=DEFAULT_MASK_WINDOW, min_tokens=0, 
     return out
 
 
-def apply_masks(history, replacements):
+def apply_masks(history, replacements) -> list:
     """
     Return a NEW list: ``history`` with each message whose id matches a placeholder in
     ``replacements`` swapped for it; order, length and every other message are unchanged, and
@@ -213,7 +215,7 @@ def apply_masks(history, replacements):
     return [by_id.get(msg.get("id"), msg) for msg in history]
 
 
-def call_trail_intact(history):
+def call_trail_intact(history) -> bool:
     """
     True when every tool message follows an assistant message that made its call (the pairing
     chat APIs require). Used by tests and as a post-condition check.

@@ -33,6 +33,8 @@ Entries written by older code (``{"role", "content"}`` only) are accepted everyw
 :func:`normalise_message` fills in the missing fields without changing role or content.
 """
 
+from __future__ import annotations
+
 import uuid
 from datetime import datetime, timezone
 
@@ -41,17 +43,17 @@ SUMMARY_PREFIX = "[CONTEXT SUMMARY]"
 MARKER_TYPE = "compaction"
 
 
-def new_message_id():
+def new_message_id() -> str:
     """Return a fresh message id: 12 lower-case hex characters (48 random bits)."""
     return uuid.uuid4().hex[:12]
 
 
-def utc_now_iso():
+def utc_now_iso() -> str:
     """Return the current UTC time as an ISO-8601 string with ``+00:00``."""
     return datetime.now(timezone.utc).isoformat()
 
 
-def make_message(role, content, name=None, **fields):
+def make_message(role, content, name=None, **fields) -> dict:
     """
     Build a new message dict with a fresh ``id`` and ``timestamp``.
 
@@ -89,7 +91,7 @@ def make_message(role, content, name=None, **fields):
     return msg
 
 
-def normalise_message(msg):
+def normalise_message(msg) -> dict:
     """
     Return ``msg`` with every required field present, for entries written by older code.
 
@@ -106,7 +108,7 @@ def normalise_message(msg):
     return msg
 
 
-def is_marker(msg):
+def is_marker(msg) -> bool:
     """True if ``msg`` is a ``[CONTEXT SUMMARY]`` compaction marker."""
     if msg.get("role") != "system":
         return False
@@ -114,6 +116,6 @@ def is_marker(msg):
     return meta.get("type") == MARKER_TYPE or (msg.get("content") or "").startswith(SUMMARY_PREFIX)
 
 
-def tool_call_ids(msg):
+def tool_call_ids(msg) -> list:
     """Return the ids of the tool calls an assistant message makes (empty list if none)."""
     return [call.get("id") for call in (msg.get("tool_calls") or []) if call.get("id")]

@@ -9,6 +9,8 @@ when the rest is larger than the token budget, the oldest part (summaries includ
 first.
 """
 
+from __future__ import annotations
+
 import re
 
 from .audience import heard_by
@@ -22,7 +24,7 @@ REPLY_INSTRUCTIONS = (
 )
 
 
-def render_for_chat(msg):
+def render_for_chat(msg) -> dict | None:
     """
     Turn a history message into an OpenAI chat message for the reply prompt, or None to skip it.
 
@@ -56,7 +58,7 @@ def render_for_chat(msg):
 
 
 def build_reply_messages(persona, npc_name, history, token_counts, budget_tokens, memories=None,
-                         listeners=None, keep_ids=()):
+                         listeners=None, keep_ids=()) -> list[dict]:
     """
     Assemble the chat messages for one NPC reply.
 
@@ -93,7 +95,7 @@ def build_reply_messages(persona, npc_name, history, token_counts, budget_tokens
                                  notes=notes, listeners=listeners, keep_ids=keep)[0]
 
 
-def conversation_order(history):
+def conversation_order(history) -> list:
     """
     The history's messages in the order the conversation happened to the NPC: each reply right
     after the last line it answers (``metadata["reply_to"]``), the lines said while it was being
@@ -131,7 +133,7 @@ def conversation_order(history):
 
 
 def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_tokens, notes=None,
-                          listeners=None, keep_ids=(), count=None, standing=None):
+                          listeners=None, keep_ids=(), count=None, standing=None) -> tuple:
     """
     The reply prompt and an account of its parts (the reply's receipt).
 
@@ -290,7 +292,7 @@ def _show_notes(notes, out, parts, count):
         parts.append(part)
 
 
-def prompt_head(history):
+def prompt_head(history) -> tuple:
     """
     The ids at the front of a reply prompt's history: the summary markers and the oldest message
     after them. A compaction or an eviction changes them, and with them the start of every
@@ -311,7 +313,8 @@ def prompt_head(history):
 
 
 def overload_window(history, token_counts, budget_tokens, previous_tail_id=None,
-                    head_fraction=0.3, refill_fraction=0.5, keep_fraction=0.8, keep_from=None):
+                    head_fraction=0.3, refill_fraction=0.5, keep_fraction=0.8,
+                    keep_from=None) -> tuple | None:
     """
     Which messages the reply prompt shows while the history is over its token budget (a
     compaction is still being written, or failed): a head that stays put and a tail whose start
@@ -392,7 +395,7 @@ _SPEAKER_LINE = re.compile(r"^\s*[A-Z][\w' -]{0,30}:\s")
 _SENTENCE_END = re.compile(r"[.!?\u2026]+[\"')\]\u201d\u2019]*(?=\s|$)")
 
 
-def last_sentence(text):
+def last_sentence(text) -> str:
     """
     ``text`` up to the end of its last complete sentence; when it holds none, up to its last
     whole word followed by ``"..."`` (a reply the token cap cut mid-sentence).
@@ -408,7 +411,7 @@ def last_sentence(text):
     return words.rstrip(",;:-\u2014 ") + "..." if words else ""
 
 
-def clean_reply(text, npc_name, max_chars=400, truncated=False):
+def clean_reply(text, npc_name, max_chars=400, truncated=False) -> str:
     """
     Make a model's raw completion safe to ``say`` and to store: strip a leading
     ``"<npc_name>:"``, stop at the first line where the model starts writing another speaker's

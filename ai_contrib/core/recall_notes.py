@@ -22,8 +22,10 @@ A note is a dict::
 Pure functions: the shell renders items and counts tokens (``render`` and ``count`` arguments).
 """
 
+from __future__ import annotations
 
-def visible_notes(notes, history_ids, listeners=None):
+
+def visible_notes(notes, history_ids, listeners=None) -> list:
     """
     The notes a prompt may show, in order.
 
@@ -51,7 +53,7 @@ TOPIC_ITEMS = 3
 TOPIC_ROOM = 0.5
 
 
-def anchor_costs(history_ids, token_counts):
+def anchor_costs(history_ids, token_counts) -> dict:
     """
     What giving up a note anchored at each message costs the server's cache: the tokens of the
     prompt from that message to the end, which the server evaluates again once the note before
@@ -76,7 +78,7 @@ def anchor_costs(history_ids, token_counts):
 LOST_MARKS = 16
 
 
-def lost_marks(gone):
+def lost_marks(gone) -> list[dict]:
     """
     Marks of notes a conversation lost, one per audience (the newest last), at most
     :data:`LOST_MARKS`.
@@ -113,7 +115,7 @@ def _covers(audience, listeners):
 
 
 def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count, listeners=None,
-                new_tokens=None, anchor_cost=None):
+                new_tokens=None, anchor_cost=None) -> dict:
     """
     The notes after a turn's retrieval.
 

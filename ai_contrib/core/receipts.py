@@ -23,13 +23,15 @@ Any key may be missing (a server that reports no usage): every reading function 
 with None or an empty list for what it cannot know.
 """
 
+from __future__ import annotations
+
 #: characters of a retrieved memory's text kept in a receipt
 RECEIPT_TEXT_CHARS = 200
 #: receipts an NPC keeps at hand (``script.db.reply_receipts``); the archive keeps all of them
 RECEIPTS_KEPT = 20
 
 
-def make_receipt(model, seconds, prompt, parts, items, listener_names):
+def make_receipt(model, seconds, prompt, parts, items, listener_names) -> dict:
     """
     The receipt of one reply.
 
@@ -83,7 +85,7 @@ def make_receipt(model, seconds, prompt, parts, items, listener_names):
     }
 
 
-def lean_receipt(receipt):
+def lean_receipt(receipt) -> dict:
     """
     The receipt as the archive keeps it: every figure and part, the memories first shown in
     this reply by source and reference only (``"source", "ref", "kind", "new"``, and a heard-from
@@ -108,7 +110,7 @@ def lean_receipt(receipt):
     return lean
 
 
-def kept_receipts(receipts, receipt, limit=RECEIPTS_KEPT):
+def kept_receipts(receipts, receipt, limit=RECEIPTS_KEPT) -> list[dict]:
     """``receipts`` (oldest first) with ``receipt`` added, the oldest dropped past ``limit``."""
     return (list(receipts or ()) + [receipt])[-limit:]
 
@@ -125,7 +127,7 @@ PART_NAMES = {
 }
 
 
-def seq_span(part):
+def seq_span(part) -> str:
     """``"#12-#40"``, ``"#12"`` or ``""``: the archive seqs a prompt part covers."""
     first, last = part.get("first_seq"), part.get("last_seq")
     if first is None and last is None:
@@ -135,7 +137,7 @@ def seq_span(part):
     return f"#{first}-#{last}"
 
 
-def describe_part(part):
+def describe_part(part) -> str:
     """
     One prompt part in words: ``"history #12-#40, 29 messages"``, ``"retrieved memories
     (carried over)"``.
@@ -167,7 +169,7 @@ def describe_part(part):
     return text
 
 
-def describe_skipped(skipped):
+def describe_skipped(skipped) -> str:
     """
     What of the NPC's world a reply left out, in words: ``"lore:7 (budget), scene (budget)"``.
 
@@ -180,7 +182,7 @@ def describe_skipped(skipped):
     return ", ".join(f"{item.get('key')} ({item.get('reason')})" for item in skipped or ())
 
 
-def token_figures(receipt):
+def token_figures(receipt) -> dict:
     """
     The prompt's cost: tokens the server evaluated vs reused from its cache, and generated.
 
@@ -205,7 +207,7 @@ def token_figures(receipt):
     }
 
 
-def describe_cost(receipt):
+def describe_cost(receipt) -> str:
     """
     One line: ``"model smollm2, 1.21 s, prompt 812 tokens (42 evaluated, 770 reused), 31
     generated"``; unknown figures are left out.
@@ -226,7 +228,7 @@ def describe_cost(receipt):
     return ", ".join(words)
 
 
-def memory_source(memory):
+def memory_source(memory) -> str:
     """Where a retrieved memory came from: ``"archive #12"``, ``"mem0 3f2a9c1e"``, or for a fact
     heard from another NPC ``"mem0 3f2a9c1e, heard: Wren > Marta (1 hop)"``."""
     source = memory.get("source") or "?"

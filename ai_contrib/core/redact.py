@@ -16,8 +16,11 @@ spellings a server could use to slip it past a plain comparison.
 Pure functions.
 """
 
+from __future__ import annotations
+
 import json
 import re
+from typing import Any
 
 MASK = "***"
 _BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{4,}")
@@ -40,7 +43,7 @@ def _secret_pattern(secret):
     return pattern
 
 
-def redact(text, secrets=()):
+def redact(text, secrets=()) -> str:
     """
     ``text`` with every secret masked as ``***``: the given ``secrets`` (the configured API
     key) wherever they appear, in any case and split by whitespace, invisible characters or
@@ -63,7 +66,7 @@ def redact(text, secrets=()):
     return _KEY_LIKE.sub(MASK, text)
 
 
-def redact_data(data, secrets=()):
+def redact_data(data, secrets=()) -> Any:
     """
     Decoded JSON (``dict``, ``list``, ``str``, numbers...) with :func:`redact` applied to every
     string in it, keys included. A string that is itself a JSON object or array (a tool call's

@@ -9,11 +9,13 @@ compaction leave a consistent state (no message missing from both context and ar
 duplicated marker).
 """
 
+from __future__ import annotations
+
 from .masking import apply_masks
 from .splice import SpliceError, splice
 
 
-def apply_record(messages, record):
+def apply_record(messages, record) -> tuple:
     """
     Apply one archive record to ``messages`` (a list of message dicts).
 
@@ -64,7 +66,7 @@ def apply_record(messages, record):
     return messages, False
 
 
-def replay(messages, records):
+def replay(messages, records) -> tuple:
     """
     Apply ``records`` in order to ``messages`` (not modified) and return
     ``(new_messages, applied_records)``.

@@ -24,6 +24,8 @@ NPCs whose policy is ``"always"`` (``AI_ANSWER_WHEN``) answer every line of a pl
 Pure functions over plain values.
 """
 
+from __future__ import annotations
+
 import re
 
 from .addressing import mentions
@@ -57,7 +59,7 @@ afternoon night hello hi hey everyone everybody folks greetings thanks thank che
 _WORD_RE = re.compile(r"[a-z][a-z'-]{2,}")
 
 
-def to_everyone(text):
+def to_everyone(text) -> bool:
     """
     True when ``text`` is said to everyone in the room: it holds one of :data:`EVERYONE_WORDS`
     as a phrase ("Good evening, everyone!"), or "all" after a greeting ("hello all",
@@ -68,13 +70,13 @@ def to_everyone(text):
                 or _TRAILING_ALL_RE.search(text))
 
 
-def content_words(text):
+def content_words(text) -> set[str]:
     """The words of ``text`` that can tell a role ("forge", "ale"): lower case, three letters
     or more, :data:`STOPWORDS` left out; a set."""
     return {w.strip("'-") for w in _WORD_RE.findall((text or "").lower())} - STOPWORDS - {""}
 
 
-def role_overlap(text, persona):
+def role_overlap(text, persona) -> int:
     """How many :func:`content_words` of ``text`` the ``persona`` text also holds (an int; a
     cheap measure of whose role a line fits, no model call)."""
     return len(content_words(text) & content_words(persona))
@@ -87,7 +89,7 @@ def _dbref_key(dbref):
     return (0, int(digits), text) if digits.isdigit() else (1, 0, text)
 
 
-def partner(exchanges, now=None, window=None):
+def partner(exchanges, now=None, window=None) -> tuple:
     """
     The NPCs the speaker exchanged with last: those whose time in ``exchanges`` is the newest
     (a tuple of dbrefs, sorted; several when one line named several NPCs). With ``window``
@@ -110,7 +112,7 @@ def partner(exchanges, now=None, window=None):
 
 
 def answerers(text, speaker, npcs, *, to=None, exchanges=None, now=0.0, window=120.0,
-              from_npc=False):
+              from_npc=False) -> tuple[tuple[str, ...], str | None]:
     """
     Which AI NPCs in a room answer a line, and why (the rules in the module docstring).
 

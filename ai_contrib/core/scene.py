@@ -18,6 +18,8 @@ template special tokens broken up) before it is rendered.
 Pure functions: no Evennia, Twisted or Django.
 """
 
+from __future__ import annotations
+
 from datetime import datetime, timedelta, timezone
 
 from .audience import common_audience
@@ -51,7 +53,7 @@ _UNITS = (("year", 365 * 86400), ("month", 30 * 86400), ("week", 7 * 86400),
           ("day", 86400), ("hour", 3600), ("minute", 60))
 
 
-def clean(text, max_chars):
+def clean(text, max_chars) -> str:
     """
     Player-chosen text (a name, a description) as one safe line of at most ``max_chars``
     characters (:func:`ai_contrib.core.text.normalise_player_text`).
@@ -62,7 +64,7 @@ def clean(text, max_chars):
     return normalise_player_text(text or "", max_chars)
 
 
-def first_sentence(text, max_chars):
+def first_sentence(text, max_chars) -> str:
     """
     The first sentence of ``text`` (normalised to one line), at most ``max_chars`` characters
     (cut at a word with ``"..."`` when longer).
@@ -79,12 +81,12 @@ def first_sentence(text, max_chars):
     return clean(text, max_chars)
 
 
-def is_event(msg):
+def is_event(msg) -> bool:
     """True for an event record (``metadata["kind"] == "event"``): seen, not said."""
     return (msg.get("metadata") or {}).get("kind") == EVENT_KIND
 
 
-def event_text(text, max_chars=EVENT_MAX_CHARS):
+def event_text(text, max_chars=EVENT_MAX_CHARS) -> str:
     """
     What the NPC saw, as stored in an event record (``docs/design.md``, "Scene, events and
     people"): one normalised line in parentheses,
@@ -104,7 +106,7 @@ def event_text(text, max_chars=EVENT_MAX_CHARS):
     return f"({text})" if text else ""
 
 
-def relative_time(seconds):
+def relative_time(seconds) -> str:
     """
     ``seconds`` ago in words: ``"just now"`` (under a minute), ``"5 minutes ago"``,
     ``"an hour ago"``, ``"3 days ago"``, ``"2 months ago"``, ``"a year ago"`` (a month is 30
@@ -128,7 +130,7 @@ def relative_time(seconds):
     return "just now"  # not reached: a minute is the smallest unit
 
 
-def describe_acquaintance(record, now):
+def describe_acquaintance(record, now) -> str:
     """
     One phrase about the NPC and a person, from their people record: ``"you last spoke with
     Wren 3 days ago"``, ``"you met Wren 2 hours ago but have not spoken"``, or ``"you have not
@@ -157,7 +159,7 @@ def _season(month, months_per_year=12):
     return _SEASONS[int(((month + 1) % months_per_year) * 4 // months_per_year)]
 
 
-def time_of_day(hour):
+def time_of_day(hour) -> str:
     """``"night"`` (21-5), ``"morning"`` (5-12), ``"afternoon"`` (12-17) or ``"evening"``."""
     hour = int(hour) % 24
     if 5 <= hour < 12:
@@ -169,7 +171,7 @@ def time_of_day(hour):
     return "night"
 
 
-def clock_from_game_seconds(seconds, units=None):
+def clock_from_game_seconds(seconds, units=None) -> dict:
     """
     The game's clock in words.
 
@@ -220,7 +222,7 @@ def clock_from_game_seconds(seconds, units=None):
 
 
 def impression_from_facts(entries, name, dbref=None, max_chars=IMPRESSION_CHARS,
-                          limit=IMPRESSION_FACTS):
+                          limit=IMPRESSION_FACTS) -> tuple:
     """
     A short impression of a person from the NPC's journal: the newest facts about them
     (entries of source ``"fact"`` or ``"observation"`` whose ``speaker`` or ``entity`` is the
@@ -266,7 +268,7 @@ def impression_from_facts(entries, name, dbref=None, max_chars=IMPRESSION_CHARS,
     return clean(text, max_chars), audience
 
 
-def clock_phrase(clock):
+def clock_phrase(clock) -> str:
     """
     A clock (:func:`clock_from_game_seconds`) in words: ``"evening, day 3 of spring"``;
     ``""`` for an empty one.
@@ -309,7 +311,7 @@ def _describe_person(person, detail=True):
     return f"{name} ({'; '.join(bits)})"
 
 
-def render_scene(place, present, clock=None, max_tokens=SCENE_MAX_TOKENS, count=None):
+def render_scene(place, present, clock=None, max_tokens=SCENE_MAX_TOKENS, count=None) -> str:
     """
     The NPC's surroundings as one short system text (``docs/design.md``, "Scene, events and
     people")::

@@ -21,6 +21,8 @@ Also here:
 Message shape: :mod:`ai_contrib.core.messages`. Text sizes are in characters unless named tokens.
 """
 
+from __future__ import annotations
+
 import re
 
 from .cuts import hold_cut
@@ -119,7 +121,7 @@ def _normalise_title(title):
     return " ".join(title.lower().split())
 
 
-def canonical_section(title, fuzzy=True):
+def canonical_section(title, fuzzy=True) -> str | None:
     """
     Map a heading a model wrote onto one of :data:`SECTIONS`.
 
@@ -174,7 +176,7 @@ def _heading(line):
     return None
 
 
-def parse_sections(text):
+def parse_sections(text) -> dict:
     """
     Split a structured summary into its sections.
 
@@ -219,7 +221,7 @@ def parse_sections(text):
     return out
 
 
-def render_sections(sections):
+def render_sections(sections) -> str:
     """
     Render ``{section: body}`` as text: the preamble first (no heading), then the sections of
     :data:`SECTIONS` in their fixed order, then any other sections in the given order, each as
@@ -244,7 +246,7 @@ def render_sections(sections):
 render = render_sections
 
 
-def normalise_summary(text):
+def normalise_summary(text) -> str:
     """
     Return a summary with its recognised sections under their canonical headings, in the fixed
     order. A summary with no recognised section (a custom prompt's free text, a 2-3 sentence
@@ -257,7 +259,7 @@ def normalise_summary(text):
     return render_sections(sections)
 
 
-def base_prompt_text(messages, instruction=None, previous_summary=None):
+def base_prompt_text(messages, instruction=None, previous_summary=None) -> str:
     """
     The completion-style prompt for a base model (``docs/design.md``, "Structured summaries"):
     ``instruction``, a blank line, the transcript (one ``"Name (role): text"`` line per
@@ -286,7 +288,7 @@ def base_prompt_text(messages, instruction=None, previous_summary=None):
     return "\n".join(parts) + "\nSUMMARY:\n"
 
 
-def build_base_summary_request(messages, instruction=None, previous_summary=None):
+def build_base_summary_request(messages, instruction=None, previous_summary=None) -> list:
     """
     :func:`base_prompt_text` wrapped as a chat request of one user message (no system prompt),
     for an OpenAI-compatible ``/chat/completions`` endpoint serving a model without a chat
@@ -298,7 +300,7 @@ def build_base_summary_request(messages, instruction=None, previous_summary=None
     return [{"role": "user", "content": base_prompt_text(messages, instruction, previous_summary)}]
 
 
-def plan_replace_all(history, keep_tail=0, keep_ids=()):
+def plan_replace_all(history, keep_tail=0, keep_ids=()) -> tuple:
     """
     What the ``replace_all`` strategy replaces: the whole runtime history, to become one
     structured summary, with no raw messages kept after it.

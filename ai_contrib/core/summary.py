@@ -10,6 +10,8 @@ failure users hate most: summaries that read as if the player said them. Message
 :mod:`ai_contrib.core.messages`; all sizes are in tokens.
 """
 
+from __future__ import annotations
+
 import math
 import re
 
@@ -95,7 +97,7 @@ def _body(msg):
     return " ".join(part for part in parts if part)
 
 
-def format_message_for_compaction(msg):
+def format_message_for_compaction(msg) -> str:
     """
     Return one transcript line for ``msg``: ``"Name (role): text"``, the name defaulting to
     Player/NPC/Game/Tool by role; a marker becomes ``"Earlier summary: text"``; tool calls are
@@ -110,13 +112,13 @@ def format_message_for_compaction(msg):
     return f"{label} ({role}): {body}".rstrip()
 
 
-def format_messages_for_compaction(messages):
+def format_messages_for_compaction(messages) -> str:
     """Return the transcript of ``messages`` (list of dicts): one line per message, oldest
     first (see :func:`format_message_for_compaction`)."""
     return "\n".join(format_message_for_compaction(msg) for msg in messages)
 
 
-def split_markers(messages):
+def split_markers(messages) -> tuple:
     """
     Separate earlier ``[CONTEXT SUMMARY]`` markers from the rest.
 
@@ -130,7 +132,7 @@ def split_markers(messages):
     return ("\n\n".join(text for text in texts if text) or None), others
 
 
-def build_summary_request(messages, prompt=None, previous_summary=None):
+def build_summary_request(messages, prompt=None, previous_summary=None) -> list:
     """
     Build the chat messages asking a model to summarise ``messages``.
 
@@ -196,7 +198,8 @@ def _truncated_copy(msg, budget, model):
     raise ValueError(f"input_budget_tokens={budget} cannot hold even one truncated message")
 
 
-def plan_summary_chunks(messages, token_counts, input_budget_tokens, *, model=None):
+def plan_summary_chunks(messages, token_counts, input_budget_tokens, *,
+                        model=None) -> list[list[dict]]:
     """
     Split ``messages`` into consecutive chunks whose transcripts each fit the summariser's input.
 
@@ -255,7 +258,7 @@ def _seq_range(compacted):
 
 
 def make_marker(summary_text, compacted, original_token_count, summary_token_count, *,
-                source=None, **meta):
+                source=None, **meta) -> dict:
     """
     Build the ``[CONTEXT SUMMARY]`` marker that replaces ``compacted`` (``docs/design.md``,
     "Summary compaction").
@@ -315,7 +318,7 @@ def make_marker(summary_text, compacted, original_token_count, summary_token_cou
     return make_message("system", f"{SUMMARY_PREFIX}\n{summary_text}", metadata=metadata)
 
 
-def clean_summary(raw_text):
+def clean_summary(raw_text) -> str:
     """
     Return the model's summary made safe to store as a marker: reasoning (``<think>`` blocks)
     and a surrounding code fence removed, leading echoes of ``[CONTEXT SUMMARY]``, "Summary:"
@@ -338,7 +341,7 @@ def clean_summary(raw_text):
     return normalise_player_text(text, MODEL_TEXT_MAX_CHARS, multiline=True)
 
 
-def check_summary(summary_text, summary_tokens, replaced_tokens, min_saving_tokens):
+def check_summary(summary_text, summary_tokens, replaced_tokens, min_saving_tokens) -> str | None:
     """
     Validate a summary before it replaces history (``docs/design.md``, "Summary compaction";
     OpenCode's stall check).
@@ -366,7 +369,7 @@ def check_summary(summary_text, summary_tokens, replaced_tokens, min_saving_toke
     return None
 
 
-def estimate_summary_tokens(input_tokens, max_output_tokens, ratio=DEFAULT_SUMMARY_RATIO):
+def estimate_summary_tokens(input_tokens, max_output_tokens, ratio=DEFAULT_SUMMARY_RATIO) -> int:
     """
     Estimate the tokens a ``[CONTEXT SUMMARY]`` marker will cost before asking for it
     (``docs/design.md``, "Summary compaction": the benefit guard estimates the summary first).
@@ -384,7 +387,7 @@ def estimate_summary_tokens(input_tokens, max_output_tokens, ratio=DEFAULT_SUMMA
     return max(0, body) + PER_MESSAGE_OVERHEAD + count_tokens(SUMMARY_PREFIX + "\n")
 
 
-def benefit_decision(current_tokens, estimated_summary_tokens, min_saving_tokens):
+def benefit_decision(current_tokens, estimated_summary_tokens, min_saving_tokens) -> dict:
     """
     The benefit guard (``docs/design.md``, "Summary compaction"): compact only when
     ``current_tokens - estimated_summary_tokens >= min_saving_tokens``.

@@ -21,6 +21,8 @@ markup. After the game's own markup stripping (Evennia colour and MXP codes, don
 Pure functions.
 """
 
+from __future__ import annotations
+
 import re
 import unicodedata
 
@@ -48,7 +50,7 @@ def _is_unprintable(char):
     return unicodedata.category(char) in ("Cc", "Cf") and char not in "\n\t"
 
 
-def neutralise_special_tokens(text):
+def neutralise_special_tokens(text) -> str:
     """
     ``text`` with every chat-template special token broken up by a space after its opening
     bracket (``"<|im_end|>"`` -> ``"< |im_end| >"``), so it tokenizes as plain characters.
@@ -60,7 +62,7 @@ def neutralise_special_tokens(text):
     return _PIPE_CLOSE.sub("| >", text)
 
 
-def normalise_player_text(text, max_chars=DEFAULT_MAX_CHARS, multiline=False):
+def normalise_player_text(text, max_chars=DEFAULT_MAX_CHARS, multiline=False) -> str:
     """
     What a player meant to say, safe to store and to put in a prompt (module docstring); the
     same for what a model wrote (a reply, a summary, a fact, a tool call's argument:
@@ -102,7 +104,7 @@ def normalise_player_text(text, max_chars=DEFAULT_MAX_CHARS, multiline=False):
 INERT_BAR = "\u00a6"
 
 
-def inert_markup(text):
+def inert_markup(text) -> str:
     """
     Stored text (a player's line, a model's summary, an error message) made safe to show on an
     Evennia screen, inside an EvTable or not (``docs/design.md``, "Player text is data").
@@ -119,7 +121,7 @@ def inert_markup(text):
     return text.replace("|", INERT_BAR)
 
 
-def content_key(text):
+def content_key(text) -> str:
     """What two texts that say the same thing word for word share: the text case-folded, its
     whitespace collapsed and a final full stop dropped (``"The mill burned down."`` ==
     ``"the mill  burned down"``)."""

@@ -8,6 +8,8 @@ The shell takes a :class:`TickState` (reading Attributes, ``ndb`` and settings, 
 history bounded, answer, fall asleep. Nothing here reads the clock, the database or the room.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
 
 __all__ = ["Due", "OVER_BUDGET", "TickState", "due", "tick_needed"]
@@ -122,7 +124,7 @@ def _idle_long_enough(state):
             and state.idle_for >= state.sleep_after_idle)
 
 
-def tick_needed(state):
+def tick_needed(state) -> bool:
     """
     The cheap test before a tick (every ``at_repeat``): False when an awake NPC has nothing
     queued, no checkpoint due, is under the emergency threshold, its awake clock runs and it is
@@ -133,7 +135,7 @@ def tick_needed(state):
     return state.idle_for is None or _idle_long_enough(state)
 
 
-def due(state):
+def due(state) -> Due:
     """
     What ``state`` (:class:`TickState`) is due to do now (``docs/design.md``, "The tick").
 

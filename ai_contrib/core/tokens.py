@@ -25,6 +25,8 @@ imports other tiktoken users first). :func:`active_tier` says which tier is in u
 All counts are in tokens; lengths of ``text`` in characters.
 """
 
+from __future__ import annotations
+
 import gzip
 import hashlib
 import importlib.util
@@ -35,6 +37,7 @@ import os
 import re
 import tempfile
 import threading
+from typing import Any
 
 __all__ = [
     "PER_MESSAGE_OVERHEAD",
@@ -77,7 +80,7 @@ _lock = threading.Lock()
 _encodings = {}  # encoding name -> tiktoken.Encoding, or None when that encoding is unusable
 
 
-def encoding_name_for(model=None):
+def encoding_name_for(model=None) -> str:
     """
     Return the tiktoken encoding name used to count tokens for ``model``.
 
@@ -102,7 +105,7 @@ def encoding_name_for(model=None):
     return DEFAULT_ENCODING
 
 
-def tiktoken_cache_dir():
+def tiktoken_cache_dir() -> str:
     """
     Return the directory tiktoken reads its BPE files from (``str``, may not exist yet).
 
@@ -176,7 +179,7 @@ def _seed_one(cache_dir, name):
     return target
 
 
-def seed_tiktoken_cache(cache_dir=None, names=("o200k_base", "cl100k_base")):
+def seed_tiktoken_cache(cache_dir=None, names=("o200k_base", "cl100k_base")) -> dict:
     """
     Put the encodings shipped in ``bpe-openai`` into tiktoken's cache, verified.
 
@@ -203,7 +206,7 @@ def _candidate_dirs():
     return [tiktoken_cache_dir(), _fallback_cache_dir()]  # home may be read-only (containers)
 
 
-def prepare_offline_tiktoken(names=("o200k_base", "cl100k_base")):
+def prepare_offline_tiktoken(names=("o200k_base", "cl100k_base")) -> str | None:
     """
     Seed tiktoken's cache with ``names`` and point ``TIKTOKEN_CACHE_DIR`` at it, so every
     ``tiktoken.get_encoding`` in the process (ours, or a library's) loads offline.
@@ -238,7 +241,7 @@ def _load_encoding(name):
         return None
 
 
-def get_encoding(model=None):
+def get_encoding(model=None) -> Any:
     """
     Return the cached ``tiktoken.Encoding`` for ``model``, or None when the heuristic tier is in
     use. Loads (and seeds the cache) on first call per encoding; thread-safe.
@@ -254,19 +257,19 @@ def get_encoding(model=None):
         return _encodings[name]
 
 
-def clear_encoding_cache():
+def clear_encoding_cache() -> None:
     """Forget loaded encodings, so the next count loads them again (e.g. after the cache
     directory changed)."""
     with _lock:
         _encodings.clear()
 
 
-def active_tier(model=None):
+def active_tier(model=None) -> str:
     """Return ``"tiktoken"`` or ``"heuristic"``: the tier counting tokens for ``model``."""
     return "heuristic" if get_encoding(model) is None else "tiktoken"
 
 
-def count_tokens(text, model=None):
+def count_tokens(text, model=None) -> int:
     """
     Return the number of tokens in ``text`` (``str``; ``None`` counts as ``""``) for ``model``.
 
@@ -281,7 +284,7 @@ def count_tokens(text, model=None):
     return len(encoding.encode_ordinary(text))
 
 
-def truncate_to_tokens(text, max_tokens, model=None):
+def truncate_to_tokens(text, max_tokens, model=None) -> str:
     """
     Return the longest prefix of ``text`` of at most ``max_tokens`` tokens (approximately: a
     multi-byte character cut in half becomes U+FFFD, which may re-encode one token longer).
@@ -297,7 +300,7 @@ def truncate_to_tokens(text, max_tokens, model=None):
     return encoding.decode(tokens[:max_tokens])
 
 
-def count_message_tokens(msg, model=None):
+def count_message_tokens(msg, model=None) -> int:
     """
     Return the tokens one message costs in a chat request.
 
@@ -315,7 +318,7 @@ def count_message_tokens(msg, model=None):
     return total
 
 
-def count_conversation_tokens(history, model=None):
+def count_conversation_tokens(history, model=None) -> int:
     """Return the sum of :func:`count_message_tokens` over ``history`` (list of message dicts)."""
     return sum(count_message_tokens(msg, model) for msg in history)
 
@@ -344,11 +347,11 @@ class TokenLedger:
         self._total = 0
 
     @property
-    def total(self):
+    def total(self) -> int:
         """Tokens of the messages in the ledger that count (int)."""
         return self._total
 
-    def counted(self, msg):
+    def counted(self, msg) -> int:
         """Tokens ``msg`` adds to :attr:`total`: 0 for a message ``uncounted`` accepts."""
         if self.uncounted is not None and self.uncounted(msg):
             return 0
@@ -360,7 +363,7 @@ class TokenLedger:
     def __contains__(self, msg_id):
         return msg_id in self._counts
 
-    def tokens_of(self, msg):
+    def tokens_of(self, msg) -> int:
         """Tokens of ``msg``: the cached count if its id is in the ledger, else counted now
         (without adding it)."""
         cached = self._counts.get(msg.get("id"))
@@ -368,7 +371,7 @@ class TokenLedger:
             return cached
         return count_message_tokens(msg, self.model)
 
-    def add(self, msg):
+    def add(self, msg) -> int:
         """
         Add ``msg`` to the total and return its tokens. Adding an id already present changes
         nothing (returns the cached count).
@@ -389,7 +392,7 @@ class TokenLedger:
             self._total += tokens
         return tokens
 
-    def remove_ids(self, ids):
+    def remove_ids(self, ids) -> int:
         """Remove the messages with these ids (unknown ids are ignored); return the tokens taken
         off :attr:`total`."""
         removed = 0
@@ -402,7 +405,7 @@ class TokenLedger:
         self._total -= removed
         return removed
 
-    def replace(self, history):
+    def replace(self, history) -> int:
         """Forget everything and count ``history`` (list of message dicts) afresh; return the
         new total.
 

@@ -11,10 +11,12 @@ the checkpoint and the archive: the queue needs no storage of its own.
 Pure functions over message lists (shape in :mod:`ai_contrib.core.messages`).
 """
 
+from __future__ import annotations
+
 from datetime import datetime
 
 
-def is_player_line(msg):
+def is_player_line(msg) -> bool:
     """True for a line a player said to the NPC (a user message with a ``speaker``)."""
     return msg.get("role") == "user" and bool((msg.get("metadata") or {}).get("speaker"))
 
@@ -26,7 +28,7 @@ def _epoch(timestamp):
         return None
 
 
-def unanswered_lines(history, now, max_age=0):
+def unanswered_lines(history, now, max_age=0) -> tuple:
     """
     The player lines in ``history`` that no reply answered yet, split into those still worth
     answering and those too old.
@@ -71,7 +73,7 @@ def unanswered_lines(history, now, max_age=0):
     return to_answer, stale
 
 
-def turn_query(lines, max_lines=3, max_chars=600):
+def turn_query(lines, max_lines=3, max_chars=600) -> str:
     """
     The retrieval query of a turn: the words of its last ``max_lines`` lines, newest last,
     capped at ``max_chars`` characters (newest words kept), so the cost of a query does not grow

@@ -19,10 +19,12 @@ A world note is a dict::
      "detail": dict | None}    # for the receipt (which key triggered a lore entry)
 """
 
+from __future__ import annotations
+
 from .recall_notes import visible_notes
 
 
-def shown_world_notes(notes, history_ids, listeners=None):
+def shown_world_notes(notes, history_ids, listeners=None) -> list[dict]:
     """
     The world notes a prompt may show: those :func:`~ai_contrib.core.recall_notes.
     visible_notes` shows, less those whose ``requires`` names someone not listening (a pin
@@ -35,7 +37,7 @@ def shown_world_notes(notes, history_ids, listeners=None):
     return [note for note in shown if frozenset(note.get("requires") or ()) <= present]
 
 
-def plan_world_notes(notes, sections, anchor, history_ids, listeners=None, budgets=None):
+def plan_world_notes(notes, sections, anchor, history_ids, listeners=None, budgets=None) -> dict:
     """
     The world notes after a turn.
 

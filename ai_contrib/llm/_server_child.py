@@ -30,6 +30,8 @@ starts in ~0.35 s with no stall. ``Server(params)`` blocks until ready; calling
 there is no ``stop()``, so the child leaves with ``os._exit``.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import sys
@@ -59,7 +61,7 @@ def _die_with_parent(parent_pid):
 FLASH_ATTN_TYPES = {"auto": -1, "off": 0, "on": 1}
 
 
-def main(argv):
+def main(argv) -> int:
     config = json.loads(argv[1])
     _die_with_parent(config.get("parent_pid"))
 

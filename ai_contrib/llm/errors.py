@@ -14,6 +14,8 @@ All are subclasses of :class:`LLMError`; messages name the URL, never the API ke
 :mod:`ai_contrib.llm.client` re-exports every name here.
 """
 
+from __future__ import annotations
+
 import json
 
 from ai_contrib.core.redact import redact, redact_data
@@ -89,7 +91,7 @@ def _error_detail(body):
     return body if body else "(empty body)"
 
 
-def refuses_response_format(err):
+def refuses_response_format(err) -> bool:
     """
     True if ``err`` is a server's refusal of the ``response_format`` field (structured output):
     HTTP 400, 422 or 501 whose body names ``response_format`` or ``json_schema``, not a context
@@ -111,7 +113,7 @@ def _is_overflow(status, body):
     return any(marker in low for marker in _OVERFLOW_MARKERS)
 
 
-def http_error(status, body_bytes, url, api_key=None):
+def http_error(status, body_bytes, url, api_key=None) -> LLMHTTPError:
     """
     Build the :class:`LLMHTTPError` (or :class:`LLMContextOverflowError`) for an error response.
 

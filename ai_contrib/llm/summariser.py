@@ -7,6 +7,10 @@ shell (:mod:`ai_contrib.strategies`) resolves the NPC's settings and passes them
 the dicts of ``core/messages.py``; tokens are model tokens (``core/tokens.py``).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from evennia.utils import logger
 from twisted.internet import defer
 
@@ -16,6 +20,9 @@ from ..core.summary import build_summary_request, clean_summary, plan_summary_ch
 from ..core.tokens import count_tokens
 from ..settings import get_setting
 from .client import LLMContextOverflowError, LLMError, LLMResponseError, get_client
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
 
 # tokens kept free in every summary request besides prompt and output: chat-template overhead
 SUMMARY_HEADROOM_TOKENS = 256
@@ -37,7 +44,7 @@ __all__ = [
 ]
 
 
-def summary_input_budget(prompt, max_output_tokens, summarizer_context):
+def summary_input_budget(prompt, max_output_tokens, summarizer_context) -> int:
     """
     Tokens of transcript one summary request may carry so that prompt, transcript, previous
     summary and the generated summary always fit the summariser's context window (a full
@@ -58,7 +65,7 @@ def summary_input_budget(prompt, max_output_tokens, summarizer_context):
     return summarizer_context - reserved
 
 
-def summarizer_context():
+def summarizer_context() -> int:
     """
     Tokens one summary or extraction request may fill: ``AI_COMPACT_SUMMARIZER_CONTEXT``, else
     the model's context window as the LLM client knows it, else 8,192.
@@ -69,7 +76,7 @@ def summarizer_context():
     return int(getattr(get_client(), "known_context_window", None) or DEFAULT_SUMMARIZER_CONTEXT)
 
 
-def summary_output_tokens(replaced_tokens, max_tokens=None):
+def summary_output_tokens(replaced_tokens, max_tokens=None) -> int:
     """
     The token target of a summary of ``replaced_tokens`` tokens: ``max_tokens`` (default
     ``AI_COMPACT_SUMMARY_MAX_TOKENS``), but at most half of what it replaces (small models
@@ -81,7 +88,7 @@ def summary_output_tokens(replaced_tokens, max_tokens=None):
     return max(SUMMARY_MIN_OUTPUT_TOKENS, min(int(max_tokens), int(replaced_tokens) // 2))
 
 
-def send_summary_request(request, completion=False, **options):
+def send_summary_request(request, completion=False, **options) -> Deferred:
     """
     Send one summary request: ``request`` (chat messages) to ``/chat/completions``, or with
     ``completion`` its last message's text alone to ``/completions``, with no chat template
@@ -108,7 +115,7 @@ def send_summary_request(request, completion=False, **options):
 
 @defer.inlineCallbacks
 def generate_context_summary(messages, counts, prompt, *, model=None, max_output=None,
-                             build_request=None, completion=False, label="NPC"):
+                             build_request=None, completion=False, label="NPC") -> Deferred:
     """
     Summarise ``messages`` with the LLM (``docs/design.md``, "Summary compaction").
 
@@ -225,7 +232,7 @@ def _summarise_chunk(request, completion, model, max_output):
 
 @defer.inlineCallbacks
 def summarise_messages(messages, counts, prompt, *, style="chat", structured=True, model=None,
-                       max_output=None, label="NPC"):
+                       max_output=None, label="NPC") -> Deferred:
     """
     Summarise ``messages`` in prompt ``style``: ``"chat"`` (``prompt`` as the system message)
     or ``"base"`` (``docs/design.md``, "Structured summaries": one completion-style prompt
@@ -256,7 +263,7 @@ def summarise_messages(messages, counts, prompt, *, style="chat", structured=Tru
 
 
 @defer.inlineCallbacks
-def fold_summaries(fold, *, style="chat", model=None, max_tokens=None):
+def fold_summaries(fold, *, style="chat", model=None, max_tokens=None) -> Deferred:
     """
     Waterfall: merge the long-term and short-term summaries in ``fold`` (marker dicts) into one
     (``docs/design.md``, "Cascade summaries"), in prompt ``style`` (``"chat"`` or ``"base"``).

@@ -44,10 +44,13 @@ never raises.
 Pure module: no Evennia, Twisted or Django imports.
 """
 
+from __future__ import annotations
+
 import ast
 import json
 import re
 import uuid
+from typing import Any
 
 from ..core.text import normalise_player_text
 
@@ -163,7 +166,7 @@ def _structured_call(name, properties):
     }
 
 
-def structured_schema(seqs=None, allow_noop=True):
+def structured_schema(seqs=None, allow_noop=True) -> dict:
     """
     JSON schema of a structured-output reply: ``{"calls": [call, ...]}`` (1 to
     :data:`STRUCTURED_MAX_CALLS` calls), each ``{"name": <tool>, "arguments": {...}}`` with the
@@ -218,7 +221,7 @@ def structured_schema(seqs=None, allow_noop=True):
     }
 
 
-def structured_response_format(seqs=None, allow_noop=True):
+def structured_response_format(seqs=None, allow_noop=True) -> dict:
     """
     The ``response_format`` request field asking for :func:`structured_schema` (OpenAI's
     structured-output form, which llama.cpp's server and vLLM also read).
@@ -239,7 +242,7 @@ def structured_response_format(seqs=None, allow_noop=True):
 EXAMPLE_FACTS = ("Alice is allergic to peanuts", "Carries a silver locket")
 
 
-def repeats_example(text):
+def repeats_example(text) -> bool:
     """True if ``text`` repeats one of :data:`EXAMPLE_FACTS` (case-insensitive)."""
     folded = " ".join(str(text or "").split()).casefold()
     return any(example.casefold() in folded for example in EXAMPLE_FACTS)
@@ -281,12 +284,12 @@ _KNOWN_CALL_RE = re.compile(r"\b(" + "|".join(TOOL_NAMES) + r")\s*\(")
 _KV_RE = re.compile(r"""(\w+)\s*[=:]\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^,]+)""")
 
 
-def new_call_id():
+def new_call_id() -> str:
     """Return a fresh OpenAI-style tool call id (``"call_"`` + 16 hex characters)."""
     return "call_" + uuid.uuid4().hex[:16]
 
 
-def model_data(value):
+def model_data(value) -> Any:
     """
     ``value`` (decoded tool arguments: dicts, lists, strings, numbers) with every string
     normalised as a player's line is (:func:`ai_contrib.core.text.normalise_player_text`: one
@@ -304,7 +307,7 @@ def model_data(value):
     return value
 
 
-def make_call(name, arguments, call_id=None, error=None):
+def make_call(name, arguments, call_id=None, error=None) -> dict:
     """
     Build a normalised call dict and validate it; the arguments' strings are normalised
     (:func:`model_data`).
@@ -333,7 +336,7 @@ def make_call(name, arguments, call_id=None, error=None):
     return call
 
 
-def validate_call(call):
+def validate_call(call) -> str | None:
     """
     Check and coerce a call's arguments in place.
 
@@ -377,7 +380,7 @@ def validate_call(call):
     return None
 
 
-def coerce_source(value):
+def coerce_source(value) -> list:
     """
     The message numbers of a ``source`` argument as a list of ints, first occurrence order.
 
@@ -423,7 +426,7 @@ def _coerce_tags(value):
     return [str(tag).strip() for tag in value if str(tag).strip()]
 
 
-def decode_arguments(raw):
+def decode_arguments(raw) -> tuple:
     """
     Decode tool arguments written by a model, leniently.
 
@@ -554,7 +557,7 @@ def _literal(value):
         return value.strip("\"'")
 
 
-def parse_native_tool_calls(tool_calls):
+def parse_native_tool_calls(tool_calls) -> list[dict]:
     """
     Normalise native OpenAI ``tool_calls`` (from ``ChatResult.tool_calls``).
 
@@ -578,7 +581,7 @@ def parse_native_tool_calls(tool_calls):
     return calls
 
 
-def parse_text_tool_calls(text):
+def parse_text_tool_calls(text) -> list[dict]:
     """
     Find text-protocol tool calls in a model's reply.
 
@@ -710,7 +713,7 @@ def _json_object_calls(text):
         yield start, make_call(name, arguments, error=error)
 
 
-def parse_structured_calls(content):
+def parse_structured_calls(content) -> list[dict]:
     """
     The calls of a structured-output reply (:func:`structured_schema`): ``{"calls": [{"name",
     "arguments"}, ...]}``. A single call object, or a list of them, is accepted too.
@@ -738,7 +741,7 @@ def parse_structured_calls(content):
     return calls
 
 
-def parse_tool_calls(tool_calls=None, content=None, structured=False):
+def parse_tool_calls(tool_calls=None, content=None, structured=False) -> tuple:
     """
     Normalised calls from a chat reply: native ``tool_calls`` first, then (when the request
     asked for structured output) the reply as :func:`structured_schema`, else the text protocol
@@ -766,7 +769,7 @@ def parse_tool_calls(tool_calls=None, content=None, structured=False):
     return [], None
 
 
-def to_openai_tool_calls(calls):
+def to_openai_tool_calls(calls) -> list:
     """
     Render normalised calls as an assistant message's OpenAI ``tool_calls`` field.
 
@@ -786,6 +789,6 @@ def to_openai_tool_calls(calls):
     ]
 
 
-def format_text_call(call):
+def format_text_call(call) -> str:
     """Render one normalised call as a text-protocol line (``TOOL: name {json}``)."""
     return f"TOOL: {call['name']} {json.dumps(call['arguments'], ensure_ascii=False)}"

@@ -30,6 +30,10 @@ length, needs no migration in the host game, survives ``kill -9`` of the server 
 ``write()`` returns (the data is in the OS page cache), and stays readable with ``grep``/``jq``.
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterator
+
 import json
 import os
 import re
@@ -118,7 +122,7 @@ class MessageArchive:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def append(self, kind, **data):
+    def append(self, kind, **data) -> dict:
         """
         Write one record and return it (a dict with ``seq`` and ``kind`` added).
 
@@ -127,7 +131,7 @@ class MessageArchive:
         """
         return self._write_at(self.last_seq + 1, kind, **data)
 
-    def resume_after(self, seq, messages=(), reason=""):
+    def resume_after(self, seq, messages=(), reason="") -> int:
         """
         Continue numbering after ``seq`` in an archive that ends before it (a database restored
         without its archive folder, or an archive lost), so that no seq is given twice.
@@ -167,7 +171,7 @@ class MessageArchive:
         self.last_seq = seq
         return record
 
-    def append_message(self, msg):
+    def append_message(self, msg) -> dict:
         """Archive message ``msg``, set its ``seq`` and return it (same dict)."""
         msg["seq"] = self.last_seq + 1
         self.append("message", msg=msg)
@@ -175,7 +179,7 @@ class MessageArchive:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def records(self, start_seq=0, end_seq=None, kinds=None):
+    def records(self, start_seq=0, end_seq=None, kinds=None) -> Iterator[dict]:
         """
         Yield records with ``start_seq <= seq <= end_seq`` (``end_seq`` None = to the end),
         oldest first, optionally only those whose ``kind`` is in ``kinds``.
@@ -201,11 +205,11 @@ class MessageArchive:
                 if kinds is None or record.get("kind") in kinds:
                     yield record
 
-    def messages(self, start_seq=0, end_seq=None):
+    def messages(self, start_seq=0, end_seq=None) -> list:
         """Return the archived message dicts with ``seq`` in the range, oldest first."""
         return [rec["msg"] for rec in self.records(start_seq, end_seq, kinds=("message",))]
 
-    def tail(self, offset=0, kinds=None, chunk_bytes=1 << 22):
+    def tail(self, offset=0, kinds=None, chunk_bytes=1 << 22) -> Iterator[dict]:
         """
         Yield the complete record lines from byte ``offset`` on, for readers that keep their own
         position in the file (the full-text index, :mod:`ai_contrib.memory.fulltext`): each
@@ -259,7 +263,7 @@ class MessageArchive:
                             record = None
                     yield (int(match.group(1)) if match else None, start, line, record)
 
-    def read_span(self, start, end):
+    def read_span(self, start, end) -> bytes:
         """
         The file's bytes from offset ``start`` to ``end`` (fewer if the file is shorter), or
         ``b""`` if the file is missing.
@@ -276,14 +280,14 @@ class MessageArchive:
         except OSError as err:
             raise ArchiveError(f"cannot read archive {self.path}: {err}") from err
 
-    def size(self):
+    def size(self) -> int:
         """The file's length in bytes (0 if missing)."""
         try:
             return os.path.getsize(self.path)
         except OSError:
             return 0
 
-    def message_log(self):
+    def message_log(self) -> list:
         """
         Every archived message dict, oldest first, read incrementally: each call parses only
         the lines appended since the previous one (archived messages never change), but the
@@ -319,7 +323,7 @@ class MessageArchive:
                 self._log_offset += end
             return list(self._log)
 
-    def close(self):
+    def close(self) -> None:
         """Close the file handle (further appends raise ArchiveError)."""
         try:
             self._fh.close()
@@ -327,7 +331,7 @@ class MessageArchive:
             pass
 
 
-def get_archive(path):
+def get_archive(path) -> MessageArchive:
     """Return the process-wide :class:`MessageArchive` for ``path``, opening it on first use."""
     with _archives_lock:
         archive = _archives.get(path)
@@ -336,7 +340,7 @@ def get_archive(path):
         return archive
 
 
-def close_archive(path):
+def close_archive(path) -> None:
     """
     Close and forget the shared archive for ``path`` and its full-text index (used when an NPC
     is deleted, and in tests). The files stay on disk.

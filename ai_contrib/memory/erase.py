@@ -21,9 +21,12 @@ Mem0 is off), after any search queued there on the same index, so the reactor ne
 file lock or on Mem0.
 """
 
+from __future__ import annotations
+
 import os
 import shutil
 import uuid
+from typing import TYPE_CHECKING
 
 from evennia.utils import logger
 from twisted.internet import defer
@@ -31,12 +34,15 @@ from twisted.internet import defer
 from ..settings import get_setting
 from .fulltext import index_path
 
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+
 # the index file and SQLite's companions (WAL mode)
 _INDEX_SUFFIXES = ("", "-wal", "-shm", "-journal")
 DELETED_DIR = "deleted"
 
 
-def archive_files(archive_path):
+def archive_files(archive_path) -> list:
     """
     The files of an archive that exist now: the JSONL file, then its index and its WAL files.
 
@@ -124,7 +130,7 @@ def _delete_memories(agent_id, drop_collection=False):
     return d
 
 
-def busy_reason(script):
+def busy_reason(script) -> str | None:
     """
     Why the NPC's memory cannot be reset right now, or None: a reply or memory work under way
     would write into the history being emptied.
@@ -136,7 +142,7 @@ def busy_reason(script):
     return None
 
 
-def reset_preview(script, character):
+def reset_preview(script, character) -> dict:
     """
     What :func:`reset_memory` would remove, counted now (O(1) reads, plus one ``stat`` per file).
 
@@ -167,7 +173,7 @@ def reset_preview(script, character):
     }
 
 
-def reset_memory(script, character):
+def reset_memory(script, character) -> Deferred:
     """
     Wipe the NPC's memory: runtime history and checkpoint, journal, entity profiles, archive
     and index files, Mem0 memories, compaction log, counters and the last reply/sleep records.
@@ -227,7 +233,7 @@ def reset_memory(script, character):
     return defer.DeferredList([files, memories]).addCallback(_report)
 
 
-def retire_memory(script):
+def retire_memory(script) -> Deferred:
     """
     The NPC (or its script) is being deleted: move its archive and index into ``deleted/``,
     delete its Mem0 memories and per-NPC collection. Both run in the background and are

@@ -38,20 +38,27 @@ teaches, so models without tool support (base models) can take part. A backend t
 ``tools=`` outright is asked again without it.
 """
 
+from __future__ import annotations
+
 import json
 import logging
+from typing import TYPE_CHECKING
 
 from twisted.internet import defer
 
 from ..core.audience import common_audience
 from ..core.cuts import EXTRACTION_TYPE
 from ..core.fidelity import fact_problem, same_fact, source_text
+from ..core.outcome import FAILED, SUCCESS, ExtractionResult
 from ..core.text import MODEL_TEXT_MAX_CHARS, normalise_player_text
 from ..core.tokens import count_tokens
 from ..llm import tools as toolspec
 from .entities import find_entity, update_entity_observation
 from .importance import heuristic_importance, score_importance
 from .provenance import provenance, said_in_public, without_visibility_tags
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +146,7 @@ def _render(msg):
     return chat
 
 
-def extraction_history_budget(max_context_tokens, max_iterations):
+def extraction_history_budget(max_context_tokens, max_iterations) -> int:
     """
     Tokens of history the first extraction request may carry: the NPC's token budget, but no
     more than the model's context window (``AI_COMPACT_SUMMARIZER_CONTEXT``, the window the
@@ -175,7 +182,7 @@ def _structured_setting():
     return str(get_setting("LLM_STRUCTURED_OUTPUT") or "auto").strip().lower()
 
 
-def structured_output_wanted(client):
+def structured_output_wanted(client) -> bool:
     """
     Whether extraction requests ask ``client``'s server for structured output
     (``AI_LLM_STRUCTURED_OUTPUT``; ``docs/design.md``, "Tool calls").
@@ -192,7 +199,7 @@ def structured_output_wanted(client):
     return not getattr(client, "structured_output_refused", False)
 
 
-def extraction_system_message(persona, journal_entries=(), prompt=None, structured=False):
+def extraction_system_message(persona, journal_entries=(), prompt=None, structured=False) -> dict:
     """
     The system message of the extraction requests.
 
@@ -229,7 +236,7 @@ def extraction_system_message(persona, journal_entries=(), prompt=None, structur
 def build_extraction_messages(
     persona, history, journal_entries=(), prompt=None, budget_tokens=None, model=None,
     structured=False,
-):
+) -> list[dict]:
     """
     The chat messages of the first extraction request.
 
@@ -259,7 +266,7 @@ def build_extraction_messages(
     return [system] + [chat for _msg, chat in rendered] + [{"role": "user", "content": nudge}]
 
 
-def extraction_span(history, budget_tokens=None, model=None, keep="newest"):
+def extraction_span(history, budget_tokens=None, model=None, keep="newest") -> list:
     """
     The history messages the extraction request shows, oldest first: the span a fact is
     attributed within (``memory/provenance.py``; ``docs/design.md``, "Privacy by audience").
@@ -686,7 +693,7 @@ def _set_signal(script, value):
 
 
 def run_pre_compaction_extraction(script, character, max_iterations=None, client=None,
-                                  span_ids=None):
+                                  span_ids=None) -> Deferred:
     """
     Let the NPC journal important facts before compaction (``docs/design.md``,
     "Pre-compaction fact extraction").
@@ -704,18 +711,18 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
             than a request holds; default the whole history, the newest first.
 
     Returns:
-        Deferred[dict]: never errbacks.
+        Deferred[ExtractionResult]: never errbacks
+        (:class:`~ai_contrib.core.outcome.ExtractionResult`).
 
-        - run: ``{"success": True, "read_ids": [ids of the history messages the requests
-          showed], "facts_recorded": int, "observations_recorded": int,
-          "iterations": int, "stopped_by": "noop" | "no_tool_call" | "scope_guard" |
-          "max_iterations", "entry_ids": [journal ids], "modes": ["structured" | "native" |
-          "text", ...]}``
-        - skipped: ``{"success": True, "skipped": True, "reason": str, "facts_recorded": 0,
-          "iterations": 0, "stopped_by": None}`` (disabled, history under 5 messages, or
-          another extraction of this NPC still running);
-        - failed: ``{"success": False, "error": str, "facts_recorded": int, "iterations": int,
-          "stopped_by": "error"}`` (facts recorded before the failure stay in the journal).
+        - run: ``success``, with ``read_ids`` (ids of the history messages the requests
+          showed), ``facts_recorded``, ``observations_recorded``, ``iterations``,
+          ``stopped_by`` (``"noop"`` | ``"no_tool_call"`` | ``"scope_guard"`` |
+          ``"max_iterations"``), ``entry_ids`` (journal ids), ``modes`` (``"structured"`` |
+          ``"native"`` | ``"text"``, ...);
+        - skipped, with a ``reason`` (disabled, history under 5 messages, or another
+          extraction of this NPC still running);
+        - failed, with an ``error``, ``facts_recorded``, ``iterations`` and ``stopped_by:
+          "error"`` (facts recorded before the failure stay in the journal).
     """
     try:
         if not _cfg(script, "pre_compact_extraction_enabled", True):
@@ -732,13 +739,7 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
     except Exception as err:
         logger.exception("pre-compaction extraction could not start")
         return defer.succeed(
-            {
-                "success": False,
-                "error": f"{type(err).__name__}: {err}",
-                "facts_recorded": 0,
-                "iterations": 0,
-                "stopped_by": "error",
-            }
+            ExtractionResult(FAILED, error=f"{type(err).__name__}: {err}", stopped_by="error")
         )
 
     d = defer.maybeDeferred(run.run, messages)
@@ -749,16 +750,7 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
 
 def _skipped(reason):
     """The result of an extraction that did not start (:func:`run_pre_compaction_extraction`)."""
-    return defer.succeed(
-        {
-            "success": True,
-            "skipped": True,
-            "reason": reason,
-            "facts_recorded": 0,
-            "iterations": 0,
-            "stopped_by": None,
-        }
-    )
+    return defer.succeed(ExtractionResult.skip(reason))
 
 
 def _start(script, character, history, max_iterations, client, keep):
@@ -810,30 +802,30 @@ def _start(script, character, history, max_iterations, client, keep):
 
 def _finished(stopped_by, run):
     """The result of a run that ended (:func:`run_pre_compaction_extraction`)."""
-    return {
-        "success": True,
-        "read_ids": [m.get("id") for m in run.span],
-        "facts_recorded": len(run.facts),
-        "observations_recorded": run.observations,
-        "iterations": run.iterations,
-        "stopped_by": stopped_by,
-        "entry_ids": list(run.facts),
-        "modes": list(run.modes),
-    }
+    return ExtractionResult(
+        SUCCESS,
+        read_ids=[m.get("id") for m in run.span],
+        facts_recorded=len(run.facts),
+        observations_recorded=run.observations,
+        iterations=run.iterations,
+        stopped_by=stopped_by,
+        entry_ids=list(run.facts),
+        modes=list(run.modes),
+    )
 
 
 def _failed(failure, run):
     """The result of a run that failed; what it journaled before stays."""
     logger.warning("pre-compaction extraction failed: %s", failure.getErrorMessage())
-    return {
-        "success": False,
-        "error": f"{failure.type.__name__}: {failure.getErrorMessage()}",
-        "facts_recorded": len(run.facts),
-        "observations_recorded": run.observations,
-        "iterations": run.iterations,
-        "stopped_by": "error",
-        "entry_ids": list(run.facts),
-    }
+    return ExtractionResult(
+        FAILED,
+        error=f"{failure.type.__name__}: {failure.getErrorMessage()}",
+        facts_recorded=len(run.facts),
+        observations_recorded=run.observations,
+        iterations=run.iterations,
+        stopped_by="error",
+        entry_ids=list(run.facts),
+    )
 
 
 def _clear(result, script):

@@ -38,6 +38,8 @@ Shapes: *doc* is the archived message dict (``core/messages.py``); *hit* is ``(d
 score a float > 0, best first.
 """
 
+from __future__ import annotations
+
 import json
 import logging
 import math
@@ -45,6 +47,7 @@ import os
 import threading
 import zlib
 from collections import Counter, OrderedDict
+from typing import Any
 
 from ..core.audience import heard_by
 from .archive_vectors import VectorTables, model_key
@@ -87,12 +90,12 @@ class FullTextError(Exception):
     """The index could not be read or written, even after rebuilding it from the archive."""
 
 
-def index_path(archive_path):
+def index_path(archive_path) -> str:
     """The index file of the archive at ``archive_path``: the same path plus :data:`SUFFIX`."""
     return archive_path + SUFFIX
 
 
-def match_expression(query, stop_words=None):
+def match_expression(query, stop_words=None) -> str | None:
     """
     The FTS5 query for a player's text: its BM25 tokens, each quoted, joined by ``OR``.
 
@@ -115,7 +118,7 @@ def _tokens(text, stop_words=None):
     return tokenize(text, STOP_WORDS if stop_words is None else stop_words)
 
 
-def indexable(msg):
+def indexable(msg) -> bool:
     """True when archive message ``msg`` goes into the index: a user/assistant line with text."""
     return msg.get("role") in _ROLES and bool(str(msg.get("content") or "").strip())
 
@@ -177,12 +180,12 @@ class FullTextIndex:
         self._lock = threading.RLock()
 
     @property
-    def archive(self):
+    def archive(self) -> Any:
         """The ``MessageArchive`` mirrored (None: rows come from :meth:`add`)."""
         return self._archive
 
     @archive.setter
-    def archive(self, archive):
+    def archive(self, archive) -> Any:
         with self._lock:
             if archive is not self._archive:
                 self._archive, self._verified = archive, False
@@ -219,7 +222,7 @@ class FullTextIndex:
         self._df_cache, self._df_count = {}, None
         return conn
 
-    def release(self):
+    def release(self) -> bool:
         """
         Close the file if no thread is using it (it is reopened on next use).
 
@@ -234,7 +237,7 @@ class FullTextIndex:
             self._lock.release()
         return True
 
-    def close(self):
+    def close(self) -> None:
         """Close the file (a ``:memory:`` index loses its rows)."""
         with self._lock:
             self._close()
@@ -283,7 +286,7 @@ class FullTextIndex:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def sync(self):
+    def sync(self) -> dict:
         """
         Catch up with the archive: index the messages appended since the last call.
 
@@ -299,7 +302,7 @@ class FullTextIndex:
         """
         return self._run(lambda conn: self.stats())
 
-    def rebuild(self):
+    def rebuild(self) -> dict:
         """
         Delete the index and build it again from the whole archive.
 
@@ -310,14 +313,14 @@ class FullTextIndex:
             self._discard()
             return self.sync()
 
-    def stats(self):
+    def stats(self) -> dict:
         """``{"seq", "docs", "tokens", "offset"}``: last archive seq read, rows, tokens, bytes."""
         with self._lock:
             if self._state is None:
                 self._open()
             return {key: self._state[key] for key in ("seq", "docs", "tokens", "offset")}
 
-    def add(self, docs):
+    def add(self, docs) -> int:
         """
         Index docs directly (no archive): rows numbered from the current count, in order.
 
@@ -452,7 +455,7 @@ class FullTextIndex:
 
     # -- vectors (docs/design.md, "Archived lines' vectors") ------------------------------------
 
-    def embed_pending(self, embedder, limit):
+    def embed_pending(self, embedder, limit) -> int:
         """
         Embed up to ``limit`` indexed lines that have no vector of ``embedder`` yet, oldest
         first (after catching up with the archive). The lines are read and the vectors stored
@@ -480,12 +483,12 @@ class FullTextIndex:
                                                         vectors, model)
                          if self._vectors is not None else 0)
 
-    def vector_count(self):
+    def vector_count(self) -> int:
         """Indexed lines with a vector (0 without sqlite-vec)."""
         return self._run(lambda conn: self._vectors.count(conn)
                          if self._vectors is not None else 0)
 
-    def nearest(self, vector, model, limit=20, listeners=None, exclude=None):
+    def nearest(self, vector, model, limit=20, listeners=None, exclude=None) -> list:
         """
         The indexed lines nearest a query vector, best first (``docs/design.md``, "Archived
         lines' vectors"): a scan of the vectors' signs, the candidates rescored by cosine.
@@ -519,7 +522,7 @@ class FullTextIndex:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def search(self, query, limit=20, listeners=None, exclude=None):
+    def search(self, query, limit=20, listeners=None, exclude=None) -> list[tuple[dict, float]]:
         """
         The indexed docs that best match ``query`` by BM25, best first (ties: oldest first).
 
@@ -577,7 +580,7 @@ class FullTextIndex:
 
         return self._run(query_rows)
 
-    def neighbours(self, rows, listeners=None, exclude=None):
+    def neighbours(self, rows, listeners=None, exclude=None) -> dict:
         """
         The indexed docs right before and right after each of ``rows`` (rowids: the archive
         seqs of the docs), for retrieval units wider than one message (``docs/design.md``,
@@ -672,7 +675,7 @@ class FullTextIndex:
             cache[token] = row[0] if row else 0
         return cache
 
-    def score_external(self, query, texts):
+    def score_external(self, query, texts) -> list[float]:
         """
         BM25 scores of texts that are not in the index, on the index's scale: the same formula
         as FTS5's ``bm25()`` with the index's document count, average length and document
@@ -705,7 +708,7 @@ _indexes = {}
 _indexes_lock = threading.Lock()
 
 
-def index_for(archive):
+def index_for(archive) -> FullTextIndex:
     """
     The process-wide :class:`FullTextIndex` of ``archive`` (a ``MessageArchive``), created on
     first use. Opens nothing: cheap enough for the reactor thread.
@@ -720,7 +723,7 @@ def index_for(archive):
         return index
 
 
-def close_index(archive_path):
+def close_index(archive_path) -> None:
     """Close and forget the index of the archive at ``archive_path`` (the file stays)."""
     with _indexes_lock:
         index = _indexes.pop(index_path(archive_path), None)
@@ -750,7 +753,7 @@ class ArchiveSearch:
         self.embedder = embedder
 
     @classmethod
-    def of_docs(cls, docs, embedder=None):
+    def of_docs(cls, docs, embedder=None) -> ArchiveSearch:
         """
         A source over a list of docs, indexed in memory (for callers without an archive); with
         an ``embedder``, every doc is embedded now (blocking).
@@ -762,23 +765,23 @@ class ArchiveSearch:
                 pass
         return cls(index, embedder=embedder)
 
-    def with_embedder(self, embedder):
+    def with_embedder(self, embedder) -> ArchiveSearch:
         """This source searching its vectors with ``embedder`` (None: words only)."""
         return ArchiveSearch(self.index, self.in_context, embedder)
 
     def _in_context(self, doc):
         return doc.get("id") in self.in_context and self.in_context[doc["id"]] == doc.get("content")
 
-    def doc_count(self):
+    def doc_count(self) -> int:
         """Docs in the index (after catching up with the archive)."""
         return self.index.sync()["docs"]
 
-    def search(self, query, limit, listeners=None):
+    def search(self, query, limit, listeners=None) -> list[tuple[dict, float]]:
         """:meth:`FullTextIndex.search` without the docs still in context."""
         exclude = self._in_context if self.in_context else None
         return self.index.search(query, limit, listeners=listeners, exclude=exclude)
 
-    def nearest(self, query, limit, listeners=None):
+    def nearest(self, query, limit, listeners=None) -> list:
         """
         :meth:`FullTextIndex.nearest` for the text ``query`` (embedded as a query), without the
         docs still in context; [] without an embedder.
@@ -790,11 +793,11 @@ class ArchiveSearch:
         return self.index.nearest(vector, model_key(self.embedder), limit, listeners=listeners,
                                   exclude=exclude)
 
-    def neighbours(self, rows, listeners=None):
+    def neighbours(self, rows, listeners=None) -> dict:
         """:meth:`FullTextIndex.neighbours` without the docs still in context."""
         exclude = self._in_context if self.in_context else None
         return self.index.neighbours(rows, listeners=listeners, exclude=exclude)
 
-    def score_external(self, query, texts):
+    def score_external(self, query, texts) -> list[float]:
         """:meth:`FullTextIndex.score_external`."""
         return self.index.score_external(query, texts)

@@ -7,6 +7,8 @@ Pure functions over the plain dicts kept in ``character.db.journal`` (shape in
 (``{entity_name: [observation, ...]}``); the caller saves them back.
 """
 
+from __future__ import annotations
+
 from datetime import datetime, timedelta, timezone
 
 
@@ -14,7 +16,7 @@ def _norm(text):
     return " ".join(str(text).split()).casefold()
 
 
-def consolidate_entities(profiles, max_observations=20):
+def consolidate_entities(profiles, max_observations=20) -> tuple:
     """
     Merge entity profiles whose names differ only in case or spacing, drop repeated
     observations (same words, any case/spacing), and keep the newest ``max_observations`` per
@@ -51,7 +53,7 @@ def consolidate_entities(profiles, max_observations=20):
     }
 
 
-def prune_episodic(journal, max_importance=3, min_age_seconds=7 * 86400, now=None):
+def prune_episodic(journal, max_importance=3, min_age_seconds=7 * 86400, now=None) -> list[str]:
     """
     Remove low-importance journal entries that Mem0 already holds (episodic prune).
 

@@ -15,8 +15,14 @@ when fact extraction uses them (``"model"``: only where the extraction call give
 :func:`score_importance` picks one by the setting and always returns a Deferred.
 """
 
+from __future__ import annotations
+
 import logging
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +68,7 @@ _NOT_NAMES = frozenset(
 )
 
 
-def names_in(text):
+def names_in(text) -> list[str]:
     """
     Capitalised words that look like names (not pronouns, articles, weekdays, months or common
     sentence openers), in order of appearance, without duplicates; ``"Bob's"`` gives ``"Bob"``.
@@ -78,7 +84,7 @@ def names_in(text):
     return found
 
 
-def heuristic_importance(text, known_names=()):
+def heuristic_importance(text, known_names=()) -> int:
     """
     Score a fact 1-10 from its wording alone.
 
@@ -128,13 +134,13 @@ LLM_IMPORTANCE_PROMPT = (
 )
 
 
-def parse_importance(reply):
+def parse_importance(reply) -> int | None:
     """The first integer 1-10 in a model's reply (``"8/10"`` -> 8), or None."""
     match = re.search(r"\b(10|[1-9])\b", reply or "")
     return int(match.group(1)) if match else None
 
 
-def llm_importance(text, client=None, known_names=()):
+def llm_importance(text, client=None, known_names=()) -> Deferred:
     """
     Ask the chat model to score a fact.
 
@@ -176,7 +182,7 @@ def llm_importance(text, client=None, known_names=()):
     return d.addCallbacks(_score, _failed)
 
 
-def score_importance(text, method=None, client=None, known_names=()):
+def score_importance(text, method=None, client=None, known_names=()) -> Deferred:
     """
     Score a fact with the configured scorer.
 

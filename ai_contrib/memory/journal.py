@@ -42,6 +42,8 @@ of message ids)
 These are pure functions over the dict; the caller saves it back to the Attribute.
 """
 
+from __future__ import annotations
+
 from datetime import datetime, timezone
 
 from ..core.text import MODEL_TEXT_MAX_CHARS, normalise_player_text
@@ -49,12 +51,12 @@ from ..core.text import MODEL_TEXT_MAX_CHARS, normalise_player_text
 SOURCE_TYPES = ("fact", "compaction", "observation")
 
 
-def new_journal():
+def new_journal() -> dict:
     """Return an empty journal dict."""
     return {"entries": [], "consolidated_entry_ids": []}
 
 
-def ensure_journal(journal):
+def ensure_journal(journal) -> dict:
     """Return ``journal`` with both keys present (``None`` gives a new journal)."""
     if not journal:
         return new_journal()
@@ -74,7 +76,7 @@ def add_entry(
     entry_id=None,
     now=None,
     **extra,
-):
+) -> dict:
     """
     Append an entry to ``journal`` and return it.
 
@@ -130,7 +132,7 @@ def add_entry(
     return entry
 
 
-def find_entry(journal, **match):
+def find_entry(journal, **match) -> dict | None:
     """Return the first entry whose fields equal all of ``match`` (e.g. ``marker_id=...``), or None."""
     for entry in journal.get("entries", []):
         if all(entry.get(k) == v for k, v in match.items()):
@@ -138,13 +140,13 @@ def find_entry(journal, **match):
     return None
 
 
-def synthesis_entries(journal, limit=None):
+def synthesis_entries(journal, limit=None) -> list[dict]:
     """Return compaction synthesis entries, newest last (the last ``limit`` if given)."""
     found = [e for e in journal.get("entries", []) if e.get("source_type") == "compaction"]
     return found[-limit:] if limit else found
 
 
-def unconsolidated(journal):
+def unconsolidated(journal) -> list:
     """Return the entries not yet recorded in ``consolidated_entry_ids``, oldest first."""
     done = set(journal.get("consolidated_entry_ids", []))
     return [e for e in journal.get("entries", []) if e.get("id") not in done]

@@ -4,6 +4,8 @@ fusion of Mem0 hits (:mod:`.retrieval`): one tokenizer and one Okapi BM25 sum, s
 words the same way (``docs/design.md``, "The archive's full-text index"). Pure functions.
 """
 
+from __future__ import annotations
+
 import re
 from collections import Counter
 
@@ -19,7 +21,7 @@ STOP_WORDS = frozenset(
 _TOKEN_RE = re.compile(r"[0-9a-z]+")
 
 
-def tokenize(text, stop_words=STOP_WORDS):
+def tokenize(text, stop_words=STOP_WORDS) -> list:
     """
     BM25 tokens of a text: lower-cased alphanumeric runs, stop words removed.
 
@@ -36,7 +38,7 @@ def tokenize(text, stop_words=STOP_WORDS):
     return [token for token in _TOKEN_RE.findall((text or "").lower()) if token not in stop_words]
 
 
-def bm25(query_tokens, words, idf, average_length, k1, b):
+def bm25(query_tokens, words, idf, average_length, k1, b) -> float:
     """
     Okapi BM25 of one document for a query.
 
@@ -60,7 +62,7 @@ def bm25(query_tokens, words, idf, average_length, k1, b):
     return score
 
 
-def doc_text(doc):
+def doc_text(doc) -> str:
     """The indexed text of an archive doc: ``"[timestamp] name: content"`` (parts optional)."""
     parts = []
     stamp = short_time(doc.get("timestamp"))
@@ -72,7 +74,7 @@ def doc_text(doc):
     return " ".join(parts)
 
 
-def short_time(timestamp):
+def short_time(timestamp) -> str:
     """``2026-11-20T14:02:11.5+00:00`` -> ``2026-11-20 14:02``; other strings unchanged."""
     if not timestamp:
         return ""

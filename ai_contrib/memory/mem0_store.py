@@ -70,6 +70,8 @@ A *memory hit* returned by searches is a dict::
         "hops", "chain"}}
 """
 
+from __future__ import annotations
+
 import copy
 import hashlib
 import importlib.util
@@ -80,9 +82,14 @@ import sys
 import threading
 import time
 from collections import deque
+from typing import TYPE_CHECKING, Any
 
 from ..core.audience import heard_by
+from ..core.outcome import FAILED, SKIPPED, SUCCESS, ConsolidationResult
 from ..settings import DEFAULTS, MEMORY_OPTIONS, get_setting
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +122,7 @@ class MemoryStoreError(Exception):
     """
 
 
-def memory_setting(name):
+def memory_setting(name) -> Any:
     """
     The game-wide value of memory option ``name`` (:func:`ai_contrib.settings.get_setting`,
     which resolves every option; code with an NPC at hand uses ``script.cfg(name)``).
@@ -131,7 +138,7 @@ def memory_setting(name):
     return get_setting(name)
 
 
-def memory_config(**overrides):
+def memory_config(**overrides) -> dict:
     """All memory options as a dict (``MEMORY_DEFAULTS`` keys), with ``overrides`` applied."""
     config = {name: get_setting(name) for name in MEMORY_DEFAULTS}
     for key, value in overrides.items():
@@ -142,7 +149,7 @@ def memory_config(**overrides):
     return config
 
 
-def default_memory_dir():
+def default_memory_dir() -> str:
     """``<game dir>/server/ai_memory`` (Evennia's ``settings.GAME_DIR``), else ``./ai_memory``."""
     try:
         from django.conf import settings
@@ -155,7 +162,7 @@ def default_memory_dir():
     return os.path.abspath("ai_memory")
 
 
-def player_key(name):
+def player_key(name) -> str | None:
     """
     The Mem0 ``user_id`` for a player name: case-folded, whitespace runs turned into ``_``
     (Mem0 rejects ids containing whitespace; "Sir Bob" and "sir  bob" are one player).
@@ -169,7 +176,7 @@ def player_key(name):
     return key or None
 
 
-def entry_visibility(entry):
+def entry_visibility(entry) -> str:
     """
     ``"public"`` or ``"private"`` for a journal entry.
 
@@ -191,7 +198,7 @@ def entry_visibility(entry):
     return "private" if entry.get("speaker") else "public"
 
 
-def entry_metadata(entry):
+def entry_metadata(entry) -> dict:
     """
     The Mem0 payload metadata for a journal entry (shape: module docstring, minus
     ``memory_id``/``user_id``, which Mem0 sets).
@@ -214,7 +221,7 @@ def entry_metadata(entry):
     return {key: value for key, value in meta.items() if value is not None}
 
 
-def scope_filters(agent_id, user_id=None, include_private=False):
+def scope_filters(agent_id, user_id=None, include_private=False) -> dict:
     """
     Mem0 search filters for one NPC, applying privacy scoping.
 
@@ -268,7 +275,7 @@ def _import_mem0(memory_dir):
     return mem0
 
 
-def build_mem0_config(config, dims, memory_dir):
+def build_mem0_config(config, dims, memory_dir) -> dict:
     """
     The ``Memory.from_config`` dict for resolved options.
 
@@ -345,7 +352,7 @@ FILTER_FIELDS = ("agent_id", "user_id", "visibility")
 _MIGRATION_PAGE = 1000
 
 
-def collection_per_npc(config):
+def collection_per_npc(config) -> bool:
     """
     Whether a store with these options keeps one collection per NPC.
 
@@ -367,7 +374,7 @@ def collection_per_npc(config):
     return bool(value)
 
 
-def npc_collection_name(collection, agent_id, max_length=_MAX_COLLECTION_NAME):
+def npc_collection_name(collection, agent_id, max_length=_MAX_COLLECTION_NAME) -> str:
     """
     The collection holding one NPC's memories: ``<collection>__<agent id>``.
 
@@ -399,7 +406,7 @@ def npc_collection_name(collection, agent_id, max_length=_MAX_COLLECTION_NAME):
     return f"{collection}__{readable[:room] or 'x'}__{digest}"
 
 
-def held_elsewhere(memory_dir):
+def held_elsewhere(memory_dir) -> str:
     """
     The error text when the embedded vector store is held by another process (embedded Qdrant
     takes a lock on its folder: one process at a time, usually the running game server).
@@ -466,7 +473,7 @@ class Mem0Store:
     # ------------------------------------------------------------------ setup
 
     @property
-    def embedder(self):
+    def embedder(self) -> Any:
         """The embedder (built from settings on first use)."""
         if self._embedder is None:
             from .embedder import make_embedder
@@ -481,18 +488,18 @@ class Mem0Store:
         return self._embedder
 
     @property
-    def threshold(self):
+    def threshold(self) -> float:
         """Default minimum cosine similarity of a hit for this store's embedder."""
         if self.config["MEMORY_SEARCH_THRESHOLD"] is not None:
             return float(self.config["MEMORY_SEARCH_THRESHOLD"])
         return DEFAULT_THRESHOLDS.get(getattr(self.embedder, "name", ""), 0.3)
 
     @property
-    def is_open(self):
+    def is_open(self) -> bool:
         """True once :meth:`open_sync` has built the ``Memory`` (and until :meth:`close_sync`)."""
         return self._memory is not None
 
-    def open_sync(self):
+    def open_sync(self) -> Any:
         """
         Build the Mem0 ``Memory`` if not built yet, and move memories still in the shared
         collection into their NPCs' collections (blocking; idempotent).
@@ -540,7 +547,7 @@ class Mem0Store:
             self.timings["open"].append(time.perf_counter() - started)
             return memory
 
-    def memory_for(self, agent_id):
+    def memory_for(self, agent_id) -> Any:
         """
         The Mem0 ``Memory`` holding one NPC's memories (blocking; opens the store if needed).
 
@@ -577,11 +584,11 @@ class Mem0Store:
             return memory
 
     @property
-    def uses_pgvector(self):
+    def uses_pgvector(self) -> bool:
         """True when the memories live in PostgreSQL (``AI_MEMORY_PGVECTOR_CONNECTION_STRING``)."""
         return bool(self.config["MEMORY_PGVECTOR_CONNECTION_STRING"])
 
-    def npc_collection(self, agent_id):
+    def npc_collection(self, agent_id) -> str:
         """The name of the collection (pgvector: table) of one NPC (:func:`npc_collection_name`)."""
         limit = _MAX_PGVECTOR_TABLE_NAME if self.uses_pgvector else _MAX_COLLECTION_NAME
         return npc_collection_name(self.config["MEMORY_COLLECTION"], agent_id, max_length=limit)
@@ -616,7 +623,7 @@ class Mem0Store:
         memory._entity_store = None  # Mem0 names it after collection_name, built lazily
         return memory
 
-    def migrate_shared_collection(self):
+    def migrate_shared_collection(self) -> dict:
         """
         Move every memory in the shared collection into its NPC's collection (blocking).
 
@@ -752,7 +759,7 @@ class Mem0Store:
                             moved, npcs, shared.collection_name)
             return self.migration
 
-    def close_sync(self):
+    def close_sync(self) -> None:
         """Release the storage (the embedded Qdrant path lock, PostgreSQL's connections) and
         forget every ``Memory``."""
         with self._lock:
@@ -784,7 +791,7 @@ class Mem0Store:
 
     # ------------------------------------------------------------ sync API
 
-    def add_entries_sync(self, agent_id, entries):
+    def add_entries_sync(self, agent_id, entries) -> dict:
         """
         Store journal entries as memories of one NPC, skipping those already stored.
 
@@ -861,7 +868,7 @@ class Mem0Store:
     def search_sync(
         self, agent_id, query, user_id=None, limit=None, threshold=None, include_private=False,
         listeners=None,
-    ):
+    ) -> list[dict]:
         """
         Memories of one NPC most similar to ``query``, privacy-scoped.
 
@@ -917,7 +924,7 @@ class Mem0Store:
                     return hits[:limit]
                 fetch *= AUDIENCE_OVERFETCH
 
-    def list_sync(self, agent_id, limit=100):
+    def list_sync(self, agent_id, limit=100) -> list:
         """Every memory of one NPC (no scoping), as hits with ``score`` 0; for admin tools."""
         with self._lock:
             memory = self.memory_for(agent_id)
@@ -927,7 +934,7 @@ class Mem0Store:
                 raise MemoryStoreError(f"Mem0 listing failed: {err}") from err
         return [_hit(item) for item in (response or {}).get("results") or []]
 
-    def get_sync(self, agent_id, memory_id):
+    def get_sync(self, agent_id, memory_id) -> dict | None:
         """
         One memory of one NPC, in full, for admin tools.
 
@@ -965,7 +972,7 @@ class Mem0Store:
         hit["updated_at"] = found[0].get("updated_at")
         return hit
 
-    def delete_agent_sync(self, agent_id, drop_collection=False):
+    def delete_agent_sync(self, agent_id, drop_collection=False) -> int:
         """
         Forget every memory of one NPC (Mem0's ``reset()`` would wipe all NPCs).
 
@@ -996,7 +1003,7 @@ class Mem0Store:
             self._stored_ids.pop(agent_id, None)
         return count
 
-    def delete_derived_sync(self, agent_id, journal_ids=(), user_id=None):
+    def delete_derived_sync(self, agent_id, journal_ids=(), user_id=None) -> int:
         """
         Delete the memories of one NPC made from the journal entries ``journal_ids``, or told
         by the player ``user_id`` (a :func:`player_key`): forgetting one player
@@ -1031,7 +1038,7 @@ class Mem0Store:
 
     # ------------------------------------------------------- async API
 
-    def run(self, func, *args, **kwargs):
+    def run(self, func, *args, **kwargs) -> Deferred:
         """
         Run ``func(*args, **kwargs)`` on the store's worker thread, after any queued Mem0 call.
 
@@ -1042,7 +1049,7 @@ class Mem0Store:
         """
         return self._worker.run(func, *args, **kwargs)
 
-    def open(self):
+    def open(self) -> Deferred:
         """
         Open the store on its worker thread (:meth:`open_sync`); the calling thread never waits.
 
@@ -1051,7 +1058,7 @@ class Mem0Store:
         """
         return self.run(self.open_sync)
 
-    def add_entries(self, agent_id, entries):
+    def add_entries(self, agent_id, entries) -> Deferred:
         """Deferred version of :meth:`add_entries_sync` (errback: :class:`MemoryStoreError`).
 
         The entries are copied into plain dicts first, in the calling thread: journal entries
@@ -1062,30 +1069,30 @@ class Mem0Store:
     def search(
         self, agent_id, query, user_id=None, limit=None, threshold=None, include_private=False,
         listeners=None,
-    ):
+    ) -> Deferred:
         """Deferred version of :meth:`search_sync` (errback: :class:`MemoryStoreError`)."""
         return self.run(
             self.search_sync, agent_id, query, user_id, limit, threshold, include_private,
             listeners,
         )
 
-    def list(self, agent_id, limit=100):
+    def list(self, agent_id, limit=100) -> Deferred:
         """Deferred version of :meth:`list_sync`."""
         return self.run(self.list_sync, agent_id, limit)
 
-    def get(self, agent_id, memory_id):
+    def get(self, agent_id, memory_id) -> Deferred:
         """Deferred version of :meth:`get_sync`."""
         return self.run(self.get_sync, agent_id, memory_id)
 
-    def delete_agent(self, agent_id, drop_collection=False):
+    def delete_agent(self, agent_id, drop_collection=False) -> Deferred:
         """Deferred version of :meth:`delete_agent_sync` (fires with the count)."""
         return self.run(self.delete_agent_sync, agent_id, drop_collection)
 
-    def delete_derived(self, agent_id, journal_ids=(), user_id=None):
+    def delete_derived(self, agent_id, journal_ids=(), user_id=None) -> Deferred:
         """Deferred version of :meth:`delete_derived_sync` (fires with the count)."""
         return self.run(self.delete_derived_sync, agent_id, list(journal_ids), user_id)
 
-    def close(self):
+    def close(self) -> Deferred:
         """
         Close the ``Memory`` on its thread, then stop the thread.
 
@@ -1128,11 +1135,11 @@ class WorkerThread:
         self._lock = threading.Lock()  # never held while work runs: the reactor thread takes it
 
     @property
-    def started(self):
+    def started(self) -> bool:
         """True while the thread is running."""
         return self._pool is not None
 
-    def run(self, func, *args, **kwargs):
+    def run(self, func, *args, **kwargs) -> Deferred:
         """Run ``func(*args, **kwargs)`` on the worker (in submission order); a Deferred."""
         import functools
         from threading import Thread
@@ -1159,7 +1166,7 @@ class WorkerThread:
         self._trigger = None
         self.stop()
 
-    def stop(self):
+    def stop(self) -> None:
         """Stop the thread after the work already queued (blocks until then). Idempotent."""
         from twisted.internet import reactor
 
@@ -1295,7 +1302,7 @@ def _index_filter_fields(vector_store):
             logger.debug("payload index on %s: %s", field, err)
 
 
-def plain_entry(entry):
+def plain_entry(entry) -> dict:
     """A deep copy of a journal entry made of plain dicts, lists and scalars only."""
     from collections.abc import Mapping
 
@@ -1311,7 +1318,7 @@ def plain_entry(entry):
     return convert(entry)
 
 
-def audible_to(hit, listeners):
+def audible_to(hit, listeners) -> bool:
     """
     True when every one of ``listeners`` (``{dbref: name}``) could have heard what memory
     ``hit`` holds: its ``audience`` includes them all, or it is public. A memory stored before
@@ -1348,12 +1355,12 @@ def _hit(item):
     }
 
 
-def npc_agent_id(character):
+def npc_agent_id(character) -> str:
     """The Mem0 ``agent_id`` of an NPC: ``"npc-<database id>"`` (stable, whitespace-free)."""
     return f"npc-{character.id}"
 
 
-def consolidate_journal(character, agent_id=None, store=None):
+def consolidate_journal(character, agent_id=None, store=None) -> Deferred:
     """
     Store a character's unconsolidated journal entries in Mem0 and mark them consolidated.
 
@@ -1369,8 +1376,8 @@ def consolidate_journal(character, agent_id=None, store=None):
         store (Mem0Store, optional): default :func:`get_store`.
 
     Returns:
-        Deferred[dict]: ``{"success": bool, "added": int, "skipped": int, "error"?: str}``;
-        never errbacks.
+        Deferred[ConsolidationResult]: never errbacks
+        (:class:`~ai_contrib.core.outcome.ConsolidationResult`; skipped when Mem0 is off).
     """
     from twisted.internet import defer
 
@@ -1378,16 +1385,16 @@ def consolidate_journal(character, agent_id=None, store=None):
 
     try:
         if not get_setting("MEMORY_ENABLED"):
-            return defer.succeed({"success": True, "added": 0, "skipped": 0, "disabled": True})
+            return defer.succeed(ConsolidationResult(SKIPPED, reason="Mem0 off"))
         journal = ensure_journal(plain_entry(character.db.journal or {}))
         entries = unconsolidated(journal)
         if not entries:
-            return defer.succeed({"success": True, "added": 0, "skipped": 0})
+            return defer.succeed(ConsolidationResult(SUCCESS))
         store = store or get_store()
         d = store.add_entries(agent_id or npc_agent_id(character), entries)
     except Exception as err:
         logger.warning("memory consolidation could not start: %s", err)
-        return defer.succeed({"success": False, "added": 0, "skipped": 0, "error": str(err)})
+        return defer.succeed(ConsolidationResult(FAILED, error=str(err)))
 
     def _mark(result):
         done = [jid for jid in result["added"] + result["skipped"] if jid]
@@ -1395,11 +1402,12 @@ def consolidate_journal(character, agent_id=None, store=None):
         known = set(fresh["consolidated_entry_ids"])
         fresh["consolidated_entry_ids"].extend(jid for jid in dict.fromkeys(done) if jid not in known)
         character.db.journal = fresh
-        return {"success": True, "added": len(result["added"]), "skipped": len(result["skipped"])}
+        return ConsolidationResult(SUCCESS, added=len(result["added"]),
+                                   already_stored=len(result["skipped"]))
 
     def _failed(failure):
         logger.warning("memory consolidation failed: %s", failure.getErrorMessage())
-        return {"success": False, "added": 0, "skipped": 0, "error": failure.getErrorMessage()}
+        return ConsolidationResult(FAILED, error=failure.getErrorMessage())
 
     return d.addCallbacks(_mark, _failed)
 
@@ -1408,7 +1416,7 @@ _store = None
 _store_lock = threading.Lock()
 
 
-def get_store():
+def get_store() -> Mem0Store:
     """
     The process-wide :class:`Mem0Store` configured from the game's settings.
 

@@ -16,6 +16,8 @@ audience is what those messages have in common
 Pure functions.
 """
 
+from __future__ import annotations
+
 import re
 
 from ..core.audience import common_audience
@@ -32,7 +34,7 @@ _TOOL_NAME_RE = re.compile(
 )
 
 
-def repeated_lines(content, span):
+def repeated_lines(content, span) -> list:
     """
     The player lines of ``span`` that ``content`` repeats: those sharing the most content words
     with it (:func:`ai_contrib.memory.lexical.tokenize`), at least :data:`MIN_SHARED_WORDS`;
@@ -47,7 +49,7 @@ def repeated_lines(content, span):
     return [m for score, m in scored if score == best]
 
 
-def dictates_tools(msg):
+def dictates_tools(msg) -> bool:
     """
     True for a user message that names an extraction tool: a player writing tool calls into
     the conversation, whose citations (and everything else a call says) the model may copy.
@@ -55,7 +57,7 @@ def dictates_tools(msg):
     return msg.get("role") == "user" and bool(_TOOL_NAME_RE.search(msg.get("content") or ""))
 
 
-def source_messages(content, span, cited=None):
+def source_messages(content, span, cited=None) -> list:
     """
     The messages of ``span`` a fact the model extracted is attributed to, in span order: the
     cited ones with the player lines the fact repeats, or the whole span (the rule in
@@ -74,7 +76,7 @@ def source_messages(content, span, cited=None):
     return list(span)
 
 
-def said_in_public(content, span, cited=None):
+def said_in_public(content, span, cited=None) -> bool:
     """
     True when every player line a fact is attributed to (:func:`source_messages`; at least one)
     was said aloud in a room marked public (``metadata["said_in_public"]``): what the NPC
@@ -84,7 +86,7 @@ def said_in_public(content, span, cited=None):
     return bool(spoken) and all((m.get("metadata") or {}).get("said_in_public") for m in spoken)
 
 
-def provenance(content, span, cited=None):
+def provenance(content, span, cited=None) -> dict:
     """
     The speaker, audience and source messages of a fact or observation the model extracted from
     ``span`` (``docs/design.md``, "Privacy by audience").
@@ -125,6 +127,6 @@ def provenance(content, span, cited=None):
     }
 
 
-def without_visibility_tags(tags):
+def without_visibility_tags(tags) -> list:
     """The model's tags minus ``public``/``private`` (visibility is never the model's choice)."""
     return [str(tag) for tag in tags or () if str(tag).lower() not in VISIBILITY_TAGS]

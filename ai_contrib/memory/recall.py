@@ -8,6 +8,11 @@ evicted or masked), by BM25 in the archive's full-text index (:mod:`ai_contrib.m
 ``docs/design.md``, "The archive's full-text index").
 """
 
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
 from .fulltext import ArchiveSearch, index_for
 from .mem0_store import npc_agent_id
 from .retrieval import embed_archived, retrieval_options, retrieve_memory_context
@@ -17,8 +22,11 @@ from .retrieval import embed_archived, retrieval_options, retrieve_memory_contex
 #: "Archived lines' vectors").
 SLEEP_EMBED_LINES = 1024
 
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
 
-def archived_out_of_context(script):
+
+def archived_out_of_context(script) -> ArchiveSearch:
     """
     The NPC's archived messages that are no longer verbatim in the context, as a search source.
 
@@ -34,7 +42,8 @@ def archived_out_of_context(script):
     return ArchiveSearch(index_for(script.archive), in_context)
 
 
-def related_memory_context(script, character, query, listeners=None, include_private=False):
+def related_memory_context(script, character, query, listeners=None,
+                           include_private=False) -> Deferred:
     """
     What the NPC remembers about ``query`` for a reply heard by ``listeners`` (``{dbref:
     name}``; only what every one of them could have heard, ``docs/design.md``, "Privacy by
@@ -54,11 +63,11 @@ def related_memory_context(script, character, query, listeners=None, include_pri
         archive_docs=archived_out_of_context(script),
         listeners=dict(listeners) if listeners is not None else None,
         include_private=include_private,
-        **dict(retrieval_options(script), budget_tokens=script.memory_budget()),
+        options=replace(retrieval_options(script), budget_tokens=script.memory_budget()),
     )
 
 
-def recall_preview(script, character, query, listeners=None):
+def recall_preview(script, character, query, listeners=None) -> Deferred:
     """
     What the NPC would recall for ``query`` in a reply heard by ``listeners``, for staff
     (``aimemory``, the web page's memory search): :func:`related_memory_context`, the reply's
@@ -93,7 +102,7 @@ def recall_preview(script, character, query, listeners=None):
                                   include_private=listeners is None).addCallback(_shape)
 
 
-def embed_archive(script, character, limit=SLEEP_EMBED_LINES):
+def embed_archive(script, character, limit=SLEEP_EMBED_LINES) -> Deferred:
     """
     Give vectors to the NPC's archived lines that have none yet (at most ``limit``), on the
     memory worker thread: the sleep phase's step (``docs/design.md``, "Archived lines'

@@ -51,14 +51,24 @@ context).
 "metadata": dict}``; for ``"message"`` candidates ``metadata`` is the archive doc.
 """
 
+from __future__ import annotations
+
 import logging
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from ..core.dates import resolve_relative_dates
 from ..core.gossip import chain_text, heard_from_text
 from .lexical import STOP_WORDS, bm25, doc_text, short_time, tokenize  # noqa: F401
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+
+    from .fulltext import ArchiveSearch
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +102,7 @@ def _hits_only_bm25(query, texts, k1=1.5, b=0.75):
     return [bm25(tokens, words, idf, average, k1, b) for words in corpus]
 
 
-def rrf_fuse(rankings, k=60, weights=None):
+def rrf_fuse(rankings, k=60, weights=None) -> list:
     """
     Reciprocal-rank fusion of several rankings (Cormack et al., SIGIR 2009).
 
@@ -132,7 +142,7 @@ def _normalised(text):
     return " ".join(str(text or "").casefold().split())
 
 
-def strip_summary_prefix(text):
+def strip_summary_prefix(text) -> str:
     """A summary's text without a leading ``[CONTEXT SYNTHESIS]`` / ``[CONTEXT SUMMARY]`` line."""
     text = str(text or "").strip()
     for prefix in _SUMMARY_PREFIXES:
@@ -141,7 +151,7 @@ def strip_summary_prefix(text):
     return text
 
 
-def archive_source(archive_docs):
+def archive_source(archive_docs) -> ArchiveSearch | None:
     """
     The archive source for :func:`fuse_candidates`: an ``ArchiveSearch`` as given, a list of
     docs indexed in memory, None for no docs.
@@ -163,14 +173,14 @@ SESSION_WEIGHT = 0.5
 ARCHIVE_VECTOR_WEIGHT = 0.5
 
 
-def session_day(timestamp):
+def session_day(timestamp) -> str | None:
     """The session key of a timestamp: its day (``"2026-11-20"``), or None when unknown."""
     match = re.match(r"(\d{4}-\d{2}-\d{2})", str(timestamp or ""))
     return match.group(1) if match else None
 
 
 def contextual_rerank(scores, neighbours, session_of, neighbour_weight=NEIGHBOUR_WEIGHT,
-                      session_weight=SESSION_WEIGHT):
+                      session_weight=SESSION_WEIGHT) -> list[tuple[str, float]]:
     """
     Rescore fused candidates with their context: a message is worth more next to a hit and in
     a session that holds a strong hit (``docs/design.md``, "Retrieval and embedders").
@@ -218,7 +228,7 @@ def contextual_rerank(scores, neighbours, session_of, neighbour_weight=NEIGHBOUR
 
 def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, listeners=None,
                     neighbour_weight=NEIGHBOUR_WEIGHT, session_weight=SESSION_WEIGHT,
-                    archive_vector_weight=ARCHIVE_VECTOR_WEIGHT):
+                    archive_vector_weight=ARCHIVE_VECTOR_WEIGHT) -> list[dict]:
     """
     Fuse Mem0 hits and archived messages into one ranked list of candidates.
 
@@ -436,7 +446,7 @@ def _clip(text, max_chars):
 MEMORY_LINE_CHARS = 500
 
 
-def format_memory_line(candidate, max_chars=MEMORY_LINE_CHARS):
+def format_memory_line(candidate, max_chars=MEMORY_LINE_CHARS) -> str:
     """
     One ``RELATED MEMORIES`` bullet.
 
@@ -467,7 +477,7 @@ def format_memory_line(candidate, max_chars=MEMORY_LINE_CHARS):
     return line
 
 
-def format_experience_line(candidate, max_chars=600):
+def format_experience_line(candidate, max_chars=600) -> str:
     """One ``RELATED PAST EXPERIENCES`` bullet: the summary and the message range it covers."""
     meta = candidate.get("metadata") or {}
     first, last = meta.get("first_seq"), meta.get("last_seq")
@@ -480,7 +490,7 @@ def format_experience_line(candidate, max_chars=600):
     return f"- {_clip(candidate['text'], max_chars)}{span}"
 
 
-def format_line(candidate):
+def format_line(candidate) -> str:
     """The prompt bullet of any candidate (experience or memory/message)."""
     if candidate.get("kind") == "experience":
         return format_experience_line(candidate)
@@ -494,7 +504,7 @@ def select_within_budget(
     min_score=0.0,
     count_tokens=None,
     max_experiences=None,
-):
+) -> list[dict]:
     """
     Take candidates best-first while their rendered bullets fit a token budget.
 
@@ -537,19 +547,19 @@ def select_within_budget(
     return chosen
 
 
-def format_related_memories(candidates):
+def format_related_memories(candidates) -> str:
     """The ``RELATED MEMORIES:`` section for memory/message candidates ("" if none)."""
     lines = [format_memory_line(c) for c in candidates if c.get("kind") != "experience"]
     return "\n".join([MEMORIES_HEADER] + lines) if lines else ""
 
 
-def format_related_experiences(candidates):
+def format_related_experiences(candidates) -> str:
     """The ``RELATED PAST EXPERIENCES:`` section for experience candidates ("" if none)."""
     lines = [format_experience_line(c) for c in candidates if c.get("kind") == "experience"]
     return "\n".join([EXPERIENCES_HEADER] + lines) if lines else ""
 
 
-def note_items(context):
+def note_items(context) -> list[dict]:
     """
     The chosen candidates of a :func:`build_memory_context` result as recall-note items
     (:mod:`ai_contrib.core.recall_notes`), best first.
@@ -581,7 +591,7 @@ def note_items(context):
     return items
 
 
-def render_note(items):
+def render_note(items) -> str:
     """The prompt text of a recall note: its items under the two section headers."""
     memories = [item["line"] for item in items if item.get("kind") != "experience"]
     experiences = [item["line"] for item in items if item.get("kind") == "experience"]
@@ -593,23 +603,46 @@ def render_note(items):
     return "\n\n".join(sections)
 
 
-def build_memory_context(
-    vector_hits,
-    archive_docs,
-    query,
-    budget_tokens=600,
-    max_items=8,
-    k=5,
-    archive_limit=20,
-    min_score=0.0,
-    count_tokens=None,
-    max_experiences=2,
-    listeners=None,
-    min_relative_score=0.0,
-    neighbour_weight=NEIGHBOUR_WEIGHT,
-    session_weight=SESSION_WEIGHT,
-    archive_vector_weight=ARCHIVE_VECTOR_WEIGHT,
-):
+@dataclass(frozen=True)
+class RetrievalOptions:
+    """
+    How one retrieval chooses what the prompt gets (``docs/design.md``, "Retrieval and
+    embedders"; the game's defaults and an NPC's ``memory_*`` Attributes give them,
+    :func:`retrieval_options`).
+
+    Attributes:
+        enabled (bool): the master switch: False searches the archive only (Mem0 off).
+        budget_tokens (int): token budget of both prompt sections together.
+        max_items (int): items at most.
+        k (int): RRF constant.
+        archive_limit (int): BM25 archive hits considered.
+        min_score (float): minimum fused score.
+        max_experiences (int): summaries at most in ``RELATED PAST EXPERIENCES``.
+        min_relative_score (float): fraction of the best candidate's fused score a candidate
+            needs: a weak match is left out rather than spending prompt tokens the model must
+            evaluate on every reply (``docs/design.md``, "Prompt structure").
+        neighbour_weight, session_weight (float): see :func:`contextual_rerank`.
+        archive_vector_weight (float): the RRF weight of the archived lines' vector ranking
+            (:func:`fuse_candidates`; 0: the archive is searched by its words only).
+        count_tokens (callable, optional): ``str -> int``; default the package's counter.
+    """
+
+    enabled: bool = True
+    budget_tokens: int = 600
+    max_items: int = 8
+    k: int = 5
+    archive_limit: int = 20
+    min_score: float = 0.0
+    max_experiences: int = 2
+    min_relative_score: float = 0.0
+    neighbour_weight: float = NEIGHBOUR_WEIGHT
+    session_weight: float = SESSION_WEIGHT
+    archive_vector_weight: float = ARCHIVE_VECTOR_WEIGHT
+    count_tokens: Callable[[str], int] | None = None
+
+
+def build_memory_context(vector_hits, archive_docs, query, options=None, *, listeners=None,
+                         **overrides) -> dict:
     """
     Everything the prompt needs from long-term memory, from already fetched hits.
 
@@ -618,20 +651,9 @@ def build_memory_context(
         archive_docs (list[dict] | ArchiveSearch | None): messages out of the context (the
             archive source of :func:`fuse_candidates`).
         query (str): the query text.
-        budget_tokens (int): token budget of both sections together.
-        max_items (int): items at most.
-        k (int): RRF constant.
-        archive_limit (int): BM25 archive hits considered.
-        min_score (float): minimum fused score.
-        count_tokens (callable, optional): ``str -> int``.
-        max_experiences (int): summaries at most in ``RELATED PAST EXPERIENCES``.
+        options (RetrievalOptions, optional): default :class:`RetrievalOptions` ();
+            ``overrides`` (its field names, e.g. ``budget_tokens=500``) replace some of them.
         listeners (iterable[str], optional): see :func:`fuse_candidates`.
-        min_relative_score (float): fraction of the best candidate's fused score a candidate
-            needs: a weak match is left out rather than spending
-            prompt tokens the model must evaluate on every reply (``docs/design.md``,
-            "Prompt structure").
-        neighbour_weight, session_weight (float): see :func:`contextual_rerank`.
-        archive_vector_weight (float): see :func:`fuse_candidates`.
 
     Returns:
         dict: ``{"memories": [candidates], "experiences": [candidates], "memories_text": str,
@@ -640,21 +662,26 @@ def build_memory_context(
 
     Raises:
         FullTextError, ArchiveError: the archive's index could not be read.
+        TypeError: an override names no field of :class:`RetrievalOptions`.
     """
+    options = replace(options or RetrievalOptions(), **overrides)
+    count_tokens = options.count_tokens
+    min_score = options.min_score
     fused = fuse_candidates(
-        vector_hits, archive_docs, query, k=k, archive_limit=archive_limit, listeners=listeners,
-        neighbour_weight=neighbour_weight, session_weight=session_weight,
-        archive_vector_weight=archive_vector_weight,
+        vector_hits, archive_docs, query, k=options.k, archive_limit=options.archive_limit,
+        listeners=listeners, neighbour_weight=options.neighbour_weight,
+        session_weight=options.session_weight,
+        archive_vector_weight=options.archive_vector_weight,
     )
-    if fused and min_relative_score > 0:
-        min_score = max(min_score, min_relative_score * fused[0]["score"])
+    if fused and options.min_relative_score > 0:
+        min_score = max(min_score, options.min_relative_score * fused[0]["score"])
     chosen = select_within_budget(
         fused,
-        budget_tokens,
-        max_items=max_items,
+        options.budget_tokens,
+        max_items=options.max_items,
         min_score=min_score,
         count_tokens=count_tokens,
-        max_experiences=max_experiences,
+        max_experiences=options.max_experiences,
     )
     memories = [c for c in chosen if c["kind"] != "experience"]
     experiences = [c for c in chosen if c["kind"] == "experience"]
@@ -687,8 +714,8 @@ def _worker_for(store):
     return _fallback_worker
 
 
-#: The options of retrieval: :func:`build_memory_context`'s argument (and ``enabled``, the
-#: master switch) -> the option in :data:`ai_contrib.settings.DEFAULTS` that gives its default.
+#: The options of retrieval: a field of :class:`RetrievalOptions` -> the option in
+#: :data:`ai_contrib.settings.DEFAULTS` that gives its default.
 RETRIEVAL_OPTIONS = {
     "enabled": "MEMORY_ENABLED",
     "budget_tokens": "MEMORY_RETRIEVAL_TOKEN_BUDGET",
@@ -703,23 +730,25 @@ RETRIEVAL_OPTIONS = {
 }
 
 
-def retrieval_options(script=None):
+def retrieval_options(script=None) -> RetrievalOptions:
     """
     The retrieval options of one NPC (``script``: its Attributes win, ``memory_rrf_k`` and so
     on) or game-wide (``script`` None), resolved now (:func:`ai_contrib.settings.option_value`;
     ``docs/design.md``, "Per-NPC Attributes", "Retrieval and embedders").
 
     Returns:
-        dict: :data:`RETRIEVAL_OPTIONS` keys -> values (tokens, items, fractions as documented
-        in :data:`ai_contrib.settings.DEFAULTS`).
+        RetrievalOptions: the :data:`RETRIEVAL_OPTIONS` fields from the settings (tokens,
+        items, fractions as documented in :data:`ai_contrib.settings.DEFAULTS`).
     """
     from ..settings import option_value
 
-    return {arg: option_value(name, script) for arg, name in RETRIEVAL_OPTIONS.items()}
+    return RetrievalOptions(
+        **{arg: option_value(name, script) for arg, name in RETRIEVAL_OPTIONS.items()})
 
 
 def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, store=None,
-                            listeners=None, include_private=False, **options):
+                            listeners=None, include_private=False, options=None, limit=None,
+                            threshold=None, **overrides) -> Deferred:
     """
     Fetch Mem0 hits and fuse them with the archive, off the reactor thread.
 
@@ -742,12 +771,11 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
             audience"). None: no audience filter (admin tools, replays without audiences).
         include_private (bool): without ``listeners``, also the memories private to a player
             (staff views of everything the NPC knows; ignored with ``listeners``).
-        **options: overrides of :func:`build_memory_context` arguments; defaults come from
+        options (RetrievalOptions, optional): default the game's (:func:`retrieval_options`:
             ``AI_MEMORY_RETRIEVAL_TOKEN_BUDGET``, ``AI_MEMORY_RETRIEVAL_MAX_ITEMS``,
-            ``AI_MEMORY_RRF_K``, ``AI_MEMORY_ARCHIVE_CANDIDATES``,
-            ``AI_MEMORY_RETRIEVAL_MAX_EXPERIENCES`` and the others of :data:`RETRIEVAL_OPTIONS`
-            (:func:`retrieval_options`; ``enabled`` False searches the archive only); ``limit``
-            and ``threshold`` go to the Mem0 search.
+            ``AI_MEMORY_RRF_K`` and the others of :data:`RETRIEVAL_OPTIONS`; ``enabled`` False
+            searches the archive only); ``overrides`` (field names) replace some of them.
+        limit, threshold: go to the Mem0 search.
 
     Returns:
         Deferred[dict]: the :func:`build_memory_context` result. A Mem0 failure is logged and
@@ -756,12 +784,8 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
     """
     from .mem0_store import MemoryStoreError, get_store
 
-    settings = retrieval_options()
-    limit = options.pop("limit", None)
-    threshold = options.pop("threshold", None)
-    settings.update(options)
-    enabled = settings.pop("enabled")
-    searchable = bool(enabled) and bool(query and str(query).strip())
+    settings = replace(options or retrieval_options(), **overrides)
+    searchable = bool(settings.enabled) and bool(query and str(query).strip())
     if searchable and store is None:
         try:
             store = get_store()
@@ -775,7 +799,7 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
     audience = None if listeners is None else list(listeners)
     # the archived lines' vectors need the store's embedder (docs/design.md, "Archived lines'
     # vectors"): with memory off, the archive is searched by its words alone
-    wants_vectors = searchable and settings.get("archive_vector_weight", 0) > 0
+    wants_vectors = searchable and settings.archive_vector_weight > 0
     searched = []  # the ArchiveSearch the reply used, for the embedding job queued after it
 
     def work():
@@ -798,10 +822,10 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
         try:
             # the index's statistics cover the NPC's whole archive; a doc the listeners could
             # not all have heard is dropped from the ranking, not from the statistics
-            return build_memory_context(hits, source, query, listeners=audience, **settings)
+            return build_memory_context(hits, source, query, settings, listeners=audience)
         except (FullTextError, ArchiveError) as err:
             logger.warning("archive search failed for %s, using memories only: %s", agent_id, err)
-            return build_memory_context(hits, None, query, listeners=audience, **settings)
+            return build_memory_context(hits, None, query, settings, listeners=audience)
 
     worker = _worker_for(store if searchable else None)
     reply = worker.run(work)
@@ -813,7 +837,7 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
     return reply
 
 
-def embed_archived(sources, agent_id="", limit=None):
+def embed_archived(sources, agent_id="", limit=None) -> int:
     """
     Give vectors to the archived lines that have none yet, oldest first, in batches of
     ``AI_MEMORY_ARCHIVE_EMBED_BATCH`` lines, on the memory thread (``docs/design.md``,

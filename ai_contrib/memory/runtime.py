@@ -15,6 +15,8 @@ own. The checkpoint into ``script.db.conversation_history`` (a full
 re-pickle, O(n)) is the caller's to schedule, not done per append.
 """
 
+from __future__ import annotations
+
 from ..core.cuts import eviction_ids, is_extraction_traffic
 from ..core.messages import normalise_message
 from ..core.replay import replay
@@ -72,16 +74,16 @@ class RuntimeHistory:
         self.ledger.replace(self.messages)
 
     @property
-    def tokens(self):
+    def tokens(self) -> int:
         """Tokens of the runtime history a reply prompt can show (running total, O(1);
         extraction traffic is not counted)."""
         return self.ledger.total
 
-    def token_counts(self, messages=None):
+    def token_counts(self, messages=None) -> list:
         """Per-message token counts for ``messages`` (default the runtime history), cached."""
         return [self.ledger.tokens_of(m) for m in (self.messages if messages is None else messages)]
 
-    def append(self, msg):
+    def append(self, msg) -> dict:
         """
         Archive ``msg`` and add it to the runtime history; returns it with ``seq`` set.
 
@@ -94,7 +96,7 @@ class RuntimeHistory:
         self.dirty = True
         return msg
 
-    def apply_compaction(self, marker, first_id, last_id, **info):
+    def apply_compaction(self, marker, first_id, last_id, **info) -> list[dict]:
         """
         Record a compaction in the archive, then splice ``marker`` over the id range.
 
@@ -120,7 +122,7 @@ class RuntimeHistory:
         self.dirty = True
         return removed
 
-    def drop_extraction_traffic(self):
+    def drop_extraction_traffic(self) -> list[dict]:
         """
         Move fact extraction's tool traffic out of the runtime history once the compaction or
         eviction it prepared has landed: its facts are in the journal, and the messages stay
@@ -136,7 +138,7 @@ class RuntimeHistory:
         traffic = [m["id"] for m in self.messages if is_extraction_traffic(m)]
         return self.evict(traffic, reason="journaled before the compaction") if traffic else []
 
-    def evict(self, ids, reason):
+    def evict(self, ids, reason) -> list[dict]:
         """
         Drop messages ``ids`` from the runtime history; they stay in the archive.
 
@@ -155,7 +157,7 @@ class RuntimeHistory:
         self.dirty = True
         return removed
 
-    def forget(self, player, ids, seqs):
+    def forget(self, player, ids, seqs) -> list[dict]:
         """
         Take ``ids`` (a player's lines and the summaries made from them) out of the runtime
         history for good, and ``seqs`` out of the full-text index (``docs/design.md``,
@@ -176,7 +178,8 @@ class RuntimeHistory:
         self.dirty = True
         return removed
 
-    def evict_oldest(self, target_tokens, reason, keep_ids=frozenset(), stop_ids=frozenset()):
+    def evict_oldest(self, target_tokens, reason, keep_ids=frozenset(),
+                     stop_ids=frozenset()) -> list[str]:
         """
         Move the oldest raw messages out of the runtime history until at most ``target_tokens``
         remain, cutting only where no tool call loses its results

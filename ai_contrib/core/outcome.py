@@ -1,0 +1,155 @@
+"""
+The one shape of a step of memory work's outcome (``docs/design.md``, "Summary compaction",
+result dicts): a compaction (:class:`ai_contrib.core.compaction.CompactionResult`), a fact
+extraction (:class:`ExtractionResult`) or a journal consolidation into Mem0
+(:class:`ConsolidationResult`) either ran
+(``"success"``), declined to run (``"skipped"``, with a ``reason`` in words) or broke off
+(``"failed"``, with an ``error``). Every path that declines says so the same way; the results
+travel as objects and become dicts only where they are stored or sent (:meth:`as_dict`).
+
+Nothing here imports Evennia, Twisted or Django.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SUCCESS, SKIPPED, FAILED = "success", "skipped", "failed"
+
+
+class Outcome:
+    """What a result with an ``outcome`` field (:data:`SUCCESS`, :data:`SKIPPED`,
+    :data:`FAILED`) reads as."""
+
+    outcome: str
+
+    @property
+    def success(self) -> bool:
+        """True when the step ran to its end."""
+        return self.outcome == SUCCESS
+
+    @property
+    def skipped(self) -> bool:
+        """True when the step declined to run (``reason`` says why)."""
+        return self.outcome == SKIPPED
+
+    @property
+    def failed(self) -> bool:
+        """True when the step broke off (``error`` says why)."""
+        return self.outcome == FAILED
+
+
+@dataclass
+class ExtractionResult(Outcome):
+    """
+    What one pre-compaction fact extraction did (``docs/design.md``, "Pre-compaction fact
+    extraction"; :func:`ai_contrib.memory.extraction.run_pre_compaction_extraction`).
+
+    ``reason`` says why a skipped one did not start (disabled, history too short, another one
+    of the NPC running), ``error`` why a failed one broke off (what it journaled before stays).
+    ``read_ids`` are the ids of the history messages its requests showed (None when it did not
+    run to its end); ``stopped_by`` is ``"noop"``, ``"no_tool_call"``, ``"scope_guard"``,
+    ``"max_iterations"``, ``"error"`` or None (skipped); ``modes`` the request modes used
+    (``"structured"``, ``"native"``, ``"text"``).
+    """
+
+    outcome: str
+    reason: str | None = None
+    error: str | None = None
+    facts_recorded: int = 0
+    observations_recorded: int = 0
+    iterations: int = 0
+    stopped_by: str | None = None
+    entry_ids: list = field(default_factory=list)
+    read_ids: list | None = None
+    modes: list | None = None
+
+    @classmethod
+    def skip(cls, reason) -> ExtractionResult:
+        """An extraction that did not start, because of ``reason`` (str)."""
+        return cls(SKIPPED, reason=reason)
+
+    def as_dict(self) -> dict:
+        """
+        The documented dict (logs, tests of the format): ``{"success": True, "read_ids",
+        "facts_recorded", "observations_recorded", "iterations", "stopped_by", "entry_ids",
+        "modes"}`` for a run, ``{"success": True, "skipped": True, "reason", "facts_recorded":
+        0, "iterations": 0, "stopped_by": None}`` for a skip, ``{"success": False, "error",
+        "facts_recorded", "observations_recorded", "iterations", "stopped_by": "error",
+        "entry_ids"}`` for a failure.
+        """
+        if self.skipped:
+            return {"success": True, "skipped": True, "reason": self.reason,
+                    "facts_recorded": 0, "iterations": 0, "stopped_by": None}
+        if self.failed:
+            out = {"success": False, "error": self.error}
+        else:
+            out = {"success": True, "read_ids": list(self.read_ids or [])}
+        out.update(facts_recorded=self.facts_recorded,
+                   observations_recorded=self.observations_recorded,
+                   iterations=self.iterations, stopped_by=self.stopped_by,
+                   entry_ids=list(self.entry_ids))
+        if self.success:
+            out["modes"] = list(self.modes or [])
+        return out
+
+
+@dataclass
+class ConsolidationResult(Outcome):
+    """
+    What one journal -> Mem0 consolidation did (``docs/design.md``, "Journal and Mem0";
+    :func:`ai_contrib.memory.mem0_store.consolidate_journal`): ``added`` entries stored now,
+    ``already_stored`` ones Mem0 held already (both marked consolidated). A skipped one did not
+    run (``reason``: Mem0 is off); a failed one marked nothing (``error``), so the next sleep
+    retries.
+    """
+
+    outcome: str
+    reason: str | None = None
+    error: str | None = None
+    added: int = 0
+    already_stored: int = 0
+
+    def as_dict(self) -> dict:
+        """The documented dict: ``{"success": bool, "added": int, "skipped": int}`` (``skipped``:
+        :attr:`already_stored`), with ``"disabled": True`` when Mem0 is off and ``"error"`` when
+        it failed."""
+        out = {"success": not self.failed, "added": self.added, "skipped": self.already_stored}
+        if self.skipped:
+            out["disabled"] = True
+        if self.failed:
+            out["error"] = self.error
+        return out
+
+
+@dataclass
+class SleepResults:
+    """
+    What each step of a sleep phase did (``docs/design.md``, "Sleep phase";
+    :func:`ai_contrib.rag_memory.run_sleep_tick`), in the order the steps run. A step not run
+    is None (the fact extraction runs only when compaction is due or enough was said). The
+    housekeeping steps give their own dicts, ``{"success": False, "error": str}`` when they
+    broke off: ``entity_consolidation`` (the entity stats), ``episodic_prune``
+    (``{"pruned": int}``), ``gossip`` (``ai_contrib.gossip.receive_gossip``),
+    ``people_impressions`` (``ai_contrib.scene.update_impressions``); ``archive_vectors``
+    the number of archived lines given vectors (``ai_contrib.memory.recall.embed_archive``).
+    """
+
+    entity_consolidation: dict | None = None
+    episodic_prune: dict | None = None
+    pre_compaction_extraction: ExtractionResult | None = None
+    context_compaction: Any = None  # a CompactionResult (core/compaction.py imports this module)
+    gossip: dict | None = None
+    memory_consolidation: ConsolidationResult | None = None
+    archive_vectors: int | dict | None = None
+    people_impressions: dict | None = None
+
+    def as_dict(self) -> dict:
+        """``{step: result dict}`` for each step run, in the order they ran."""
+        out = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value.as_dict() if hasattr(value, "as_dict") else value
+        return out
