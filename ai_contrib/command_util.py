@@ -6,6 +6,7 @@ that fit the caller's client.
 
 from evennia.commands.default.muxcommand import MuxCommand
 from evennia.utils.evtable import EvTable
+from evennia.utils.ansi import strip_ansi
 from evennia.utils.utils import crop
 
 from .core.text import inert_markup
@@ -46,10 +47,79 @@ def table_width(cmd):
     return max(MIN_TABLE_WIDTH, width)
 
 
+def column_widths(natural, words, room):
+    """
+    Widths of a table's columns that wrap text at word boundaries wherever the room allows.
+
+    Each column first gets its longest word (never less than 1); while those minimums do not
+    fit ``room``, the widest minimum gives up a column (so only the longest words split, and
+    only as far as needed). What room is left goes, a column at a time, to the narrowest of
+    the columns whose text is longer than their width.
+
+    Args:
+        natural (list[int]): each column's widest line (characters, no padding or border).
+        words (list[int]): each column's longest word (characters).
+        room (int): characters the columns' text may take together.
+
+    Returns:
+        list[int]: one width per column, summing to at most ``room`` (exactly ``room`` when
+        the text is wider than that).
+    """
+    widths = [max(1, min(w, n)) for w, n in zip(words, natural)]
+    while sum(widths) > room and max(widths) > 1:
+        widths[widths.index(max(widths))] -= 1
+    spare = room - sum(widths)
+    # water-filling: one column at a time to the narrowest column still short of its text,
+    # so that short texts ("Marta (1 hop)") are whole before long ones get wider
+    while spare > 0:
+        short = [i for i, (w, n) in enumerate(zip(widths, natural)) if w < n]
+        if not short:
+            break
+        widths[min(short, key=lambda i: widths[i])] += 1
+        spare -= 1
+    return widths
+
+
+class AdminTable(EvTable):
+    """
+    An :class:`EvTable` that wraps its cells at word boundaries: where the table is wider than
+    its ``maxwidth``, the columns get :func:`column_widths` (each at least its longest word
+    where the width allows) instead of EvTable's own sharing, which splits words anywhere
+    ("impor|tance", timestamps). Columns given a width by the caller
+    (:meth:`~EvTable.reformat_column`) keep EvTable's sharing.
+    """
+
+    def _balance(self):
+        columns = self.table
+        if (not self.maxwidth or not columns
+                or any("width" in column.options for column in columns)):
+            return super()._balance()
+        natural, words = [], []
+        for column in columns:
+            lines = [strip_ansi(str(line)) for cell in column for line in cell.data]
+            natural.append(max((len(line) for line in lines), default=0))
+            words.append(max((len(word) for line in lines for word in line.split(" ")),
+                             default=0))
+        # each cell: one column of padding either side and its right border; the first column
+        # also has the left border
+        frame = 3 * len(columns) + 1
+        if sum(natural) + frame <= self.maxwidth:
+            return super()._balance()
+        widths = column_widths(natural, words, self.maxwidth - frame)
+        for column, width in zip(columns, widths):
+            column.options["width"] = width + 3
+        columns[0].options["width"] += 1
+        try:
+            return super()._balance()
+        finally:
+            for column in columns:
+                column.options.pop("width", None)
+
+
 def admin_table(width, *headers):
     """
-    An :class:`EvTable` with cell borders whose lines are at most ``width`` columns. Cells
+    An :class:`AdminTable` with cell borders whose lines are at most ``width`` columns. Cells
     are aligned to the top, so a row whose cells wrap onto several lines still starts on
-    one line.
+    one line, and wrap at word boundaries (:func:`column_widths`).
     """
-    return EvTable(*headers, border="cells", maxwidth=width, valign="t")
+    return AdminTable(*headers, border="cells", maxwidth=width, valign="t")
