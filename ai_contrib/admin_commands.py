@@ -5,7 +5,6 @@ one NPC's memory) and ``aiforget`` (make it forget one player). They join the co
 cmdset in :mod:`ai_contrib.commands` and share its helpers in :mod:`ai_contrib.command_util`.
 """
 
-
 from .command_util import StaffCommand, admin_table, shown, table_width
 from .npc_config import (
     GAME_WIDE_OPTIONS,
@@ -18,14 +17,13 @@ from .npc_config import (
 )
 from .npcs import all_ai_npcs, find_npc
 from .pins import clear_pins, get_pins
-from .rag_memory import breaker_open
+from .read_model import budget_view, npc_summary, persona_view
 from .settings import get_setting, resolve_option
-from .strategies import resolve_strategy
 
-def _tokens(script):
-    """``"1234/8000 15%"``: the history's tokens against the effective budget."""
-    tokens, budget = script.token_count(), script.budget()
-    return f"{tokens}/{budget} {tokens / max(1, budget):.0%}"
+def _tokens(figures):
+    """``"1234/8000 15%"``: the history's tokens against the effective budget (``figures``:
+    :func:`ai_contrib.read_model.npc_summary`)."""
+    return f"{figures['tokens']}/{figures['budget']} {figures['usage']:.0%}"
 
 
 def _last_reply(script):
@@ -38,10 +36,11 @@ def _last_reply(script):
     return f"{stats['seconds']:.1f}s{tokens}"
 
 
-def _failures(script):
-    """``"2/1"``: failed replies in a row / failed automatic compactions; ``!`` = breaker open."""
-    text = f"{script.db.reply_failures or 0}/{script.db.compact_failures or 0}"
-    return text + ("!" if breaker_open(script) else "")
+def _failures(script, breaker):
+    """``"2/1"``: failed replies in a row / failed automatic compactions; ``!`` = breaker open
+    (``breaker``: :func:`ai_contrib.read_model.breaker_view`)."""
+    text = f"{script.db.reply_failures or 0}/{breaker['failures']}"
+    return text + ("!" if breaker["state"] == "open" else "")
 
 
 class CmdAIList(StaffCommand):
@@ -74,9 +73,25 @@ class CmdAIList(StaffCommand):
             if script is None:
                 table.add_row(name, where, "no script", "-", "-", "-", "-")
                 continue
-            table.add_row(name, where, script.db.operating_mode, _tokens(script),
-                          resolve_strategy(script), _last_reply(script), _failures(script))
+            figures = npc_summary(npc, script)  # what the staff web page shows
+            table.add_row(name, where, figures["mode"], _tokens(figures), figures["strategy"],
+                          _last_reply(script), _failures(script, figures["breaker"]))
         self.caller.msg(f"|wAI NPCs|n: {len(npcs)}\n{table}")
+
+
+PERSONA_SHOWN = 240  # characters of the persona aiconfig shows (aihistory/show has no crop)
+
+
+def _effective_table(npc, script, width):
+    """``aiconfig``'s first table: what the NPC works with now and why, where that is not one
+    option's value: its history budget (the model's window may cut ``max_context_tokens``,
+    :func:`ai_contrib.read_model.budget_view`) and its persona."""
+    budget, persona = budget_view(script), persona_view(npc)
+    table = admin_table(width, "in effect", "value", "from")
+    table.add_row("history budget", f"{budget['tokens']} tokens: {shown(budget['why'])}",
+                  budget["source"])
+    table.add_row("persona", shown(persona["text"], PERSONA_SHOWN) or "-", persona["source"])
+    return table
 
 
 class CmdAIConfig(StaffCommand):
@@ -89,8 +104,11 @@ class CmdAIConfig(StaffCommand):
       aiconfig <npc>/<option>=
       aiconfig/reset <npc>/<option>
 
-    Without an option: every per-NPC option with its effective value, its
-    unit (tokens, seconds, ...) and where the value comes from: NPC (an
+    Without an option: first what the NPC works with now where no one option
+    says it: its history budget in tokens and why (the model's context window
+    less the prompt's other parts may cut max_context_tokens: "model window"),
+    and its persona (NPC, or the default one). Then every per-NPC option with
+    its value, its unit (tokens, seconds, ...) and where it comes from: NPC (an
     Attribute on the NPC's AssistantScript; "= game" when it equals the
     game's value now), game (the AI_<OPTION> setting in the game's
     settings.py) or default (the contrib's). The script's id is shown too
@@ -138,12 +156,16 @@ class CmdAIConfig(StaffCommand):
         default); then the game-wide options it holds an ignored Attribute of, if any.
         """
         width = table_width(self)
+        effective = _effective_table(npc, script, width)
+        budget = script.budget()
         table = admin_table(width, "option", "value", "from")
         for option, value, source in effective_config(script):
             text = repr(value) if value is None or isinstance(value, str) else str(value)
             text = shown(text, 30)
             if option.unit and value is not None:
                 text = f"{text}\n{option.unit}"
+            if option.attribute == "max_context_tokens" and budget < value:
+                text += f"\n(budget now {budget}: see above)"
             table.add_row(option.attribute, text, source)
         # whole option names and sources where the client is wide enough to leave the value
         # column (and its units) 20 columns; a narrower one lets EvTable share the width out
@@ -159,7 +181,7 @@ class CmdAIConfig(StaffCommand):
                     + "\n".join(f"  {o.attribute}: set {o.setting} instead" for o in ignored))
         self.caller.msg(
             f"|wConfiguration of {npc.key}|n ({npc.dbref}, AssistantScript #{script.id})\n"
-            f"{table}\nfrom: NPC = this NPC's own value, game = the game's AI_<OPTION> "
+            f"{effective}\n{table}\nfrom: NPC = this NPC's own value, game = the game's AI_<OPTION> "
             f"setting,\n      default = the contrib's default.\n"
             f"Change one: aiconfig {npc.key}/<option>=<value>\n"
             f"Back to the game's: aiconfig {npc.key}/<option>={note}"
@@ -415,3 +437,4 @@ class CmdAIForget(StaffCommand):
             caller.msg(f"{npc.key} forgot {who}: removed {_describe_forget(report)}{error}.")
 
         forget_player(script, npc, dbref, name).addCallbacks(_done, _failed)
+

@@ -33,6 +33,12 @@ def shown(text, width=None):
     return crop(text, width) if width else text
 
 
+def when_cell(iso):
+    """An ISO time for a table cell: ``"2026-01-01 10:00:00"`` (seconds, no zone), so that a
+    narrow column wraps it between the date and the time; ``""`` for None."""
+    return str(iso or "")[:19].replace("T", " ")
+
+
 def table_width(cmd):
     """
     Columns the tables of ``cmd`` may take: the caller's client width

@@ -50,23 +50,25 @@ def budget_view(script):
         known), "source": str, "why": str}``: ``source`` is :data:`BUDGET_FROM_WINDOW` when the
         window cut the budget below the configured value, else where ``max_context_tokens``
         comes from (:data:`BUDGET_FROM_NPC`: the NPC's Attribute, :data:`BUDGET_FROM_GAME`:
-        ``AI_MAX_CONTEXT_TOKENS``, :data:`BUDGET_FROM_DEFAULT`); ``why`` is one line in words.
+        ``AI_MAX_CONTEXT_TOKENS``, :data:`BUDGET_FROM_DEFAULT`); ``why`` is one line in words:
+        the window's arithmetic (:func:`ai_contrib.core.budget.effective_budget`'s ``source``)
+        where it cut the budget, else where ``max_context_tokens`` comes from.
     """
     info = script.budget_info()
     _value, origin = resolve_option("max_context_tokens", script)
     configured_from = (BUDGET_FROM_NPC if origin == NPC_SOURCE else
                        BUDGET_FROM_GAME if origin.startswith("AI_") else BUDGET_FROM_DEFAULT)
-    configured = {BUDGET_FROM_NPC: "this NPC's max_context_tokens Attribute",
-                  BUDGET_FROM_GAME: "the game's AI_MAX_CONTEXT_TOKENS setting",
-                  BUDGET_FROM_DEFAULT: "the default max_context_tokens"}[configured_from]
+    configured = {BUDGET_FROM_NPC: "this NPC's own (its Attribute)",
+                  BUDGET_FROM_GAME: "the game's AI_MAX_CONTEXT_TOKENS",
+                  BUDGET_FROM_DEFAULT: "the contrib's default"}[configured_from]
     if info["tokens"] < info["configured"]:
         source = BUDGET_FROM_WINDOW
-        why = (f"cut from {info['configured']} ({configured}) to fit the {info['source']}")
+        why = f"{info['source']} (max_context_tokens {info['configured']} is {configured})"
     else:
         source = configured_from
         window = (f", within the model context window {info['window']}" if info["window"]
                   else "; the model's context window is not known yet")
-        why = f"{configured}{window}"
+        why = f"max_context_tokens {info['configured']}, {configured}{window}"
     return {"tokens": int(info["tokens"]), "configured": int(info["configured"]),
             "window": info["window"], "source": source, "why": why}
 

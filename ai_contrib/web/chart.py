@@ -214,14 +214,15 @@ def _event_marks(plot, entries):
         (plot.x(i), f"C{n}", _event_text(event)) for n, (i, event) in enumerate(marks, 1)])
     out = []
     for (i, event), label in zip(marks, layout):
-        text = _event_text(event)
-        css = "event" if event.get("success") else "event failed"
-        drawn = "" if label is None else (
-            f'<text x="{label["x"]:.1f}" y="{TOP + LANE_HEIGHT * (label["lane"] + 1)}" '
-            f'text-anchor="{label["anchor"]}">{escape(label["text"])}</text>')
-        out.append(f'<g class="{css}"><title>{escape(text)}</title>'
-                   f'<line x1="{plot.x(i):.1f}" x2="{plot.x(i):.1f}" y1="{TOP}" '
-                   f'y2="{TOP + plot.h}"/>{drawn}</g>')
+        x = f"{plot.x(i):.1f}"
+        parts = [f'<g class="{"event" if event.get("success") else "event failed"}">',
+                 f"<title>{escape(_event_text(event))}</title>",
+                 f'<line x1="{x}" x2="{x}" y1="{TOP}" y2="{TOP + plot.h}"/>']
+        if label is not None:
+            y = TOP + LANE_HEIGHT * (label["lane"] + 1)
+            parts.append(f'<text x="{label["x"]:.1f}" y="{y}" text-anchor="{label["anchor"]}">'
+                         f'{escape(label["text"])}</text>')
+        out.append("".join(parts) + "</g>")
     return out
 
 
