@@ -5,6 +5,7 @@ one NPC's memory) and ``aiforget`` (make it forget one player). They join the co
 cmdset in :mod:`ai_contrib.commands` and share its helpers in :mod:`ai_contrib.command_util`.
 """
 
+
 from .command_util import StaffCommand, admin_table, shown, table_width
 from .npc_config import (
     GAME_WIDE_OPTIONS,
@@ -82,11 +83,11 @@ class CmdAIList(StaffCommand):
 PERSONA_SHOWN = 240  # characters of the persona aiconfig shows (aihistory/show has no crop)
 
 
-def _effective_table(npc, script, width):
+def _effective_table(npc, budget, width):
     """``aiconfig``'s first table: what the NPC works with now and why, where that is not one
-    option's value: its history budget (the model's window may cut ``max_context_tokens``,
+    option's value: its history ``budget`` (the model's window may cut ``max_context_tokens``,
     :func:`ai_contrib.read_model.budget_view`) and its persona."""
-    budget, persona = budget_view(script), persona_view(npc)
+    persona = persona_view(npc)
     table = admin_table(width, "in effect", "value", "from")
     table.add_row("history budget", f"{budget['tokens']} tokens: {shown(budget['why'])}",
                   budget["source"])
@@ -156,16 +157,16 @@ class CmdAIConfig(StaffCommand):
         default); then the game-wide options it holds an ignored Attribute of, if any.
         """
         width = table_width(self)
-        effective = _effective_table(npc, script, width)
-        budget = script.budget()
+        budget = budget_view(script)  # the figures ailist, aihistory and the web page show
+        effective = _effective_table(npc, budget, width)
         table = admin_table(width, "option", "value", "from")
         for option, value, source in effective_config(script):
             text = repr(value) if value is None or isinstance(value, str) else str(value)
             text = shown(text, 30)
             if option.unit and value is not None:
                 text = f"{text}\n{option.unit}"
-            if option.attribute == "max_context_tokens" and budget < value:
-                text += f"\n(budget now {budget}: see above)"
+            if option.attribute == "max_context_tokens" and budget["tokens"] < value:
+                text += f"\n(budget now {budget['tokens']}: see above)"
             table.add_row(option.attribute, text, source)
         # whole option names and sources where the client is wide enough to leave the value
         # column (and its units) 20 columns; a narrower one lets EvTable share the width out
@@ -181,8 +182,8 @@ class CmdAIConfig(StaffCommand):
                     + "\n".join(f"  {o.attribute}: set {o.setting} instead" for o in ignored))
         self.caller.msg(
             f"|wConfiguration of {npc.key}|n ({npc.dbref}, AssistantScript #{script.id})\n"
-            f"{effective}\n{table}\nfrom: NPC = this NPC's own value, game = the game's AI_<OPTION> "
-            f"setting,\n      default = the contrib's default.\n"
+            f"{effective}\n{table}\nfrom: NPC = this NPC's own value, game = the game's "
+            f"AI_<OPTION> setting,\n      default = the contrib's default.\n"
             f"Change one: aiconfig {npc.key}/<option>=<value>\n"
             f"Back to the game's: aiconfig {npc.key}/<option>={note}"
         )
@@ -437,4 +438,3 @@ class CmdAIForget(StaffCommand):
             caller.msg(f"{npc.key} forgot {who}: removed {_describe_forget(report)}{error}.")
 
         forget_player(script, npc, dbref, name).addCallbacks(_done, _failed)
-

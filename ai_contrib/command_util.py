@@ -59,8 +59,10 @@ def column_widths(natural, words, room):
 
     Each column first gets its longest word (never less than 1); while those minimums do not
     fit ``room``, the widest minimum gives up a column (so only the longest words split, and
-    only as far as needed). What room is left goes, a column at a time, to the narrowest of
-    the columns whose text is longer than their width.
+    only as far as needed). The room left is shared in proportion to what each column lacks
+    of its widest line, a long text counting for no more than a fair share (``room`` over the
+    number of columns): a short column ("2026-11-26 22:19", "Marta (1 hop)") is not starved
+    by one long text beside it.
 
     Args:
         natural (list[int]): each column's widest line (characters, no padding or border).
@@ -69,19 +71,27 @@ def column_widths(natural, words, room):
 
     Returns:
         list[int]: one width per column, summing to at most ``room`` (exactly ``room`` when
-        the text is wider than that).
+        the text is wider than that), none wider than its widest line.
     """
     widths = [max(1, min(w, n)) for w, n in zip(words, natural)]
     while sum(widths) > room and max(widths) > 1:
         widths[widths.index(max(widths))] -= 1
     spare = room - sum(widths)
-    # water-filling: one column at a time to the narrowest column still short of its text,
-    # so that short texts ("Marta (1 hop)") are whole before long ones get wider
+    fair = room / max(1, len(widths))
+    weights = [min(max(0, n - w), fair) for n, w in zip(natural, widths)]
+    total = sum(weights)
+    if spare <= 0 or not total:
+        return widths
+    shares = [spare * weight / total for weight in weights]
+    given = [min(int(share), n - w) for share, n, w in zip(shares, natural, widths)]
+    widths = [w + g for w, g in zip(widths, given)]
+    spare -= sum(given)
+    # what the rounding left: to the columns that still lack most
     while spare > 0:
-        short = [i for i, (w, n) in enumerate(zip(widths, natural)) if w < n]
-        if not short:
+        lacking = [(n - w, i) for i, (n, w) in enumerate(zip(natural, widths)) if w < n]
+        if not lacking:
             break
-        widths[min(short, key=lambda i: widths[i])] += 1
+        widths[max(lacking)[1]] += 1
         spare -= 1
     return widths
 

@@ -28,7 +28,7 @@ from .core.messages import is_marker
 from .memory.journal import ensure_journal, synthesis_entries
 from .npcs import find_npc  # any AI NPC, subclasses included
 from .rag_memory import compact_conversation_history
-from .read_model import JOURNAL_PAGE_SIZE, compaction_events, journal_page, npc_summary
+from .read_model import compaction_events, journal_page, npc_summary
 from .replies import describe_reply
 from .scene import audience_label
 from .settings import get_setting

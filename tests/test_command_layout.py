@@ -170,3 +170,15 @@ def test_column_widths_keep_words_whole_where_they_fit(columns, room):
     if sum(natural) >= room >= len(columns):
         assert sum(widths) == room  # the whole width is used
     assert all(w <= max(n, 1) for w, n in zip(widths, natural))
+
+
+def test_a_long_text_does_not_starve_the_short_columns():
+    # id, importance, source, who ("Wren > Marta (1 hop)"), in Mem0, a long content: the
+    # content is long, but the chain still gets room for "Marta (1"
+    widths = column_widths([20, 10, 6, 20, 7, 48], [20, 10, 6, 5, 4, 7], 59)
+    assert widths[3] >= len("Marta (1"), widths
+    assert widths[:3] == [20, 10, 6] and sum(widths) == 59
+    # who, two dates beside a long game time, a count, an impression: the dates stay whole
+    widths = column_widths([11, 31, 31, 5, 17], [8, 10, 10, 5, 10], 62)
+    assert widths[1] >= 16 and widths[2] >= 16 and widths[4] >= 10, widths
+    assert sum(widths) == 62

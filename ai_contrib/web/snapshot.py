@@ -2,9 +2,9 @@
 What the staff pages and their JSON API show about AI NPCs, as plain JSON-ready dicts
 (``docs/design.md``, "Seeing the NPC's mind"). The NPC's figures (budget, usage,
 compactions, journal) come from :mod:`ai_contrib.read_model`, which the in-game commands read
-too, so the page and ``aihistory``/``ailist`` cannot disagree. Every function here reads the NPC's script and
-must run in the reactor thread (:func:`ai_contrib.web.bridge.in_reactor`), where the runtime
-history is changed; none of them changes anything.
+too, so the page and ``aihistory``/``ailist`` cannot disagree. Every function here reads the
+NPC's script and must run in the reactor thread (:func:`ai_contrib.web.bridge.in_reactor`),
+where the runtime history is changed; none of them changes anything.
 
 Stored text (what players said, summaries, memories) is returned as it was stored: the HTML
 templates escape it (Django's autoescape) and the page's script inserts it as text, never as
@@ -21,14 +21,7 @@ from ..core.receipts import (
     token_figures,
 )
 from ..npcs import all_ai_npcs
-from ..read_model import (  # noqa: F401 (the API's names for the shared read model)
-    EVENTS_SHOWN,
-    JOURNAL_PAGE_SIZE,
-    compaction_events,
-    journal_page,
-    npc_summary,
-    persona_view,
-)
+from ..read_model import compaction_events, journal_page, npc_summary, persona_view
 from ..receipts import receipts_by_seq, reply_records
 from ..usage_log import usage_series
 
