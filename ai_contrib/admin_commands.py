@@ -5,6 +5,7 @@ one NPC's memory) and ``aiforget`` (make it forget one player). They join the co
 cmdset in :mod:`ai_contrib.commands` and share its helpers in :mod:`ai_contrib.command_util`.
 """
 
+import textwrap
 
 from .command_util import StaffCommand, admin_table, shown, table_width
 from .npc_config import (
@@ -83,16 +84,23 @@ class CmdAIList(StaffCommand):
 PERSONA_SHOWN = 240  # characters of the persona aiconfig shows (aihistory/show has no crop)
 
 
-def _effective_table(npc, budget, width):
-    """``aiconfig``'s first table: what the NPC works with now and why, where that is not one
+def _in_effect(npc, budget, width):
+    """``aiconfig``'s first lines: what the NPC works with now and why, where that is not one
     option's value: its history ``budget`` (the model's window may cut ``max_context_tokens``,
-    :func:`ai_contrib.read_model.budget_view`) and its persona."""
+    :func:`ai_contrib.read_model.budget_view`) and its persona, each wrapped to ``width`` at
+    word boundaries. Lines, not a table: the table below lists options only."""
     persona = persona_view(npc)
-    table = admin_table(width, "in effect", "value", "from")
-    table.add_row("history budget", f"{budget['tokens']} tokens: {shown(budget['why'])}",
-                  budget["source"])
-    table.add_row("persona", shown(persona["text"], PERSONA_SHOWN) or "-", persona["source"])
-    return table
+
+    def item(head, text):
+        return textwrap.fill(f"{head} {text}", width, initial_indent="  ",
+                             subsequent_indent="    ", break_on_hyphens=False)
+
+    return "\n".join([
+        "|wIn effect now|n",
+        item(f"history budget: {budget['tokens']} tokens, from {budget['source']}:",
+             shown(budget["why"])),
+        item(f"persona ({persona['source']}):", shown(persona["text"], PERSONA_SHOWN) or "-"),
+    ])
 
 
 class CmdAIConfig(StaffCommand):
@@ -158,7 +166,7 @@ class CmdAIConfig(StaffCommand):
         """
         width = table_width(self)
         budget = budget_view(script)  # the figures ailist, aihistory and the web page show
-        effective = _effective_table(npc, budget, width)
+        effective = _in_effect(npc, budget, width)
         table = admin_table(width, "option", "value", "from")
         for option, value, source in effective_config(script):
             text = repr(value) if value is None or isinstance(value, str) else str(value)
@@ -166,7 +174,7 @@ class CmdAIConfig(StaffCommand):
             if option.unit and value is not None:
                 text = f"{text}\n{option.unit}"
             if option.attribute == "max_context_tokens" and budget["tokens"] < value:
-                text += f"\n(budget now {budget['tokens']}: see above)"
+                text += f"\n(in effect: {budget['tokens']})"
             table.add_row(option.attribute, text, source)
         # whole option names and sources where the client is wide enough to leave the value
         # column (and its units) 20 columns; a narrower one lets EvTable share the width out

@@ -271,7 +271,8 @@ class TestOneReadModel(WebTestCase):
         self.assertIn(f"{tokens} / {budget} tokens", page)
         self.assertIn(f"{tokens}/{budget} {detail['usage']:.0%}", listed)
         self.assertIn(f"{tokens} / {budget} ({detail['usage']:.1%})", overview)
-        self.assertRegex(config, rf"\| history budget \| {budget} tokens: .*\| model window")
+        self.assertIn(f"history budget: {budget} tokens, from model window: "
+                      f"{detail['budget_why']}", " ".join(config.split()))
         self.assertIn(f"{detail['compactions']} (last: {detail['last_compaction']})", overview)
         event = detail["events"][-1]
         self.assertIn(f"| {event['before']} -> {event['after']} ", overview)
