@@ -5,6 +5,7 @@ one NPC's memory) and ``aiforget`` (make it forget one player). They join the co
 cmdset in :mod:`ai_contrib.commands` and share its helpers in :mod:`ai_contrib.command_util`.
 """
 
+import textwrap
 
 from .command_util import StaffCommand, admin_table, shown, table_width
 from .npc_config import (
@@ -18,14 +19,13 @@ from .npc_config import (
 )
 from .npcs import all_ai_npcs, find_npc
 from .pins import clear_pins, get_pins
-from .rag_memory import breaker_open
+from .read_model import budget_view, npc_summary, persona_view
 from .settings import get_setting, resolve_option
-from .strategies import resolve_strategy
 
-def _tokens(script):
-    """``"1234/8000 15%"``: the history's tokens against the effective budget."""
-    tokens, budget = script.token_count(), script.budget()
-    return f"{tokens}/{budget} {tokens / max(1, budget):.0%}"
+def _tokens(figures):
+    """``"1234/8000 15%"``: the history's tokens against the effective budget (``figures``:
+    :func:`ai_contrib.read_model.npc_summary`)."""
+    return f"{figures['tokens']}/{figures['budget']} {figures['usage']:.0%}"
 
 
 def _last_reply(script):
@@ -38,10 +38,11 @@ def _last_reply(script):
     return f"{stats['seconds']:.1f}s{tokens}"
 
 
-def _failures(script):
-    """``"2/1"``: failed replies in a row / failed automatic compactions; ``!`` = breaker open."""
-    text = f"{script.db.reply_failures or 0}/{script.db.compact_failures or 0}"
-    return text + ("!" if breaker_open(script) else "")
+def _failures(script, breaker):
+    """``"2/1"``: failed replies in a row / failed automatic compactions; ``!`` = breaker open
+    (``breaker``: :func:`ai_contrib.read_model.breaker_view`)."""
+    text = f"{script.db.reply_failures or 0}/{breaker['failures']}"
+    return text + ("!" if breaker["state"] == "open" else "")
 
 
 class CmdAIList(StaffCommand):
@@ -74,9 +75,32 @@ class CmdAIList(StaffCommand):
             if script is None:
                 table.add_row(name, where, "no script", "-", "-", "-", "-")
                 continue
-            table.add_row(name, where, script.db.operating_mode, _tokens(script),
-                          resolve_strategy(script), _last_reply(script), _failures(script))
+            figures = npc_summary(npc, script)  # what the staff web page shows
+            table.add_row(name, where, figures["mode"], _tokens(figures), figures["strategy"],
+                          _last_reply(script), _failures(script, figures["breaker"]))
         self.caller.msg(f"|wAI NPCs|n: {len(npcs)}\n{table}")
+
+
+PERSONA_SHOWN = 240  # characters of the persona aiconfig shows (aihistory/show has no crop)
+
+
+def _in_effect(npc, budget, width):
+    """``aiconfig``'s first lines: what the NPC works with now and why, where that is not one
+    option's value: its history ``budget`` (the model's window may cut ``max_context_tokens``,
+    :func:`ai_contrib.read_model.budget_view`) and its persona, each wrapped to ``width`` at
+    word boundaries. Lines, not a table: the table below lists options only."""
+    persona = persona_view(npc)
+
+    def item(head, text):
+        return textwrap.fill(f"{head} {text}", width, initial_indent="  ",
+                             subsequent_indent="    ", break_on_hyphens=False)
+
+    return "\n".join([
+        "|wIn effect now|n",
+        item(f"history budget: {budget['tokens']} tokens, from {budget['source']}:",
+             shown(budget["why"])),
+        item(f"persona ({persona['source']}):", shown(persona["text"], PERSONA_SHOWN) or "-"),
+    ])
 
 
 class CmdAIConfig(StaffCommand):
@@ -89,8 +113,11 @@ class CmdAIConfig(StaffCommand):
       aiconfig <npc>/<option>=
       aiconfig/reset <npc>/<option>
 
-    Without an option: every per-NPC option with its effective value, its
-    unit (tokens, seconds, ...) and where the value comes from: NPC (an
+    Without an option: first what the NPC works with now where no one option
+    says it: its history budget in tokens and why (the model's context window
+    less the prompt's other parts may cut max_context_tokens: "model window"),
+    and its persona (NPC, or the default one). Then every per-NPC option with
+    its value, its unit (tokens, seconds, ...) and where it comes from: NPC (an
     Attribute on the NPC's AssistantScript; "= game" when it equals the
     game's value now), game (the AI_<OPTION> setting in the game's
     settings.py) or default (the contrib's). The script's id is shown too
@@ -138,12 +165,16 @@ class CmdAIConfig(StaffCommand):
         default); then the game-wide options it holds an ignored Attribute of, if any.
         """
         width = table_width(self)
+        budget = budget_view(script)  # the figures ailist, aihistory and the web page show
+        effective = _in_effect(npc, budget, width)
         table = admin_table(width, "option", "value", "from")
         for option, value, source in effective_config(script):
             text = repr(value) if value is None or isinstance(value, str) else str(value)
             text = shown(text, 30)
             if option.unit and value is not None:
                 text = f"{text}\n{option.unit}"
+            if option.attribute == "max_context_tokens" and budget["tokens"] < value:
+                text += f"\n(in effect: {budget['tokens']})"
             table.add_row(option.attribute, text, source)
         # whole option names and sources where the client is wide enough to leave the value
         # column (and its units) 20 columns; a narrower one lets EvTable share the width out
@@ -159,8 +190,8 @@ class CmdAIConfig(StaffCommand):
                     + "\n".join(f"  {o.attribute}: set {o.setting} instead" for o in ignored))
         self.caller.msg(
             f"|wConfiguration of {npc.key}|n ({npc.dbref}, AssistantScript #{script.id})\n"
-            f"{table}\nfrom: NPC = this NPC's own value, game = the game's AI_<OPTION> "
-            f"setting,\n      default = the contrib's default.\n"
+            f"{effective}\n{table}\nfrom: NPC = this NPC's own value, game = the game's "
+            f"AI_<OPTION> setting,\n      default = the contrib's default.\n"
             f"Change one: aiconfig {npc.key}/<option>=<value>\n"
             f"Back to the game's: aiconfig {npc.key}/<option>={note}"
         )

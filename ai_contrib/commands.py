@@ -12,16 +12,23 @@ from evennia.commands.default.muxcommand import MuxCommand
 from evennia.utils.ansi import raw
 from evennia.utils.utils import wrap
 
-from .command_util import HELP_CATEGORY, StaffCommand, admin_table, shown, table_width  # noqa: F401
+from .command_util import (  # noqa: F401
+    HELP_CATEGORY,
+    StaffCommand,
+    admin_table,
+    shown,
+    table_width,
+    when_cell,
+)
 from .compaction_report import describe_result, format_result  # noqa: F401
 from .core.cascade import cascade_status
 from .core.compaction import REGISTRY, context_change
 from .core.masking import masked_count
 from .core.messages import is_marker
-from .core.gossip import chain_text
 from .memory.journal import ensure_journal, synthesis_entries
 from .npcs import find_npc  # any AI NPC, subclasses included
-from .rag_memory import breaker_open, compact_conversation_history
+from .rag_memory import compact_conversation_history
+from .read_model import compaction_events, journal_page, npc_summary
 from .replies import describe_reply
 from .scene import audience_label
 from .settings import get_setting
@@ -31,7 +38,7 @@ from .typeclasses import player_text, room_npcs
 
 _STRATEGY_ARG = re.compile(r"/?\bstrategy\s*=\s*([\w-]+)", re.IGNORECASE)
 RAW_PAGE_SIZE = 20
-JOURNAL_PAGE_SIZE = 30
+EVENTS_LISTED = 10  # compaction events in aihistory's overview
 
 
 def _split_npc_switch(cmd):
@@ -226,22 +233,20 @@ def usage_bar(script, usage):
     return f"[{colour}{'#' * filled}|n{''.join(rest)}]"
 
 
-def _add_context_rows(table, npc, script, history, markers, count):
-    """``aihistory``'s rows about the NPC's context: mode, tokens against the budget, the
-    thresholds, messages, the archive and compaction (``markers``: the summaries in
-    ``history``; ``count``: compactions so far)."""
-    budget_info = script.budget_info()
-    budget = budget_info["tokens"]
-    tokens = script.token_count()
+def _add_context_rows(table, npc, script, history, markers, figures):
+    """``aihistory``'s rows about the NPC's context: mode, tokens against the budget and where
+    the budget comes from, the thresholds, messages, the archive and compaction (``markers``:
+    the summaries in ``history``; ``figures``: :func:`ai_contrib.read_model.npc_summary`, the
+    figures the staff web page shows)."""
+    tokens, budget, usage = figures["tokens"], figures["budget"], figures["usage"]
     table.add_row("NPC", f"{npc.key} ({npc.dbref})")
-    table.add_row("Mode", script.db.operating_mode)
-    table.add_row("Tokens", f"{tokens} / {budget} ({tokens / max(1, budget):.1%}) "
-                            f"{usage_bar(script, tokens / max(1, budget))}")
-    table.add_row("Budget", budget_info["source"])
+    table.add_row("Mode", figures["mode"])
+    table.add_row("Tokens", f"{tokens} / {budget} ({usage:.1%}) {usage_bar(script, usage)}")
+    table.add_row("Budget", f"{figures['budget_why']} [from {figures['budget_source']}]")
     table.add_row(
         "Thresholds",
-        f"sleep {script.cfg('compact_sleep_threshold'):.0%}, "
-        f"emergency {script.cfg('compact_emergency_threshold'):.0%}, "
+        f"sleep {figures['sleep_threshold']:.0%}, "
+        f"emergency {figures['emergency_threshold']:.0%}, "
         f"preserve {script.cfg('compact_preserve_window')} messages",
     )
     table.add_row("Messages", f"{len(history)} in context ({len(markers)} summaries)")
@@ -249,17 +254,19 @@ def _add_context_rows(table, npc, script, history, markers, count):
     table.add_row("Compaction", "enabled" if script.cfg("compact_enabled") else "DISABLED")
     table.add_row("Strategy", describe_strategy(script))
     table.add_row("Benefit guard", describe_benefit(script))
-    table.add_row("Compactions", f"{count} (last: {script.db.last_compaction or 'never'})")
+    table.add_row("Compactions", f"{figures['compactions']} "
+                                 f"(last: {figures['last_compaction'] or 'never'})")
 
 
-def _add_health_rows(table, script):
-    """``aihistory``'s rows about how the NPC is doing: the compaction breaker, failed replies,
-    the last reply and sleep, lines heard and not answered yet."""
-    if breaker_open(script):
-        breaker = f"|rOPEN|n: automatic compaction paused ({shown(script.db.compact_last_error)})"
-    elif script.db.compact_failures:
-        breaker = (f"closed, {script.db.compact_failures} recent failure(s): "
-                   f"{shown(script.db.compact_last_error)}")
+def _add_health_rows(table, script, breaker):
+    """``aihistory``'s rows about how the NPC is doing: the compaction ``breaker``
+    (:func:`ai_contrib.read_model.breaker_view`), failed replies, the last reply and sleep,
+    lines heard and not answered yet."""
+    if breaker["state"] == "open":
+        breaker = f"|rOPEN|n: automatic compaction paused ({shown(breaker['last_error'])})"
+    elif breaker["failures"]:
+        breaker = (f"closed, {breaker['failures']} recent failure(s): "
+                   f"{shown(breaker['last_error'])}")
     else:
         breaker = "closed"
     table.add_row("Breaker", breaker)
@@ -287,25 +294,29 @@ def _add_health_rows(table, script):
 
 
 def _events_section(events, width):
-    """``aihistory``'s table of the last 10 compaction ``events`` (``db.compaction_log``), as
-    lines (none without events)."""
+    """``aihistory``'s table of the compaction ``events``
+    (:func:`ai_contrib.read_model.compaction_events`, the web page's), numbered as the web
+    page's chart numbers them (``C1`` the oldest of those it keeps), as lines (none without
+    events)."""
     if not events:
         return []
-    ev = admin_table(width, "when", "trigger", "result", "messages", "tokens", "reduction")
-    for e in events[-10:]:
-        if e.get("success"):
+    ev = admin_table(width, "#", "when", "trigger", "result", "messages", "tokens",
+                     "reduction")
+    first = len(events) - min(len(events), EVENTS_LISTED) + 1
+    for number, e in enumerate(events[-EVENTS_LISTED:], first):
+        when = when_cell(e.get("at"))
+        if e["success"]:
             fidelity = fidelity_cell(e)
             ev.add_row(
-                e.get("at", "")[:19], f"{e.get('trigger')} ({e.get('strategy', 'summary')})",
-                "ok", e.get("compacted_messages"),
-                f"{e.get('original_tokens')} -> {e.get('new_tokens')}",
-                f"{e.get('reduction_pct', 0):.1f}%"
+                f"C{number}", when, f"{e['trigger']} ({e['strategy']})", "ok", e["messages"],
+                f"{e['before']} -> {e['after']}" + ("" if e["context"] else " (part)"),
+                f"{e['reduction'] or 0:.1f}%"
                 + ("" if fidelity == "-" else f", fidelity {fidelity}")
-                + (" (extract)" if e.get("fidelity_replaced") else ""),
+                + (" (extract)" if e["fidelity_replaced"] else ""),
             )
         else:
-            ev.add_row(e.get("at", "")[:19], e.get("trigger"), "failed",
-                       "-", "-", shown(e.get("error"), 40))
+            ev.add_row(f"C{number}", when, e["trigger"], "failed", "-", "-",
+                       shown(e["error"], 40))
     return ["|wCompaction events|n", str(ev)]
 
 
@@ -324,7 +335,7 @@ def _summaries_section(script, markers, width):
         if meta.get("left_out"):
             audience += f"; {meta['left_out']} line(s) left out"
         mt.add_row(
-            m["id"], meta.get("compacted_count"), (meta.get("compacted_at") or "")[:19],
+            m["id"], meta.get("compacted_count"), when_cell(meta.get("compacted_at")),
             f"{meta.get('original_token_count')} -> {meta.get('summary_token_count')}",
             audience, f"{meta.get('first_seq')}..{meta.get('last_seq')}",
         )
@@ -351,7 +362,7 @@ class CmdAIHistory(StaffCommand):
       aihistory <npc>
       aihistory <npc>/raw [from] [to]
       aihistory/raw <npc> [from] [to]
-      aihistory <npc>/journal [<entry id>]
+      aihistory <npc>/journal [<page> | <entry id>]
       aihistory <npc>/people
       aihistory <npc>/show <seq or id>
       aihistory <npc>/prompt [n]
@@ -371,7 +382,8 @@ class CmdAIHistory(StaffCommand):
     and observations, with importance, source and whether they are consolidated
     into long-term memory (Mem0); "who" is who told it, or for a fact heard from
     another NPC who said it first and the NPCs it passed through (aigossip).
-    With an entry id it shows that entry in full.
+    Newest first, 20 a page: a number gives an older page. With an entry id
+    it shows that entry in full.
 
     /people lists the people the NPC has spoken with: when it first met them and
     last spoke with them (real time and game time), the lines exchanged and its
@@ -395,7 +407,7 @@ class CmdAIHistory(StaffCommand):
     def func(self):
         words, switches = _split_npc_switch(self)
         if not words:
-            self.caller.msg("Usage: aihistory <npc>[/raw [from] [to] | /journal [<entry id>] "
+            self.caller.msg("Usage: aihistory <npc>[/raw [from] [to] | /journal [<page> | <id>] "
                             "| /people | /show <seq or id> | /prompt[/full] [n]]")
             return
         npc, script = find_npc(self.caller, words[0])
@@ -409,6 +421,8 @@ class CmdAIHistory(StaffCommand):
             self.show_raw(npc, script, words[1:])
         elif "people" in switches:
             self.show_people(npc, script)
+        elif "journal" in switches and len(words) > 1 and words[1].isdigit():
+            self.show_journal(npc, int(words[1]))
         elif "journal" in switches and len(words) > 1:
             self.show_journal_entry(npc, words[1])
         elif "journal" in switches:
@@ -419,18 +433,19 @@ class CmdAIHistory(StaffCommand):
     def show_overview(self, npc, script):
         history = script.history
         markers = [m for m in history if is_marker(m)]
-        count = script.db.compaction_count or 0
+        figures = npc_summary(npc, script)
+        count = figures["compactions"]
         width = table_width(self)
         table = admin_table(width)
-        _add_context_rows(table, npc, script, history, markers, count)
-        _add_health_rows(table, script)
+        _add_context_rows(table, npc, script, history, markers, figures)
+        _add_health_rows(table, script, figures["breaker"])
         lines = [f"|wAI history of {npc.key}|n", str(table)]
         if count >= int(get_setting("COMPACT_WARN_AFTER")):
             lines.append("|y" + wrap(
                 f"Warning: {count} compactions so far. Each summary folds in the previous one "
                 "and detail degrades; check the journal and consider a larger budget.", width
             ) + "|n")
-        lines += _events_section(script.db.compaction_log or [], width)
+        lines += _events_section(compaction_events(script), width)
         lines += _summaries_section(script, markers, width)
         lines += _syntheses_section(npc, width)
         self.caller.msg("\n".join(lines))
@@ -459,6 +474,11 @@ class CmdAIHistory(StaffCommand):
         width = table_width(self)
         head = (f"|wReceipt of {npc.key}'s reply #{reply['seq']}|n "
                 f"({(reply.get('timestamp') or '')[:19]}): {shown(reply['content'], 50)}")
+        # the line(s) it answered (docs/design.md, "Reply receipts")
+        answered = [wrap(f"answering #{line['seq']} {shown(line['name'] or '')}: "
+                         f"\"{shown(line['content'], 120)}\"", width)
+                    for line in reply.get("answered") or ()]
+        head = "\n".join([head] + answered)
         receipt = reply.get("receipt")
         if not receipt:
             return f"{head}\nno receipt (this reply was written before receipts were kept)"
@@ -545,26 +565,29 @@ class CmdAIHistory(StaffCommand):
             )
         self.caller.msg(f"|wPeople {npc.key} has met|n: {len(people)}\n{table}")
 
-    def show_journal(self, npc):
-        journal = ensure_journal(npc.db.journal)
-        entries = journal["entries"]
-        if not entries:
+    def show_journal(self, npc, page=1):
+        """A page of ``npc``'s journal, newest first (:func:`ai_contrib.read_model.
+        journal_page`, the web page's pages)."""
+        found = journal_page(npc, page)
+        if not found["total"]:
             self.caller.msg(f"{npc.key}'s journal is empty.")
             return
-        done = set(journal["consolidated_entry_ids"])
         table = admin_table(table_width(self), "id", "importance", "source", "who", "in Mem0",
                             "content")
-        for entry in entries[-JOURNAL_PAGE_SIZE:]:
+        for entry in found["entries"]:
             table.add_row(
-                entry["id"], entry.get("importance"), entry.get("source_type"),
+                entry["id"], entry["importance"], entry["source_type"],
                 # a fact heard from another NPC: who said it first and the NPCs it passed
                 # through (docs/design.md, "Gossip")
-                shown(chain_text(entry) or entry.get("speaker") or entry.get("entity") or "-"),
-                "yes" if entry["id"] in done else "no", shown(entry.get("content"), 60),
+                shown(entry["who"] or "-"),
+                "yes" if entry["consolidated"] else "no", shown(entry["content"], 60),
             )
+        pages = found["pages"]
+        more = (f"; older: aihistory {npc.key}/journal {found['page'] + 1}"
+                if found["page"] < pages else "")
         self.caller.msg(
-            f"|wJournal of {npc.key}|n: {len(entries)} entries, {len(done)} consolidated "
-            f"(last {min(len(entries), JOURNAL_PAGE_SIZE)} shown)\n{table}"
+            f"|wJournal of {npc.key}|n: {found['total']} entries, {found['consolidated']} "
+            f"consolidated (page {found['page']} of {pages}, newest first{more})\n{table}"
         )
 
     def show_raw(self, npc, script, bounds):
@@ -589,7 +612,7 @@ class CmdAIHistory(StaffCommand):
         table = admin_table(table_width(self), "seq", "time", "who", "text", "in context")
         for m in messages:
             who = m.get("name") or m.get("role")
-            table.add_row(m.get("seq"), (m.get("timestamp") or "")[:19], shown(who),
+            table.add_row(m.get("seq"), when_cell(m.get("timestamp")), shown(who),
                           shown(m.get("content"), 60), "yes" if m["id"] in in_context else "no")
         self.caller.msg(
             f"|wArchive of {npc.key}|n: seq {messages[0]['seq']}..{messages[-1]['seq']} "
@@ -948,6 +971,7 @@ class AIContribCmdSet(CmdSet):
         self.add(CmdAIMemory())
         # imported here, as the admin commands are only wanted with the cmdset
         from .admin_commands import CmdAIConfig, CmdAIForget, CmdAIList, CmdAIReset
+        from .destroy_command import CmdDestroy
         from .gossip_commands import CmdAIGossip
         from .lore_commands import CmdAILore, CmdAIPin
 
@@ -955,6 +979,8 @@ class AIContribCmdSet(CmdSet):
         self.add(CmdAIConfig())
         self.add(CmdAIReset())
         self.add(CmdAIForget())
+        # Evennia's destroy, which also says what became of an NPC's archive and memories
+        self.add(CmdDestroy())
         self.add(CmdAILore())
         self.add(CmdAIPin())
         self.add(CmdAIGossip())

@@ -17,18 +17,23 @@ def receipts_by_seq(script):
 
 def reply_records(script, count=5):
     """
-    The NPC's last ``count`` replies (archived assistant messages), newest last.
+    The NPC's last ``count`` replies (archived assistant messages), newest last, each with the
+    lines it answered.
 
     Reads the archive's message log (:meth:`~ai_contrib.memory.archive.MessageArchive.
     message_log`: after the first call, only what was archived since is parsed).
 
     Returns:
         list[dict]: ``{"seq": int, "timestamp": str | None, "content": str,
-        "receipt": dict | None}`` (None for replies older than the receipts kept).
+        "receipt": dict | None (None for replies older than the receipts kept), "answered":
+        [{"seq": int | None, "name": str | None, "content": str}]}`` (``answered``: the lines
+        of the reply's ``metadata["reply_to"]`` still in the archive's message log, in order;
+        empty for a reply that records none).
     """
     receipts = receipts_by_seq(script)
+    log = script.archive.message_log()
     found = []
-    for msg in reversed(script.archive.message_log()):
+    for msg in reversed(log):
         if msg.get("role") != "assistant" or not (msg.get("content") or "").strip():
             continue  # tool-calling turns of the journaling loop are not replies
         found.append({
@@ -36,9 +41,21 @@ def reply_records(script, count=5):
             "timestamp": msg.get("timestamp"),
             "content": msg.get("content") or "",
             "receipt": receipts.get(msg.get("seq")),
+            "reply_to": list((msg.get("metadata") or {}).get("reply_to") or ()),
         })
         if len(found) >= count:
             break
+    wanted = {line_id for reply in found for line_id in reply["reply_to"]}
+    lines = {}
+    for msg in reversed(log):  # the answered lines are just before their replies
+        if len(lines) == len(wanted):
+            break
+        if msg.get("id") in wanted:
+            lines[msg["id"]] = msg
+    for reply in found:
+        reply["answered"] = [{"seq": lines[i].get("seq"), "name": lines[i].get("name"),
+                              "content": lines[i].get("content") or ""}
+                             for i in reply.pop("reply_to") if i in lines]
     found.reverse()
     return found
 

@@ -387,3 +387,114 @@ class TestCmdSet(AdminCase):
                     commands.CmdAIMemory, commands.CmdAISleep):
             for line in inspect.cleandoc(cmd.__doc__ or "").splitlines():
                 self.assertLessEqual(len(line), 80, f"{cmd.key}: {line}")
+
+
+class TestAIConfigInEffect(AdminCase):
+    """aiconfig shows what the NPC works with now: its budget and why, its persona."""
+
+    def budget_line(self):
+        out = " ".join(self.call(CmdAIConfig(), "Marta").split())
+        return out.split("history budget: ")[1].split(" persona (")[0]
+
+    def test_the_budget_is_shown_with_where_it_comes_from(self):
+        self.script.attributes.remove("max_context_tokens")
+        self.assertEqual(self.budget_line(), "100000 tokens, from default: max_context_tokens "
+                         "100000, the contrib's default; the model's context window is not "
+                         "known yet")
+        with override_settings(AI_MAX_CONTEXT_TOKENS=9000):
+            self.assertEqual(self.budget_line(), "9000 tokens, from game: max_context_tokens "
+                             "9000, the game's AI_MAX_CONTEXT_TOKENS; the model's context "
+                             "window is not known yet")
+        self.script.db.max_context_tokens = 5000
+        self.assertTrue(self.budget_line().startswith(
+            "5000 tokens, from NPC: max_context_tokens 5000, this NPC's own"))
+        # the server's window cuts it: the effective figure, the window's arithmetic, and
+        # the option's row points at it
+        with override_settings(AI_LLM_CONTEXT_WINDOW=2048):
+            effective = self.script.budget()
+            line = self.budget_line()
+            out = self.call(CmdAIConfig(), "Marta")
+        self.assertLess(effective, 5000)
+        self.assertTrue(line.startswith(
+            f"{effective} tokens, from model window: model context window 2048 "
+            "(AI_LLM_CONTEXT_WINDOW) - "), line)
+        self.assertIn("(max_context_tokens 5000 is this NPC's own", line)
+        self.assertIn(f"(in effect: {effective})", out)
+        self.assertTrue(all(len(row) <= 80 for row in out.splitlines()), out)
+
+    def test_the_persona_is_shown_and_whether_it_is_the_default(self):
+        out = " ".join(self.call(CmdAIConfig(), "Marta").split())
+        self.assertIn("persona (NPC): You are Marta, the innkeeper of the Prancing Goat.", out)
+        brom = create.create_object(Innkeeper, key="Brom", location=self.room1)
+        self.addCleanup(brom.delete)
+        out = self.call(CmdAIConfig(), "Brom")
+        self.assertIn("persona (default): You are Brom, a friendly", " ".join(out.split()))
+        self.assertTrue(all(len(line) <= 80 for line in out.splitlines()), out)
+
+
+class TestDestroyTellsWhatBecameOfTheMemory(AdminCase):
+    def test_destroy_says_where_the_archive_went_and_what_mem0_deleted(self):
+        from ai_contrib.destroy_command import CmdDestroy
+
+        self.use_store(FakeStore(memories=12))
+        self.fill(3)
+        path = self.script.archive_path()
+        out = self.said(CmdDestroy(), "/force Marta", until="Mem0:")
+        kept = os.path.join(os.path.dirname(path), "deleted")
+        self.assertIn("Marta was destroyed.", out)  # Evennia's own line
+        self.assertIn("Marta: its archive was kept:", out)
+        self.assertIn(f"moved to {kept} (", out)
+        self.assertIn(os.path.basename(path), out)
+        self.assertIn("Mem0: 12 memories deleted.", out)
+        self.assertFalse(self.npc.pk)
+
+    def test_an_object_that_is_not_an_npc_gets_evennia_s_line_alone(self):
+        from ai_contrib.destroy_command import CmdDestroy
+
+        stone = create.create_object(DefaultCharacter, key="Stone", location=self.room1)
+        out = self.said(CmdDestroy(), "/force Stone", until="destroyed", tries=20)
+        self.assertIn("Stone was destroyed.", out)
+        self.assertNotIn("archive", out)
+        self.assertFalse(stone.pk)
+
+    def test_the_contrib_s_destroy_replaces_evennia_s_in_the_cmdset(self):
+        from ai_contrib.destroy_command import CmdDestroy
+
+        cmdset = AIContribCmdSet()
+        cmdset.at_cmdset_creation()
+        [destroy] = [c for c in cmdset.commands if c.key == "@destroy"]
+        self.assertIsInstance(destroy, CmdDestroy)
+
+
+class TestJournalPagesAndReceiptLines(AdminCase):
+    def test_the_journal_is_paged_newest_first(self):
+        journal = ensure_journal(self.npc.db.journal)
+        for i in range(25):
+            add_entry(journal, f"fact number {i}", speaker="Bob", entry_id=f"fact_{i:02d}")
+        self.npc.db.journal = journal
+        first = self.call(CmdAIHistory(), "Marta/journal")
+        self.assertIn("25 entries, 0 consolidated (page 1 of 2, newest first; older: "
+                      "aihistory Marta/journal 2)", " ".join(first.split()))
+        self.assertIn("fact_24", first)
+        self.assertNotIn("fact_04", first)
+        second = self.call(CmdAIHistory(), "Marta/journal 2")
+        self.assertIn("fact_04", second)
+        self.assertNotIn("fact_24", second)
+        self.assertIn("fact number 4", self.call(CmdAIHistory(), "Marta/journal fact_04"))
+
+    def test_a_receipt_shows_the_line_it_answered(self):
+        from ai_contrib.replies import keep_receipt
+
+        from .receipt_fixtures import receipt
+
+        line = self.script.add_message("user", "Where is the cellar key?", name="Bob")
+        said = self.script.add_message("assistant", "Under the blue barrel.", name="Marta",
+                                       metadata={"reply_to": [line["id"]]})
+        keep_receipt(self.script, said, receipt(), None)
+        out = self.call(CmdAIHistory(), "Marta/prompt")
+        self.assertIn(f'answering #{line["seq"]} Bob: "Where is the cellar key?"', out)
+        older = self.script.add_message("assistant", "A reply with no line.", name="Marta")
+        keep_receipt(self.script, older, receipt(), None)
+        out = self.call(CmdAIHistory(), "Marta/prompt")
+        self.assertIn("A reply with no line.", out)
+        self.assertNotIn("answering #", out)

@@ -7,6 +7,7 @@ The commands on an 80-column client: every admin table fits the caller's width, 
 import inspect
 from unittest import mock
 
+from hypothesis import given, settings, strategies as st
 from twisted.internet import defer
 
 from ai_contrib.commands import (
@@ -19,6 +20,7 @@ from ai_contrib.commands import (
     CmdCompact,
     CmdTalk,
 )
+from ai_contrib.command_util import column_widths
 from ai_contrib.core.summary import make_marker
 from ai_contrib.memory.journal import add_entry, ensure_journal
 
@@ -87,6 +89,27 @@ class TestTablesFitTheClient(NPCTestCase):
                         return_value=defer.succeed(found)):
             self.check(self.call(CmdAIMemory(), "Marta the road"))
 
+    def test_words_are_not_split_where_the_width_allows(self):
+        import re
+
+        journal = self.call(CmdAIHistory(), "Marta/journal")
+        self.check(journal)
+        header = next(line for line in journal.splitlines() if "| id" in line)
+        self.assertIn("importance", header)  # EvTable alone cut it "importanc|e"
+        overview = self.call(CmdAIHistory(), "Marta")
+        self.check(overview)
+        # the event's time: the date and the time each whole (they may wrap between)
+        self.assertRegex(overview, r"\| 2025-01-01 (10:00:00 )?")
+        self.assertRegex(overview, r"\| (2025-01-01 )?10:00:00 ")
+        raw = self.call(CmdAIHistory(), "Marta/raw 0 10")
+        self.check(raw)
+        cells = [c.strip() for line in raw.splitlines() for c in line.split("|")]
+        # every time the archive shows is a whole date and a whole time
+        times = [c for c in cells if re.fullmatch(r"[\d:-]+", c) and len(c) > 3]
+        self.assertTrue(times, raw)
+        self.assertTrue(all(re.fullmatch(r"\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d", t) for t in times),
+                        times)
+
     def test_a_narrow_client_gets_narrower_tables(self):
         self.session.protocol_flags["SCREENWIDTH"] = {0: 60}
         out = self.call(CmdAIHistory(), "Marta/raw 0 10")
@@ -130,3 +153,32 @@ class TestMessagesOnce(NPCTestCase):
         out = self.call(CmdAIMemory(), "")
         self.assertIn("aimemory <npc> <query>", out)
         self.assertIn("/show", out)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 30), st.integers(0, 60)), min_size=1, max_size=8),
+       st.integers(8, 200))
+def test_column_widths_keep_words_whole_where_they_fit(columns, room):
+    words = [w for w, _ in columns]
+    natural = [w + extra for w, extra in columns]  # a column's text is at least its word
+    widths = column_widths(natural, words, room)
+    assert len(widths) == len(columns)
+    assert all(w >= 1 for w in widths)
+    assert sum(widths) <= max(room, len(columns))
+    if sum(words) <= room:
+        assert all(w >= word for w, word in zip(widths, words))  # no word split
+    if sum(natural) >= room >= len(columns):
+        assert sum(widths) == room  # the whole width is used
+    assert all(w <= max(n, 1) for w, n in zip(widths, natural))
+
+
+def test_a_long_text_does_not_starve_the_short_columns():
+    # id, importance, source, who ("Wren > Marta (1 hop)"), in Mem0, a long content: the
+    # content is long, but the chain still gets room for "Marta (1"
+    widths = column_widths([20, 10, 6, 20, 7, 48], [20, 10, 6, 5, 4, 7], 59)
+    assert widths[3] >= len("Marta (1"), widths
+    assert widths[:3] == [20, 10, 6] and sum(widths) == 59
+    # who, two dates beside a long game time, a count, an impression: the dates stay whole
+    widths = column_widths([11, 31, 31, 5, 17], [8, 10, 10, 5, 10], 62)
+    assert widths[1] >= 16 and widths[2] >= 16 and widths[4] >= 10, widths
+    assert sum(widths) == 62

@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from ai_contrib.core.summary import DEFAULT_COMPACTION_PROMPT
+from ai_contrib.web.chart import CHAR_WIDTH
 from demo.telnet import TelnetPlayer, strip_ansi
 from tests.e2e_util import fail_with_logs, started_game
 from tests.llm_double import LLMDouble, tool_calls
@@ -203,6 +204,16 @@ def test_staff_pages_in_a_real_browser(game):
         events = driver.find_elements(By.CSS_SELECTOR, "#events tr.event")
         assert events and "manual" in events[-1].text, page
         assert driver.find_elements(By.CSS_SELECTOR, "svg.usage-chart g.event")
+        # the server places chart labels by their width at CHAR_WIDTH a character: the
+        # browser's own measure of each drawn label is never wider
+        measured = driver.execute_script(
+            "return Array.from(document.querySelectorAll('svg.usage-chart g.event text'))"
+            ".map(t => [t.getComputedTextLength(), t.textContent.length]);")
+        assert measured and all(0 < w <= n * CHAR_WIDTH for w, n in measured), measured
+        # long sections start folded, the figures, the chart's key and the newest receipt not
+        assert driver.find_element(By.ID, "events").is_displayed()
+        assert not driver.find_element(By.CSS_SELECTOR, "ol.context").is_displayed()
+        assert not driver.find_element(By.CSS_SELECTOR, "table.journal").is_displayed()
         assert driver.find_elements(By.CSS_SELECTOR, "ol.context li.msg.summary")
         memories = driver.find_elements(By.CSS_SELECTOR, "#receipts tr.memory")
         assert any("cellar key" in m.text for m in memories), page

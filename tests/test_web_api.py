@@ -241,3 +241,107 @@ class TestUsageLog(WebTestCase):
         points = self.script.db.usage_log
         self.assertEqual(len(points), 1)
         self.assertEqual(points[0]["tokens"], self.script.token_count())
+
+
+class TestOneReadModel(WebTestCase):
+    """The commands and the page read one model: the same figures for the same NPC."""
+
+    def test_ailist_aihistory_aiconfig_and_the_page_show_the_same_figures(self):
+        from ai_contrib.admin_commands import CmdAIConfig, CmdAIList
+        from ai_contrib.commands import CmdAIHistory
+
+        self.staff()
+        self.compacted()
+        journal = ensure_journal(self.npc.db.journal)
+        for i in range(3):
+            add_entry(journal, f"Bob said thing {i}.", speaker="Bob", entry_id=f"fact_{i}")
+        self.npc.db.journal = journal
+        # a wide client: each table row on one line, so figures can be read across cells
+        self.session.protocol_flags["SCREENWIDTH"] = {0: 250}
+        self.addCleanup(self.session.protocol_flags.pop, "SCREENWIDTH", None)
+        with override_settings(AI_LLM_CONTEXT_WINDOW=1200):  # the window cuts the budget
+            detail = self.api.get(self.base).json()
+            page = self.client.get(f"/ai/{self.npc.id}/").content.decode()
+            listed = self.call(CmdAIList(), "")
+            overview = self.call(CmdAIHistory(), "Marta")
+            config = self.call(CmdAIConfig(), "Marta")
+        tokens, budget = detail["tokens"], detail["budget"]
+        self.assertLess(budget, 1500)  # cut below max_context_tokens: a figure that can differ
+        self.assertEqual(detail["budget_source"], "model window")
+        self.assertIn(f"{tokens} / {budget} tokens", page)
+        self.assertIn(f"{tokens}/{budget} {detail['usage']:.0%}", listed)
+        self.assertIn(f"{tokens} / {budget} ({detail['usage']:.1%})", overview)
+        self.assertIn(f"history budget: {budget} tokens, from model window: "
+                      f"{detail['budget_why']}", " ".join(config.split()))
+        self.assertIn(f"{detail['compactions']} (last: {detail['last_compaction']})", overview)
+        event = detail["events"][-1]
+        self.assertIn(f"| {event['before']} -> {event['after']} ", overview)
+        self.assertIn(f"C{len(detail['events'])} manual:", page)  # numbered alike on the chart
+        self.assertIn(f"C{len(detail['events'])} ", overview)
+        journal_out = self.call(CmdAIHistory(), "Marta/journal")
+        self.assertIn(f"{detail['journal_page']['total']} entries", journal_out)
+        self.assertIn(f"({detail['journal_page']['total']} entries,", page)
+
+
+class TestLongPages(WebTestCase):
+    """The NPC page fits a screen: long sections fold, long lists come in pages."""
+
+    def test_sections_fold_and_replies_journal_and_context_are_paged(self):
+        self.staff()
+        self.fill(70)
+        from ai_contrib.replies import keep_receipt
+
+        from .receipt_fixtures import receipt
+
+        for i in range(12):
+            line = self.script.add_message("user", f"Question number {i}?", name="Bob")
+            # the reply records the line it answers, as the reply writer does
+            said = self.script.add_message("assistant", f"Answer number {i}.", name="Marta",
+                                           metadata={"reply_to": [line["id"]]})
+            keep_receipt(self.script, said, receipt(), None)
+        journal = ensure_journal(self.npc.db.journal)
+        for i in range(45):
+            add_entry(journal, f"Journal fact {i}.", speaker="Bob", entry_id=f"fact_{i:02d}")
+        self.npc.db.journal = journal
+
+        def section(html, name):
+            return html.split(f'<section id="{name}">')[1].split("</section>")[0]
+
+        page = self.client.get(f"/ai/{self.npc.id}/").content.decode()
+        replies = section(page, "receipts")
+        # folded: the context, the journal and the archive; unfolded: the newest reply
+        self.assertIn('<section id="context"><details class="fold">', page)
+        self.assertIn('<section id="journal"><details class="fold">', page)
+        self.assertIn('<section id="archive" ', page)
+        self.assertIn('<details class="fold"><summary><h2>Raw archive', page)
+        self.assertEqual(replies.count('<details class="receipt fold"'), 5)  # 5 a page
+        self.assertEqual(replies.count('class="receipt fold" data-seq'), 5)
+        self.assertEqual(replies.count(" open>"), 1)  # the newest
+        self.assertIn("Answer number 11.", replies)
+        self.assertIn("Answer number 7.", replies)
+        self.assertNotIn("Answer number 6.", replies)  # on the next page
+        self.assertIn('href="?receipts=2#receipts"', replies)
+        self.assertIn("&ldquo;Question number 11?&rdquo;", replies)  # the line it answered
+        journal_html = section(page, "journal")
+        self.assertIn("Journal fact 44.", journal_html)
+        self.assertIn("Journal fact 25.", journal_html)
+        self.assertNotIn("Journal fact 24.", journal_html)  # 20 a page, newest first
+        self.assertIn("Page 1 of 3", journal_html)
+        self.assertIn('href="?journal=2#journal"', journal_html)
+
+        older = self.client.get(f"/ai/{self.npc.id}/?receipts=2&journal=3").content.decode()
+        self.assertIn("Answer number 6.", section(older, "receipts"))
+        self.assertNotIn("Answer number 11.", section(older, "receipts"))
+        self.assertIn("Journal fact 4.", section(older, "journal"))
+        self.assertNotIn("Journal fact 44.", section(older, "journal"))
+        # the section paged through stays unfolded
+        self.assertIn('<section id="journal"><details class="fold" open>', older)
+        context = self.client.get(f"/ai/{self.npc.id}/?context=2").content.decode()
+        self.assertIn('<section id="context"><details class="fold" open>', context)
+        self.assertIn("Messages ", context)
+
+        api = self.api.get(self.base + "?receipts=2&journal=2").json()
+        self.assertEqual([r["content"] for r in api["receipts"]][0], "Answer number 6.")
+        self.assertEqual(api["receipts"][0]["answered"][0]["content"], "Question number 6?")
+        self.assertEqual(api["journal_page"], {"page": 2, "pages": 3, "total": 45,
+                                               "consolidated": 0})

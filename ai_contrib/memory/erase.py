@@ -26,6 +26,8 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from evennia.utils import logger
@@ -233,6 +235,30 @@ def reset_memory(script, character) -> Deferred:
     return defer.DeferredList([files, memories]).addCallback(_report)
 
 
+#: lists that :func:`watching_retirements` hands out, innermost last: each gets the
+#: retirements started while it is open
+_watchers = []
+
+
+@contextmanager
+def watching_retirements() -> Iterator[list]:
+    """
+    Collect the retirements (:func:`retire_memory`) that start inside the ``with`` block, for
+    a caller that deletes objects and wants to say what became of their memory (the
+    ``destroy`` command: ``docs/design.md``, "Deleting an NPC").
+
+    Yields:
+        list[tuple[str, Deferred[dict]]]: ``(the NPC's name, its retirement's report)`` per
+        retirement, in order; the reports are :func:`retire_memory`'s.
+    """
+    found = []
+    _watchers.append(found)
+    try:
+        yield found
+    finally:
+        _watchers.remove(found)
+
+
 def retire_memory(script) -> Deferred:
     """
     The NPC (or its script) is being deleted: move its archive and index into ``deleted/``,
@@ -266,4 +292,15 @@ def retire_memory(script) -> Deferred:
                             + (f" ({report['memory_error']})" if "memory_error" in report else ""))
         return report
 
-    return defer.DeferredList(jobs).addCallback(_logged)
+    done = defer.DeferredList(jobs).addCallback(_logged)
+    for found in _watchers:
+        report = defer.Deferred()
+        found.append((character.key if character is not None else str(script), report))
+        done.addCallback(_pass_on, report)
+    return done
+
+
+def _pass_on(result, report):
+    """Fire ``report`` (a watcher's Deferred) with a copy of ``result``; return ``result``."""
+    report.callback(dict(result))
+    return result

@@ -4,7 +4,8 @@ mind"). Read-only, staff only (:class:`ai_contrib.web.access.IsAIStaff`); sessio
 the rest of the game's website.
 
 - ``GET api/npcs/``: ``{"npcs": [npc summary, ...]}`` (:func:`snapshot.npc_summary`);
-- ``GET api/npcs/<id>/``: :func:`snapshot.npc_detail`;
+- ``GET api/npcs/<id>/?receipts=<page>&journal=<page>``: :func:`snapshot.npc_detail` (pages
+  from 1, the newest);
 - ``GET api/npcs/<id>/archive/?start=<seq>&count=<n>``: :func:`snapshot.archive_page`;
 - ``GET api/npcs/<id>/search/?q=<text>&audience=<dbref>&audience=...``:
   :func:`snapshot.search_memories` (no ``audience``: everything the NPC knows).
@@ -58,7 +59,9 @@ class NPCListAPI(StaffAPIView):
 class NPCDetailAPI(StaffAPIView):
     def get(self, request, npc_id):
         npc, script = self.npc_and_script(npc_id)
-        return Response(in_reactor(snapshot.npc_detail, npc, script))
+        return Response(in_reactor(snapshot.npc_detail, npc, script,
+                                   max(1, self.int_param(request, "receipts", 1)),
+                                   max(1, self.int_param(request, "journal", 1))))
 
 
 class ArchiveAPI(StaffAPIView):

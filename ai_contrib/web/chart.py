@@ -54,8 +54,10 @@ def usage_chart_svg(points, events, budget, sleep_threshold, emergency_threshold
     """
     The chart: context tokens over time (a line through the recorded points, dropping at each
     compaction), the budget and the sleep and emergency thresholds as horizontal lines, and each
-    compaction as a vertical mark labelled with its trigger and tokens before -> after (and its
-    fidelity score when one was recorded), also as the mark's tooltip.
+    compaction as a vertical mark numbered ``C1``, ``C2``... with its trigger and tokens before
+    -> after (and its fidelity score when one was recorded) as its tooltip and, where there is
+    room, as its label (:func:`label_layout`: labels never overlap; crowded marks get their
+    number alone, or none, and the events table is the key).
 
     Args:
         points, events: as :func:`timeline` takes them.
@@ -148,26 +150,79 @@ def _event_text(event):
     return text
 
 
+#: rows of event labels at the top of the plot, and the SVG units between them
+LABEL_LANES, LANE_HEIGHT = 3, 12
+#: the widest a label's character may be drawn: event labels are 11px monospace (``ai.css``,
+#: 0.6 em a character), so a label's width is known on the server and never underestimated
+CHAR_WIDTH = 7.0
+LABEL_GAP = 4  # SVG units kept free between two labels in one lane
+
+
+def _place(lanes, left, right):
+    """The first lane in which ``[left, right]`` (SVG x) overlaps no label placed so far, also
+    marked taken in it; None when every lane is taken there."""
+    for lane, spans in enumerate(lanes):
+        if all(right + LABEL_GAP <= a or left >= b + LABEL_GAP for a, b in spans):
+            spans.append((left, right))
+            return lane
+    return None
+
+
+def label_layout(plot_left, plot_right, marks):
+    """
+    Where the compactions' labels go so that no two overlap (``docs/design.md``, "Seeing the
+    NPC's mind"): each gets the first of :data:`LABEL_LANES` rows where its full text fits;
+    where none has room its number alone (``"C7"``), in the first row with room for that; where
+    even that has none, no label (the events table under the chart is the key: every event by
+    its number, and each mark's tooltip has its full text).
+
+    Args:
+        plot_left, plot_right (float): the plot's x range (SVG units).
+        marks (list[tuple[float, str, str]]): ``(x, number, text)`` of each mark, left to
+            right: ``number`` ``"C1"``..., ``text`` the full label after it.
+
+    Returns:
+        list[dict | None]: per mark, ``{"x": float, "lane": int, "anchor": "start" | "end",
+        "text": str, "left": float, "right": float}`` (the label's extent at
+        :data:`CHAR_WIDTH`), or None for a mark left unlabelled.
+    """
+    lanes = [[] for _ in range(LABEL_LANES)]
+    placed = []
+    middle = (plot_left + plot_right) / 2
+    for x, number, text in marks:
+        # right of marks in the left half, left of them in the right half: inside the plot
+        anchor, dx = ("start", 3) if x < middle else ("end", -3)
+        found = None
+        for label in (f"{number} {text}", number):
+            width = len(label) * CHAR_WIDTH
+            left = x + dx if anchor == "start" else x + dx - width
+            lane = _place(lanes, left, left + width)
+            if lane is not None:
+                found = {"x": x + dx, "lane": lane, "anchor": anchor, "text": label,
+                         "left": left, "right": left + width}
+                break
+        placed.append(found)
+    return placed
+
+
 def _event_marks(plot, entries):
-    """Each compaction as a vertical mark numbered ``C1``, ``C2``, ... with its label (also
-    its tooltip), labels staggered over three rows: SVG elements."""
+    """Each compaction as a vertical mark numbered ``C1``, ``C2``, ... with its full text as
+    its tooltip and a label placed by :func:`label_layout` (never overlapping another):
+    SVG elements."""
+    marks = [(i, e["event"]) for i, e in enumerate(entries) if e["event"]]
+    layout = label_layout(LEFT, LEFT + plot.w, [
+        (plot.x(i), f"C{n}", _event_text(event)) for n, (i, event) in enumerate(marks, 1)])
     out = []
-    number = 0
-    for i, e in enumerate(entries):
-        event = e["event"]
-        if not event:
-            continue
-        number += 1
-        text = _event_text(event)
-        css = "event" if event.get("success") else "event failed"
-        # labels right of marks in the left half, left of them in the right half: inside the plot
-        left_half = plot.x(i) < LEFT + plot.w / 2
-        anchor, dx = ("start", 3) if left_half else ("end", -3)
-        out.append(f'<g class="{css}"><title>{escape(text)}</title>'
-                   f'<line x1="{plot.x(i):.1f}" x2="{plot.x(i):.1f}" y1="{TOP}" '
-                   f'y2="{TOP + plot.h}"/>'
-                   f'<text x="{plot.x(i) + dx:.1f}" y="{TOP + 12 + 12 * ((number - 1) % 3)}" '
-                   f'text-anchor="{anchor}">C{number} {escape(text)}</text></g>')
+    for (i, event), label in zip(marks, layout):
+        x = f"{plot.x(i):.1f}"
+        parts = [f'<g class="{"event" if event.get("success") else "event failed"}">',
+                 f"<title>{escape(_event_text(event))}</title>",
+                 f'<line x1="{x}" x2="{x}" y1="{TOP}" y2="{TOP + plot.h}"/>']
+        if label is not None:
+            y = TOP + LANE_HEIGHT * (label["lane"] + 1)
+            parts.append(f'<text x="{label["x"]:.1f}" y="{y}" text-anchor="{label["anchor"]}">'
+                         f'{escape(label["text"])}</text>')
+        out.append("".join(parts) + "</g>")
     return out
 
 

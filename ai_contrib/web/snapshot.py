@@ -1,15 +1,16 @@
 """
 What the staff pages and their JSON API show about AI NPCs, as plain JSON-ready dicts
-(``docs/design.md``, "Seeing the NPC's mind"). Every function here reads the NPC's script and
-must run in the reactor thread (:func:`ai_contrib.web.bridge.in_reactor`), where the runtime
-history is changed; none of them changes anything.
+(``docs/design.md``, "Seeing the NPC's mind"). The NPC's figures (budget, usage,
+compactions, journal) come from :mod:`ai_contrib.read_model`, which the in-game commands read
+too, so the page and ``aihistory``/``ailist`` cannot disagree. Every function here reads the
+NPC's script and must run in the reactor thread (:func:`ai_contrib.web.bridge.in_reactor`),
+where the runtime history is changed; none of them changes anything.
 
 Stored text (what players said, summaries, memories) is returned as it was stored: the HTML
 templates escape it (Django's autoescape) and the page's script inserts it as text, never as
 markup.
 """
 
-from ..core.gossip import chain_text
 from ..core.masking import is_masked
 from ..core.messages import is_marker
 from ..core.receipts import (
@@ -19,61 +20,13 @@ from ..core.receipts import (
     memory_source,
     token_figures,
 )
-from ..memory.journal import ensure_journal
 from ..npcs import all_ai_npcs
-from ..rag_memory import breaker_open
+from ..read_model import compaction_events, journal_page, npc_summary, persona_view
 from ..receipts import receipts_by_seq, reply_records
-from ..strategies import resolve_strategy
 from ..usage_log import usage_series
 
 ARCHIVE_PAGE_SIZE = 50  # records per page of the raw archive
-RECEIPTS_SHOWN = 5
-JOURNAL_SHOWN = 100
-EVENTS_SHOWN = 50
-
-
-def _breaker(script):
-    failures = int(script.db.compact_failures or 0)
-    if breaker_open(script):
-        state = "open"
-    elif failures:
-        state = "closed, failing"
-    else:
-        state = "closed"
-    return {"state": state, "failures": failures, "last_error": script.db.compact_last_error}
-
-
-def npc_summary(npc, script):
-    """
-    One NPC's line on the index page.
-
-    Returns:
-        dict: ``{"id": int, "key": str, "dbref": str, "mode": "awake" | "sleep" | None,
-        "tokens": int, "budget": int, "usage": float (fraction of the budget),
-        "sleep_threshold": float, "emergency_threshold": float (fractions), "strategy": str,
-        "last_compaction": str | None (ISO time), "compactions": int, "breaker": {"state":
-        "closed" | "closed, failing" | "open", "failures": int, "last_error": str | None},
-        "has_script": bool}``; without a script (a broken NPC) only ``id``, ``key``,
-        ``dbref`` and ``has_script`` = False.
-    """
-    base = {"id": npc.id, "key": npc.key, "dbref": npc.dbref, "has_script": script is not None}
-    if script is None:
-        return base
-    tokens = int(script.token_count())
-    budget = int(script.budget())
-    return {
-        **base,
-        "mode": script.db.operating_mode,
-        "tokens": tokens,
-        "budget": budget,
-        "usage": tokens / max(1, budget),
-        "sleep_threshold": float(script.cfg("compact_sleep_threshold")),
-        "emergency_threshold": float(script.cfg("compact_emergency_threshold")),
-        "strategy": resolve_strategy(script),
-        "last_compaction": script.db.last_compaction,
-        "compactions": int(script.db.compaction_count or 0),
-        "breaker": _breaker(script),
-    }
+RECEIPTS_PAGE_SIZE = 5  # replies per page of the receipts
 
 
 def all_npcs():
@@ -127,30 +80,6 @@ def context_messages(script):
     return out
 
 
-def compaction_events(script):
-    """
-    The compaction log's last events, oldest first.
-
-    Returns:
-        list[dict]: ``{"at": str | None, "trigger": str, "strategy": str, "success": bool,
-        "before": int | None, "after": int | None (context tokens when recorded, else the
-        compacted part's), "messages": int | None, "fidelity": float | None, "error": str |
-        None, "context": bool (True when before/after are the whole context's tokens)}``.
-    """
-    events = []
-    for e in list(script.db.compaction_log or [])[-EVENTS_SHOWN:]:
-        before = e.get("context_before", e.get("original_tokens"))
-        after = e.get("context_after", e.get("new_tokens"))
-        events.append({
-            "at": e.get("at"), "trigger": e.get("trigger"),
-            "strategy": e.get("strategy", "summary"), "success": bool(e.get("success")),
-            "before": before, "after": after, "messages": e.get("compacted_messages"),
-            "fidelity": e.get("fidelity"), "error": e.get("error"),
-            "context": "context_before" in e and "context_after" in e,
-        })
-    return events
-
-
 def receipt_view(reply):
     """
     A reply record (:func:`ai_contrib.receipts.reply_records`) with its receipt described.
@@ -170,28 +99,6 @@ def receipt_view(reply):
     receipt["skipped"] = describe_skipped(receipt.get("world_skipped"))
     return {**reply, "receipt": receipt, "cost": describe_cost(receipt),
             "figures": token_figures(receipt)}
-
-
-def journal_view(npc):
-    """
-    The NPC's journal, newest :data:`JOURNAL_SHOWN` entries, oldest first.
-
-    Returns:
-        list[dict]: ``{"id", "importance", "source_type", "who" (the speaker, the entity, or
-        for a fact heard from another NPC its chain, "Wren > Marta (1 hop)"), "content",
-        "consolidated": bool, "timestamp"}``.
-    """
-    journal = ensure_journal(npc.db.journal)
-    done = set(journal["consolidated_entry_ids"])
-    return [{
-        "id": entry["id"], "importance": entry.get("importance"),
-        "source_type": entry.get("source_type"),
-        # a fact heard from another NPC: who said it first and the NPCs it passed through
-        # (docs/design.md, "Gossip")
-        "who": chain_text(entry) or entry.get("speaker") or entry.get("entity"),
-        "content": entry.get("content") or "", "consolidated": entry["id"] in done,
-        "timestamp": entry.get("timestamp"),
-    } for entry in journal["entries"][-JOURNAL_SHOWN:]]
 
 
 def audiences(script):
@@ -233,26 +140,63 @@ def people_view(script):
              "impression": r.get("impression") or ""} for r in all_people(script)]
 
 
-def npc_detail(npc, script):
+def journal_view(npc, page=1):
+    """
+    One page of the NPC's journal (:func:`ai_contrib.read_model.journal_page`), oldest first.
+
+    Returns:
+        list[dict]: the page's entries, ``{"id", "importance", "source_type", "who",
+        "content", "consolidated": bool, "timestamp"}``.
+    """
+    return list(reversed(journal_page(npc, page)["entries"]))
+
+
+def receipts_page(script, page=1, size=RECEIPTS_PAGE_SIZE):
+    """
+    One page of the NPC's replies with their receipts (:func:`receipt_view`), newest first:
+    page 1 holds the newest ``size``.
+
+    Returns:
+        dict: ``{"receipts": [dict], "page": int, "more": bool (an older page exists)}``.
+    """
+    page = max(1, int(page))
+    replies = reply_records(script, page * size + 1)
+    more = len(replies) > page * size
+    newest = list(reversed(replies))[(page - 1) * size: page * size]
+    return {"receipts": [receipt_view(r) for r in newest], "page": page, "more": more}
+
+
+def npc_detail(npc, script, receipts=1, journal=1):
     """
     Everything the NPC's page shows but the archive pages and the memory search.
 
+    Args:
+        receipts, journal (int): the page of the replies and of the journal to show (from 1).
+
     Returns:
-        dict: :func:`npc_summary` plus ``"usage_series"`` (``[{"at", "tokens", "budget"}]``,
+        dict: :func:`npc_summary` plus ``"persona"`` (:func:`ai_contrib.read_model.
+        persona_view`), ``"usage_series"`` (``[{"at", "tokens", "budget"}]``,
         :mod:`ai_contrib.usage_log`), ``"events"`` (:func:`compaction_events`), ``"context"``
-        (:func:`context_messages`), ``"receipts"`` (:func:`receipt_view` of the last
-        :data:`RECEIPTS_SHOWN` replies, newest first), ``"journal"`` (:func:`journal_view`),
-        ``"people"`` (:func:`people_view`), ``"audiences"`` (:func:`audiences`) and ``"archive_last_seq"`` (int, -1 if empty).
+        (:func:`context_messages`), ``"receipts"`` (:func:`receipt_view` of a page of
+        replies, newest first) and ``"receipts_page"`` (``{"page", "more"}``), ``"journal"``
+        (a page, oldest first) and ``"journal_page"`` (``{"page", "pages", "total",
+        "consolidated"}``), ``"people"`` (:func:`people_view`), ``"audiences"``
+        (:func:`audiences`) and ``"archive_last_seq"`` (int, -1 if empty).
     """
     detail = npc_summary(npc, script)
     if script is None:
         return detail
+    replies = receipts_page(script, receipts)
+    journal = journal_page(npc, journal)
     detail.update({
+        "persona": persona_view(npc),
         "usage_series": usage_series(script),
         "events": compaction_events(script),
         "context": context_messages(script),
-        "receipts": [receipt_view(r) for r in reversed(reply_records(script, RECEIPTS_SHOWN))],
-        "journal": journal_view(npc),
+        "receipts": replies["receipts"],
+        "receipts_page": {"page": replies["page"], "more": replies["more"]},
+        "journal": list(reversed(journal["entries"])),
+        "journal_page": {k: journal[k] for k in ("page", "pages", "total", "consolidated")},
         "people": people_view(script),
         "audiences": audiences(script),
         "archive_last_seq": script.archive.last_seq,

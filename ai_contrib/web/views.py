@@ -74,13 +74,40 @@ def index(request):
     }))
 
 
+CONTEXT_PAGE_SIZE = 30  # messages of the runtime context on one page, newest page first
+EVENTS_OPEN = 10  # the events table starts unfolded up to this many compactions
+
+
+def _page(request, name):
+    """The page number query parameter ``name`` asks for (from 1; 1 when absent or bad)."""
+    try:
+        return max(1, int(request.GET.get(name, 1)))
+    except (TypeError, ValueError):
+        return 1
+
+
+def _context_page(messages, page):
+    """One page of the runtime context, oldest first within it: page 1 holds the newest
+    :data:`CONTEXT_PAGE_SIZE` messages. ``{"messages", "page", "pages", "first", "last"}``
+    (``first``/``last``: 1-based positions in the whole context)."""
+    pages = max(1, -(-len(messages) // CONTEXT_PAGE_SIZE))
+    page = min(page, pages)
+    end = len(messages) - (page - 1) * CONTEXT_PAGE_SIZE
+    start = max(0, end - CONTEXT_PAGE_SIZE)
+    return {"messages": messages[start:end], "page": page, "pages": pages,
+            "first": start + 1, "last": end}
+
+
 @staff_only
 def npc_page(request, npc_id):
+    """One NPC's page: the figures and chart unfolded, the long lists folded (``<details>``)
+    and paged by query parameters ``receipts``, ``journal`` and ``context`` (1 = newest)."""
     npc, script = in_reactor(snapshot.find_npc_by_id, npc_id)
     if npc is None or script is None:
         return HttpResponseNotFound(render("ai_contrib/not_found.html", {
             **_common(request), "npc_id": npc_id}))
-    detail = in_reactor(snapshot.npc_detail, npc, script)
+    detail = in_reactor(snapshot.npc_detail, npc, script, _page(request, "receipts"),
+                        _page(request, "journal"))
     archive = in_reactor(snapshot.archive_page, script, None)
     detail["percent"] = round(detail["usage"] * 100, 1)
     detail["bar"] = min(100.0, detail["percent"])
@@ -91,6 +118,10 @@ def npc_page(request, npc_id):
     return HttpResponse(render("ai_contrib/npc.html", {
         **_common(request), "npc": detail, "archive": archive,
         "chart": mark_safe(chart),  # built by chart.usage_chart_svg, every text in it escaped
+        "context": _context_page(detail["context"], _page(request, "context")),
+        # a section the admin pages through stays unfolded
+        "unfold": {name for name in ("receipts", "journal", "context") if name in request.GET},
+        "events_open": len(detail["events"]) <= EVENTS_OPEN,
         "api": {
             "detail": reverse("ai_contrib:api-npc", args=[npc.id]),
             "archive": reverse("ai_contrib:api-archive", args=[npc.id]),
