@@ -18,8 +18,8 @@ from ai_contrib.core.prompts import render_for_chat
 from ai_contrib.core.turns import unanswered_lines
 from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
-from .npc_fixtures import NPCTestCase
-from .twisted_util import cancel_pending_ticks, spin, wait_for
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import cancel_pending_ticks, spin, wait_for
 
 
 def line(text, speaker="#1", ago=0.0, **meta):

@@ -28,9 +28,9 @@ from ai_contrib.memory.erase import archive_files
 from ai_contrib.memory.journal import add_entry, ensure_journal
 from ai_contrib.typeclasses import SCRIPT_KEY, AssistantCharacter, AssistantScript
 
-from .npc_fixtures import NPCTestCase
-from .llm_double import reply
-from .twisted_util import spin, wait_for
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.llm_double import reply
+from tests.support.twisted_util import spin, wait_for
 
 FORGED = "|/|w[MudInfo] Fake alert|n |lcquit|ltclick|le"
 

@@ -20,7 +20,7 @@ from evennia.utils import create
 from ai_contrib.core.summary import make_marker
 from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
-from .npc_fixtures import NPCTestCase
+from tests.support.npc_fixtures import NPCTestCase
 
 
 class Crash(Exception):

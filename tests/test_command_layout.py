@@ -22,7 +22,7 @@ from ai_contrib.commands import (
 from ai_contrib.core.summary import make_marker
 from ai_contrib.memory.journal import add_entry, ensure_journal
 
-from .npc_fixtures import NPCTestCase
+from tests.support.npc_fixtures import NPCTestCase
 
 LONG = "the road north is muddy and the bridge at Hollin ford is out " * 4
 OWN_COMMANDS = (CmdTalk, CmdAIHistory, CmdCompact, CmdAISleep, CmdAIWake, CmdAIMemory)

@@ -18,9 +18,9 @@ from ai_contrib.commands import (
 
 from ai_contrib.memory.journal import add_entry, ensure_journal
 
-from .llm_double import reply
-from .npc_fixtures import NPCTestCase
-from .twisted_util import spin
+from tests.support.llm_double import reply
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import spin
 
 SUMMARY = "Who I Spoke With: Bob.\nConfirmed Facts: Bob rented the east room."
 

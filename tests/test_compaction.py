@@ -7,9 +7,9 @@ from ai_contrib import rag_memory
 from ai_contrib.core.cuts import is_extraction_traffic
 from ai_contrib.core.messages import is_marker
 
-from .llm_double import http_error, reply, sleep, tool_calls
-from .npc_fixtures import NPCTestCase
-from .twisted_util import spin, wait_for
+from tests.support.llm_double import http_error, reply, sleep, tool_calls
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import spin, wait_for
 
 SUMMARY = "Bob asked about rooms; Marta offered the east room for two silver."
 

@@ -14,9 +14,9 @@ from twisted.trial import unittest
 
 from ai_contrib.llm.client import LLMClient, LLMContextOverflowError
 
-from .llm_double import LLMDouble
-from .npc_fixtures import NPCTestCase
-from .twisted_util import wait_for
+from tests.support.llm_double import LLMDouble
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import wait_for
 
 
 class TestDiscovery(unittest.TestCase):

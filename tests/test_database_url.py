@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ai_contrib.database_url import database_from_url, databases_from_env
-from tests.postgres_util import DATABASE_VAR, require_postgres
+from tests.support.postgres_util import DATABASE_VAR, require_postgres
 
 ROOT = Path(__file__).resolve().parent.parent
 SQLITE = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
@@ -63,7 +63,7 @@ def _settings_in_fresh_process(code, cwd, environ):
 @pytest.mark.parametrize("where", ["tests", "game_template"])
 def test_settings_pick_postgresql_from_the_environment(where):
     if where == "tests":
-        code = "import json, tests.settings as s; print(json.dumps(s.DATABASES['default']))"
+        code = "import json, tests.support.settings as s; print(json.dumps(s.DATABASES['default']))"
         cwd = ROOT
     else:
         code = ("import json, sys; sys.path.insert(0, '.'); from server.conf import settings as s;"

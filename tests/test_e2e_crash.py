@@ -46,7 +46,7 @@ import threading
 
 import pytest
 
-from tests.e2e_util import (
+from tests.support.e2e_util import (
     archive_records,
     create_players,
     logged_in,

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from demo.telnet import TelnetPlayer
-from tests.e2e_util import archive_records, fail_with_logs, started_game
+from tests.support.e2e_util import archive_records, fail_with_logs, started_game
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 

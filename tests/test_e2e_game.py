@@ -14,7 +14,7 @@ import re
 import pytest
 
 from demo.telnet import TelnetPlayer, Transcript
-from tests.e2e_util import fail_with_logs, started_game
+from tests.support.e2e_util import fail_with_logs, started_game
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(480)]
 

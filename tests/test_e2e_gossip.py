@@ -27,7 +27,7 @@ import pytest
 
 from ai_contrib.memory.extraction import DEFAULT_PRE_COMPACTION_PROMPT
 from demo.telnet import TelnetError
-from tests.e2e_util import (
+from tests.support.e2e_util import (
     ask,
     create_players,
     fail_with_logs,
@@ -38,7 +38,7 @@ from tests.e2e_util import (
     started_game,
     table_rows,
 )
-from tests.llm_double import tool_calls
+from tests.support.llm_double import tool_calls
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 

@@ -20,7 +20,7 @@ import threading
 
 import pytest
 
-from tests.e2e_util import (
+from tests.support.e2e_util import (
     create_players,
     fail_with_logs,
     logged_in,
@@ -28,7 +28,7 @@ from tests.e2e_util import (
     npc_archives,
     started_game,
 )
-from tests.llm_double import LLMDouble, raw_body, request_kind
+from tests.support.llm_double import LLMDouble, raw_body, request_kind
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 

@@ -40,10 +40,10 @@ import pytest
 from ai_contrib.core.summary import DEFAULT_COMPACTION_PROMPT
 from ai_contrib.memory.extraction import DEFAULT_PRE_COMPACTION_PROMPT
 from demo.telnet import TelnetError, TelnetPlayer
-from tests.e2e_util import ask as _ask, serve_model
-from tests.e2e_util import fail_with_logs, started_game, table_rows
-from tests.e2e_util import rows_with as _rows_with
-from tests.llm_double import tool_calls
+from tests.support.e2e_util import ask as _ask, serve_model
+from tests.support.e2e_util import fail_with_logs, started_game, table_rows
+from tests.support.e2e_util import rows_with as _rows_with
+from tests.support.llm_double import tool_calls
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

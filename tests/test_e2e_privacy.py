@@ -17,8 +17,8 @@ import asyncio
 
 import pytest
 
-from tests.e2e_util import fail_with_logs, logged_in_admin, serve_model, started_game
-from tests.llm_double import CountingModel, prompt_text, request_kind
+from tests.support.e2e_util import fail_with_logs, logged_in_admin, serve_model, started_game
+from tests.support.llm_double import CountingModel, prompt_text, request_kind
 from tests.test_e2e_tavern import _archive, _create_players, _go, _player, _py, _say, _wait_idle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]

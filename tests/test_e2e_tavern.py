@@ -28,7 +28,7 @@ import time
 
 import pytest
 
-from tests.e2e_util import (
+from tests.support.e2e_util import (
     archive_records,
     create_players,
     fail_with_logs,
@@ -38,7 +38,7 @@ from tests.e2e_util import (
     serve_model,
     started_game,
 )
-from tests.llm_double import prompt_text, request_kind
+from tests.support.llm_double import prompt_text, request_kind
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 

@@ -19,7 +19,7 @@ import threading
 
 import pytest
 
-from tests.e2e_util import (
+from tests.support.e2e_util import (
     create_players,
     fail_with_logs,
     logged_in,

@@ -33,8 +33,8 @@ import pytest
 
 from ai_contrib.core.summary import DEFAULT_COMPACTION_PROMPT
 from demo.telnet import TelnetPlayer, strip_ansi
-from tests.e2e_util import fail_with_logs, started_game
-from tests.llm_double import LLMDouble, tool_calls
+from tests.support.e2e_util import fail_with_logs, started_game
+from tests.support.llm_double import LLMDouble, tool_calls
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 

@@ -22,7 +22,7 @@ import re
 
 import pytest
 
-from tests.e2e_util import (
+from tests.support.e2e_util import (
     create_players,
     fail_with_logs,
     logged_in,
@@ -30,7 +30,7 @@ from tests.e2e_util import (
     serve_model,
     started_game,
 )
-from tests.llm_double import CountingModel, prompt_text, request_kind
+from tests.support.llm_double import CountingModel, prompt_text, request_kind
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 

@@ -29,10 +29,10 @@ from ai_contrib.memory.importance import (
     score_importance,
 )
 
-from .llm_double import (  # noqa: F401 (fixture)
+from tests.support.llm_double import (  # noqa: F401 (fixture)
     http_error, llm_double, prompt_text, reply, respond, tool_calls)
-from .npc_fixtures import NPCTestCase
-from .twisted_util import wait_for
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import wait_for
 
 ALLERGY = {"content": "Bob is allergic to peanuts.", "importance": 8, "speaker": "Bob"}
 

@@ -39,7 +39,7 @@ from ai_contrib.llm.client import reset_client
 from ai_contrib.memory.archive import close_archive
 from ai_contrib.settings import get_setting
 
-from .llm_double import (
+from tests.support.llm_double import (
     drop,
     http_error,
     json_body,
@@ -47,8 +47,8 @@ from .llm_double import (
     reply,
     sleep,
 )
-from .npc_fixtures import NPCTestCase
-from .twisted_util import spin, wait_for
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import spin, wait_for
 
 SUMMARY = "Bob asked about rooms; Marta offered the east room for two silver."
 LLAMA_OVERFLOW = {

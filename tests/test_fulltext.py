@@ -24,7 +24,7 @@ from ai_contrib.memory.fulltext import (
 )
 from ai_contrib.memory.retrieval import build_memory_context, doc_text, tokenize
 
-from .npc_fixtures import NPCTestCase
+from tests.support.npc_fixtures import NPCTestCase
 
 A, B, C = "#11", "#12", "#13"
 

@@ -22,8 +22,8 @@ from ai_contrib.memory.provenance import said_in_public
 from ai_contrib.memory.retrieval import format_memory_line, note_items
 from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
-from .npc_fixtures import NPCTestCase
-from .twisted_util import spin, wait_for
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import spin, wait_for
 
 PUBLIC = "The old mill by the ford burned down last night."
 PRIVATE = "My vault code is 7341, tell nobody."
@@ -281,7 +281,7 @@ class TestPlayerTextCannotPublish(GossipCase):
     def test_a_private_line_claiming_to_be_public_or_citing_a_public_one_stays_private(self):
         from ai_contrib.rag_memory import run_pre_compaction_extraction
 
-        from .llm_double import tool_calls
+        from tests.support.llm_double import tool_calls
 
         self.npc.db.journal = ensure_journal(None)
         self.fill(6, words=6)

@@ -1,6 +1,6 @@
 """
-LLMClient against a real HTTP server on 127.0.0.1 (tests/llm_double.py): request shape, parsing,
-error mapping, the one retry on a dropped keep-alive connection, the quiet connection pool.
+LLMClient against a real HTTP server on 127.0.0.1 (tests/support/llm_double.py): request shape,
+parsing, error mapping, the one retry on a dropped keep-alive connection, the quiet connection pool.
 """
 
 import json
@@ -29,7 +29,7 @@ from ai_contrib.llm.client import (
     to_wire_message,
     wire_name,
 )
-from tests.llm_double import (
+from tests.support.llm_double import (
     drop,
     http_error,
     json_body,
@@ -470,7 +470,7 @@ def test_http_error_message_and_masking():
 
 # ---- the LLM double itself (plain pytest, stdlib HTTP) ----------------------------------------
 
-from tests.llm_double import LLMDouble, llm_double  # noqa: E402,F401  (the fixture)
+from tests.support.llm_double import LLMDouble, llm_double  # noqa: E402,F401  (the fixture)
 
 
 def _post(url, body, headers=None):

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from benchmarks import locomo_metrics as m
 
-from .llm_double import LLMDouble, tool_calls
+from tests.support.llm_double import LLMDouble, tool_calls
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

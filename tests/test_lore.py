@@ -20,7 +20,7 @@ from ai_contrib.lore_commands import CmdAILore, CmdAIPin
 from ai_contrib.pins import PINS_ATTRIBUTE, add_pin, get_pins, pins_for
 from ai_contrib.typeclasses import AssistantCharacter
 
-from .npc_fixtures import NPCTestCase
+from tests.support.npc_fixtures import NPCTestCase
 from .test_admin_commands import FORGED, AdminCase, FakeStore
 
 

@@ -12,9 +12,9 @@ from ai_contrib.commands import CmdAIHistory, CmdAIMemory
 from ai_contrib.memory.journal import add_entry, ensure_journal
 from ai_contrib.memory.mem0_store import get_store, npc_agent_id
 
-from .llm_double import reply, tool_calls
-from .npc_fixtures import NPCTestCase
-from .twisted_util import spin, wait_for
+from tests.support.llm_double import reply, tool_calls
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import spin, wait_for
 
 SUMMARY = "Who I Spoke With: Bob.\nConfirmed Facts: Bob rented the east room."
 

@@ -11,9 +11,9 @@ from ai_contrib.commands import CmdTalk
 from ai_contrib.core.messages import is_marker
 from ai_contrib.typeclasses import AssistantCharacter, AssistantScript, get_assistant_script
 
-from .llm_double import http_error, reply, sleep
-from .npc_fixtures import NPCTestCase
-from .twisted_util import spin, wait_for
+from tests.support.llm_double import http_error, reply, sleep
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import spin, wait_for
 
 
 class TestConfiguration(NPCTestCase):

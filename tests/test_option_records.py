@@ -25,7 +25,7 @@ from ai_contrib.settings import (
     replace_markdown_table,
 )
 
-from .npc_fixtures import NPCTestCase
+from tests.support.npc_fixtures import NPCTestCase
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 REGENERATE = "python -m ai_contrib.settings"

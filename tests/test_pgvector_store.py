@@ -10,7 +10,12 @@ its own. Skipped, with the reason, when no PostgreSQL is configured; failed inst
 import pytest
 
 from ai_contrib.memory.mem0_store import Mem0Store, npc_collection_name
-from tests.postgres_util import PGVECTOR_VAR, create_database, drop_database, require_postgres
+from tests.support.postgres_util import (
+    PGVECTOR_VAR,
+    create_database,
+    drop_database,
+    require_postgres,
+)
 
 SHARED = "ai_contrib_memories"
 

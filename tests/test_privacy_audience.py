@@ -20,9 +20,9 @@ from ai_contrib.memory.extraction import run_pre_compaction_extraction
 from ai_contrib.memory.mem0_store import audible_to, entry_visibility
 from ai_contrib.memory.provenance import dictates_tools, provenance, without_visibility_tags
 
-from .llm_double import reply, tool_calls
-from .npc_fixtures import NPCTestCase
-from .twisted_util import wait_for
+from tests.support.llm_double import reply, tool_calls
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import wait_for
 
 A, B, C = "#11", "#12", "#13"
 

@@ -1,13 +1,13 @@
 """
 ``aihistory <npc>/prompt [n]`` and ``/prompt/full``: the receipt of a reply and its exact
 prompt, escaped and within 80 columns; a reply without a receipt says so. The receipt records
-are archived the way the reply writer archives them (``tests/receipt_fixtures.py``).
+are archived the way the reply writer archives them (``tests/support/receipt_fixtures.py``).
 """
 
 from ai_contrib.commands import CmdAIHistory, usage_bar
 
-from .npc_fixtures import NPCTestCase
-from .receipt_fixtures import add_reply, receipt
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.receipt_fixtures import add_reply, receipt
 from .test_command_layout import too_wide
 
 PROMPT = [

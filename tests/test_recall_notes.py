@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from ai_contrib.core.prompts import assemble_reply_prompt
 from ai_contrib.core.recall_notes import plan_recall, visible_notes
 
-from .llm_double import reply
-from .npc_fixtures import NPCTestCase
-from .twisted_util import wait_for
+from tests.support.llm_double import reply
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import wait_for
 
 
 def render(items):

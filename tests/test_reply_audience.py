@@ -13,9 +13,9 @@ from twisted.internet import reactor
 
 from ai_contrib.core.audience import may_hear
 
-from .llm_double import reply, sleep
-from .npc_fixtures import NPCTestCase
-from .twisted_util import wait_for
+from tests.support.llm_double import reply, sleep
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import wait_for
 
 SECRET = "Marta, a secret: the ledger is hidden behind the blue barrel."
 ANSWER = "You told me the ledger is hidden behind the blue barrel; it stays with me."

@@ -11,9 +11,9 @@ from evennia.commands.cmdset import CmdSet
 from ai_contrib.commands import AIContribCmdSet, CmdAITalk, CmdTalk
 from ai_contrib.core.prompts import clean_reply, last_sentence
 
-from .llm_double import http_error, reply
-from .npc_fixtures import NPCTestCase
-from .twisted_util import wait_for
+from tests.support.llm_double import http_error, reply
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import wait_for
 
 
 def test_a_reply_cut_by_the_token_cap_ends_at_its_last_sentence():

@@ -18,9 +18,9 @@ from ai_contrib.core.prompts import assemble_reply_prompt, conversation_order
 from ai_contrib.core.receipts import lean_receipt, make_receipt
 from ai_contrib.core.recall_notes import anchor_costs, plan_recall
 
-from .llm_double import respond
-from .npc_fixtures import NPCTestCase
-from .twisted_util import spin, wait_for
+from tests.support.llm_double import respond
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import spin, wait_for
 
 
 def _msg(role, text, name=None, reply_to=None):

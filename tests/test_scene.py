@@ -24,9 +24,9 @@ from ai_contrib.scene import (
     update_impressions,
 )
 
-from .llm_double import reply
-from .npc_fixtures import NPCTestCase
-from .twisted_util import wait_for
+from tests.support.llm_double import reply
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import wait_for
 
 
 class SceneTestCase(NPCTestCase):

@@ -13,9 +13,9 @@ from ai_contrib.commands import CmdCompact
 from ai_contrib.core.redact import redact
 from ai_contrib.llm.client import LLMError, get_client
 
-from .llm_double import http_error
-from .npc_fixtures import NPCTestCase
-from .twisted_util import spin, wait_for
+from tests.support.llm_double import http_error
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import spin, wait_for
 
 KEY = "test-key"  # the key NPCTestCase configures
 ECHO = f"I saw your headers: Authorization: Bearer {KEY}; also sk-live0123456789abcdef."
@@ -126,7 +126,7 @@ class TestDecodedKey(NPCTestCase):
                 '"usage": {}}' % message).encode()
 
     def test_content_tool_arguments_and_error_text_are_redacted_after_decoding(self):
-        from .llm_double import raw_body
+        from tests.support.llm_double import raw_body
 
         self.llm.enqueue(
             raw_body(self.body("The key you sent was " + _escaped(DECODED_KEY))),
@@ -146,7 +146,7 @@ class TestDecodedKey(NPCTestCase):
         self.assertIn("***", str(caught.value))
 
     def test_the_room_the_archive_and_the_log_never_see_a_decoded_key(self):
-        from .llm_double import raw_body
+        from tests.support.llm_double import raw_body
 
         self.llm.enqueue(raw_body(self.body("The key you sent was " + _escaped(DECODED_KEY)
                                             + ", Bearer " + _escaped(DECODED_KEY.upper()))))

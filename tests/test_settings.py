@@ -13,7 +13,7 @@ from ai_contrib.memory import recall
 from ai_contrib.memory.mem0_store import MEMORY_DEFAULTS, memory_config
 from ai_contrib.typeclasses import CONFIG_ATTRIBUTES
 
-from .npc_fixtures import NPCTestCase
+from tests.support.npc_fixtures import NPCTestCase
 
 
 class TestOneTable:

@@ -12,8 +12,8 @@ from ai_contrib.core.messages import is_marker, make_message
 from ai_contrib.memory.archive import ArchiveError, MessageArchive, close_archive
 from ai_contrib.memory.runtime import RuntimeHistory
 
-from .npc_fixtures import NPCTestCase
-from .twisted_util import spin
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import spin
 
 
 def _archive():

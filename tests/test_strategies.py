@@ -21,9 +21,9 @@ from ai_contrib.core.tokens import count_conversation_tokens
 from ai_contrib.memory.archive import ArchiveError
 from ai_contrib.memory.runtime import RuntimeHistory
 
-from .llm_double import http_error, reply
-from .npc_fixtures import NPCTestCase
-from .twisted_util import spin, wait_for
+from tests.support.llm_double import http_error, reply
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import spin, wait_for
 
 BIG = "The ledger lists: " + ", ".join(f"item {i} costs {i * 3} silver" for i in range(60))
 SUMMARY = "## People\n- Bob wants the east room\nFacts:\n- The east room costs two silver"

@@ -10,9 +10,9 @@ from ai_contrib.core.compaction import Span
 from ai_contrib.core.messages import is_marker
 from ai_contrib.core.summary import make_marker
 
-from .llm_double import reply
-from .npc_fixtures import NPCTestCase
-from .twisted_util import wait_for
+from tests.support.llm_double import reply
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import wait_for
 
 A, B, C = "#11", "#12", "#13"
 
@@ -149,7 +149,7 @@ class SharedSummaryOnANPC(NPCTestCase):
         self.assertTrue(result.get("success"), result)
         shown = self.call(CmdAIHistory(), "Marta")
         # the table wraps its cells (how, depends on the width of the dbrefs): read its rows
-        from tests.e2e_util import rows_with
+        from tests.support.e2e_util import rows_with
 
         (row,) = rows_with(shown, "left out")
         self.assertIn(f"Wren ({self.wren}), Tamsin ({self.tamsin}); 1 line(s) left out", row)

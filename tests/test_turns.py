@@ -20,9 +20,9 @@ from ai_contrib.core.prompts import build_reply_messages, overload_window
 from ai_contrib.core.summary import make_marker
 from ai_contrib.core.turns import turn_query, unanswered_lines
 
-from .llm_double import http_error, reply
-from .npc_fixtures import NPCTestCase
-from .twisted_util import spin, wait_for
+from tests.support.llm_double import http_error, reply
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import spin, wait_for
 
 
 def line(text, speaker="#1", audience=("#1",), **fields):

@@ -15,9 +15,9 @@ from evennia.utils import create
 
 from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
-from .llm_double import reply, sleep
-from .npc_fixtures import NPCTestCase
-from .twisted_util import cancel_pending_ticks, spin
+from tests.support.llm_double import reply, sleep
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import cancel_pending_ticks, spin
 
 HILDA = "You are Hilda, the blacksmith. You work the forge and shoe horses."
 OSWALD = "You are Oswald, a guard of the town watch. You keep the gate and the curfew."

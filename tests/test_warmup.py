@@ -14,9 +14,9 @@ from evennia.utils import create
 
 from ai_contrib.core.prompts import prompt_head
 
-from .llm_double import reply, respond
-from .npc_fixtures import NPCTestCase
-from .twisted_util import spin, wait_for
+from tests.support.llm_double import reply, respond
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import spin, wait_for
 
 SUMMARY = "Bob asked about rooms; Marta offered the east room for two silver."
 

@@ -12,16 +12,16 @@ from ai_contrib.core.masking import MASK_PREFIX
 from ai_contrib.memory.journal import add_entry, ensure_journal
 from ai_contrib.usage_log import USAGE_LOG_SIZE, record_usage
 
-from .llm_double import reply
-from .npc_fixtures import NPCTestCase
-from .receipt_fixtures import add_reply
-from .twisted_util import wait_for
+from tests.support.llm_double import reply
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.receipt_fixtures import add_reply
+from tests.support.twisted_util import wait_for
 
 SUMMARY = "Who I Spoke With: Bob.\nConfirmed Facts: Bob rented the east room."
 FACT = "Remember: the cellar key is hidden under the blue barrel."
 
 
-@override_settings(ROOT_URLCONF="tests.web_urls", AI_MEMORY_ENABLED=False)
+@override_settings(ROOT_URLCONF="tests.support.web_urls", AI_MEMORY_ENABLED=False)
 class WebTestCase(NPCTestCase):
     def setUp(self):
         super().setUp()

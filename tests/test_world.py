@@ -12,9 +12,9 @@ from ai_contrib.core.world_notes import plan_world_notes
 from ai_contrib.pins import add_pin
 from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
-from .llm_double import reply
-from .npc_fixtures import NPCTestCase
-from .twisted_util import spin, wait_for
+from tests.support.llm_double import reply
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import spin, wait_for
 
 STRATEGIES = ("summary", "mask", "hybrid", "cascade", "replace_all")
 

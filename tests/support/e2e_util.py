@@ -11,7 +11,7 @@ import pytest
 from demo.gamectl import GameDir
 from demo.replay import npc_archives
 from demo.telnet import TelnetPlayer
-from tests.llm_double import LLMDouble
+from tests.support.llm_double import LLMDouble
 from demo.telnet import Transcript
 
 

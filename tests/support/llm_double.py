@@ -43,7 +43,7 @@ connection number: equal numbers mean the same kept-alive TCP connection).
 Usage with trial (Deferred tests)::
 
     from twisted.trial import unittest
-    from tests.llm_double import start_llm_double, reply
+    from tests.support.llm_double import start_llm_double, reply
 
     class MyTest(unittest.TestCase):
         def setUp(self):
@@ -58,8 +58,8 @@ Usage with trial (Deferred tests)::
             self.assertEqual(result.content, "Hello, traveller.")
             self.assertEqual(self.llm.requests[0]["messages"][0]["content"], "hi")
 
-Usage with plain pytest: ``from tests.llm_double import llm_double`` in a test module makes the
-``llm_double`` fixture available (a started double, stopped after the test)::
+Usage with plain pytest: ``from tests.support.llm_double import llm_double`` in a test module
+makes the ``llm_double`` fixture available (a started double, stopped after the test)::
 
     def test_it(llm_double):
         llm_double.enqueue(reply("fine"))
