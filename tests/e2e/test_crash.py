@@ -48,12 +48,10 @@ import pytest
 
 from tests.support.e2e_util import (
     archive_records,
-    create_players,
+    game_fixtures,
     logged_in,
     logged_in_admin,
     npc_archives,
-    serve_model,
-    started_game,
 )
 
 # the third crash restores the game's SQLite file from a backup: this game keeps SQLite even
@@ -124,28 +122,13 @@ class GameLLM:
         self._release.set()
 
 
-@pytest.fixture(scope="module")
-def llm():
-    """The LLM double the game talks to; ``llm.script`` is its :class:`GameLLM`."""
-    script = GameLLM()
-    yield from serve_model(script, attribute="script", before_stop=script.release)
-
-
-@pytest.fixture(scope="module")
-def game(tmp_path_factory, llm):
-    """A started game whose LLM is the double, with two player accounts made; the transcript
-    of everything said over telnet is kept beside the game dir."""
-    yield from started_game(
-        tmp_path_factory, "e2e-crash", {**ENV, "AI_LLM_BASE_URL": llm.base_url},
-        prepare=lambda game: asyncio.run(_create_players(game)),
-    )
+# the LLM double the game talks to (``llm.script`` is its :class:`GameLLM`) and a started game
+# with two player accounts in the tavern; the telnet transcript is kept beside the game dir
+llm, game = game_fixtures("e2e-crash", ENV, GameLLM, players=PLAYERS, then="tavern",
+                          attribute="script", release=GameLLM.release)
 
 
 # -- driving the game ------------------------------------------------------------------------------
-
-
-async def _create_players(game):
-    await create_players(game, PLAYERS, then="tavern")
 
 
 async def _player(game, index):

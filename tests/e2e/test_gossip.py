@@ -26,16 +26,14 @@ import time
 import pytest
 
 from ai_contrib.memory.extraction import DEFAULT_PRE_COMPACTION_PROMPT
-from demo.telnet import TelnetError
 from tests.support.e2e_util import (
     ask,
-    create_players,
     fail_with_logs,
+    game_fixtures,
     logged_in,
     logged_in_admin,
     rows_with,
-    serve_model,
-    started_game,
+    run_scenario,
     table_rows,
 )
 from tests.support.llm_double import tool_calls
@@ -132,21 +130,7 @@ class GossipModel:
             return [body for body in self.seen if npc_of(body) == name]
 
 
-@pytest.fixture(scope="module")
-def llm():
-    yield from serve_model(GossipModel())
-
-
-@pytest.fixture(scope="module")
-def game(tmp_path_factory, llm):
-    yield from started_game(
-        tmp_path_factory, "e2e-gossip", {**ENV, "AI_LLM_BASE_URL": llm.base_url},
-        timeout=300, prepare=lambda game: asyncio.run(_prepare(game)),
-    )
-
-
-async def _prepare(game):
-    await create_players(game, PLAYERS.items())
+llm, game = game_fixtures("e2e-gossip", ENV, GossipModel, players=PLAYERS.items(), timeout=300)
 
 
 async def _talk(player, npc, text):
@@ -235,10 +219,7 @@ async def _scenario(game, llm):
 
 
 def test_a_public_line_reaches_bram_with_provenance_and_a_private_one_never(game, llm):
-    try:
-        out = asyncio.run(_scenario(game, llm))
-    except TelnetError as err:
-        fail_with_logs(game, f"the game did not answer as expected: {err}")
+    out = run_scenario(game, _scenario(game, llm))
 
     # Marta journaled both facts (the private one is in her own journal, as it should be)
     marta = out["marta_journal"]

@@ -21,14 +21,13 @@ import threading
 import pytest
 
 from tests.support.e2e_util import (
-    create_players,
     fail_with_logs,
+    game_fixtures,
     logged_in,
     logged_in_admin,
     npc_archives,
-    started_game,
 )
-from tests.support.llm_double import LLMDouble, raw_body, request_kind
+from tests.support.llm_double import raw_body, request_kind
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -74,26 +73,8 @@ class HostileModel:
         return "Aye."
 
 
-@pytest.fixture(scope="module")
-def llm():
-    model = HostileModel()
-    double = LLMDouble(default=model).start()
-    double.model = model
-    yield double
-    model.release.set()
-    double.stop()
-
-
-@pytest.fixture(scope="module")
-def game(tmp_path_factory, llm):
-    yield from started_game(
-        tmp_path_factory, "e2e-hostile", {**ENV, "AI_LLM_BASE_URL": llm.base_url},
-        prepare=lambda game: asyncio.run(_create_players(game)),
-    )
-
-
-async def _create_players(game):
-    await create_players(game, PLAYERS)
+llm, game = game_fixtures("e2e-hostile", ENV, HostileModel, players=PLAYERS,
+                          release=lambda model: model.release.set())
 
 
 async def _players(game):

@@ -39,9 +39,9 @@ import pytest
 
 from ai_contrib.core.summary import DEFAULT_COMPACTION_PROMPT
 from ai_contrib.memory.extraction import DEFAULT_PRE_COMPACTION_PROMPT
-from demo.telnet import TelnetError, TelnetPlayer
-from tests.support.e2e_util import ask as _ask, serve_model
-from tests.support.e2e_util import fail_with_logs, started_game, table_rows
+from demo.telnet import TelnetPlayer
+from tests.support.e2e_util import ask as _ask, game_fixtures
+from tests.support.e2e_util import fail_with_logs, run_scenario, table_rows
 from tests.support.e2e_util import rows_with as _rows_with
 from tests.support.llm_double import tool_calls
 
@@ -140,16 +140,7 @@ class ScriptedModel:
 # -- fixtures ----------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def llm():
-    yield from serve_model(ScriptedModel())
-
-
-@pytest.fixture(scope="module")
-def game(tmp_path_factory, llm):
-    yield from started_game(
-        tmp_path_factory, "e2e-memory", {**ENV, "AI_LLM_BASE_URL": llm.base_url}
-    )
+llm, game = game_fixtures("e2e-memory", ENV, ScriptedModel)
 
 
 # -- driving the game --------------------------------------------------------------------------
@@ -218,10 +209,7 @@ async def _scenario(game, llm):
 
 
 def test_early_fact_survives_compaction_and_returns_in_related_memories(game, llm):
-    try:
-        out = asyncio.run(_scenario(game, llm))
-    except TelnetError as err:
-        fail_with_logs(game, f"the game did not answer as expected: {err}")
+    out = run_scenario(game, _scenario(game, llm))
     model = llm.model
 
     # Marta answered every line with the model's words, never the fallback line

@@ -17,9 +17,15 @@ import asyncio
 
 import pytest
 
-from tests.support.e2e_util import fail_with_logs, logged_in_admin, serve_model, started_game
+from tests.support.e2e_util import close_all, fail_with_logs, game_fixtures, logged_in_admin
 from tests.support.llm_double import CountingModel, prompt_text, request_kind
-from tests.e2e.test_tavern import _archive, _create_players, _go, _player, _py, _say, _wait_idle
+from tests.support.tavern_e2e import PLAYERS
+from tests.support.tavern_e2e import archive as _archive
+from tests.support.tavern_e2e import go as _go
+from tests.support.tavern_e2e import player as _player
+from tests.support.tavern_e2e import py as _py
+from tests.support.tavern_e2e import say as _say
+from tests.support.tavern_e2e import wait_idle as _wait_idle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -46,17 +52,7 @@ class IndiscreetSummariser(CountingModel):
         return SUMMARY + told
 
 
-@pytest.fixture(scope="module")
-def llm():
-    yield from serve_model(IndiscreetSummariser())
-
-
-@pytest.fixture(scope="module")
-def game(tmp_path_factory, llm):
-    yield from started_game(
-        tmp_path_factory, "e2e-privacy", {**ENV, "AI_LLM_BASE_URL": llm.base_url},
-        prepare=lambda game: asyncio.run(_create_players(game)),
-    )
+llm, game = game_fixtures("e2e-privacy", ENV, IndiscreetSummariser, players=PLAYERS)
 
 
 def _asked(llm, since, kind):
@@ -110,8 +106,7 @@ async def _shared_summary(game, llm):
         shown = await admin.command(f"aihistory {NPC}", quiet=1.0)
         assert "line(s) left out" in " ".join(shown.split()), shown
     finally:
-        for conn in (wren, tamsin, admin):
-            await conn.close()
+        await close_all(wren, tamsin, admin)
 
 
 def test_a_forgotten_player_stays_forgotten_after_a_kill(game, llm):
@@ -160,5 +155,4 @@ async def _forget(game, llm):
         replies = _asked(llm, before, "reply")
         assert replies and all(SECRET not in text for text in replies), replies
     finally:
-        for conn in (wren, admin):
-            await conn.close()
+        await close_all(wren, admin)

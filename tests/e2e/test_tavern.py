@@ -21,32 +21,26 @@ audience"):
 """
 
 import asyncio
-import ast
 import json
 import threading
 import time
 
 import pytest
 
-from tests.support.e2e_util import (
-    archive_records,
-    create_players,
-    fail_with_logs,
-    logged_in,
-    logged_in_admin,
-    npc_archives,
-    serve_model,
-    started_game,
-)
+from tests.support.e2e_util import close_all, fail_with_logs, game_fixtures, logged_in_admin
 from tests.support.llm_double import prompt_text, request_kind
+from tests.support.tavern_e2e import NPC, PLAYERS, REPLY_RE
+from tests.support.tavern_e2e import archive as _archive
+from tests.support.tavern_e2e import go as _go
+from tests.support.tavern_e2e import player as _player
+from tests.support.tavern_e2e import py as _py
+from tests.support.tavern_e2e import say as _say
+from tests.support.tavern_e2e import wait_idle as _wait_idle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
-NPC = "Marta"
-PLAYERS = [("Wren", "wren-pw-4821"), ("Tamsin", "tamsin-pw-7310")]
 SECRET = "under the third oak"
 SECRET_LINE = f"Keep this between us: my father's gold is buried {SECRET} by the mill."
-REPLY_RE = rf'{NPC} says, "Aye'
 MARKUP_ASK = "write the pipe-slash code"
 FORGED_MARKUP = "|/|w[MudInfo] Fake alert: the server reboots now|n"
 HOLD_LIMIT = 90  # seconds a held request waits at most (a failed test must not hang)
@@ -111,47 +105,12 @@ class IndiscreetModel:
         self.released.set()
 
 
-@pytest.fixture(scope="module")
-def llm():
-    model = IndiscreetModel()
-    yield from serve_model(model, before_stop=model.release)
-
-
-@pytest.fixture(scope="module")
-def game(tmp_path_factory, llm):
-    yield from started_game(
-        tmp_path_factory, "e2e-tavern", {**ENV, "AI_LLM_BASE_URL": llm.base_url},
-        prepare=lambda game: asyncio.run(_create_players(game)),
-    )
-
-
-async def _create_players(game):
-    await create_players(game, PLAYERS)
-
-
-async def _player(game, index):
-    name, password = PLAYERS[index]
-    return await logged_in(game, name, name, password)
+llm, game = game_fixtures("e2e-tavern", ENV, IndiscreetModel, players=PLAYERS,
+                          release=IndiscreetModel.release)
 
 
 async def _admin(game):
     return await logged_in_admin(game)
-
-
-async def _go(player, where):
-    """Walk ``tavern`` (in) or ``out``; idempotent (a missing exit just says so)."""
-    await player.command(where, quiet=0.4)
-
-
-async def _say(player, text, timeout=30):
-    """Say ``text`` and wait for an answer from Marta that follows it."""
-    await player.expect(f"say {text}", REPLY_RE, timeout=timeout)
-
-
-def _archive(game):
-    records = archive_records(game)
-    assert records, npc_archives(game)
-    return records
 
 
 def _lines_and_replies(game):
@@ -159,35 +118,6 @@ def _lines_and_replies(game):
     lines = [m for m in messages if m["role"] == "user" and (m.get("metadata") or {}).get("speaker")]
     replies = [m for m in messages if m["role"] == "assistant" and (m.get("content") or "").strip()]
     return lines, replies
-
-
-def _literal(line):
-    try:
-        return True, ast.literal_eval(line)
-    except (SyntaxError, ValueError):  # a channel line such as "[MudInfo] ..."
-        return False, None
-
-
-async def _py(admin, expression):
-    """The value ``py <expression>`` prints (the last line that is a Python literal)."""
-    _, text = await admin.expect(f"py {expression}", r"(?m)^[\[{(].*$|^None$|^True$|^False$",
-                                 timeout=60)
-    text += await admin.read_quiet(quiet=0.4, timeout=5)
-    values = [_literal(line) for line in text.splitlines() if line[:1] in "[{("]
-    values = [value for ok, value in values if ok]
-    return values[-1] if values else None
-
-
-async def _wait_idle(admin, timeout=120):
-    """Wait until Marta has no memory work and no reply under way."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        busy = await _py(admin, f"[bool(s.ndb.memory_work or s.ndb.busy or s.ndb.pending) for s in "
-                                f"me.search('{NPC}', global_search=True).scripts.all()]")
-        if busy is not None and not any(busy):
-            return
-        await asyncio.sleep(1)
-    raise AssertionError("Marta stayed busy")
 
 
 def test_a_secret_told_alone_never_reaches_another_player(game, llm):
@@ -257,8 +187,7 @@ async def _secret_scenario(game, llm):
         asked = [prompt_text(b) for b in llm.requests[before:] if request_kind(b) == "reply"]
         assert any(SECRET in text for text in asked), asked
     finally:
-        for conn in (wren, tamsin, admin):
-            await conn.close()
+        await close_all(wren, tamsin, admin)
 
 
 def test_a_hung_summariser_does_not_delay_replies(game, llm):
@@ -430,8 +359,7 @@ async def _escaped_bar(game):
         assert f'You say to Marta, "{stored}"' in wren.received, wren.received
         assert not _forged(tamsin.received + wren.received), tamsin.received + wren.received
     finally:
-        for conn in (wren, tamsin):
-            await conn.close()
+        await close_all(wren, tamsin)
 
 
 def test_no_text_of_a_player_or_model_becomes_markup_on_a_screen(game, llm):
@@ -466,5 +394,4 @@ async def _markup(game):
         assert "\u00a6/\u00a6w[MudInfo]" in admin.received, admin.received
         assert not _forged(admin.received), admin.received
     finally:
-        for conn in (wren, tamsin, admin):
-            await conn.close()
+        await close_all(wren, tamsin, admin)

@@ -19,14 +19,7 @@ import threading
 
 import pytest
 
-from tests.support.e2e_util import (
-    create_players,
-    fail_with_logs,
-    logged_in,
-    logged_in_admin,
-    serve_model,
-    started_game,
-)
+from tests.support.e2e_util import fail_with_logs, game_fixtures, logged_in, logged_in_admin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -82,21 +75,7 @@ class VillageModel:
                                                                      n=next(self.count))
 
 
-@pytest.fixture(scope="module")
-def llm():
-    yield from serve_model(VillageModel())
-
-
-@pytest.fixture(scope="module")
-def game(tmp_path_factory, llm):
-    yield from started_game(
-        tmp_path_factory, "e2e-village", {**ENV, "AI_LLM_BASE_URL": llm.base_url},
-        timeout=300, prepare=lambda game: asyncio.run(_prepare(game)),
-    )
-
-
 async def _prepare(game):
-    await create_players(game, PLAYERS.items())
     admin = await logged_in_admin(game)
     try:
         for name, persona in PERSONAS.items():
@@ -110,6 +89,10 @@ async def _prepare(game):
             assert "MADE=#" in made, made
     finally:
         await admin.close()
+
+
+llm, game = game_fixtures("e2e-village", ENV, VillageModel, players=PLAYERS.items(),
+                          prepare=_prepare, timeout=300)
 
 
 async def _in_tavern(game, name):

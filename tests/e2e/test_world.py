@@ -22,14 +22,8 @@ import re
 
 import pytest
 
-from tests.support.e2e_util import (
-    create_players,
-    fail_with_logs,
-    logged_in,
-    logged_in_admin,
-    serve_model,
-    started_game,
-)
+from tests.support.e2e_util import close_all as _close
+from tests.support.e2e_util import fail_with_logs, game_fixtures, logged_in, logged_in_admin
 from tests.support.llm_double import CountingModel, prompt_text, request_kind
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -85,21 +79,7 @@ def events(body):
             if m.get("role") == "user" and str(m.get("content")).startswith("(")]
 
 
-@pytest.fixture(scope="module")
-def llm():
-    yield from serve_model(CountingModel())
-
-
-@pytest.fixture(scope="module")
-def game(tmp_path_factory, llm):
-    yield from started_game(
-        tmp_path_factory, "e2e-world", {**ENV, "AI_LLM_BASE_URL": llm.base_url},
-        timeout=300, prepare=lambda game: asyncio.run(_create_players(game)),
-    )
-
-
-async def _create_players(game):
-    await create_players(game, PLAYERS.items())
+llm, game = game_fixtures("e2e-world", ENV, CountingModel, players=PLAYERS.items(), timeout=300)
 
 
 async def _player(game, name):
@@ -134,12 +114,6 @@ async def _admin_says(admin, line, until, timeout=30):
     """The admin's command and the answer line matching ``until``."""
     _, text = await admin.expect(line, until, timeout=timeout)
     return text
-
-
-async def _close(*conns):
-    for conn in conns:
-        if conn is not None:
-            await conn.close()
 
 
 # -- 1. a key said brings its lore entry into that reply's prompt --------------------------------

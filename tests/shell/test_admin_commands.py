@@ -10,7 +10,6 @@ from unittest import mock
 from django.test import override_settings
 from evennia.objects.objects import DefaultCharacter
 from evennia.utils import create
-from twisted.internet import defer
 
 from ai_contrib import rag_memory
 from ai_contrib.admin_commands import CmdAIConfig, CmdAIList, CmdAIReset
@@ -23,54 +22,17 @@ from ai_contrib.commands import (
     CmdCompact,
 )
 from ai_contrib.core.summary import make_marker
-from ai_contrib.memory import mem0_store
 from ai_contrib.memory.erase import archive_files
 from ai_contrib.memory.journal import add_entry, ensure_journal
 from ai_contrib.typeclasses import SCRIPT_KEY, AssistantCharacter, AssistantScript
 
-from tests.support.npc_fixtures import NPCTestCase
+from tests.support.admin_fixtures import FORGED, AdminCase, FakeStore
 from tests.support.llm_double import reply
 from tests.support.twisted_util import spin, wait_for
-
-FORGED = "|/|w[MudInfo] Fake alert|n |lcquit|ltclick|le"
 
 
 class Innkeeper(AssistantCharacter, DefaultCharacter):
     """An AI NPC the way a game defines one: its own subclass."""
-
-
-class FakeStore:
-    """
-    Stands in for the process-wide Mem0 store: records calls, answers at once (the worker
-    thread's Deferreds are the real store's business, tested in test_mem0_store.py).
-    """
-
-    is_open = True
-
-    def __init__(self, memories=3, hit=None):
-        self.memories = memories
-        self.hit = hit
-        self.calls = []
-
-    def run(self, func, *args, **kwargs):
-        self.calls.append(("run", func.__name__))
-        return defer.maybeDeferred(func, *args, **kwargs)
-
-    def delete_agent(self, agent_id, drop_collection=False):
-        self.calls.append(("delete_agent", agent_id, drop_collection))
-        return defer.succeed(self.memories)
-
-    def get(self, agent_id, memory_id):
-        self.calls.append(("get", agent_id, memory_id))
-        return defer.succeed(self.hit if memory_id and self.hit and
-                             self.hit["metadata"]["memory_id"].startswith(memory_id) else None)
-
-
-class AdminCase(NPCTestCase):
-    def use_store(self, store):
-        previous, mem0_store._store = mem0_store._store, store
-        self.addCleanup(setattr, mem0_store, "_store", previous)
-        return store
 
 
 class TestLookup(AdminCase):

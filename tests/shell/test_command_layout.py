@@ -22,14 +22,11 @@ from ai_contrib.commands import (
 from ai_contrib.core.summary import make_marker
 from ai_contrib.memory.journal import add_entry, ensure_journal
 
+from tests.support.admin_fixtures import too_wide
 from tests.support.npc_fixtures import NPCTestCase
 
 LONG = "the road north is muddy and the bridge at Hollin ford is out " * 4
 OWN_COMMANDS = (CmdTalk, CmdAIHistory, CmdCompact, CmdAISleep, CmdAIWake, CmdAIMemory)
-
-
-def too_wide(out, width=80):
-    return [line for line in out.splitlines() if len(line) > width]
 
 
 class TestTablesFitTheClient(NPCTestCase):

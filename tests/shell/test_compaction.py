@@ -342,7 +342,7 @@ class TestUnsupportedSummary(NPCTestCase):
     UNRELATED = "Everyone enjoyed pleasant music, dancing and laughter throughout evening."
 
     def setUp(self):
-        from tests.unit.core.test_fidelity import TAVERN
+        from tests.support.conversations import TAVERN
 
         super().setUp()
         self.char1.key, self.char2.key = "Wren", "Tamsin"

@@ -21,7 +21,7 @@ from ai_contrib.pins import PINS_ATTRIBUTE, add_pin, get_pins, pins_for
 from ai_contrib.typeclasses import AssistantCharacter
 
 from tests.support.npc_fixtures import NPCTestCase
-from tests.shell.test_admin_commands import FORGED, AdminCase, FakeStore
+from tests.support.admin_fixtures import FORGED, AdminCase, FakeStore
 
 
 def words(text):

