@@ -27,10 +27,10 @@ demo-keep: install
 test: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-# the edit-test loop: no real game and no real model (the e2e marker, tests/test_embedded.py);
-# `make test` and CI run everything
+# the edit-test loop: tests/unit and tests/shell, no real game (tests/e2e) and no real model
+# (tests/model); `make test` and CI run everything
 test-fast: install
-	$(PY) -m pytest -q -m "not e2e" --ignore=tests/test_embedded.py $(PYTEST_ARGS)
+	$(PY) -m pytest -q tests/unit tests/shell $(PYTEST_ARGS)
 
 # the PostgreSQL driver for Django and Mem0's pgvector store (the [postgres] extra)
 PG_STAMP := $(VENV)/.installed-postgres

@@ -1,7 +1,7 @@
 """
 Django's ``DATABASES`` from one URL in the environment (``AI_DATABASE_URL``), so that a game
-(``game_template/server/conf/settings.py``) or the test suite (``tests/settings.py``) moves from
-SQLite to PostgreSQL by environment alone (``docs/design.md``, "Scaling out").
+(``game_template/server/conf/settings.py``) or the test suite (``tests/support/settings.py``)
+moves from SQLite to PostgreSQL by environment alone (``docs/design.md``, "Scaling out").
 
 Standard library only: settings files import this before Django is set up.
 

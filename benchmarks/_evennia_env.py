@@ -2,8 +2,8 @@
 Django + Evennia for a benchmark script, outside a game dir.
 
 :func:`setup_evennia` configures Django from ``evennia.settings_default`` (as the test settings
-in ``tests/settings.py`` do) with a *file* SQLite database in a fresh temporary directory, creates
-the tables straight from the models (no migrations: ~1.5 s instead of ~6 s), and runs
+in ``tests/support/settings.py`` do) with a *file* SQLite database in a fresh temporary directory,
+creates the tables straight from the models (no migrations: ~1.5 s instead of ~6 s), and runs
 ``evennia._init()`` so Evennia's flat API (``evennia.create_object``...) is filled in. Logs and
 the AI archive go to the same temporary directory. SQLite gets the pragmas a running Evennia
 server sets (``settings.SQLITE3_PRAGMAS``).

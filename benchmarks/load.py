@@ -12,8 +12,8 @@ missing). Then it runs a real ``reactor.run()``:
   every ``AI_TICK_INTERVAL`` (2 s), phases spread uniformly over one interval;
 * players' lines arrive as a Poisson process of ``--rate`` messages/s, each to a random NPC,
   through ``script.receive_speech(player_character, text)``;
-* the LLM is ``tests/llm_double.py``'s ``LLMDouble`` (a real HTTP server on 127.0.0.1, echoing
-  the last user line at once), run in a *child process* so that its threads do not compete for
+* the LLM is ``tests/support/llm_double.py``'s ``LLMDouble`` (a real HTTP server on 127.0.0.1,
+  echoing the last user line at once), run in a *child process* so that its threads do not compete for
   this process's GIL: what is measured is our code, not a model and not the double.
 
 Two phases share the process, the world and the ticker:
@@ -152,7 +152,7 @@ def settled_rss():
 def serve_llm_double():
     """Child mode: run ``LLMDouble`` on 127.0.0.1, print ``{"base_url": ...}``, serve until
     stdin closes (the parent exited or is done)."""
-    from tests.llm_double import LLMDouble
+    from tests.support.llm_double import LLMDouble
 
     double = LLMDouble().start()
     print(json.dumps({"base_url": double.base_url}), flush=True)

@@ -424,8 +424,8 @@ def score_question(q, prompt, question_line, turn_texts, model=None, said_texts=
 
 
 def wait(d, timeout=WAIT_TIMEOUT):
-    """Drive the reactor until Deferred ``d`` fires (tests/twisted_util.wait_for)."""
-    from tests.twisted_util import wait_for
+    """Drive the reactor until Deferred ``d`` fires (tests/support/twisted_util.wait_for)."""
+    from tests.support.twisted_util import wait_for
 
     return wait_for(d, timeout=timeout)
 

@@ -197,7 +197,7 @@ def percentile(values, fraction):
 
 
 def _setup_django():
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.support.settings")
     import django
 
     django.setup()

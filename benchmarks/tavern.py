@@ -2,8 +2,8 @@
 A busy tavern: N telnet players talk to Marta, the AI innkeeper, in a real game.
 
 The game is made from ``game_template/`` (``demo.gamectl.GameDir``) on free loopback ports and
-started as ``make demo`` starts it. Its ``AI_LLM_BASE_URL`` points at ``tests/llm_double.py``'s
-``LLMDouble``, a real OpenAI-compatible HTTP server on 127.0.0.1 run by this process, which
+started as ``make demo`` starts it. Its ``AI_LLM_BASE_URL`` points at
+``tests/support/llm_double.py``'s ``LLMDouble``, a real OpenAI-compatible HTTP server on 127.0.0.1 run by this process, which
 answers every request after ``--latency`` seconds:
 
 - a reply (an NPC line): one short in-character sentence, addressed to the last speaker;
@@ -77,7 +77,7 @@ if str(ROOT) not in sys.path:
 from demo.gamectl import GameDir, GameError  # noqa: E402
 from demo.replay import npc_archives  # noqa: E402
 from demo.telnet import TelnetError, TelnetPlayer, Transcript  # noqa: E402
-from tests.llm_double import LLMDouble, reply, sleep, tool_calls  # noqa: E402
+from tests.support.llm_double import LLMDouble, reply, sleep, tool_calls  # noqa: E402
 
 NPC = "Marta"
 FALLBACK = f"{NPC} seems lost in thought."

@@ -4,7 +4,7 @@ between NPCs, that what they whisper never does, and what gossip costs.
 
 **Part 1, the village** (a real game). The game is made from ``game_template/``
 (``demo.gamectl.GameDir``) on free loopback ports and started as ``make demo`` starts it, with
-``AI_LLM_BASE_URL`` pointing at ``tests/llm_double.py``'s ``LLMDouble`` on 127.0.0.1 (this
+``AI_LLM_BASE_URL`` pointing at ``tests/support/llm_double.py``'s ``LLMDouble`` on 127.0.0.1 (this
 process). The admin builds the village over telnet with Evennia's builder commands (``dig``,
 ``tel``, ``create``, ``set``, ``tag``): the template's tavern and gate (zone ``crossroads``),
 a mill (zone ``riverside``) and a hermitage (zone ``hills``), four NPCs in each of the first
@@ -85,7 +85,7 @@ if str(ROOT) not in sys.path:
 
 from demo.gamectl import GameDir  # noqa: E402
 from demo.telnet import TelnetError, TelnetPlayer, Transcript  # noqa: E402
-from tests.llm_double import LLMDouble, prompt_text, request_kind, tool_calls  # noqa: E402
+from tests.support.llm_double import LLMDouble, prompt_text, request_kind, tool_calls  # noqa: E402
 
 #: (room, zone, built by the template, [(npc, role, gossip Tags)])
 PLACES = [

@@ -36,7 +36,7 @@ SQLite database in a temporary directory, tables from the models) with real
    (zone ``crossroads``), the template's lore (``game_template/world/lore.py``), two pins of
    her own and one about the first player; ``--turns`` (40) lines said to her with
    ``receive_speech`` and answered by ``run_tick`` -> ``replies.answer_turn`` against
-   ``tests/llm_double.py``'s double (a short in-character line, at once). Tokens per prompt
+   ``tests/support/llm_double.py``'s double (a short in-character line, at once). Tokens per prompt
    section from each reply's receipt (``receipt["parts"]``, our tokenizer): mean, median, max.
 3. **reuse** (embedded model): the same ``--turns`` lines (``--reuse-conv``, conv-26) to the
    embedded model, started as the contrib starts it (``AI_LLM_BASE_URL`` unset: the LLM client
@@ -165,7 +165,7 @@ def frequent_words(count):
 # --- Evennia ----------------------------------------------------------------------------------
 
 def wait(d, timeout=600):
-    from tests.twisted_util import wait_for
+    from tests.support.twisted_util import wait_for
 
     return wait_for(d, timeout=timeout)
 
@@ -396,7 +396,7 @@ def part_tokens(args):
     from django.conf import settings
 
     from ai_contrib.llm.client import reset_client
-    from tests.llm_double import LLMDouble
+    from tests.support.llm_double import LLMDouble
 
     answers = ["Aye, love, sit by the fire and tell me more.",
                "That sounds like a fine thing. What will you do next?",

@@ -3,7 +3,7 @@
 #
 # Runs COMMAND with a throwaway PostgreSQL server (with pgvector) on 127.0.0.1 and these
 # variables set (docs/scaling-out.md):
-#   AI_DATABASE_URL                       Evennia's database (tests/settings.py, game_template)
+#   AI_DATABASE_URL                       Evennia's database (tests/support/settings.py, game_template)
 #   AI_MEMORY_PGVECTOR_CONNECTION_STRING  Mem0's vector store (a second database, pgvector)
 #   AI_REQUIRE_POSTGRES=1                 tests that need PostgreSQL fail instead of skipping
 # The server lives in a temporary directory and is stopped, and the directory removed, when

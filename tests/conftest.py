@@ -9,7 +9,7 @@ databases of its own (:func:`_e2e_databases`).
 
 import pytest
 
-from tests.postgres_util import (
+from tests.support.postgres_util import (
     DATABASE_VAR,
     PGVECTOR_VAR,
     create_database,

@@ -1,0 +1,1 @@
+"""End-to-end tests: a real game from ``game_template/`` driven over telnet (and a browser)."""

@@ -1,0 +1,1 @@
+"""Tests of the real embedded model (no game)."""

@@ -1,0 +1,1 @@
+"""Memory modules on an NPC in Evennia's test harness."""

@@ -1,0 +1,312 @@
+"""
+Recall notes (``ai_contrib.core.recall_notes``, ``docs/design.md``, "Recall notes"): what
+retrieval returns stays where it was first shown, so the reply prompt's prefix stays the same
+from one reply to the next; and the prompt assembly places and accounts for them.
+"""
+
+from django.test import override_settings
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ai_contrib.core.prompts import assemble_reply_prompt
+from ai_contrib.core.recall_notes import plan_recall, visible_notes
+
+from tests.support.llm_double import reply
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import wait_for
+
+
+def render(items):
+    return "RELATED MEMORIES:\n" + "\n".join(item["line"] for item in items)
+
+
+def count(text):
+    return len(text.split())
+
+
+def item(key, words=4):
+    return {"key": key, "kind": "memory", "line": "- " + " ".join([key] * words)}
+
+
+def plan(notes, items, anchor, ids, budget=40, listeners=None):
+    return plan_recall(notes, items, anchor, set(ids), budget, render, count,
+                       listeners=listeners)
+
+
+def test_a_memory_already_shown_is_not_added_again():
+    first = plan([], [item("a"), item("b")], "m1", {"m1"})
+    assert [i["key"] for i in first["new"]["items"]] == ["a", "b"]
+    second = plan(first["notes"], [item("b"), item("c")], "m3", {"m1", "m2", "m3"})
+    assert [i["key"] for i in second["new"]["items"]] == ["c"]
+    # the first note is shown again unchanged, before the second
+    assert second["shown"][0] is first["notes"][0]
+    assert [n["anchor"] for n in second["shown"]] == ["m1", "m3"]
+
+
+def test_nothing_new_adds_no_note():
+    first = plan([], [item("a")], "m1", {"m1"})
+    second = plan(first["notes"], [item("a")], "m2", {"m1", "m2"})
+    assert second["new"] is None and second["shown"] == first["notes"]
+
+
+def test_a_note_leaves_with_its_anchor():
+    first = plan([], [item("a")], "m1", {"m1"})
+    # m1 was compacted away: its note goes, and "a" is new again
+    second = plan(first["notes"], [item("a")], "m5", {"m5"})
+    assert [n["anchor"] for n in second["notes"] if not n.get("lost")] == ["m5"]
+    assert [i["key"] for i in second["new"]["items"]] == ["a"]
+
+
+def test_shown_notes_stay_and_new_ones_take_what_room_is_left():
+    notes = plan([], [item("a", 10)], "m1", {"m1"}, budget=30)["notes"]
+    second = plan(notes, [item("a", 10), item("b", 10), item("c", 10)], "m2", {"m1", "m2"},
+                  budget=30)
+    # "a" stays where it was; of b and c only one fits beside it
+    assert second["dropped"] == 0 and second["left_out"] == 1
+    assert [[i["key"] for i in n["items"]] for n in second["shown"]] == [["a"], ["b"]]
+
+
+def test_a_change_of_subject_gives_up_the_newest_notes_first():
+    # one-item notes cost 11 "tokens", two-item notes 20; the budget holds two of the latter
+    notes = plan([], [item("a", 8), item("b", 8)], "m1", {"m1"}, budget=40)["notes"]
+    second = plan(notes, [item("a", 8), item("c", 8), item("d", 8)], "m2", {"m1", "m2"},
+                  budget=40)
+    assert second["dropped"] == 0
+    third = plan(second["notes"], [item("x", 8), item("y", 8), item("z", 8)], "m3",
+                 {"m1", "m2", "m3"}, budget=40)
+    # the oldest note stays in the cached prefix; the newest makes room for the new subject
+    assert third["dropped"] == 1
+    assert third["shown"][0] is notes[0]
+    assert [[i["key"] for i in n["items"]] for n in third["shown"]] == [["a", "b"], ["x", "y"]]
+    assert [n["anchor"] for n in third["notes"] if not n.get("lost")] == ["m1", "m3"]
+
+
+def test_a_change_of_subject_gives_up_nothing_when_half_the_budget_is_free():
+    notes = plan([], [item("a", 8)], "m1", {"m1"}, budget=40)["notes"]
+    second = plan(notes, [item("x", 8), item("y", 8), item("z", 8)], "m2", {"m1", "m2"},
+                  budget=40)
+    assert second["dropped"] == 0
+    assert [[i["key"] for i in n["items"]] for n in second["shown"]] == [["a"], ["x", "y"]]
+
+
+def test_the_first_note_may_fill_the_budget_and_a_note_beside_it_takes_at_most_half():
+    items = [item("a", 8), item("b", 8), item("c", 8), item("d", 8)]
+    first = plan([], items, "m1", {"m1"}, budget=35)
+    # nothing shown yet: a question asked afresh gets all the room there is
+    assert [i["key"] for i in first["new"]["items"]] == ["a", "b", "c"]
+    assert first["new"]["tokens"] == 29 and first["left_out"] == 1
+    small = plan([], [item("a", 8)], "m1", {"m1"}, budget=60)
+    second = plan(small["notes"], [item("a", 8)] + [item(k, 8) for k in "wxyz"], "m2",
+                  {"m1", "m2"}, budget=60)
+    # beside a shown note, a new one leaves room for the next subject
+    assert second["dropped"] == 0
+    assert [i["key"] for i in second["new"]["items"]] == ["w", "x", "y"]
+    assert second["new"]["tokens"] <= 30 and second["left_out"] == 1
+
+
+def test_after_a_compaction_the_talk_goes_on_under_the_latency_allowance():
+    items = [item(k, 8) for k in "abcd"]
+    before = plan([], [item("x", 8)], "m1", {"m1"}, budget=60)
+    # m1 was compacted away mid-conversation: the next note keeps to the allowance (20 tokens
+    # here: two items of 9), not the whole budget
+    after = plan_recall(before["notes"], items, "m5", {"m5"}, 60, render, count, new_tokens=20)
+    assert [i["key"] for i in after["new"]["items"]] == ["a", "b"]
+    assert after["new"]["tokens"] <= 20
+    # the same turn asked afresh (no notes before) still gets the whole budget
+    fresh = plan_recall([], items, "m5", {"m5"}, 60, render, count, new_tokens=20)
+    assert [i["key"] for i in fresh["new"]["items"]] == ["a", "b", "c", "d"]
+    # and once the compacted note is gone from the state, a later note beside the new one
+    # keeps to the allowance as any note beside others does
+    later = plan_recall(after["notes"], [item("e", 8)], "m6", {"m5", "m6"}, 60, render, count,
+                        new_tokens=20)
+    assert [n["anchor"] for n in later["shown"]] == ["m5", "m6"]
+
+
+def test_a_conversation_that_lost_its_notes_keeps_to_the_allowance_on_every_later_turn():
+    items = [item(k, 8) for k in "abcd"]
+    before = plan_recall([], [item("x", 8)], "m1", {"m1"}, 60, render, count,
+                         listeners=["#1", "#2"])
+    # the prompt window moved past m1; the allowance (5 tokens) has no room for an item, so
+    # this turn adds no note and the NPC shows none
+    lost = plan_recall(before["notes"], items, "m5", {"m5"}, 60, render, count,
+                       listeners=["#1", "#2"], new_tokens=5)
+    assert lost["new"] is None and lost["shown"] == []
+    # the next turn still goes on under the allowance: it is not a question asked afresh
+    # (before, it took the whole budget: four items, ~1,200 tokens on the default install)
+    later = plan_recall(lost["notes"], items, "m6", {"m5", "m6"}, 60, render, count,
+                        listeners=["#2"], new_tokens=20)
+    assert [i["key"] for i in later["new"]["items"]] == ["a", "b"]
+    # the same turn with no notes before gets the whole budget, and so does a listener who
+    # walks in and was shown none of the lost notes
+    fresh = plan_recall([], items, "m6", {"m5", "m6"}, 60, render, count, listeners=["#2"],
+                        new_tokens=20)
+    assert [i["key"] for i in fresh["new"]["items"]] == ["a", "b", "c", "d"]
+    newcomer = plan_recall(lost["notes"], items, "m6", {"m5", "m6"}, 60, render, count,
+                           listeners=["#2", "#3"], new_tokens=20)
+    assert [i["key"] for i in newcomer["new"]["items"]] == ["a", "b", "c", "d"]
+    # the marks stay few and are never shown
+    assert [n["anchor"] for n in later["notes"]] == [None, "m6"]
+    assert visible_notes(later["notes"], {"m5", "m6"}, ["#2"]) == [later["new"]]
+
+
+def test_a_note_is_shown_only_to_listeners_who_heard_its_reply():
+    first = plan([], [item("a")], "m1", {"m1"}, listeners=["#1", "#2"])
+    assert visible_notes(first["notes"], {"m1"}, ["#1"]) == first["notes"]
+    assert visible_notes(first["notes"], {"m1"}, ["#1", "#3"]) == []
+    # #3 walked in: "a" is retrieved again for the new audience, in a note of its own
+    second = plan(first["notes"], [item("a")], "m2", {"m1", "m2"}, listeners=["#1", "#3"])
+    assert [n["anchor"] for n in second["shown"]] == ["m2"]
+    assert second["new"]["audience"] == ["#1", "#3"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from("abcdefgh"), max_size=4, unique=True), min_size=1,
+                max_size=12),
+       st.integers(min_value=6, max_value=40))
+def test_notes_stay_within_budget_and_never_change_once_shown(turns, budget):
+    notes, ids, texts = [], set(), {}
+    for n, keys in enumerate(turns):
+        anchor = f"m{n}"
+        ids.add(anchor)
+        result = plan(notes, [item(k, 1) for k in keys], anchor, ids, budget=budget)
+        notes = result["notes"]
+        shown_keys = [i["key"] for note in result["shown"] for i in note["items"]]
+        assert sum(note["tokens"] for note in result["shown"]) <= budget
+        assert len(shown_keys) == len(set(shown_keys))  # nothing shown twice
+        anchors = [int(note["anchor"][1:]) for note in result["shown"]]
+        assert anchors == sorted(anchors)
+        for note in result["shown"]:  # a note shown before is shown again word for word
+            assert texts.setdefault(note["anchor"], note["text"]) == note["text"]
+        if keys and not result["left_out"]:
+            assert set(keys) <= set(shown_keys)
+
+
+def _history(n):
+    return [{"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant", "name": "Bob",
+             "content": f"line {i}", "seq": 10 + i} for i in range(n)]
+
+
+def test_notes_sit_before_their_lines_and_the_prefix_survives_the_next_turn():
+    history = _history(4)
+    note1 = {"anchor": "m2", "text": "RELATED MEMORIES:\n- one", "tokens": 5, "new": True}
+    first, parts = assemble_reply_prompt("P", "Marta", history, [3] * 4, 1000, notes=[note1],
+                                         keep_ids=["m2"])
+    texts = [m["content"] for m in first]
+    assert texts.index(note1["text"]) == texts.index("Bob: line 2") - 1
+    history = _history(6)
+    note2 = {"anchor": "m4", "text": "RELATED MEMORIES:\n- two", "tokens": 5, "new": True}
+    second, parts = assemble_reply_prompt(
+        "P", "Marta", history, [3] * 6, 1000, notes=[dict(note1, new=False), note2],
+        keep_ids=["m4"])
+    # everything the first prompt held up to its last line is the second prompt's prefix
+    assert second[: len(first)] == first
+    assert [p["part"] for p in parts] == ["system", "history", "memories", "history",
+                                          "memories", "turn", "history"]
+    memories = [p for p in parts if p["part"] == "memories"]
+    assert [p["new"] for p in memories] == [False, True]
+    turn = next(p for p in parts if p["part"] == "turn")
+    assert (turn["first_seq"], turn["last_seq"], turn["messages"]) == (14, 14, 1)
+
+
+class RecallNotesOnARealNPC(NPCTestCase):
+    """Two replies of a real NPC whose archive holds what the players ask about: the first
+    reply's whole prompt is the second's prefix, and each reply leaves a receipt."""
+
+    llm_default = staticmethod(lambda request: reply("Aye, I remember."))
+
+    def setUp(self):
+        super().setUp()
+        old = [
+            self.script.add_message("user", "The silver key lies under the old mill stone.",
+                                    name="Bob"),
+            self.script.add_message("user", "My sister Wren paints herons by the river.",
+                                    name="Bob"),
+        ]
+        self.fill(6)
+        self.script.runtime.evict([m["id"] for m in old], reason="test")
+        self.old = old
+
+    def test_the_second_prompt_starts_with_the_first_and_receipts_name_the_memories(self):
+        with override_settings(AI_MEMORY_ENABLED=False):  # the archive alone answers
+            self.script.receive_speech(self.char1, "Where is the silver key, Marta?")
+            wait_for(self.script.run_tick())
+            self.script.receive_speech(self.char1, "And what does my sister Wren paint?")
+            wait_for(self.script.run_tick())
+        first, second = (r["messages"] for r in self.llm.requests[-2:])
+        self.assertEqual(second[: len(first)], first)
+        texts = [m["content"] for m in second]
+        # each memory is shown once, before the first line it was retrieved for (the heron
+        # line may come with the key line, its neighbour in the archive)
+        for words, line in (("silver key lies", "Where is the silver key, Marta?"),
+                            ("paints herons", "And what does my sister Wren paint?")):
+            notes = [t for t in texts if words in t]
+            self.assertEqual(len(notes), 1, texts)
+            self.assertLess(texts.index(notes[0]), texts.index(f"{self.char1.key}: {line}"))
+
+        receipts = self.script.db.reply_receipts
+        self.assertEqual(len(receipts), 2)
+        last = receipts[-1]
+        self.assertEqual(last["seq"], self.script.history[-1]["seq"])
+        sources = {(m["source"], m["ref"]) for m in receipts[0]["memories"]}
+        self.assertIn(("archive", str(self.old[0]["seq"])), sources)
+        self.assertEqual([p["part"] for p in last["parts"]][0], "system")
+        # the first reply's note is carried, not new
+        self.assertFalse([p for p in last["parts"] if p["part"] == "memories"][0]["new"])
+        archived = [r for r in self.script.archive.records(kinds=("receipt",))]
+        self.assertEqual([r["reply_seq"] for r in archived], [r["seq"] for r in receipts])
+        self.assertEqual(self.script.ndb.recent_prompts[-1]["messages"], second)
+
+
+class RecallNotesOverBudget(NPCTestCase):
+    """
+    While the history is over its budget the prompt shows its oldest messages and a tail from a
+    kept start; a note anchored between the two cannot be shown, so it must not take the memory
+    budget either, or a change of subject gives up the note the prompt does show and the cached
+    prefix breaks.
+    """
+
+    llm_default = staticmethod(lambda request: reply("Aye."))
+
+    def setUp(self):
+        super().setUp()
+        subjects = [
+            "The silver key lies under the old mill stone by the weir.",
+            "The silver key opens the chapel crypt, not the mill.",
+            "My sister Wren paints herons by the river every spring.",
+            "Wren sells the heron paintings at the harvest fair.",
+            "The copper kettle cracked when the smith dropped it.",
+            "The smith mends copper kettles for two coins each.",
+        ]
+        old = [self.script.add_message("user", text, name="Bob") for text in subjects]
+        self.fill(2, words=4)
+        self.script.runtime.evict([m["id"] for m in old], reason="test")
+
+    def ask(self, text):
+        self.script.receive_speech(self.char1, text)
+        wait_for(self.script.run_tick())
+        return self.llm.requests[-1]["messages"]
+
+    def test_a_note_the_prompt_cannot_show_takes_no_room_from_one_it_shows(self):
+        with override_settings(AI_MEMORY_ENABLED=False, AI_MEMORY_RETRIEVAL_TOKEN_BUDGET=130,
+                               AI_MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE=0,
+                               AI_MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT=0,
+                               AI_MEMORY_RETRIEVAL_SESSION_WEIGHT=0,
+                               # the over-budget prompt while a compaction is written, below
+                               # the cap at which the oldest lines would go to the archive
+                               AI_COMPACT_INFLIGHT_CAP=10.0):
+            self.script.db.max_context_tokens = 400
+            self.fill(8, words=12)  # more than the prompt keeps as its head when over budget
+            self.ask("Where is the silver key, Marta?")  # a note within the budget
+            # a compaction is being written (nothing is evicted meanwhile) while more is said:
+            # the history goes over its budget and the prompt starts later on
+            self.script.ndb.compacting = True
+            self.fill(16, words=12)
+            self.assertGreater(self.script.token_usage(), 1.0)
+            first = self.ask("What does my sister Wren paint?")
+            second = self.ask("Who cracked the copper kettle?")
+        self.assertIsNotNone(self.script.ndb.prompt_start_id)
+        texts = [m["content"] for m in second]
+        self.assertTrue(any("copper kettle cracked" in t for t in texts), texts)
+        self.assertFalse(any("silver key lies" in t for t in texts), texts)
+        # the second over-budget prompt extends the first: the heron note stayed
+        self.assertEqual(second[: len(first)], first)

@@ -1,0 +1,1 @@
+"""The staff web pages on Evennia's test harness."""

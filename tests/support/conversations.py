@@ -1,0 +1,29 @@
+"""
+Conversations the tests share as data: ``(role, speaker, text)`` lines, oldest first.
+"""
+
+#: 21 lines in Marta's tavern: the source a summary must be supported by; the summary-fidelity
+#: threshold was measured on it (``docs/design.md``, "Summary fidelity")
+TAVERN = [
+    ("user", "Wren", "Evening, Marta. Is the road to Riverton open again?"),
+    ("assistant", "Marta", "The bridge washed out on Tuesday; the carters go round by the mill."),
+    ("user", "Wren", "How long does that take with a loaded cart?"),
+    ("assistant", "Marta", "Two days, if the weather holds. Old Tom lost a wheel there."),
+    ("user", "Tamsin", "I heard bandits were seen near the mill."),
+    ("assistant", "Marta", "Rumours. The sheriff sent riders, and they found only a fox den."),
+    ("user", "Wren", "I need a room for three nights and stabling for my mare."),
+    ("assistant", "Marta", "The east room is free: four silver a night, stabling one more."),
+    ("user", "Wren", "I will pay twelve silver now and the rest on Friday."),
+    ("assistant", "Marta", "Done. Lena will bring your supper up after the bell."),
+    ("user", "Tamsin", "Do you still have that honey mead from the spring?"),
+    ("assistant", "Marta", "Two casks left. I keep them for the harvest feast."),
+    ("user", "Tamsin", "Then save me a jug for the feast, I will pay double."),
+    ("assistant", "Marta", "I'll mark one for you, Tamsin."),
+    ("user", "Wren", "My brother is coming from the coast; he asks for Marta by name."),
+    ("assistant", "Marta", "Your brother Corin? He still owes me for a broken bench."),
+    ("user", "Wren", "He promised to mend it himself when he arrives."),
+    ("assistant", "Marta", "Then tell him to bring his tools and his manners."),
+    ("user", "Tamsin", "Is the smithy open tomorrow? My knife needs sharpening."),
+    ("assistant", "Marta", "Gareth opens at dawn but closes early on market days."),
+    ("user", "Wren", "Good night, Marta. Wake me at first light."),
+]

@@ -1,0 +1,424 @@
+"""
+The LoCoMo benchmark's scoring functions (``benchmarks/locomo_metrics.py``) and one small run of
+``benchmarks/locomo.py`` end to end: a two-session conversation in LoCoMo's format, replayed
+through real NPCs in a real Evennia database, with the LLM double answering on 127.0.0.1.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from benchmarks import locomo_metrics as m
+
+from tests.support.llm_double import LLMDouble, tool_calls
+from tests.support.paths import ROOT
+
+
+
+# ------------------------------------------------------------------------------------------------
+# normalisation and containment
+
+
+def test_normalize_answer_follows_locomo():
+    assert m.normalize_answer("The Cat, and a Dog!") == "cat dog"
+    assert m.normalize_answer("  An  apple ") == "apple"
+    assert m.normalize_answer(2022) == "2022"
+    assert m.normalize_answer(None) == ""
+    # words that merely contain an article survive
+    assert m.normalize_answer("theatre and anthem") == "theatre anthem"
+
+
+def test_normalize_answer_strips_unicode_punctuation():
+    assert m.normalize_answer("Caroline\u2019s \u201cpride\u201d \u2014 parade") == "carolines pride parade"
+
+
+@given(st.text())
+def test_normalize_answer_is_idempotent(text):
+    once = m.normalize_answer(text)
+    assert m.normalize_answer(once) == once
+
+
+def test_stem_matches_porter_examples():
+    examples = {
+        "caresses": "caress", "ponies": "poni", "ties": "tie", "cats": "cat", "agreed": "agre",
+        "hopping": "hop", "falling": "fall", "filing": "file", "happy": "happi",
+        "enjoy": "enjoy", "relational": "relat", "conditional": "condit", "hopeful": "hope",
+        "goodness": "good", "adoption": "adopt", "controll": "control", "dying": "die",
+        "skies": "sky", "generously": "gener", "painting": "paint", "is": "is",
+    }
+    assert {w: m.stem(w) for w in examples} == examples
+
+
+def test_f1_uses_stems_and_is_symmetric_in_overlap():
+    assert m.f1_score("painted a sunset", "painting sunsets") == pytest.approx(1.0)
+    assert m.f1_score("a red bicycle", "bicycle") == pytest.approx(2 * 0.5 * 1 / 1.5)
+    assert m.f1_score("", "anything") == 0.0
+    assert m.f1_score("nothing alike", "totally different") == 0.0
+
+
+def test_locomo_f1_per_category():
+    # multi-hop: each gold part takes its best predicted part
+    assert m.locomo_f1("Lisbon, Porto", "Porto, Lisbon", 1) == pytest.approx(1.0)
+    assert m.locomo_f1("Lisbon", "Porto, Lisbon", 1) == pytest.approx(0.5)
+    # open-domain: the gold answer is cut at ';'
+    assert m.locomo_f1("marine biology", "marine biology; she loves the sea", 3) == pytest.approx(1.0)
+    assert m.locomo_f1("7 May 2023", "7 May 2023", 2) == pytest.approx(1.0)
+    # adversarial: only a refusal scores
+    assert m.locomo_f1("No information available.", "anything", 5) == 1.0
+    assert m.locomo_f1("It was self-care.", "self-care", 5) == 0.0
+    assert m.locomo_f1(None, "x", 4) == 0.0
+    with pytest.raises(ValueError):
+        m.locomo_f1("x", "x", 9)
+
+
+def test_contains_part_exact_and_by_recall():
+    texts = ["Jon: [1:56 pm on 8 May, 2023] I opened my dance studio downtown!", "Gina: nice"]
+    assert m.contains_part("8 May 2023", texts)
+    assert m.contains_part("dance studio", texts)
+    # words must be contiguous for the exact match, but 80 % recall in one message also counts
+    assert m.contains_part("opened studio dance", texts)
+    assert not m.contains_part("studio in Paris opened yesterday", texts)
+    # a match never spans two messages
+    assert not m.contains_part("downtown gina nice", texts)
+    # no partial-word matches
+    assert not m.contains_part("dance stud", ["the dance studios"])
+
+
+def test_answer_score_multi_hop_is_per_part():
+    texts = ["Bob: I visited Lisbon last year", "Alice: and then?"]
+    assert m.answer_score("Lisbon, Porto", texts, 1) == pytest.approx(0.5)
+    assert m.answer_score("Lisbon, Porto", texts, 4) == 0.0  # one part, not contained
+    assert m.answer_score("the", texts, 4) is None  # nothing left to score
+
+
+def test_token_recall():
+    assert m.token_recall("red bicycle", "I bought a red bicycle") == 1.0
+    assert m.token_recall("red bicycle", "a bicycle") == 0.5
+    assert m.token_recall("", "anything") == 0.0
+
+
+# ------------------------------------------------------------------------------------------------
+# evidence
+
+
+def test_parse_evidence_is_lenient():
+    assert m.parse_evidence(["D1:3"]) == ["D1:3"]
+    assert m.parse_evidence(["D8:6; D9:17"]) == ["D8:6", "D9:17"]
+    assert m.parse_evidence(["D:11:26"]) == ["D11:26"]
+    assert m.parse_evidence(["D30:05"]) == ["D30:5"]
+    assert m.parse_evidence(["D"]) == []
+    assert m.parse_evidence(["D1:3", "D1:03"]) == ["D1:3"]
+    assert m.parse_evidence(None) == []
+    assert m.parse_evidence("D2:4") == ["D2:4"]
+    assert m.normalise_dia_id("D1:03") == "D1:3"
+    assert m.normalise_dia_id("nothing") is None
+    assert m.evidence_session("D12:4") == 12
+
+
+@given(st.lists(st.tuples(st.integers(0, 999), st.integers(0, 999)), max_size=5))
+def test_parse_evidence_round_trips(pairs):
+    ids = [f"D{s}:{t:02d}" for s, t in pairs]
+    expected = list(dict.fromkeys(f"D{s}:{t}" for s, t in pairs))
+    assert m.parse_evidence(ids) == expected
+    assert m.parse_evidence(["; ".join(ids)]) == expected
+
+
+def test_evidence_score():
+    turns = {"D1:1": "[date] hello there", "D1:2": "[date] my cat Pickle"}
+    assert m.evidence_score(["D1:1", "D1:2"], turns, ["Alice: [date] hello there"]) == 0.5
+    assert m.evidence_score(["D1:2"], turns, ["[date] my cat Pickle"]) == 1.0
+    assert m.evidence_score(["D9:9"], turns, ["anything"]) is None  # points nowhere
+
+
+def test_evidence_in_prompt_is_the_turns_own_text_anywhere_in_the_prompt():
+    said = {"D1:1": "I went to the support group yesterday.", "D1:2": "My cat is Pickle."}
+    # a recall note's line with the server's time and a date annotation counts
+    note = ("RELATED MEMORIES:\n- [8 May 2023] Caroline: I went to the support group "
+            "yesterday (7 May 2023).")
+    assert m.evidence_in_prompt(["D1:1"], said, ["persona", note]) == 1.0
+    # the same words in another order, or a paraphrase in a summary, do not
+    assert m.evidence_in_prompt(["D1:1"], said, ["Yesterday I went to the support group."]) == 0.0
+    assert m.evidence_in_prompt(["D1:1", "D1:2"], said, ["Summary: she has a cat, Pickle.",
+                                                         "Mel: My cat is Pickle."]) == 0.5
+    # an annotation the contrib does not write is not removed
+    assert m.evidence_in_prompt(["D1:2"], said, ["My cat (a tabby) is Pickle."]) == 0.0
+    assert m.evidence_in_prompt(["D9:9"], said, ["anything"]) is None  # points nowhere
+
+
+def test_aggregate_and_report():
+    rows = [
+        {"system": "full", "category": 4, "answer_in_prompt": 1.0, "evidence_verbatim": 1.0,
+         "prompt_tokens": 100, "f1": 0.5},
+        {"system": "full", "category": 2, "answer_in_prompt": 0.0, "evidence_verbatim": None,
+         "prompt_tokens": 300, "f1": 0.0},
+        {"system": "full", "category": 5, "adversarial_in_prompt": 0.0, "evidence_verbatim": 1.0,
+         "prompt_tokens": 200, "f1": 1.0, "asserted": 0.0},
+    ]
+    summary = m.aggregate(rows)
+    assert summary["full"]["1-4"]["n"] == 2
+    assert summary["full"]["1-4"]["answer_in_prompt"] == 0.5
+    assert summary["full"]["1-4"]["evidence_verbatim"] == 1.0  # None is not scored
+    assert summary["full"]["1-4"]["prompt_tokens"] == 200
+    assert summary["full"]["1-4"]["prompt_tokens_max"] == 300
+    assert summary["full"][5]["n"] == 1 and "1-4" in summary["full"]
+    stats = {"full": {"llm_calls": 3, "wall_s": 1.5, "summary_calls": 2,
+                      "summary_completion_tokens": 250, "extraction_calls": 1,
+                      "compaction_s": 12.25}}
+    text = m.format_report(summary, ["full"], stats, True)
+    assert "| full | all 1-4 | 2 | - | 50.0 | 100.0 | 25.0 | 200 | 300 | 3 | 1.5 |" in text
+    assert "| 2 | 250 | 1 | 12.2 |" in text
+    assert "Category 5" in text
+
+
+# ------------------------------------------------------------------------------------------------
+# reading the data (benchmarks/locomo.py's pure part)
+
+
+def test_conversation_turns_carry_date_caption_and_roles():
+    from benchmarks import locomo
+
+    conversation = synthetic_sample()["conversation"]
+    turns = locomo.conversation_turns(conversation)
+    assert len(turns) == 54
+    first, image = turns[0], turns[2]
+    assert first["role"] == "user" and first["speaker"] == "Alice" and first["id"] == "D1:1"
+    assert first["content"].startswith("[1:56 pm on 8 May, 2023] Hi Bob!")
+    assert first["timestamp"] == "2023-05-08T13:56:00+00:00"
+    assert turns[1]["role"] == "assistant"
+    assert image["content"].endswith("[shares a photo of a red bicycle leaning on a wall]")
+    assert {t["session"] for t in locomo.conversation_turns(conversation, max_sessions=1)} == {1}
+
+
+def test_select_questions_skips_what_was_not_replayed():
+    from benchmarks import locomo
+
+    sample = synthetic_sample()
+    every = locomo.select_questions(sample, {1, 2}, truncated=False)
+    assert [q["category"] for q in every] == [4, 2, 1, 3, 4, 5]
+    assert every[2]["evidence"] == ["D1:2", "D1:4"]
+    assert every[5]["gold"] == SENTINEL  # the adversarial answer, for category 5
+    first_only = locomo.select_questions(sample, {1}, truncated=True)
+    assert [q["index"] for q in first_only] == [0, 1, 2, 4, 5]
+    assert len(locomo.select_questions(sample, {1, 2}, False, max_questions=2)) == 2
+
+
+def test_strip_date_echo_and_session_time():
+    from benchmarks import locomo
+
+    assert locomo.strip_date_echo("[9:41 am on 8 February, 2023] Oh no") == "Oh no"
+    assert locomo.strip_date_echo("[shares a photo] look") == "[shares a photo] look"
+    assert locomo.parse_session_time("10:04 am on 20 June, 2023") == "2023-06-20T10:04:00+00:00"
+    assert locomo.parse_session_time("sometime") is None
+
+
+def _result(system, final_tokens, budget=4096):
+    row = {"system": system, "category": 4, "answer_in_prompt": 1.0, "evidence_verbatim": 0.5,
+           "prompt_tokens": 100}
+    return {
+        "config": {"data_sha256": "x", "max_context_tokens": budget, "max_sessions": None,
+                   "max_questions": None, "model": "m", "seed": 1, "answer": False,
+                   "conversations": ["c1"], "systems": [system], "systems_done": [system]},
+        "wall_s": 10.0,
+        "stats": {system: {"conversations": 1, "llm_calls": 3, "final_tokens": final_tokens}},
+        "per_conversation": {"c1": {system: {"replay_s": 1.0}}},
+        "questions": [row],
+    }
+
+
+def test_versus_full_sets_each_system_against_full_on_the_same_questions():
+    def row(system, conv, index, got, tokens, category=1):
+        return {"system": system, "conversation": conv, "qa_index": index,
+                "category": category, "answer_in_prompt": got, "prompt_tokens": tokens}
+
+    rows = [
+        row("full", "c1", 0, 1.0, 1000), row("full", "c1", 1, 1.0, 1000),
+        row("full", "c2", 0, 0.0, 3000), row("full", "c2", 1, 1.0, 3000),
+        row("mask", "c1", 0, 1.0, 100), row("mask", "c1", 1, 0.0, 100),
+        row("mask", "c2", 0, 1.0, 300), row("mask", "c2", 1, 1.0, 300),
+        row("mask", "c2", 2, 1.0, 300, category=5),  # adversarial: not in the table
+    ]
+    for r in rows:  # the strict figure: mask has half of full's evidence on c1
+        r["evidence_in_prompt"] = 0.5 if (r["system"], r["conversation"]) == ("mask", "c1") else 1.0
+    table = m.versus_full_rows(rows, ["mask", "full"])
+    assert table == [
+        ["mask", "c1", 2, "50.0", "100.0", "50.0", "100.0", "50.0", "100", "1000", "10.0"],
+        ["mask", "c2", 2, "100.0", "100.0", "100.0", "50.0", "200.0", "300", "3000", "10.0"],
+        ["mask", "all", 4, "75.0", "100.0", "75.0", "75.0", "100.0", "200", "2000", "10.0"],
+    ]
+    assert m.versus_full_rows([r for r in rows if r["system"] != "full"], ["mask"]) == []
+
+
+def test_merge_results_of_runs_over_disjoint_systems():
+    from benchmarks import locomo
+
+    merged = locomo.merge_results([_result("full", None), _result("summary", 900)])
+    assert merged["config"]["systems"] == ["summary", "full"]  # baselines last
+    assert merged["summary"]["summary"]["1-4"]["n"] == 1
+    assert merged["stats"]["summary"]["final_tokens"] == 900
+    assert len(merged["config"]["runs"]) == 2
+    with pytest.raises(SystemExit):
+        locomo.merge_results([_result("summary", 900), _result("summary", 800)])
+    with pytest.raises(SystemExit):
+        locomo.merge_results([_result("summary", 900), _result("full", None, budget=1024)])
+
+
+# ------------------------------------------------------------------------------------------------
+# end to end
+
+SENTINEL = "zanzibar-scoring-only"
+
+
+def _turn(session, n, speaker, text, **extra):
+    return {"speaker": speaker, "dia_id": f"D{session}:{n}", "text": text, **extra}
+
+
+def synthetic_sample():
+    """Two sessions between Alice (the player) and Bob (the NPC); the answers are verbatim."""
+    filler = [
+        "That sounds lovely, tell me more about your week and the people you met.",
+        "It was busy, the market was crowded and the weather kept changing all day long.",
+    ]
+    s1 = [
+        _turn(1, 1, "Alice", "Hi Bob! I adopted a cat named Pickle last weekend."),
+        _turn(1, 2, "Bob", "Congratulations! I just got back from a trip to Lisbon."),
+        _turn(1, 3, "Alice", "Lisbon must have been wonderful. Look at this.",
+              blip_caption="a photo of a red bicycle leaning on a wall"),
+        _turn(1, 4, "Bob", "Nice bike! I also spent two days in Porto with my cousin."),
+    ]
+    s1 += [_turn(1, 5 + i, "Alice" if i % 2 == 0 else "Bob", f"{filler[i % 2]} ({i})")
+           for i in range(24)]
+    s2 = [
+        _turn(2, 1, "Alice", "I have decided to study marine biology next year."),
+        _turn(2, 2, "Bob", "That suits you, you always loved the sea."),
+    ]
+    s2 += [_turn(2, 3 + i, "Alice" if i % 2 == 0 else "Bob", f"{filler[i % 2]} [{i}]")
+           for i in range(24)]
+    return {
+        "sample_id": "synthetic-1",
+        "conversation": {
+            "speaker_a": "Alice",
+            "speaker_b": "Bob",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": s1,
+            "session_2_date_time": "10:04 am on 20 June, 2023",
+            "session_2": s2,
+        },
+        "qa": [
+            {"question": "What is the name of Alice's cat?", "answer": "Pickle",
+             "evidence": ["D1:01"], "category": 4},
+            {"question": "When did Alice tell Bob about her cat?", "answer": "8 May 2023",
+             "evidence": ["D:1:1"], "category": 2},
+            {"question": "Which cities did Bob visit?", "answer": "Lisbon, Porto",
+             "evidence": ["D1:2; D1:4"], "category": 1},
+            {"question": "What might Alice study?", "answer": "marine biology; she loves the sea",
+             "evidence": ["D2:1", "D2:2"], "category": 3},
+            {"question": "What did Alice show Bob a photo of?", "answer": "a red bicycle",
+             "evidence": ["D1:3"], "category": 4},
+            {"question": "What is the name of Bob's dog?", "adversarial_answer": SENTINEL,
+             "evidence": ["D1:1"], "category": 5},
+        ],
+        "event_summary": {"events_session_1": {"Alice": [SENTINEL]}},
+        "observation": {"session_1_observation": {"Alice": [[SENTINEL, "D1:1"]]}},
+        "session_summary": {"session_1_summary": SENTINEL},
+    }
+
+
+def double_responder(request):
+    """Noop for fact extraction, a refusal for answers, a one-line summary for the rest."""
+    if request.get("tools"):
+        return tool_calls([("noop", {})])
+    first = (request.get("messages") or [{}])[0].get("content") or ""
+    if "talking with your friend" in first or first.startswith("You are roleplaying"):
+        return "No information available."
+    return "Alice and Bob caught up on cats, trips and plans."
+
+
+def test_benchmark_end_to_end(tmp_path):
+    data = tmp_path / "tiny_locomo.json"
+    data.write_text(json.dumps([synthetic_sample()]))
+    workdir = tmp_path / "work"
+    out = tmp_path / "result.json"
+    budget = 1500
+    with LLMDouble(default=double_responder, expected_api_key="bench-key") as llm:
+        proc = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "benchmarks", "locomo.py"), "--data", str(data),
+             "--max-context-tokens", str(budget), "--answer", "--base-url", llm.base_url,
+             "--api-key", "bench-key", "--model", "double", "--json", str(out),
+             "--workdir", str(workdir)],
+            cwd=ROOT, capture_output=True, text=True, timeout=120,
+        )
+        requests = llm.requests
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+
+    from ai_contrib.strategies import STRATEGIES
+
+    systems = list(STRATEGIES) + ["window25", "truncate", "full"]
+    assert result["config"]["systems"] == systems
+    for system in systems:
+        assert f"| {system} | all 1-4 | 5 |" in proc.stdout
+        assert result["summary"][system]["1-4"]["n"] == 5
+        assert result["summary"][system]["5"]["n"] == 1
+
+    assert "## Against the whole conversation (categories 1-4)" in proc.stdout
+    assert "| full | " not in proc.stdout.split("## Against")[1].split("## Category 5")[0]
+    full = result["summary"]["full"]
+    assert full["1-4"]["answer_in_prompt"] == 1.0  # every answer is verbatim in the data
+    assert full["1-4"]["evidence_verbatim"] == 1.0
+    window = result["summary"]["window25"]
+    assert window["1-4"]["prompt_tokens"] < full["1-4"]["prompt_tokens"]
+    assert window["1-4"]["evidence_verbatim"] < 1.0  # session 1 is long gone from 25 lines
+    truncate = result["summary"]["truncate"]
+    assert truncate["1-4"]["prompt_tokens"] <= budget + 150  # + persona and instructions
+    assert full["1-4"]["prompt_tokens"] > budget
+
+    for system in systems:
+        # the adversarial answer is nowhere in the conversation, and the double declines
+        assert result["summary"][system]["5"]["adversarial_in_prompt"] == 0.0
+        assert result["summary"][system]["5"]["f1"] == 1.0
+        assert result["summary"][system]["1-4"]["f1"] == 0.0
+        assert result["stats"][system]["answer_calls"] == 6
+    summary_stats = result["stats"]["summary"]
+    assert summary_stats["compactions"] >= 1
+    assert summary_stats["memory_calls"] >= 1
+    assert summary_stats["final_tokens"] <= budget
+    # every compaction wrote its summary through the metered client, and took time
+    assert summary_stats["summary_calls"] >= summary_stats["compactions"]
+    assert summary_stats["summary_completion_tokens"] > 0
+    assert summary_stats["compaction_s"] > 0
+    assert summary_stats["summary_calls"] + summary_stats["extraction_calls"] <= \
+        summary_stats["memory_calls"]
+    assert result["stats"]["mask"]["summary_calls"] == 0  # masking needs no LLM
+    assert result["stats"]["full"]["memory_calls"] == 0
+
+    # the replay never read the scoring-only fields: the sentinel reached no LLM request and
+    # no file the NPCs wrote (it only appears as the adversarial answer in the results)
+    assert requests
+    assert not any(SENTINEL in json.dumps(r) for r in requests)
+    for folder, _dirs, files in os.walk(workdir):
+        for name in files:
+            with open(os.path.join(folder, name), "rb") as fh:
+                assert SENTINEL.encode() not in fh.read(), name
+
+
+def test_a_recall_note_counts_item_by_item():
+    from benchmarks import locomo
+
+    note = ("RELATED MEMORIES:\n- [8 May 2023] Mel: \"I painted a sunrise.\"\n"
+            "- [9 May 2023] Mel: \"The lake was calm.\"")
+    prompt = [{"role": "system", "content": "You are Mel."},
+              {"role": "system", "content": note},
+              {"role": "user", "content": "Caroline: What did Mel paint at the lake?"}]
+    texts = locomo.answer_texts(prompt, "Caroline: What did Mel paint at the lake?")
+    assert texts[0] == "You are Mel." and len(texts) == 4  # the note as its two items
+    assert '- [8 May 2023] Mel: "I painted a sunrise."' in texts
+    # an answer whose words are spread over two items is not in the prompt...
+    assert m.answer_score("the sunrise, the calm lake", texts, 4) == 0.0
+    # ...though the note as one message would have held it; one item that holds it counts
+    assert m.answer_score("the sunrise, the calm lake", [note], 4) == 1.0
+    assert m.answer_score("a sunrise", texts, 4) == 1.0

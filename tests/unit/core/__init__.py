@@ -1,0 +1,1 @@
+"""``ai_contrib.core``: the pure functions."""

@@ -1,0 +1,1 @@
+"""``ai_contrib.llm`` against the LLM double."""

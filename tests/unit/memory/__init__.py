@@ -1,0 +1,1 @@
+"""``ai_contrib.memory`` without Evennia."""

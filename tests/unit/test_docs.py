@@ -1,0 +1,89 @@
+"""
+The documentation holds together: every ``docs/design.md`` section the code and the docs cite
+exists, every relative link in the Markdown files leads to a file that exists, and README.md
+stays a README (its two commands first, at most 250 lines; the manual lives in ``docs/``).
+"""
+
+import re
+from pathlib import Path
+
+from tests.support.paths import ROOT
+
+DESIGN = ROOT / "docs" / "design.md"
+
+#: ``docs/design.md``, "A", "B" or (docs/design.md, "A") -> the quoted titles
+_CITATION = re.compile(r"docs/design\.md`{0,2}\)?,\s*((?:\"[^\"]{2,80}\"(?:,\s*|\s+and\s+)?)+)")
+_TITLE = re.compile(r"\"([^\"]+)\"")
+_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+#: a paragraph's bold lead, ``**Sleep phase.** In order: ...``, is a section of its own
+_LEAD = re.compile(r"^\*\*([^*]+?)\.\*\*")
+
+
+def _headings():
+    """The titles of ``docs/design.md``: its Markdown headings and its paragraphs' bold leads."""
+    titles = set()
+    for line in DESIGN.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):
+            titles.add(line.lstrip("#").strip())
+        elif _LEAD.match(line):
+            titles.add(_LEAD.match(line).group(1))
+    return titles
+
+
+def _cited_titles(text):
+    flat = re.sub(r"\s+", " ", text.replace("#:", " ").replace("# ", " "))
+    for match in _CITATION.finditer(flat):
+        for title in _TITLE.findall(match.group(1)):
+            yield title
+
+
+def _sources():
+    for folder in ("ai_contrib", "tests", "benchmarks", "docs", "scripts", "game_template"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix in (".py", ".md", ".sh", ".html") and path != Path(__file__):
+                yield path
+    yield ROOT / "README.md"
+
+
+def test_every_cited_design_section_exists():
+    headings = _headings()
+    cited, missing = 0, []
+    for path in _sources():
+        for title in _cited_titles(path.read_text(encoding="utf-8", errors="replace")):
+            cited += 1
+            if title not in headings and title != "<section>":  # how to cite, in design.md
+                missing.append(f"{path.relative_to(ROOT)}: {title!r}")
+    assert cited > 100, cited  # the pattern finds the citations at all
+    assert not missing, "\n".join(missing)
+
+
+def test_a_missing_section_is_found():
+    text = 'see (``docs/design.md``, "Summary compaction", "Sleep phase", "No Such Section")'
+    assert list(_cited_titles(text)) == ["Summary compaction", "Sleep phase", "No Such Section"]
+    headings = _headings()
+    assert "Summary compaction" in headings and "Sleep phase" in headings  # heading, bold lead
+    assert "No Such Section" not in headings
+
+
+def test_relative_links_lead_somewhere():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+             ROOT / "benchmarks" / "README.md"]
+    links, broken = 0, []
+    for page in pages:
+        for target in _LINK.findall(page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", target):
+                continue  # https:, mailto:
+            links += 1
+            if not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert links > 10, links
+    assert not broken, "\n".join(broken)
+
+
+def test_the_readme_is_a_readme():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 250, len(lines)
+    commands = [line.split("#")[0].strip() for line in lines[:12] if line.startswith("make ")]
+    assert commands[:2] == ["make demo", "make test"], commands

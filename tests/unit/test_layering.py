@@ -1,0 +1,172 @@
+"""
+The package's imports run one way (``docs/design.md``, "Overview"): commands above
+``typeclasses -> rag_memory -> strategies -> memory / llm -> core``. Read from the source with
+``ast`` (module-level and function-level imports alike, nothing is imported):
+
+- no import circle among the modules of ``ai_contrib``;
+- ``ai_contrib.core`` imports no other module of ``ai_contrib`` and no Evennia, Twisted or Django;
+- ``ai_contrib.memory`` and ``ai_contrib.llm`` import only ``core``, ``memory``, ``llm`` and
+  ``ai_contrib.settings`` of the package (no arrow up into the shell).
+"""
+
+import ast
+
+from tests.support.paths import ROOT as CHECKOUT
+
+PACKAGE = "ai_contrib"
+ROOT = CHECKOUT / PACKAGE
+#: top-level packages the pure core must not import
+FRAMEWORKS = ("evennia", "twisted", "django")
+#: what memory/ and llm/ may import of the package
+LOW_LAYERS = ("ai_contrib.core", "ai_contrib.memory", "ai_contrib.llm", "ai_contrib.settings")
+
+
+def _modules():
+    """``{dotted name: path}`` of every module of the package (``pkg/__init__.py`` is ``pkg``)."""
+    found = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _within(name, prefix):
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def _imports(module):
+    """
+    Every import in ``module``'s source, wherever it stands.
+
+    Returns:
+        list[tuple[str, int]]: ``(dotted name, line)``; ``from a import b`` gives ``a.b`` where
+        ``b`` is a module of the package, else ``a``. Relative imports are made absolute.
+    """
+    path = MODULES[module]
+    is_package = path.name == "__init__.py"
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".") if is_package else module.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module
+            submodules = [f"{source}.{alias.name}" for alias in node.names
+                          if f"{source}.{alias.name}" in MODULES]
+            if len(submodules) < len(node.names):
+                found.append((source, node.lineno))
+            found.extend((name, node.lineno) for name in submodules)
+    return found
+
+
+def _target(name):
+    """The package module an imported name lands in (its longest known prefix), else None."""
+    while name:
+        if name in MODULES:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def import_graph():
+    """``{module: {imported module: first line}}`` over the package's own modules."""
+    graph = {}
+    for module in MODULES:
+        edges = graph.setdefault(module, {})
+        for name, line in _imports(module):
+            target = _target(name)
+            if target and target != module:
+                edges.setdefault(target, line)
+    return graph
+
+
+def import_circles(graph):
+    """
+    The import circles of ``graph``: its strongly connected components of more than one module
+    (Tarjan's algorithm), each as a sorted list, the list sorted.
+    """
+    index, low, stack, on_stack, circles = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(circles)
+
+
+def _describe(graph, circle):
+    members = set(circle)
+    return "; ".join(f"{a} -> {b} (line {line})" for a in circle
+                     for b, line in sorted(graph[a].items()) if b in members)
+
+
+def test_the_walker_sees_the_package():
+    graph = import_graph()
+    assert "ai_contrib.core.tokens" in graph and "ai_contrib.typeclasses" in graph
+    assert "ai_contrib.rag_memory" in graph["ai_contrib.typeclasses"]  # function-level import
+
+
+def test_circles_are_found():
+    graph = {"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1, "d": 1}, "d": {}}
+    assert import_circles(graph) == [["a", "b", "c"]]
+
+
+def test_no_import_circle():
+    graph = import_graph()
+    circles = import_circles(graph)
+    assert not circles, "import circles:\n" + "\n".join(
+        f"{' <-> '.join(c)}: {_describe(graph, c)}" for c in circles)
+
+
+def test_the_core_imports_nothing_above_it():
+    wrong = []
+    for module in MODULES:
+        if not _within(module, "ai_contrib.core"):
+            continue
+        for name, line in _imports(module):
+            top = name.split(".")[0]
+            if top in FRAMEWORKS or (
+                    top == PACKAGE and not _within(_target(name) or name, "ai_contrib.core")):
+                wrong.append(f"{module}:{line} imports {name}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_memory_and_llm_import_nothing_of_the_shell():
+    wrong = []
+    for module in MODULES:
+        if not (_within(module, "ai_contrib.memory") or _within(module, "ai_contrib.llm")):
+            continue
+        for name, line in _imports(module):
+            target = _target(name)
+            if target and not any(_within(target, low) for low in LOW_LAYERS):
+                wrong.append(f"{module}:{line} imports {target}")
+    assert not wrong, "\n".join(wrong)

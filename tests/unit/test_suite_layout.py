@@ -1,0 +1,196 @@
+"""
+The test suite is sorted by what its tests need (``docs/development.md``, "Where a test goes"),
+read from the source with ``ast`` (nothing is imported):
+
+- ``tests/unit/``: no Evennia harness or database, no game, no real model;
+- ``tests/shell/``: Evennia's harness, but no real game and no real embedded model;
+- ``tests/e2e/``: every module that starts a real game or carries the ``e2e`` marker, and every
+  module there carries the marker (so ``-m "not e2e"`` leaves out every real game);
+- ``tests/model/``: the real embedded model, no game;
+- no test module at ``tests/`` itself, and no test module imports another (what tests share
+  lives in ``tests/support/``).
+"""
+
+import ast
+
+from tests.support.paths import ROOT
+
+TESTS = ROOT / "tests"
+KINDS = ("unit", "shell", "e2e", "model")
+#: Evennia's test cases, and the support ones built on them
+HARNESS_CLASSES = {"BaseEvenniaTest", "EvenniaTest", "BaseEvenniaCommandTest",
+                   "EvenniaCommandTest", "NPCTestCase"}
+#: pytest-django's database fixtures
+DB_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences"}
+#: what starts a real game (``tests/support/e2e_util.py``, ``demo/gamectl.py``)
+GAME_STARTERS = {"started_game", "game_fixtures", "GameDir"}
+EMBEDDED_MODEL = "ai_contrib.llm.embedded"
+
+
+def _imports(tree):
+    """Every module a source imports, anywhere in it: ``from a.b import c`` gives ``a.b`` and
+    ``a.b.c`` (``c`` may be a module); relative imports are left out."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def _names(tree):
+    """Every name a source uses or imports, and every attribute it reads."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.alias):
+            found.add(node.name.rsplit(".", 1)[-1])
+    return found
+
+
+def _test_arguments(tree):
+    return {arg.arg for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for arg in node.args.args}
+
+
+def _has_marker(tree, marker):
+    """True if the source reads ``<...>.mark.<marker>``."""
+    return any(isinstance(node, ast.Attribute) and node.attr == marker
+               and isinstance(node.value, ast.Attribute) and node.value.attr == "mark"
+               for node in ast.walk(tree))
+
+
+def _uses_evennia(imports):
+    return any(name == "evennia" or name.startswith("evennia.") for name in imports)
+
+
+def _support_with_harness():
+    """The ``tests.support`` modules that bring in Evennia's harness, directly or through
+    another support module."""
+    trees = {f"tests.support.{path.stem}": ast.parse(path.read_text(encoding="utf-8"))
+             for path in sorted((TESTS / "support").glob("*.py"))}
+    harness = {name for name, tree in trees.items()
+               if _uses_evennia(_imports(tree)) and HARNESS_CLASSES & _names(tree)}
+    grew = True
+    while grew:
+        more = {name for name, tree in trees.items() if _imports(tree) & harness} - harness
+        harness |= more
+        grew = bool(more)
+    return harness
+
+
+SUPPORT_HARNESS = _support_with_harness()
+
+
+def describe(source):
+    """
+    What a test module's source needs.
+
+    Returns:
+        dict: ``harness`` (Evennia's test cases, its database or modules, or a support module
+        built on them), ``game`` (starts a real game), ``e2e`` (carries the marker), ``model``
+        (the real embedded model), ``test_imports`` (other test modules it imports).
+    """
+    tree = ast.parse(source)
+    imports, names = _imports(tree), _names(tree)
+    return {
+        "harness": bool(_uses_evennia(imports) or HARNESS_CLASSES & names
+                        or imports & SUPPORT_HARNESS or _has_marker(tree, "django_db")
+                        or DB_FIXTURES & _test_arguments(tree)),
+        "game": bool(GAME_STARTERS & names),
+        "e2e": _has_marker(tree, "e2e"),
+        "model": any(name == EMBEDDED_MODEL or name.startswith(EMBEDDED_MODEL + ".")
+                     for name in imports),
+        "test_imports": sorted(name for name in imports
+                               if name.startswith("tests.")
+                               and name.rsplit(".", 1)[-1].startswith("test_")),
+    }
+
+
+def _test_files():
+    """``{path relative to tests/: description}`` of every ``test_*.py`` under ``tests/``."""
+    return {path.relative_to(TESTS).as_posix(): describe(path.read_text(encoding="utf-8"))
+            for path in sorted(TESTS.rglob("test_*.py"))}
+
+
+FILES = _test_files()
+
+
+def _kind(relative):
+    return relative.split("/", 1)[0] if "/" in relative else None
+
+
+def _in(kind):
+    return {path: what for path, what in FILES.items() if _kind(path) == kind}
+
+
+def test_the_scan_tells_the_kinds_apart():
+    unit = describe("from ai_contrib.core.cuts import safe_cut\n"
+                    "def test_cut():\n    assert safe_cut([], 0) == 0\n")
+    assert not any(unit[key] for key in ("harness", "game", "e2e", "model")), unit
+    assert describe("from tests.support.npc_fixtures import NPCTestCase\n")["harness"]
+    assert describe("from tests.support.admin_fixtures import AdminCase\n")["harness"]
+    assert describe("def test_it(db):\n    pass\n")["harness"]
+    assert describe("import pytest\n@pytest.mark.django_db\ndef test_it():\n    pass\n")["harness"]
+    game = describe("import pytest\nfrom tests.support.e2e_util import game_fixtures\n"
+                    "pytestmark = [pytest.mark.e2e]\n"
+                    "llm, game = game_fixtures('e2e-x', {}, object)\n")
+    assert game["game"] and game["e2e"] and not game["harness"], game
+    assert describe("from ai_contrib.llm import embedded\n")["model"]
+    assert describe("from ai_contrib.llm.embedded import EmbeddedServerProcess\n")["model"]
+    assert describe("from tests.shell.test_lore import X\n")["test_imports"] == [
+        "tests.shell.test_lore"]
+    assert describe("from tests.support.llm_double import reply\n")["test_imports"] == []
+
+
+def test_every_test_file_is_in_a_folder_of_its_kind():
+    assert len(FILES) > 80, len(FILES)  # the scan finds the suite at all
+    assert {_kind(path) for path in FILES} == set(KINDS), sorted(FILES)
+    assert "support" in {p.name for p in TESTS.iterdir()}
+    assert not sorted(path for path in FILES if _kind(path) is None)
+
+
+def test_unit_tests_use_no_harness_game_or_model():
+    unit = _in("unit")
+    assert len(unit) > 30, len(unit)
+    wrong = {path: what for path, what in unit.items()
+             if what["harness"] or what["game"] or what["e2e"] or what["model"]}
+    assert not wrong, wrong
+
+
+def test_shell_tests_use_the_harness_and_no_real_game_or_model():
+    shell = _in("shell")
+    assert len(shell) > 30, len(shell)
+    # positive control: the scan sees the harness in every one of them
+    assert not [path for path, what in shell.items() if not what["harness"]]
+    wrong = {path: what for path, what in shell.items()
+             if what["game"] or what["e2e"] or what["model"]}
+    assert not wrong, wrong
+
+
+def test_real_games_and_the_e2e_marker_are_in_e2e_only():
+    starting = sorted(path for path, what in FILES.items() if what["game"])
+    marked = sorted(path for path, what in FILES.items() if what["e2e"])
+    e2e = sorted(_in("e2e"))
+    assert "e2e/test_tavern.py" in starting and "e2e/test_village.py" in starting
+    assert len(e2e) >= 10, e2e
+    assert starting == e2e, (starting, e2e)
+    assert marked == e2e, (marked, e2e)  # so -m "not e2e" leaves out every real game
+
+
+def test_the_real_model_is_in_model_or_e2e_only():
+    users = sorted(path for path, what in FILES.items() if what["model"])
+    assert "model/test_embedded.py" in users and "model/test_extraction.py" in users
+    assert {_kind(path) for path in users} <= {"model", "e2e"}, users
+    assert not [path for path, what in _in("model").items() if what["game"]]
+
+
+def test_no_test_module_imports_another():
+    imports = {path: what["test_imports"] for path, what in FILES.items() if what["test_imports"]}
+    assert not imports, imports

@@ -1,0 +1,1 @@
+"""``ai_contrib.web``'s pure parts."""
