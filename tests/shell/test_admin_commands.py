@@ -447,7 +447,7 @@ class TestJournalPagesAndReceiptLines(AdminCase):
     def test_a_receipt_shows_the_line_it_answered(self):
         from ai_contrib.replies import keep_receipt
 
-        from .receipt_fixtures import receipt
+        from tests.support.receipt_fixtures import receipt
 
         line = self.script.add_message("user", "Where is the cellar key?", name="Bob")
         said = self.script.add_message("assistant", "Under the blue barrel.", name="Marta",

@@ -291,7 +291,7 @@ class TestLongPages(WebTestCase):
         self.fill(70)
         from ai_contrib.replies import keep_receipt
 
-        from .receipt_fixtures import receipt
+        from tests.support.receipt_fixtures import receipt
 
         for i in range(12):
             line = self.script.add_message("user", f"Question number {i}?", name="Bob")
