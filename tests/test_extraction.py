@@ -52,6 +52,15 @@ class ExtractionTestCase(NPCTestCase):
             metadata={"speaker": self.char1.dbref,
                       "audience": sorted([self.char1.dbref, self.char2.dbref])})
 
+    def say(self, name, text):
+        """A line the facts of a test come from (a fact must say what one line says): Bob's,
+        or with ``name`` None the NPC's own."""
+        if name is None:
+            return self.script.add_message("assistant", text, name=self.npc.key)
+        return self.script.add_message(
+            "user", text, name=name,
+            metadata={"speaker": self.char1.dbref, "audience": [self.char1.dbref]})
+
     def run_extraction(self, **kwargs):
         return wait_for(run_pre_compaction_extraction(self.script, self.npc, **kwargs))
 
@@ -195,6 +204,7 @@ class TestTermination(ExtractionTestCase):
         self.assertIn("not available", added[2]["content"])
 
     def test_stops_at_max_iterations(self):
+        self.say("Bob", "Fact number 0, 1 and 2 are about the mill.")
         self.llm.enqueue(
             *[
                 tool_calls(
@@ -261,6 +271,7 @@ class TestRequests(ExtractionTestCase):
         self.assertNotIn(DEFAULT_PRE_COMPACTION_PROMPT[:40], system)
 
     def test_text_protocol_without_native_tools(self):
+        self.say("Bob", "I owe Marta 3 silver.")
         self.llm.enqueue(
             reply(
                 'Here it is.\nTOOL: add_journal_entry {"content": "Bob owes Marta 3 silver.", "importance": 7, "speaker": "Bob"}'
@@ -415,6 +426,7 @@ class TestTools(ExtractionTestCase):
         self.assertEqual(self.journal(), [])
 
     def test_missing_importance_is_scored(self):
+        self.say(None, "I promise to pay Bob 50 gold by Friday.")
         self.llm.enqueue(
             tool_calls(
                 [("add_journal_entry", {"content": "I promise to pay Bob 50 gold by Friday."})]
@@ -439,6 +451,7 @@ class TestTools(ExtractionTestCase):
         self.assertEqual(len(self.journal()), 1)
 
     def test_entity_observation_updates_profile_and_journal(self):
+        self.say("Bob", "I walk with a limp since the war.")
         self.llm.enqueue(
             tool_calls(
                 [

@@ -43,8 +43,10 @@ __all__ = [
     "MAX_UNSUPPORTED",
     "extractive_summary",
     "fact_problem",
+    "items_of",
     "score_summary",
     "source_text",
+    "source_vocabulary",
     "speakers_of",
     "unsupported_share",
 ]
@@ -242,6 +244,22 @@ def _source_vocabulary(text):
         if word in _NUMBER_WORDS:
             numbers.add(_NUMBER_WORDS[word])
     return words, stems, numbers
+
+
+def items_of(text):
+    """
+    ``(names, numbers, content_words)`` of ``text`` as the checks read them (module
+    docstring): names (capitalised words not opening a sentence) keep their case, numbers are
+    figures (``"07"`` -> ``"7"``), content words (four letters or more, not function words) are
+    case-folded; headings are not read. Lists, first occurrence order, repeats kept.
+    """
+    return _items(text)
+
+
+def source_vocabulary(text):
+    """``(words, stems, numbers)`` of a source text: its words case-folded, their five-letter
+    stems and its numbers in figures (number words such as "three" included). Sets."""
+    return _source_vocabulary(text)
 
 
 def _items(text):

@@ -46,6 +46,7 @@ from twisted.internet import defer
 from ..core.audience import common_audience
 from ..core.cuts import EXTRACTION_TYPE
 from ..core.fidelity import fact_problem, same_fact, source_text
+from ..core.grounding import attributed_line, check_fact, source_lines
 from ..core.text import MODEL_TEXT_MAX_CHARS, normalise_player_text
 from ..core.tokens import count_tokens
 from ..llm import tools as toolspec
@@ -342,6 +343,9 @@ class _Extraction:
         # (memory/provenance.py)
         self.span = list(span)
         self._source_text = None  # the span's text, for the grounding check
+        self.lines = source_lines(self.span)  # the lines a fact must be said in
+        self.policy = str(_cfg(script, "pre_compact_facts", "checked")).strip().lower()
+        self.checks = {"replaced": 0, "rejected": 0}  # facts the one-line check changed
         self.seqs = [msg["seq"] for msg in self.span if isinstance(msg.get("seq"), int)]
         self.audiences = []  # the audience of each fact recorded by the current reply
 
@@ -441,6 +445,48 @@ class _Extraction:
             return "that is the example, not a fact of this conversation"
         return fact_problem(text, self._source_text)
 
+    def ground(self, mode, name, args):
+        """
+        A journal or observation call's arguments as they may be stored (``docs/design.md``,
+        "Facts you can trust"): the word-level check (:meth:`ungrounded`), then the one-line
+        check (:func:`ai_contrib.core.grounding.check_fact`) on every call. By
+        ``pre_compact_facts``: ``"checked"`` keeps a fact that passes and stores the best line,
+        verbatim and attributed, for one that fails; ``"verbatim"`` always stores the line;
+        ``"reject"`` drops a fact that fails. A fact no line holds (names or numbers the
+        conversation never mentions, words it never used, no line about its subject) is
+        dropped whatever the setting.
+
+        Returns:
+            tuple: ``(args, problem)``: the arguments to store (a copy, with ``"_grounding"``:
+            ``{"support": float, "grounding": "model" | "replaced" | "verbatim",
+            "model_support": float, "model_text": str}`` for the entry) and ``""``, or the
+            original arguments and why the call is not recorded.
+        """
+        if name not in (toolspec.ADD_JOURNAL_ENTRY, toolspec.UPDATE_ENTITY_OBSERVATION):
+            return args, ""
+        problem = self.ungrounded(mode, name, args)
+        text = args.get("content") or f"{args.get('entity', '')}: {args.get('observation', '')}"
+        verdict = check_fact(text, self.lines)
+        if not problem and verdict.passed and self.policy != "verbatim":
+            return dict(args, _grounding={"support": verdict.support, "grounding": "model"}), ""
+        # a fact with words the conversation never used is an invention, not a misquote
+        if problem or verdict.line is None or self.policy == "reject":
+            self.checks["rejected"] += 1
+            return args, problem or verdict.reason
+        line = self.lines[verdict.line]
+        said = attributed_line(line)
+        grounding = {"support": 1.0, "model_support": verdict.support, "model_text": text,
+                     "grounding": "verbatim" if self.policy == "verbatim" else "replaced"}
+        self.checks["replaced"] += grounding["grounding"] == "replaced"
+        out = dict(args, _grounding=grounding)
+        seq = self.span[line.index].get("seq") if line.index >= 0 else None
+        out["source"] = [seq] if isinstance(seq, int) else out.get("source")
+        if name == toolspec.ADD_JOURNAL_ENTRY:
+            out["content"] = said
+        else:
+            out["observation"] = said
+        return out, ""
+
     @defer.inlineCallbacks
     def execute(self, calls, mode=None):
         """
@@ -463,7 +509,7 @@ class _Extraction:
         results = []
         stop = None
         for i, call in enumerate(calls):
-            name, args = call["name"], call["arguments"]
+            name = call["name"]
             if name and name not in toolspec.TOOL_NAMES:
                 results.append(
                     f"error: {name or 'this tool'} is not available while journaling; stopping."
@@ -474,14 +520,9 @@ class _Extraction:
             elif name == toolspec.NOOP:
                 results.append("ok: nothing more to record.")
                 stop = stop or "noop"
-            elif self.ungrounded(mode, name, args):
-                results.append(f"error: not recorded: {self.ungrounded(mode, name, args)}.")
-            elif name == toolspec.ADD_JOURNAL_ENTRY:
-                importance = scored[i] if i in scored else args.get("importance")
-                results.append(self.journal_fact(journal, args, importance, changed))
-            elif name == toolspec.UPDATE_ENTITY_OBSERVATION:
-                results.append(self.note_observation(journal, profiles, args, known_names,
-                                                     changed))
+            else:
+                results.append(self.store(mode, call, scored.get(i), journal, profiles,
+                                          known_names, changed))
         # one Attribute write per reply: each write re-pickles the whole dict
         if "journal" in changed:
             self.character.db.journal = journal
@@ -513,6 +554,24 @@ class _Extraction:
                     )
         return scored
 
+    def store(self, mode, call, importance, journal, profiles, known_names, changed):
+        """
+        Journal one checked ``add_journal_entry`` or ``update_entity_observation`` call
+        (:meth:`ground`); ``importance`` is the scorer's (None: the call's own).
+
+        Returns:
+            str: the call's result text.
+        """
+        name = call["name"]
+        args, problem = self.ground(mode, name, call["arguments"])
+        if problem:
+            return f"error: not recorded: {problem}."
+        if name == toolspec.ADD_JOURNAL_ENTRY:
+            if importance is None:
+                importance = args.get("importance")
+            return self.journal_fact(journal, args, importance, changed)
+        return self.note_observation(journal, profiles, args, known_names, changed)
+
     def journal_fact(self, journal, args, importance, changed):
         """
         Add an ``add_journal_entry`` call's fact to ``journal`` (a plain copy), its speaker and
@@ -540,10 +599,14 @@ class _Extraction:
             visibility=source["visibility"],
             source_ids=source["source_ids"],
             said_in_public=said_in_public(content, self.span, args.get("source")) or None,
+            **args.get("_grounding", {}),
         )
         changed.add("journal")
         self.facts.append(entry["id"])
-        return f"ok: recorded in your journal as {entry['id']} (importance {entry['importance']})."
+        how = (" in the words of the line it comes from"
+               if entry.get("grounding") in ("replaced", "verbatim") else "")
+        return (f"ok: recorded in your journal as {entry['id']} (importance "
+                f"{entry['importance']}){how}.")
 
     def note_observation(self, journal, profiles, args, known_names, changed):
         """
@@ -583,6 +646,7 @@ class _Extraction:
                 audience=source["audience"],
                 visibility=source["visibility"],
                 source_ids=source["source_ids"],
+                **args.get("_grounding", {}),
             )
             changed.add("journal")
         return f"ok: noted about {shown}."
@@ -710,7 +774,9 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
           showed], "facts_recorded": int, "observations_recorded": int,
           "iterations": int, "stopped_by": "noop" | "no_tool_call" | "scope_guard" |
           "max_iterations", "entry_ids": [journal ids], "modes": ["structured" | "native" |
-          "text", ...]}``
+          "text", ...], "facts_replaced": int, "facts_rejected": int}`` (calls whose fact
+          failed the one-line check and was stored as its source line, or not stored;
+          ``docs/design.md``, "Facts you can trust")
         - skipped: ``{"success": True, "skipped": True, "reason": str, "facts_recorded": 0,
           "iterations": 0, "stopped_by": None}`` (disabled, history under 5 messages, or
           another extraction of this NPC still running);
@@ -819,6 +885,8 @@ def _finished(stopped_by, run):
         "stopped_by": stopped_by,
         "entry_ids": list(run.facts),
         "modes": list(run.modes),
+        "facts_replaced": run.checks["replaced"],
+        "facts_rejected": run.checks["rejected"],
     }
 
 
@@ -833,6 +901,8 @@ def _failed(failure, run):
         "iterations": run.iterations,
         "stopped_by": "error",
         "entry_ids": list(run.facts),
+        "facts_replaced": run.checks["replaced"],
+        "facts_rejected": run.checks["rejected"],
     }
 
 
