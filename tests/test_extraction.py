@@ -744,3 +744,44 @@ class TestEmbeddedModel(NPCTestCase):
             self.assertEqual(fact_problem(entry["content"], source), "", entry)
             self.assertNotIn("peanuts", entry["content"])
             print("journaled:", entry["content"], entry["importance"], entry.get("speaker"))
+
+
+class TestOneLineCheck(ExtractionTestCase):
+    """A fact reaches the journal (and so Mem0, which is filled from the journal) only when one
+    line of the conversation says it (docs/design.md, "Facts you can trust")."""
+
+    GLUED = "Bob is a hero who is allergic to the dawn."  # the words are Bob's, the claim is not
+
+    def journal_with(self, policy, *facts):
+        self.script.db.pre_compact_facts = policy
+        self.llm.enqueue(tool_calls([("add_journal_entry", fact) for fact in facts]),
+                         tool_calls([("noop", {})]))
+        result = self.run_extraction()
+        entries = self.journal()
+        self.npc.db.journal = None
+        return result, entries
+
+    def test_a_fact_no_line_says_is_dropped_and_one_that_a_line_says_is_kept(self):
+        kept = dict(ALLERGY, source=[self.said_alone["seq"]])
+        result, entries = self.journal_with("reject", kept, dict(ALLERGY, content=self.GLUED))
+        # the fact one line says is kept in the model's words, with its support (control)
+        self.assertEqual([e["content"] for e in entries], [ALLERGY["content"]])
+        self.assertEqual((entries[0]["grounding"], entries[0]["support"]), ("model", 1.0))
+        self.assertEqual((result["facts_recorded"], result["facts_rejected"]), (1, 1))
+
+    def test_a_fact_no_line_says_is_replaced_by_its_line_attributed(self):
+        result, entries = self.journal_with("checked", dict(ALLERGY, content=self.GLUED))
+        self.assertEqual([e["content"] for e in entries],
+                         ["Bob said: Between us: I am allergic to peanuts."])
+        self.assertEqual((entries[0]["grounding"], entries[0]["model_text"]),
+                         ("replaced", self.GLUED))
+        self.assertLess(entries[0]["model_support"], 0.7)
+        self.assertEqual((result["facts_replaced"], result["facts_recorded"]), (1, 1))
+        # the quoted line is attributed to its own message: Bob said it alone
+        self.assertEqual(entries[0]["audience"], [self.char1.dbref])
+        # the same line again, from the model's words that say it, is the same fact: merged
+        result, entries = self.journal_with(
+            "checked", dict(ALLERGY, content=self.GLUED),
+            dict(ALLERGY, source=[self.said_alone["seq"]]))
+        self.assertEqual(len(entries), 1)
+        self.assertEqual(result["facts_recorded"], 1)
