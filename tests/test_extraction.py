@@ -785,3 +785,32 @@ class TestOneLineCheck(ExtractionTestCase):
             dict(ALLERGY, source=[self.said_alone["seq"]]))
         self.assertEqual(len(entries), 1)
         self.assertEqual(result["facts_recorded"], 1)
+
+
+@override_settings(AI_MEMORY_ENABLED=False)  # the history is what this test reads
+class TestJournalingLeavesTheContext(ExtractionTestCase):
+    def test_a_sleep_that_journals_without_compacting_leaves_the_talk_and_not_the_tool_calls(self):
+        from ai_contrib import rag_memory
+        from ai_contrib.core.cuts import is_extraction_traffic
+
+        self.say("Bob", "I owe Marta 3 silver.")
+        self.fill(11)
+        self.assertLess(self.script.token_usage(), 0.7)  # no compaction is due
+        talk = [m["id"] for m in self.script.history]
+        self.llm.enqueue(
+            tool_calls([("add_journal_entry", {"content": "Bob owes Marta 3 silver.",
+                                                "importance": 8})]),
+            tool_calls([("add_journal_entry", {"content": "Bob owes Marta 3 silver.",
+                                                "importance": 8})]),
+            tool_calls([("noop", {})]))
+        results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180)
+        self.assertEqual(results["pre_compaction_extraction"]["facts_recorded"], 1, results)
+        self.assertFalse(results["context_compaction"].get("success") and
+                         results["context_compaction"].get("compacted_messages"))
+        # the facts are in the journal; the calls and results left the context for the
+        # archive, every line of talk stayed
+        self.assertEqual([e["content"] for e in self.journal()], ["Bob owes Marta 3 silver."])
+        self.assertEqual([m for m in self.script.history if is_extraction_traffic(m)], [])
+        self.assertEqual([m["id"] for m in self.script.history], talk)
+        archived = self.script.archive.messages(0, self.script.archive.last_seq)
+        self.assertTrue(any(m.get("role") == "tool" for m in archived))
