@@ -561,9 +561,10 @@ OPTIONS = (
         Option("MEMORY_ENTITY_MAX_OBSERVATIONS", 50, INT,
                "Observations kept per entity profile (oldest dropped).", unit="observations"),
         # "model" = the number the fact-extraction call gives (the heuristic where it gives
-        # none); "heuristic" = always the heuristic (names, numbers, promises, first mentions),
-        # whatever the call says; "llm" = one more request per fact asking only for its
-        # importance (docs/design.md, "Journal and Mem0")
+        # none; a structured-output request asks for it); "heuristic" = always the heuristic
+        # (names, numbers, promises, first mentions), whatever the call says, and a
+        # structured-output request does not ask for a number; "llm" = one more request per
+        # fact asking only for its importance (docs/design.md, "Journal and Mem0")
         Option("IMPORTANCE_SCORING", "model", TEXT,
                "Where a journaled fact's importance (1-10) comes from.",
                choices=("model", "heuristic", "llm")),

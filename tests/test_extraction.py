@@ -117,6 +117,29 @@ class TestImportanceScoring(ExtractionTestCase):
         self.assertIn("importance", prompt_text(self.llm.requests[-2]).lower())
 
 
+class TestImportanceScoringWithStructuredOutput(ExtractionTestCase):
+    def structured_importance(self, method):
+        call = dict(ALLERGY, source=[self.said_alone["seq"]])  # the reply says 8
+        with override_settings(AI_IMPORTANCE_SCORING=method):
+            self.llm.enqueue(structured(("add_journal_entry", call)), structured(("noop", {})))
+            self.run_extraction()
+        (entry,) = self.journal()
+        self.npc.db.journal = None
+        schema = self.llm.requests[-2]["response_format"]["json_schema"]["schema"]
+        fact = schema["properties"]["calls"]["items"]["anyOf"][0]["properties"]["arguments"]
+        return entry["importance"], sorted(fact["required"])
+
+    def test_the_setting_chooses_who_scores_a_structured_fact_and_what_the_schema_asks(self):
+        heuristic = heuristic_importance(ALLERGY["content"])
+        self.assertNotEqual(heuristic, 8)  # so the two cases below can tell
+        # "model": the grammar asks for the number and it is kept
+        self.assertEqual(self.structured_importance("model"),
+                         (8, ["content", "importance", "source"]))
+        # "heuristic": the number is not asked for; a reply that gives one anyway is not read
+        self.assertEqual(self.structured_importance("heuristic"),
+                         (heuristic, ["content", "source"]))
+
+
 class TestNearDuplicates(ExtractionTestCase):
     def test_a_fact_journaled_again_in_other_words_is_not_stored_twice(self):
         source = [self.said_alone["seq"]]

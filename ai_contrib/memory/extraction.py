@@ -176,6 +176,14 @@ def _structured_setting():
     return str(get_setting("LLM_STRUCTURED_OUTPUT") or "auto").strip().lower()
 
 
+def importance_method():
+    """``AI_IMPORTANCE_SCORING`` in lower case (``"model"`` when unset): who gives a journaled
+    fact its importance (``docs/design.md``, "Journal and Mem0")."""
+    from ..settings import get_setting
+
+    return str(get_setting("IMPORTANCE_SCORING") or "model").strip().lower()
+
+
 def structured_output_wanted(client):
     """
     Whether extraction requests ask ``client``'s server for structured output
@@ -369,6 +377,8 @@ class _Extraction:
                 # exit without reading (the loop still ends at max_iterations)
                 seqs=self.seqs,
                 allow_noop=bool(self.facts or self.observations),
+                # a number the scorer will not read is not asked for
+                importance=importance_method() == "model",
             ),
         )
 
@@ -540,9 +550,7 @@ class _Extraction:
         Returns:
             Deferred[dict]: ``{index of the call in calls: importance}``.
         """
-        from ..settings import get_setting
-
-        method = str(get_setting("IMPORTANCE_SCORING") or "model").strip().lower()
+        method = importance_method()
         scored = {}
         for i, call in enumerate(calls):
             if call["name"] == toolspec.ADD_JOURNAL_ENTRY and not call["error"]:
