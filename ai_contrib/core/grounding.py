@@ -30,9 +30,8 @@ Pure module: no Evennia, Twisted or Django imports. Shares are floats 0-1.
 import re
 from dataclasses import dataclass
 
-from .fidelity import items_of, source_vocabulary
+from .fidelity import items_of, message_texts, source_vocabulary
 from .language import language_problem
-from .messages import is_marker
 
 __all__ = [
     "Grounding",
@@ -116,17 +115,9 @@ def source_lines(messages):
         list[SourceLine]
     """
     out, last, before = [], "", ""
-    for position, msg in enumerate(messages):
-        if is_marker(msg):
-            text = str(msg.get("content") or "")
-            out.extend(SourceLine("", line.strip(" -*"), "", position)
-                       for line in text.splitlines()
-                       if line.strip(" -*#") and not line.lstrip().startswith("#"))
-            continue
-        if msg.get("role") not in ("user", "assistant", "system"):
-            continue
-        text = " ".join(str(msg.get("content") or "").split())
-        if not text:
+    for position, msg, text, summary in message_texts(messages):
+        if summary:
+            out.append(SourceLine("", text, "", position))
             continue
         speaker = str(msg.get("name") or "")
         if speaker != last:
