@@ -56,7 +56,7 @@ def guess_language(text):
     words = [w.casefold() for w in _TOKEN.findall(text or "")]
     counts = sorted(((sum(1 for w in words if w in vocab), lang) for lang, vocab in _WORDS.items()),
                     reverse=True)
-    (best, lang), (second, _other) = counts[0], counts[1]
+    (best, lang), second = counts[0], counts[1][0]
     if best < MIN_FUNCTION_WORDS or best == second:
         return None
     return lang
