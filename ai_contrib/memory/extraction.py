@@ -20,6 +20,10 @@ The loop (a small ReAct loop with exactly three tools, :mod:`ai_contrib.llm.tool
   (5 in sleep, 3 in an emergency);
 - ``script.db.context_signals["pre_compaction"]`` is True while it runs.
 
+Every fact and observation must say what one line of the span says (``docs/design.md``, "Facts
+you can trust"; :func:`ai_contrib.core.grounding.check_fact`): by ``pre_compact_facts`` a fact
+that fails is stored as that line, verbatim and attributed, or dropped (:meth:`_Extraction.ground`).
+
 A fact's speaker and audience are never the model's to choose (``docs/design.md``, "Privacy by
 audience"): the request numbers each message with its archive seq, a call cites those numbers
 as ``source``, and :func:`ai_contrib.memory.provenance.provenance` takes speaker and audience
@@ -442,7 +446,8 @@ class _Extraction:
         Why a structured call's fact is not in the conversation the request showed, or ``""``
         (:func:`ai_contrib.core.fidelity.fact_problem`): the grammar makes a small model write
         *something*, and an invented fact must not reach the journal. Native and text calls,
-        which a model chose to make, are taken as they are.
+        which a model chose to make, skip this word-level check; every call then meets the
+        one-line check (:meth:`ground`).
         """
         if mode != "structured" or name not in (
             toolspec.ADD_JOURNAL_ENTRY, toolspec.UPDATE_ENTITY_OBSERVATION
