@@ -46,6 +46,7 @@ __all__ = [
     "line_support",
     "sentences",
     "source_lines",
+    "source_names",
 ]
 
 #: Least share of a fact's names, numbers and content words that its best single source line
@@ -148,18 +149,33 @@ def _line_words(line):
     return words, {_stem(w) for w in words}, numbers
 
 
-def _fact_items(text):
-    """``(subject, names, numbers, content)``: the fact's first name-like word (its opening
-    word counts when capitalised and not a pronoun; ``""`` when none), its names (case-folded,
-    subject included), numbers and content words."""
+def _opening(text):
+    """The opening word of ``text`` case-folded, a possessive "'s" off (``""`` when none)."""
+    first = next(iter(_WORD.findall(text or "")), "").casefold().replace("\u2019", "'")
+    return first[:-2] if first.endswith("'s") else first
+
+
+def source_names(lines):
+    """The names of a source, case-folded: its speakers and the capitalised words its lines
+    use not opening a sentence (:func:`ai_contrib.core.fidelity.items_of`). A set."""
+    names = set()
+    for line in lines:
+        names.update(w.casefold() for w in _WORD.findall(line.speaker))
+        names.update(n.casefold() for n in items_of(line.text)[0])
+    return names
+
+
+def _fact_items(text, known=()):
+    """``(subject, names, numbers, content)``: the fact's subject (its opening word when that
+    is one of the source's names ``known``, "Caroline went..."; else its first name; ``""``
+    when it has none), its names (case-folded, subject included), numbers and content
+    words."""
     names, numbers, content = items_of(text)
     names = [n.casefold() for n in names]
-    first = next(iter(_WORD.findall(text or "")), "")
+    first = _opening(text)
     subject = ""
-    if first[:1].isupper() and first.casefold() not in _NOT_SUBJECTS:
-        subject = first.casefold().replace("\u2019", "'")
-        if subject.endswith("'s"):
-            subject = subject[:-2]
+    if first in known and first not in _NOT_SUBJECTS:
+        subject = first
         content = [w for w in content if w != subject]
         names = [subject] + names
     elif names:
@@ -195,7 +211,7 @@ def _coverage(items, vocab):
     return found / total if total else 0.0
 
 
-def line_support(text, lines, subject=None):
+def line_support(text, lines, subject=None, known=None):
     """
     How well the single best line of ``lines`` supports ``text``.
 
@@ -203,6 +219,8 @@ def line_support(text, lines, subject=None):
         text (str): a fact or one sentence. lines (list[SourceLine]): :func:`source_lines`.
         subject (str, optional): whom the text is about when it does not name them (a later
             sentence of a fact, "She's taking care of herself"), case-folded.
+        known (set[str], optional): the source's names (:func:`source_names`; computed from
+            ``lines`` when not given).
 
     Returns:
         tuple: ``(support: float 0-1, index: int | None)``: the share of the text's names,
@@ -210,7 +228,9 @@ def line_support(text, lines, subject=None):
         subject (any line when it has none), and that line's index (None when no line holds
         the subject or the text has nothing to check).
     """
-    own, names, numbers, content = _fact_items(text)
+    if known is None:
+        known = source_names(lines)
+    own, names, numbers, content = _fact_items(text, known)
     if not own and subject:
         own, names = subject, [subject] + names
     items = (names, numbers, content)
@@ -236,9 +256,10 @@ def fact_support(text, lines):
         tuple: ``(support: float 0-1, index: int | None)``: the index is the best line of the
         first sentence (the one a replacement quotes).
     """
-    subject = _fact_items(text)[0]
+    known = source_names(lines)
+    subject = _fact_items(text, known)[0]
     parts = sentences(text) or [text]
-    results = [line_support(part, lines, subject) for part in parts]
+    results = [line_support(part, lines, subject, known) for part in parts]
     return min(r[0] for r in results), results[0][1]
 
 
@@ -264,11 +285,17 @@ def check_fact(text, lines, min_support=MIN_LINE_SUPPORT):
     Returns:
         Grounding: its support and best line, and the first check it failed.
     """
-    subject, names, numbers, _content = _fact_items(text)
+    subject, names, numbers, _content = _fact_items(text, source_names(lines))
     support, index = fact_support(text, lines)
     words, _stems, source_numbers = _whole_source(lines)
     missing = [n for n in names if not _known(n, words)]
     missing += [n for n in numbers if n not in source_numbers]
+    # a capitalised opening word the conversation never uses reads as a name it never said
+    # ("Gandalf went to the support group"); inside a sentence it is a name already
+    first = _opening(text)
+    if (text or "").lstrip()[:1].isupper() and first not in _NOT_SUBJECTS \
+            and not _known(first, words) and first not in missing:
+        missing.insert(0, first)
     if missing:
         reason = "names or numbers the conversation does not mention: " + ", ".join(missing)
     elif not subject and _pronoun_led(text):
@@ -306,7 +333,9 @@ def check_summary(summary, lines):
     said = sentences(summary)
     if not said or not lines:
         return Grounding(0.0, None, "nothing to check" if not said else "no source lines")
-    supported = sum(1 for s in said if line_support(s, lines)[0] >= MIN_SENTENCE_SUPPORT)
+    known = source_names(lines)
+    supported = sum(1 for s in said
+                    if line_support(s, lines, known=known)[0] >= MIN_SENTENCE_SUPPORT)
     share = round(supported / len(said), 3)
     if share < MIN_SUMMARY_SENTENCES:
         return Grounding(share, None, f"only {supported} of its {len(said)} sentences say "
