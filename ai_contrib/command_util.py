@@ -139,3 +139,25 @@ def admin_table(width, *headers):
     one line, and wrap at word boundaries (:func:`column_widths`).
     """
     return AdminTable(*headers, border="cells", maxwidth=width, valign="t")
+
+
+def support_text(fields) -> str:
+    """
+    A journal entry's or Mem0 memory's one-line support for admin tables (``docs/design.md``,
+    "Facts you can trust"): ``"0.86"``; ``"line (0.40)"`` where the model's fact (support 0.40)
+    was replaced by the line it comes from; ``"-"`` where it was not checked (syntheses, facts
+    from before the check).
+
+    Args:
+        fields (dict): the entry, or the memory's metadata.
+
+    Returns:
+        str
+    """
+    support = fields.get("support")
+    if support is None:
+        return "-"
+    if fields.get("grounding") in ("replaced", "verbatim"):
+        model = fields.get("model_support")
+        return "line" if model is None else f"line ({float(model):.2f})"
+    return f"{float(support):.2f}"

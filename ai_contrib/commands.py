@@ -17,6 +17,7 @@ from .command_util import (  # noqa: F401
     StaffCommand,
     admin_table,
     shown,
+    support_text,
     table_width,
     when_cell,
 )
@@ -382,8 +383,11 @@ class CmdAIHistory(StaffCommand):
     and observations, with importance, source and whether they are consolidated
     into long-term memory (Mem0); "who" is who told it, or for a fact heard from
     another NPC who said it first and the NPCs it passed through (aigossip).
-    Newest first, 20 a page: a number gives an older page. With an entry id
-    it shows that entry in full.
+    Newest first, 20 a page: a number gives an older page. "support" is the
+    share of a fact's words that the one line it comes from holds; "line
+    (0.40)" means the model's fact (0.40) was replaced by that line, quoted;
+    "-" means not checked (syntheses, older facts). With an entry id it shows
+    that entry in full.
 
     /people lists the people the NPC has spoken with: when it first met them and
     last spoke with them (real time and game time), the lines exchanged and its
@@ -573,14 +577,15 @@ class CmdAIHistory(StaffCommand):
             self.caller.msg(f"{npc.key}'s journal is empty.")
             return
         table = admin_table(table_width(self), "id", "importance", "source", "who", "in Mem0",
-                            "content")
+                            "support", "content")
         for entry in found["entries"]:
             table.add_row(
                 entry["id"], entry["importance"], entry["source_type"],
                 # a fact heard from another NPC: who said it first and the NPCs it passed
                 # through (docs/design.md, "Gossip")
                 shown(entry["who"] or "-"),
-                "yes" if entry["consolidated"] else "no", shown(entry["content"], 60),
+                "yes" if entry["consolidated"] else "no", support_text(entry),
+                shown(entry["content"], 60),
             )
         pages = found["pages"]
         more = (f"; older: aihistory {npc.key}/journal {found['page'] + 1}"
@@ -826,6 +831,13 @@ class CmdAIWake(_CmdSetMode):
         return script.wake(reason=f"woken by {self.caller.key}")
 
 
+def _with_support(kind, fields):
+    """``kind`` (a memory's kind or source type) and, for a checked fact, its support
+    (:func:`~ai_contrib.command_util.support_text`): ``"fact 0.86"``."""
+    support = support_text(fields)
+    return str(kind) if support == "-" else f"{kind} {support}"
+
+
 class CmdAIMemory(StaffCommand):
     """
     Show what an AI NPC would recall for a query.
@@ -845,6 +857,9 @@ class CmdAIMemory(StaffCommand):
 
     /mem0 lists the NPC's Mem0 memories instead, every one, by similarity to
     the query (private ones included and marked).
+
+    A journaled fact's kind or source carries its support by the line it
+    comes from ("fact 0.86"; as in aihistory <npc>/journal).
 
     /show shows one memory in full with all its metadata; give its id as the
     table shows it (the first 8 characters are enough).
@@ -900,7 +915,8 @@ class CmdAIMemory(StaffCommand):
             table = admin_table(width, "source", "ref", "score", "kind", "memory")
             for item in found["results"]:
                 table.add_row(item["source"], shown(str(item["ref"])[:8]),
-                              f"{float(item.get('score') or 0):.3f}", shown(item["kind"]),
+                              f"{float(item.get('score') or 0):.3f}",
+                              shown(_with_support(item["kind"], item.get("grounding") or {})),
                               shown(item["text"], 60))
             caller.msg(f"|wWhat {npc.key} would recall for '{shown(query, 30)}'|n\n"
                        f"({heard_by}; the archive and Mem0, as a reply reads them)\n{table}")
@@ -924,7 +940,8 @@ class CmdAIMemory(StaffCommand):
             for hit in hits:
                 meta = hit.get("metadata") or {}
                 table.add_row(str(meta.get("memory_id") or "-")[:8],
-                              f"{hit.get('score', 0):.3f}", meta.get("source_type", "-"),
+                              f"{hit.get('score', 0):.3f}",
+                              _with_support(meta.get("source_type", "-"), meta),
                               meta.get("visibility", "-"), shown(hit.get("text"), 60))
             caller.msg(f"|wMemories of {npc.key} for '{shown(query)}'|n\n{table}")
 

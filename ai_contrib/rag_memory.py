@@ -383,6 +383,8 @@ def run_sleep_tick(script, character):
     results.context_compaction = yield compact_conversation_history(
         script, character, trigger="sleep"
     )
+    if results.pre_compaction_extraction is not None:
+        _drop_journaling(script, character)
     try:  # before consolidation, so what it heard reaches Mem0 in this sleep
         results.gossip = receive_gossip(script, character)
     except Exception as err:  # housekeeping must never stop the sleep phase
@@ -400,6 +402,21 @@ def run_sleep_tick(script, character):
         logger.log_trace(f"AI {character}: sleep step people_impressions failed")
         results.people_impressions = {"success": False, "error": str(err)}
     return results
+
+
+def _drop_journaling(script, character):
+    """
+    Move the sleep's fact-extraction traffic (its tool calls and results) out of the runtime
+    history when no compaction took it (journaling without a compaction due, or a compaction
+    that failed): its facts are in the journal, and a history of tool messages must not stand
+    where the conversation was (``docs/design.md``, "Preserve window and cuts"). The messages
+    stay in the archive; an archive that cannot record it leaves them (logged).
+    """
+    try:
+        if script.runtime.drop_extraction_traffic():
+            script.checkpoint()
+    except ArchiveError as err:
+        logger.log_err(f"AI {character}: could not move the journaling out of context: {err}")
 
 
 def after_turn_compaction(script, character):

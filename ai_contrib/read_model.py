@@ -162,7 +162,8 @@ def journal_page(npc, page=1, size=JOURNAL_PAGE_SIZE):
     Returns:
         dict: ``{"entries": [{"id", "importance", "source_type", "who" (the speaker, the
         entity, or for a fact heard from another NPC its chain, "Wren > Marta (1 hop)"),
-        "content", "consolidated": bool, "timestamp"}] (newest first), "page": int,
+        "content", "consolidated": bool, "timestamp", "support", "grounding",
+        "model_support" (the fact's support by its line, or None)}] (newest first), "page": int,
         "pages": int (at least 1), "total": int, "consolidated": int}``.
     """
     journal = ensure_journal(npc.db.journal)
@@ -178,6 +179,9 @@ def journal_page(npc, page=1, size=JOURNAL_PAGE_SIZE):
         "who": chain_text(entry) or entry.get("speaker") or entry.get("entity"),
         "content": entry.get("content") or "", "consolidated": entry["id"] in done,
         "timestamp": entry.get("timestamp"),
+        # the fact's support by its line (docs/design.md, "Facts you can trust")
+        "support": entry.get("support"), "grounding": entry.get("grounding"),
+        "model_support": entry.get("model_support"),
     } for entry in newest[(page - 1) * size: page * size]]
     return {"entries": entries, "page": page, "pages": pages, "total": len(newest),
             "consolidated": len(done)}

@@ -448,6 +448,14 @@ OPTIONS = (
         Option("PRE_COMPACT_MAX_ITERATIONS", 5, INT,
                "Tool-call rounds of that fact extraction before a sleep compaction.",
                unit="rounds", minimum=1, per_npc=True),
+        # docs/design.md, "Facts you can trust": a fact must say what one line of the
+        # conversation says; the default was measured on the embedded model
+        Option("PRE_COMPACT_FACTS", "checked", TEXT,
+               "What a journaled fact is: \"checked\" keeps the model's words where one line "
+               "of the conversation says the same and replaces them by that line, attributed, "
+               "where none does; \"verbatim\" always stores the line; \"reject\" drops a "
+               "fact that fails.",
+               choices=("checked", "verbatim", "reject"), per_npc=True),
         Option("PRE_COMPACT_EMERGENCY_ITERATIONS", 3, INT,
                "Tool-call rounds of that fact extraction before an emergency compaction.",
                unit="rounds", minimum=1),
@@ -560,9 +568,10 @@ OPTIONS = (
         Option("MEMORY_ENTITY_MAX_OBSERVATIONS", 50, INT,
                "Observations kept per entity profile (oldest dropped).", unit="observations"),
         # "model" = the number the fact-extraction call gives (the heuristic where it gives
-        # none); "heuristic" = always the heuristic (names, numbers, promises, first mentions),
-        # whatever the call says; "llm" = one more request per fact asking only for its
-        # importance (docs/design.md, "Journal and Mem0")
+        # none; a structured-output request asks for it); "heuristic" = always the heuristic
+        # (names, numbers, promises, first mentions), whatever the call says, and a
+        # structured-output request does not ask for a number; "llm" = one more request per
+        # fact asking only for its importance (docs/design.md, "Journal and Mem0")
         Option("IMPORTANCE_SCORING", "model", TEXT,
                "Where a journaled fact's importance (1-10) comes from.",
                choices=("model", "heuristic", "llm")),

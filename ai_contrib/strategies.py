@@ -70,6 +70,7 @@ from .core.compaction import (
     summarised_result,
 )
 from .core.fidelity import extractive_summary, score_summary, source_text, speakers_of
+from .core.grounding import check_summary, source_lines
 from .core.masking import plan_masks
 from .core.messages import is_marker
 from .core.replay import apply_record
@@ -395,7 +396,8 @@ def summarise(script, messages, prompt=None, instruction=None, structured=True):
 def guard_summary(script, messages, text):
     """
     The fidelity guard (``docs/design.md``, "Summary fidelity"): score ``text`` against
-    ``messages`` (:func:`ai_contrib.core.fidelity.score_summary`); a summary that fails is
+    ``messages`` (:func:`ai_contrib.core.fidelity.score_summary`, then sentence by sentence
+    against single lines, :func:`ai_contrib.core.grounding.check_summary`); a summary that fails is
     replaced by an extractive one (:func:`ai_contrib.core.fidelity.extractive_summary`: the
     span's highest-importance lines by the journal's heuristic, within the summary's token
     target), which must pass in turn.
@@ -408,7 +410,9 @@ def guard_summary(script, messages, text):
         tuple: ``(text, fidelity)``: the summary to use and ``{"score": float,
         "unsupported_share": float, "unsupported": [str], "verdict": "pass" | "fail",
         "reason": str, "words": int, "source_words": int, "replaced": bool}`` of the text
-        used; when replaced, ``"model_score"`` and ``"model_reason"`` tell about the model's.
+        used (``"line_support"``: its share of sentences one line supports, when kept); when
+        replaced, ``"model_score"``, ``"model_reason"`` and ``"model_line_support"`` tell
+        about the model's.
 
     Raises:
         LLMResponseError: the summary failed and no extractive summary passes either (the
@@ -417,23 +421,27 @@ def guard_summary(script, messages, text):
     source = source_text(messages)
     speakers = speakers_of(messages)
     verdict = score_summary(text, source, speakers)
-    if verdict.passed:
-        return text, dict(verdict.as_dict(), replaced=False)
+    # and sentence by sentence: a summary's words can all be the source's while its claims
+    # are no one's (docs/design.md, "Facts you can trust")
+    lines = check_summary(text, source_lines(messages))
+    if verdict.passed and lines.passed:
+        return text, dict(verdict.as_dict(), replaced=False, line_support=lines.support)
+    reason = verdict.reason or lines.reason
     model = script.runtime.ledger.model
     target = summariser.summary_output_tokens(sum(script.runtime.token_counts(messages)))
     extract = extractive_summary(messages, target, heuristic_importance, model=model)
     replacement = score_summary(extract, source, speakers)
     if not extract or not replacement.passed:
         raise LLMResponseError(
-            f"the summary failed the fidelity check ({verdict.reason}) and no extractive "
+            f"the summary failed the fidelity check ({reason}) and no extractive "
             f"summary could replace it ({replacement.reason or 'no line to take'})"
         )
     logger.log_info(
         f"AI summary of {len(messages)} messages failed the fidelity check "
-        f"({verdict.reason}); replaced by an extract of the span"
+        f"({reason}); replaced by an extract of the span"
     )
     return extract, dict(replacement.as_dict(), replaced=True, model_score=verdict.score,
-                         model_reason=verdict.reason)
+                         model_reason=reason, model_line_support=lines.support)
 
 
 @defer.inlineCallbacks

@@ -667,7 +667,7 @@ class PipelineNPC:
 
     def stats(self):
         """``{"compactions", "compactions_by_trigger", "evictions", "masks", "facts",
-        "final_tokens", "messages_in_context", "summary_fidelity": [score of each summary put
+        "facts_rejected", "facts_replaced" (:func:`fact_checks`), "final_tokens", "messages_in_context", "summary_fidelity": [score of each summary put
         in], "fidelity_replaced", "fidelity_rejected", "max_unsupported_share"}`` from the
         archive, journal and runtime."""
         by_trigger = Counter()
@@ -686,6 +686,7 @@ class PipelineNPC:
         journal = self.npc.db.journal or {}
         entries = list(journal.get("entries") or [])
         facts = sum(1 for e in entries if e.get("source_type") != "compaction")
+        checks = fact_checks(entries, self.script.archive.messages())
         scores = [f["score"] for f in fidelity]
         return {
             "summary_fidelity": scores,
@@ -703,6 +704,8 @@ class PipelineNPC:
             "evictions": evictions,
             "masks": masks,
             "facts": facts,
+            "facts_rejected": checks["rejected"],
+            "facts_replaced": checks["replaced"],
             "journal_entries": len(entries),
             "final_tokens": self.script.token_count(),
             "messages_in_context": len(self.script.history),
@@ -711,6 +714,24 @@ class PipelineNPC:
 
 # ------------------------------------------------------------------------------------------------
 # running
+
+
+def fact_checks(entries, archived):
+    """
+    What the one-line fact check (``docs/design.md``, "Facts you can trust") did in a run:
+    ``{"rejected": calls answered "error: not recorded" (their facts never reached the journal),
+    "replaced": journal entries that are the line a model's fact came from}``.
+
+    Args:
+        entries (list[dict]): the journal's entries. archived (list[dict]): the archive's
+            messages (fact extraction's tool results among them).
+    """
+    from ai_contrib.core.cuts import is_extraction_traffic
+
+    rejected = sum(1 for m in archived if m.get("role") == "tool" and is_extraction_traffic(m)
+                   and str(m.get("content") or "").startswith("error: not recorded"))
+    replaced = sum(1 for e in entries if e.get("grounding") in ("replaced", "verbatim"))
+    return {"rejected": rejected, "replaced": replaced}
 
 
 def available_strategies():
@@ -923,12 +944,14 @@ def run_conversation(sample, systems, args, meter, progress, rows, stats, detail
         entry["conversations"] += 1
         entry["wall_s"] += result["replay_s"] + result["qa_s"]
         for key in ("replay_s", "qa_s", "answer_errors", "compactions", "failed_compactions",
-                    "evictions", "masks", "facts", "final_tokens", "fidelity_replaced",
-                    "fidelity_rejected"):
+                    "evictions", "masks", "facts", "facts_rejected", "facts_replaced",
+                    "final_tokens", "fidelity_replaced", "fidelity_rejected"):
             entry[key] += result.get(key, 0)
         if system not in BASELINES:
             entry.setdefault("summary_fidelity", []).extend(result.get("summary_fidelity", []))
-            entry.setdefault("facts_by_conversation", {})[conv.sample_id] = result.get("facts", 0)
+            entry.setdefault("facts_by_conversation", {})[conv.sample_id] = {
+                "journaled": result.get("facts", 0), "rejected": result.get("facts_rejected", 0),
+                "replaced": result.get("facts_replaced", 0)}
             worst = result.get("max_unsupported_share")
             if worst is not None:
                 entry["max_unsupported_share"] = max(entry.get("max_unsupported_share", 0), worst)

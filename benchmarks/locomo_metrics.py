@@ -698,7 +698,8 @@ def versus_full_rows(rows, systems, reference="full"):
     return out
 
 
-MEMORY_HEADER = ["system", "conversation", "facts journaled", "summaries scored",
+MEMORY_HEADER = ["system", "conversation", "facts journaled", "facts rejected",
+                 "facts replaced by their line", "summaries scored",
                  "fidelity min", "fidelity median", "replaced by an extract",
                  "rejected", "max unsupported names+numbers %"]
 
@@ -706,16 +707,20 @@ MEMORY_HEADER = ["system", "conversation", "facts journaled", "summaries scored"
 def memory_table_rows(systems, stats):
     """
     Rows of the facts and summary-fidelity table (``docs/design.md``, "Summary fidelity"):
-    per system, one row per conversation with the facts its journal gained, then a row
+    per system, one row per conversation with the facts its journal gained, the facts the
+    one-line check rejected and those it replaced by their line (``docs/design.md``, "Facts
+    you can trust"), then a row
     ``all`` with the fidelity scores of every summary put in (min and median), how many were
     replaced by an extract or rejected, and the worst share of a used summary's names and
     numbers absent from its source.
 
     Args:
         systems (list[str]): system names in display order.
-        stats (dict): ``{system: {"facts_by_conversation": {conversation: int},
-            "summary_fidelity": [float], "fidelity_replaced": int, "fidelity_rejected": int,
-            "max_unsupported_share": float | None, "facts": int}}``; systems without
+        stats (dict): ``{system: {"facts_by_conversation": {conversation: {"journaled",
+            "rejected", "replaced"} (ints; a plain int, from a run before the check, is the
+            journaled count)}, "summary_fidelity": [float], "fidelity_replaced": int,
+            "fidelity_rejected": int, "max_unsupported_share": float | None, "facts": int,
+            "facts_rejected": int, "facts_replaced": int}}``; systems without
             ``facts_by_conversation`` (baselines) get no row.
 
     Returns:
@@ -730,11 +735,16 @@ def memory_table_rows(systems, stats):
         if per_conversation is None:
             continue
         for conversation, facts in sorted(per_conversation.items()):
-            rows.append([system, conversation, facts, "", "", "", "", "", ""])
+            if not isinstance(facts, dict):
+                facts = {"journaled": facts}
+            rows.append([system, conversation, facts.get("journaled", 0),
+                         facts.get("rejected", "-"), facts.get("replaced", "-"),
+                         "", "", "", "", "", ""])
         scores = s.get("summary_fidelity") or []
         worst = s.get("max_unsupported_share")
         rows.append([
-            system, "all", s.get("facts", 0), len(scores),
+            system, "all", s.get("facts", 0), s.get("facts_rejected", 0),
+            s.get("facts_replaced", 0), len(scores),
             _num(min(scores), 2) if scores else "-",
             _num(statistics.median(scores), 2) if scores else "-",
             s.get("fidelity_replaced", 0), s.get("fidelity_rejected", 0),

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .cuts import hold_cut
+from .cuts import hold_cut, is_extraction_traffic
 from .messages import SUMMARY_PREFIX, is_marker
 from .splice import splice
 from .summary import check_summary, make_marker
@@ -108,9 +108,17 @@ def tier_of(msg) -> str | None:
     return (msg.get("metadata") or {}).get("tier")
 
 
+def _talk(msg) -> bool:
+    """True for a raw message of the conversation: not a summary marker, and not fact
+    extraction's tool traffic (talk with the journal, which never fills a window in place of
+    what people said; :func:`ai_contrib.core.cuts.is_extraction_traffic`)."""
+    return not is_marker(msg) and not is_extraction_traffic(msg)
+
+
 def raw_count(history) -> int:
-    """Number of raw (non-summary) messages in ``history``."""
-    return sum(1 for msg in history if not is_marker(msg))
+    """Number of raw messages of the conversation in ``history`` (summary markers and fact
+    extraction's tool traffic not counted)."""
+    return sum(1 for msg in history if _talk(msg))
 
 
 def due_at(has_short_term, immediate_window, recent_window) -> int:
@@ -161,7 +169,7 @@ def fitted_window(history, token_counts, immediate_window, target_tokens) -> int
         used += tokens
         if used > target_tokens:
             break
-        kept += 1
+        kept += _talk(msg)
     return kept
 
 
@@ -268,8 +276,7 @@ def plan_cycle(history, immediate_window=DEFAULT_IMMEDIATE_WINDOW,
     start, seen = len(history), 0
     while start > lead and seen < immediate_window:
         start -= 1
-        if not is_marker(history[start]):
-            seen += 1
+        seen += _talk(history[start])
     cut = hold_cut(history, start, keep_ids)
     if cut <= lead or raw_count(history[lead:cut]) == 0:
         return skip("within immediate window")

@@ -45,8 +45,11 @@ __all__ = [
     "MAX_UNSUPPORTED",
     "extractive_summary",
     "fact_problem",
+    "items_of",
+    "message_texts",
     "score_summary",
     "source_text",
+    "source_vocabulary",
     "speakers_of",
     "unsupported_share",
 ]
@@ -246,6 +249,22 @@ def _source_vocabulary(text):
     return words, stems, numbers
 
 
+def items_of(text):
+    """
+    ``(names, numbers, content_words)`` of ``text`` as the checks read them (module
+    docstring): names (capitalised words not opening a sentence) keep their case, numbers are
+    figures (``"07"`` -> ``"7"``), content words (four letters or more, not function words) are
+    case-folded; headings are not read. Lists, first occurrence order, repeats kept.
+    """
+    return _items(text)
+
+
+def source_vocabulary(text):
+    """``(words, stems, numbers)`` of a source text: its words case-folded, their five-letter
+    stems and its numbers in figures (number words such as "three" included). Sets."""
+    return _source_vocabulary(text)
+
+
 def _items(text):
     """
     ``(names, numbers, content_words)`` of ``text`` (a summary), in order: names keep their
@@ -441,20 +460,34 @@ def _candidate_lines(messages):
     return out
 
 
-def _message_lines(messages):
-    out = []
-    for msg in messages:
+def message_texts(messages):
+    """
+    The texts a summary or fact may be made of, in order: ``(position, msg, text, summary)``
+    per line of an earlier summary (``summary`` True; its bullets' marks off, headings left
+    out) and per message of talk with text (``user``, ``assistant``, ``system``; whitespace
+    collapsed; tool messages and tool-call bookkeeping left out). ``position`` is the
+    message's index in ``messages``.
+    """
+    for position, msg in enumerate(messages):
         if is_marker(msg):
             body = format_message_for_compaction(msg)[len("Earlier summary: "):]
             for line in body.splitlines():
                 line = _BULLET.sub("", line.strip())
                 if line and not _HEADING.match(line):
-                    out.append((line, line))
+                    yield position, msg, line, True
             continue
         if msg.get("role") not in ("user", "assistant", "system"):
             continue
         text = " ".join(str(msg.get("content") or "").split())
-        if not text:
+        if text:
+            yield position, msg, text, False
+
+
+def _message_lines(messages):
+    out = []
+    for _position, msg, text, summary in message_texts(messages):
+        if summary:
+            out.append((text, text))
             continue
         name = msg.get("name") or {"user": "Someone", "system": "The game"}.get(msg["role"], "I")
         verb = "noted" if msg["role"] == "system" else "said"

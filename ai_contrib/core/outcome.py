@@ -51,7 +51,9 @@ class ExtractionResult(Outcome):
     ``read_ids`` are the ids of the history messages its requests showed (None when it did not
     run to its end); ``stopped_by`` is ``"noop"``, ``"no_tool_call"``, ``"scope_guard"``,
     ``"max_iterations"``, ``"error"`` or None (skipped); ``modes`` the request modes used
-    (``"structured"``, ``"native"``, ``"text"``).
+    (``"structured"``, ``"native"``, ``"text"``). ``facts_replaced`` and ``facts_rejected``
+    count the calls whose fact failed the one-line check and was stored as its source line, or
+    not stored (``docs/design.md``, "Facts you can trust").
     """
 
     outcome: str
@@ -64,6 +66,8 @@ class ExtractionResult(Outcome):
     entry_ids: list = field(default_factory=list)
     read_ids: list | None = None
     modes: list | None = None
+    facts_replaced: int = 0
+    facts_rejected: int = 0
 
     @classmethod
     def skip(cls, reason) -> ExtractionResult:
@@ -74,10 +78,11 @@ class ExtractionResult(Outcome):
         """
         The documented dict (logs, tests of the format): ``{"success": True, "read_ids",
         "facts_recorded", "observations_recorded", "iterations", "stopped_by", "entry_ids",
-        "modes"}`` for a run, ``{"success": True, "skipped": True, "reason", "facts_recorded":
-        0, "iterations": 0, "stopped_by": None}`` for a skip, ``{"success": False, "error",
-        "facts_recorded", "observations_recorded", "iterations", "stopped_by": "error",
-        "entry_ids"}`` for a failure.
+        "modes", "facts_replaced", "facts_rejected"}`` for a run, ``{"success": True,
+        "skipped": True, "reason", "facts_recorded": 0, "iterations": 0, "stopped_by": None}``
+        for a skip, ``{"success": False, "error", "facts_recorded", "observations_recorded",
+        "iterations", "stopped_by": "error", "entry_ids", "facts_replaced",
+        "facts_rejected"}`` for a failure.
         """
         if self.skipped:
             return {"success": True, "skipped": True, "reason": self.reason,
@@ -89,7 +94,8 @@ class ExtractionResult(Outcome):
         out.update(facts_recorded=self.facts_recorded,
                    observations_recorded=self.observations_recorded,
                    iterations=self.iterations, stopped_by=self.stopped_by,
-                   entry_ids=list(self.entry_ids))
+                   entry_ids=list(self.entry_ids), facts_replaced=self.facts_replaced,
+                   facts_rejected=self.facts_rejected)
         if self.success:
             out["modes"] = list(self.modes or [])
         return out

@@ -166,7 +166,7 @@ def _structured_call(name, properties):
     }
 
 
-def structured_schema(seqs=None, allow_noop=True) -> dict:
+def structured_schema(seqs=None, allow_noop=True, importance=True) -> dict:
     """
     JSON schema of a structured-output reply: ``{"calls": [call, ...]}`` (1 to
     :data:`STRUCTURED_MAX_CALLS` calls), each ``{"name": <tool>, "arguments": {...}}`` with the
@@ -177,6 +177,9 @@ def structured_schema(seqs=None, allow_noop=True) -> dict:
             then cite only these (a grammar otherwise lets a small model invent numbers).
         allow_noop (bool): offer ``noop``; without it the reply must record something (the
             first request of a run: a small model otherwise takes the exit before reading).
+        importance (bool): ask for ``importance``; without it the fact's importance is not the
+            model's to give (``AI_IMPORTANCE_SCORING`` other than ``"model"``), and a grammar
+            would make the model write a number no one reads.
 
     Returns:
         dict: a JSON schema (a fresh dict).
@@ -184,17 +187,13 @@ def structured_schema(seqs=None, allow_noop=True) -> dict:
     seqs = sorted({int(seq) for seq in seqs or ()})
     number = {"type": "integer", "enum": seqs} if seqs else {"type": "integer", "minimum": 0}
     source = {"type": "array", "items": number, "minItems": 1, "maxItems": 4}
+    fact = {"content": _structured_text(
+        "The fact, as one self-contained sentence naming who and what.")}
+    if importance:
+        fact["importance"] = {"type": "integer", "minimum": 1, "maximum": 10}
+    fact["source"] = source
     items = [
-        _structured_call(
-            ADD_JOURNAL_ENTRY,
-            {
-                "content": _structured_text(
-                    "The fact, as one self-contained sentence naming who and what."
-                ),
-                "importance": {"type": "integer", "minimum": 1, "maximum": 10},
-                "source": source,
-            },
-        ),
+        _structured_call(ADD_JOURNAL_ENTRY, fact),
         _structured_call(
             UPDATE_ENTITY_OBSERVATION,
             {
@@ -221,19 +220,19 @@ def structured_schema(seqs=None, allow_noop=True) -> dict:
     }
 
 
-def structured_response_format(seqs=None, allow_noop=True) -> dict:
+def structured_response_format(seqs=None, allow_noop=True, importance=True) -> dict:
     """
     The ``response_format`` request field asking for :func:`structured_schema` (OpenAI's
     structured-output form, which llama.cpp's server and vLLM also read).
 
     Returns:
         dict: ``{"type": "json_schema", "json_schema": {"name": "journal_tool_calls",
-        "schema": structured_schema(seqs, allow_noop)}}``.
+        "schema": structured_schema(seqs, allow_noop, importance)}}``.
     """
     return {
         "type": "json_schema",
         "json_schema": {"name": "journal_tool_calls",
-                        "schema": structured_schema(seqs, allow_noop)},
+                        "schema": structured_schema(seqs, allow_noop, importance)},
     }
 
 

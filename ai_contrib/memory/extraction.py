@@ -20,6 +20,10 @@ The loop (a small ReAct loop with exactly three tools, :mod:`ai_contrib.llm.tool
   (5 in sleep, 3 in an emergency);
 - ``script.db.context_signals["pre_compaction"]`` is True while it runs.
 
+Every fact and observation must say what one line of the span says (``docs/design.md``, "Facts
+you can trust"; :func:`ai_contrib.core.grounding.check_fact`): by ``pre_compact_facts`` a fact
+that fails is stored as that line, verbatim and attributed, or dropped (:meth:`_Extraction.ground`).
+
 A fact's speaker and audience are never the model's to choose (``docs/design.md``, "Privacy by
 audience"): the request numbers each message with its archive seq, a call cites those numbers
 as ``source``, and :func:`ai_contrib.memory.provenance.provenance` takes speaker and audience
@@ -50,6 +54,7 @@ from ..core.audience import common_audience
 from ..core.cuts import EXTRACTION_TYPE
 from ..core.fidelity import fact_problem, same_fact, source_text
 from ..core.outcome import FAILED, SUCCESS, ExtractionResult
+from ..core.grounding import attributed_line, check_fact, source_lines
 from ..core.text import MODEL_TEXT_MAX_CHARS, normalise_player_text
 from ..core.tokens import count_tokens
 from ..llm import tools as toolspec
@@ -180,6 +185,14 @@ def _structured_setting():
     from ..settings import get_setting
 
     return str(get_setting("LLM_STRUCTURED_OUTPUT") or "auto").strip().lower()
+
+
+def importance_method() -> str:
+    """``AI_IMPORTANCE_SCORING`` in lower case (``"model"`` when unset): who gives a journaled
+    fact its importance (``docs/design.md``, "Journal and Mem0")."""
+    from ..settings import get_setting
+
+    return str(get_setting("IMPORTANCE_SCORING") or "model").strip().lower()
 
 
 def structured_output_wanted(client) -> bool:
@@ -349,6 +362,9 @@ class _Extraction:
         # (memory/provenance.py)
         self.span = list(span)
         self._source_text = None  # the span's text, for the grounding check
+        self.lines = source_lines(self.span)  # the lines a fact must be said in
+        self.policy = str(_cfg(script, "pre_compact_facts", "checked")).strip().lower()
+        self.checks = {"replaced": 0, "rejected": 0}  # facts the one-line check changed
         self.seqs = [msg["seq"] for msg in self.span if isinstance(msg.get("seq"), int)]
         self.audiences = []  # the audience of each fact recorded by the current reply
 
@@ -372,6 +388,8 @@ class _Extraction:
                 # exit without reading (the loop still ends at max_iterations)
                 seqs=self.seqs,
                 allow_noop=bool(self.facts or self.observations),
+                # a number the scorer will not read is not asked for
+                importance=importance_method() == "model",
             ),
         )
 
@@ -435,7 +453,8 @@ class _Extraction:
         Why a structured call's fact is not in the conversation the request showed, or ``""``
         (:func:`ai_contrib.core.fidelity.fact_problem`): the grammar makes a small model write
         *something*, and an invented fact must not reach the journal. Native and text calls,
-        which a model chose to make, are taken as they are.
+        which a model chose to make, skip this word-level check; every call then meets the
+        one-line check (:meth:`ground`).
         """
         if mode != "structured" or name not in (
             toolspec.ADD_JOURNAL_ENTRY, toolspec.UPDATE_ENTITY_OBSERVATION
@@ -447,6 +466,48 @@ class _Extraction:
         if toolspec.repeats_example(text):
             return "that is the example, not a fact of this conversation"
         return fact_problem(text, self._source_text)
+
+    def ground(self, mode, name, args):
+        """
+        A journal or observation call's arguments as they may be stored (``docs/design.md``,
+        "Facts you can trust"): the word-level check (:meth:`ungrounded`), then the one-line
+        check (:func:`ai_contrib.core.grounding.check_fact`) on every call. By
+        ``pre_compact_facts``: ``"checked"`` keeps a fact that passes and stores the best line,
+        verbatim and attributed, for one that fails; ``"verbatim"`` always stores the line;
+        ``"reject"`` drops a fact that fails. A fact no line holds (names or numbers the
+        conversation never mentions, words it never used, no line about its subject) is
+        dropped whatever the setting.
+
+        Returns:
+            tuple: ``(args, problem)``: the arguments to store (a copy, with ``"_grounding"``:
+            ``{"support": float, "grounding": "model" | "replaced" | "verbatim",
+            "model_support": float, "model_text": str}`` for the entry) and ``""``, or the
+            original arguments and why the call is not recorded.
+        """
+        if name not in (toolspec.ADD_JOURNAL_ENTRY, toolspec.UPDATE_ENTITY_OBSERVATION):
+            return args, ""
+        problem = self.ungrounded(mode, name, args)
+        text = args.get("content") or f"{args.get('entity', '')}: {args.get('observation', '')}"
+        verdict = check_fact(text, self.lines)
+        if not problem and verdict.passed and self.policy != "verbatim":
+            return dict(args, _grounding={"support": verdict.support, "grounding": "model"}), ""
+        # a fact with words the conversation never used is an invention, not a misquote
+        if problem or verdict.line is None or self.policy == "reject":
+            self.checks["rejected"] += 1
+            return args, problem or verdict.reason
+        line = self.lines[verdict.line]
+        said = attributed_line(line)
+        grounding = {"support": 1.0, "model_support": verdict.support, "model_text": text,
+                     "grounding": "verbatim" if self.policy == "verbatim" else "replaced"}
+        self.checks["replaced"] += grounding["grounding"] == "replaced"
+        out = dict(args, _grounding=grounding)
+        seq = self.span[line.index].get("seq") if line.index >= 0 else None
+        out["source"] = [seq] if isinstance(seq, int) else out.get("source")
+        if name == toolspec.ADD_JOURNAL_ENTRY:
+            out["content"] = said
+        else:
+            out["observation"] = said
+        return out, ""
 
     @defer.inlineCallbacks
     def execute(self, calls, mode=None):
@@ -470,7 +531,7 @@ class _Extraction:
         results = []
         stop = None
         for i, call in enumerate(calls):
-            name, args = call["name"], call["arguments"]
+            name = call["name"]
             if name and name not in toolspec.TOOL_NAMES:
                 results.append(
                     f"error: {name or 'this tool'} is not available while journaling; stopping."
@@ -481,14 +542,9 @@ class _Extraction:
             elif name == toolspec.NOOP:
                 results.append("ok: nothing more to record.")
                 stop = stop or "noop"
-            elif self.ungrounded(mode, name, args):
-                results.append(f"error: not recorded: {self.ungrounded(mode, name, args)}.")
-            elif name == toolspec.ADD_JOURNAL_ENTRY:
-                importance = scored[i] if i in scored else args.get("importance")
-                results.append(self.journal_fact(journal, args, importance, changed))
-            elif name == toolspec.UPDATE_ENTITY_OBSERVATION:
-                results.append(self.note_observation(journal, profiles, args, known_names,
-                                                     changed))
+            else:
+                results.append(self.store(mode, call, scored.get(i), journal, profiles,
+                                          known_names, changed))
         # one Attribute write per reply: each write re-pickles the whole dict
         if "journal" in changed:
             self.character.db.journal = journal
@@ -506,9 +562,7 @@ class _Extraction:
         Returns:
             Deferred[dict]: ``{index of the call in calls: importance}``.
         """
-        from ..settings import get_setting
-
-        method = str(get_setting("IMPORTANCE_SCORING") or "model").strip().lower()
+        method = importance_method()
         scored = {}
         for i, call in enumerate(calls):
             if call["name"] == toolspec.ADD_JOURNAL_ENTRY and not call["error"]:
@@ -519,6 +573,24 @@ class _Extraction:
                         known_names=known_names,
                     )
         return scored
+
+    def store(self, mode, call, importance, journal, profiles, known_names, changed):
+        """
+        Journal one checked ``add_journal_entry`` or ``update_entity_observation`` call
+        (:meth:`ground`); ``importance`` is the scorer's (None: the call's own).
+
+        Returns:
+            str: the call's result text.
+        """
+        name = call["name"]
+        args, problem = self.ground(mode, name, call["arguments"])
+        if problem:
+            return f"error: not recorded: {problem}."
+        if name == toolspec.ADD_JOURNAL_ENTRY:
+            if importance is None:
+                importance = args.get("importance")
+            return self.journal_fact(journal, args, importance, changed)
+        return self.note_observation(journal, profiles, args, known_names, changed)
 
     def journal_fact(self, journal, args, importance, changed):
         """
@@ -547,10 +619,14 @@ class _Extraction:
             visibility=source["visibility"],
             source_ids=source["source_ids"],
             said_in_public=said_in_public(content, self.span, args.get("source")) or None,
+            **args.get("_grounding", {}),
         )
         changed.add("journal")
         self.facts.append(entry["id"])
-        return f"ok: recorded in your journal as {entry['id']} (importance {entry['importance']})."
+        how = (" in the words of the line it comes from"
+               if entry.get("grounding") in ("replaced", "verbatim") else "")
+        return (f"ok: recorded in your journal as {entry['id']} (importance "
+                f"{entry['importance']}){how}.")
 
     def note_observation(self, journal, profiles, args, known_names, changed):
         """
@@ -590,6 +666,7 @@ class _Extraction:
                 audience=source["audience"],
                 visibility=source["visibility"],
                 source_ids=source["source_ids"],
+                **args.get("_grounding", {}),
             )
             changed.add("journal")
         return f"ok: noted about {shown}."
@@ -718,7 +795,9 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
           showed), ``facts_recorded``, ``observations_recorded``, ``iterations``,
           ``stopped_by`` (``"noop"`` | ``"no_tool_call"`` | ``"scope_guard"`` |
           ``"max_iterations"``), ``entry_ids`` (journal ids), ``modes`` (``"structured"`` |
-          ``"native"`` | ``"text"``, ...);
+          ``"native"`` | ``"text"``, ...), ``facts_replaced`` and ``facts_rejected`` (calls
+          whose fact failed the one-line check and was stored as its source line, or not
+          stored; ``docs/design.md``, "Facts you can trust");
         - skipped, with a ``reason`` (disabled, history under 5 messages, or another
           extraction of this NPC still running);
         - failed, with an ``error``, ``facts_recorded``, ``iterations`` and ``stopped_by:
@@ -811,6 +890,8 @@ def _finished(stopped_by, run):
         stopped_by=stopped_by,
         entry_ids=list(run.facts),
         modes=list(run.modes),
+        facts_replaced=run.checks["replaced"],
+        facts_rejected=run.checks["rejected"],
     )
 
 
@@ -825,6 +906,8 @@ def _failed(failure, run):
         iterations=run.iterations,
         stopped_by="error",
         entry_ids=list(run.facts),
+        facts_replaced=run.checks["replaced"],
+        facts_rejected=run.checks["rejected"],
     )
 
 

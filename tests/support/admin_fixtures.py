@@ -44,6 +44,10 @@ class FakeStore:
         return defer.succeed(self.hit if memory_id and self.hit and
                              self.hit["metadata"]["memory_id"].startswith(memory_id) else None)
 
+    def search(self, agent_id, query, **kwargs):
+        self.calls.append(("search", agent_id, query))
+        return defer.succeed([self.hit] if self.hit else [])
+
 
 class AdminCase(NPCTestCase):
     """An NPC test case whose :meth:`use_store` swaps a store in for the process-wide one."""

@@ -51,6 +51,15 @@ class ExtractionTestCase(NPCTestCase):
             metadata={"speaker": self.char1.dbref,
                       "audience": sorted([self.char1.dbref, self.char2.dbref])})
 
+    def say(self, name, text):
+        """A line the facts of a test come from (a fact must say what one line says): Bob's,
+        or with ``name`` None the NPC's own."""
+        if name is None:
+            return self.script.add_message("assistant", text, name=self.npc.key)
+        return self.script.add_message(
+            "user", text, name=name,
+            metadata={"speaker": self.char1.dbref, "audience": [self.char1.dbref]})
+
     def run_extraction(self, **kwargs):
         return stored(wait_for(run_pre_compaction_extraction(self.script, self.npc, **kwargs)))
 
@@ -105,6 +114,29 @@ class TestImportanceScoring(ExtractionTestCase):
         self.assertEqual(self.importance_with("heuristic"), heuristic)
         self.assertEqual(self.importance_with("llm", reply("3")), 3)  # one more request
         self.assertIn("importance", prompt_text(self.llm.requests[-2]).lower())
+
+
+class TestImportanceScoringWithStructuredOutput(ExtractionTestCase):
+    def structured_importance(self, method):
+        call = dict(ALLERGY, source=[self.said_alone["seq"]])  # the reply says 8
+        with override_settings(AI_IMPORTANCE_SCORING=method):
+            self.llm.enqueue(structured(("add_journal_entry", call)), structured(("noop", {})))
+            self.run_extraction()
+        (entry,) = self.journal()
+        self.npc.db.journal = None
+        schema = self.llm.requests[-2]["response_format"]["json_schema"]["schema"]
+        fact = schema["properties"]["calls"]["items"]["anyOf"][0]["properties"]["arguments"]
+        return entry["importance"], sorted(fact["required"])
+
+    def test_the_setting_chooses_who_scores_a_structured_fact_and_what_the_schema_asks(self):
+        heuristic = heuristic_importance(ALLERGY["content"])
+        self.assertNotEqual(heuristic, 8)  # so the two cases below can tell
+        # "model": the grammar asks for the number and it is kept
+        self.assertEqual(self.structured_importance("model"),
+                         (8, ["content", "importance", "source"]))
+        # "heuristic": the number is not asked for; a reply that gives one anyway is not read
+        self.assertEqual(self.structured_importance("heuristic"),
+                         (heuristic, ["content", "source"]))
 
 
 class TestNearDuplicates(ExtractionTestCase):
@@ -194,6 +226,7 @@ class TestTermination(ExtractionTestCase):
         self.assertIn("not available", added[2]["content"])
 
     def test_stops_at_max_iterations(self):
+        self.say("Bob", "Fact number 0, 1 and 2 are about the mill.")
         self.llm.enqueue(
             *[
                 tool_calls(
@@ -260,6 +293,7 @@ class TestRequests(ExtractionTestCase):
         self.assertNotIn(DEFAULT_PRE_COMPACTION_PROMPT[:40], system)
 
     def test_text_protocol_without_native_tools(self):
+        self.say("Bob", "I owe Marta 3 silver.")
         self.llm.enqueue(
             reply(
                 'Here it is.\nTOOL: add_journal_entry {"content": "Bob owes Marta 3 silver.", "importance": 7, "speaker": "Bob"}'
@@ -414,6 +448,7 @@ class TestTools(ExtractionTestCase):
         self.assertEqual(self.journal(), [])
 
     def test_missing_importance_is_scored(self):
+        self.say(None, "I promise to pay Bob 50 gold by Friday.")
         self.llm.enqueue(
             tool_calls(
                 [("add_journal_entry", {"content": "I promise to pay Bob 50 gold by Friday."})]
@@ -438,6 +473,7 @@ class TestTools(ExtractionTestCase):
         self.assertEqual(len(self.journal()), 1)
 
     def test_entity_observation_updates_profile_and_journal(self):
+        self.say("Bob", "I walk with a limp since the war.")
         self.llm.enqueue(
             tool_calls(
                 [
@@ -668,3 +704,73 @@ class TestConsolidation(ExtractionTestCase):
                          threshold=0.0, listeners={self.char1.dbref: "Bob",
                                                    self.char2.dbref: "Carol"})
         self.assertEqual([h["text"] for h in wait_for(both)], ["The Prancing Goat opens at dawn."])
+
+
+class TestOneLineCheck(ExtractionTestCase):
+    """A fact reaches the journal (and so Mem0, which is filled from the journal) only when one
+    line of the conversation says it (docs/design.md, "Facts you can trust")."""
+
+    GLUED = "Bob is a hero who is allergic to the dawn."  # the words are Bob's, the claim is not
+
+    def journal_with(self, policy, *facts):
+        self.script.db.pre_compact_facts = policy
+        self.llm.enqueue(tool_calls([("add_journal_entry", fact) for fact in facts]),
+                         tool_calls([("noop", {})]))
+        result = self.run_extraction()
+        entries = self.journal()
+        self.npc.db.journal = None
+        return result, entries
+
+    def test_a_fact_no_line_says_is_dropped_and_one_that_a_line_says_is_kept(self):
+        kept = dict(ALLERGY, source=[self.said_alone["seq"]])
+        result, entries = self.journal_with("reject", kept, dict(ALLERGY, content=self.GLUED))
+        # the fact one line says is kept in the model's words, with its support (control)
+        self.assertEqual([e["content"] for e in entries], [ALLERGY["content"]])
+        self.assertEqual((entries[0]["grounding"], entries[0]["support"]), ("model", 1.0))
+        self.assertEqual((result["facts_recorded"], result["facts_rejected"]), (1, 1))
+
+    def test_a_fact_no_line_says_is_replaced_by_its_line_attributed(self):
+        result, entries = self.journal_with("checked", dict(ALLERGY, content=self.GLUED))
+        self.assertEqual([e["content"] for e in entries],
+                         ["Bob said: Between us: I am allergic to peanuts."])
+        self.assertEqual((entries[0]["grounding"], entries[0]["model_text"]),
+                         ("replaced", self.GLUED))
+        self.assertLess(entries[0]["model_support"], 0.7)
+        self.assertEqual((result["facts_replaced"], result["facts_recorded"]), (1, 1))
+        # the quoted line is attributed to its own message: Bob said it alone
+        self.assertEqual(entries[0]["audience"], [self.char1.dbref])
+        # the same line again, from the model's words that say it, is the same fact: merged
+        result, entries = self.journal_with(
+            "checked", dict(ALLERGY, content=self.GLUED),
+            dict(ALLERGY, source=[self.said_alone["seq"]]))
+        self.assertEqual(len(entries), 1)
+        self.assertEqual(result["facts_recorded"], 1)
+
+
+@override_settings(AI_MEMORY_ENABLED=False)  # the history is what this test reads
+class TestJournalingLeavesTheContext(ExtractionTestCase):
+    def test_a_sleep_that_journals_without_compacting_leaves_the_talk_and_not_the_tool_calls(self):
+        from ai_contrib import rag_memory
+        from ai_contrib.core.cuts import is_extraction_traffic
+
+        self.say("Bob", "I owe Marta 3 silver.")
+        self.fill(11)
+        self.assertLess(self.script.token_usage(), 0.7)  # no compaction is due
+        talk = [m["id"] for m in self.script.history]
+        self.llm.enqueue(
+            tool_calls([("add_journal_entry", {"content": "Bob owes Marta 3 silver.",
+                                                "importance": 8})]),
+            tool_calls([("add_journal_entry", {"content": "Bob owes Marta 3 silver.",
+                                                "importance": 8})]),
+            tool_calls([("noop", {})]))
+        results = stored(wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180))
+        self.assertEqual(results["pre_compaction_extraction"]["facts_recorded"], 1, results)
+        self.assertFalse(results["context_compaction"].get("success") and
+                         results["context_compaction"].get("compacted_messages"))
+        # the facts are in the journal; the calls and results left the context for the
+        # archive, every line of talk stayed
+        self.assertEqual([e["content"] for e in self.journal()], ["Bob owes Marta 3 silver."])
+        self.assertEqual([m for m in self.script.history if is_extraction_traffic(m)], [])
+        self.assertEqual([m["id"] for m in self.script.history], talk)
+        archived = self.script.archive.messages(0, self.script.archive.last_seq)
+        self.assertTrue(any(m.get("role") == "tool" for m in archived))

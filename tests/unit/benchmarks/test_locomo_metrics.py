@@ -422,3 +422,34 @@ def test_a_recall_note_counts_item_by_item():
     # ...though the note as one message would have held it; one item that holds it counts
     assert m.answer_score("the sunrise, the calm lake", [note], 4) == 1.0
     assert m.answer_score("a sunrise", texts, 4) == 1.0
+
+
+def test_facts_journaled_rejected_and_replaced_per_conversation():
+    from benchmarks.locomo import fact_checks
+    from ai_contrib.core.cuts import EXTRACTION_TYPE
+
+    traffic = {"type": EXTRACTION_TYPE}
+    archived = [
+        {"role": "user", "content": "error: not recorded: a player's line, not a tool result"},
+        {"role": "tool", "content": "error: not recorded: no one line says it.",
+         "metadata": traffic},
+        {"role": "tool", "content": "ok: recorded in your journal as fact_1 (importance 5).",
+         "metadata": traffic},
+        {"role": "tool", "content": "error: not recorded: names or numbers ...",
+         "metadata": traffic},
+    ]
+    entries = [{"source_type": "fact", "grounding": "model"},
+               {"source_type": "fact", "grounding": "replaced"},
+               {"source_type": "compaction"}]
+    assert fact_checks(entries, archived) == {"rejected": 2, "replaced": 1}
+    stats = {"summary": {"facts_by_conversation": {
+        "conv-1": {"journaled": 2, "rejected": 2, "replaced": 1}, "conv-0": 4},
+        "facts": 6, "facts_rejected": 2, "facts_replaced": 1}}
+    rows = m.memory_table_rows(["summary", "full"], stats)
+    header = m.MEMORY_HEADER
+    cells = [dict(zip(header, row)) for row in rows]
+    assert [(c["conversation"], c["facts journaled"], c["facts rejected"],
+             c["facts replaced by their line"]) for c in cells] == [
+        ("conv-0", 4, "-", "-"),  # a result from before the check: journaled only
+        ("conv-1", 2, 2, 1), ("all", 6, 2, 1)]
+    assert all(len(row) == len(header) for row in rows)

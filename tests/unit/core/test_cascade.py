@@ -23,7 +23,7 @@ from ai_contrib.core.cascade import (
     summary_text_of,
     tier_of,
 )
-from ai_contrib.core.cuts import is_safe_cut
+from ai_contrib.core.cuts import EXTRACTION_TYPE, is_safe_cut
 from ai_contrib.core.messages import SUMMARY_PREFIX, is_marker, make_message
 from ai_contrib.core.splice import SpliceError
 from ai_contrib.core.summary import make_marker
@@ -115,6 +115,35 @@ def test_lines_awaiting_an_answer_stay_out_of_the_cycle():
     assert len(cycle.to_summarise) == 3 and cycle.keep[0]["id"] == waiting
     assert plan_cycle(history, force=True, keep_ids=[history[0]["id"]]).reason \
         == "within immediate window"
+
+
+def journaling(n):
+    """``n`` messages of fact extraction's tool traffic (a call and its result, in turn)."""
+    out = []
+    for i in range(n):
+        if i % 2 == 0:
+            out.append(make_message("assistant", "", name="Marta", metadata={
+                "type": EXTRACTION_TYPE},
+                tool_calls=[{"id": f"call_{i}", "type": "function", "function": {
+                    "name": "add_journal_entry", "arguments": "{}"}}]))
+        else:
+            out.append(make_message("tool", "ok: already in your journal.",
+                                    tool_call_id=f"call_{i - 1}",
+                                    metadata={"type": EXTRACTION_TYPE}))
+    return out
+
+
+def test_journaling_never_takes_the_place_of_talk_in_the_immediate_window():
+    talk = Talk()
+    history = [talk.msg() for _ in range(70)] + journaling(22)
+    assert raw_count(history) == 70  # the tool traffic is not conversation
+    cycle = plan_cycle(history, force=True)
+    # the window keeps 64 lines of talk and the traffic after them, as without it (control)
+    kept_talk = [m for m in cycle.keep if m["role"] != "tool" and m.get("content")]
+    assert len(kept_talk) == 64 and len(cycle.to_summarise) == 6
+    assert plan_cycle([talk.msg() for _ in range(64)] + journaling(22), force=True).reason \
+        == "within immediate window"
+    assert fitted_window(history, [10] * 92, 64, 10_000) == 64
 
 
 def test_fitted_window_holds_at_most_its_token_share():

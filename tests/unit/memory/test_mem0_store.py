@@ -325,3 +325,12 @@ def test_a_store_held_by_another_process_says_what_to_do(tmp_path):
     finally:
         holder.stdin.close()
         holder.wait(30)
+
+
+def test_entry_metadata_carries_a_facts_support():
+    checked = dict(ENTRIES[0], support=0.4, grounding="replaced", model_support=0.4,
+                   model_text="Bob is a hero.")
+    meta = entry_metadata(checked)
+    assert (meta["support"], meta["grounding"], meta["model_support"]) == (0.4, "replaced", 0.4)
+    assert "model_text" not in meta  # what the model wrote stays in the journal only
+    assert "support" not in entry_metadata(ENTRIES[0])  # an unchecked entry (control)

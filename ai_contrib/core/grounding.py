@@ -1,0 +1,358 @@
+"""
+Facts you can trust: does a fact say what *one* line of its conversation says?
+
+``docs/design.md``, "Facts you can trust". The word-level check
+(:func:`ai_contrib.core.fidelity.fact_problem`) asks whether a fact's names, numbers and words
+occur somewhere in the conversation; a small model's fact passes it by gluing words of several
+lines into a claim nobody made ("Caroline is a hero! She's taking care of herself..."). A fact
+an NPC journals is one thing someone said, so it is checked against the single line that best
+supports it:
+
+- **named**: it does not open with a pronoun that points at someone unnamed (a fact that starts
+  "You're so lucky..." means nothing once the conversation is gone; "I" is the NPC itself);
+- **names and numbers**: every name and number of the fact occurs in the conversation
+  (a line's speaker and, for a line that says "you", the person it answers count as its words);
+- **one line**: its *support*, the share of its names, numbers and content words found in the
+  single best source line, is at least :data:`MIN_LINE_SUPPORT`, and that line holds its
+  subject (its first name);
+- **language**: it is in the conversation's language (:mod:`ai_contrib.core.language`).
+
+A summary is checked the same way sentence by sentence (:func:`check_summary`): at least
+:data:`MIN_SUMMARY_SENTENCES` of its sentences must each be supported by one line at
+:data:`MIN_SENTENCE_SUPPORT`; a summary merges lines, so the bar per sentence is lower.
+
+A fact that fails can be replaced by its best line, verbatim and attributed
+(:func:`attributed_line`: ``"Caroline said: I went to a LGBTQ support group yesterday."``).
+
+Pure module: no Evennia, Twisted or Django imports. Shares are floats 0-1.
+"""
+
+import re
+from dataclasses import dataclass
+
+from .fidelity import items_of, message_texts, source_vocabulary
+from .language import language_problem
+
+__all__ = [
+    "Grounding",
+    "MIN_LINE_SUPPORT",
+    "MIN_SENTENCE_SUPPORT",
+    "MIN_SUMMARY_SENTENCES",
+    "SourceLine",
+    "attributed_line",
+    "check_fact",
+    "check_summary",
+    "fact_support",
+    "line_support",
+    "sentences",
+    "source_lines",
+    "source_names",
+]
+
+#: Least share of a fact's names, numbers and content words that its best single source line
+#: must hold. Measured on 60 labelled facts about LoCoMo conversations (``benchmarks/
+#: fact_grounding.py``; ``docs/design.md``, "Facts you can trust").
+MIN_LINE_SUPPORT = 0.7
+#: The same for each sentence of a summary (a summary may merge two lines into one sentence).
+MIN_SENTENCE_SUPPORT = 0.5
+#: Least share of a summary's sentences that must reach :data:`MIN_SENTENCE_SUPPORT`.
+MIN_SUMMARY_SENTENCES = 0.5
+
+_YOU = frozenset("you you're your yours you'll you've you'd yourself".split())
+# capitalised words that open a fact without naming anyone
+_NOT_SUBJECTS = frozenset(
+    "i i'm i've i'll i'd you you're your he she it we they this that these those there the a an "
+    "my his her our their its yes no oh wow hey hi hello thanks so and but she's he's it's "
+    "they're we're they'll she'll he'll we'll let's that's there's what".split())
+_WORD = re.compile(r"[A-Za-z][A-Za-z'\u2019-]*")
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+_SUFFIXES = ("ing", "ed", "es", "s")
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    """One line of a source: ``speaker`` (str; ``""`` for a summary line), ``text`` (str),
+    ``addressee`` (str: the speaker it answers, ``""`` when unknown) and ``index`` (int: the
+    position of its message in the list :func:`source_lines` read, -1 when not from one)."""
+
+    speaker: str
+    text: str
+    addressee: str = ""
+    index: int = -1
+
+
+@dataclass(frozen=True)
+class Grounding:
+    """
+    The verdict on one fact or summary (:func:`check_fact`, :func:`check_summary`).
+
+    Attributes:
+        support (float): share of the fact's names, numbers and content words in its best line
+            (for a summary: the share of its sentences that one line supports).
+        line (int | None): index of that line in the source lines (None: no line).
+        reason (str): why it failed, ``""`` when it passed.
+    """
+
+    support: float
+    line: object = None
+    reason: str = ""
+
+    @property
+    def passed(self):
+        """True when nothing failed."""
+        return not self.reason
+
+
+def source_lines(messages):
+    """
+    The lines a fact may come from: one :class:`SourceLine` per message with text (tool
+    messages and tool-call bookkeeping left out), each line of an earlier summary with no
+    speaker.
+
+    Args:
+        messages (list[dict]): ``core/messages.py`` shape.
+
+    Returns:
+        list[SourceLine]
+    """
+    out, last, before = [], "", ""
+    for position, msg, text, summary in message_texts(messages):
+        if summary:
+            out.append(SourceLine("", text, "", position))
+            continue
+        speaker = str(msg.get("name") or "")
+        if speaker != last:
+            before, last = last, speaker
+        out.append(SourceLine(speaker, text, before, position))
+    return out
+
+
+def _stem(word):
+    """A word's stem for matching: a plural or tense ending off, then its first five letters
+    (``"pays"``, ``"paid"`` no; ``"pays"``, ``"paying"``, ``"pay"`` yes)."""
+    for suffix in _SUFFIXES:
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            word = word[: -len(suffix)]
+            break
+    return word[:5]
+
+
+def _line_words(line):
+    """``(words casefolded, stems, numbers)`` of one line, its speaker (and, where it says
+    "you", its addressee) counted among its words."""
+    words, _stems, numbers = source_vocabulary(line.text)
+    words = set(words)
+    if line.speaker:
+        words.update(w.casefold() for w in _WORD.findall(line.speaker))
+    if line.addressee and words & _YOU:
+        words.update(w.casefold() for w in _WORD.findall(line.addressee))
+    return words, {_stem(w) for w in words}, numbers
+
+
+def _opening(text):
+    """The opening word of ``text`` case-folded, a possessive "'s" off (``""`` when none)."""
+    first = next(iter(_WORD.findall(text or "")), "").casefold().replace("\u2019", "'")
+    return first[:-2] if first.endswith("'s") else first
+
+
+def source_names(lines):
+    """The names of a source, case-folded: its speakers and the capitalised words its lines
+    use not opening a sentence (:func:`ai_contrib.core.fidelity.items_of`). A set."""
+    names = set()
+    for line in lines:
+        names.update(w.casefold() for w in _WORD.findall(line.speaker))
+        names.update(n.casefold() for n in items_of(line.text)[0])
+    return names
+
+
+def _fact_items(text, known=()):
+    """``(subject, names, numbers, content)``: the fact's subject (its opening word when that
+    is one of the source's names ``known``, "Caroline went..."; else its first name; ``""``
+    when it has none), its names (case-folded, subject included), numbers and content
+    words."""
+    names, numbers, content = items_of(text)
+    names = [n.casefold() for n in names]
+    first = _opening(text)
+    subject = ""
+    if first in known and first not in _NOT_SUBJECTS:
+        subject = first
+        content = [w for w in content if w != subject]
+        names = [subject] + names
+    elif names:
+        subject = names[0]
+    return subject, list(dict.fromkeys(names)), numbers, content
+
+
+#: words a fact may open with that point at someone it does not name ("You're so lucky...")
+_POINTING = frozenset("you you're your he she it they we he's she's it's they're we're they'll "
+                      "she'll he'll we'll his her their them this that these those".split())
+
+
+def _pronoun_led(text):
+    """True when ``text`` opens with a pronoun other than "I" (a fact in the NPC's own voice,
+    "I promise to pay Bob", says who)."""
+    first = next(iter(_WORD.findall(text or "")), "").casefold().replace("\u2019", "'")
+    return first in _POINTING
+
+
+def _known(word, words):
+    return word in words or word.rstrip("s") in words or word + "s" in words
+
+
+def _coverage(items, vocab):
+    """Share of ``items`` (``(names, numbers, content)``) found in ``vocab`` (``(words, stems,
+    numbers)``)."""
+    names, numbers, content = items
+    words, stems, source_numbers = vocab
+    found = sum(1 for n in names if _known(n, words))
+    found += sum(1 for n in numbers if n in source_numbers)
+    found += sum(1 for w in content if w in words or _stem(w) in stems)
+    total = len(names) + len(numbers) + len(content)
+    return found / total if total else 0.0
+
+
+def line_support(text, lines, subject=None, known=None):
+    """
+    How well the single best line of ``lines`` supports ``text``.
+
+    Args:
+        text (str): a fact or one sentence. lines (list[SourceLine]): :func:`source_lines`.
+        subject (str, optional): whom the text is about when it does not name them (a later
+            sentence of a fact, "She's taking care of herself"), case-folded.
+        known (set[str], optional): the source's names (:func:`source_names`; computed from
+            ``lines`` when not given).
+
+    Returns:
+        tuple: ``(support: float 0-1, index: int | None)``: the share of the text's names,
+        numbers and content words (and its subject) found in the best line holding its
+        subject (any line when it has none), and that line's index (None when no line holds
+        the subject or the text has nothing to check).
+    """
+    if known is None:
+        known = source_names(lines)
+    own, names, numbers, content = _fact_items(text, known)
+    if not own and subject:
+        own, names = subject, [subject] + names
+    items = (names, numbers, content)
+    best, index = 0.0, None
+    for i, line in enumerate(lines):
+        vocab = _line_words(line)
+        if own and not _known(own, vocab[0]):
+            continue
+        share = _coverage(items, vocab)
+        if share > best:
+            best, index = share, i
+    return round(best, 3), index
+
+
+def fact_support(text, lines):
+    """
+    The support of a fact of one or more sentences: the least :func:`line_support` of its
+    sentences (a sentence that names no one is read as about the fact's subject), so a claim
+    glued to a line ("Caroline is a hero! She's taking care of herself") is as weak as its
+    weakest sentence.
+
+    Returns:
+        tuple: ``(support: float 0-1, index: int | None)``: the index is the best line of the
+        first sentence (the one a replacement quotes).
+    """
+    known = source_names(lines)
+    subject = _fact_items(text, known)[0]
+    parts = sentences(text) or [text]
+    results = [line_support(part, lines, subject, known) for part in parts]
+    return min(r[0] for r in results), results[0][1]
+
+
+def _whole_source(lines):
+    words, stems, numbers = set(), set(), set()
+    for line in lines:
+        w, s, n = _line_words(line)
+        words |= w
+        stems |= s
+        numbers |= n
+    return words, stems, numbers
+
+
+def check_fact(text, lines, min_support=MIN_LINE_SUPPORT):
+    """
+    Whether fact ``text`` says what one line of ``lines`` says (module docstring).
+
+    Args:
+        text (str): the fact (an observation as ``"Entity: observation"``).
+        lines (list[SourceLine]): its source (:func:`source_lines`).
+        min_support (float): :data:`MIN_LINE_SUPPORT` unless a caller measures another.
+
+    Returns:
+        Grounding: its support and best line, and the first check it failed.
+    """
+    subject, names, numbers, _content = _fact_items(text, source_names(lines))
+    support, index = fact_support(text, lines)
+    words, _stems, source_numbers = _whole_source(lines)
+    missing = [n for n in names if not _known(n, words)]
+    missing += [n for n in numbers if n not in source_numbers]
+    # a capitalised opening word the conversation never uses reads as a name it never said
+    # ("Gandalf went to the support group"); inside a sentence it is a name already
+    first = _opening(text)
+    if (text or "").lstrip()[:1].isupper() and first not in _NOT_SUBJECTS \
+            and not _known(first, words) and first not in missing:
+        missing.insert(0, first)
+    if missing:
+        reason = "names or numbers the conversation does not mention: " + ", ".join(missing)
+    elif not subject and _pronoun_led(text):
+        reason = "it names no one of the conversation"
+    elif index is None:
+        reason = f"no line of the conversation says anything of {subject.title()}"
+    elif support < min_support:
+        reason = f"no one line says it (best line holds {support:.0%} of its words)"
+    else:
+        reason = language_problem(text, "\n".join(line.text for line in lines))
+    return Grounding(support, index, reason)
+
+
+def sentences(text):
+    """The sentences of a summary or fact: split after ``. ! ? ;`` and at line breaks,
+    headings and bullets' marks left out, empty ones dropped."""
+    out = []
+    for part in _SENTENCE.split(text or ""):
+        part = part.strip().lstrip("-*\u2022# ").strip()
+        if _WORD.search(part):
+            out.append(part)
+    return out
+
+
+def check_summary(summary, lines):
+    """
+    Whether a summary says what its lines say (module docstring): at least
+    :data:`MIN_SUMMARY_SENTENCES` of its sentences each supported by one line at
+    :data:`MIN_SENTENCE_SUPPORT` (a sentence naming no one may take any line), and in the
+    source's language.
+
+    Returns:
+        Grounding: ``support`` is the share of supported sentences; ``line`` is None.
+    """
+    said = sentences(summary)
+    if not said or not lines:
+        return Grounding(0.0, None, "nothing to check" if not said else "no source lines")
+    known = source_names(lines)
+    supported = sum(1 for s in said
+                    if line_support(s, lines, known=known)[0] >= MIN_SENTENCE_SUPPORT)
+    share = round(supported / len(said), 3)
+    if share < MIN_SUMMARY_SENTENCES:
+        return Grounding(share, None, f"only {supported} of its {len(said)} sentences say "
+                                      f"what a line of the source says")
+    reason = language_problem(summary, "\n".join(line.text for line in lines))
+    return Grounding(share, None, reason)
+
+
+def attributed_line(line):
+    """
+    A source line as a fact in its own words, attributed: ``"Caroline said: I went..."``
+    (a summary line as it is).
+
+    Args:
+        line (SourceLine)
+
+    Returns:
+        str
+    """
+    return f"{line.speaker} said: {line.text}" if line.speaker else line.text
