@@ -754,10 +754,10 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
                             listeners=None, include_private=False, options=None, limit=None,
                             threshold=None, **overrides) -> Deferred:
     """
-    Fetch Mem0 hits and fuse them with the archive, off the reactor thread.
-
-    The Mem0 search, the archive's catch-up and FTS5 query, and the formatting run as one job on
-    the store's worker thread (Mem0 must only be called from there; one thread hop per prompt).
+    Fetch Mem0 hits and fuse them with the archive, off the reactor thread: the Mem0 search,
+    the archive's catch-up and queries, and the formatting run as one job on the store's worker
+    thread (Mem0 must only be called from there; one thread hop per prompt), then the archived
+    lines without vectors are embedded in a job behind it.
 
     Args:
         agent_id (str): the NPC's Mem0 id.
@@ -783,9 +783,10 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
 
     Returns:
         Deferred[dict]: the :func:`build_memory_context` result. A Mem0 failure is logged and
-        the archive alone answers, an archive index failure is logged and Mem0 alone answers;
-        it never errbacks for either.
+        the archive alone answers, and the other way round; it never errbacks for either.
     """
+    from .archive import ArchiveError
+    from .fulltext import FullTextError
     from .mem0_store import MemoryStoreError, get_store
 
     settings = replace(options or retrieval_options(), **overrides)
@@ -797,21 +798,14 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
             logger.warning("memory store unavailable, using the archive only: %s", err)
             searchable = False
 
-    from .archive import ArchiveError
-    from .fulltext import ArchiveSearch, FullTextError
-
     audience = None if listeners is None else list(listeners)
-    # the archived lines' vectors need the store's embedder (docs/design.md, "Archived lines'
-    # vectors"): with memory off, the archive is searched by its words alone
+    # vectors need the store's embedder: with memory off, the archive is searched by its words
     wants_vectors = searchable and settings.archive_vector_weight > 0
     searched = []  # the ArchiveSearch the reply used, for the embedding job queued after it
 
     def work():
-        source = archive_docs() if callable(archive_docs) else archive_docs
-        if wants_vectors and isinstance(source, ArchiveSearch) and source.embedder is None:
-            source = source.with_embedder(store.embedder)
-        if isinstance(source, ArchiveSearch):
-            searched.append(source)
+        source = _with_vectors(archive_docs() if callable(archive_docs) else archive_docs,
+                               store.embedder if wants_vectors else None, searched)
         hits = []
         if searchable:
             try:
@@ -834,11 +828,30 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
     worker = _worker_for(store if searchable else None)
     reply = worker.run(work)
     if wants_vectors:
-        # queued behind the reply's own retrieval, so it never delays it
-        worker.run(embed_archived, searched, agent_id).addErrback(
-            lambda failure: logger.warning("embedding archived lines failed for %s: %s",
-                                           agent_id, failure.getErrorMessage()))
+        _queue_embedding(worker, searched, agent_id)
     return reply
+
+
+def _queue_embedding(worker, searched, agent_id):
+    """Queue :func:`embed_archived` on ``worker`` behind the reply's own retrieval, so it never
+    delays it; a failure is logged."""
+    worker.run(embed_archived, searched, agent_id).addErrback(
+        lambda failure: logger.warning("embedding archived lines failed for %s: %s",
+                                       agent_id, failure.getErrorMessage()))
+
+
+def _with_vectors(source, embedder, searched):
+    """``source`` searching its vectors with ``embedder`` where it is an ``ArchiveSearch``
+    without one (and ``embedder`` is not None), appended to ``searched`` (the sources the
+    embedding job queued after the reply embeds)."""
+    from .fulltext import ArchiveSearch
+
+    if not isinstance(source, ArchiveSearch):
+        return source
+    if embedder is not None and source.embedder is None:
+        source = source.with_embedder(embedder)
+    searched.append(source)
+    return source
 
 
 def embed_archived(sources, agent_id="", limit=None) -> int:
