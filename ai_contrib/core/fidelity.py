@@ -249,7 +249,7 @@ def _source_vocabulary(text):
     return words, stems, numbers
 
 
-def items_of(text):
+def items_of(text) -> tuple:
     """
     ``(names, numbers, content_words)`` of ``text`` as the checks read them (module
     docstring): names (capitalised words not opening a sentence) keep their case, numbers are
@@ -259,7 +259,7 @@ def items_of(text):
     return _items(text)
 
 
-def source_vocabulary(text):
+def source_vocabulary(text) -> tuple:
     """``(words, stems, numbers)`` of a source text: its words case-folded, their five-letter
     stems and its numbers in figures (number words such as "three" included). Sets."""
     return _source_vocabulary(text)
@@ -460,7 +460,7 @@ def _candidate_lines(messages):
     return out
 
 
-def message_texts(messages):
+def message_texts(messages) -> list:
     """
     The texts a summary or fact may be made of, in order: ``(position, msg, text, summary)``
     per line of an earlier summary (``summary`` True; its bullets' marks off, headings left

@@ -27,6 +27,8 @@ A fact that fails can be replaced by its best line, verbatim and attributed
 Pure module: no Evennia, Twisted or Django imports. Shares are floats 0-1.
 """
 
+from __future__ import annotations
+
 import re
 from dataclasses import dataclass
 
@@ -98,12 +100,12 @@ class Grounding:
     reason: str = ""
 
     @property
-    def passed(self):
+    def passed(self) -> bool:
         """True when nothing failed."""
         return not self.reason
 
 
-def source_lines(messages):
+def source_lines(messages) -> list:
     """
     The lines a fact may come from: one :class:`SourceLine` per message with text (tool
     messages and tool-call bookkeeping left out), each line of an earlier summary with no
@@ -155,7 +157,7 @@ def _opening(text):
     return first[:-2] if first.endswith("'s") else first
 
 
-def source_names(lines):
+def source_names(lines) -> set:
     """The names of a source, case-folded: its speakers and the capitalised words its lines
     use not opening a sentence (:func:`ai_contrib.core.fidelity.items_of`). A set."""
     names = set()
@@ -211,7 +213,7 @@ def _coverage(items, vocab):
     return found / total if total else 0.0
 
 
-def line_support(text, lines, subject=None, known=None):
+def line_support(text, lines, subject=None, known=None) -> tuple:
     """
     How well the single best line of ``lines`` supports ``text``.
 
@@ -245,7 +247,7 @@ def line_support(text, lines, subject=None, known=None):
     return round(best, 3), index
 
 
-def fact_support(text, lines):
+def fact_support(text, lines) -> tuple:
     """
     The support of a fact of one or more sentences: the least :func:`line_support` of its
     sentences (a sentence that names no one is read as about the fact's subject), so a claim
@@ -273,7 +275,7 @@ def _whole_source(lines):
     return words, stems, numbers
 
 
-def check_fact(text, lines, min_support=MIN_LINE_SUPPORT):
+def check_fact(text, lines, min_support=MIN_LINE_SUPPORT) -> Grounding:
     """
     Whether fact ``text`` says what one line of ``lines`` says (module docstring).
 
@@ -309,7 +311,7 @@ def check_fact(text, lines, min_support=MIN_LINE_SUPPORT):
     return Grounding(support, index, reason)
 
 
-def sentences(text):
+def sentences(text) -> list:
     """The sentences of a summary or fact: split after ``. ! ? ;`` and at line breaks,
     headings and bullets' marks left out, empty ones dropped."""
     out = []
@@ -320,7 +322,7 @@ def sentences(text):
     return out
 
 
-def check_summary(summary, lines):
+def check_summary(summary, lines) -> Grounding:
     """
     Whether a summary says what its lines say (module docstring): at least
     :data:`MIN_SUMMARY_SENTENCES` of its sentences each supported by one line at
@@ -344,7 +346,7 @@ def check_summary(summary, lines):
     return Grounding(share, None, reason)
 
 
-def attributed_line(line):
+def attributed_line(line) -> str:
     """
     A source line as a fact in its own words, attributed: ``"Caroline said: I went..."``
     (a summary line as it is).

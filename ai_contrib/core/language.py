@@ -10,6 +10,8 @@ model or dependency, and a text too short to tell is not judged.
 Pure module: no Evennia, Twisted or Django imports.
 """
 
+from __future__ import annotations
+
 import re
 
 __all__ = ["MIN_FUNCTION_WORDS", "guess_language", "language_problem"]
@@ -40,7 +42,7 @@ _TOKEN = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
 MIN_FUNCTION_WORDS = 3
 
 
-def guess_language(text):
+def guess_language(text) -> str | None:
     """
     The language of ``text`` by its function words (:data:`_FUNCTION_WORDS`), or ``None``
     when it holds fewer than :data:`MIN_FUNCTION_WORDS` of the likeliest language's, or two
@@ -62,7 +64,7 @@ def guess_language(text):
     return lang
 
 
-def language_problem(text, source):
+def language_problem(text, source) -> str:
     """
     Why ``text`` is not in the language of ``source``, or ``""``: both have a language
     (:func:`guess_language`) and they differ. A text or source too short to tell passes.
