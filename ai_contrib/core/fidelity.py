@@ -31,6 +31,8 @@ Pure module: no Evennia, Twisted or Django imports. Sizes in words or tokens as 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import re
 from dataclasses import asdict, dataclass, field
 
@@ -460,7 +462,7 @@ def _candidate_lines(messages):
     return out
 
 
-def message_texts(messages) -> list:
+def message_texts(messages) -> Iterator[tuple]:
     """
     The texts a summary or fact may be made of, in order: ``(position, msg, text, summary)``
     per line of an earlier summary (``summary`` True; its bullets' marks off, headings left
