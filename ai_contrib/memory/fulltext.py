@@ -123,6 +123,19 @@ def indexable(msg) -> bool:
     return msg.get("role") in _ROLES and bool(str(msg.get("content") or "").strip())
 
 
+def _keeper(listeners, exclude):
+    """``doc -> bool``: True for a doc every one of ``listeners`` heard (None: no audience
+    filter) that ``exclude`` (a ``doc -> bool``, or None) does not drop."""
+    listeners = None if listeners is None else sorted({str(x) for x in listeners})
+
+    def keep(doc):
+        if listeners is not None and not heard_by(doc, listeners):
+            return False
+        return exclude is None or not exclude(doc)
+
+    return keep
+
+
 class _OpenIndexes:
     """Least-recently-used set of indexes holding an open file (at most :data:`MAX_OPEN`)."""
 
@@ -506,12 +519,7 @@ class FullTextIndex:
         Raises:
             FullTextError, ArchiveError.
         """
-        listeners = None if listeners is None else sorted({str(x) for x in listeners})
-
-        def keep(doc):
-            if listeners is not None and not heard_by(doc, listeners):
-                return False
-            return exclude is None or not exclude(doc)
+        keep = _keeper(listeners, exclude)
 
         def query(conn):
             if self._vectors is None or self._vectors.model != model:
@@ -552,12 +560,7 @@ class FullTextIndex:
         tokens = _tokens(query, self.stop_words)
         if not tokens or limit <= 0:
             return []
-        listeners = None if listeners is None else sorted({str(x) for x in listeners})
-
-        def keep(doc):
-            if listeners is not None and not heard_by(doc, listeners):
-                return False
-            return exclude is None or not exclude(doc)
+        keep = _keeper(listeners, exclude)
 
         def query_rows(conn):
             df = self._frequencies(conn, tokens)

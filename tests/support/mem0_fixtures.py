@@ -64,6 +64,38 @@ def memories_by_id(store, agent_id):
     return {hit["metadata"]["memory_id"]: hit["text"] for hit in store.list_sync(agent_id)}
 
 
+def privacy_held_and_marta_again(store):
+    """After a store's upgrade moved its memories: Marta's private fact stays out of Sir Bob's
+    search and her public one is in it (asserted); returns what adding Marta's facts again did
+    (the journal ids that must skip duplicates)."""
+    bob = texts(store.search_sync("npc-1", "peanut allergy remedy", user_id="Sir Bob",
+                                  threshold=0.0, limit=50))
+    assert MARTA[0]["content"] not in bob and MARTA[1]["content"] in bob
+    return store.add_entries_sync("npc-1", MARTA)
+
+
+def ferryman_privacy_holds(store):
+    """Privacy scoping inside the ferryman's (``npc-2``) memories: Alice's private fact reaches
+    Alice and not Carol, Carol's reaches Carol (asserted)."""
+    alice = texts(store.search_sync("npc-2", "peanut cake toll", user_id="Alice",
+                                    threshold=0.0, limit=50))
+    carol = texts(store.search_sync("npc-2", "peanut cake toll", user_id="Carol",
+                                    threshold=0.0, limit=50))
+    assert FERRYMAN[0]["content"] in alice and FERRYMAN[0]["content"] not in carol
+    assert FERRYMAN[1]["content"] in carol
+
+
+def reopens_migrated(store, agent_id, count):
+    """``store`` (not yet open) opens with nothing left to migrate and holds ``count`` memories
+    of ``agent_id`` (asserted); it is closed after."""
+    try:
+        store.open_sync()
+        assert store.migration["memories"] == 0
+        assert len(store.list_sync(agent_id)) == count
+    finally:
+        store.close_sync()
+
+
 class Mem0StoreCase(trial.TestCase):
     """``self.store``: a real :class:`~ai_contrib.memory.mem0_store.Mem0Store` in a fresh
     temporary directory, closed and removed after the test."""

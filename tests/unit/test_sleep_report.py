@@ -4,14 +4,8 @@ of its steps: the same words whatever the steps ran, declined or failed.
 """
 
 from ai_contrib.core.compaction import CompactionResult
-from ai_contrib.core.outcome import (
-    FAILED,
-    SKIPPED,
-    SUCCESS,
-    ConsolidationResult,
-    ExtractionResult,
-    SleepResults,
-)
+from ai_contrib.core.outcome import FAILED, SKIPPED, SUCCESS
+from ai_contrib.core.outcome import ConsolidationResult, ExtractionResult, SleepResults
 from ai_contrib.sleep_report import describe_sleep
 
 

@@ -21,6 +21,11 @@ from ai_contrib.memory.mem0_store import (
     npc_collection_name,
 )
 from tests.support.mem0_fixtures import FERRYMAN, MARTA, SHARED, memories_by_id
+from tests.support.mem0_fixtures import (
+    ferryman_privacy_holds,
+    privacy_held_and_marta_again,
+    reopens_migrated,
+)
 from tests.support.mem0_fixtures import texts as _texts
 
 
@@ -89,12 +94,7 @@ def test_two_npcs_never_mix(tmp_path):
         assert _points(store, SHARED) == 0
 
         # privacy scoping within an NPC's collection still holds
-        alice = _texts(store.search_sync("npc-2", "peanut cake toll", user_id="Alice",
-                                         threshold=0.0, limit=50))
-        carol = _texts(store.search_sync("npc-2", "peanut cake toll", user_id="Carol",
-                                         threshold=0.0, limit=50))
-        assert FERRYMAN[0]["content"] in alice and FERRYMAN[0]["content"] not in carol
-        assert FERRYMAN[1]["content"] in carol
+        ferryman_privacy_holds(store)
 
         store.delete_agent_sync("npc-1")
         assert store.list_sync("npc-1") == []
@@ -169,20 +169,11 @@ def test_upgrade_moves_the_shared_collection_into_one_per_npc(tmp_path):
             after = memories_by_id(store, agent)
             assert after == before[agent]
         # payloads moved whole: privacy still holds, journal ids still skip duplicates
-        bob = _texts(store.search_sync("npc-1", "peanut allergy remedy", user_id="Sir Bob",
-                                       threshold=0.0, limit=50))
-        assert MARTA[0]["content"] not in bob and MARTA[1]["content"] in bob
-        again = store.add_entries_sync("npc-1", MARTA)
+        again = privacy_held_and_marta_again(store)
         assert again["added"] == [] and sorted(again["skipped"]) == ["fact_1", "fact_2", "fact_3"]
     finally:
         store.close_sync()
-    reopened = Mem0Store(path=str(tmp_path))
-    try:
-        reopened.open_sync()
-        assert reopened.migration["memories"] == 0
-        assert len(reopened.list_sync("npc-1")) == 3
-    finally:
-        reopened.close_sync()
+    reopens_migrated(Mem0Store(path=str(tmp_path)), "npc-1", 3)
 
 
 def test_upgrade_interrupted_after_copying_loses_and_duplicates_nothing(tmp_path, monkeypatch):

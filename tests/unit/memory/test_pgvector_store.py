@@ -17,6 +17,11 @@ from tests.support.postgres_util import (
     require_postgres,
 )
 from tests.support.mem0_fixtures import FERRYMAN, MARTA, SHARED, memories_by_id
+from tests.support.mem0_fixtures import (
+    ferryman_privacy_holds,
+    privacy_held_and_marta_again,
+    reopens_migrated,
+)
 from tests.support.mem0_fixtures import texts as _texts
 
 
@@ -65,12 +70,7 @@ def test_each_npc_has_its_own_table_and_never_sees_another(pg_url, tmp_path):
                                             include_private=True)) == ferry_texts
 
         # privacy scoping inside an NPC's table
-        alice = _texts(store.search_sync("npc-2", "peanut cake toll", user_id="Alice",
-                                         threshold=0.0, limit=50))
-        carol = _texts(store.search_sync("npc-2", "peanut cake toll", user_id="Carol",
-                                         threshold=0.0, limit=50))
-        assert FERRYMAN[0]["content"] in alice and FERRYMAN[0]["content"] not in carol
-        assert FERRYMAN[1]["content"] in carol
+        ferryman_privacy_holds(store)
         hits = store.search_sync("npc-1", "peanuts", threshold=0.0, limit=50,
                                  listeners={"#7": "Alice"})
         assert MARTA[0]["content"] in _texts(hits) and MARTA[1]["content"] not in _texts(hits)
@@ -114,20 +114,12 @@ def test_an_older_shared_table_moves_into_one_table_per_npc(pg_url, tmp_path):
         for agent in ("npc-1", "npc-2"):  # same ids, same texts
             after = memories_by_id(store, agent)
             assert after == before[agent]
-        bob = _texts(store.search_sync("npc-1", "peanut allergy remedy", user_id="Sir Bob",
-                                       threshold=0.0, limit=50))
-        assert MARTA[0]["content"] not in bob and MARTA[1]["content"] in bob
-        assert store.add_entries_sync("npc-1", MARTA)["added"] == []
+        assert privacy_held_and_marta_again(store)["added"] == []
     finally:
         store.close_sync()
 
-    reopened = Mem0Store(path=str(tmp_path), memory_pgvector_connection_string=pg_url)
-    try:
-        reopened.open_sync()
-        assert reopened.migration["memories"] == 0
-        assert len(reopened.list_sync("npc-2")) == 2
-    finally:
-        reopened.close_sync()
+    reopens_migrated(Mem0Store(path=str(tmp_path), memory_pgvector_connection_string=pg_url),
+                     "npc-2", 2)
 
 
 def test_long_agent_ids_get_tables_whose_index_names_stay_distinct(pg_url, tmp_path):
