@@ -577,22 +577,24 @@ class CmdAIHistory(StaffCommand):
             self.caller.msg(f"{npc.key}'s journal is empty.")
             return
         table = admin_table(table_width(self), "id", "importance", "source", "who", "in Mem0",
-                            "support", "content")
+                            "content")
         for entry in found["entries"]:
+            support = support_text(entry)
             table.add_row(
-                entry["id"], entry["importance"], entry["source_type"],
+                entry["id"], entry["importance"],
+                entry["source_type"] if support == "-" else f"{entry['source_type']} {support}",
                 # a fact heard from another NPC: who said it first and the NPCs it passed
                 # through (docs/design.md, "Gossip")
                 shown(entry["who"] or "-"),
-                "yes" if entry["consolidated"] else "no", support_text(entry),
-                shown(entry["content"], 60),
+                "yes" if entry["consolidated"] else "no", shown(entry["content"], 60),
             )
         pages = found["pages"]
         more = (f"; older: aihistory {npc.key}/journal {found['page'] + 1}"
                 if found["page"] < pages else "")
         self.caller.msg(
             f"|wJournal of {npc.key}|n: {found['total']} entries, {found['consolidated']} "
-            f"consolidated (page {found['page']} of {pages}, newest first{more})\n{table}"
+            f"consolidated (page {found['page']} of {pages}, newest first{more}); after a "
+            f"fact's source, its support by its line\n{table}"
         )
 
     def show_raw(self, npc, script, bounds):

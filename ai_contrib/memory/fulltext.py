@@ -496,6 +496,12 @@ class FullTextIndex:
                                                         vectors, model)
                          if self._vectors is not None else 0)
 
+    def embedded_through(self) -> int:
+        """The highest archive seq whose line has been embedded, as last read or written in this
+        process, without touching the file: -1 when the index is not open or has no vectors."""
+        vectors = self._vectors
+        return -1 if vectors is None else int(vectors.seq)
+
     def vector_count(self) -> int:
         """Indexed lines with a vector (0 without sqlite-vec)."""
         return self._run(lambda conn: self._vectors.count(conn)

@@ -124,7 +124,12 @@ def embed_archive(script, character, limit=SLEEP_EMBED_LINES) -> Deferred:
     if not (option_value("MEMORY_ENABLED", script)
             and option_value("MEMORY_ARCHIVE_VECTOR_WEIGHT", script) > 0):
         return defer.succeed(0)
+    index = index_for(script.archive)
+    # read in memory, no file touched: an archive whose lines all have vectors (or that has
+    # none) costs the sleep no thread hop
+    if index.embedded_through() >= script.archive.last_seq:
+        return defer.succeed(0)
     store = get_store()
-    source = ArchiveSearch(index_for(script.archive))
+    source = ArchiveSearch(index)
     return store.run(lambda: embed_archived([source.with_embedder(store.embedder)],
                                             npc_agent_id(character), limit))
