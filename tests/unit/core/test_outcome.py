@@ -35,17 +35,18 @@ def test_extraction_results_keep_their_documented_dicts():
         "iterations": 0, "stopped_by": None}
     ran = ExtractionResult(SUCCESS, read_ids=["a", "b"], facts_recorded=1,
                            observations_recorded=2, iterations=3, stopped_by="noop",
-                           entry_ids=["j1"], modes=["structured"])
+                           entry_ids=["j1"], modes=["structured"], facts_replaced=1)
     assert ran.as_dict() == {
         "success": True, "read_ids": ["a", "b"], "facts_recorded": 1,
         "observations_recorded": 2, "iterations": 3, "stopped_by": "noop",
-        "entry_ids": ["j1"], "modes": ["structured"]}
+        "entry_ids": ["j1"], "modes": ["structured"], "facts_replaced": 1,
+        "facts_rejected": 0}
     failed = ExtractionResult(FAILED, error="LLMError: down", facts_recorded=1, iterations=2,
-                              stopped_by="error", entry_ids=["j1"])
+                              stopped_by="error", entry_ids=["j1"], facts_rejected=2)
     assert failed.as_dict() == {
         "success": False, "error": "LLMError: down", "facts_recorded": 1,
         "observations_recorded": 0, "iterations": 2, "stopped_by": "error",
-        "entry_ids": ["j1"]}
+        "entry_ids": ["j1"], "facts_replaced": 0, "facts_rejected": 2}
 
 
 def test_consolidation_results_keep_their_documented_dicts():
