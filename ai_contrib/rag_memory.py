@@ -2,7 +2,8 @@
 Orchestration of the NPC's memory work: compaction, the sleep tick, the emergency check.
 
 This module only sequences (``docs/design.md``, "One compaction engine"): the strategies and
-their plans are :mod:`ai_contrib.core.compaction`, run by :mod:`ai_contrib.npc.compaction_runner`; the
+their plans are :mod:`ai_contrib.core.compaction`, run by :mod:`ai_contrib.npc.compaction_runner`;
+the
 summary requests are :mod:`ai_contrib.llm.summariser`; the compaction log, the circuit breaker
 and the journal synthesis are :mod:`ai_contrib.memory.compaction_log`. Design:
 ``docs/design.md``, "Summary compaction" (sleep-triggered compaction at 70 %, emergency
@@ -25,7 +26,7 @@ a failed summary leaves the history as it was.
 from evennia.utils import logger
 from twisted.internet import defer
 
-from .npc import compaction_runner as strategies
+from .npc import compaction_runner
 from .npc.gossip import receive_gossip
 from .core.compaction import AUTOMATIC_TRIGGERS, STALL_FRACTION, CompactionResult  # noqa: F401
 from .core.outcome import FAILED, ExtractionResult, SleepResults
@@ -104,10 +105,11 @@ def compact_conversation_history(script, character, force=False, trigger=None, s
             f"failures (last: {script.db.compact_last_error})", trigger,
         )
     try:
-        strategy = strategies.resolve_strategy(script, strategy)
+        strategy = compaction_runner.resolve_strategy(script, strategy)
     except ValueError as err:
         return CompactionResult.fail(str(err), trigger)
-    result = yield strategies.run_strategy(script, character, strategy, force, trigger, hold_from)
+    result = yield compaction_runner.run_strategy(script, character, strategy, force, trigger,
+                                                  hold_from)
     return result
 
 
@@ -157,12 +159,12 @@ def check_emergency_compaction(script, character):
         return None
     logger.log_warn(f"AI {character}: emergency compaction triggered: {usage:.1%} context usage")
     hold_from = None
-    if strategies.summarises(script):
+    if compaction_runner.summarises(script):
         # the lines the preserve window keeps stay in context and are read by the extraction
         # before the compaction that replaces them: each line is read once, and a request
         # that evaluated the whole history on the memory server's core now reads a part
         # (docs/design.md, "Pre-compaction fact extraction")
-        planned = strategies.planned_span(script, "emergency")
+        planned = compaction_runner.planned_span(script, "emergency")
         if planned is not None:
             span_ids, hold_from = planned
             extraction = yield run_pre_compaction_extraction(
@@ -367,7 +369,7 @@ def run_sleep_tick(script, character):
     usage = script.token_usage()
     compaction_due = (script.cfg("compact_enabled")
                       and usage >= script.cfg("compact_sleep_threshold")
-                      and strategies.summarises(script))
+                      and compaction_runner.summarises(script))
     said = [m.get("seq") for m in script.history
             if m.get("role") in ("user", "assistant") and not m.get("tool_calls")
             and m.get("seq") is not None]
@@ -429,4 +431,4 @@ def after_turn_compaction(script, character):
     Returns:
         Deferred firing the result dict or None; never errbacks, never blocks a reply.
     """
-    return strategies.after_turn(script, character, compact_conversation_history)
+    return compaction_runner.after_turn(script, character, compact_conversation_history)

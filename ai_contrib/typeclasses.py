@@ -256,7 +256,8 @@ class AssistantScript(DefaultScript):
 
     @lazy_property
     def conversation(self):
-        """:class:`ai_contrib.npc.conversation.ConversationHandler`: history, archive, checkpoint."""
+        """:class:`ai_contrib.npc.conversation.ConversationHandler`: history, archive,
+        checkpoint."""
         return ConversationHandler(self)
 
     @lazy_property
@@ -407,7 +408,8 @@ class AssistantScript(DefaultScript):
     def add_message(self, role, content, name=None, **fields):
         """Add a message to the history, archive first: the one way any code adds to it
         (:meth:`ConversationHandler.add_message
-        <ai_contrib.npc.conversation.ConversationHandler.add_message>`, which documents its errors)."""
+        <ai_contrib.npc.conversation.ConversationHandler.add_message>`, which documents its
+        errors)."""
         return self.conversation.add_message(role, content, name=name, **fields)
 
     def token_count(self):

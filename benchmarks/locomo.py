@@ -8,7 +8,8 @@ format works (``--data``); ``--conversations conv-26,conv-30`` picks samples by 
 ``--split tuning`` or ``--split report`` one of the two fixed halves of the shipped file
 (:data:`SPLITS`): settings are chosen on the tuning set, figures reported on the report set.
 
-**Replay.** For each compaction strategy of :mod:`ai_contrib.npc.compaction_runner` (``summary``, ``mask``,
+**Replay.** For each compaction strategy of :mod:`ai_contrib.npc.compaction_runner` (``summary``,
+``mask``,
 ``hybrid``, ``cascade``, ``replace_all``: whatever ``strategies.STRATEGIES`` lists), a fresh
 ``AssistantCharacter`` named after speaker B is created in Evennia's database (Django + Evennia
 set up outside a game dir by ``benchmarks/_evennia_env.py``), with
@@ -737,9 +738,9 @@ def fact_checks(entries, archived):
 def available_strategies():
     """Compaction strategies the contrib supports now (``strategies.STRATEGIES``)."""
     try:
-        from ai_contrib.npc import compaction_runner as strategies
+        from ai_contrib.npc import compaction_runner
 
-        return tuple(strategies.STRATEGIES)
+        return tuple(compaction_runner.STRATEGIES)
     except Exception:  # the strategies module is optional for this benchmark
         return FALLBACK_STRATEGIES
 

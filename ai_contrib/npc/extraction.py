@@ -784,7 +784,8 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
         client (LLMClient, optional): default ``ai_contrib.llm.client.get_client()``.
         span_ids (set[str], optional): read only the history messages with these ids (the
             span the compaction after it replaces,
-            :func:`ai_contrib.npc.compaction_runner.planned_span`), the oldest first when they are more
+            :func:`ai_contrib.npc.compaction_runner.planned_span`), the oldest first when they are
+            more
             than a request holds; default the whole history, the newest first.
 
     Returns:

@@ -470,7 +470,8 @@ class HearingHandler:
     def awaiting_answer_ids(self):
         """
         Ids of the player lines that no stored reply answers yet: those of the turn being
-        answered now (``ndb.answering``, set by :func:`ai_contrib.npc.replies.answer_turn`) and those
+        answered now (``ndb.answering``, set by :func:`ai_contrib.npc.replies.answer_turn`) and
+        those
         still queued (:meth:`pending_ids`). Compaction keeps them, and everything after them,
         verbatim (:func:`ai_contrib.core.cuts.hold_cut`).
 

@@ -82,7 +82,8 @@ def context_messages(script):
 
 def receipt_view(reply):
     """
-    A reply record (:func:`ai_contrib.admin.receipt_views.reply_records`) with its receipt described.
+    A reply record (:func:`ai_contrib.admin.receipt_views.reply_records`) with its receipt
+    described.
 
     Returns:
         dict: the record plus ``"cost"`` (one line, or None without a receipt),

@@ -1,5 +1,6 @@
 """
-The compaction strategies (ai_contrib/npc/compaction_runner.py) on a real AssistantScript in Evennia's test
+The compaction strategies (ai_contrib/npc/compaction_runner.py) on a real AssistantScript in
+Evennia's test
 DB, with summaries written by the real HTTP LLM double on 127.0.0.1: mask, hybrid, cascade,
 replace_all, the benefit guard, prompt styles, the per-turn hook, crash replay, switching
 strategy on a live NPC, and the admin commands.
@@ -11,7 +12,7 @@ from unittest import mock
 from evennia.utils.dbserialize import deserialize
 
 from ai_contrib import commands, rag_memory
-from ai_contrib.npc import compaction_runner as strategies
+from ai_contrib.npc import compaction_runner
 from ai_contrib.commands import CmdAIHistory, CmdCompact
 from ai_contrib.core import cascade
 from ai_contrib.core.masking import MASK_PREFIX, is_masked, masked_count
@@ -105,12 +106,12 @@ class TestConfiguration(StrategyTestCase):
     def test_defaults_and_resolution(self):
         self.assertEqual(self.script.cfg("compact_strategy"), "summary")
         self.assertEqual(self.script.cfg("mask_window"), 10)
-        self.assertEqual(strategies.resolve_strategy(self.script), "summary")
-        self.assertEqual(strategies.resolve_strategy(self.script, "Cascade"), "cascade")
+        self.assertEqual(compaction_runner.resolve_strategy(self.script), "summary")
+        self.assertEqual(compaction_runner.resolve_strategy(self.script, "Cascade"), "cascade")
         with self.assertRaises(ValueError):
-            strategies.resolve_strategy(self.script, "compress")
+            compaction_runner.resolve_strategy(self.script, "compress")
         self.script.db.compact_strategy = "typo"
-        self.assertEqual(strategies.resolve_strategy(self.script), "summary")
+        self.assertEqual(compaction_runner.resolve_strategy(self.script), "summary")
         self.assertIn("'typo' is unknown", commands.describe_strategy(self.script))
 
     def test_unknown_strategy_in_call_and_command(self):
@@ -127,7 +128,7 @@ class TestConfiguration(StrategyTestCase):
         out = self.call(CmdCompact(), "/set Marta/strategy=Hybrid")
         self.assertIn("Marta now compacts with strategy hybrid (was summary).", out)
         self.assertEqual(self.script.db.compact_strategy, "hybrid")
-        self.assertEqual(strategies.resolve_strategy(self.script), "hybrid")
+        self.assertEqual(compaction_runner.resolve_strategy(self.script), "hybrid")
         self.assertEqual([m["id"] for m in self.script.history], ids)
         self.assertEqual(self.llm.requests, [])
         self.assertIn("Usage: compact/set", self.call(CmdCompact(), "/set Marta"))

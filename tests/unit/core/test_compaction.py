@@ -1,7 +1,8 @@
 """
 The compaction engine's pure part (ai_contrib/core/compaction.py): the strategy records, plans,
 the markers' judge, result dicts and the bookkeeping decisions, without an AssistantScript.
-The strategies on a real script are in tests/shell/npc/test_compaction_runner.py; every strategy on a real
+The strategies on a real script are in tests/shell/npc/test_compaction_runner.py; every strategy on
+a real
 runtime history in tests/unit/npc/test_compaction_runner_properties.py.
 """
 

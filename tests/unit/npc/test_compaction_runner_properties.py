@@ -11,7 +11,8 @@ live history:
 - replaying the archive from scratch (a crash before any checkpoint) gives the same context.
 
 Summaries are made-up short texts: the LLM is not what is under test here (see
-tests/shell/npc/test_compaction_runner.py for the strategies on a real AssistantScript with the LLM double).
+tests/shell/npc/test_compaction_runner.py for the strategies on a real AssistantScript with the LLM
+double).
 Also: the structured-summary parser (core/structured.py).
 """
 
@@ -78,7 +79,8 @@ def append_events(runtime, events, counter):
 
 
 # -- the strategies, through the engine's own pure plans and judges ----------------------------
-# The shell (ai_contrib/npc/compaction_runner.py) runs the same steps: snapshot -> plan -> the LLM step ->
+# The shell (ai_contrib/npc/compaction_runner.py) runs the same steps: snapshot -> plan -> the LLM
+# step ->
 # build_markers -> apply_plan; only the LLM step is replaced here, by made-up notes.
 
 OPTIONS = {
