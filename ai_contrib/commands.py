@@ -21,19 +21,19 @@ from .admin.command_util import (  # noqa: F401
     table_width,
     when_cell,
 )
-from .npc.compaction_report import describe_result, format_result  # noqa: F401
+from .admin.npcs import find_npc  # any AI NPC, subclasses included
+from .admin.read_model import compaction_events, journal_page, npc_summary
 from .core.cascade import cascade_status
 from .core.compaction import REGISTRY, context_change
 from .core.masking import masked_count
 from .core.messages import is_marker
 from .memory.journal import ensure_journal, synthesis_entries
-from .admin.npcs import find_npc  # any AI NPC, subclasses included
-from .rag_memory import compact_conversation_history
-from .admin.read_model import compaction_events, journal_page, npc_summary
+from .npc.compaction_report import describe_result, format_result  # noqa: F401
+from .npc.compaction_runner import STRATEGIES, prompt_style, resolve_strategy
 from .npc.replies import describe_reply
 from .npc.scene import audience_label
+from .rag_memory import compact_conversation_history
 from .settings import get_setting
-from .npc.compaction_runner import STRATEGIES, prompt_style, resolve_strategy
 from .typeclasses import player_text, room_npcs
 
 

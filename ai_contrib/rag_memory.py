@@ -26,8 +26,6 @@ a failed summary leaves the history as it was.
 from evennia.utils import logger
 from twisted.internet import defer
 
-from .npc import compaction_runner
-from .npc.gossip import receive_gossip
 from .core.compaction import AUTOMATIC_TRIGGERS, STALL_FRACTION, CompactionResult  # noqa: F401
 from .core.outcome import FAILED, ExtractionResult, SleepResults
 from .core.summary import DEFAULT_COMPACTION_PROMPT
@@ -43,8 +41,10 @@ from .memory.compaction_log import (  # noqa: F401  (re-exported)
 )
 from .memory.housekeeping import consolidate_entities, prune_episodic
 from .memory.journal import ensure_journal
-from .npc.recall import embed_archive
+from .npc import compaction_runner
+from .npc.gossip import receive_gossip
 from .npc.notify import notify_admins
+from .npc.recall import embed_archive
 from .npc.scene import update_impressions
 from .settings import get_setting
 

@@ -30,6 +30,7 @@ from evennia.utils import logger
 from evennia.utils.ansi import strip_ansi, strip_mxp
 from evennia.utils.utils import lazy_property
 
+from .memory.journal import new_journal
 from .npc.budgeting import BudgetHandler
 from .npc.conversation import ConversationHandler, archive_behind_warning
 from .npc.conversation import queue_checkpoint as _queue_checkpoint  # noqa: F401  (re-exported)
@@ -45,10 +46,9 @@ from .npc.hearing import (  # noqa: F401  (re-exported: the commands and the doc
     room_listeners,
     room_npcs,
 )
-from .memory.journal import new_journal
 from .npc.notify import notify_admins
-from .settings import get_setting, option_value
 from .npc.ticking import TickHandler
+from .settings import get_setting, option_value
 
 DEFAULT_PERSONA = "You are {name}, a friendly inhabitant of this world."
 SCRIPT_KEY = "assistant_script"

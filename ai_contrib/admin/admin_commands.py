@@ -7,7 +7,6 @@ cmdset in :mod:`ai_contrib.commands` and share its helpers in :mod:`ai_contrib.a
 
 import textwrap
 
-from .command_util import StaffCommand, admin_table, shown, table_width
 from ..npc.npc_config import (
     GAME_WIDE_OPTIONS,
     PER_NPC_OPTIONS,
@@ -17,10 +16,11 @@ from ..npc.npc_config import (
     parse_value,
     per_npc_record,
 )
-from .npcs import all_ai_npcs, find_npc
 from ..npc.pins import clear_pins, get_pins
-from .read_model import budget_view, npc_summary, persona_view
 from ..settings import get_setting, resolve_option
+from .command_util import StaffCommand, admin_table, shown, table_width
+from .npcs import all_ai_npcs, find_npc
+from .read_model import budget_view, npc_summary, persona_view
 
 def _tokens(figures):
     """``"1234/8000 15%"``: the history's tokens against the effective budget (``figures``:

@@ -4,10 +4,10 @@ its last sleep heard and what others heard from it, switching its gossip off and
 erasing a fact everywhere it travelled. Joins the contrib's cmdset in :mod:`ai_contrib.commands`.
 """
 
-from .command_util import StaffCommand, admin_table, shown, table_width
 from ..core.gossip import chain_text, origin_of
-from ..npc.gossip import erase_everywhere, gossip_on, npc_networks, peers
 from ..memory.journal import ensure_journal, find_entry
+from ..npc.gossip import erase_everywhere, gossip_on, npc_networks, peers
+from .command_util import StaffCommand, admin_table, shown, table_width
 from .npcs import find_npc
 
 

@@ -7,7 +7,6 @@ cmdset in :mod:`ai_contrib.commands`. Everything stored is shown through
 
 from evennia.utils.utils import at_search_result
 
-from .command_util import StaffCommand, admin_table, shown, table_width
 from ..core import lore as core
 from ..lore import (
     GAME_SOURCE,
@@ -21,9 +20,10 @@ from ..lore import (
     npc_facts,
     update_entry,
 )
-from .npcs import find_npc
 from ..npc.pins import add_pin, get_pins, remove_pin
 from ..settings import option_value
+from .command_util import StaffCommand, admin_table, shown, table_width
+from .npcs import find_npc
 
 #: the word that makes ``ailore/add`` write a constant entry instead of keys
 CONSTANT_WORD = "constant"

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING
 from evennia.utils import logger
 from twisted.internet import defer
 
-from ..settings import get_setting
 from ..memory.fulltext import index_path
+from ..settings import get_setting
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred

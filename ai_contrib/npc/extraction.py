@@ -53,8 +53,8 @@ from twisted.internet import defer
 from ..core.audience import common_audience
 from ..core.cuts import EXTRACTION_TYPE
 from ..core.fidelity import fact_problem, same_fact, source_text
-from ..core.outcome import FAILED, SUCCESS, ExtractionResult
 from ..core.grounding import attributed_line, check_fact, source_lines
+from ..core.outcome import FAILED, SUCCESS, ExtractionResult
 from ..core.text import MODEL_TEXT_MAX_CHARS, normalise_player_text
 from ..core.tokens import count_tokens
 from ..llm import extraction_tools as toolspec

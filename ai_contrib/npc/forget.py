@@ -29,11 +29,11 @@ from evennia.utils.dbserialize import deserialize
 from twisted.internet import defer
 
 from ..core.forget import forget_plan
-from .erase import _worker, busy_reason
 from ..memory.journal import ensure_journal
+from ..settings import get_setting
+from .erase import _worker, busy_reason
 from .pins import remove_player_pins
 from .scene import PEOPLE_CATEGORY, people_record, update_impressions
-from ..settings import get_setting
 
 __all__ = ["forget_player", "preview_forget", "resume_pending"]
 

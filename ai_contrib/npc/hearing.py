@@ -27,8 +27,8 @@ from evennia.utils.ansi import strip_ansi, strip_mxp
 from ..core.audience import normalise_audience
 from ..core.gossip import PUBLIC_ROOM_TAG
 from ..core.text import normalise_player_text
-from .scene import note_exchange
 from ..settings import get_setting
+from .scene import note_exchange
 
 def is_assistant_character(obj):
     """

@@ -18,19 +18,19 @@ from twisted.internet import defer
 
 from ..core.audience import heard_by, may_hear
 from ..core.budget import note_allowance
-from ..core.receipts import kept_receipts, lean_receipt, make_receipt
 from ..core.prompts import (
     assemble_reply_prompt,
     clean_reply,
     conversation_order,
     overload_window,
 )
+from ..core.receipts import kept_receipts, lean_receipt, make_receipt
 from ..core.turns import turn_query
 from ..llm.client import LLMContextOverflowError, LLMError, get_client
 from ..memory.archive import ArchiveError
+from ..settings import get_setting
 from .notify import notify_admins
 from .scene import note_exchange
-from ..settings import get_setting
 
 #: while the history is over its budget (:func:`ai_contrib.core.prompts.overload_window`): share
 #: of the history budget the oldest messages kept in the prompt may take

@@ -16,8 +16,8 @@ from twisted.python.failure import Failure
 
 from evennia.utils import logger
 
-from .compaction_report import describe_result
 from ..core.text import inert_markup
+from .compaction_report import describe_result
 
 
 def _compaction(result, name):

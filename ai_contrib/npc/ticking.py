@@ -24,12 +24,12 @@ from twisted.internet import defer, reactor
 
 from evennia.utils import logger
 
-from . import sleep_report
-from .conversation import queue_checkpoint
 from ..core.prompts import prompt_head
 from ..core.tick import TickState, due, tick_needed
-from .hearing import note_room_exchange, room_listeners, room_npcs
 from ..settings import get_setting
+from . import sleep_report
+from .conversation import queue_checkpoint
+from .hearing import note_room_exchange, room_listeners, room_npcs
 from .usage_log import record_usage
 
 

@@ -21,8 +21,8 @@ from twisted.internet import defer
 from ..core.prompts import assemble_reply_prompt
 from ..core.recall_notes import visible_notes
 from ..llm.client import get_client
-from .replies import describe_reply, notes_in_order
 from ..settings import auto_or_bool
+from .replies import describe_reply, notes_in_order
 
 
 def warmup_enabled():

@@ -11,6 +11,9 @@ templates escape it (Django's autoescape) and the page's script inserts it as te
 markup.
 """
 
+from ..admin.npcs import all_ai_npcs
+from ..admin.read_model import compaction_events, journal_page, npc_summary, persona_view
+from ..admin.receipt_views import receipts_by_seq, reply_records
 from ..core.masking import is_masked
 from ..core.messages import is_marker
 from ..core.receipts import (
@@ -20,9 +23,6 @@ from ..core.receipts import (
     memory_source,
     token_figures,
 )
-from ..admin.npcs import all_ai_npcs
-from ..admin.read_model import compaction_events, journal_page, npc_summary, persona_view
-from ..admin.receipt_views import receipts_by_seq, reply_records
 from ..npc.usage_log import usage_series
 
 ARCHIVE_PAGE_SIZE = 50  # records per page of the raw archive

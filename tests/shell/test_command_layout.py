@@ -10,9 +10,9 @@ from unittest import mock
 from hypothesis import given, settings, strategies as st
 from twisted.internet import defer
 
+from ai_contrib.admin.command_util import column_widths
 from ai_contrib.commands import HELP_CATEGORY, AIContribCmdSet, CmdAIHistory, CmdAIMemory
 from ai_contrib.commands import CmdAISleep, CmdAIWake, CmdCompact, CmdTalk
-from ai_contrib.admin.command_util import column_widths
 from ai_contrib.core.summary import make_marker
 from ai_contrib.memory.journal import add_entry, ensure_journal
 

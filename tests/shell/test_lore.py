@@ -15,8 +15,8 @@ from evennia.utils import create
 
 from ai_contrib import lore
 from ai_contrib.admin.admin_commands import CmdAIReset
-from ai_contrib.commands import AIContribCmdSet
 from ai_contrib.admin.lore_commands import CmdAILore, CmdAIPin
+from ai_contrib.commands import AIContribCmdSet
 from ai_contrib.npc.pins import PINS_ATTRIBUTE, add_pin, get_pins, pins_for
 from ai_contrib.typeclasses import AssistantCharacter
 

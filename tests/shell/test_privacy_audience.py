@@ -13,9 +13,9 @@ from twisted.internet import defer
 from ai_contrib.core.audience import common_audience, heard_by
 from ai_contrib.core.messages import is_marker
 from ai_contrib.memory import retrieval
-from ai_contrib.npc.extraction import run_pre_compaction_extraction
 from ai_contrib.memory.mem0_store import audible_to, entry_visibility
 from ai_contrib.memory.provenance import dictates_tools, provenance, without_visibility_tags
+from ai_contrib.npc.extraction import run_pre_compaction_extraction
 
 from tests.support.llm_double import reply, tool_calls
 from tests.support.mem0_fixtures import Mem0StoreCase

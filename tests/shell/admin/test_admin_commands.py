@@ -22,8 +22,8 @@ from ai_contrib.commands import (
     CmdCompact,
 )
 from ai_contrib.core.summary import make_marker
-from ai_contrib.npc.erase import archive_files
 from ai_contrib.memory.journal import add_entry, ensure_journal
+from ai_contrib.npc.erase import archive_files
 from ai_contrib.typeclasses import SCRIPT_KEY, AssistantCharacter, AssistantScript
 
 from tests.support.admin_fixtures import FORGED, AdminCase, FakeStore

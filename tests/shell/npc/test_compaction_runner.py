@@ -12,7 +12,6 @@ from unittest import mock
 from evennia.utils.dbserialize import deserialize
 
 from ai_contrib import commands, rag_memory
-from ai_contrib.npc import compaction_runner
 from ai_contrib.commands import CmdAIHistory, CmdCompact
 from ai_contrib.core import cascade
 from ai_contrib.core.masking import MASK_PREFIX, is_masked, masked_count
@@ -22,6 +21,7 @@ from ai_contrib.core.summary import DEFAULT_COMPACTION_PROMPT
 from ai_contrib.core.tokens import count_conversation_tokens
 from ai_contrib.memory.archive import ArchiveError
 from ai_contrib.memory.runtime import RuntimeHistory
+from ai_contrib.npc import compaction_runner
 
 from tests.support.llm_double import http_error, reply
 from tests.support.npc_fixtures import NPCTestCase

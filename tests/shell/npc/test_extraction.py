@@ -15,17 +15,17 @@ from ai_contrib.memory.entities import (
     format_entity_profile,
     update_entity_observation,
 )
-from ai_contrib.npc.extraction import (
-    DEFAULT_PRE_COMPACTION_PROMPT,
-    NUDGE,
-    build_extraction_messages,
-    run_pre_compaction_extraction,
-)
 from ai_contrib.memory.importance import (
     heuristic_importance,
     names_in,
     parse_importance,
     score_importance,
+)
+from ai_contrib.npc.extraction import (
+    DEFAULT_PRE_COMPACTION_PROMPT,
+    NUDGE,
+    build_extraction_messages,
+    run_pre_compaction_extraction,
 )
 
 from tests.support.llm_double import (  # noqa: F401 (fixture)

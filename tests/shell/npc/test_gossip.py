@@ -14,12 +14,12 @@ from django.test import override_settings
 from evennia.utils import create
 
 from ai_contrib import rag_memory
-from ai_contrib.commands import CmdAIHistory, CmdAISleep
-from ai_contrib.npc.gossip import npc_networks, peers, receive_gossip
 from ai_contrib.admin.gossip_commands import CmdAIGossip
+from ai_contrib.commands import CmdAIHistory, CmdAISleep
 from ai_contrib.memory.journal import add_entry, ensure_journal
 from ai_contrib.memory.provenance import said_in_public
 from ai_contrib.memory.retrieval import format_memory_line, note_items
+from ai_contrib.npc.gossip import npc_networks, peers, receive_gossip
 from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
 from tests.support.npc_fixtures import NPCTestCase

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ai_contrib.npc.compaction_report import format_result
 from ai_contrib.core import cascade
 from ai_contrib.core.compaction import (
     REGISTRY,
@@ -34,6 +33,7 @@ from ai_contrib.core.compaction import (
 )
 from ai_contrib.core.messages import make_message
 from ai_contrib.core.summary import make_marker
+from ai_contrib.npc.compaction_report import format_result
 
 OPTIONS = {
     "compact_sleep_threshold": 0.7, "compact_emergency_threshold": 0.8,
