@@ -1,7 +1,7 @@
 """
 In-game commands: ``talk`` for players, ``aihistory``, ``compact``, ``aisleep``, ``aiwake`` and
 ``aimemory`` for admins, and the :class:`AIContribCmdSet` that bundles them with the admin
-commands of :mod:`ai_contrib.admin_commands` (``ailist``, ``aiconfig``, ``aireset``).
+commands of :mod:`ai_contrib.admin.admin_commands` (``ailist``, ``aiconfig``, ``aireset``).
 """
 
 import re
@@ -12,7 +12,7 @@ from evennia.commands.default.muxcommand import MuxCommand
 from evennia.utils.ansi import raw
 from evennia.utils.utils import wrap
 
-from .command_util import (  # noqa: F401
+from .admin.command_util import (  # noqa: F401
     HELP_CATEGORY,
     StaffCommand,
     admin_table,
@@ -21,19 +21,19 @@ from .command_util import (  # noqa: F401
     table_width,
     when_cell,
 )
-from .compaction_report import describe_result, format_result  # noqa: F401
+from .admin.npcs import find_npc  # any AI NPC, subclasses included
+from .admin.read_model import compaction_events, journal_page, npc_summary
 from .core.cascade import cascade_status
 from .core.compaction import REGISTRY, context_change
 from .core.masking import masked_count
 from .core.messages import is_marker
 from .memory.journal import ensure_journal, synthesis_entries
-from .npcs import find_npc  # any AI NPC, subclasses included
+from .npc.compaction_report import describe_result, format_result  # noqa: F401
+from .npc.compaction_runner import STRATEGIES, prompt_style, resolve_strategy
+from .npc.replies import describe_reply
+from .npc.scene import audience_label
 from .rag_memory import compact_conversation_history
-from .read_model import compaction_events, journal_page, npc_summary
-from .replies import describe_reply
-from .scene import audience_label
 from .settings import get_setting
-from .strategies import STRATEGIES, prompt_style, resolve_strategy
 from .typeclasses import player_text, room_npcs
 
 
@@ -237,7 +237,7 @@ def usage_bar(script, usage):
 def _add_context_rows(table, npc, script, history, markers, figures):
     """``aihistory``'s rows about the NPC's context: mode, tokens against the budget and where
     the budget comes from, the thresholds, messages, the archive and compaction (``markers``:
-    the summaries in ``history``; ``figures``: :func:`ai_contrib.read_model.npc_summary`, the
+    the summaries in ``history``; ``figures``: :func:`ai_contrib.admin.read_model.npc_summary`, the
     figures the staff web page shows)."""
     tokens, budget, usage = figures["tokens"], figures["budget"], figures["usage"]
     table.add_row("NPC", f"{npc.key} ({npc.dbref})")
@@ -261,7 +261,7 @@ def _add_context_rows(table, npc, script, history, markers, figures):
 
 def _add_health_rows(table, script, breaker):
     """``aihistory``'s rows about how the NPC is doing: the compaction ``breaker``
-    (:func:`ai_contrib.read_model.breaker_view`), failed replies, the last reply and sleep,
+    (:func:`ai_contrib.admin.read_model.breaker_view`), failed replies, the last reply and sleep,
     lines heard and not answered yet."""
     if breaker["state"] == "open":
         breaker = f"|rOPEN|n: automatic compaction paused ({shown(breaker['last_error'])})"
@@ -296,7 +296,7 @@ def _add_health_rows(table, script, breaker):
 
 def _events_section(events, width):
     """``aihistory``'s table of the compaction ``events``
-    (:func:`ai_contrib.read_model.compaction_events`, the web page's), numbered as the web
+    (:func:`ai_contrib.admin.read_model.compaction_events`, the web page's), numbered as the web
     page's chart numbers them (``C1`` the oldest of those it keeps), as lines (none without
     events)."""
     if not events:
@@ -455,7 +455,7 @@ class CmdAIHistory(StaffCommand):
         self.caller.msg("\n".join(lines))
 
     def show_prompt(self, npc, script, args, full=False):
-        from .receipts import recent_prompt, reply_records
+        from .admin.receipt_views import recent_prompt, reply_records
 
         try:
             back = max(1, int(args[0])) if args else 1
@@ -523,7 +523,7 @@ class CmdAIHistory(StaffCommand):
         return "\n".join(lines)
 
     def show_record(self, npc, script, args):
-        from .item_views import archive_item, find_archive_record
+        from .admin.item_views import archive_item, find_archive_record
 
         if not args:
             self.caller.msg("Usage: aihistory <npc>/show <seq or id>")
@@ -536,7 +536,7 @@ class CmdAIHistory(StaffCommand):
         self.caller.msg(archive_item(npc, script, record))
 
     def show_journal_entry(self, npc, entry_id):
-        from .item_views import journal_item
+        from .admin.item_views import journal_item
         from .memory.journal import find_entry
 
         journal = ensure_journal(npc.db.journal)
@@ -550,7 +550,7 @@ class CmdAIHistory(StaffCommand):
 
     def show_people(self, npc, script):
         """The people ``npc`` has met (``docs/design.md``, "Scene, events and people")."""
-        from .scene import all_people
+        from .npc.scene import all_people
 
         people = all_people(script)
         if not people:
@@ -570,7 +570,7 @@ class CmdAIHistory(StaffCommand):
         self.caller.msg(f"|wPeople {npc.key} has met|n: {len(people)}\n{table}")
 
     def show_journal(self, npc, page=1):
-        """A page of ``npc``'s journal, newest first (:func:`ai_contrib.read_model.
+        """A page of ``npc``'s journal, newest first (:func:`ai_contrib.admin.read_model.
         journal_page`, the web page's pages)."""
         found = journal_page(npc, page)
         if not found["total"]:
@@ -703,7 +703,7 @@ def _when(real, game, now):
     from datetime import datetime, timezone
 
     from .core.scene import clock_phrase, relative_time
-    from .scene import clock_at
+    from .npc.scene import clock_at
 
     if real is None:
         return "-"
@@ -810,7 +810,7 @@ class CmdAISleep(_CmdSetMode):
         return script.sleep(reason=f"put to sleep by {self.caller.key}")
 
     def after_switch(self, npc, script):
-        from .sleep_report import watch_sleep
+        from .npc.sleep_report import watch_sleep
 
         caller = self.caller
         watch_sleep(script).addCallback(
@@ -835,7 +835,7 @@ class CmdAIWake(_CmdSetMode):
 
 def _with_support(kind, fields):
     """``kind`` (a memory's kind or source type) and, for a checked fact, its support
-    (:func:`~ai_contrib.command_util.support_text`): ``"fact 0.86"``."""
+    (:func:`~ai_contrib.admin.command_util.support_text`): ``"fact 0.86"``."""
     support = support_text(fields)
     return str(kind) if support == "-" else f"{kind} {support}"
 
@@ -902,7 +902,7 @@ class CmdAIMemory(StaffCommand):
             self.recall(npc, script, query.strip(), listener)
 
     def recall(self, npc, script, query, listener):
-        from .memory.recall import recall_preview
+        from .npc.recall import recall_preview
 
         caller = self.caller
         width = table_width(self)
@@ -958,7 +958,7 @@ class CmdAIMemory(StaffCommand):
         npc, _script = find_npc(caller, words[0])
         if not npc:
             return
-        from .item_views import memory_item
+        from .admin.item_views import memory_item
         from .memory.mem0_store import get_store, npc_agent_id
 
         wanted = words[1]
@@ -989,10 +989,10 @@ class AIContribCmdSet(CmdSet):
         self.add(CmdAIWake())
         self.add(CmdAIMemory())
         # imported here, as the admin commands are only wanted with the cmdset
-        from .admin_commands import CmdAIConfig, CmdAIForget, CmdAIList, CmdAIReset
-        from .destroy_command import CmdDestroy
-        from .gossip_commands import CmdAIGossip
-        from .lore_commands import CmdAILore, CmdAIPin
+        from .admin.admin_commands import CmdAIConfig, CmdAIForget, CmdAIList, CmdAIReset
+        from .admin.destroy_command import CmdDestroy
+        from .admin.gossip_commands import CmdAIGossip
+        from .admin.lore_commands import CmdAILore, CmdAIPin
 
         self.add(CmdAIList())
         self.add(CmdAIConfig())

@@ -7,7 +7,7 @@ an entry changed.
 
 Entries come from two places:
 
-- written in the game with ``ailore`` (:mod:`ai_contrib.lore_commands`): numeric ids, kept
+- written in the game with ``ailore`` (:mod:`ai_contrib.admin.lore_commands`): numeric ids, kept
   until deleted;
 - the game's source: every module of the setting ``AI_LORE_MODULES`` (python paths, like
   ``PROTOTYPE_MODULES``) defines ``LORE = [dict, ...]``; :func:`load_lore_modules` copies them in

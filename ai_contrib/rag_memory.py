@@ -2,7 +2,8 @@
 Orchestration of the NPC's memory work: compaction, the sleep tick, the emergency check.
 
 This module only sequences (``docs/design.md``, "One compaction engine"): the strategies and
-their plans are :mod:`ai_contrib.core.compaction`, run by :mod:`ai_contrib.strategies`; the
+their plans are :mod:`ai_contrib.core.compaction`, run by :mod:`ai_contrib.npc.compaction_runner`;
+the
 summary requests are :mod:`ai_contrib.llm.summariser`; the compaction log, the circuit breaker
 and the journal synthesis are :mod:`ai_contrib.memory.compaction_log`. Design:
 ``docs/design.md``, "Summary compaction" (sleep-triggered compaction at 70 %, emergency
@@ -25,8 +26,6 @@ a failed summary leaves the history as it was.
 from evennia.utils import logger
 from twisted.internet import defer
 
-from . import strategies
-from .gossip import receive_gossip
 from .core.compaction import AUTOMATIC_TRIGGERS, STALL_FRACTION, CompactionResult  # noqa: F401
 from .core.outcome import FAILED, ExtractionResult, SleepResults
 from .core.summary import DEFAULT_COMPACTION_PROMPT
@@ -42,9 +41,11 @@ from .memory.compaction_log import (  # noqa: F401  (re-exported)
 )
 from .memory.housekeeping import consolidate_entities, prune_episodic
 from .memory.journal import ensure_journal
-from .memory.recall import embed_archive
-from .notify import notify_admins
-from .scene import update_impressions
+from .npc import compaction_runner
+from .npc.gossip import receive_gossip
+from .npc.notify import notify_admins
+from .npc.recall import embed_archive
+from .npc.scene import update_impressions
 from .settings import get_setting
 
 __all__ = [
@@ -71,7 +72,7 @@ def compact_conversation_history(script, character, force=False, trigger=None, s
     default) summarises the messages before the preserve window and replaces them with one
     ``[CONTEXT SUMMARY]`` system message (``docs/design.md``, "Summary compaction"); the others
     (``mask``, ``hybrid``, ``cascade``, ``replace_all``) are run by
-    :func:`ai_contrib.strategies.run_strategy` after the shared checks below.
+    :func:`ai_contrib.npc.compaction_runner.run_strategy` after the shared checks below.
 
     Args:
         script (AssistantScript): the NPC's script (history, config Attributes).
@@ -84,12 +85,12 @@ def compact_conversation_history(script, character, force=False, trigger=None, s
             ``compact_strategy`` (``compact <npc>/strategy=<name>``).
         hold_from (str, optional): the id of the first message the compaction may not replace,
             with everything after it (the emergency path: what its fact extraction did not read,
-            :func:`ai_contrib.strategies.planned_span`).
+            :func:`ai_contrib.npc.compaction_runner.planned_span`).
 
     Returns:
         Deferred firing a :class:`~ai_contrib.core.compaction.CompactionResult` (module
         docstring; other strategies set ``strategy`` and add their own fields, see
-        :mod:`ai_contrib.strategies`). Never errbacks
+        :mod:`ai_contrib.npc.compaction_runner`). Never errbacks
         for LLM, archive or summary-validation failures: those give ``success: False`` and
         leave the history exactly as it was. An unknown ``strategy`` gives ``success: False``.
     """
@@ -104,10 +105,11 @@ def compact_conversation_history(script, character, force=False, trigger=None, s
             f"failures (last: {script.db.compact_last_error})", trigger,
         )
     try:
-        strategy = strategies.resolve_strategy(script, strategy)
+        strategy = compaction_runner.resolve_strategy(script, strategy)
     except ValueError as err:
         return CompactionResult.fail(str(err), trigger)
-    result = yield strategies.run_strategy(script, character, strategy, force, trigger, hold_from)
+    result = yield compaction_runner.run_strategy(script, character, strategy, force, trigger,
+                                                  hold_from)
     return result
 
 
@@ -120,7 +122,7 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, span_i
     Returns:
         Deferred firing an :class:`~ai_contrib.core.outcome.ExtractionResult`; never errbacks.
     """
-    from .memory.extraction import run_pre_compaction_extraction as run
+    from .npc.extraction import run_pre_compaction_extraction as run
 
     d = defer.maybeDeferred(run, script, character, max_iterations=max_iterations,
                             span_ids=span_ids)
@@ -157,12 +159,12 @@ def check_emergency_compaction(script, character):
         return None
     logger.log_warn(f"AI {character}: emergency compaction triggered: {usage:.1%} context usage")
     hold_from = None
-    if strategies.summarises(script):
+    if compaction_runner.summarises(script):
         # the lines the preserve window keeps stay in context and are read by the extraction
         # before the compaction that replaces them: each line is read once, and a request
         # that evaluated the whole history on the memory server's core now reads a part
         # (docs/design.md, "Pre-compaction fact extraction")
-        planned = strategies.planned_span(script, "emergency")
+        planned = compaction_runner.planned_span(script, "emergency")
         if planned is not None:
             span_ids, hold_from = planned
             extraction = yield run_pre_compaction_extraction(
@@ -342,12 +344,12 @@ def run_sleep_tick(script, character):
     :data:`SLEEP_JOURNAL_MIN_MESSAGES` lines were said since the NPC last journaled,
     ``db.journaled_through_seq``), compaction at
     ``compact_sleep_threshold``, gossip (the NPC hears what the NPCs of its gossip networks
-    learned in public, :func:`ai_contrib.gossip.receive_gossip`; no LLM call), and journal ->
+    learned in public, :func:`ai_contrib.npc.gossip.receive_gossip`; no LLM call), and journal ->
     Mem0 consolidation (so facts, syntheses and gossip taken in this sleep are stored in the
     same sleep), vectors for the archived lines that have none yet
-    (:func:`ai_contrib.memory.recall.embed_archive`; ``docs/design.md``, "Archived lines'
+    (:func:`ai_contrib.npc.recall.embed_archive`; ``docs/design.md``, "Archived lines'
     vectors"), then the impressions of the people the NPC
-    has met, made from the journal's facts (:func:`ai_contrib.scene.update_impressions`; no LLM
+    has met, made from the journal's facts (:func:`ai_contrib.npc.scene.update_impressions`; no LLM
     call). There are no memory-link steps: Mem0's vector
     index is the only link structure, so there is no link graph to build or clean.
     A failing step is logged and recorded; the next steps still run.
@@ -367,7 +369,7 @@ def run_sleep_tick(script, character):
     usage = script.token_usage()
     compaction_due = (script.cfg("compact_enabled")
                       and usage >= script.cfg("compact_sleep_threshold")
-                      and strategies.summarises(script))
+                      and compaction_runner.summarises(script))
     said = [m.get("seq") for m in script.history
             if m.get("role") in ("user", "assistant") and not m.get("tool_calls")
             and m.get("seq") is not None]
@@ -424,9 +426,9 @@ def after_turn_compaction(script, character):
     The micro-compaction hook, called by the ``AssistantScript`` after each turn in which the NPC
     replied (micro-compaction, ``docs/design.md``, "Observation masking"): masks old tool outputs
     under the ``mask`` and ``hybrid`` strategies, starts a due cascade cycle under ``cascade``
-    (:func:`ai_contrib.strategies.after_turn`).
+    (:func:`ai_contrib.npc.compaction_runner.after_turn`).
 
     Returns:
         Deferred firing the result dict or None; never errbacks, never blocks a reply.
     """
-    return strategies.after_turn(script, character, compact_conversation_history)
+    return compaction_runner.after_turn(script, character, compact_conversation_history)

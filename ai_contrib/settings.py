@@ -18,7 +18,7 @@ has no NPC at hand: the LLM client, the memory store, start-up).
 
 Each record gives the option's type, unit (tokens, seconds, fractions of the token budget...),
 bounds, choices and what ``None`` means where it takes ``None``; ``aiconfig``
-(:mod:`ai_contrib.npc_config`) and the option table of ``docs/configuration.md``
+(:mod:`ai_contrib.npc.npc_config`) and the option table of ``docs/configuration.md``
 (:func:`markdown_table`) are made from them.
 """
 
@@ -419,7 +419,7 @@ OPTIONS = (
     *_group(
         # per-NPC Attributes compact_strategy, mask_window, ...
         "Compaction strategies",
-        # see ai_contrib.strategies; the names of ai_contrib.core.compaction.STRATEGIES
+        # see ai_contrib.npc.compaction_runner; the names of ai_contrib.core.compaction.STRATEGIES
         Option("COMPACT_STRATEGY", "summary", TEXT, "How an NPC compacts its history.",
                choices=("summary", "mask", "hybrid", "cascade", "replace_all"), per_npc=True),
         Option("MASK_WINDOW", 10, INT,

@@ -7,13 +7,13 @@ shutdown, deletion) plus delegation to four handlers, reached as Evennia reaches
 (``lazy_property``, like ``CooldownHandler`` or ``TraitHandler``; ``docs/design.md``, "The
 script's handlers"):
 
-- ``script.conversation`` (:mod:`ai_contrib.conversation`): the runtime history, the archive
+- ``script.conversation`` (:mod:`ai_contrib.npc.conversation`): the runtime history, the archive
   behind it, the checkpoint and its queue;
-- ``script.hearing`` (:mod:`ai_contrib.hearing`): speech and events heard, addressing, the
+- ``script.hearing`` (:mod:`ai_contrib.npc.hearing`): speech and events heard, addressing, the
   queue of lines to answer, turn taking between the AI NPCs of a room;
-- ``script.budgeting`` (:mod:`ai_contrib.budgeting`): the token budgets and the discovery of
+- ``script.budgeting`` (:mod:`ai_contrib.npc.budgeting`): the token budgets and the discovery of
   the model's context window;
-- ``script.ticking`` (:mod:`ai_contrib.ticking`): the tick, memory work, the warm-up, sleep and
+- ``script.ticking`` (:mod:`ai_contrib.npc.ticking`): the tick, memory work, the warm-up, sleep and
   wake.
 
 Storage: every message goes first to the NPC's append-only archive
@@ -30,12 +30,13 @@ from evennia.utils import logger
 from evennia.utils.ansi import strip_ansi, strip_mxp
 from evennia.utils.utils import lazy_property
 
-from .budgeting import BudgetHandler
-from .conversation import ConversationHandler, archive_behind_warning
-from .conversation import queue_checkpoint as _queue_checkpoint  # noqa: F401  (re-exported)
-from .gossip import meet
-from .hearing import HearingHandler
-from .hearing import (  # noqa: F401  (re-exported: the commands and the docs name them here)
+from .memory.journal import new_journal
+from .npc.budgeting import BudgetHandler
+from .npc.conversation import ConversationHandler, archive_behind_warning
+from .npc.conversation import queue_checkpoint as _queue_checkpoint  # noqa: F401  (re-exported)
+from .npc.gossip import meet
+from .npc.hearing import HearingHandler
+from .npc.hearing import (  # noqa: F401  (re-exported: the commands and the docs name them here)
     ROOM_RECORD_SPEAKERS,
     line_answerers,
     note_room_exchange,
@@ -45,10 +46,9 @@ from .hearing import (  # noqa: F401  (re-exported: the commands and the docs na
     room_listeners,
     room_npcs,
 )
-from .memory.journal import new_journal
-from .notify import notify_admins
+from .npc.notify import notify_admins
+from .npc.ticking import TickHandler
 from .settings import get_setting, option_value
-from .ticking import TickHandler
 
 DEFAULT_PERSONA = "You are {name}, a friendly inhabitant of this world."
 SCRIPT_KEY = "assistant_script"
@@ -107,7 +107,7 @@ class AssistantCharacter(DefaultCharacter):
     two NPCs never talk each other into a loop (``docs/design.md``, "A room of NPCs").
     """
 
-    #: what :func:`ai_contrib.hearing.is_assistant_character` reads: this class and its
+    #: what :func:`ai_contrib.npc.hearing.is_assistant_character` reads: this class and its
     #: subclasses are AI NPCs (their lines are an NPC's, with its reply depth and cooldown)
     ai_npc = True
 
@@ -179,7 +179,7 @@ class AssistantCharacter(DefaultCharacter):
     def at_post_move(self, source_location, move_type="move", **kwargs):
         """
         The NPC entered a room: it and the AI NPCs of its gossip networks already there trade
-        what they learned in public (:func:`ai_contrib.gossip.meet`; ``docs/design.md``,
+        what they learned in public (:func:`ai_contrib.npc.gossip.meet`; ``docs/design.md``,
         "Gossip"). A failure is logged and never stops the move.
         """
         super().at_post_move(source_location, move_type=move_type, **kwargs)
@@ -236,7 +236,7 @@ class AssistantScript(DefaultScript):
     ``pre_compact_extraction_enabled``, ``pre_compact_max_iterations``, ``pre_compact_prompt``,
     ``llm_model``, ``operating_mode`` (``"awake"`` or ``"sleep"``), ``compact_strategy``
     (``summary``, ``mask``, ``hybrid``, ``cascade`` or ``replace_all``, see
-    :mod:`ai_contrib.strategies`) and ``mask_window`` (turns). Any other option of
+    :mod:`ai_contrib.npc.compaction_runner`) and ``mask_window`` (turns). Any other option of
     :data:`ai_contrib.settings.DEFAULTS` can be given per NPC the same way (``mask_min_tokens``,
     ``cascade_immediate_window``, ``cascade_recent_window``, ``cascade_pressure_window``,
     ``summary_prompt_style``, ``compact_min_saving_tokens``, ``compact_summary_ratio``, the
@@ -256,22 +256,23 @@ class AssistantScript(DefaultScript):
 
     @lazy_property
     def conversation(self):
-        """:class:`ai_contrib.conversation.ConversationHandler`: history, archive, checkpoint."""
+        """:class:`ai_contrib.npc.conversation.ConversationHandler`: history, archive,
+        checkpoint."""
         return ConversationHandler(self)
 
     @lazy_property
     def hearing(self):
-        """:class:`ai_contrib.hearing.HearingHandler`: what the NPC hears and answers."""
+        """:class:`ai_contrib.npc.hearing.HearingHandler`: what the NPC hears and answers."""
         return HearingHandler(self)
 
     @lazy_property
     def budgeting(self):
-        """:class:`ai_contrib.budgeting.BudgetHandler`: token budgets, window discovery."""
+        """:class:`ai_contrib.npc.budgeting.BudgetHandler`: token budgets, window discovery."""
         return BudgetHandler(self)
 
     @lazy_property
     def ticking(self):
-        """:class:`ai_contrib.ticking.TickHandler`: tick, memory work, warm-up, sleep."""
+        """:class:`ai_contrib.npc.ticking.TickHandler`: tick, memory work, warm-up, sleep."""
         return TickHandler(self)
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -297,7 +298,7 @@ class AssistantScript(DefaultScript):
 
     def at_repeat(self, **kwargs):
         """The script's timer: a tick when one has work (:meth:`TickHandler.repeat
-        <ai_contrib.ticking.TickHandler.repeat>`)."""
+        <ai_contrib.npc.ticking.TickHandler.repeat>`)."""
         self.ticking.repeat()
 
     def at_runtime_loaded(self, runtime):
@@ -334,7 +335,7 @@ class AssistantScript(DefaultScript):
         if not self.db._manually_paused:
             self.start()
         if self.db.forget_pending:  # a player staff asked it to forget, cut short by a crash
-            from .forget import resume_pending
+            from .npc.forget import resume_pending
 
             resume_pending(self)
 
@@ -350,13 +351,13 @@ class AssistantScript(DefaultScript):
         """
         The NPC, or this script, is being deleted: its archive and index move to
         ``deleted/`` beside the archives and its Mem0 memories are deleted, both in the
-        background (:func:`ai_contrib.memory.erase.retire_memory`; ``docs/design.md``,
+        background (:func:`ai_contrib.npc.erase.retire_memory`; ``docs/design.md``,
         "Deleting an NPC").
 
         Returns:
             bool: True (the deletion goes on whatever happens to the memory files).
         """
-        from .memory.erase import retire_memory
+        from .npc.erase import retire_memory
 
         try:
             retire_memory(self)
@@ -407,7 +408,8 @@ class AssistantScript(DefaultScript):
     def add_message(self, role, content, name=None, **fields):
         """Add a message to the history, archive first: the one way any code adds to it
         (:meth:`ConversationHandler.add_message
-        <ai_contrib.conversation.ConversationHandler.add_message>`, which documents its errors)."""
+        <ai_contrib.npc.conversation.ConversationHandler.add_message>`, which documents its
+        errors)."""
         return self.conversation.add_message(role, content, name=name, **fields)
 
     def token_count(self):
@@ -422,7 +424,7 @@ class AssistantScript(DefaultScript):
 
     def budget_info(self):
         """The effective history budget and its source, a dict of tokens; starts no request
-        (:meth:`BudgetHandler.info <ai_contrib.budgeting.BudgetHandler.info>`)."""
+        (:meth:`BudgetHandler.info <ai_contrib.npc.budgeting.BudgetHandler.info>`)."""
         return self.budgeting.info()
 
     def budget(self):
@@ -441,12 +443,12 @@ class AssistantScript(DefaultScript):
 
     def receive_speech(self, speaker, text, audience=None, to=None):
         """Store a line heard and queue an answer when it is for this NPC (documented in full
-        at :meth:`ai_contrib.hearing.HearingHandler.receive_speech`)."""
+        at :meth:`ai_contrib.npc.hearing.HearingHandler.receive_speech`)."""
         return self.hearing.receive_speech(speaker, text, audience=audience, to=to)
 
     def observe(self, actor, text, event, audience=None):
         """Record an event the NPC saw (:meth:`HearingHandler.observe
-        <ai_contrib.hearing.HearingHandler.observe>`)."""
+        <ai_contrib.npc.hearing.HearingHandler.observe>`)."""
         return self.hearing.observe(actor, text, event, audience=audience)
 
     def pending_ids(self):
@@ -472,7 +474,7 @@ class AssistantScript(DefaultScript):
         return self.ticking.needs_tick()
 
     def run_tick(self):
-        """Run one tick (:meth:`TickHandler.run <ai_contrib.ticking.TickHandler.run>`);
+        """Run one tick (:meth:`TickHandler.run <ai_contrib.npc.ticking.TickHandler.run>`);
         Deferred, or None when a reply was already being written."""
         return self.ticking.run()
 

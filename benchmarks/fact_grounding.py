@@ -51,8 +51,8 @@ ROUNDS = 3  # extraction requests per session, as the sleep's loop makes them (u
 def _ask(server, messages, seqs):
     """The facts of up to :data:`ROUNDS` structured extraction replies (the example's facts
     left out, as the loop leaves them out), each reply and a nudge added to the next request."""
-    from ai_contrib.llm import tools
-    from ai_contrib.memory.extraction import STRUCTURED_NUDGE
+    from ai_contrib.llm import extraction_tools as tools
+    from ai_contrib.npc.extraction import STRUCTURED_NUDGE
 
     facts = []
     for rounds in range(ROUNDS):
@@ -73,7 +73,7 @@ def _ask(server, messages, seqs):
 
 
 def _request(server, messages, seqs, allow_noop):
-    from ai_contrib.llm import tools
+    from ai_contrib.llm import extraction_tools as tools
 
     body = json.dumps({"messages": messages, "max_tokens": 256, "temperature": 0.2,
                        "seed": 1234, "response_format": tools.structured_response_format(
@@ -90,7 +90,7 @@ def model_facts(conversations, sample_ids, sessions):
     """Per policy, ``{"facts", "passed", "answered", "questions"}`` over the sessions."""
     from ai_contrib.core.grounding import attributed_line
     from ai_contrib.llm.embedded import EmbeddedServerProcess
-    from ai_contrib.memory.extraction import build_extraction_messages
+    from ai_contrib.npc.extraction import build_extraction_messages
 
     totals = {p: {"facts": 0, "answered": 0} for p in ("model", "checked", "verbatim")}
     questions = passed = 0

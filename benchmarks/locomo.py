@@ -8,7 +8,8 @@ format works (``--data``); ``--conversations conv-26,conv-30`` picks samples by 
 ``--split tuning`` or ``--split report`` one of the two fixed halves of the shipped file
 (:data:`SPLITS`): settings are chosen on the tuning set, figures reported on the report set.
 
-**Replay.** For each compaction strategy of :mod:`ai_contrib.strategies` (``summary``, ``mask``,
+**Replay.** For each compaction strategy of :mod:`ai_contrib.npc.compaction_runner` (``summary``,
+``mask``,
 ``hybrid``, ``cascade``, ``replace_all``: whatever ``strategies.STRATEGIES`` lists), a fresh
 ``AssistantCharacter`` named after speaker B is created in Evennia's database (Django + Evennia
 set up outside a game dir by ``benchmarks/_evennia_env.py``), with
@@ -643,12 +644,12 @@ class PipelineNPC:
     def prompt_for(self, question_msg, query, speaker):
         """
         The exact reply prompt for ``question_msg`` and the memory notes' text in it, built the
-        way :func:`ai_contrib.replies.answer_turn` builds it: the prompt window first
+        way :func:`ai_contrib.npc.replies.answer_turn` builds it: the prompt window first
         (``replies.prompt_window``), then retrieval into recall notes (``replies.recall_for_turn``,
         the question as the turn), then ``assemble_reply_prompt``. Each question is asked
         afresh: no notes from an earlier question.
         """
-        from ai_contrib import replies
+        from ai_contrib.npc import replies
         from ai_contrib.core.prompts import assemble_reply_prompt
 
         view = AskingView(self.script, question_msg)
@@ -737,9 +738,9 @@ def fact_checks(entries, archived):
 def available_strategies():
     """Compaction strategies the contrib supports now (``strategies.STRATEGIES``)."""
     try:
-        from ai_contrib import strategies
+        from ai_contrib.npc import compaction_runner
 
-        return tuple(strategies.STRATEGIES)
+        return tuple(compaction_runner.STRATEGIES)
     except Exception:  # the strategies module is optional for this benchmark
         return FALLBACK_STRATEGIES
 

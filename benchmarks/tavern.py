@@ -175,7 +175,7 @@ def _prompt_markers():
     except Exception:  # noqa: BLE001 - another layout of the package
         DEFAULT_COMPACTION_PROMPT = None
     try:
-        from ai_contrib.memory.extraction import DEFAULT_PRE_COMPACTION_PROMPT
+        from ai_contrib.npc.extraction import DEFAULT_PRE_COMPACTION_PROMPT
     except Exception:  # noqa: BLE001
         DEFAULT_PRE_COMPACTION_PROMPT = None
     return (

@@ -53,7 +53,7 @@ the facts gossip moved.
 ``benchmarks/_evennia_env.py``): an NPC with 5 peers in its zone, each holding ``--cost-facts``
 (40) public facts, and 0, 100 or 400 more NPCs in another zone (ten to a room) holding as
 many; the wall time
-of the shipped ``ai_contrib.gossip.receive_gossip`` (the sleep step) and of ``meet`` (an NPC
+of the shipped ``ai_contrib.npc.gossip.receive_gossip`` (the sleep step) and of ``meet`` (an NPC
 entering the room of the 5), p50/p95 over ``--cost-rounds`` (20) runs, each from an empty
 journal, and the ratio to 0 NPCs outside. It must not grow with the NPCs outside.
 
@@ -614,7 +614,7 @@ def run_cost(args):
     from evennia.objects.objects import DefaultRoom
     from evennia.utils import create
 
-    from ai_contrib.gossip import meet, receive_gossip
+    from ai_contrib.npc.gossip import meet, receive_gossip
     from ai_contrib.memory.journal import add_entry, new_journal
     from ai_contrib.typeclasses import SCRIPT_KEY, AssistantCharacter, get_assistant_script
 

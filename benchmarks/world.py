@@ -23,7 +23,7 @@ SQLite database in a temporary directory, tables from the models) with real
 
 1. **lore** (no model): ``--npcs`` (50) NPCs in ``--rooms`` (10) rooms, two rooms to a zone
    (Tag category ``zone``), ten factions (Tag category ``faction``), one pin each (50 pins,
-   ``ai_contrib.pins.add_pin``) and 500 lore entries written with ``ai_contrib.lore.add_entry``
+   ``ai_contrib.npc.pins.add_pin``) and 500 lore entries written with ``ai_contrib.lore.add_entry``
    (keys: two words each from LoCoMo's frequent words, one entry in ten constant): 5 ``all``,
    21 per ``faction:X``, 10 per ``location:<room>``, 12 per ``zone:<z>``, 2 per ``npc:<name>``,
    25 ``tag:retired`` (a Tag no NPC has). NPC 0 may know 50 of them. Per turn (``--lore-turns``
@@ -236,7 +236,7 @@ def set_world_lore(on):
 def part_lore(args):
     from ai_contrib import lore
     from ai_contrib.core import lore as core
-    from ai_contrib.pins import add_pin
+    from ai_contrib.npc.pins import add_pin
 
     rng = random.Random(args.seed)
     progress(f"part 1: {args.npcs} NPCs, {args.rooms} rooms, 500 lore entries")
@@ -360,7 +360,7 @@ class Tavern:
         self.npc = self.script = None
 
     def fresh_marta(self, pins=False):
-        from ai_contrib.pins import add_pin
+        from ai_contrib.npc.pins import add_pin
 
         if self.npc is not None:
             self.npc.delete()

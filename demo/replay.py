@@ -36,7 +36,7 @@ REPLY_LOG_RE = re.compile(
     r"(?: \(\d+%\))?(?:, (?P<generated>\d+) generated)?)?"
     r"(?:, (?P<waited>[\d.]+) s of it waiting for the cache warm-up)?"
 )
-#: the server log line of a cache warm-up after a compaction (ai_contrib.warmup):
+#: the server log line of a cache warm-up after a compaction (ai_contrib.npc.warmup):
 #: "AI cache warm-up Marta: 9.80 s, prompt 1132 tokens, 140 reused (12%), 1 generated"
 WARMUP_LOG_RE = re.compile(
     r"AI cache warm-up (?P<npc>.+?): (?P<seconds>[\d.]+) s"

@@ -52,7 +52,7 @@ def effective_budget(configured, window=None, reply_tokens=0, system_tokens=0, m
         window_source (str, optional): where ``window`` came from, for the description
             (``"llama.cpp /props"``, ``"AI_LLM_CONTEXT_WINDOW"``, ...).
         world_tokens (int): tokens the NPC's world may take (lore, pins, scene:
-            :func:`ai_contrib.world.world_reserve`; ``docs/design.md``, "The NPC's world").
+            :func:`ai_contrib.npc.world.world_reserve`; ``docs/design.md``, "The NPC's world").
 
     Returns:
         dict: ``{"tokens": int, "configured": int, "window": int | None, "reserved": int,

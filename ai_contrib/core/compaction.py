@@ -8,7 +8,7 @@ keep out):
 
 1. :func:`plan` reads a :class:`Snapshot` (the history, its token counts, the NPC's options)
    and returns a :class:`Plan`: the spans to summarise, or why nothing is to be done;
-2. the shell (:func:`ai_contrib.strategies.run_strategy`) writes a summary of each span
+2. the shell (:func:`ai_contrib.npc.compaction_runner.run_strategy`) writes a summary of each span
    (:mod:`ai_contrib.llm.summariser`) and applies the markers;
 3. :func:`build_markers` turns the texts into markers and judges them (the failure policy:
    not empty, cheaper than what they replace, no stall), and :func:`summarised_result` makes

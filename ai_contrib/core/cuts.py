@@ -35,7 +35,7 @@ SKIP_WITHIN_WINDOW = "history within preserve window"
 SKIP_NOTHING = "nothing to compact"
 
 #: ``metadata["type"]`` of the tool calls and results that pre-compaction fact extraction
-#: writes into the history (``ai_contrib.memory.extraction``)
+#: writes into the history (``ai_contrib.npc.extraction``)
 EXTRACTION_TYPE = "pre_compaction"
 
 

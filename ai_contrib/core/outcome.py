@@ -44,7 +44,7 @@ class Outcome:
 class ExtractionResult(Outcome):
     """
     What one pre-compaction fact extraction did (``docs/design.md``, "Pre-compaction fact
-    extraction"; :func:`ai_contrib.memory.extraction.run_pre_compaction_extraction`).
+    extraction"; :func:`ai_contrib.npc.extraction.run_pre_compaction_extraction`).
 
     ``reason`` says why a skipped one did not start (disabled, history too short, another one
     of the NPC running), ``error`` why a failed one broke off (what it journaled before stays).
@@ -137,9 +137,9 @@ class SleepResults:
     is None (the fact extraction runs only when compaction is due or enough was said). The
     housekeeping steps give their own dicts, ``{"success": False, "error": str}`` when they
     broke off: ``entity_consolidation`` (the entity stats), ``episodic_prune``
-    (``{"pruned": int}``), ``gossip`` (``ai_contrib.gossip.receive_gossip``),
-    ``people_impressions`` (``ai_contrib.scene.update_impressions``); ``archive_vectors``
-    the number of archived lines given vectors (``ai_contrib.memory.recall.embed_archive``).
+    (``{"pruned": int}``), ``gossip`` (``ai_contrib.npc.gossip.receive_gossip``),
+    ``people_impressions`` (``ai_contrib.npc.scene.update_impressions``); ``archive_vectors``
+    the number of archived lines given vectors (``ai_contrib.npc.recall.embed_archive``).
     """
 
     entity_consolidation: dict | None = None

@@ -1,7 +1,8 @@
 """
 A reply's receipt: what the model was given for one reply and what it cost (``docs/design.md``,
 "Reply receipts"). Pure functions over the receipt dict: the reply writer
-(:mod:`ai_contrib.replies`) makes it and keeps the last ones on the NPC's script (and each one in
+(:mod:`ai_contrib.npc.replies`) makes it and keeps the last ones on the NPC's script (and each one
+in
 its archive); the in-game ``aihistory <npc>/prompt`` and the staff web pages show it.
 
 A *receipt*::

@@ -83,7 +83,7 @@ CACHED_CONNECTION_TIMEOUT = 4
 #: What an LLM request may be for (the ``purpose`` of :meth:`LLMClient.chat`): an NPC's reply,
 #: a compaction summary, fact extraction before compaction, importance scoring of a journal
 #: fact, a benchmark's answer to a question, a warm-up of the reply cache after a compaction
-#: (``ai_contrib.warmup``). Never sent to the server; the result and the error carry it, so that
+#: (``ai_contrib.npc.warmup``). Never sent to the server; the result and the error carry it, so that
 #: logs and benchmarks (``benchmarks/locomo.py``) tell the calls apart.
 #: The reply sampling fields sent to the embedded model (``AI_LLM_REPLY_SAMPLING`` "auto"):
 #: llama.cpp's DRY sampler ("don't repeat yourself"), which penalises a token that would extend

@@ -3,7 +3,8 @@ The summariser's I/O: summary requests to the LLM, sized to the summariser's con
 (``docs/design.md``, "Summary compaction" step 2, "Structured summaries", "Cascade summaries").
 
 Functions here take messages, their token counts and options, never an NPC's script: the
-shell (:mod:`ai_contrib.strategies`) resolves the NPC's settings and passes them in. Messages are
+shell (:mod:`ai_contrib.npc.compaction_runner`) resolves the NPC's settings and passes them in.
+Messages are
 the dicts of ``core/messages.py``; tokens are model tokens (``core/tokens.py``).
 """
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 from ..core.audience import common_audience
-from ..llm.tools import ADD_JOURNAL_ENTRY, UPDATE_ENTITY_OBSERVATION
+from ..llm.extraction_tools import ADD_JOURNAL_ENTRY, UPDATE_ENTITY_OBSERVATION
 from .lexical import tokenize
 
 #: content words a fact must share with a player line for that line to count among its sources

@@ -763,7 +763,7 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
         agent_id (str): the NPC's Mem0 id.
         query (str): the text to match (the player's latest words).
         archive_docs (ArchiveSearch | list[dict] | callable): the NPC's archive minus what is
-            still verbatim in ``script.history`` (:func:`ai_contrib.memory.recall.
+            still verbatim in ``script.history`` (:func:`ai_contrib.npc.recall.
             archived_out_of_context`), or a list of docs, or a function of no arguments
             returning either, called on the worker thread.
         user_id (str, optional): the player in the conversation; private memories of other

@@ -25,7 +25,7 @@ def timeline(points, events):
 
     Args:
         points (list[dict]): ``{"at": ISO str, "tokens": int, "budget": int}``
-            (:mod:`ai_contrib.usage_log`).
+            (:mod:`ai_contrib.npc.usage_log`).
         events (list[dict]): ``{"at", "trigger", "success", "before", "after", "fidelity",
             "context": bool}`` (:func:`ai_contrib.web.snapshot.compaction_events`); ``context``
             True when ``before``/``after`` are context tokens, so they join the line.

@@ -1,7 +1,7 @@
 """
 What the staff pages and their JSON API show about AI NPCs, as plain JSON-ready dicts
 (``docs/design.md``, "Seeing the NPC's mind"). The NPC's figures (budget, usage,
-compactions, journal) come from :mod:`ai_contrib.read_model`, which the in-game commands read
+compactions, journal) come from :mod:`ai_contrib.admin.read_model`, which the in-game commands read
 too, so the page and ``aihistory``/``ailist`` cannot disagree. Every function here reads the
 NPC's script and must run in the reactor thread (:func:`ai_contrib.web.bridge.in_reactor`),
 where the runtime history is changed; none of them changes anything.
@@ -11,6 +11,9 @@ templates escape it (Django's autoescape) and the page's script inserts it as te
 markup.
 """
 
+from ..admin.npcs import all_ai_npcs
+from ..admin.read_model import compaction_events, journal_page, npc_summary, persona_view
+from ..admin.receipt_views import receipts_by_seq, reply_records
 from ..core.masking import is_masked
 from ..core.messages import is_marker
 from ..core.receipts import (
@@ -20,10 +23,7 @@ from ..core.receipts import (
     memory_source,
     token_figures,
 )
-from ..npcs import all_ai_npcs
-from ..read_model import compaction_events, journal_page, npc_summary, persona_view
-from ..receipts import receipts_by_seq, reply_records
-from ..usage_log import usage_series
+from ..npc.usage_log import usage_series
 
 ARCHIVE_PAGE_SIZE = 50  # records per page of the raw archive
 RECEIPTS_PAGE_SIZE = 5  # replies per page of the receipts
@@ -57,10 +57,10 @@ def context_messages(script):
         "masked" | "message", "tokens": int | None, "content": str, "timestamp": str | None,
         "first_seq": int | None, "last_seq": int | None, "audience": str | None, "left_out":
         int}`` (the seq span for summaries; ``audience`` names who may read a summary,
-        :func:`ai_contrib.scene.audience_label`, None for other messages; ``left_out`` the
+        :func:`ai_contrib.npc.scene.audience_label`, None for other messages; ``left_out`` the
         lines a narrower group heard that its summary left out).
     """
-    from ..scene import audience_label
+    from ..npc.scene import audience_label
     from ..core.tokens import count_tokens
 
     model = script.cfg("llm_model")
@@ -82,7 +82,8 @@ def context_messages(script):
 
 def receipt_view(reply):
     """
-    A reply record (:func:`ai_contrib.receipts.reply_records`) with its receipt described.
+    A reply record (:func:`ai_contrib.admin.receipt_views.reply_records`) with its receipt
+    described.
 
     Returns:
         dict: the record plus ``"cost"`` (one line, or None without a receipt),
@@ -128,7 +129,7 @@ def people_view(script):
     """
     from datetime import datetime, timezone
 
-    from ..scene import all_people
+    from ..npc.scene import all_people
 
     def iso(seconds):
         if not seconds:
@@ -142,7 +143,7 @@ def people_view(script):
 
 def journal_view(npc, page=1):
     """
-    One page of the NPC's journal (:func:`ai_contrib.read_model.journal_page`), oldest first.
+    One page of the NPC's journal (:func:`ai_contrib.admin.read_model.journal_page`), oldest first.
 
     Returns:
         list[dict]: the page's entries, ``{"id", "importance", "source_type", "who",
@@ -174,9 +175,9 @@ def npc_detail(npc, script, receipts=1, journal=1):
         receipts, journal (int): the page of the replies and of the journal to show (from 1).
 
     Returns:
-        dict: :func:`npc_summary` plus ``"persona"`` (:func:`ai_contrib.read_model.
+        dict: :func:`npc_summary` plus ``"persona"`` (:func:`ai_contrib.admin.read_model.
         persona_view`), ``"usage_series"`` (``[{"at", "tokens", "budget"}]``,
-        :mod:`ai_contrib.usage_log`), ``"events"`` (:func:`compaction_events`), ``"context"``
+        :mod:`ai_contrib.npc.usage_log`), ``"events"`` (:func:`compaction_events`), ``"context"``
         (:func:`context_messages`), ``"receipts"`` (:func:`receipt_view` of a page of
         replies, newest first) and ``"receipts_page"`` (``{"page", "more"}``), ``"journal"``
         (a page, oldest first) and ``"journal_page"`` (``{"page", "pages", "total",
@@ -247,7 +248,7 @@ def archive_page(script, start=None, count=ARCHIVE_PAGE_SIZE):
 def search_memories(npc, script, query, audience=None):
     """
     What the NPC would recall for ``query`` heard by ``audience``, read-only
-    (:func:`ai_contrib.memory.recall.recall_preview`: the reply's own retrieval over Mem0 and
+    (:func:`ai_contrib.npc.recall.recall_preview`: the reply's own retrieval over Mem0 and
     the archive out of context).
 
     Args:
@@ -257,7 +258,7 @@ def search_memories(npc, script, query, audience=None):
     Returns:
         Deferred[dict]: ``recall_preview``'s dict with ``"audience"`` (the argument) added.
     """
-    from ..memory.recall import recall_preview
+    from ..npc.recall import recall_preview
 
     names = {a["dbref"]: a["name"] for a in audiences(script)}
     listeners = None if audience is None else {d: names.get(d, d) for d in audience}

@@ -148,7 +148,8 @@ async def _admin_checks(game, transcript):
 
 # -- every compaction strategy on the live NPC ---------------------------------------------------
 
-#: What ``compact/force`` answers when each strategy did its work (ai_contrib.strategies).
+#: What ``compact/force`` answers when each strategy did its work
+#: (ai_contrib.npc.compaction_runner).
 STRATEGY_DONE = {
     # the NPC calls no tools in this game: the admin gives her a tool call and its output first
     # (TOOL_TURN), so the manual mask has one to mask (its automatic path, eviction at the

@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from ai_contrib.memory.extraction import DEFAULT_PRE_COMPACTION_PROMPT
+from ai_contrib.npc.extraction import DEFAULT_PRE_COMPACTION_PROMPT
 from tests.support.e2e_util import (
     ask,
     fail_with_logs,

@@ -38,7 +38,7 @@ import time
 import pytest
 
 from ai_contrib.core.summary import DEFAULT_COMPACTION_PROMPT
-from ai_contrib.memory.extraction import DEFAULT_PRE_COMPACTION_PROMPT
+from ai_contrib.npc.extraction import DEFAULT_PRE_COMPACTION_PROMPT
 from demo.telnet import TelnetPlayer
 from tests.support.e2e_util import ask as _ask, game_fixtures
 from tests.support.e2e_util import fail_with_logs, run_scenario, table_rows

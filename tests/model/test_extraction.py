@@ -6,7 +6,7 @@ harness whose facts the model extracts with the structured-output schema.
 from django.test import override_settings
 
 from ai_contrib.core.fidelity import fact_problem, source_text
-from ai_contrib.memory.extraction import run_pre_compaction_extraction
+from ai_contrib.npc.extraction import run_pre_compaction_extraction
 from tests.support.npc_fixtures import NPCTestCase
 from tests.support.twisted_util import stored, wait_for
 

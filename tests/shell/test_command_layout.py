@@ -10,9 +10,9 @@ from unittest import mock
 from hypothesis import given, settings, strategies as st
 from twisted.internet import defer
 
+from ai_contrib.admin.command_util import column_widths
 from ai_contrib.commands import HELP_CATEGORY, AIContribCmdSet, CmdAIHistory, CmdAIMemory
 from ai_contrib.commands import CmdAISleep, CmdAIWake, CmdCompact, CmdTalk
-from ai_contrib.command_util import column_widths
 from ai_contrib.core.summary import make_marker
 from ai_contrib.memory.journal import add_entry, ensure_journal
 
@@ -74,7 +74,7 @@ class TestTablesFitTheClient(NPCTestCase):
              "vector_score": None, "bm25_score": 7.5, "text": LONG},
             {"kind": "fact", "source": "mem0", "ref": "0123456789abcdef", "score": 0.0388,
              "vector_score": 0.81, "bm25_score": None, "text": LONG}]}
-        with mock.patch("ai_contrib.memory.recall.recall_preview",
+        with mock.patch("ai_contrib.npc.recall.recall_preview",
                         return_value=defer.succeed(found)):
             self.check(self.call(CmdAIMemory(), "Marta the road"))
 

@@ -1,5 +1,5 @@
 """
-Lore and pins in the game (``ai_contrib.lore``, ``ai_contrib.pins``, ``ailore``, ``aipin``;
+Lore and pins in the game (``ai_contrib.lore``, ``ai_contrib.npc.pins``, ``ailore``, ``aipin``;
 ``docs/design.md``, "Lore and pins"): the store, lore modules loaded idempotently, what a
 tagged NPC gets against an untagged one, the staff commands with admin text kept inert, and
 pins that survive ``aireset`` unless asked.
@@ -14,10 +14,10 @@ from django.test import override_settings
 from evennia.utils import create
 
 from ai_contrib import lore
-from ai_contrib.admin_commands import CmdAIReset
+from ai_contrib.admin.admin_commands import CmdAIReset
+from ai_contrib.admin.lore_commands import CmdAILore, CmdAIPin
 from ai_contrib.commands import AIContribCmdSet
-from ai_contrib.lore_commands import CmdAILore, CmdAIPin
-from ai_contrib.pins import PINS_ATTRIBUTE, add_pin, get_pins, pins_for
+from ai_contrib.npc.pins import PINS_ATTRIBUTE, add_pin, get_pins, pins_for
 from ai_contrib.typeclasses import AssistantCharacter
 
 from tests.support.npc_fixtures import NPCTestCase

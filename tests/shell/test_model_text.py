@@ -11,7 +11,7 @@ from ai_contrib import rag_memory
 from ai_contrib.core.messages import is_marker
 from ai_contrib.core.summary import clean_summary, make_marker
 from ai_contrib.core.text import normalise_player_text
-from ai_contrib.memory.extraction import run_pre_compaction_extraction
+from ai_contrib.npc.extraction import run_pre_compaction_extraction
 
 from tests.support.llm_double import reply, tool_calls
 from tests.support.npc_fixtures import NPCTestCase

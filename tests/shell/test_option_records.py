@@ -10,7 +10,7 @@ import pytest
 from django.test import override_settings
 
 from ai_contrib import settings as ai_settings
-from ai_contrib.admin_commands import CmdAIConfig
+from ai_contrib.admin.admin_commands import CmdAIConfig
 from ai_contrib.core.compaction import STRATEGIES
 from ai_contrib.settings import (
     DEFAULTS,

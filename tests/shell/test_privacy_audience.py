@@ -13,9 +13,9 @@ from twisted.internet import defer
 from ai_contrib.core.audience import common_audience, heard_by
 from ai_contrib.core.messages import is_marker
 from ai_contrib.memory import retrieval
-from ai_contrib.memory.extraction import run_pre_compaction_extraction
 from ai_contrib.memory.mem0_store import audible_to, entry_visibility
 from ai_contrib.memory.provenance import dictates_tools, provenance, without_visibility_tags
+from ai_contrib.npc.extraction import run_pre_compaction_extraction
 
 from tests.support.llm_double import reply, tool_calls
 from tests.support.mem0_fixtures import Mem0StoreCase
@@ -240,7 +240,7 @@ class RelatedMemoriesForAReply(NPCTestCase):
         self.fill(50)
 
     def related(self, *characters):
-        from ai_contrib.memory.recall import related_memory_context
+        from ai_contrib.npc.recall import related_memory_context
 
         listeners = {char.dbref: char.key for char in characters}
         query = "Ann buried the silver key under the old mill stone; the lantern fair at the mill"
@@ -305,7 +305,7 @@ class RelatedMemoriesForAReply(NPCTestCase):
         for text in (secret_line, secret_fact, fair_line, fair_fact, summary):
             self.assertNotIn(text, with_cid)
         # staff views (no listeners) see everything, Ann's private fact included
-        from ai_contrib.memory.recall import recall_preview
+        from ai_contrib.npc.recall import recall_preview
 
         everything = wait_for(recall_preview(
             self.script, self.npc, "Ann buried the silver key under the old mill stone"), 120)

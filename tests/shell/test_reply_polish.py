@@ -37,8 +37,8 @@ class TestReplies(NPCTestCase):
 
     def test_a_failed_reply_is_logged_once(self):
         self.llm.enqueue(http_error(500), http_error(500))
-        with mock.patch("ai_contrib.replies.logger") as replies_log, \
-                mock.patch("ai_contrib.notify.logger") as notify_log:
+        with mock.patch("ai_contrib.npc.replies.logger") as replies_log, \
+                mock.patch("ai_contrib.npc.notify.logger") as notify_log:
             self.script.receive_speech(self.char1, "Hello?")
             wait_for(self.script.run_tick())
             lines = replies_log.log_err.call_args_list + notify_log.log_warn.call_args_list

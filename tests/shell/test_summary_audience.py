@@ -138,7 +138,7 @@ class SharedSummaryOnANPC(NPCTestCase):
     def test_aihistory_and_the_web_page_show_each_summary_audience(self):
         from ai_contrib import rag_memory
         from ai_contrib.commands import CmdAIHistory
-        from ai_contrib.scene import note_exchange
+        from ai_contrib.npc.scene import note_exchange
         from ai_contrib.web.snapshot import context_messages
 
         note_exchange(self.script, {self.wren: "Wren", self.tamsin: "Tamsin"})

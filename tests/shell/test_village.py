@@ -125,7 +125,7 @@ class TestNPCsHearEachOther(VillageTestCase):
         self.settle()
         self.assertEqual(len(self.heard_from_npcs("Hilda")), 1)  # said aloud: heard
         # a reply murmured to one player is not said aloud: no NPC hears it
-        from ai_contrib.replies import murmur
+        from ai_contrib.npc.replies import murmur
 
         murmur(self.npc, "A secret price for you.", {self.char1.dbref: self.char1.key})
         self.assertEqual(len(self.heard_from_npcs("Hilda")), 1)

@@ -1,6 +1,6 @@
 """
 Replies stored the way the reply writer stores them: the assistant message, its receipt kept by
-:func:`ai_contrib.replies.keep_receipt` (shape in :mod:`ai_contrib.core.receipts`), and the
+:func:`ai_contrib.npc.replies.keep_receipt` (shape in :mod:`ai_contrib.core.receipts`), and the
 reply's exact prompt in ``script.ndb.recent_prompts``.
 """
 
@@ -30,12 +30,12 @@ def receipt(memory_text="Bob's sister Elena lives in Riverwood.", memory_ref="1f
 def add_reply(script, text, receipt_dict=None, prompt=None):
     """
     Store a reply the way the reply writer does (``script.add_message``, then
-    :func:`ai_contrib.replies.keep_receipt`), with a receipt unless ``receipt_dict`` is False.
+    :func:`ai_contrib.npc.replies.keep_receipt`), with a receipt unless ``receipt_dict`` is False.
 
     Returns:
         dict: the stored message.
     """
-    from ai_contrib.replies import keep_receipt
+    from ai_contrib.npc.replies import keep_receipt
 
     msg = script.add_message("assistant", text, name=script.obj.key)
     if receipt_dict is not False:

@@ -2,7 +2,7 @@
 The demo's prompt-cache summary, from server log text as ai_contrib writes it.
 """
 
-from ai_contrib.replies import describe_reply
+from ai_contrib.npc.replies import describe_reply
 from demo.__main__ import Stats, cache_summary, replies_from_log
 
 

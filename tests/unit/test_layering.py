@@ -1,12 +1,19 @@
 """
-The package's imports run one way (``docs/design.md``, "Overview"): commands above
-``typeclasses -> rag_memory -> strategies -> memory / llm -> core``. Read from the source with
+The package's imports run one way (``docs/design.md``, "Overview"): the Evennia faces
+(``commands``, ``typeclasses``, ``rag_memory``...) above ``admin/`` and ``npc/``, above
+``memory/`` and ``llm/``, above ``core/``. Read from the source with
 ``ast`` (module-level and function-level imports alike, nothing is imported):
 
 - no import circle among the modules of ``ai_contrib``;
 - ``ai_contrib.core`` imports no other module of ``ai_contrib`` and no Evennia, Twisted or Django;
 - ``ai_contrib.memory`` and ``ai_contrib.llm`` import only ``core``, ``memory``, ``llm`` and
-  ``ai_contrib.settings`` of the package (no arrow up into the shell).
+  ``ai_contrib.settings`` of the package (no arrow up into the shell);
+- ``ai_contrib.npc`` (the services acting on one NPC) imports ``core``, ``memory``, ``llm``,
+  ``settings``, itself and, of the Evennia faces, only ``rag_memory`` (the memory work the tick
+  starts) and ``lore`` (the lore Script, whose typeclass path games store): never ``admin``,
+  ``web``, ``typeclasses``, ``commands`` or ``startup``;
+- ``ai_contrib.admin`` (what admins see) imports anything below ``commands``: not ``commands``,
+  ``web`` or ``startup`` (it reads the NPC classes of ``typeclasses`` to find and show NPCs).
 """
 
 import ast
@@ -19,6 +26,10 @@ ROOT = CHECKOUT / PACKAGE
 FRAMEWORKS = ("evennia", "twisted", "django")
 #: what memory/ and llm/ may import of the package
 LOW_LAYERS = ("ai_contrib.core", "ai_contrib.memory", "ai_contrib.llm", "ai_contrib.settings")
+#: what npc/ may import of the package
+NPC_MAY_IMPORT = LOW_LAYERS + ("ai_contrib.npc", "ai_contrib.rag_memory", "ai_contrib.lore")
+#: what admin/ must not import of the package
+ADMIN_MUST_NOT_IMPORT = ("ai_contrib.commands", "ai_contrib.web", "ai_contrib.startup")
 
 
 def _modules():
@@ -160,13 +171,60 @@ def test_the_core_imports_nothing_above_it():
     assert not wrong, "\n".join(wrong)
 
 
-def test_memory_and_llm_import_nothing_of_the_shell():
+def _breaches(folders, allowed=None, forbidden=()):
+    """
+    The imports of the modules under ``folders`` that break a folder's rule: a package module
+    outside ``allowed`` (when given) or inside ``forbidden``.
+
+    Returns:
+        list[str]: ``"module:line imports target"``, one per breach.
+    """
     wrong = []
     for module in MODULES:
-        if not (_within(module, "ai_contrib.memory") or _within(module, "ai_contrib.llm")):
+        if not any(_within(module, folder) for folder in folders):
             continue
         for name, line in _imports(module):
             target = _target(name)
-            if target and not any(_within(target, low) for low in LOW_LAYERS):
+            if not target:
+                continue
+            outside = allowed is not None and not any(_within(target, ok) for ok in allowed)
+            if outside or any(_within(target, bad) for bad in forbidden):
                 wrong.append(f"{module}:{line} imports {target}")
+    return wrong
+
+
+def test_memory_and_llm_import_nothing_of_the_shell():
+    folders = ("ai_contrib.memory", "ai_contrib.llm")
+    # positive control: with only core/ allowed, their imports of each other are seen
+    assert _breaches(folders, allowed=("ai_contrib.core",))
+    wrong = _breaches(folders, allowed=LOW_LAYERS)
     assert not wrong, "\n".join(wrong)
+
+
+def test_npc_services_import_no_admin_web_or_face_above_them():
+    folders = ("ai_contrib.npc",)
+    # positive control: the rule sees npc/'s imports of memory/ and of rag_memory
+    assert any(b.endswith("imports ai_contrib.rag_memory")
+               for b in _breaches(folders, allowed=LOW_LAYERS + ("ai_contrib.npc",)))
+    assert _breaches(folders, allowed=("ai_contrib.npc",))
+    wrong = _breaches(folders, allowed=NPC_MAY_IMPORT)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_admin_views_import_no_command_set_web_or_startup():
+    folders = ("ai_contrib.admin",)
+    # positive control: admin/'s own reads of npc/ and typeclasses are seen by the same walk
+    assert _breaches(folders, forbidden=("ai_contrib.npc",))
+    assert any(b.endswith("imports ai_contrib.typeclasses")
+               for b in _breaches(folders, forbidden=("ai_contrib.typeclasses",)))
+    wrong = _breaches(folders, forbidden=ADMIN_MUST_NOT_IMPORT)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_command_set_is_what_the_admin_views_lie_below():
+    # commands.py assembles admin/'s commands: the arrow runs from the face down, never back
+    graph = import_graph()
+    assert any(_within(target, "ai_contrib.admin") for target in graph["ai_contrib.commands"])
+    assert not any(_within(target, "ai_contrib.commands")
+                   for module, edges in graph.items() if _within(module, "ai_contrib.admin")
+                   for target in edges)

@@ -437,7 +437,7 @@ class NPCArchiveSearch(NPCTestCase):
     """The archive of a real NPC, searched as a reply would, after evictions and masking."""
 
     def test_an_npc_searches_what_left_its_context(self):
-        from ai_contrib.memory.recall import archived_out_of_context
+        from ai_contrib.npc.recall import archived_out_of_context
 
         secret = self.script.add_message(
             "user", "Remember: the cellar key is under the blue barrel.", name="Bob")
@@ -467,7 +467,7 @@ class NPCArchiveSearch(NPCTestCase):
         self.assertTrue(os.path.exists(index_path(self.script.archive_path())))
 
     def test_listeners_filter_the_npc_archive(self):
-        from ai_contrib.memory.recall import archived_out_of_context
+        from ai_contrib.npc.recall import archived_out_of_context
 
         bob, carol = self.char1.dbref, self.char2.dbref
         private = self.script.add_message(

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from ai_contrib import rag_memory
 from ai_contrib.core.masking import MASK_PREFIX
 from ai_contrib.memory.journal import add_entry, ensure_journal
-from ai_contrib.usage_log import USAGE_LOG_SIZE, record_usage
+from ai_contrib.npc.usage_log import USAGE_LOG_SIZE, record_usage
 
 from tests.support.llm_double import reply
 from tests.support.npc_fixtures import NPCTestCase
@@ -247,7 +247,7 @@ class TestOneReadModel(WebTestCase):
     """The commands and the page read one model: the same figures for the same NPC."""
 
     def test_ailist_aihistory_aiconfig_and_the_page_show_the_same_figures(self):
-        from ai_contrib.admin_commands import CmdAIConfig, CmdAIList
+        from ai_contrib.admin.admin_commands import CmdAIConfig, CmdAIList
         from ai_contrib.commands import CmdAIHistory
 
         self.staff()
@@ -289,7 +289,7 @@ class TestLongPages(WebTestCase):
     def test_sections_fold_and_replies_journal_and_context_are_paged(self):
         self.staff()
         self.fill(70)
-        from ai_contrib.replies import keep_receipt
+        from ai_contrib.npc.replies import keep_receipt
 
         from tests.support.receipt_fixtures import receipt
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ai_contrib.replies import describe_reply
+from ai_contrib.npc.replies import describe_reply
 from tests.support.paths import ROOT
 
 _SPEC = importlib.util.spec_from_file_location(

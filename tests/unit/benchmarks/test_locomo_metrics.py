@@ -356,7 +356,7 @@ def test_benchmark_end_to_end(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
 
-    from ai_contrib.strategies import STRATEGIES
+    from ai_contrib.npc.compaction_runner import STRATEGIES
 
     systems = list(STRATEGIES) + ["window25", "truncate", "full"]
     assert result["config"]["systems"] == systems

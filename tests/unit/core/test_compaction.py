@@ -1,8 +1,9 @@
 """
 The compaction engine's pure part (ai_contrib/core/compaction.py): the strategy records, plans,
 the markers' judge, result dicts and the bookkeeping decisions, without an AssistantScript.
-The strategies on a real script are in tests/shell/test_strategies.py; every strategy on a real
-runtime history in tests/unit/test_strategy_properties.py.
+The strategies on a real script are in tests/shell/npc/test_compaction_runner.py; every strategy on
+a real
+runtime history in tests/unit/npc/test_compaction_runner_properties.py.
 """
 
 from dataclasses import replace
@@ -11,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ai_contrib.compaction_report import format_result
 from ai_contrib.core import cascade
 from ai_contrib.core.compaction import (
     REGISTRY,
@@ -33,6 +33,7 @@ from ai_contrib.core.compaction import (
 )
 from ai_contrib.core.messages import make_message
 from ai_contrib.core.summary import make_marker
+from ai_contrib.npc.compaction_report import format_result
 
 OPTIONS = {
     "compact_sleep_threshold": 0.7, "compact_emergency_threshold": 0.8,

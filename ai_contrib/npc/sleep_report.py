@@ -1,0 +1,137 @@
+"""
+What a sleep phase did, in one line for admins: the ``aisleep`` report and ``aihistory``'s
+"Last sleep" row.
+
+The sleep phase (:func:`ai_contrib.rag_memory.run_sleep_tick`) returns a
+:class:`~ai_contrib.core.outcome.SleepResults`;
+:func:`sleep_finished` is chained to it by the ``AssistantScript``, records the line in
+``script.db.last_sleep`` (``{"at": ISO-8601 UTC str, "summary": str}``, kept across reloads)
+and fires the Deferreds :func:`watch_sleep` handed out.
+"""
+
+from datetime import datetime, timezone
+
+from twisted.internet import defer
+from twisted.python.failure import Failure
+
+from evennia.utils import logger
+
+from ..core.text import inert_markup
+from .compaction_report import describe_result
+
+
+def _compaction(result, name):
+    if not result:
+        return "compaction not run"
+    return describe_result(
+        name, result,
+        skipped=lambda r: f"compaction skipped ({inert_markup(r.reason)})",
+        failed=lambda r: f"compaction failed ({inert_markup(r.error)})",
+        done=lambda r: (
+            f"compacted {r.get('compacted_messages')} messages, "
+            f"{r.original_tokens} -> {r.new_tokens} tokens "
+            f"({r.reduction_pct:.1f}% reduction)"
+        ),
+        own=lambda line: line.rstrip("."),  # the other strategies' own wording, in a list
+    )
+
+
+def _extraction(result):
+    if result is None:
+        return "no fact extraction (below the sleep threshold)"
+    if result.skipped:
+        return f"no fact extraction ({result.reason})"
+    facts = int(result.facts_recorded or 0)
+    seen = int(result.observations_recorded or 0)
+    text = f"{facts} fact(s) journaled" + (f", {seen} observation(s)" if seen else "")
+    if result.failed:
+        text += f" (extraction failed: {inert_markup(result.error)})"
+    return text
+
+
+def _consolidation(result):
+    if not result:
+        return "no consolidation"
+    if result.skipped:
+        return result.reason
+    if result.failed:
+        return f"consolidation into Mem0 failed ({inert_markup(result.error)})"
+    text = f"{int(result.added or 0)} journal entries consolidated into Mem0"
+    if result.already_stored:
+        text += f" ({result.already_stored} already there)"
+    return text
+
+
+def describe_sleep(result, name="the NPC"):
+    """
+    One line about a sleep phase's result.
+
+    Args:
+        result (SleepResults | Failure | None): ``run_sleep_tick``'s
+            :class:`~ai_contrib.core.outcome.SleepResults`; a Failure when the phase broke
+            off; None when the NPC woke before its sleep work started.
+        name (str): the NPC's name, for the compaction strategies' wording.
+
+    Returns:
+        str: e.g. ``"compaction skipped (below threshold); no fact extraction (below the sleep
+        threshold); 2 journal entries consolidated into Mem0; 1 journal entries pruned"``.
+        Error texts come from the LLM client and the store, which mask keys.
+    """
+    if result is None:
+        return "woke before the sleep work started: nothing done"
+    if isinstance(result, Failure):
+        return f"sleep work failed: {result.getErrorMessage()}"
+    parts = [
+        _compaction(result.context_compaction, name),
+        _extraction(result.pre_compaction_extraction),
+        _consolidation(result.memory_consolidation),
+    ]
+    gossip = result.gossip or {}
+    if gossip.get("success") is False:
+        parts.append(f"gossip failed ({inert_markup(gossip.get('error'))})")
+    elif gossip.get("received"):
+        parts.append(f"{gossip['received']} fact(s) heard from {gossip.get('peers')} NPC(s) "
+                     "of its gossip networks")
+    pruned = (result.episodic_prune or {}).get("pruned")
+    if pruned:
+        parts.append(f"{pruned} journal entries pruned")
+    for step in ("entity_consolidation", "episodic_prune"):
+        outcome = getattr(result, step) or {}
+        if outcome.get("success") is False:
+            parts.append(f"{step.replace('_', ' ')} failed ({outcome.get('error')})")
+    return "; ".join(parts)
+
+
+def watch_sleep(script):
+    """
+    A Deferred that fires with the line of the next sleep phase of ``script`` to end
+    (:func:`describe_sleep`), or when the NPC wakes before its sleep work started. It never
+    errbacks. Held in ``script.ndb`` only: a reload drops the watch, not the sleep.
+    """
+    d = defer.Deferred()
+    watchers = list(script.ndb.sleep_watchers or [])
+    watchers.append(d)
+    script.ndb.sleep_watchers = watchers
+    return d
+
+
+def sleep_finished(result, script):
+    """
+    Record and report the end of a sleep phase (a Deferred callback: returns ``result``).
+
+    Args:
+        result: as :func:`describe_sleep`.
+        script: the ``AssistantScript``.
+    """
+    try:
+        line = describe_sleep(result, script.obj.key if script.obj else "the NPC")
+        if result is not None:
+            at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            script.db.last_sleep = {"at": at, "summary": line}
+        watchers, script.ndb.sleep_watchers = script.ndb.sleep_watchers or [], []
+    except Exception as err:  # reporting must never break the sleep phase's chain
+        logger.log_warn(f"AI {script.obj}: sleep report failed: {err}")
+        return result
+    for d in watchers:
+        d.callback(line)
+    return result

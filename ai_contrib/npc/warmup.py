@@ -1,0 +1,121 @@
+"""
+Warming the reply server's prompt cache after a compaction (``docs/design.md``, "Warming the
+cache after a compaction").
+
+A compaction puts a new summary near the start of the reply prompt, so the next reply's prompt
+matches the server's cached prefix only as far as the persona, and a CPU evaluates all of it
+again: 10-20 s at 1,000-1,500 tokens in the demo, more at a 4,096-token window. Memory work
+mostly lands while nobody speaks (the sleep phase, the pause after a reply), so when the start
+of the prompt has changed and the NPC is idle, the shell sends the prompt its next reply will
+start with, asking for one token: the server evaluates and caches it then, and the next reply
+reuses it. A reply that comes while the warm-up is being evaluated, for the same listeners,
+waits for it instead of evaluating the same prompt beside it (``ai_contrib.npc.replies``), and its
+time counts the wait.
+"""
+
+import time
+
+from evennia.utils import logger
+from twisted.internet import defer
+
+from ..core.prompts import assemble_reply_prompt
+from ..core.recall_notes import visible_notes
+from ..llm.client import get_client
+from ..settings import auto_or_bool
+from .replies import describe_reply, notes_in_order
+
+
+def warmup_enabled():
+    """
+    Whether compactions are followed by a warm-up: ``AI_PROMPT_CACHE_WARMUP`` True or False, or
+    ``"auto"`` (the default): with the embedded model only, since a hosted API bills a
+    warm-up's prompt tokens like any request's.
+
+    Raises:
+        ValueError: a bad value (:func:`ai_contrib.settings.auto_or_bool`).
+    """
+    enabled = auto_or_bool("PROMPT_CACHE_WARMUP")
+    if enabled == "auto":
+        return bool(getattr(get_client(), "embedded", False))
+    return enabled
+
+
+def warmup_messages(script, character, listeners):
+    """
+    The chat messages the NPC's next reply prompt starts with, for ``listeners``: the reply
+    prompt (:func:`ai_contrib.core.prompts.assemble_reply_prompt`) of the whole history within
+    the NPC's budget, with the recall notes it shows, and no turn yet.
+
+    Args:
+        script (AssistantScript): the NPC's script.
+        character: the NPC (its ``db.persona`` and ``key``).
+        listeners (iterable[str]): dbrefs of who is in the room to speak next.
+
+    Returns:
+        list[dict]: ``{"role", "content"}`` chat messages.
+    """
+    from .world import shown_world
+
+    history = script.history
+    listeners = list(listeners)
+    ids = {m.get("id") for m in history}
+    notes = visible_notes(script.ndb.recall_notes or [], ids, listeners)
+    standing, world_notes = shown_world(script, character, listeners, ids)
+    messages, _parts = assemble_reply_prompt(
+        character.db.persona, character.key, history, script.runtime.token_counts(history),
+        script.budget(), notes=notes_in_order(notes, world_notes), listeners=list(listeners),
+        standing=standing)
+    # with no turn, the prompt may end with the NPC's replies; llama.cpp refuses two or more
+    # assistant messages at the end (HTTP 400), and one is taken as a reply to continue: the
+    # warm-up stops after the first of them, still the start of the next reply's prompt
+    while len(messages) >= 2 and messages[-1]["role"] == "assistant" \
+            and messages[-2]["role"] == "assistant":
+        messages.pop()
+    return messages
+
+
+def warm_reply_cache(script, character, listeners):
+    """
+    Send :func:`warmup_messages` to the reply server with ``max_tokens`` 1 (``purpose``
+    ``"warm"``) and log one line about it (``"AI cache warm-up Marta: 9.80 s, prompt 1132
+    tokens, 140 reused (12%), 1 generated"``).
+
+    Cancelling the returned Deferred aborts the request (a reply whose prompt does not start
+    with the warm-up's needs the server more).
+
+    Returns:
+        Deferred[dict | None]: the server's prompt figures
+        (:meth:`ai_contrib.llm.client.ChatResult.prompt_stats`), or None when the server gave
+        none or the request failed. It never errbacks: a failed warm-up costs only the next
+        reply's cache, and is logged as a warning.
+    """
+    started = time.monotonic()
+
+    def send():
+        messages = warmup_messages(script, character, listeners)
+        # a reply compares its prompt with these: it waits for the warm-up only when they are
+        # the start of its own prompt (ai_contrib.npc.replies)
+        script.ndb.warming_messages = messages
+        return get_client().chat(messages, model=script.cfg("llm_model"), max_tokens=1,
+                                 purpose="warm")
+
+    # the prompt is built inside the Deferred: an error while building it is a failed warm-up
+    # like any other, never a Deferred left pending for the reply that waits on it
+    d = defer.maybeDeferred(send)
+
+    def done(result):
+        stats = {"seconds": time.monotonic() - started, "prompt": result.prompt_stats()}
+        get_client().observe_prompt_speed(stats["prompt"])
+        logger.log_info(f"AI cache warm-up {character.key}: {describe_reply(stats)}")
+        return stats["prompt"]
+
+    def failed(failure):
+        if failure.check(defer.CancelledError):
+            logger.log_info(f"AI cache warm-up {character.key}: cancelled after "
+                            f"{time.monotonic() - started:.2f} s (a reply needed the server)")
+            return None
+        # the client masks keys in what it raises
+        logger.log_warn(f"AI cache warm-up {character.key} failed: {failure.value}")
+        return None
+
+    return d.addCallback(done).addErrback(failed)

@@ -1,0 +1,188 @@
+"""
+The NPC's world in its reply prompt (``docs/design.md``, "The NPC's world"): pins and constant
+lore as standing sections of the system message, triggered lore, a player's pins and the scene
+as anchored world notes before the turn that needs them (:mod:`ai_contrib.core.world_notes`).
+
+Where each part goes is chosen for the model server's prefix cache: what changes only when staff
+edit it (the NPC's pins, the lore it always knows) extends the system message and is cached once;
+what a turn brings (a lore entry its words triggered, the scene when someone arrives) is shown
+before that turn's first line and stays there, so it is evaluated once, in the same reply as
+the turn that needed it. Everything is for the listeners of the reply: an NPC never gets a lore
+entry its condition excludes (:func:`ai_contrib.lore.lore_for_npc`), and a player's pins enter
+only while that player listens.
+
+Shapes: a *section* is ``{"part": "pins" | "lore" | "scene", "key": str, "text": str,
+"tokens": int, "detail": dict | None, "signature": any}``; world notes as in
+:mod:`ai_contrib.core.world_notes`.
+"""
+
+from ..core.lore import format_lore
+from ..core.scene import SCENE_MAX_TOKENS, render_scene
+from ..core.text import normalise_player_text
+from ..core.tokens import count_tokens
+from ..core.world_notes import plan_world_notes, shown_world_notes
+from ..lore import lore_for_npc, lore_texts
+from .pins import get_pins
+from .scene import scene_for
+
+#: the heading of the NPC's own pins in the system message
+PINS_HEADING = "FACTS YOU MUST NEVER FORGET:"
+
+
+def _count(script):
+    model = script.cfg("llm_model")
+    return lambda text: count_tokens(text, model)
+
+
+def _pin_lines(pins):
+    return "\n".join(f"- {pin['text']}" for pin in pins)
+
+
+def standing_sections(script, character):
+    """
+    The sections of the system message: the NPC's own pins (staff-written, never summarised,
+    never cut: ``docs/design.md``, "Lore and pins") and the constant lore entries it may know,
+    within its lore budget.
+
+    Returns:
+        list[dict]: sections (module docstring), possibly empty; the same list while staff
+        change nothing, so the system message stays in the server's cache.
+    """
+    count = _count(script)
+    sections = []
+    own = [pin for pin in get_pins(character) if not pin.get("player")]
+    if own:
+        text = f"{PINS_HEADING}\n{_pin_lines(own)}"
+        sections.append({"part": "pins", "key": "pins", "text": text, "tokens": count(text),
+                         "detail": {"pins": [pin.get("id") for pin in own]}})
+    constant = lore_for_npc(character, [], count=count)["chosen"]
+    if constant:
+        text = format_lore(constant)
+        sections.append({"part": "lore", "key": "lore:constant", "text": text,
+                         "tokens": count(text),
+                         "detail": {"entries": [{"id": e["id"], "key": None} for e in constant]}})
+    return sections
+
+
+def turn_sections(script, character, lines, earlier, listeners, standing=()):
+    """
+    What this turn brings into the prompt: the lore entries its words (and the last few lines
+    before it) trigger, the pins about players who listen, and the scene.
+
+    Args:
+        lines (list[dict]): the turn's lines (history messages).
+        earlier (list[dict]): history messages before the turn, oldest first (only the last
+            ``LORE_SCAN_LINES`` user lines are read).
+        listeners (dict): ``{dbref: name}`` of who will hear the reply.
+        standing (list[dict]): :func:`standing_sections`, whose lore tokens the triggered lore
+            shares the budget with.
+
+    Returns:
+        tuple: ``(sections, lore)``: ``sections`` in the order to show them (lore, pins,
+        scene); ``lore`` :func:`ai_contrib.lore.lore_for_npc`'s result for the turn, for the
+        receipt.
+    """
+    count = _count(script)
+    said = [m.get("content") or "" for m in lines]
+    before = [m.get("content") or "" for m in earlier[-40:] if m.get("role") == "user"]
+    constant = sum(s["tokens"] for s in standing if s["part"] == "lore")
+    budget = max(0, int(script.cfg("lore_token_budget") or 0) - constant)
+    lore = lore_for_npc(character, lore_texts(character, said, before), budget_tokens=budget,
+                        count=count)
+    sections = []
+    for entry in lore["chosen"]:
+        if entry.get("constant"):
+            continue
+        text = format_lore([entry])
+        sections.append({"part": "lore", "key": f"lore:{entry['id']}", "text": text,
+                         "tokens": count(text),
+                         "detail": {"entries": [{"id": entry["id"], "key": entry.get("key")}]}})
+    for pin in get_pins(character):
+        player = pin.get("player")
+        if player and player in listeners:
+            # the name is the player's choice: data, cleaned like everything players write
+            text = f"About {normalise_player_text(listeners[player], 40)}: {pin['text']}"
+            sections.append({"part": "pins", "key": f"pins:{pin.get('id')}", "text": text,
+                             "tokens": count(text), "detail": {"pins": [pin.get("id")]},
+                             "requires": [player]})
+    # one look at the room and the people records, rendered once
+    place, present, clock = scene_for(character, listeners)
+    text = render_scene(place, present, clock)
+    if text:
+        # a new scene note when the place, who is present, whom of them the NPC has met or
+        # the time of day changes, not when only "you last spoke 3 minutes ago" does: a note
+        # saying "you have not met" someone who is speaking to it misleads the NPC
+        signature = ((place or {}).get("name"),
+                     tuple((p["dbref"], bool(p.get("known"))) for p in present),
+                     tuple(sorted((clock or {}).items())))
+        sections.append({"part": "scene", "key": "scene", "text": text, "tokens": count(text),
+                         "signature": signature})
+    return sections, lore
+
+
+def world_budgets(script):
+    """``{part: tokens}`` the shown world notes of each part may take together."""
+    return {"lore": int(script.cfg("lore_token_budget") or 0), "scene": SCENE_MAX_TOKENS,
+            "pins": int(script.cfg("pins_token_budget") or 0)}
+
+
+def world_reserve(script):
+    """
+    Tokens the NPC's world may take in a reply prompt, reserved from its history budget
+    (``docs/design.md``, "The budget fits the model"): the lore budget, the scene's cap and
+    the tokens of the NPC's pins (counted once per change of its pins). O(pins).
+    """
+    budgets = world_budgets(script)
+    character = script.obj
+    pins = [pin.get("text") or "" for pin in get_pins(character)] if character else []
+    cached = script.ndb.pin_tokens
+    if cached is None or cached[0] != pins:
+        count = _count(script)
+        cached = (pins, sum(count(f"- {text}") for text in pins) + (16 if pins else 0))
+        script.ndb.pin_tokens = cached
+    return budgets["lore"] + budgets["scene"] + min(budgets["pins"], cached[1])
+
+
+def plan_world(script, character, lines, earlier, listeners, anchor, shown_ids):
+    """
+    The world part of one reply prompt: standing sections and the world notes to show, with
+    this turn's new ones added to ``script.ndb.world_notes`` (a reload starts afresh).
+
+    Args:
+        lines, earlier, listeners: as :func:`turn_sections`.
+        anchor (str): id of the turn's first line.
+        shown_ids (set[str]): ids of the history messages the prompt shows.
+
+    Returns:
+        dict: ``{"standing": [section], "notes": [world note + {"new": bool}] (to show),
+        "lore": lore_for_npc result of the turn, "skipped": [{"key", "part", "reason"}]}``.
+    """
+    standing = standing_sections(script, character)
+    sections, lore = turn_sections(script, character, lines, earlier, listeners, standing)
+    budgets = world_budgets(script)
+    budgets["lore"] = max(0, budgets["lore"] - sum(
+        s["tokens"] for s in standing if s["part"] == "lore"))
+    result = plan_world_notes(script.ndb.world_notes or [], sections, anchor, shown_ids,
+                              listeners=list(listeners), budgets=budgets)
+    script.ndb.world_notes = result["notes"]
+    fresh = {id(note) for note in result["new"]}
+    skipped = list(result["skipped"]) + [
+        {"key": f"lore:{entry['id']}", "part": "lore", "reason": entry.get("reason", "budget")}
+        for entry in lore["skipped"]]
+    return {"standing": standing,
+            "notes": [dict(note, new=id(note) in fresh) for note in result["shown"]],
+            "lore": lore, "skipped": skipped}
+
+
+def shown_world(script, character, listeners, history_ids):
+    """
+    The world part of the prompt a cache warm-up sends: the standing sections and the world
+    notes already shown, nothing new (no turn yet).
+
+    Returns:
+        tuple: ``(standing, notes)``.
+    """
+    notes = shown_world_notes(
+        [n for n in script.ndb.world_notes or [] if n["anchor"] in history_ids], history_ids,
+        list(listeners))
+    return standing_sections(script, character), notes

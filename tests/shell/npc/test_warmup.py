@@ -1,0 +1,236 @@
+"""
+Warming the reply cache after a compaction (``ai_contrib.npc.warmup``, ``docs/design.md``, "Warming
+the cache after a compaction"): a real AssistantScript in Evennia's test DB, the LLM a real HTTP
+double on 127.0.0.1.
+"""
+
+import threading
+import time
+from unittest import mock
+
+from django.test import override_settings
+from evennia.objects.objects import DefaultCharacter
+from evennia.utils import create
+
+from ai_contrib.core.prompts import prompt_head
+
+from tests.support.llm_double import reply, respond
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import spin, wait_for
+
+SUMMARY = "Bob asked about rooms; Marta offered the east room for two silver."
+
+
+def warmups(llm):
+    """The warm-up requests the double has seen (one token asked)."""
+    return [r for r in llm.requests if r.get("max_tokens") == 1]
+
+
+def replies(llm):
+    """The reply requests the double has seen."""
+    return [r for r in llm.requests if r.get("max_tokens") != 1
+            and r["messages"][0]["content"].startswith("You are Marta")]
+
+
+def slow_warmup_then_reply(events, answer):
+    """Double behaviours: a warm-up that takes 0.6 s, then a reply saying ``answer``; each
+    appends what it does to ``events`` ("warm-up starts", "warm-up ends", "reply")."""
+    lock = threading.Lock()
+
+    def note(event):
+        with lock:
+            events.append(event)
+
+    def slow_warmup(request):
+        note("warm-up starts")
+        time.sleep(0.6)
+        note("warm-up ends")
+        return "A"
+
+    def reply_(request):
+        note("reply")
+        return answer
+
+    return respond(slow_warmup), respond(reply_)
+
+
+class WarmupCase(NPCTestCase):
+    def setUp(self):
+        super().setUp()
+        self.script.db.pre_compact_extraction_enabled = False
+        self.fill(44)
+        self.budget_for(0.7)  # under the emergency threshold
+
+    def budget_for(self, usage):
+        """Set the NPC's token budget so that the context takes about ``usage`` of it."""
+        budget = 4000
+        while self.script.token_usage() < usage and budget > 200:
+            budget -= 20
+            self.script.db.max_context_tokens = budget
+        while self.script.token_usage() > usage:
+            budget += 20
+            self.script.db.max_context_tokens = budget
+
+    def settle(self):
+        """Turn the reactor until a warm-up under way, if one started, has been answered by the
+        double: a warm-up sets ``ndb.warming`` when it starts (synchronously, when the tick or
+        the memory work ends) and clears it only once its request came back, so after this the
+        double has seen every warm-up that started."""
+        if self.script.ndb.warming is not None:
+            wait_for(self.script.ndb.warming)
+        spin(0.05)  # and the callbacks of what just came back
+
+    def warm_now(self):
+        """Positive control: start a warm-up now, as the end of a tick would, and return the
+        warm-up requests the double has seen once it is answered."""
+        with override_settings(AI_PROMPT_CACHE_WARMUP=True):
+            started = self.script.warm_if_due()
+        self.assertIsNotNone(started, "no warm-up was due")
+        wait_for(started)
+        return warmups(self.llm)
+
+    def talk(self, text, answer="Aye, love."):
+        """A player line answered by one tick; returns the reply request's messages."""
+        self.llm.enqueue(reply(answer))
+        self.script.receive_speech(self.char1, text)
+        wait_for(self.script.run_tick())
+        return replies(self.llm)[-1]["messages"]
+
+    def compact(self, *then):
+        """Run an emergency compaction (the budget cut to put the context over its threshold)
+        and the warm-up after it; ``then``: behaviours queued after the summary's. A history
+        a compaction left short gets more lines first, so that this one has something to take
+        beyond the preserve window."""
+        if len(self.script.history) < 2 * self.script.cfg("compact_preserve_window") + 4:
+            self.fill(30)
+        self.budget_for(0.9)
+        self.assertGreaterEqual(self.script.token_usage(), 0.8)
+        self.llm.enqueue(reply(SUMMARY), *then)
+        head = prompt_head(self.script.history)
+        wait_for(self.script.start_memory_work())
+        self.assertNotEqual(prompt_head(self.script.history), head, "no compaction landed")
+
+
+@override_settings(AI_PROMPT_CACHE_WARMUP=True)
+class TestWarmup(WarmupCase):
+    def test_after_a_compaction_the_next_reply_prompt_is_sent_ahead_and_starts_the_reply(self):
+        self.talk("Marta, a room for the night?")
+        self.settle()
+        self.assertEqual(warmups(self.llm), [])  # a reply with nothing compacted: no warm-up
+        self.compact()
+        wait_for(self.script.ndb.warming)
+        sent = warmups(self.llm)
+        self.assertEqual(len(sent), 1)
+        warm = sent[0]["messages"]
+        self.assertIn(SUMMARY, " ".join(m["content"] for m in warm))
+        after = self.talk("And supper?")
+        # the reply prompt starts with every message the warm-up sent: the server's cache of
+        # the warm-up is the reply's prefix
+        self.assertEqual(after[:len(warm)], warm)
+        self.assertGreater(len(after), len(warm))
+        self.assertIn("And supper?", after[-1]["content"])
+        # nothing changed at the front since: no second warm-up
+        self.talk("Good night, Marta.")
+        self.settle()
+        self.assertEqual(len(warmups(self.llm)), 1)
+
+    def test_a_reply_asked_during_the_warm_up_waits_for_it(self):
+        self.talk("Marta, a room for the night?")
+        events = []
+        self.compact(*slow_warmup_then_reply(events, "Supper is stew."))
+        self.assertIsNotNone(self.script.ndb.warming)
+        self.script.receive_speech(self.char1, "And supper?")
+        wait_for(self.script.run_tick())
+        self.assertEqual(events, ["warm-up starts", "warm-up ends", "reply"])
+        self.assertEqual(self.script.history[-1]["content"], "Supper is stew.")
+        # the player waited for the warm-up too: the reply's time counts it
+        stats = self.script.ndb.last_reply
+        self.assertGreater(stats["waited"], 0.2)
+        self.assertGreaterEqual(stats["seconds"], stats["waited"])
+
+    def test_a_reply_for_a_newcomer_does_not_wait_for_a_warm_up_made_without_them(self):
+        # the newcomer's prompt holds none of the lines only the others heard: it starts
+        # otherwise than the warm-up's, so waiting would only delay it
+        self.talk("Marta, a room for the night?")
+        events = []
+        self.compact(*slow_warmup_then_reply(events, "Welcome, stranger."))
+        warming = self.script.ndb.warming
+        self.assertIsNotNone(warming)
+        ann = create.create_object(DefaultCharacter, key="Ann", location=self.room1)
+        self.script.receive_speech(ann, "Marta, is there a room?")
+        wait_for(self.script.run_tick())
+        self.assertEqual(self.script.history[-1]["content"], "Welcome, stranger.")
+        self.assertEqual(events, ["warm-up starts", "reply"])
+        # the reply gave up the warm-up: its request was cancelled, so the warm-up was over
+        # for the NPC before the server had finished it (the server still ends it after 0.6 s)
+        self.assertIsNone(wait_for(warming))
+        self.assertIsNone(self.script.ndb.warming)
+        self.assertNotIn("warm-up ends", events)
+        deadline = time.monotonic() + 5
+        while "warm-up ends" not in events and time.monotonic() < deadline:
+            spin(0.05)
+        self.assertEqual(events, ["warm-up starts", "reply", "warm-up ends"])
+
+    def test_a_warm_up_that_cannot_be_built_costs_only_the_cache(self):
+        self.talk("Marta, a room for the night?")
+        with mock.patch("ai_contrib.npc.warmup.warmup_messages", side_effect=KeyError("anchor")):
+            self.compact()
+        self.assertIsNone(self.script.ndb.warming)  # nothing left for a reply to wait on
+        self.assertEqual(warmups(self.llm), [])
+        self.talk("And supper?", answer="Stew tonight.")
+        self.assertEqual(self.script.history[-1]["content"], "Stew tonight.")
+
+    def test_an_npc_that_has_not_spoken_since_the_start_is_not_warmed(self):
+        # a server start would otherwise send every NPC's prompt at once
+        self.compact()
+        self.settle()
+        self.assertEqual(warmups(self.llm), [])
+        # positive control: once she has spoken, the next compaction is warmed
+        self.talk("Marta, a room for the night?")
+        self.compact()
+        self.settle()
+        self.assertEqual(len(warmups(self.llm)), 1)
+
+    def test_nobody_in_the_room_no_warm_up(self):
+        self.talk("Marta, a room for the night?")
+        self.npc.location = self.room2
+        self.compact()
+        self.settle()
+        self.assertEqual(warmups(self.llm), [])
+        # positive control: the same head, someone to hear her, and the warm-up goes out
+        self.npc.location = self.room1
+        self.assertEqual(len(self.warm_now()), 1)
+
+
+class TestWarmupSetting(WarmupCase):
+    def test_auto_warms_only_the_embedded_model(self):
+        # the double is a configured server (AI_LLM_BASE_URL): "auto" sends no warm-up
+        self.talk("Marta, a room for the night?")
+        self.compact()
+        self.settle()
+        self.assertEqual(warmups(self.llm), [])
+        self.assertEqual(len(self.warm_now()), 1)  # positive control: "true" warms the same head
+
+    @override_settings(AI_PROMPT_CACHE_WARMUP=False)
+    def test_off(self):
+        self.talk("Marta, a room for the night?")
+        self.compact()
+        self.settle()
+        self.assertEqual(warmups(self.llm), [])
+        self.assertEqual(len(self.warm_now()), 1)  # positive control: "true" warms the same head
+
+
+class TestWarmupPrompt(WarmupCase):
+    def test_the_warm_up_prompt_never_ends_with_two_replies(self):
+        from ai_contrib.npc.warmup import warmup_messages
+
+        self.talk("Marta, a room for the night?")
+        said = self.script.receive_speech(self.char1, "And supper?")
+        self.script.add_message("assistant", "Stew tonight.", name="Marta",
+                                metadata={"reply_to": [said["id"]]})
+        self.script.add_message("assistant", "And fresh bread.", name="Marta",
+                                metadata={"reply_to": [said["id"]]})
+        messages = warmup_messages(self.script, self.npc, [self.char1.dbref, self.char2.dbref])
+        self.assertEqual(messages[-1]["role"], "assistant")  # one reply may end it
+        self.assertEqual(messages[-1]["content"], "Stew tonight.")
+        self.assertNotEqual(messages[-2]["role"], "assistant")

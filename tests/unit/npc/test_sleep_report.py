@@ -1,0 +1,46 @@
+"""
+The admin's line about a sleep phase (ai_contrib/npc/sleep_report.py), read from the typed results
+of its steps: the same words whatever the steps ran, declined or failed.
+"""
+
+from ai_contrib.core.compaction import CompactionResult
+from ai_contrib.core.outcome import FAILED, SKIPPED, SUCCESS
+from ai_contrib.core.outcome import ConsolidationResult, ExtractionResult, SleepResults
+from ai_contrib.npc.sleep_report import describe_sleep
+
+
+def test_a_quiet_sleep_says_what_each_step_declined():
+    line = describe_sleep(SleepResults(
+        entity_consolidation={}, episodic_prune={"pruned": 0},
+        pre_compaction_extraction=ExtractionResult.skip("disabled"),
+        context_compaction=CompactionResult.skip("below threshold (12.0% < 70%)", "sleep"),
+        memory_consolidation=ConsolidationResult(SKIPPED, reason="Mem0 off"),
+    ))
+    assert line == ("compaction skipped (below threshold (12.0% < 70%)); "
+                    "no fact extraction (disabled); Mem0 off")
+
+
+def test_a_busy_sleep_gives_its_figures_and_failures():
+    line = describe_sleep(SleepResults(
+        entity_consolidation={"success": False, "error": "bad profile"},
+        episodic_prune={"pruned": 2},
+        pre_compaction_extraction=ExtractionResult(FAILED, error="LLMError: down",
+                                                   facts_recorded=2, observations_recorded=1),
+        context_compaction=CompactionResult.done(
+            "sleep", "summary", compacted_messages=30, original_tokens=900, new_tokens=120,
+            reduction_pct=86.666),
+        memory_consolidation=ConsolidationResult(SUCCESS, added=3, already_stored=1),
+    ), "Marta")
+    assert line == (
+        "compacted 30 messages, 900 -> 120 tokens (86.7% reduction); "
+        "2 fact(s) journaled, 1 observation(s) (extraction failed: LLMError: down); "
+        "3 journal entries consolidated into Mem0 (1 already there); "
+        "2 journal entries pruned; entity consolidation failed (bad profile)")
+    # below the sleep threshold no extraction runs, and a failed consolidation says so
+    line = describe_sleep(SleepResults(
+        context_compaction=CompactionResult.fail("summary failed: timeout", "sleep"),
+        memory_consolidation=ConsolidationResult(FAILED, error="locked"),
+    ))
+    assert line == ("compaction failed (summary failed: timeout); "
+                    "no fact extraction (below the sleep threshold); "
+                    "consolidation into Mem0 failed (locked)")
