@@ -460,7 +460,7 @@ OPTIONS = (
                "Tool-call rounds of that fact extraction before an emergency compaction.",
                unit="rounds", minimum=1),
         Option("PRE_COMPACT_PROMPT", None, TEXT, "Instructions of the fact extraction.",
-               per_npc=True, none="memory.extraction.DEFAULT_PRE_COMPACTION_PROMPT"),
+               per_npc=True, none="npc.extraction.DEFAULT_PRE_COMPACTION_PROMPT"),
     ),
     *_group(
         "Memory housekeeping in the sleep phase",

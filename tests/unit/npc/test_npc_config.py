@@ -26,7 +26,7 @@ SOURCE = ROOT / "ai_contrib"
 _READ_PER_NPC = (
     re.compile(r"\bcfg\(\s*[\"']([a-z_]+)[\"']"),
     re.compile(r"\boption_value\(\s*[\"']([A-Z_]+)[\"']\s*,\s*(?!None)\w"),
-    # memory.extraction's helper: _cfg(script, "pre_compact_prompt")
+    # npc.extraction's helper: _cfg(script, "pre_compact_prompt")
     re.compile(r"\b_cfg\(\s*\w+\s*,\s*[\"']([a-z_]+)[\"']"),
 )
 #: ``script.cfg(name) for name in ("a", "b", ...)``: the tuple's names are read per NPC
