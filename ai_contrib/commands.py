@@ -593,8 +593,8 @@ class CmdAIHistory(StaffCommand):
                 if found["page"] < pages else "")
         self.caller.msg(
             f"|wJournal of {npc.key}|n: {found['total']} entries, {found['consolidated']} "
-            f"consolidated (page {found['page']} of {pages}, newest first{more}); after a "
-            f"fact's source, its support by its line\n{table}"
+            f"consolidated (page {found['page']} of {pages}, newest first{more})\n"
+            f"After a fact's source: its support by its line.\n{table}"
         )
 
     def show_raw(self, npc, script, bounds):
