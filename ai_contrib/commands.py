@@ -301,23 +301,23 @@ def _events_section(events, width):
     events)."""
     if not events:
         return []
-    ev = admin_table(width, "#", "when", "trigger", "result", "messages", "tokens",
+    ev = admin_table(width, "when, event", "trigger", "result", "messages", "tokens",
                      "reduction")
     first = len(events) - min(len(events), EVENTS_LISTED) + 1
     for number, e in enumerate(events[-EVENTS_LISTED:], first):
-        when = when_cell(e.get("at"))
+        # the chart's number follows the time: the table keeps its six columns
+        when = f"{when_cell(e.get('at'))} C{number}"
         if e["success"]:
             fidelity = fidelity_cell(e)
             ev.add_row(
-                f"C{number}", when, f"{e['trigger']} ({e['strategy']})", "ok", e["messages"],
+                when, f"{e['trigger']} ({e['strategy']})", "ok", e["messages"],
                 f"{e['before']} -> {e['after']}" + ("" if e["context"] else " (part)"),
                 f"{e['reduction'] or 0:.1f}%"
                 + ("" if fidelity == "-" else f", fidelity {fidelity}")
                 + (" (extract)" if e["fidelity_replaced"] else ""),
             )
         else:
-            ev.add_row(f"C{number}", when, e["trigger"], "failed", "-", "-",
-                       shown(e["error"], 40))
+            ev.add_row(when, e["trigger"], "failed", "-", "-", shown(e["error"], 40))
     return ["|wCompaction events|n", str(ev)]
 
 
@@ -383,11 +383,11 @@ class CmdAIHistory(StaffCommand):
     and observations, with importance, source and whether they are consolidated
     into long-term memory (Mem0); "who" is who told it, or for a fact heard from
     another NPC who said it first and the NPCs it passed through (aigossip).
-    Newest first, 20 a page: a number gives an older page. "support" is the
-    share of a fact's words that the one line it comes from holds; "line
-    (0.40)" means the model's fact (0.40) was replaced by that line, quoted;
-    "-" means not checked (syntheses, older facts). With an entry id it shows
-    that entry in full.
+    Newest first, 20 a page: a number gives an older page. A checked fact's
+    content ends with its "support": the share of its words that the one line
+    it comes from holds; "line (0.40)" means the model's fact (0.40) was
+    replaced by that line, quoted. With an entry id it shows that entry in
+    full.
 
     /people lists the people the NPC has spoken with: when it first met them and
     last spoke with them (real time and game time), the lines exchanged and its
@@ -579,22 +579,20 @@ class CmdAIHistory(StaffCommand):
         table = admin_table(table_width(self), "id", "importance", "source", "who", "in Mem0",
                             "content")
         for entry in found["entries"]:
-            support = support_text(entry)
             table.add_row(
-                entry["id"], entry["importance"],
-                entry["source_type"] if support == "-" else f"{entry['source_type']} {support}",
+                entry["id"], entry["importance"], entry["source_type"],
                 # a fact heard from another NPC: who said it first and the NPCs it passed
                 # through (docs/design.md, "Gossip")
                 shown(entry["who"] or "-"),
-                "yes" if entry["consolidated"] else "no", shown(entry["content"], 60),
+                "yes" if entry["consolidated"] else "no",
+                shown(entry["content"], 60) + _support_tail(entry),
             )
         pages = found["pages"]
         more = (f"; older: aihistory {npc.key}/journal {found['page'] + 1}"
                 if found["page"] < pages else "")
         self.caller.msg(
             f"|wJournal of {npc.key}|n: {found['total']} entries, {found['consolidated']} "
-            f"consolidated (page {found['page']} of {pages}, newest first{more})\n"
-            f"After a fact's source: its support by its line.\n{table}"
+            f"consolidated (page {found['page']} of {pages}, newest first{more})\n{table}"
         )
 
     def show_raw(self, npc, script, bounds):
@@ -833,11 +831,12 @@ class CmdAIWake(_CmdSetMode):
         return script.wake(reason=f"woken by {self.caller.key}")
 
 
-def _with_support(kind, fields):
-    """``kind`` (a memory's kind or source type) and, for a checked fact, its support
-    (:func:`~ai_contrib.admin.command_util.support_text`): ``"fact 0.86"``."""
+def _support_tail(fields):
+    """`` (support 0.86)`` after a checked fact's text (its support by its line,
+    :func:`~ai_contrib.admin.command_util.support_text`; ``docs/design.md``, "Facts you can
+    trust"), ``""`` for anything unchecked: the tables keep their columns."""
     support = support_text(fields)
-    return str(kind) if support == "-" else f"{kind} {support}"
+    return "" if support == "-" else f" (support {support})"
 
 
 class CmdAIMemory(StaffCommand):
@@ -860,8 +859,8 @@ class CmdAIMemory(StaffCommand):
     /mem0 lists the NPC's Mem0 memories instead, every one, by similarity to
     the query (private ones included and marked).
 
-    A journaled fact's kind or source carries its support by the line it
-    comes from ("fact 0.86"; as in aihistory <npc>/journal).
+    A journaled fact's text ends with its support by the line it
+    comes from ("(support 0.86)"; as in aihistory <npc>/journal).
 
     /show shows one memory in full with all its metadata; give its id as the
     table shows it (the first 8 characters are enough).
@@ -918,8 +917,8 @@ class CmdAIMemory(StaffCommand):
             for item in found["results"]:
                 table.add_row(item["source"], shown(str(item["ref"])[:8]),
                               f"{float(item.get('score') or 0):.3f}",
-                              shown(_with_support(item["kind"], item.get("grounding") or {})),
-                              shown(item["text"], 60))
+                              shown(item["kind"]),
+                              shown(item["text"], 60) + _support_tail(item.get("grounding") or {}))
             caller.msg(f"|wWhat {npc.key} would recall for '{shown(query, 30)}'|n\n"
                        f"({heard_by}; the archive and Mem0, as a reply reads them)\n{table}")
 
@@ -943,8 +942,8 @@ class CmdAIMemory(StaffCommand):
                 meta = hit.get("metadata") or {}
                 table.add_row(str(meta.get("memory_id") or "-")[:8],
                               f"{hit.get('score', 0):.3f}",
-                              _with_support(meta.get("source_type", "-"), meta),
-                              meta.get("visibility", "-"), shown(hit.get("text"), 60))
+                              meta.get("source_type", "-"), meta.get("visibility", "-"),
+                              shown(hit.get("text"), 60) + _support_tail(meta))
             caller.msg(f"|wMemories of {npc.key} for '{shown(query)}'|n\n{table}")
 
         d.addCallbacks(_show, lambda failure: caller.msg(

@@ -313,10 +313,13 @@ def check_fact(text, lines, min_support=MIN_LINE_SUPPORT) -> Grounding:
 
 def sentences(text) -> list:
     """The sentences of a summary or fact: split after ``. ! ? ;`` and at line breaks,
-    headings and bullets' marks left out, empty ones dropped."""
+    Markdown headings (``## Who I Spoke With``: structure, not claims) and bullets' marks left
+    out, empty ones dropped."""
     out = []
     for part in _SENTENCE.split(text or ""):
-        part = part.strip().lstrip("-*\u2022# ").strip()
+        if part.lstrip().startswith("#"):
+            continue
+        part = part.strip().lstrip("-*\u2022 ").strip()
         if _WORD.search(part):
             out.append(part)
     return out

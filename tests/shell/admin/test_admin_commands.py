@@ -250,7 +250,7 @@ class TestOneItemInFull(AdminCase):
                             "grounding": "model"}}
         self.use_store(FakeStore(hit=hit))
         out = self.call(CmdAIMemory(), "/mem0 Marta peanuts")
-        self.assertIn("fact 0.86", out)
+        self.assertIn("(support 0.86)", out)
         self.assertIn("allergic to peanuts", out)
         hit["metadata"].pop("support")  # an unchecked memory: no support (control)
         self.assertNotIn("0.86", self.call(CmdAIMemory(), "/mem0 Marta peanuts"))
