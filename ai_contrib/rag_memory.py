@@ -174,8 +174,10 @@ def check_emergency_compaction(script, character):
             read = set(extraction.read_ids or ())
             if read and not span_ids <= read:  # one request could not hold it all
                 history = script.history
-                last = max(i for i, m in enumerate(history) if m.get("id") in read)
-                hold_from = history[last + 1]["id"] if last + 1 < len(history) else hold_from
+                # a compaction that ran meanwhile (compact/force) may have taken what it read
+                positions = [i for i, m in enumerate(history) if m.get("id") in read]
+                if positions and positions[-1] + 1 < len(history):
+                    hold_from = history[positions[-1] + 1]["id"]
     result = yield compact_conversation_history(script, character, force=True,
                                                 trigger="emergency", hold_from=hold_from)
     # masking alone (or a cascade cycle over a few huge messages) can leave it over budget

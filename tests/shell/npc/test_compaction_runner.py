@@ -9,6 +9,8 @@ strategy on a live NPC, and the admin commands.
 import re
 from unittest import mock
 
+from twisted.internet import defer
+
 from evennia.utils.dbserialize import deserialize
 
 from ai_contrib import commands, rag_memory
@@ -16,6 +18,7 @@ from ai_contrib.commands import CmdAIHistory, CmdCompact
 from ai_contrib.core import cascade
 from ai_contrib.core.masking import MASK_PREFIX, is_masked, masked_count
 from ai_contrib.core.messages import is_marker, new_message_id
+from ai_contrib.core.outcome import SUCCESS, ExtractionResult
 from ai_contrib.core.structured import BASE_SUMMARY_INSTRUCTION
 from ai_contrib.core.summary import DEFAULT_COMPACTION_PROMPT
 from ai_contrib.core.tokens import count_conversation_tokens
@@ -292,6 +295,31 @@ class TestHybrid(StrategyTestCase):
         self.assertIn("## Who I Spoke With\n- Bob wants the east room", marker)
         self.assertIn("## Confirmed Facts\n- The east room costs two silver", marker)
         self.assert_nothing_lost()
+
+    def test_an_emergency_whose_extracted_lines_were_compacted_meanwhile_still_compacts(self):
+        """compact/force can take the lines an emergency's extraction read before the
+        emergency's own compaction starts: it must plan afresh, not fail on lines now gone."""
+        self.script.db.max_context_tokens = int(self.script.token_count() / 0.85)
+        gone = [m["id"] for m in self.script.history[:10]]
+
+        def extraction_beside_a_forced_compaction(script, character, **_):
+            # what the read lines look like once a forced compaction replaced them
+            script.runtime.apply_compaction(
+                {"role": "system", "content": "[CONTEXT SUMMARY]\nBob asked about rooms.",
+                 "id": new_message_id(), "metadata": {"compacted_count": 10}},
+                gone[0], gone[-1], strategy="hybrid")
+            return defer.succeed(ExtractionResult(SUCCESS, read_ids=gone))
+
+        self.llm.enqueue(reply(SUMMARY))
+        with mock.patch.object(rag_memory, "run_pre_compaction_extraction",
+                               extraction_beside_a_forced_compaction):
+            result = stored(wait_for(rag_memory.check_emergency_compaction(self.script,
+                                                                           self.npc)))
+        self.assertTrue(result["success"], result)
+        self.assertEqual(result["trigger"], "emergency")
+        ids = [m["id"] for m in self.script.history]
+        self.assertFalse(set(gone) & set(ids))
+        self.assertIn(result["marker_id"], ids)
 
     def test_masking_alone_can_bring_it_under_the_threshold(self):
         self.script.db.max_context_tokens = int(self.script.token_count() / 0.72)
