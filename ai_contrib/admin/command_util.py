@@ -161,3 +161,23 @@ def support_text(fields) -> str:
         model = fields.get("model_support")
         return "line" if model is None else f"line ({float(model):.2f})"
     return f"{float(support):.2f}"
+
+
+def split_npc_switch(cmd) -> tuple:
+    """Accept ``aihistory npc/raw 5 20`` as well as ``aihistory/raw npc 5 20``: returns
+    ``(words, switches)``, two lists of str (the switches lower-cased)."""
+    words = cmd.args.split()
+    switches = list(cmd.switches)
+    if words and "/" in words[0]:
+        name, *extra = words[0].split("/")
+        words[0] = name
+        switches.extend(s.lower() for s in extra if s)
+    return words, switches
+
+
+def support_tail(fields) -> str:
+    """`` (support 0.86)`` after a checked fact's text (its support by its line,
+    :func:`~ai_contrib.admin.command_util.support_text`; ``docs/design.md``, "Facts you can
+    trust"), ``""`` for anything unchecked: the tables keep their columns."""
+    support = support_text(fields)
+    return "" if support == "-" else f" (support {support})"

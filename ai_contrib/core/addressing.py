@@ -24,7 +24,8 @@ Pure functions over strings and message lists (shape in :mod:`ai_contrib.core.me
 from __future__ import annotations
 
 import re
-from datetime import datetime
+
+from .dates import epoch_seconds
 
 #: policies of ``AI_ANSWER_WHEN``
 POLICIES = ("addressed", "always")
@@ -55,13 +56,6 @@ def mentions(text, names) -> bool:
     return bool(pattern and pattern.search(text or ""))
 
 
-def _epoch(timestamp):
-    try:
-        return datetime.fromisoformat(str(timestamp)).timestamp()
-    except (TypeError, ValueError):
-        return None
-
-
 def conversation_partner(history, now, window=DEFAULT_WINDOW, max_scan=200) -> str | None:
     """
     The speaker (dbref) the NPC is in a conversation with, or None.
@@ -86,7 +80,7 @@ def conversation_partner(history, now, window=DEFAULT_WINDOW, max_scan=200) -> s
         return None
     replied = None  # time of the newest reply, once the walk back has passed it
     for msg in history[: -max_scan - 1 : -1]:
-        said = _epoch(msg.get("timestamp"))
+        said = epoch_seconds(msg.get("timestamp"))
         recent = said is not None and now - said <= window
         if said is not None and not recent and replied is None:
             return None  # everything further back is older still

@@ -20,7 +20,7 @@ strings (what a message's ``timestamp`` holds).
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _NUMBERS = {
@@ -54,6 +54,21 @@ def as_datetime(when) -> datetime | None:
         return datetime.fromisoformat(str(when).replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+def aware_datetime(when) -> datetime | None:
+    """``when`` (a :class:`datetime.datetime` or ISO 8601 text) as a timezone-aware datetime, a
+    naive one read as UTC; None when it is missing or unreadable."""
+    moment = as_datetime(when)
+    if moment is None or moment.tzinfo:
+        return moment
+    return moment.replace(tzinfo=timezone.utc)
+
+
+def epoch_seconds(when) -> float | None:
+    """``when`` (see :func:`aware_datetime`) in seconds since the Unix epoch, or None."""
+    moment = aware_datetime(when)
+    return moment.timestamp() if moment else None
 
 
 def day_text(day) -> str:

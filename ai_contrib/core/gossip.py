@@ -31,8 +31,7 @@ Pure functions over plain values.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
+from .dates import aware_datetime
 from .text import content_key
 
 #: the Tag (category ``gossip``) of a room where everything said aloud is public
@@ -91,14 +90,6 @@ def learned_in_public(entry) -> bool:
     return len(members) > 1 or bool(entry.get("said_in_public"))
 
 
-def _parse_time(text):
-    try:
-        moment = datetime.fromisoformat(str(text))
-    except (TypeError, ValueError):
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-
-
 def age_days(entry, now) -> float | None:
     """
     Days since the fact was first said (``said_at``, else the entry's ``timestamp``); None when
@@ -108,7 +99,7 @@ def age_days(entry, now) -> float | None:
         entry (dict): a journal entry.
         now (datetime): timezone-aware.
     """
-    said = _parse_time(entry.get("said_at") or entry.get("timestamp"))
+    said = aware_datetime(entry.get("said_at") or entry.get("timestamp"))
     if said is None:
         return None
     return (now - said).total_seconds() / 86400.0
@@ -245,7 +236,7 @@ def heard_from_text(text, meta) -> str:
     heard_from = meta.get("heard_from")
     if not heard_from:
         return text
-    said = _parse_time(meta.get("said_at"))
+    said = aware_datetime(meta.get("said_at"))
     first = meta.get("origin_speaker")
     details = []
     if first or said:

@@ -13,19 +13,12 @@ Pure functions over message lists (shape in :mod:`ai_contrib.core.messages`).
 
 from __future__ import annotations
 
-from datetime import datetime
+from .dates import epoch_seconds
 
 
 def is_player_line(msg) -> bool:
     """True for a line a player said to the NPC (a user message with a ``speaker``)."""
     return msg.get("role") == "user" and bool((msg.get("metadata") or {}).get("speaker"))
-
-
-def _epoch(timestamp):
-    try:
-        return datetime.fromisoformat(str(timestamp)).timestamp()
-    except (TypeError, ValueError):
-        return None
 
 
 def unanswered_lines(history, now, max_age=0) -> tuple:
@@ -65,7 +58,7 @@ def unanswered_lines(history, now, max_age=0) -> tuple:
     for msg in candidates:
         if msg["id"] in answered:
             continue
-        said = _epoch(msg.get("timestamp"))
+        said = epoch_seconds(msg.get("timestamp"))
         if max_age and said is not None and now - said > max_age:
             stale.append(msg)
         else:

@@ -7,16 +7,10 @@ offline. A pure function of its arguments.
 from datetime import datetime, timezone
 from html import escape
 
+from ..core.dates import aware_datetime
+
 WIDTH, HEIGHT = 760, 260  # SVG user units (pixels at 100 %)
 LEFT, RIGHT, TOP, BOTTOM = 56, 16, 16, 40  # margins
-
-
-def _when(text):
-    try:
-        at = datetime.fromisoformat(str(text))
-    except (TypeError, ValueError):
-        return None
-    return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
 
 
 def timeline(points, events):
@@ -37,9 +31,10 @@ def timeline(points, events):
     """
     entries = []
     for order, p in enumerate(points):
-        entries.append((_when(p.get("at")), 0, order, {"tokens": p.get("tokens"), "event": None}))
+        entries.append((aware_datetime(p.get("at")), 0, order,
+                        {"tokens": p.get("tokens"), "event": None}))
     for order, e in enumerate(events):
-        at = _when(e.get("at"))
+        at = aware_datetime(e.get("at"))
         if e.get("context") and e.get("before") is not None and e.get("after") is not None:
             entries.append((at, 1, order, {"tokens": e["before"], "event": None}))
             entries.append((at, 2, order, {"tokens": e["after"], "event": e}))

@@ -5,15 +5,14 @@ locks.
 
 from unittest import mock
 
+from ai_contrib.admin.history_command import BAR_WIDTH, RAW_PAGE_SIZE, usage_bar
 from ai_contrib.commands import (
-    BAR_WIDTH,
     AIContribCmdSet,
     CmdAIHistory,
     CmdAISleep,
     CmdAIWake,
     CmdCompact,
     CmdTalk,
-    usage_bar,
 )
 
 from ai_contrib.memory.journal import add_entry, ensure_journal
@@ -95,7 +94,6 @@ class TestAIHistory(NPCTestCase):
         self.assertEqual(added[0]["seq"], 0)
 
     def test_raw_without_bounds_ends_at_the_newest_record(self):
-        from ai_contrib.commands import RAW_PAGE_SIZE
 
         added = self.fill(4 * RAW_PAGE_SIZE + 3)
         out = self.call(CmdAIHistory(), "Marta/raw")

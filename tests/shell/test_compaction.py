@@ -116,7 +116,7 @@ class TestCompaction(NPCTestCase):
         self.assertIn(late["id"], [m["id"] for m in self.script.db.conversation_history])
 
     def test_report_gives_the_compaction_effect_and_the_context_apart(self):
-        from ai_contrib.commands import format_compaction_result
+        from ai_contrib.admin.compact_command import format_compaction_result
 
         self.llm.enqueue(sleep(0.3, then=reply(SUMMARY)))
         d = rag_memory.compact_conversation_history(self.script, self.npc)

@@ -4,7 +4,8 @@ prompt, escaped and within 80 columns; a reply without a receipt says so. The re
 are archived the way the reply writer archives them (``tests/support/receipt_fixtures.py``).
 """
 
-from ai_contrib.commands import CmdAIHistory, usage_bar
+from ai_contrib.admin.history_command import usage_bar
+from ai_contrib.commands import CmdAIHistory
 
 from tests.support.admin_fixtures import too_wide
 from tests.support.npc_fixtures import NPCTestCase

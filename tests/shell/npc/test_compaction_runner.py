@@ -13,7 +13,8 @@ from twisted.internet import defer
 
 from evennia.utils.dbserialize import deserialize
 
-from ai_contrib import commands, rag_memory
+from ai_contrib import rag_memory
+from ai_contrib.admin import history_command
 from ai_contrib.commands import CmdAIHistory, CmdCompact
 from ai_contrib.core import cascade
 from ai_contrib.core.masking import MASK_PREFIX, is_masked, masked_count
@@ -25,6 +26,7 @@ from ai_contrib.core.tokens import count_conversation_tokens
 from ai_contrib.memory.archive import ArchiveError
 from ai_contrib.memory.runtime import RuntimeHistory
 from ai_contrib.npc import compaction_runner
+from ai_contrib.npc.compaction_report import format_result
 
 from tests.support.llm_double import http_error, reply
 from tests.support.npc_fixtures import NPCTestCase
@@ -115,7 +117,7 @@ class TestConfiguration(StrategyTestCase):
             compaction_runner.resolve_strategy(self.script, "compress")
         self.script.db.compact_strategy = "typo"
         self.assertEqual(compaction_runner.resolve_strategy(self.script), "summary")
-        self.assertIn("'typo' is unknown", commands.describe_strategy(self.script))
+        self.assertIn("'typo' is unknown", history_command.describe_strategy(self.script))
 
     def test_unknown_strategy_in_call_and_command(self):
         result = stored(wait_for(rag_memory.compact_conversation_history(
@@ -330,7 +332,7 @@ class TestHybrid(StrategyTestCase):
         self.assertTrue(result["summary"].startswith("below threshold"))
         self.assertEqual(len(self.llm.requests), 0)
         self.assertIn("Masked 1 old tool output(s)",
-                      commands.format_result("Marta", outcome))
+                      format_result("Marta", outcome))
 
 
 class TestCascade(StrategyTestCase):
@@ -578,7 +580,7 @@ class TestBenefitGuard(StrategyTestCase):
         self.assertTrue(result["success"], result)
         decision = self.script.db.compact_benefit
         self.assertTrue(decision["run"] and not decision["bypassed"])
-        self.assertIn("compact:", commands.describe_benefit(self.script))
+        self.assertIn("compact:", history_command.describe_benefit(self.script))
 
 
 class TestSwitching(StrategyTestCase):

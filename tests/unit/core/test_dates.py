@@ -4,13 +4,13 @@ was said carries the date its "yesterday" or "last week" meant then.
 """
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ai_contrib.core.dates import resolve_relative_dates
+from ai_contrib.core.dates import aware_datetime, epoch_seconds, resolve_relative_dates
 from ai_contrib.memory.retrieval import format_memory_line
 
 SAID = "2023-05-08T13:56:00+00:00"  # a Monday
@@ -85,3 +85,17 @@ def test_the_dates_added_never_cut_off_what_was_said():
     long = dict(candidate, text="word " * 200)
     clipped = format_memory_line(long)
     assert clipped.endswith('\u2026"') and len(clipped) < 560
+
+
+def test_stored_times_read_as_aware_datetimes_and_epoch_seconds():
+    aware = "2026-05-07T10:00:00+02:00"
+    assert aware_datetime(aware) == datetime(2026, 5, 7, 8, tzinfo=timezone.utc)
+    # a naive time (an older record) is read as UTC, not as the server's local time
+    assert aware_datetime("2026-05-07T08:00:00") == aware_datetime(aware)
+    assert aware_datetime("2026-05-07T08:00:00Z") == aware_datetime(aware)
+    assert epoch_seconds(aware) == datetime(2026, 5, 7, 8, tzinfo=timezone.utc).timestamp()
+    moment = datetime(2026, 5, 7, tzinfo=timezone(timedelta(hours=-5)))
+    assert aware_datetime(moment) is moment
+    for unreadable in (None, "", "yesterday", 12):
+        assert aware_datetime(unreadable) is None
+        assert epoch_seconds(unreadable) is None
