@@ -30,7 +30,8 @@ from typing import Any
 
 from . import cascade
 from .audience import shared_part
-from .cuts import plan_compaction
+from .cuts import is_extraction_traffic, plan_compaction
+from .fidelity import message_texts
 from .outcome import FAILED, SKIPPED, SUCCESS, Outcome
 from .structured import plan_replace_all
 from .summary import check_summary, make_marker
@@ -276,6 +277,11 @@ class Snapshot:
         return self.force or self.usage >= self.threshold()
 
 
+#: the summary of a span in which no one spoke (tool calls and their results only): written
+#: without a model, as there is nothing to summarise and nothing to check it against
+NO_TALK_SUMMARY = "No one spoke here: only tool calls and their results, kept in the archive."
+
+
 @dataclass(frozen=True)
 class Span:
     """
@@ -301,13 +307,24 @@ class Span:
 
     @cached_property
     def _parts(self):
-        return shared_part(self.messages)
+        # fact extraction's tool traffic is no one's talk: its facts are in the journal already
+        # (journaled with their own audience), and a compaction that failed after it can leave
+        # it among older lines, where its audience would otherwise choose the listener group
+        return shared_part([msg for msg in self.messages if not is_extraction_traffic(msg)])
 
     @property
     def shared(self) -> list[dict]:
         """The messages the summary is written from
-        (:func:`ai_contrib.core.audience.shared_part`), in order."""
+        (:func:`ai_contrib.core.audience.shared_part`), in order; fact extraction's tool
+        traffic is never among them."""
         return self._parts[0]
+
+    @property
+    def has_talk(self) -> bool:
+        """True when :attr:`shared` holds a line someone said or an earlier summary's line
+        (:func:`ai_contrib.core.fidelity.message_texts`); False for a span of tool traffic
+        alone, which gets :data:`NO_TALK_SUMMARY` and no model call."""
+        return next(message_texts(self.shared), None) is not None
 
     @property
     def left_out(self) -> list[dict]:

@@ -57,6 +57,7 @@ from ..core import cascade as cascade_core
 from ..core import compaction
 from ..core.compaction import (
     DEFAULT_STRATEGY,
+    NO_TALK_SUMMARY,
     STRATEGIES,
     CompactionResult,
     Snapshot,
@@ -454,6 +455,8 @@ def _write_summaries(script, plan):
         # "Summaries by audience"); the span is still replaced whole
         if span.promote:
             texts.append(cascade_core.summary_text_of(span.messages[0]))
+        elif not span.has_talk:
+            texts.append(NO_TALK_SUMMARY)
         elif span.tier == cascade_core.TIER_LONG:
             texts.append((yield summariser.fold_summaries(
                 span.shared, style=prompt_style(script), model=_summariser_model(script))))
@@ -522,7 +525,7 @@ def _summarise_plan(script, character, plan):
         fidelities = []
         try:
             for i, span in enumerate(plan.spans):
-                if span.promote:  # already judged when it was written
+                if span.promote or not span.has_talk:  # judged when written; or no model's
                     fidelities.append(None)
                     continue
                 texts[i], fidelity = guard_summary(script, span.shared, texts[i])

@@ -6,6 +6,7 @@ replace_all, the benefit guard, prompt styles, the per-turn hook, crash replay, 
 strategy on a live NPC, and the admin commands.
 """
 
+import json
 import re
 from unittest import mock
 
@@ -17,6 +18,7 @@ from ai_contrib import rag_memory
 from ai_contrib.admin import history_command
 from ai_contrib.commands import CmdAIHistory, CmdCompact
 from ai_contrib.core import cascade
+from ai_contrib.core.cuts import EXTRACTION_TYPE
 from ai_contrib.core.masking import MASK_PREFIX, is_masked, masked_count
 from ai_contrib.core.messages import is_marker, new_message_id
 from ai_contrib.core.outcome import SUCCESS, ExtractionResult
@@ -151,6 +153,44 @@ class TestConfiguration(StrategyTestCase):
         self.assertIn("next at 129 raw", out)
         self.assertIn("Benefit guard", out)
         self.assertIn("not evaluated yet", out)
+
+
+class TestExtractionTrafficLeftBehind(StrategyTestCase):
+    def traffic(self, content, audience):
+        """One round of fact extraction left in the history, as a compaction that failed after
+        it leaves it: an assistant tool call and its result, read for ``audience``."""
+        call_id = "call_" + new_message_id()
+        meta = {"type": EXTRACTION_TYPE, "audience": audience}
+        arguments = json.dumps({"content": content})
+        self.script.add_message("assistant", "", name="Marta", metadata=meta, tool_calls=[
+            {"id": call_id, "type": "function",
+             "function": {"name": "add_journal_entry", "arguments": arguments}}])
+        self.script.add_message("tool", "ok: added to your journal.", tool_call_id=call_id,
+                                metadata=meta)
+
+    def test_the_summary_is_written_from_the_lines_said_not_from_the_traffic(self):
+        self.script.db.compact_strategy = "summary"
+        self.script.db.max_context_tokens = 1000  # the window's 12 lines hold 20 % of it
+        both = [self.char1.dbref, self.char2.dbref]
+        self.traffic("Bob rents the east room", both)
+        self.traffic("Bob pays in silver", both)
+        self.script.add_message("user", "The spare key is under the blue mat.", name="Bob",
+                                metadata={"audience": [self.char1.dbref]})
+        added = self.fill(12)
+        self.script.db.compact_preserve_window = 12
+        self.llm.enqueue(reply("Bob told me the spare key is under the blue mat."))
+        result = stored(wait_for(rag_memory.compact_conversation_history(
+            self.script, self.npc, force=True, trigger="manual")))
+        self.assertTrue(result["success"], result)
+        transcript = self.llm.requests[0]["messages"][-1]["content"]
+        self.assertIn("spare key is under the blue mat", transcript)
+        self.assertNotIn("Bob pays in silver", transcript)
+        marker = self.script.history[0]
+        self.assertTrue(is_marker(marker))
+        self.assertIn("blue mat", marker["content"])
+        self.assertEqual(self.script.history[-1]["id"], added[-1]["id"])
+        self.assertFalse([m for m in self.script.history
+                          if (m.get("metadata") or {}).get("type") == EXTRACTION_TYPE])
 
 
 class TestMask(StrategyTestCase):

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from ai_contrib.core import cascade
 from ai_contrib.core.compaction import (
+    NO_TALK_SUMMARY,
     REGISTRY,
     STALL_FRACTION,
     STRATEGIES,
@@ -27,10 +28,12 @@ from ai_contrib.core.compaction import (
     get_strategy,
     masked_result,
     plan,
+    Span,
     reduction_pct,
     summarised_result,
     synthesis_entry,
 )
+from ai_contrib.core.cuts import EXTRACTION_TYPE
 from ai_contrib.core.messages import make_message
 from ai_contrib.core.summary import make_marker
 from ai_contrib.npc.compaction_report import format_result
@@ -218,3 +221,33 @@ def test_result_wording_comes_from_the_records():
     assert format_result("Marta", hybrid).startswith("Masked 1")
     skipped = CompactionResult.skip("no history", "sleep", "cascade")
     assert format_result("Marta", skipped) == "Compaction of Marta (cascade) skipped: no history."
+
+
+def _extraction_round(audience):
+    """One round of fact extraction as it stands in a history: a tool call, its result."""
+    meta = {"type": EXTRACTION_TYPE, "audience": audience}
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "add_journal_entry", "arguments": "{}"}}
+    return [make_message("assistant", "", name="Marta", tool_calls=[call], metadata=meta),
+            make_message("tool", "ok: added to your journal.", tool_call_id="call_1",
+                         metadata=meta)]
+
+
+def test_a_summary_is_written_from_talk_never_from_extraction_traffic():
+    # traffic a failed compaction left behind, read for two listeners, then a line one of
+    # them heard alone: the traffic's audience must not choose the summary's listener group
+    traffic = _extraction_round(["#3", "#11"]) + _extraction_round(["#3", "#11"])
+    secret = make_message("user", "The key is under the mat.", name="Tamsin",
+                          metadata={"audience": ["#3"]})
+    span = Span(traffic + [secret], 40)
+    assert span.shared == [secret]
+    assert span.left_out == []
+    assert span.has_talk
+    # positive control: two lines for different groups, one is left out of the summary
+    public = make_message("user", "Evening, all.", name="Wren", metadata={"audience": ["#3", "#11"]})
+    both = Span(traffic + [public, secret], 50)
+    assert both.shared == [public] and both.left_out == [secret]
+    # a span of traffic alone has no talk: it is summarised without a model
+    alone = Span(traffic, 30)
+    assert alone.shared == [] and not alone.has_talk
+    assert NO_TALK_SUMMARY and "No one spoke" in NO_TALK_SUMMARY
