@@ -33,6 +33,8 @@ import json
 
 import numpy as np
 
+from .lexical import doc_text
+
 
 #: Nearest candidates by Hamming distance per wanted hit, before rescoring (4 x 20 hits = 80:
 #: recall of the exact top 20 by cosine .97 on LoCoMo lines, ``docs/design.md``).
@@ -47,13 +49,6 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS vec_meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS vec_full (rowid INTEGER PRIMARY KEY, vector BLOB NOT NULL)",
 )
-
-
-def vector_text(doc: dict) -> str:
-    """The text of archive doc ``doc`` that is embedded: ``"name: content"`` (no timestamp:
-    dates say nothing of what a line means, and would pull every line of a day together)."""
-    content = str(doc.get("content") or "")
-    return f"{doc['name']}: {content}" if doc.get("name") else content
 
 
 def model_key(embedder) -> str:
@@ -123,7 +118,8 @@ class VectorTables:
         since = self.seq if self.model == model else -1
         rows = conn.execute("SELECT rowid, record FROM docs WHERE rowid > ? ORDER BY rowid LIMIT ?",
                             (since, int(limit))).fetchall()
-        return [(rowid, vector_text(json.loads(record)["msg"])) for rowid, record in rows]
+        return [(rowid, doc_text(json.loads(record)["msg"], with_time=False))
+                for rowid, record in rows]
 
     def add(self, conn, rowids: list, vectors: np.ndarray, model: str) -> int:
         """

