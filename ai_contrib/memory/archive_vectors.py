@@ -19,7 +19,8 @@ index's SQLite file:
 
 Who writes, and when: the memory worker thread, after a reply's retrieval
 (:func:`ai_contrib.memory.retrieval.retrieve_memory_context`), embeds at most
-``AI_MEMORY_ARCHIVE_EMBED_BATCH`` lines the index holds without a vector, oldest first; a
+``AI_MEMORY_ARCHIVE_EMBED_BATCH`` lines the index holds without a vector, oldest first (no job
+is queued where the index knows every line has one); a
 rebuilt index (a restored backup, another embedder) is embedded again a batch per reply, and
 until then its lines are found by their words. A line forgotten (``aiforget``) loses its vector
 with its full-text row. ``vec_meta`` names the embedder and dimension the vectors came from;

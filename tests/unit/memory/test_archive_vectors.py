@@ -10,6 +10,7 @@ lines that have none yet.
 import os
 import shutil
 import tempfile
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -245,6 +246,34 @@ class RetrievalEmbedsTest(trial.TestCase):
         second = yield retrieval.retrieve_memory_context(
             "npc-v", JOB_QUESTION, source, store=self.store, threshold=0.0)
         self.assertIn(LINES[2], second["memories_text"])
+
+    @defer.inlineCallbacks
+    def test_a_reply_queues_no_embedding_job_when_every_line_has_its_vector(self):
+        source = ArchiveSearch(self.index)
+        yield retrieval.retrieve_memory_context(
+            "npc-v", JOB_QUESTION, source, store=self.store, threshold=0.0)
+        yield self.store.run(lambda: None)
+        self.assertEqual(self.index.vector_count(), len(LINES))
+        jobs = []
+        run = self.store.run
+
+        def recording_run(func, *args, **kwargs):
+            jobs.append(func)
+            return run(func, *args, **kwargs)
+
+        with mock.patch.object(self.store, "run", side_effect=recording_run):
+            reply = yield retrieval.retrieve_memory_context(
+                "npc-v", JOB_QUESTION, source, store=self.store, threshold=0.0)
+            yield self.store.run(lambda: None)
+            self.assertIn(LINES[2], reply["memories_text"])
+            self.assertNotIn(retrieval.embed_archived, jobs)
+            # a line said since: the next reply queues a job, which embeds it (control)
+            self.archive.append_message(message(len(LINES), "Caroline adopted a kitten."))
+            yield retrieval.retrieve_memory_context(
+                "npc-v", JOB_QUESTION, source, store=self.store, threshold=0.0)
+            yield self.store.run(lambda: None)
+        self.assertEqual(jobs.count(retrieval.embed_archived), 1)
+        self.assertEqual(self.index.vector_count(), len(LINES) + 1)
 
 
 class _AnisotropicEmbedder:
