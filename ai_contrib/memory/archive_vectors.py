@@ -19,7 +19,8 @@ index's SQLite file:
 
 Who writes, and when: the memory worker thread, after a reply's retrieval
 (:func:`ai_contrib.memory.retrieval.retrieve_memory_context`), embeds at most
-``AI_MEMORY_ARCHIVE_EMBED_BATCH`` lines the index holds without a vector, oldest first; a
+``AI_MEMORY_ARCHIVE_EMBED_BATCH`` lines the index holds without a vector, oldest first (no job
+is queued where the index knows every line has one); a
 rebuilt index (a restored backup, another embedder) is embedded again a batch per reply, and
 until then its lines are found by their words. A line forgotten (``aiforget``) loses its vector
 with its full-text row. ``vec_meta`` names the embedder and dimension the vectors came from;
@@ -32,6 +33,8 @@ L2-normalised; scores are cosine similarities in [-1, 1].
 import json
 
 import numpy as np
+
+from .lexical import doc_text
 
 
 #: Nearest candidates by Hamming distance per wanted hit, before rescoring (4 x 20 hits = 80:
@@ -47,13 +50,6 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS vec_meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS vec_full (rowid INTEGER PRIMARY KEY, vector BLOB NOT NULL)",
 )
-
-
-def vector_text(doc: dict) -> str:
-    """The text of archive doc ``doc`` that is embedded: ``"name: content"`` (no timestamp:
-    dates say nothing of what a line means, and would pull every line of a day together)."""
-    content = str(doc.get("content") or "")
-    return f"{doc['name']}: {content}" if doc.get("name") else content
 
 
 def model_key(embedder) -> str:
@@ -123,7 +119,8 @@ class VectorTables:
         since = self.seq if self.model == model else -1
         rows = conn.execute("SELECT rowid, record FROM docs WHERE rowid > ? ORDER BY rowid LIMIT ?",
                             (since, int(limit))).fetchall()
-        return [(rowid, vector_text(json.loads(record)["msg"])) for rowid, record in rows]
+        return [(rowid, doc_text(json.loads(record)["msg"], with_time=False))
+                for rowid, record in rows]
 
     def add(self, conn, rowids: list, vectors: np.ndarray, model: str) -> int:
         """

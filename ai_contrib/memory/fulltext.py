@@ -190,6 +190,7 @@ class FullTextIndex:
         self._state = None
         self._df_cache, self._df_count = {}, None
         self._vectors = None  # VectorTables where sqlite-vec loads
+        self._last_doc = None  # the highest rowid in docs (-1: none) while open
         self._lock = threading.RLock()
 
     @property
@@ -227,13 +228,21 @@ class FullTextIndex:
             if state.get("version") != SCHEMA_VERSION or set(state) != set(_FRESH):
                 raise sqlite3.DatabaseError(f"index schema {state.get('version')!r}")
             vectors = VectorTables(conn) if load_vec(conn) else None
+            last_doc = self._read_last_doc(conn)
         except BaseException:
             conn.close()
             raise
         self._conn, self._state, self._verified = conn, state, False
-        self._vectors = vectors
+        self._vectors, self._last_doc = vectors, last_doc
         self._df_cache, self._df_count = {}, None
         return conn
+
+    @staticmethod
+    def _read_last_doc(conn):
+        """The highest rowid in docs, -1 when there is none (FTS5 walks its rowids from the top:
+        one seek, whatever the index's size)."""
+        row = conn.execute("SELECT rowid FROM docs ORDER BY rowid DESC LIMIT 1").fetchone()
+        return -1 if row is None else int(row[0])
 
     def release(self) -> bool:
         """
@@ -262,7 +271,7 @@ class FullTextIndex:
                 self._conn.close()
             except sqlite3.Error:
                 pass
-        self._conn, self._state, self._vectors = None, None, None
+        self._conn, self._state, self._vectors, self._last_doc = None, None, None, None
 
     def _discard(self):
         """Delete the file (and its WAL), so the next use rebuilds it from the archive."""
@@ -381,6 +390,8 @@ class FullTextIndex:
             conn.rollback()
             raise
         self._state = state
+        if prepared:
+            self._last_doc = max(self._last_doc, max(row[0] for row in prepared))
 
     def _commit_state(self, conn, state):
         """Write the counters of ``state`` that changed, then commit the open transaction."""
@@ -460,11 +471,12 @@ class FullTextIndex:
                 state["tokens"] -= len(found[0].split())
             if self._vectors is not None:
                 self._vectors.delete(conn, rowids)
+            last_doc = self._read_last_doc(conn)
             self._commit_state(conn, state)
         except BaseException:
             conn.rollback()
             raise
-        self._state = state
+        self._state, self._last_doc = state, last_doc
 
     # -- vectors (docs/design.md, "Archived lines' vectors") ------------------------------------
 
@@ -501,6 +513,46 @@ class FullTextIndex:
         process, without touching the file: -1 when the index is not open or has no vectors."""
         vectors = self._vectors
         return -1 if vectors is None else int(vectors.seq)
+
+    def last_doc_seq(self) -> int | None:
+        """The highest archive seq of an indexed line, as last read or written in this process,
+        without touching the file: -1 when the index holds no line, None when it is not open.
+        Below the archive's ``last_seq`` wherever the archive ends in records that are not
+        indexed lines (compactions, evictions, tool traffic)."""
+        return self._last_doc
+
+    def all_embedded(self, model=None, through=None) -> bool:
+        """
+        Whether nothing is left to embed, as known in this process without touching the file
+        or waiting (``docs/design.md``, "Archived lines' vectors"): the check before an
+        embedding job is queued.
+
+        Args:
+            model (str, optional): :func:`ai_contrib.memory.archive_vectors.model_key` of the
+                embedder: lines with vectors of another model count as not embedded. None:
+                whichever model made them.
+            through (int, optional): an archive seq the index must have read through (records
+                appended since its last catch-up may be lines). None: what it has read.
+
+        Returns:
+            bool: True when the index has read the archive through ``through`` and
+            :meth:`embedded_through` reaches :meth:`last_doc_seq` (or sqlite-vec is
+            unavailable: nothing can be embedded); False where it is not known: the index not
+            open, or in use on another thread.
+        """
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self._state is None or (through is not None and self._state["seq"] < through):
+                return False
+            vectors, last = self._vectors, self._last_doc
+            if vectors is None or last < 0:
+                return True
+            if model is not None and vectors.model != model:
+                return False
+            return int(vectors.seq) >= last
+        finally:
+            self._lock.release()
 
     def vector_count(self) -> int:
         """Indexed lines with a vector (0 without sqlite-vec)."""

