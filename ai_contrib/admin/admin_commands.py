@@ -141,10 +141,7 @@ class CmdAIConfig(StaffCommand):
         name, _, rest = self.args.strip().partition("/")
         option, equals, value = rest.partition("=")
         option = option.strip().lower()
-        if not name.strip():
-            caller.msg("Usage: aiconfig <npc>[/<option>=<value>]")
-            return
-        npc, script = find_npc(caller, name.strip())
+        npc, script = self.npc_named(name, "aiconfig <npc>[/<option>=<value>]")
         if not npc:
             return
         if not option:
@@ -284,11 +281,7 @@ class CmdAIReset(StaffCommand):
         from ..npc.erase import busy_reason, reset_memory, reset_preview
 
         caller = self.caller
-        name = self.args.strip()
-        if not name:
-            caller.msg("Usage: aireset[/confirm] <npc>")
-            return
-        npc, script = find_npc(caller, name)
+        npc, script = self.npc_named(self.args, "aireset[/confirm] <npc>")
         if not npc:
             return
         pins = len(get_pins(npc))

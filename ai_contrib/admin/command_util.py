@@ -10,6 +10,7 @@ from evennia.utils.ansi import strip_ansi
 from evennia.utils.utils import crop
 
 from ..core.text import inert_markup
+from .npcs import find_npc
 
 # Evennia lower-cases a command's help_category and shows it title-cased ("AI" reads "Ai",
 # "AI NPCs" "Ai Npcs"): a name without acronyms survives both
@@ -21,6 +22,23 @@ class StaffCommand(MuxCommand):
 
     locks = "cmd:perm(Builder)"
     help_category = HELP_CATEGORY
+
+    def npc_named(self, name, usage) -> tuple:
+        """
+        The AI NPC an admin named (:func:`ai_contrib.admin.npcs.find_npc`, which tells the
+        caller when there is none), or, for an empty ``name``, ``"Usage: <usage>"`` to the
+        caller.
+
+        Returns:
+            tuple: ``(npc, script)``, or ``(None, None)`` when the caller was told why not.
+        """
+        name = (name or "").strip()
+        if not name:
+            self.caller.msg(f"Usage: {usage}")
+            return None, None
+        return find_npc(self.caller, name)
+
+
 MIN_TABLE_WIDTH = 40  # columns; narrower clients get this and wrap
 
 

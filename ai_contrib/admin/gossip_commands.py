@@ -8,7 +8,6 @@ from ..core.gossip import chain_text, origin_of
 from ..memory.journal import ensure_journal, find_entry
 from ..npc.gossip import erase_everywhere, gossip_on, npc_networks, peers
 from .command_util import StaffCommand, admin_table, shown, table_width
-from .npcs import find_npc
 
 
 class CmdAIGossip(StaffCommand):
@@ -41,11 +40,9 @@ class CmdAIGossip(StaffCommand):
 
     def func(self):
         caller = self.caller
-        name = (self.lhs if "erase" in self.switches else self.args).strip()
-        if not name:
-            caller.msg("Usage: aigossip[/off|/on] <npc>  or  aigossip/erase <npc> = <journal id>")
-            return
-        npc, script = find_npc(caller, name)
+        name = self.lhs if "erase" in self.switches else self.args
+        npc, script = self.npc_named(
+            name, "aigossip[/off|/on] <npc>  or  aigossip/erase <npc> = <journal id>")
         if not npc:
             return
         if "off" in self.switches or "on" in self.switches:

@@ -4,7 +4,6 @@
 """
 
 from .command_util import StaffCommand, shown
-from .npcs import find_npc
 
 
 class _CmdSetMode(StaffCommand):
@@ -16,11 +15,7 @@ class _CmdSetMode(StaffCommand):
         raise NotImplementedError
 
     def func(self):
-        name = self.args.strip()
-        if not name:
-            self.caller.msg(f"Usage: {self.key} <npc>")
-            return
-        npc, script = find_npc(self.caller, name)
+        npc, script = self.npc_named(self.args, f"{self.key} <npc>")
         if not npc:
             return
         changed = self.switch(script)

@@ -63,14 +63,16 @@ class TickHandler:
 
     def repeat(self):
         """
-        The script's timer fired (``at_repeat``): start discovering the model's context window
-        if it is unknown (:meth:`ai_contrib.npc.budgeting.BudgetHandler.discover_window`), then run
-        a tick only when :meth:`needs_tick` says it has work.
+        The script's timer fired (``at_repeat``): run a tick when :meth:`needs_tick` says it has
+        work, else only start discovering the model's context window if it is unknown
+        (:meth:`ai_contrib.npc.budgeting.BudgetHandler.discover_window`; a tick starts it too),
+        so that an idle NPC knows its budget before anyone speaks.
         """
         script = self.obj
-        script.budgeting.discover_window()
         if script._needs_tick():
-            script.run_tick()
+            script.run_tick()  # which starts the discovery itself
+        else:
+            script.budgeting.discover_window()
 
     def needs_tick(self):
         """The cheap synchronous test before a tick (:func:`ai_contrib.core.tick.tick_needed`):
