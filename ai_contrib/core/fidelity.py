@@ -49,6 +49,7 @@ __all__ = [
     "fact_problem",
     "items_of",
     "message_texts",
+    "section_heading",
     "score_summary",
     "source_text",
     "source_vocabulary",
@@ -249,6 +250,20 @@ def _source_vocabulary(text):
         if word in _NUMBER_WORDS:
             numbers.add(_NUMBER_WORDS[word])
     return words, stems, numbers
+
+
+_SECTION_TITLES = frozenset(re.sub(r"[^a-z ]", "", title.casefold()) for title in SECTIONS)
+
+
+def section_heading(line) -> bool:
+    """True for a Markdown heading that is one of the fixed section headings of a structured
+    summary (:data:`ai_contrib.core.structured.SECTIONS`, ``"## Confirmed Facts"``): structure,
+    not a claim. Other headings a model writes (``"## 10:35 AM"``) are text like any line."""
+    match = _HEADING.match(line or "")
+    if not match:
+        return False
+    title = re.sub(r"[^a-z ]", "", match.group(0).lstrip("# \t").casefold()).strip()
+    return " ".join(title.split()) in _SECTION_TITLES
 
 
 def items_of(text) -> tuple:

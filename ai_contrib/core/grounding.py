@@ -19,7 +19,11 @@ supports it:
 
 A summary is checked the same way sentence by sentence (:func:`check_summary`): at least
 :data:`MIN_SUMMARY_SENTENCES` of its sentences must each be supported by one line at
-:data:`MIN_SENTENCE_SUPPORT`; a summary merges lines, so the bar per sentence is lower.
+:data:`MIN_SENTENCE_SUPPORT`; a summary merges lines, so the bar per sentence is lower. But
+every name and number in it (headings included, but for the fixed section headings of
+:mod:`ai_contrib.core.structured`) must occur in the conversation, and a line it gives as
+someone's words (``"- Melanie said: ..."``) is supported only by what that speaker said: it
+becomes a synthesis in the journal, and then long-term memory.
 
 A fact that fails can be replaced by its best line, verbatim and attributed
 (:func:`attributed_line`: ``"Caroline said: I went to a LGBTQ support group yesterday."``).
@@ -32,7 +36,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .fidelity import items_of, message_texts, source_vocabulary
+from .fidelity import items_of, message_texts, section_heading, source_vocabulary
 from .language import language_problem
 
 __all__ = [
@@ -45,6 +49,7 @@ __all__ = [
     "check_fact",
     "check_summary",
     "fact_support",
+    "line_entity",
     "line_support",
     "sentences",
     "source_lines",
@@ -73,14 +78,17 @@ _SUFFIXES = ("ing", "ed", "es", "s")
 
 @dataclass(frozen=True)
 class SourceLine:
-    """One line of a source: ``speaker`` (str; ``""`` for a summary line), ``text`` (str),
-    ``addressee`` (str: the speaker it answers, ``""`` when unknown) and ``index`` (int: the
-    position of its message in the list :func:`source_lines` read, -1 when not from one)."""
+    """One line of a source: ``speaker`` (str; ``""`` for a summary line or a line with no
+    speaker's name, such as the game's), ``text`` (str), ``addressee`` (str: the speaker it
+    answers, ``""`` when unknown), ``index`` (int: the position of its message in the list
+    :func:`source_lines` read, -1 when not from one) and ``summary`` (bool: a line of an
+    earlier summary, whoever's words it holds)."""
 
     speaker: str
     text: str
     addressee: str = ""
     index: int = -1
+    summary: bool = False
 
 
 @dataclass(frozen=True)
@@ -120,7 +128,7 @@ def source_lines(messages) -> list:
     out, last, before = [], "", ""
     for position, msg, text, summary in message_texts(messages):
         if summary:
-            out.append(SourceLine("", text, "", position))
+            out.append(SourceLine("", text, "", position, summary=True))
             continue
         speaker = str(msg.get("name") or "")
         if speaker != last:
@@ -312,41 +320,109 @@ def check_fact(text, lines, min_support=MIN_LINE_SUPPORT) -> Grounding:
 
 
 def sentences(text) -> list:
-    """The sentences of a summary or fact: split after ``. ! ? ;`` and at line breaks,
-    Markdown headings (``## Who I Spoke With``: structure, not claims) and bullets' marks left
-    out, empty ones dropped."""
+    """The sentences of a summary or fact: split after ``. ! ? ;`` and at line breaks, the
+    fixed section headings (``## Who I Spoke With``: structure, not claims;
+    :func:`ai_contrib.core.fidelity.section_heading`), the marks of other headings and of
+    bullets left out, empty ones dropped."""
     out = []
     for part in _SENTENCE.split(text or ""):
-        if part.lstrip().startswith("#"):
+        if section_heading(part):
             continue
-        part = part.strip().lstrip("-*\u2022 ").strip()
+        part = part.strip().lstrip("#-*\u2022 ").strip()
         if _WORD.search(part):
             out.append(part)
     return out
 
 
+#: a summary line giving someone's words: ``"- Melanie said: ..."`` (the extract's form too)
+_SAID = re.compile(r"^(?P<who>[A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,3}) "
+                   r"(?:said|says|asked|asks|noted|notes|replied|answered|told \w+|added)"
+                   r"\s*:\s*")
+#: the extract's labels for lines with no speaker's name (:func:`attributed_line`)
+_UNNAMED = {"the game": "", "someone": ""}
+
+
+def _claims(summary):
+    """``(speaker, sentence)`` per sentence of ``summary``: ``speaker`` is the case-folded name
+    a line opening ``"Name said:"`` gives its words (``""`` for the game's lines), else None."""
+    for raw in (summary or "").splitlines():
+        body = raw.strip().lstrip("-*\u2022 ").strip()
+        said = _SAID.match(body)
+        speaker = None
+        if said:
+            who = said.group("who").casefold()
+            speaker = _UNNAMED.get(who, who)
+            body = body[said.end():]
+        for sentence in sentences(body):
+            yield speaker, sentence
+
+
+def _supported(speaker, sentence, lines, known):
+    """Whether one line supports ``sentence``; a sentence given as ``speaker``'s words only
+    by that speaker's lines (summaries' lines, with no speaker, support anyone's)."""
+    if speaker is not None:
+        lines = [line for line in lines
+                 if line.summary or line.speaker.casefold() == speaker]
+    return bool(lines) and line_support(sentence, lines, known=known)[0] >= MIN_SENTENCE_SUPPORT
+
+
+def _unknown_items(text, lines):
+    """The names and numbers of ``text`` (headings included but for the section headings)
+    that no line of ``lines`` holds, in order."""
+    words, _stems, numbers = _whole_source(lines)
+    body = "\n".join(line.lstrip("# ") for line in (text or "").splitlines()
+                     if not section_heading(line))
+    names, figures, _content = items_of(body)
+    missing = [n for n in names if not _known(n.casefold(), words)]
+    missing += [n for n in figures if n not in numbers]
+    return list(dict.fromkeys(missing))
+
+
 def check_summary(summary, lines) -> Grounding:
     """
-    Whether a summary says what its lines say (module docstring): at least
+    Whether a summary says what its lines say (module docstring): no name or number the
+    source lacks (headings included, but for the section headings), at least
     :data:`MIN_SUMMARY_SENTENCES` of its sentences each supported by one line at
-    :data:`MIN_SENTENCE_SUPPORT` (a sentence naming no one may take any line), and in the
-    source's language.
+    :data:`MIN_SENTENCE_SUPPORT` (a sentence naming no one may take any line; one given as
+    someone's words, only that speaker's lines), and in the source's language.
 
     Returns:
         Grounding: ``support`` is the share of supported sentences; ``line`` is None.
     """
-    said = sentences(summary)
+    said = list(_claims(summary))
     if not said or not lines:
         return Grounding(0.0, None, "nothing to check" if not said else "no source lines")
     known = source_names(lines)
-    supported = sum(1 for s in said
-                    if line_support(s, lines, known=known)[0] >= MIN_SENTENCE_SUPPORT)
+    supported = sum(1 for speaker, s in said if _supported(speaker, s, lines, known))
     share = round(supported / len(said), 3)
+    missing = _unknown_items(summary, lines)
+    if missing:
+        return Grounding(share, None, "names or numbers the conversation does not mention: "
+                                      + ", ".join(missing))
     if share < MIN_SUMMARY_SENTENCES:
         return Grounding(share, None, f"only {supported} of its {len(said)} sentences say "
                                       f"what a line of the source says")
     reason = language_problem(summary, "\n".join(line.text for line in lines))
     return Grounding(share, None, reason)
+
+
+def line_entity(entity, line) -> str:
+    """
+    Whom an observation stored as ``line`` (a :class:`SourceLine`, in place of the model's
+    text) is about: the model's ``entity`` when it is a name the line uses (up to four
+    capitalised words; the line's speaker counts), else the line's speaker. A model writes
+    any text there ("I am grateful to have her in my life. I'"), and an observation is filed
+    under its entity.
+
+    Returns:
+        str: the entity, ``""`` when neither is one (a summary's line: the caller drops it).
+    """
+    words = _WORD.findall(entity or "")
+    if words and len(words) <= 4 and all(word[0].isupper() for word in words):
+        vocab = _line_words(line)[0]
+        if all(_known(word.casefold(), vocab) for word in words):
+            return " ".join(words)
+    return line.speaker
 
 
 def attributed_line(line) -> str:

@@ -53,7 +53,7 @@ from twisted.internet import defer
 from ..core.audience import common_audience
 from ..core.cuts import EXTRACTION_TYPE
 from ..core.fidelity import fact_problem, same_fact, source_text
-from ..core.grounding import attributed_line, check_fact, source_lines
+from ..core.grounding import attributed_line, check_fact, line_entity, source_lines
 from ..core.outcome import FAILED, SUCCESS, ExtractionResult
 from ..core.text import MODEL_TEXT_MAX_CHARS, normalise_player_text
 from ..core.tokens import count_tokens
@@ -500,6 +500,10 @@ class _Extraction:
             return args, problem or verdict.reason
         line = self.lines[verdict.line]
         said = attributed_line(line)
+        entity = line_entity(args.get("entity"), line)
+        if name == toolspec.UPDATE_ENTITY_OBSERVATION and not entity:
+            self.checks["rejected"] += 1
+            return args, "its line names no one to file it under"
         grounding = {"support": 1.0, "model_support": verdict.support, "model_text": text,
                      "grounding": "verbatim" if self.policy == "verbatim" else "replaced"}
         self.checks["replaced"] += grounding["grounding"] == "replaced"
@@ -511,7 +515,7 @@ class _Extraction:
         if name == toolspec.ADD_JOURNAL_ENTRY:
             out["content"] = said
         else:
-            out["observation"] = said
+            out["entity"], out["observation"] = entity, said
         return out, ""
 
     @defer.inlineCallbacks

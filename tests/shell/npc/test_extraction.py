@@ -764,6 +764,26 @@ class TestOneLineCheck(ExtractionTestCase):
         self.assertEqual([(e["grounding"], e["speaker"]) for e in entries], [("model", "Bob")])
 
 
+    def test_an_observation_replaced_by_its_line_is_filed_under_a_name_of_that_line(self):
+        self.script.db.pre_compact_facts = "checked"
+        self.say("Bob", "Carol keeps the keys of the cellar under the counter.")
+        line = "Bob said: Carol keeps the keys of the cellar under the counter."
+        filed = []
+        # the model's sentence-long "entity" gives way to the line's speaker; a name the line
+        # uses stays (control)
+        for entity, observation in (("I am grateful to have keys. I", "is a hero who keeps the "
+                                                                       "counter"),
+                                    ("Carol", "is a hero who hides peanuts with the keys")):
+            self.llm.enqueue(tool_calls([("update_entity_observation",
+                                          {"entity": entity, "observation": observation})]),
+                             tool_calls([("noop", {})]))
+            result = self.run_extraction()
+            self.assertEqual(result["facts_replaced"], 1, result)
+            filed += [(e["entity"], e["content"]) for e in self.journal("observation")]
+            self.npc.db.journal = None
+        self.assertEqual(filed, [("Bob", f"Bob: {line}"), ("Carol", f"Carol: {line}")])
+
+
 @override_settings(AI_MEMORY_ENABLED=False)  # the history is what this test reads
 class TestJournalingLeavesTheContext(ExtractionTestCase):
     def test_a_sleep_that_journals_without_compacting_leaves_the_talk_and_not_the_tool_calls(self):

@@ -83,3 +83,25 @@ def test_a_summary_must_say_what_its_lines_say():
     for bad in ("I'm so grateful to be your amazing friend, Caroline.",
                 "El nombre del proyector es el 34 y la escuela es muy grande."):
         assert not check_summary(bad, LINES).passed, bad
+
+
+def test_a_summary_names_and_numbers_only_what_was_said_headings_included():
+    said = "- Caroline went to a support group.\n- Melanie went swimming with the kids."
+    assert check_summary("## Confirmed Facts\n" + said, LINES).passed  # a section heading
+    for invented in ("## 10:35 AM\n" + said, "## Caroline and Dora\n" + said,
+                     said + "\n- The projector broke in room 35."):
+        verdict = check_summary(invented, LINES)
+        assert not verdict.passed, invented
+        assert "does not mention" in verdict.reason, verdict.reason
+    assert check_summary(said + "\n- The projector broke in room 34.", LINES).passed
+
+
+def test_words_given_as_someone_s_must_be_theirs():
+    line = "I went to a support group yesterday and it was so powerful."
+    assert check_summary(f"- Caroline said: {line}", LINES).passed
+    verdict = check_summary(f"- Melanie said: {line}", LINES)
+    assert not verdict.passed and verdict.support == 0.0, verdict
+    # a line of the game's (no speaker's name) is read as the game's
+    game = source_lines([{"role": "system", "content": "(Melanie arrives to the tavern.)"}])
+    assert check_summary("- The game noted: (Melanie arrives to the tavern.)", game).passed
+    assert not check_summary("- Caroline said: Melanie arrives to the tavern.", game).passed
