@@ -13,11 +13,15 @@ player"):
    Tamsin's lines stay.
 """
 
-import asyncio
-
 import pytest
 
-from tests.support.e2e_util import close_all, fail_with_logs, game_fixtures, logged_in_admin
+from tests.support.e2e_util import (
+    close_all,
+    fail_with_logs,
+    game_fixtures,
+    logged_in_admin,
+    scenario_test,
+)
 from tests.support.llm_double import CountingModel, prompt_text, request_kind
 from tests.support.tavern_e2e import PLAYERS
 from tests.support.tavern_e2e import archive as _archive
@@ -59,11 +63,8 @@ def _asked(llm, since, kind):
     return [prompt_text(body) for body in llm.requests[since:] if request_kind(body) == kind]
 
 
-def test_a_secret_told_alone_leaves_the_shared_summary_to_everyone(game, llm):
-    asyncio.run(_shared_summary(game, llm))
-
-
-async def _shared_summary(game, llm):
+@scenario_test
+async def test_a_secret_told_alone_leaves_the_shared_summary_to_everyone(game, llm):
     wren, tamsin = await _player(game, 0), await _player(game, 1)
     admin = await logged_in_admin(game)
     try:
@@ -109,11 +110,8 @@ async def _shared_summary(game, llm):
         await close_all(wren, tamsin, admin)
 
 
-def test_a_forgotten_player_stays_forgotten_after_a_kill(game, llm):
-    asyncio.run(_forget(game, llm))
-
-
-async def _forget(game, llm):
+@scenario_test
+async def test_a_forgotten_player_stays_forgotten_after_a_kill(game, llm):
     wren, admin = await _player(game, 0), await logged_in_admin(game)
     question = "Marta, do you remember where my ledger is hidden?"
     try:
