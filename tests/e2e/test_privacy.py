@@ -15,15 +15,10 @@ player"):
 
 import pytest
 
-from tests.support.e2e_util import (
-    close_all,
-    fail_with_logs,
-    game_fixtures,
-    logged_in_admin,
-    scenario_test,
-)
+from tests.support.e2e_util import close_all, fail_with_logs, game_fixtures, logged_in_admin
+from tests.support.e2e_util import scenario_test
 from tests.support.llm_double import CountingModel, prompt_text, request_kind
-from tests.support.tavern_e2e import PLAYERS
+from tests.support.tavern_e2e import NPC, PLAYERS
 from tests.support.tavern_e2e import archive as _archive
 from tests.support.tavern_e2e import go as _go
 from tests.support.tavern_e2e import player as _player
@@ -33,7 +28,6 @@ from tests.support.tavern_e2e import wait_idle as _wait_idle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
-NPC = "Marta"
 SECRET = "behind the blue barrel"
 SECRET_LINE = f"Keep this between us, Marta: the ledger is hidden {SECRET}."
 SUMMARY = "Wren and Tamsin talked about the ford and the mill."
