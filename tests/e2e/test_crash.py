@@ -289,6 +289,20 @@ async def _compact(game, expect=r"Compacted Marta[^\n]*"):
     return text
 
 
+async def _summary_pending(game, llm, player_index):
+    """
+    The admin forces a compaction whose summary the LLM double holds back (until
+    ``llm.script.release()``); returns ``(admin, player)`` connections, player ``player_index``
+    logged in, once the summary has been asked for.
+    """
+    admin = await _admin(game)
+    player = await _player(game, player_index)
+    llm.script.hold()
+    await admin.expect(f"compact/force {NPC}", r"Compacting Marta's history \(forced\)")
+    assert await asyncio.to_thread(llm.script.summary_requested.wait, 60)
+    return admin, player
+
+
 # -- the crash points ------------------------------------------------------------------------------
 
 
@@ -298,11 +312,7 @@ def test_kill_while_summary_is_pending(game, llm):
     before = _archive_records(game)
 
     async def crash():
-        admin = await _admin(game)
-        player = await _player(game, 1)
-        llm.script.hold()
-        await admin.expect(f"compact/force {NPC}", r"Compacting Marta's history \(forced\)")
-        assert await asyncio.to_thread(llm.script.summary_requested.wait, 60)
+        admin, player = await _summary_pending(game, llm, 1)
         await _talk(player, "said while the summary was being written")
         game.kill("server")
         llm.script.release()
@@ -358,11 +368,7 @@ def test_kill_right_after_compaction_record(game, llm):
     snapshot = game.path.parent / "before-record.db3"
 
     async def compact_with_snapshot():
-        admin = await _admin(game)
-        player = await _player(game, 0)
-        llm.script.hold()
-        await admin.expect(f"compact/force {NPC}", r"Compacting Marta's history \(forced\)")
-        assert await asyncio.to_thread(llm.script.summary_requested.wait, 60)
+        admin, player = await _summary_pending(game, llm, 0)
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as source, \
                 sqlite3.connect(snapshot) as copy:
             source.backup(copy)

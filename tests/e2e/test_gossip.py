@@ -95,6 +95,11 @@ class GossipModel:
     """Extraction: one fact per told line (citing it), an observation from the private line;
     replies: a short line. Keeps every request."""
 
+    #: the told lines' words, the fact extracted from each, its importance; the private line
+    #: (the vault code) gives an observation of Wren as well
+    FACTS = (("old mill", PUBLIC_FACT, 7), ("silver spoons", WHISPER_FACT, 8),
+             ("abbey bell", FORGED_FACT, 8), ("vault code", PRIVATE_FACT, 9))
+
     def __init__(self):
         self.lock = threading.Lock()
         self.seen = []
@@ -107,20 +112,13 @@ class GossipModel:
         if any(m.get("role") == "tool" for m in body.get("messages") or []):
             return tool_calls([("noop", {})])
         calls = []
-        public, private = cited(body, "old mill"), cited(body, "vault code")
-        whisper, forged = cited(body, "silver spoons"), cited(body, "abbey bell")
-        if public is not None:
-            calls.append(("add_journal_entry", {"content": PUBLIC_FACT, "importance": 7,
-                                                "source": [public]}))
-        if whisper is not None:
-            calls.append(("add_journal_entry", {"content": WHISPER_FACT, "importance": 8,
-                                                "source": [whisper]}))
-        if forged is not None:
-            calls.append(("add_journal_entry", {"content": FORGED_FACT, "importance": 8,
-                                                "source": [forged]}))
+        for words, fact, importance in self.FACTS:
+            seq = cited(body, words)
+            if seq is not None:
+                calls.append(("add_journal_entry", {"content": fact, "importance": importance,
+                                                    "source": [seq]}))
+        private = cited(body, "vault code")
         if private is not None:
-            calls.append(("add_journal_entry", {"content": PRIVATE_FACT, "importance": 9,
-                                                "source": [private]}))
             calls.append(("update_entity_observation", {
                 "entity": "Wren", "observation": PRIVATE_OBSERVATION, "source": [private]}))
         return tool_calls(calls or [("noop", {})])

@@ -13,13 +13,12 @@ player"):
    Tamsin's lines stay.
 """
 
-import asyncio
-
 import pytest
 
 from tests.support.e2e_util import close_all, fail_with_logs, game_fixtures, logged_in_admin
+from tests.support.e2e_util import scenario_test
 from tests.support.llm_double import CountingModel, prompt_text, request_kind
-from tests.support.tavern_e2e import PLAYERS
+from tests.support.tavern_e2e import NPC, PLAYERS
 from tests.support.tavern_e2e import archive as _archive
 from tests.support.tavern_e2e import go as _go
 from tests.support.tavern_e2e import player as _player
@@ -29,7 +28,6 @@ from tests.support.tavern_e2e import wait_idle as _wait_idle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
-NPC = "Marta"
 SECRET = "behind the blue barrel"
 SECRET_LINE = f"Keep this between us, Marta: the ledger is hidden {SECRET}."
 SUMMARY = "Wren and Tamsin talked about the ford and the mill."
@@ -59,11 +57,8 @@ def _asked(llm, since, kind):
     return [prompt_text(body) for body in llm.requests[since:] if request_kind(body) == kind]
 
 
-def test_a_secret_told_alone_leaves_the_shared_summary_to_everyone(game, llm):
-    asyncio.run(_shared_summary(game, llm))
-
-
-async def _shared_summary(game, llm):
+@scenario_test
+async def test_a_secret_told_alone_leaves_the_shared_summary_to_everyone(game, llm):
     wren, tamsin = await _player(game, 0), await _player(game, 1)
     admin = await logged_in_admin(game)
     try:
@@ -109,11 +104,8 @@ async def _shared_summary(game, llm):
         await close_all(wren, tamsin, admin)
 
 
-def test_a_forgotten_player_stays_forgotten_after_a_kill(game, llm):
-    asyncio.run(_forget(game, llm))
-
-
-async def _forget(game, llm):
+@scenario_test
+async def test_a_forgotten_player_stays_forgotten_after_a_kill(game, llm):
     wren, admin = await _player(game, 0), await logged_in_admin(game)
     question = "Marta, do you remember where my ledger is hidden?"
     try:

@@ -114,6 +114,13 @@ async def _say_and_hear(game, player, text, count=1):
     return heard
 
 
+async def _no_npc_says_more(player, quiet=2.0, timeout=10):
+    """Assert that no NPC line reaches ``player`` before ``quiet`` seconds of silence (at most
+    ``timeout`` seconds)."""
+    more = await player.read_quiet(quiet=quiet, timeout=timeout)
+    assert not re.search(SAYS_RE, more), more
+
+
 async def _game_view(game, text):
     """
     What each NPC's own history holds for the line ``text``: ``{npc: [addressed, ...]}`` (one
@@ -160,8 +167,7 @@ def test_an_unnamed_follow_up_after_turning_to_hilda_is_hers_alone_and_she_heard
             before = len(llm.requests)
             [(who, _)] = await _say_and_hear(game, wren, follow_up)
             assert who == "Hilda"
-            more = await wren.read_quiet(quiet=2.0, timeout=10)
-            assert not re.search(SAYS_RE, more), more  # nobody else answered
+            await _no_npc_says_more(wren)  # nobody else answered
             assert _replies_since(llm, before) == ["Hilda"]
             # every NPC heard the line; only Hilda took it as hers
             view = await _game_view(game, follow_up)
@@ -179,8 +185,7 @@ def test_good_evening_everyone_is_answered_by_exactly_one_npc(game, llm):
         try:
             before = len(llm.requests)
             [(who, _)] = await _say_and_hear(game, tamsin, "Good evening, everyone!")
-            more = await tamsin.read_quiet(quiet=2.0, timeout=10)
-            assert not re.search(SAYS_RE, more), more
+            await _no_npc_says_more(tamsin)
             assert _replies_since(llm, before) == [who]
             view = await _game_view(game, "Good evening, everyone!")
             assert sorted(view) == sorted(NPCS)
@@ -204,8 +209,8 @@ def test_two_npcs_naming_each_other_stop_after_the_depth_limit(game, llm):
             heard = await _say_and_hear(game, perrin, "Marta, who shoes horses around here?",
                                         count=1 + DEPTH)
             assert [who for who, _ in heard] == ["Marta", "Hilda", "Marta"], heard
-            more = await perrin.read_quiet(quiet=3.0, timeout=15)
-            assert not re.search(SAYS_RE, more), more  # Hilda does not answer the third
+            # Hilda does not answer the third
+            await _no_npc_says_more(perrin, quiet=3.0, timeout=15)
             assert _replies_since(llm, before) == ["Marta", "Hilda", "Marta"]
             # Hilda heard Marta's last line (it names her) and took it as not hers
             last = heard[-1][1]

@@ -97,12 +97,8 @@ class TestEmbeddedServer(unittest.TestCase):
         # the random key is enforced
         stranger = LLMClient(base_url=server.base_url, api_key="wrong", timeout=60)
         self.addCleanup(stranger.close)
-        try:
-            yield stranger.chat(PROMPT, max_tokens=4)
-        except LLMHTTPError as err:
-            self.assertEqual(err.status, 401)
-        else:
-            self.fail("a wrong API key was accepted")
+        err = yield self.assertFailure(stranger.chat(PROMPT, max_tokens=4), LLMHTTPError)
+        self.assertEqual(err.status, 401)
 
         yield stop_embedded_server()
         self.assertTrue(process_gone(server.pid))
@@ -158,23 +154,15 @@ class TestEmbeddedServer(unittest.TestCase):
         pid = embedded._children["reply"].transport.pid
         yield stop_embedded_server()
         self.assertTrue(process_gone(pid))
-        try:
-            yield d
-        except EmbeddedServerStopped as err:
-            self.assertIn("stopped before it was ready", str(err))
-        else:
-            self.fail("a stopped start succeeded")
+        err = yield self.assertFailure(d, EmbeddedServerStopped)
+        self.assertIn("stopped before it was ready", str(err))
 
     @defer.inlineCallbacks
     def test_missing_model_file(self):
         with override_settings(AI_EMBEDDED_MODEL_PATH="/nonexistent/model.gguf"):
             d = start_embedded_server()
-        try:
-            yield d
-        except EmbeddedServerError as err:
-            self.assertIn("/nonexistent/model.gguf", str(err))
-        else:
-            self.fail("started without a model")
+        err = yield self.assertFailure(d, EmbeddedServerError)
+        self.assertIn("/nonexistent/model.gguf", str(err))
         self.assertEqual(embedded._children, {})
 
     @defer.inlineCallbacks
@@ -185,13 +173,9 @@ class TestEmbeddedServer(unittest.TestCase):
             f.write(b"this is not a GGUF model" * 10)
         with override_settings(AI_EMBEDDED_MODEL_PATH=bogus):
             d = start_embedded_server()
-        try:
-            yield d
-        except EmbeddedServerError as err:
-            self.assertIn("exited before it was ready", str(err))
-            self.assertIn("failed to start", str(err))  # from the child's stderr
-        else:
-            self.fail("a bogus model file started")
+        err = yield self.assertFailure(d, EmbeddedServerError)
+        self.assertIn("exited before it was ready", str(err))
+        self.assertIn("failed to start", str(err))  # from the child's stderr
         self.assertIsNone(running_server())
 
     @defer.inlineCallbacks

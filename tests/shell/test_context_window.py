@@ -19,13 +19,19 @@ from tests.support.npc_fixtures import NPCTestCase
 from tests.support.twisted_util import wait_for
 
 
-class TestDiscovery(unittest.TestCase):
+class DoubleClientTestCase(unittest.TestCase):
+    """A trial test case whose LLM clients talk to an LLM double, both stopped after the test."""
+
     def _client(self, double):
         double.start()
         self.addCleanup(double.stop)
-        client = LLMClient(base_url=double.base_url, api_key="k", timeout=5)
+        # a one-letter key would be masked wherever that letter appears in an error body
+        client = LLMClient(base_url=double.base_url, api_key="double-key", timeout=5)
         self.addCleanup(client.close)
         return client
+
+
+class TestDiscovery(DoubleClientTestCase):
 
     @defer.inlineCallbacks
     def test_llama_cpp_props_once_for_many_calls(self):
@@ -110,17 +116,9 @@ class TestDiscovery(unittest.TestCase):
         self.assertIsNone(client.known_context_window)
 
 
-class TestOverflowFromTheServer(unittest.TestCase):
+class TestOverflowFromTheServer(DoubleClientTestCase):
     """The double refuses what does not fit its window with the real servers' bodies, and the
     client turns that into LLMContextOverflowError."""
-
-    def _client(self, double):
-        double.start()
-        self.addCleanup(double.stop)
-        # a one-letter key would be masked wherever that letter appears in an error body
-        client = LLMClient(base_url=double.base_url, api_key="double-key", timeout=5)
-        self.addCleanup(client.close)
-        return client
 
     @staticmethod
     def _user(chars):

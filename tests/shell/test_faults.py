@@ -435,6 +435,16 @@ class TestSummaryRequestsFit(FaultCase):
             transcripts.append(_transcript(body))
         return transcripts
 
+    def assert_the_window_refuses_the_compaction(self, window):
+        """A forced compaction under a summariser context of ``window`` tokens fails, naming the
+        setting, and sends no request larger than the window."""
+        with override_settings(AI_COMPACT_SUMMARIZER_CONTEXT=window):
+            result, _ = self.compact(force=True, trigger="manual")
+        for body in self.llm.requests:
+            self.assertLessEqual(_request_tokens(body), window)
+        self.assertIs(result["success"], False, result)
+        self.assertIn("COMPACT_SUMMARIZER_CONTEXT", result["error"])
+
     def test_long_history_is_summarised_in_chunks_that_fit(self):
         summariser = Summariser(self.CONTEXT)
         self.llm.default = summariser
@@ -507,12 +517,7 @@ class TestSummaryRequestsFit(FaultCase):
         self.script.db.summary_prompt_style = "base"
         # instruction (~60 tokens) + previous summary + reply (2 x 120) + headroom > 500
         self.llm.default = Summariser(500)
-        with override_settings(AI_COMPACT_SUMMARIZER_CONTEXT=500):
-            result, _ = self.compact(force=True, trigger="manual")
-        for body in self.llm.requests:
-            self.assertLessEqual(_request_tokens(body), 500)
-        self.assertIs(result["success"], False, result)
-        self.assertIn("COMPACT_SUMMARIZER_CONTEXT", result["error"])
+        self.assert_the_window_refuses_the_compaction(500)
 
     def test_window_too_small_for_prompt_and_summaries_fails_without_a_doomed_request(self):
         # prompt (~380 tokens) + previous summary + reply (2 x 120) + headroom leave no room
@@ -520,12 +525,7 @@ class TestSummaryRequestsFit(FaultCase):
         summariser = Summariser(800)
         self.llm.default = summariser
         before = self.state()
-        with override_settings(AI_COMPACT_SUMMARIZER_CONTEXT=800):
-            result, _ = self.compact(force=True, trigger="manual")
-        for body in self.llm.requests:
-            self.assertLessEqual(_request_tokens(body), 800)
-        self.assertIs(result["success"], False, result)
-        self.assertIn("COMPACT_SUMMARIZER_CONTEXT", result["error"])
+        self.assert_the_window_refuses_the_compaction(800)
         self.assertEqual(self.state(), before)
 
 

@@ -5,6 +5,7 @@ afterwards, and a failure message that carries the transcript and server log tai
 """
 
 import asyncio
+import functools
 import json
 
 import pytest
@@ -116,6 +117,21 @@ def run_scenario(game, scenario):
         return asyncio.run(scenario)
     except TelnetError as err:
         fail_with_logs(game, f"the game did not answer as expected: {err}")
+
+
+def scenario_test(scenario):
+    """
+    A pytest test made of the coroutine function ``async def test_...(game, ...)``: pytest gives
+    it its fixtures by name, and it runs under :func:`run_scenario`, so a game that stops
+    answering fails the test with the transcript and server log tails. The test module needs a
+    ``game`` fixture.
+    """
+
+    @functools.wraps(scenario)  # pytest reads the fixtures' names from the coroutine's signature
+    def test(**fixtures):
+        run_scenario(fixtures["game"], scenario(**fixtures))
+
+    return test
 
 
 async def close_all(*conns):

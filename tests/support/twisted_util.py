@@ -8,30 +8,20 @@ talk to a real HTTP server on 127.0.0.1 from inside such a test.
 
 import time
 
-from twisted.internet import defer, reactor
-from twisted.python.failure import Failure
+from twisted.internet import reactor
+
+from ai_contrib.web.bridge import wait_for_deferred
 
 
 def wait_for(d, timeout=20.0):
     """
-    Iterate the reactor until Deferred ``d`` fires; return its result or raise its error.
+    Iterate the reactor until Deferred ``d`` fires; return its result or raise its error
+    (:func:`ai_contrib.web.bridge.wait_for_deferred`).
 
     Raises:
         TimeoutError: if ``d`` has not fired after ``timeout`` seconds.
     """
-    if not isinstance(d, defer.Deferred):
-        return d
-    box = []
-    d.addBoth(box.append)
-    deadline = time.monotonic() + timeout
-    while not box:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"Deferred did not fire within {timeout} s")
-        reactor.iterate(0.01)
-    result = box[0]
-    if isinstance(result, Failure):
-        result.raiseException()
-    return result
+    return wait_for_deferred(d, timeout=timeout)
 
 
 def spin(seconds):

@@ -203,21 +203,20 @@ class TestWarmup(WarmupCase):
 
 
 class TestWarmupSetting(WarmupCase):
-    def test_auto_warms_only_the_embedded_model(self):
-        # the double is a configured server (AI_LLM_BASE_URL): "auto" sends no warm-up
+    def assert_a_compaction_sends_no_warm_up(self):
         self.talk("Marta, a room for the night?")
         self.compact()
         self.settle()
         self.assertEqual(warmups(self.llm), [])
         self.assertEqual(len(self.warm_now()), 1)  # positive control: "true" warms the same head
 
+    def test_auto_warms_only_the_embedded_model(self):
+        # the double is a configured server (AI_LLM_BASE_URL): "auto" sends no warm-up
+        self.assert_a_compaction_sends_no_warm_up()
+
     @override_settings(AI_PROMPT_CACHE_WARMUP=False)
     def test_off(self):
-        self.talk("Marta, a room for the night?")
-        self.compact()
-        self.settle()
-        self.assertEqual(warmups(self.llm), [])
-        self.assertEqual(len(self.warm_now()), 1)  # positive control: "true" warms the same head
+        self.assert_a_compaction_sends_no_warm_up()
 
 
 class TestWarmupPrompt(WarmupCase):

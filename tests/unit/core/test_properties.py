@@ -107,6 +107,12 @@ def histories(draw, prefix="m", max_items=14):
     return history
 
 
+def draw_range(data, history):
+    """Indices ``a <= b`` of two messages of the non-empty ``history``, drawn with ``data``."""
+    a = data.draw(st.integers(0, len(history) - 1))
+    return a, data.draw(st.integers(a, len(history) - 1))
+
+
 def oracle_safe(history, i):
     """Cut at i is safe iff no call/result pair straddles it, the kept part does not start with a
     tool result, and no call still awaiting results at the end is compacted."""
@@ -200,8 +206,7 @@ def test_splice_after_concurrent_appends_keeps_every_new_message(history, append
 @given(histories(), st.data())
 def test_splice_replaces_exactly_the_range(history, data):
     assume(history)
-    a = data.draw(st.integers(0, len(history) - 1))
-    b = data.draw(st.integers(a, len(history) - 1))
+    a, b = draw_range(data, history)
     replacement = [{"id": "R", "role": "system", "content": "r"}]
     out = splice(history, history[a]["id"], history[b]["id"], replacement)
     assert out == history[:a] + replacement + history[b + 1 :]
@@ -211,8 +216,7 @@ def test_splice_replaces_exactly_the_range(history, data):
 @given(histories(), st.data())
 def test_a_shorter_marker_lowers_the_count(history, data):
     assume(history)
-    a = data.draw(st.integers(0, len(history) - 1))
-    b = data.draw(st.integers(a, len(history) - 1))
+    a, b = draw_range(data, history)
     before = count_conversation_tokens(history)
     replaced = count_conversation_tokens(history[a : b + 1])
     marker = make_marker(data.draw(texts), history[a : b + 1], replaced, 0)

@@ -14,15 +14,10 @@ from twisted.trial import unittest
 
 from ai_contrib.core.messages import make_message
 from ai_contrib.llm import client as client_mod
+from ai_contrib.llm import errors
 from ai_contrib.llm.client import (
     ChatResult,
     LLMClient,
-    LLMConnectionError,
-    LLMContextOverflowError,
-    LLMError,
-    LLMHTTPError,
-    LLMResponseError,
-    LLMTimeoutError,
     get_client,
     parse_chat_response,
     reset_client,
@@ -207,10 +202,10 @@ class TestSuccess(ClientTestBase):
     @defer.inlineCallbacks
     def test_text_completion_errors(self):
         self.llm.enqueue(json_body({"choices": [{"message": {"content": "chat shape"}}]}))
-        err = yield self.assertFailsWith(self.client.complete("x"), LLMResponseError)
+        err = yield self.assertFailsWith(self.client.complete("x"), errors.LLMResponseError)
         self.assertIn("no text", str(err))
         self.llm.enqueue(http_error(500))
-        yield self.assertFailsWith(self.client.complete("x"), LLMHTTPError)
+        yield self.assertFailsWith(self.client.complete("x"), errors.LLMHTTPError)
 
     @defer.inlineCallbacks
     def test_quiet_pool_logs_no_factory_lines(self):
@@ -229,12 +224,12 @@ class TestErrors(ClientTestBase):
     @defer.inlineCallbacks
     def test_http_500(self):
         self.llm.enqueue(http_error(500))
-        err = yield self.assertFailsWith(self.client.chat(USER), LLMHTTPError)
+        err = yield self.assertFailsWith(self.client.chat(USER), errors.LLMHTTPError)
         self.assertEqual(err.status, 500)
         self.assertIn("HTTP 500", str(err))
         self.assertIn(self.llm.base_url, str(err))
         self.assertIn("double error 500", str(err))
-        self.assertNotIsInstance(err, LLMContextOverflowError)
+        self.assertNotIsInstance(err, errors.LLMContextOverflowError)
 
     @defer.inlineCallbacks
     def test_context_overflow_is_recognised(self):
@@ -250,14 +245,14 @@ class TestErrors(ClientTestBase):
                 },
             )
         )
-        err = yield self.assertFailsWith(self.client.chat(USER), LLMContextOverflowError)
+        err = yield self.assertFailsWith(self.client.chat(USER), errors.LLMContextOverflowError)
         self.assertEqual(err.status, 400)
-        self.assertIsInstance(err, LLMHTTPError)
+        self.assertIsInstance(err, errors.LLMHTTPError)
 
     @defer.inlineCallbacks
     def test_api_key_never_appears_in_errors(self):
         self.llm.enqueue(http_error(401, {"error": {"message": f"bad key {KEY}"}}))
-        err = yield self.assertFailsWith(self.client.chat(USER), LLMHTTPError)
+        err = yield self.assertFailsWith(self.client.chat(USER), errors.LLMHTTPError)
         self.assertEqual(err.status, 401)
         self.assertNotIn(KEY, str(err))
         self.assertNotIn(KEY, err.body)
@@ -267,7 +262,7 @@ class TestErrors(ClientTestBase):
     def test_timeout(self):
         client = self.make_client(timeout=0.3)
         self.llm.enqueue(sleep(10))
-        err = yield self.assertFailsWith(client.chat(USER), LLMTimeoutError)
+        err = yield self.assertFailsWith(client.chat(USER), errors.LLMTimeoutError)
         self.assertIn("0.3 s", str(err))
         self.assertIn(self.llm.base_url, str(err))
         self.assertEqual(len(self.llm.requests), 1)  # a timeout is not retried
@@ -276,26 +271,26 @@ class TestErrors(ClientTestBase):
     def test_client_works_again_after_a_timeout(self):
         client = self.make_client(timeout=0.3)
         self.llm.enqueue(sleep(10), reply("back"))
-        yield self.assertFailsWith(client.chat(USER), LLMTimeoutError)
+        yield self.assertFailsWith(client.chat(USER), errors.LLMTimeoutError)
         result = yield client.chat(USER)
         self.assertEqual(result.content, "back")
 
     @defer.inlineCallbacks
     def test_malformed_json(self):
         self.llm.enqueue(malformed())
-        err = yield self.assertFailsWith(self.client.chat(USER), LLMResponseError)
+        err = yield self.assertFailsWith(self.client.chat(USER), errors.LLMResponseError)
         self.assertIn("not JSON", str(err))
 
     @defer.inlineCallbacks
     def test_missing_choices(self):
         self.llm.enqueue(json_body({"object": "chat.completion", "choices": []}))
-        err = yield self.assertFailsWith(self.client.chat(USER), LLMResponseError)
+        err = yield self.assertFailsWith(self.client.chat(USER), errors.LLMResponseError)
         self.assertIn("no choices", str(err))
 
     @defer.inlineCallbacks
     def test_error_object_with_status_200(self):
         self.llm.enqueue(json_body({"error": {"message": "model is loading"}}))
-        err = yield self.assertFailsWith(self.client.chat(USER), LLMResponseError)
+        err = yield self.assertFailsWith(self.client.chat(USER), errors.LLMResponseError)
         self.assertIn("model is loading", str(err))
 
     @defer.inlineCallbacks
@@ -304,9 +299,9 @@ class TestErrors(ClientTestBase):
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         client = self.make_client(base_url=f"http://127.0.0.1:{port}/v1")
-        err = yield self.assertFailsWith(client.chat(USER), LLMConnectionError)
+        err = yield self.assertFailsWith(client.chat(USER), errors.LLMConnectionError)
         self.assertIn(f"127.0.0.1:{port}", str(err))
-        self.assertIsInstance(err, LLMError)
+        self.assertIsInstance(err, errors.LLMError)
 
     @defer.inlineCallbacks
     def test_caller_cancellation_is_not_an_llm_error(self):
@@ -339,7 +334,7 @@ class TestKeepAlive(ClientTestBase):
     @defer.inlineCallbacks
     def test_only_one_retry(self):
         self.llm.enqueue(drop(), drop(), reply("never"))
-        err = yield self.assertFailsWith(self.client.chat(USER), LLMConnectionError)
+        err = yield self.assertFailsWith(self.client.chat(USER), errors.LLMConnectionError)
         self.assertIn("lost", str(err))
         self.assertEqual(len(self.llm.requests), 2)
         self.assertEqual(self.llm.pending, 1)
@@ -445,7 +440,7 @@ def test_to_wire_message_keeps_tool_fields_and_drops_ours():
     ],
 )
 def test_parse_chat_response_rejects_bad_shapes(data):
-    with pytest.raises(LLMResponseError):
+    with pytest.raises(errors.LLMResponseError):
         parse_chat_response(data)
 
 
@@ -576,7 +571,7 @@ class TestPurpose(ClientTestBase):
         self.assertIsNone((yield self.client.chat(USER)).purpose)
         self.llm.enqueue(http_error(500))
         err = yield self.assertFailsWith(self.client.chat(USER, purpose="extraction"),
-                                         LLMHTTPError)
+                                         errors.LLMHTTPError)
         self.assertEqual(err.purpose, "extraction")
 
     def test_an_unknown_purpose_raises_at_once(self):

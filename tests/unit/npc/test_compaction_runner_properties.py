@@ -18,6 +18,7 @@ Also: the structured-summary parser (core/structured.py).
 
 import os
 import tempfile
+from contextlib import contextmanager
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -216,6 +217,19 @@ def check_invariants(runtime, archive):
     assert runtime.tokens == count_conversation_tokens(messages, runtime.ledger.model)
 
 
+@contextmanager
+def archived_runtime():
+    """An empty runtime history over a message archive in a temporary folder, as ``(path of the
+    archive, archive, runtime)``; the archive is closed and the folder removed afterwards."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "npc.jsonl")
+        archive = MessageArchive(path)
+        try:
+            yield path, archive, RuntimeHistory(archive, [], -1)
+        finally:
+            archive.close()
+
+
 def replayed(path):
     fresh = MessageArchive(path)
     try:
@@ -227,56 +241,44 @@ def replayed(path):
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(event, min_size=1, max_size=40), st.lists(op, min_size=1, max_size=8))
 def test_every_strategy_in_any_order_keeps_the_invariants(first, steps):
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "npc.jsonl")
-        archive = MessageArchive(path)
-        try:
-            runtime = RuntimeHistory(archive, [], -1)
-            counter = [0]
-            append_events(runtime, first, counter)
+    with archived_runtime() as (path, archive, runtime):
+        counter = [0]
+        append_events(runtime, first, counter)
+        check_invariants(runtime, archive)
+        for step in steps:
+            before = runtime.tokens
+            apply_op(runtime, step, counter)
+            if step[0] != "append":
+                assert runtime.tokens <= before, step
             check_invariants(runtime, archive)
-            for step in steps:
-                before = runtime.tokens
-                apply_op(runtime, step, counter)
-                if step[0] != "append":
-                    assert runtime.tokens <= before, step
-                check_invariants(runtime, archive)
-            # a crash before any checkpoint: the archive alone rebuilds the same context
-            again = replayed(path)
-            assert [(m["id"], m["content"]) for m in again] == [
-                (m["id"], m["content"]) for m in runtime.messages]
-        finally:
-            archive.close()
+        # a crash before any checkpoint: the archive alone rebuilds the same context
+        again = replayed(path)
+        assert [(m["id"], m["content"]) for m in again] == [
+            (m["id"], m["content"]) for m in runtime.messages]
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.lists(event, min_size=1, max_size=20), min_size=1, max_size=6),
        st.integers(0, 6), st.integers(1, 6), st.booleans())
 def test_cascade_cycles_shrink_tier_correctly_and_replay(batches, immediate, recent, force):
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "npc.jsonl")
-        archive = MessageArchive(path)
-        try:
-            runtime = RuntimeHistory(archive, [], -1)
-            counter = [0]
-            for batch in batches:
-                append_events(runtime, batch, counter)
-                before = runtime.tokens
-                raw_before = cascade.raw_count(runtime.messages)
-                do_cascade(runtime, immediate, recent, force)
-                check_invariants(runtime, archive)
-                assert runtime.tokens <= before
-                tiers = [cascade.tier_of(m) for m in runtime.messages if is_marker(m)]
-                assert tiers.count(cascade.TIER_SHORT) <= 1 and tiers.count(cascade.TIER_LONG) <= 1
-                if cascade.TIER_LONG in tiers:  # the long-term summary comes first
-                    assert tiers[0] == cascade.TIER_LONG
-                # markers only ever lead the history; the immediate window stays verbatim
-                flags = [is_marker(m) for m in runtime.messages]
-                assert flags == sorted(flags, reverse=True)
-                assert cascade.raw_count(runtime.messages) >= min(immediate, raw_before)
-            assert [m["id"] for m in replayed(path)] == [m["id"] for m in runtime.messages]
-        finally:
-            archive.close()
+    with archived_runtime() as (path, archive, runtime):
+        counter = [0]
+        for batch in batches:
+            append_events(runtime, batch, counter)
+            before = runtime.tokens
+            raw_before = cascade.raw_count(runtime.messages)
+            do_cascade(runtime, immediate, recent, force)
+            check_invariants(runtime, archive)
+            assert runtime.tokens <= before
+            tiers = [cascade.tier_of(m) for m in runtime.messages if is_marker(m)]
+            assert tiers.count(cascade.TIER_SHORT) <= 1 and tiers.count(cascade.TIER_LONG) <= 1
+            if cascade.TIER_LONG in tiers:  # the long-term summary comes first
+                assert tiers[0] == cascade.TIER_LONG
+            # markers only ever lead the history; the immediate window stays verbatim
+            flags = [is_marker(m) for m in runtime.messages]
+            assert flags == sorted(flags, reverse=True)
+            assert cascade.raw_count(runtime.messages) >= min(immediate, raw_before)
+        assert [m["id"] for m in replayed(path)] == [m["id"] for m in runtime.messages]
 
 
 # -- structured summaries ------------------------------------------------------------------------
