@@ -28,9 +28,10 @@ test: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # the edit-test loop: tests/unit and tests/shell, no real game (tests/e2e) and no real model
-# (tests/model); `make test` and CI run everything
+# (tests/model), on every core (pytest-xdist; each worker has its own test database); `make
+# test` and CI run everything, one test at a time
 test-fast: install
-	$(PY) -m pytest -q tests/unit tests/shell $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n auto tests/unit tests/shell $(PYTEST_ARGS)
 
 # the PostgreSQL driver for Django and Mem0's pgvector store (the [postgres] extra)
 PG_STAMP := $(VENV)/.installed-postgres

@@ -54,6 +54,7 @@ __all__ = [
     "sentences",
     "source_lines",
     "source_names",
+    "unknown_items",
 ]
 
 #: Least share of a fact's names, numbers and content words that its best single source line
@@ -366,9 +367,14 @@ def _supported(speaker, sentence, lines, known):
     return bool(lines) and line_support(sentence, lines, known=known)[0] >= MIN_SENTENCE_SUPPORT
 
 
-def _unknown_items(text, lines):
-    """The names and numbers of ``text`` (headings included but for the section headings)
-    that no line of ``lines`` holds, in order."""
+def unknown_items(text, lines) -> list:
+    """
+    The names and numbers of ``text`` (a summary, a fact; headings included but for the
+    section headings) that no line of ``lines`` (:func:`source_lines`) holds.
+
+    Returns:
+        list[str]: in order, each once (names as written, numbers as figures).
+    """
     words, _stems, numbers = _whole_source(lines)
     body = "\n".join(line.lstrip("# ") for line in (text or "").splitlines()
                      if not section_heading(line))
@@ -395,7 +401,7 @@ def check_summary(summary, lines) -> Grounding:
     known = source_names(lines)
     supported = sum(1 for speaker, s in said if _supported(speaker, s, lines, known))
     share = round(supported / len(said), 3)
-    missing = _unknown_items(summary, lines)
+    missing = unknown_items(summary, lines)
     if missing:
         return Grounding(share, None, "names or numbers the conversation does not mention: "
                                       + ", ".join(missing))

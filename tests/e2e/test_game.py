@@ -13,8 +13,12 @@ import re
 
 import pytest
 
+from ai_contrib.core.grounding import source_lines, unknown_items
+from ai_contrib.core.language import language_problem
+from ai_contrib.memory.retrieval import strip_summary_prefix
 from demo.telnet import TelnetPlayer, Transcript
 from tests.support.e2e_util import fail_with_logs, started_game
+from tests.support.tavern_e2e import py, wait_idle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(480)]
 
@@ -207,6 +211,43 @@ def test_each_strategy_compacts_the_live_npc_and_she_keeps_talking(game):
         assert int(tokens.group(2)) <= int(tokens.group(1)), outcome
     for strategy in ("hybrid", "cascade", "replace_all"):  # the ones that write summaries
         assert f"({strategy})" in final, f"no {strategy} event in aihistory:\n{final}"
+
+
+def test_the_journal_holds_only_names_and_numbers_that_were_said(game):
+    """
+    What the embedded model journaled while the strategies ran (facts, observations, the
+    compactions' syntheses) names no name and no number that no line of the conversation
+    holds, and is in the conversation's language (docs/design.md, "Facts you can trust").
+    """
+    entries, said = asyncio.run(_journal_and_archive(game))
+    lines = source_lines([{"role": role, "name": name, "content": content}
+                          for role, name, content in said])
+    assert lines, said
+    source = "\n".join(line.text for line in lines)
+    checked = 0
+    for kind, content in entries:
+        text = strip_summary_prefix(content)
+        if kind not in ("fact", "observation", "compaction") or not text:
+            continue
+        checked += 1
+        assert unknown_items(text, lines) == [], (kind, content)
+        assert language_problem(text, source) == "", (kind, content)
+    # the strategies' compactions journal their syntheses: the check read something
+    assert checked, entries
+
+
+async def _journal_and_archive(game):
+    async with TelnetPlayer("admin", game.ports.telnet, transcript=game.transcript) as admin:
+        await admin.login(*game.superuser)
+        await wait_idle(admin)
+        npc = f"me.search('{NPC}', global_search=True)"
+        entries = await py(admin, f"[(e.get('source_type'), e.get('content')) for e in "
+                                  f"{npc}.db.journal['entries']]")
+        said = await py(admin, f"[(m.get('role'), m.get('name'), m.get('content')) for s in "
+                               f"{npc}.scripts.all() for m in s.archive.messages(0, "
+                               f"s.archive.last_seq) if m.get('role') in ('user', 'assistant', "
+                               f"'system')]")
+    return entries or [], said or []
 
 
 async def _strategy_round(game, transcript):
