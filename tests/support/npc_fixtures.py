@@ -60,15 +60,18 @@ class NPCTestCase(BaseEvenniaCommandTest):
 
     def settle_turns(self, timeout=5.0):
         """Cancel the ticks scheduled (a later cleanup turning the reactor would start them),
-        then iterate the reactor until no AI NPC script is in a tick or a cache warm-up; past
-        ``timeout`` seconds stop the LLM double, so that what it holds fails, and wait again."""
+        then iterate the reactor until no AI NPC script is in a tick, a cache warm-up or its
+        memory work (a sleep that writes its report to the script would otherwise land in the
+        next test, onto a row its database never had); past ``timeout`` seconds stop the LLM
+        double, so that what it holds fails, and wait again."""
         from evennia.scripts.models import ScriptDB
 
         cancel_pending_ticks()
 
         def busy():
             return [script for script in ScriptDB.get_all_cached_instances()
-                    if script.ndb.busy or script.ndb.warming is not None]
+                    if script.ndb.busy or script.ndb.warming is not None
+                    or script.ndb.memory_work is not None]
 
         for attempt in range(2):
             deadline = time.monotonic() + timeout
@@ -101,11 +104,13 @@ class NPCTestCase(BaseEvenniaCommandTest):
                 added.append(self.script.add_message("assistant", text, name="Marta"))
         return added
 
-    def said(self, cmd, args, until, tries=200):
-        """Run a command and collect what the caller is told, also later (Deferreds)."""
+    def said(self, cmd, args, until, timeout=60.0):
+        """Run a command and collect what the caller is told, also later (Deferreds), until it
+        holds ``until`` or ``timeout`` seconds have passed (a busy machine is slow, not wrong)."""
         with mock.patch.object(self.char1, "msg") as msg:
             immediate = self.call(cmd, args)
-            for _ in range(tries):
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
                 text = immediate + " ".join(str(c) for c in msg.call_args_list)
                 if until in text:
                     break

@@ -437,7 +437,7 @@ class TestDestroyTellsWhatBecameOfTheMemory(AdminCase):
         from ai_contrib.admin.destroy_command import CmdDestroy
 
         stone = create.create_object(DefaultCharacter, key="Stone", location=self.room1)
-        out = self.said(CmdDestroy(), "/force Stone", until="destroyed", tries=20)
+        out = self.said(CmdDestroy(), "/force Stone", until="destroyed", timeout=0.4)
         self.assertIn("Stone was destroyed.", out)
         self.assertNotIn("archive", out)
         self.assertFalse(stone.pk)
