@@ -341,6 +341,9 @@ _SAID = re.compile(r"^(?P<who>[A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,3}) "
                    r"\s*:\s*")
 #: the extract's labels for lines with no speaker's name (:func:`attributed_line`)
 _UNNAMED = {"the game": "", "someone": ""}
+#: openings that name no one: "I said: ..." (the NPC, whose lines carry its name) is checked
+#: like a sentence of no one's
+_PRONOUNS = frozenset("i we you he she they".split())
 
 
 def _claims(summary):
@@ -352,7 +355,7 @@ def _claims(summary):
         speaker = None
         if said:
             who = said.group("who").casefold()
-            speaker = _UNNAMED.get(who, who)
+            speaker = None if who in _PRONOUNS else _UNNAMED.get(who, who)
             body = body[said.end():]
         for sentence in sentences(body):
             yield speaker, sentence

@@ -101,6 +101,8 @@ def test_words_given_as_someone_s_must_be_theirs():
     assert check_summary(f"- Caroline said: {line}", LINES).passed
     verdict = check_summary(f"- Melanie said: {line}", LINES)
     assert not verdict.passed and verdict.support == 0.0, verdict
+    # "I" (the NPC) names no one: any line may support it
+    assert check_summary(f"- I said: {line}", LINES).passed
     # a line of the game's (no speaker's name) is read as the game's
     game = source_lines([{"role": "system", "content": "(Melanie arrives to the tavern.)"}])
     assert check_summary("- The game noted: (Melanie arrives to the tavern.)", game).passed
