@@ -419,7 +419,8 @@ def line_entity(entity, line) -> str:
     """
     Whom an observation stored as ``line`` (a :class:`SourceLine`, in place of the model's
     text) is about: the model's ``entity`` when it is a name the line uses (up to four
-    capitalised words; the line's speaker counts), else the line's speaker. A model writes
+    capitalised words of the line, its speaker's name counting, none a pronoun or article
+    such as "I" or "The"), else the line's speaker. A model writes
     any text there ("I am grateful to have her in my life. I'"), and an observation is filed
     under its entity.
 
@@ -429,7 +430,7 @@ def line_entity(entity, line) -> str:
     words = _WORD.findall(entity or "")
     if words and len(words) <= 4 and all(word[0].isupper() for word in words):
         vocab = _line_words(line)[0]
-        if all(_known(word.casefold(), vocab) for word in words):
+        if all(_known(w.casefold(), vocab) and w.casefold() not in _NOT_SUBJECTS for w in words):
             return " ".join(words)
     return line.speaker
 

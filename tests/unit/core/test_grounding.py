@@ -2,11 +2,13 @@
 
 from ai_contrib.core.fidelity import fact_problem, source_text
 from ai_contrib.core.grounding import (
+    SourceLine,
     MIN_LINE_SUPPORT,
     attributed_line,
     check_fact,
     check_summary,
     fact_support,
+    line_entity,
     source_lines,
 )
 from ai_contrib.core.language import guess_language, language_problem
@@ -107,3 +109,13 @@ def test_words_given_as_someone_s_must_be_theirs():
     game = source_lines([{"role": "system", "content": "(Melanie arrives to the tavern.)"}])
     assert check_summary("- The game noted: (Melanie arrives to the tavern.)", game).passed
     assert not check_summary("- Caroline said: Melanie arrives to the tavern.", game).passed
+
+
+def test_an_observation_is_filed_under_a_name_its_line_uses_or_its_speaker():
+    line = SourceLine("Bob", "I think the Sleeping Stag is fine. The mead is good.")
+    assert line_entity("Sleeping Stag", line) == "Sleeping Stag"
+    assert line_entity("Bob", line) == "Bob"
+    for not_a_name in ("I", "The", "I am grateful to have her in my life. I", "Carol", ""):
+        assert line_entity(not_a_name, line) == "Bob", not_a_name
+    # a name opening the line is a name all the same
+    assert line_entity("Carol", SourceLine("Bob", "Carol keeps the keys.")) == "Carol"
