@@ -33,6 +33,7 @@ from evennia.utils.utils import lazy_property
 from .memory.journal import new_journal
 from .npc.budgeting import BudgetHandler
 from .npc.conversation import ConversationHandler, archive_behind_warning
+from .npc.delegation import delegate
 from .npc.conversation import queue_checkpoint as _queue_checkpoint  # noqa: F401  (re-exported)
 from .npc.gossip import meet
 from .npc.hearing import HearingHandler
@@ -224,9 +225,11 @@ class AssistantScript(DefaultScript):
     (``docs/design.md``, "The script's handlers"): ``conversation`` (history, archive,
     checkpoint), ``hearing`` (speech, addressing, the queue, turn taking), ``budgeting``
     (token budgets, context-window discovery) and ``ticking`` (tick, memory work, warm-up,
-    sleep and wake). The methods below them are one-line delegations kept for the code, tests
-    and games that call them on the script; handlers call one another through these names
-    too, so that patching or wrapping one of them sees every call.
+    sleep and wake). The names below them are delegations
+    (:class:`ai_contrib.npc.delegation.delegate`: ``script.budget`` is
+    ``script.budgeting.tokens``) kept for the code, tests and games that call them on the
+    script; handlers call one another through these names too, so that patching or wrapping
+    one of them sees every call.
 
     Configuration Attributes (the contrib's documented names, ``docs/design.md``, "Per-NPC
     Attributes"): ``compact_enabled``, ``compact_sleep_threshold`` (fraction),
@@ -386,9 +389,10 @@ class AssistantScript(DefaultScript):
 
     # -- delegations: the conversation ---------------------------------------------------------
 
-    def archive_path(self):
-        """Path of this NPC's JSONL archive."""
-        return self.conversation.archive_path()
+    archive_path = delegate("conversation", ConversationHandler.archive_path)
+    add_message = delegate("conversation", ConversationHandler.add_message)
+    token_count = delegate("conversation", ConversationHandler.token_count)
+    checkpoint = delegate("conversation", ConversationHandler.checkpoint)
 
     @property
     def archive(self):
@@ -405,91 +409,27 @@ class AssistantScript(DefaultScript):
         """The live runtime history (list of message dicts); read it, do not mutate it."""
         return self.conversation.history
 
-    def add_message(self, role, content, name=None, **fields):
-        """Add a message to the history, archive first: the one way any code adds to it
-        (:meth:`ConversationHandler.add_message
-        <ai_contrib.npc.conversation.ConversationHandler.add_message>`, which documents its
-        errors)."""
-        return self.conversation.add_message(role, content, name=name, **fields)
-
-    def token_count(self):
-        """Tokens in the runtime history (running total, O(1))."""
-        return self.conversation.token_count()
-
-    def checkpoint(self):
-        """Save the runtime history and its archive seq in one transaction (O(n))."""
-        self.conversation.checkpoint()
-
     # -- delegations: budgets ------------------------------------------------------------------
 
-    def budget_info(self):
-        """The effective history budget and its source, a dict of tokens; starts no request
-        (:meth:`BudgetHandler.info <ai_contrib.npc.budgeting.BudgetHandler.info>`)."""
-        return self.budgeting.info()
-
-    def budget(self):
-        """The effective history budget in tokens (see :meth:`budget_info`)."""
-        return self.budgeting.tokens()
-
-    def memory_budget(self):
-        """Tokens the recall notes of a reply prompt may take."""
-        return self.budgeting.memory_budget()
-
-    def token_usage(self):
-        """Fraction of the effective budget (:meth:`budget`) the runtime history uses."""
-        return self.budgeting.usage()
+    budget_info = delegate("budgeting", BudgetHandler.info)
+    budget = delegate("budgeting", BudgetHandler.tokens)
+    memory_budget = delegate("budgeting", BudgetHandler.memory_budget)
+    token_usage = delegate("budgeting", BudgetHandler.usage)
 
     # -- delegations: hearing ------------------------------------------------------------------
 
-    def receive_speech(self, speaker, text, audience=None, to=None):
-        """Store a line heard and queue an answer when it is for this NPC (documented in full
-        at :meth:`ai_contrib.npc.hearing.HearingHandler.receive_speech`)."""
-        return self.hearing.receive_speech(speaker, text, audience=audience, to=to)
-
-    def observe(self, actor, text, event, audience=None):
-        """Record an event the NPC saw (:meth:`HearingHandler.observe
-        <ai_contrib.npc.hearing.HearingHandler.observe>`)."""
-        return self.hearing.observe(actor, text, event, audience=audience)
-
-    def pending_ids(self):
-        """Ids of the lines heard and not yet answered, oldest first (a list to append to)."""
-        return self.hearing.pending_ids()
-
-    def awaiting_answer_ids(self):
-        """Ids of the lines no stored reply answers yet: the turn's, then the queued ones."""
-        return self.hearing.awaiting_answer_ids()
-
-    def players_first(self):
-        """True when this NPC's NPC-only queue waits for a player's turn in its room."""
-        return self.hearing.players_first()
+    receive_speech = delegate("hearing", HearingHandler.receive_speech)
+    observe = delegate("hearing", HearingHandler.observe)
+    pending_ids = delegate("hearing", HearingHandler.pending_ids)
+    awaiting_answer_ids = delegate("hearing", HearingHandler.awaiting_answer_ids)
+    players_first = delegate("hearing", HearingHandler.players_first)
 
     # -- delegations: ticking ------------------------------------------------------------------
 
-    def kick(self):
-        """Run a tick soon (next reactor turn) unless one is running."""
-        self.ticking.kick()
-
-    def _needs_tick(self):
-        """The cheap synchronous test before a tick (``core.tick.tick_needed``)."""
-        return self.ticking.needs_tick()
-
-    def run_tick(self):
-        """Run one tick (:meth:`TickHandler.run <ai_contrib.npc.ticking.TickHandler.run>`);
-        Deferred, or None when a reply was already being written."""
-        return self.ticking.run()
-
-    def start_memory_work(self):
-        """Start the memory work that is due; the running work's Deferred, or None."""
-        return self.ticking.start_memory_work()
-
-    def warm_if_due(self):
-        """Warm the reply server's cache if the prompt's start changed; Deferred or None."""
-        return self.ticking.warm_if_due()
-
-    def sleep(self, reason="admin"):
-        """Put the NPC to sleep; False when it was asleep already."""
-        return self.ticking.sleep(reason=reason)
-
-    def wake(self, reason="admin"):
-        """Wake the NPC up; False when it was awake already."""
-        return self.ticking.wake(reason=reason)
+    kick = delegate("ticking", TickHandler.kick)
+    _needs_tick = delegate("ticking", TickHandler.needs_tick)
+    run_tick = delegate("ticking", TickHandler.run)
+    start_memory_work = delegate("ticking", TickHandler.start_memory_work)
+    warm_if_due = delegate("ticking", TickHandler.warm_if_due)
+    sleep = delegate("ticking", TickHandler.sleep)
+    wake = delegate("ticking", TickHandler.wake)

@@ -67,7 +67,7 @@ class CmdAIList(StaffCommand):
         if not npcs:
             self.caller.msg("There are no AI NPCs.")
             return
-        table = admin_table(table_width(self), "NPC", "where", "mode", "tokens/budget",
+        table = self.table("NPC", "where", "mode", "tokens/budget",
                             "strategy", "reply", "fails")
         for npc, script in npcs:
             where = npc.location.key if npc.location else "-"

@@ -38,6 +38,11 @@ class StaffCommand(MuxCommand):
             return None, None
         return find_npc(self.caller, name)
 
+    def table(self, *headers):
+        """An :func:`admin_table` as wide as this command's caller may take
+        (:func:`table_width`), with ``headers``."""
+        return admin_table(table_width(self), *headers)
+
 
 MIN_TABLE_WIDTH = 40  # columns; narrower clients get this and wrap
 

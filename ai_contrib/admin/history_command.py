@@ -451,7 +451,7 @@ class CmdAIHistory(StaffCommand):
             self.caller.msg(f"{npc.key} has not spoken with anyone yet.")
             return
         now = time.time()
-        table = admin_table(table_width(self), "who", "first met", "last spoke", "lines",
+        table = self.table("who", "first met", "last spoke", "lines",
                             "impression")
         for record in people:
             table.add_row(
@@ -470,7 +470,7 @@ class CmdAIHistory(StaffCommand):
         if not found["total"]:
             self.caller.msg(f"{npc.key}'s journal is empty.")
             return
-        table = admin_table(table_width(self), "id", "importance", "source", "who", "in Mem0",
+        table = self.table("id", "importance", "source", "who", "in Mem0",
                             "content")
         for entry in found["entries"]:
             table.add_row(
@@ -508,7 +508,7 @@ class CmdAIHistory(StaffCommand):
             self.caller.msg(f"No archived messages of {npc.key} in {start}..{end} (last seq {last}).")
             return
         in_context = {m["id"] for m in script.history}
-        table = admin_table(table_width(self), "seq", "time", "who", "text", "in context")
+        table = self.table("seq", "time", "who", "text", "in context")
         for m in messages:
             who = m.get("name") or m.get("role")
             table.add_row(m.get("seq"), when_cell(m.get("timestamp")), shown(who),

@@ -22,7 +22,7 @@ from ..lore import (
 )
 from ..npc.pins import add_pin, get_pins, remove_pin
 from ..settings import option_value
-from .command_util import StaffCommand, admin_table, shown, table_width
+from .command_util import StaffCommand, shown
 from .npcs import find_npc
 
 #: the word that makes ``ailore/add`` write a constant entry instead of keys
@@ -124,7 +124,7 @@ class CmdAILore(StaffCommand):
         if not entries:
             self.caller.msg("There is no lore yet. Add some: ailore/add <keys> = <text>")
             return
-        table = admin_table(table_width(self), "id", "keys", "who knows", "prio", "text", "from")
+        table = self.table("id", "keys", "who knows", "prio", "text", "from")
         for entry in entries:
             table.add_row(shown(entry["id"]), shown(_keys_text(entry), 24),
                           shown(", ".join(entry["condition"]), 20), entry["priority"],
@@ -174,7 +174,7 @@ class CmdAILore(StaffCommand):
         if not npc:
             return
         result = lore_for_npc(npc, [text])
-        table = admin_table(table_width(self), "id", "given", "key", "prio", "tokens")
+        table = self.table("id", "given", "key", "prio", "tokens")
         for item in result["chosen"]:
             table.add_row(shown(item["id"]), "yes", shown(item["key"] or "(constant)", 24),
                           item["priority"], item["tokens"])
@@ -293,7 +293,7 @@ class CmdAIPin(StaffCommand):
             return
         from evennia.utils.search import search_object
 
-        table = admin_table(table_width(self), "n", "about", "text", "by", "at")
+        table = self.table("n", "about", "text", "by", "at")
         for pin in pins:
             about = "-"
             if pin.get("player"):

@@ -3,14 +3,7 @@
 (``docs/design.md``, "Retrieval and embedders").
 """
 
-from .command_util import (
-    StaffCommand,
-    admin_table,
-    shown,
-    split_npc_switch,
-    support_tail,
-    table_width,
-)
+from .command_util import StaffCommand, shown, split_npc_switch, support_tail
 from .npcs import find_npc
 
 
@@ -79,7 +72,6 @@ class CmdAIMemory(StaffCommand):
         from ..npc.recall import recall_preview
 
         caller = self.caller
-        width = table_width(self)
         listeners = {listener.dbref: listener.key} if listener is not None else None
         heard_by = f"heard by {listener.key}" if listener is not None else "no audience filter"
 
@@ -88,7 +80,7 @@ class CmdAIMemory(StaffCommand):
                 caller.msg(f"{npc.key} would recall nothing for '{shown(query, 30)}' "
                            f"({heard_by}).")
                 return
-            table = admin_table(width, "source", "ref", "score", "kind", "memory")
+            table = self.table("source", "ref", "score", "kind", "memory")
             for item in found["results"]:
                 table.add_row(item["source"], shown(str(item["ref"])[:8]),
                               f"{float(item.get('score') or 0):.3f}",
@@ -105,14 +97,13 @@ class CmdAIMemory(StaffCommand):
         from ..memory.mem0_store import get_store, npc_agent_id
 
         caller = self.caller
-        width = table_width(self)
         d = get_store().search(npc_agent_id(npc), query, include_private=True, threshold=0.0)
 
         def _show(hits):
             if not hits:
                 caller.msg(f"{npc.key} remembers nothing about '{shown(query)}'.")
                 return
-            table = admin_table(width, "id", "score", "source", "visibility", "memory")
+            table = self.table("id", "score", "source", "visibility", "memory")
             for hit in hits:
                 meta = hit.get("metadata") or {}
                 table.add_row(str(meta.get("memory_id") or "-")[:8],

@@ -7,6 +7,7 @@ from django.test import override_settings
 
 from ai_contrib.core.fidelity import fact_problem, source_text
 from ai_contrib.npc.extraction import run_pre_compaction_extraction
+from tests.support.conversations import BOOKING
 from tests.support.npc_fixtures import NPCTestCase
 from tests.support.twisted_util import stored, wait_for
 
@@ -14,16 +15,7 @@ from tests.support.twisted_util import stored, wait_for
 class TestEmbeddedModel(NPCTestCase):
     """The real embedded SmolLM2-135M, asked with the structured-output schema."""
 
-    CONVERSATION = [
-        ("user", "Bob", "Good evening. I need a room for three nights, and a meal."),
-        ("assistant", "Marta", "Welcome to the Prancing Goat. A room is 4 silver a night."),
-        ("user", "Bob", "I only have 10 silver. I will pay the last 2 silver on Friday."),
-        ("assistant", "Marta", "Fine, Bob. I will hold you to that promise."),
-        ("user", "Bob", "Also, keep the cellar locked. I saw a wolf near the north gate."),
-        ("assistant", "Marta", "A wolf? I will warn the guard captain, Elsa."),
-        ("user", "Bob", "My sister Lena arrives tomorrow from Riverton. She is allergic to fish."),
-        ("assistant", "Marta", "Then no fish stew for Lena. I will tell the cook."),
-    ]
+    CONVERSATION = BOOKING
 
     def setUp(self):
         super().setUp()

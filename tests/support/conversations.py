@@ -27,3 +27,16 @@ TAVERN = [
     ("assistant", "Marta", "Gareth opens at dawn but closes early on market days."),
     ("user", "Wren", "Good night, Marta. Wake me at first light."),
 ]
+
+#: 8 lines of Bob booking a room from Marta: debts, a wolf, a sister's allergy (the facts the
+#: embedded model extracts in ``tests/model/test_extraction.py``)
+BOOKING = [
+    ("user", "Bob", "Good evening. I need a room for three nights, and a meal."),
+    ("assistant", "Marta", "Welcome to the Prancing Goat. A room is 4 silver a night."),
+    ("user", "Bob", "I only have 10 silver. I will pay the last 2 silver on Friday."),
+    ("assistant", "Marta", "Fine, Bob. I will hold you to that promise."),
+    ("user", "Bob", "Also, keep the cellar locked. I saw a wolf near the north gate."),
+    ("assistant", "Marta", "A wolf? I will warn the guard captain, Elsa."),
+    ("user", "Bob", "My sister Lena arrives tomorrow from Riverton. She is allergic to fish."),
+    ("assistant", "Marta", "Then no fish stew for Lena. I will tell the cook."),
+]

@@ -148,11 +148,9 @@ class TestConfiguration(StrategyTestCase):
         cmd = CmdAIHistory()
         cmd.client_width = lambda: 400  # the content, not the 80-column wrapping, is tested here
         out = self.call(cmd, "Marta")
-        self.assertIn("Strategy", out)
-        self.assertIn("cascade (immediate 64, recent 64 messages; 10 raw in context", out)
-        self.assertIn("next at 129 raw", out)
-        self.assertIn("Benefit guard", out)
-        self.assertIn("not evaluated yet", out)
+        for shown in ("Strategy", "cascade (immediate 64, recent 64 messages; 10 raw in context",
+                      "next at 129 raw", "Benefit guard", "not evaluated yet"):
+            self.assertIn(shown, out)
 
 
 class TestExtractionTrafficLeftBehind(StrategyTestCase):

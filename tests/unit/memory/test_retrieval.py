@@ -42,6 +42,15 @@ def _hit(text, score, journal_id, source_type="fact", **meta):
     }
 
 
+def _debt_and_haggling(summary, summary_score):
+    """Two Mem0 hits: Bob's debt (a fact, 0.86) and the summary of messages 0-41 (``summary``,
+    scored ``summary_score``)."""
+    return [
+        _hit("Bob owes me five gold coins.", 0.86, "fact_2", speaker="Bob"),
+        _hit(summary, summary_score, "compact_1", "compaction", first_seq=0, last_seq=41),
+    ]
+
+
 def _doc(doc_id, content, name="Bob", timestamp="2026-11-20T14:02:11+00:00"):
     return {"id": doc_id, "content": content, "name": name, "timestamp": timestamp, "role": "user"}
 
@@ -172,17 +181,7 @@ def test_rrf_is_order_independent_across_rankings(rankings):
 
 
 def test_fuse_candidates_merges_both_sources():
-    hits = [
-        _hit("Bob owes me five gold coins.", 0.86, "fact_2", speaker="Bob"),
-        _hit(
-            "[CONTEXT SYNTHESIS]\nWe haggled over a sword.",
-            0.80,
-            "compact_1",
-            "compaction",
-            first_seq=0,
-            last_seq=41,
-        ),
-    ]
+    hits = _debt_and_haggling("[CONTEXT SYNTHESIS]\nWe haggled over a sword.", 0.80)
     docs = [
         _doc("m1", "Good morning!", name="Marta"),
         _doc("m2", "I will pay back the five gold coins after the harvest."),
@@ -314,17 +313,7 @@ def test_sections_format():
 
 
 def test_build_memory_context_end_to_end_pure():
-    hits = [
-        _hit("Bob owes me five gold coins.", 0.86, "fact_2", speaker="Bob"),
-        _hit(
-            "We haggled over the price of a sword.",
-            0.81,
-            "compact_1",
-            "compaction",
-            first_seq=0,
-            last_seq=41,
-        ),
-    ]
+    hits = _debt_and_haggling("We haggled over the price of a sword.", 0.81)
     docs = [_doc("m1", "The sword costs forty gold, not a coin less.", name="Marta")]
     context = build_memory_context(
         hits, docs, "How much gold for the sword?", budget_tokens=500, count_tokens=_words
