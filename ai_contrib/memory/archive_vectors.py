@@ -17,6 +17,12 @@ index's SQLite file:
   in ``vec0`` took 75-120 ms per query on 2 cores, the bit scan plus rescoring 7-11 ms:
   ``benchmarks/retrieval_scale.py``).
 
+The scan runs over a copy of ``vec_bits`` in memory (:class:`SignScan`, 56 bytes a line: read
+through SQL once per open connection, kept up to date by this process's writes and read again
+when another connection has written), with numpy: at 100k lines about 1 ms, where ``vec0``'s
+own ``MATCH ... AND k = 80`` took 10-14 ms (sqlite-vec 0.1 keeps its top k by passing over the
+candidates again for each one; ``docs/design.md``, "Archived lines' vectors").
+
 Who writes, and when: the memory worker thread, after a reply's retrieval
 (:func:`ai_contrib.memory.retrieval.retrieve_memory_context`), embeds at most
 ``AI_MEMORY_ARCHIVE_EMBED_BATCH`` lines the index holds without a vector, oldest first (no job
@@ -40,7 +46,7 @@ from .lexical import doc_text
 #: Nearest candidates by Hamming distance per wanted hit, before rescoring (4 x 20 hits = 80:
 #: recall of the exact top 20 by cosine .97 on LoCoMo lines, ``docs/design.md``).
 OVERFETCH = 4
-#: sqlite-vec's largest ``k``.
+#: Candidates rescored at the most, however many the listeners' filter passes over.
 MAX_K = 4096
 #: The centre is the mean of the first this many vectors of an index, made again (with every
 #: line's bits) while the index has fewer; fixed after.
@@ -67,6 +73,85 @@ def _bits(vectors: np.ndarray, centre) -> list:
     return [bytes(row) for row in np.packbits(shifted > 0, axis=1)]
 
 
+class SignScan:
+    """
+    The signs of an index's vectors in memory, for the Hamming scan of
+    :meth:`VectorTables.nearest`: rowids ascending, and the bits as 64-bit words stored word by
+    word (``words[j]`` holds word ``j`` of every line), so that a scan is one XOR, one popcount
+    and one addition per word over contiguous arrays. Room grows by doubling: appending a
+    batch costs its own size, whatever the index's.
+
+    Args:
+        rowids (numpy.ndarray): int64, ascending.
+        bits (numpy.ndarray): uint8, shape ``(len(rowids), bytes)`` (``numpy.packbits`` rows).
+    """
+
+    def __init__(self, rowids, bits):
+        self._n = 0
+        self._rowids = np.empty(0, dtype=np.int64)
+        self._words = np.empty((0, 0), dtype=np.uint64)
+        self.append(rowids, bits)
+
+    def __len__(self):
+        return self._n
+
+    def last_rowid(self) -> int:
+        """The highest rowid held (-1: none)."""
+        return int(self._rowids[self._n - 1]) if self._n else -1
+
+    @staticmethod
+    def _as_words(bits) -> np.ndarray:
+        bits = np.asarray(bits, dtype=np.uint8)
+        pad = -bits.shape[1] % 8  # whole 64-bit words: zero bits count the same on both sides
+        if pad:
+            bits = np.pad(bits, ((0, 0), (0, pad)))
+        return np.ascontiguousarray(bits).view(np.uint64)
+
+    def append(self, rowids, bits) -> None:
+        """Add lines whose rowids are all above the ones held (an embedding batch)."""
+        rowids = np.asarray(rowids, dtype=np.int64)
+        if not len(rowids):
+            return
+        words = self._as_words(np.asarray(bits).reshape(len(rowids), -1)).T
+        need = self._n + len(rowids)
+        if need > len(self._rowids) or self._words.shape[0] != words.shape[0]:
+            room = max(need, 2 * len(self._rowids), 64)
+            grown_rowids = np.empty(room, dtype=np.int64)
+            grown_words = np.zeros((words.shape[0], room), dtype=np.uint64)
+            grown_rowids[:self._n] = self._rowids[:self._n]
+            if self._n:
+                grown_words[:, :self._n] = self._words[:, :self._n]
+            self._rowids, self._words = grown_rowids, grown_words
+        self._rowids[self._n:need] = rowids
+        self._words[:, self._n:need] = words
+        self._n = need
+
+    def nearest(self, query_bits: bytes, count: int) -> list:
+        """
+        The ``count`` rowids nearest ``query_bits`` by Hamming distance, nearest first (ties:
+        the lower rowid first).
+
+        Returns:
+            list[int]
+        """
+        n = self._n
+        if not n or count <= 0:
+            return []
+        query = self._as_words(np.frombuffer(query_bits, dtype=np.uint8).reshape(1, -1))[0]
+        distance = np.zeros(n, dtype=np.uint16)
+        for j, word in enumerate(query):
+            distance += np.bitwise_count(self._words[j, :n] ^ word)
+        if count < n:
+            kth = np.partition(distance, count - 1)[count - 1]
+            chosen = np.flatnonzero(distance < kth)
+            ties = np.flatnonzero(distance == kth)[:count - len(chosen)]
+            chosen = np.concatenate([chosen, ties])
+        else:
+            chosen = np.arange(n)
+        order = chosen[np.lexsort((chosen, distance[chosen]))]
+        return self._rowids[order].tolist()
+
+
 class VectorTables:
     """
     The vector tables of one open index connection (with sqlite-vec loaded).
@@ -87,6 +172,10 @@ class VectorTables:
         self.seq = state.get("seq", -1)
         centre = state.get("centre")
         self.centre = None if centre is None else np.frombuffer(centre, dtype=np.float32)
+        # vec_bits in memory (None: read it on the next scan) and the connection's
+        # data_version it reflects: another connection's commit changes it
+        self._scan = None
+        self._data_version = None
 
     @staticmethod
     def _has_bits(conn) -> bool:
@@ -108,6 +197,7 @@ class VectorTables:
             conn.rollback()
             raise
         self.model, self.dim, self.seq, self.centre = model, int(dim), -1, None
+        self._scan = None
 
     def pending(self, conn, limit: int, model: str) -> list:
         """
@@ -146,18 +236,27 @@ class VectorTables:
         try:
             conn.executemany("INSERT OR REPLACE INTO vec_full (rowid, vector) VALUES (?, ?)",
                              zip(ids, (row.tobytes() for row in chosen)))
-            if self.centre is None or self.count(conn) <= CENTRE_SAMPLE:
+            recentred = self.centre is None or self.count(conn) <= CENTRE_SAMPLE
+            if recentred:
                 centre = self._recentre(conn)
             else:
+                bits = _bits(chosen, centre)
                 conn.executemany("DELETE FROM vec_bits WHERE rowid = ?", ((i,) for i in ids))
                 conn.executemany("INSERT INTO vec_bits (rowid, bits) VALUES (?, vec_bit(?))",
-                                 zip(ids, _bits(chosen, centre)))
+                                 zip(ids, bits))
             conn.execute("INSERT OR REPLACE INTO vec_meta VALUES ('seq', ?)", (seq,))
             conn.execute("COMMIT")
         except BaseException:
             conn.rollback()
+            self._scan = None
             raise
         self.seq, self.centre = seq, centre
+        if recentred or self._scan is None or (ids and len(self._scan)
+                                               and ids[0] <= self._scan.last_rowid()):
+            self._scan = None  # every line's bits changed, or rows came out of order
+        elif ids:
+            self._scan.append(ids, np.frombuffer(b"".join(bits), dtype=np.uint8)
+                              .reshape(len(ids), -1))
         return len(ids)
 
     @staticmethod
@@ -181,6 +280,7 @@ class VectorTables:
         conn.executemany("DELETE FROM vec_full WHERE rowid = ?", rowids)
         if self._has_bits(conn):
             conn.executemany("DELETE FROM vec_bits WHERE rowid = ?", rowids)
+        self._scan = None  # read again on the next scan (forgetting is rare)
 
     def count(self, conn) -> int:
         """Lines with a vector."""
@@ -205,13 +305,15 @@ class VectorTables:
         if vector.shape[0] != self.dim:
             return []
         query_bits = _bits(vector.reshape(1, -1), self.centre)[0]
+        scan = self._sign_scan(conn)
         wanted = min(MAX_K, OVERFETCH * limit)
         while True:
+            candidates = scan.nearest(query_bits, wanted)
             found = conn.execute(
-                "WITH knn AS (SELECT rowid FROM vec_bits WHERE bits MATCH vec_bit(?) AND k = ?) "
-                "SELECT knn.rowid, f.vector, d.record FROM knn "
-                "JOIN vec_full f ON f.rowid = knn.rowid JOIN docs d ON d.rowid = knn.rowid",
-                (query_bits, wanted)).fetchall()
+                "SELECT f.rowid, f.vector, d.record FROM vec_full f "
+                "JOIN docs d ON d.rowid = f.rowid WHERE f.rowid IN "
+                f"({','.join('?' * len(candidates))})", candidates).fetchall() \
+                if candidates else []
             scored = []
             for rowid, blob, record in found:
                 score = float(np.frombuffer(blob, dtype=np.float32) @ vector)
@@ -225,8 +327,21 @@ class VectorTables:
                     hits.append((doc, score))
                     if len(hits) >= limit:
                         return hits
-            if len(found) < wanted or wanted >= MAX_K:
+            if len(candidates) < wanted or wanted >= MAX_K:
                 return hits
             wanted = min(MAX_K, wanted * 4)
+
+    def _sign_scan(self, conn) -> SignScan:
+        """The :class:`SignScan` of ``vec_bits``, read again when this connection has not read
+        it yet or another connection has committed since (``PRAGMA data_version``)."""
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        if self._scan is None or version != self._data_version:
+            rows = conn.execute("SELECT rowid, bits FROM vec_bits ORDER BY rowid").fetchall()
+            rowids = np.fromiter((row for row, _bits in rows), dtype=np.int64, count=len(rows))
+            bits = np.frombuffer(b"".join(blob for _row, blob in rows), dtype=np.uint8)
+            self._scan = SignScan(rowids, bits.reshape(len(rows), -1) if rows
+                                  else np.empty((0, 8), dtype=np.uint8))
+            self._data_version = version
+        return self._scan
 
 

