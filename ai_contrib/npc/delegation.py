@@ -13,7 +13,9 @@ class delegate:  # noqa: N801  (used like a decorator, as ``lazy_property`` is)
     handler's, with no copy to drift.
 
     The descriptor is non-data: an instance attribute of the same name (``mock.patch.object``
-    on a script) hides it, and a subclass may override the name with a method of its own.
+    on a script) hides it, and a subclass may override the name with a method of its own. Read
+    on the class it is callable like the function it stands for (``AssistantScript.run_tick(
+    script)``), so code that wraps the class's method keeps working.
 
     Args:
         handler (str): the script's ``lazy_property`` holding the handler (``"budgeting"``).
@@ -29,6 +31,9 @@ class delegate:  # noqa: N801  (used like a decorator, as ``lazy_property`` is)
     def __set_name__(self, owner, name):
         self.__name__ = name
         self.__qualname__ = f"{owner.__qualname__}.{name}"
+
+    def __call__(self, script, *args, **kwargs):
+        return getattr(getattr(script, self.handler), self.method)(*args, **kwargs)
 
     def __get__(self, script, owner=None):
         if script is None:

@@ -34,6 +34,8 @@ def test_the_name_calls_the_handler_with_its_signature_and_docstring():
     assert Script.add.__name__ == "add" and Script.add.__qualname__ == "Script.add"
     assert Script.add.__doc__ == "Add ``by`` to the count."
     assert list(inspect.signature(script.add).parameters) == ["by"]
+    # read on the class, as code wrapping the class's method does: called with the script
+    assert Script.add(script, by=5) == 3 and script.counter.calls == [3, 1, 5]
 
 
 def test_an_instance_attribute_or_a_subclass_overrides_it():
