@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from ..core.stem import stem
+
 #: English function words dropped before BM25: they match everywhere and drown the rare words
 #: (recall@10 on LoCoMo with rank-bm25: .571 without this list, .609 with it).
 STOP_WORDS = frozenset(
@@ -36,6 +38,24 @@ def tokenize(text, stop_words=STOP_WORDS) -> list:
         list[str]
     """
     return [token for token in _TOKEN_RE.findall((text or "").lower()) if token not in stop_words]
+
+
+#: BM25 matches words by their Porter stems (:func:`terms`)
+STEM_TERMS = True
+
+
+def terms(text, stop_words=STOP_WORDS) -> list:
+    """
+    The words BM25 matches: :func:`tokenize`'s tokens as Porter stems
+    (:func:`ai_contrib.core.stem.stem`), so that "instruments" finds a line about an
+    "instrument" and "playing" one that says "play" (``docs/design.md``, "The archive's
+    full-text index"). The stop list applies to the words, before stemming.
+
+    Returns:
+        list[str]
+    """
+    tokens = tokenize(text, stop_words)
+    return [stem(token) for token in tokens] if STEM_TERMS else tokens
 
 
 def bm25(query_tokens, words, idf, average_length, k1, b) -> float:
