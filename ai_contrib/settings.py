@@ -529,7 +529,7 @@ OPTIONS = (
         Option("MEMORY_SEARCH_THRESHOLD", None, FLOAT, "Minimum cosine similarity of a hit.",
                maximum=1, none="per embedder (DEFAULT_THRESHOLDS)"),
         # at most 40 % of MAX_CONTEXT_TOKENS
-        Option("MEMORY_RETRIEVAL_TOKEN_BUDGET", 1200, INT,
+        Option("MEMORY_RETRIEVAL_TOKEN_BUDGET", 1600, INT,
                "Tokens the recall notes may take together.", unit=TOKENS, per_npc=True),
         Option("MEMORY_RETRIEVAL_MAX_ITEMS", 30, INT, "Items in one recall note at most.",
                unit="items", per_npc=True),
