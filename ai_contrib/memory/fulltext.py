@@ -11,8 +11,9 @@ What is indexed: each archived ``user``/``assistant`` message with text, one row
 ``rowid`` = its archive ``seq``. The indexed column holds the message's BM25 terms
 (:func:`ai_contrib.memory.lexical.terms` of :func:`~ai_contrib.memory.lexical.doc_text`: stop
 words dropped, Porter stems, space-joined), so FTS5's document lengths and document
-frequencies are those of our tokenizer. An UNINDEXED column carries the archive record's JSON line as it is in the
-file (``{"seq": ..., "kind": "message", "msg": {...}}``), so a query reads no other file.
+frequencies are those of our tokenizer. An UNINDEXED column carries the archive record's JSON
+line as it is in the file (``{"seq": ..., "kind": "message", "msg": {...}}``), so a query
+reads no other file.
 
 Who writes, and when: **only the memory worker thread, lazily, from the archive's tail.** The
 reactor thread appends to the JSONL file and never touches SQLite; before each search the index

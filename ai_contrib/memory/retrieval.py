@@ -505,8 +505,8 @@ GROUP_SAME_TIME = True
 def memory_lines(entries) -> list[str]:
     """
     The bullets of a ``RELATED MEMORIES`` section, the archived messages that share a time
-    under one header (``docs/design.md``, "Recall notes": the same information in fewer tokens,
-    so more remembered lines fit the budget).
+    under one header (``docs/design.md``, "Prompt structure", "One time, one header": the same
+    information in fewer tokens, so more remembered lines fit the budget).
 
     Facts come first, as given; then the archived messages in the order they were said (their
     time, then their archive seq). A message whose time no other one shares keeps its own
