@@ -8,11 +8,12 @@ changed cost 334/417 ms p50/p95 per query, a 2.1 s rebuild and 312 MB per NPC at
 this one costs 11/19 ms and 2 MB (``benchmarks/retrieval_scale.py``).
 
 What is indexed: each archived ``user``/``assistant`` message with text, one row per message,
-``rowid`` = its archive ``seq``. The indexed column holds the message's BM25 tokens
-(:func:`ai_contrib.memory.lexical.tokenize` of :func:`~ai_contrib.memory.lexical.doc_text`:
-stop words dropped, space-joined), so FTS5's document lengths and document frequencies are those
-of our tokenizer. An UNINDEXED column carries the archive record's JSON line as it is in the
-file (``{"seq": ..., "kind": "message", "msg": {...}}``), so a query reads no other file.
+``rowid`` = its archive ``seq``. The indexed column holds the message's BM25 terms
+(:func:`ai_contrib.memory.lexical.terms` of :func:`~ai_contrib.memory.lexical.doc_text`: stop
+words dropped, Snowball English stems, space-joined), so FTS5's document lengths and document
+frequencies are those of our tokenizer. An UNINDEXED column carries the archive record's JSON
+line as it is in the file (``{"seq": ..., "kind": "message", "msg": {...}}``), so a query
+reads no other file.
 
 Who writes, and when: **only the memory worker thread, lazily, from the archive's tail.** The
 reactor thread appends to the JSONL file and never touches SQLite; before each search the index
@@ -51,7 +52,7 @@ from typing import Any
 
 from ..core.audience import heard_by
 from .archive_vectors import VectorTables, model_key
-from .lexical import STOP_WORDS, bm25, doc_text, tokenize
+from .lexical import STOP_WORDS, bm25, doc_text, terms
 from .sqlite_ext import load_vec, sqlite3
 
 logger = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ logger = logging.getLogger(__name__)
 #: Suffix of the index file after the archive's path (``npc5-ab12cd34.jsonl.fts.sqlite3``).
 SUFFIX = ".fts.sqlite3"
 #: Bumped when the schema or the indexed text changes: an index of another version is rebuilt.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: stemmed terms
 #: FTS5's built-in ``bm25()`` constants (``ext/fts5/fts5_aux.c``).
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -124,7 +125,7 @@ def match_expression(query, stop_words=None) -> str | None:
 
 
 def _tokens(text, stop_words=None):
-    return tokenize(text, STOP_WORDS if stop_words is None else stop_words)
+    return terms(text, STOP_WORDS if stop_words is None else stop_words)
 
 
 def indexable(msg) -> bool:

@@ -7,7 +7,12 @@ words the same way (``docs/design.md``, "The archive's full-text index"). Pure f
 from __future__ import annotations
 
 import re
+import threading
 from collections import Counter
+from functools import lru_cache
+
+import snowballstemmer
+
 
 #: English function words dropped before BM25: they match everywhere and drown the rare words
 #: (recall@10 on LoCoMo with rank-bm25: .571 without this list, .609 with it).
@@ -36,6 +41,36 @@ def tokenize(text, stop_words=STOP_WORDS) -> list:
         list[str]
     """
     return [token for token in _TOKEN_RE.findall((text or "").lower()) if token not in stop_words]
+
+
+#: Snowball's stemmer objects keep state while they stem a word: one per thread
+_stemmers = threading.local()
+
+
+@lru_cache(maxsize=65536)
+def stem(word) -> str:
+    """
+    ``word``'s stem by the Snowball English stemmer (Porter2; the ``snowballstemmer``
+    package): "instruments" -> "instrument", "playing" -> "play". Cached: a conversation
+    repeats its words.
+    """
+    stemmer = getattr(_stemmers, "english", None)
+    if stemmer is None:
+        stemmer = _stemmers.english = snowballstemmer.stemmer("english")
+    return stemmer.stemWord(word)
+
+
+def terms(text, stop_words=STOP_WORDS) -> list:
+    """
+    The words BM25 matches: :func:`tokenize`'s tokens as their stems (:func:`stem`), so that
+    "instruments" finds a line about an "instrument" and "playing" one that says "play"
+    (``docs/design.md``, "The archive's full-text index"). The stop list applies to the words,
+    before stemming.
+
+    Returns:
+        list[str]
+    """
+    return [stem(token) for token in tokenize(text, stop_words)]
 
 
 def bm25(query_tokens, words, idf, average_length, k1, b) -> float:

