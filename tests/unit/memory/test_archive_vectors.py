@@ -353,3 +353,28 @@ def test_lines_embedded_through_another_connection_are_found(archive, embedder):
     finally:
         index.close()
         other.close()
+
+
+def test_an_index_of_unstemmed_terms_keeps_its_vectors_when_its_terms_are_made_again(
+        archive, embedder):
+    index = FullTextIndex(index_path(archive.path), archive)
+    assert index.embed_pending(embedder, 16) == len(LINES)
+    index.close()
+    # the index as schema 1 left it: the lines' words unstemmed
+    conn = sqlite3.connect(index_path(archive.path))
+    conn.execute("UPDATE meta SET value = 1 WHERE key = 'version'")
+    conn.execute("DELETE FROM docs")
+    conn.execute("INSERT INTO docs (rowid, terms, record) VALUES (0, 'painting', '{}')")
+    conn.commit()
+    conn.close()
+    reopened = FullTextIndex(index_path(archive.path), archive)
+    try:
+        assert reopened.vector_count() == len(LINES)  # nothing to embed again
+        assert reopened.embed_pending(embedder, 16) == 0
+        # every line is indexed again, with stems: "paint" finds "I paint landscapes"
+        assert reopened.stats()["docs"] == len(LINES)
+        assert LINES[0] in contents(reopened.search("painting", 3))
+        assert LINES[2] in contents(ArchiveSearch(reopened, embedder=embedder)
+                                    .nearest(JOB_QUESTION, 6))
+    finally:
+        reopened.close()
