@@ -498,10 +498,6 @@ def message_stamp(candidate) -> str:
     return short_time((candidate.get("metadata") or {}).get("timestamp"))
 
 
-#: archived messages said at one time are shown under one header (:func:`memory_lines`)
-GROUP_SAME_TIME = True
-
-
 def memory_lines(entries) -> list[str]:
     """
     The bullets of a ``RELATED MEMORIES`` section, the archived messages that share a time
@@ -523,8 +519,6 @@ def memory_lines(entries) -> list[str]:
     Returns:
         list[str]: the lines, without the section header.
     """
-    if not GROUP_SAME_TIME:
-        return [e["line"] for e in entries]
     facts = [e["line"] for e in entries if not e.get("stamp") or not e.get("said")]
     said = sorted((e for e in entries if e.get("stamp") and e.get("said")),
                   key=lambda e: (e["stamp"], _seq_order(e.get("seq"))))
@@ -611,7 +605,7 @@ def select_within_budget(
         if section == "experience" and max_experiences is not None:
             if sum(1 for c in chosen if c.get("kind") == "experience") >= max_experiences:
                 continue
-        stamp = message_stamp(candidate) if GROUP_SAME_TIME else ""
+        stamp = message_stamp(candidate)
         line = f"- {_said(candidate)}" if stamp and stamp in stamps else format_line(candidate)
         cost = count(line) + 1
         if section not in charged:

@@ -364,12 +364,8 @@ def test_a_message_said_at_a_taken_time_is_charged_without_the_time():
     assert len(chosen_same) > len(chosen_apart) >= 1
     for chosen in (chosen_same, chosen_apart):
         assert _words(format_related_memories(chosen)) + len(chosen) <= budget
-    retrieval.GROUP_SAME_TIME = False
-    try:  # the former format: every line its own stamp, charged in full
-        assert len(select_within_budget(same, budget, count_tokens=_words)) == len(chosen_apart)
-        assert "[2026-11-20 14:02] Bob" in format_related_memories(same)
-    finally:
-        retrieval.GROUP_SAME_TIME = True
+    assert "[2026-11-20 14:02]\n- Bob:" in format_related_memories(chosen_same)
+    assert "[2026-11-21 14:02] Bob:" in format_related_memories(chosen_apart)
 
 
 def test_build_memory_context_end_to_end_pure():
