@@ -173,17 +173,21 @@ STRATEGY_LINES = {
 #: ``py`` run by the admin before the mask round's ``compact/force``: a tool call of Marta's and
 #: its output (about 100 tokens) added to her history the one way any code adds to it, as a
 #: tool-using NPC's turn does, and a mask window of 0 turns so that the output may be masked at
-#: once; ``{n}`` makes each call id unique
+#: once; automatic compaction is off until the forced one has run (those 100 tokens can take
+#: the tiny budget past the emergency threshold, and the emergency mask would take the output
+#: first, every try); ``{n}`` makes each call id unique
 TOOL_TURN = (
     "py from ai_contrib.typeclasses import get_assistant_script as g; "
     f"s = g(me.search('{NPC}', global_search=True)); s.db.mask_window = 0; "
+    "s.db.compact_enabled = False; "
     "s.add_message('assistant', '', name='Marta', tool_calls=[{{'id': 'call_ledger{n}', "
     "'type': 'function', 'function': {{'name': 'read_ledger', 'arguments': '{{}}'}}}}]); "
     "s.add_message('tool', 'The ledger: the miller owes four silver coins, ' * 10, "
     "tool_call_id='call_ledger{n}', metadata={{'tool': 'read_ledger'}})"
 )
 TOOL_TURN_DONE = f"py from ai_contrib.typeclasses import get_assistant_script as g; " \
-    f"g(me.search('{NPC}', global_search=True)).db.mask_window = None"
+    f"s = g(me.search('{NPC}', global_search=True)); s.db.mask_window = None; " \
+    "s.db.compact_enabled = None"
 COMPACT_RESULT_RE = re.compile(
     r"(?:Compacted|Masked|Cascade cycle|Replaced|Compaction of)[^\n]*"
 )
