@@ -33,7 +33,7 @@ class delegate:  # noqa: N801  (used like a decorator, as ``lazy_property`` is)
         self.__qualname__ = f"{owner.__qualname__}.{name}"
 
     def __call__(self, script, *args, **kwargs):
-        return getattr(getattr(script, self.handler), self.method)(*args, **kwargs)
+        return self.__get__(script)(*args, **kwargs)
 
     def __get__(self, script, owner=None):
         if script is None:
