@@ -110,6 +110,13 @@ def _context_for(before, doc) -> bool:
     return heard_before is None or (heard is not None and heard <= heard_before)
 
 
+def _line_before(conn, rowid):
+    """The indexed line before row ``rowid`` (a message dict), or None."""
+    found = conn.execute("SELECT record FROM docs WHERE rowid < ? ORDER BY rowid DESC LIMIT 1",
+                         (int(rowid),)).fetchone()
+    return json.loads(found[0])["msg"] if found else None
+
+
 def _bits(vectors: np.ndarray, centre) -> list:
     shifted = vectors if centre is None else vectors - centre
     return [bytes(row) for row in np.packbits(shifted > 0, axis=1)]
@@ -212,6 +219,8 @@ class VectorTables:
         # the highest rowid embedded: rows are indexed in rowid order, so what is pending is
         # what lies above it (one index seek, whatever the archive's length)
         self.seq = state.get("seq", -1)
+        # embedded lines whose line before was forgotten: embedded again, without it, first
+        self.stale = set(json.loads(state.get("stale") or "[]"))
         centre = state.get("centre")
         self.centre = None if centre is None else np.frombuffer(centre, dtype=np.float32)
         # vec_bits in memory (None: read it on the next scan) and the connection's
@@ -233,31 +242,34 @@ class VectorTables:
             conn.execute(f"CREATE VIRTUAL TABLE vec_bits USING vec0(bits bit[{int(dim)}])")
             conn.execute("DELETE FROM vec_meta WHERE key = 'centre'")
             conn.executemany("INSERT OR REPLACE INTO vec_meta VALUES (?, ?)",
-                             [("model", model), ("dim", int(dim)), ("seq", -1)])
+                             [("model", model), ("dim", int(dim)), ("seq", -1), ("stale", "[]")])
             conn.execute("COMMIT")
         except BaseException:
             conn.rollback()
             raise
         self.model, self.dim, self.seq, self.centre = model, int(dim), -1, None
+        self.stale = set()
         self._scan = None
 
     def pending(self, conn, limit: int, model: str) -> list:
         """
-        Up to ``limit`` indexed lines without a vector of ``model``, oldest first.
+        Up to ``limit`` indexed lines without a vector of ``model``: first those whose vector
+        was dropped with the line before them (:meth:`delete`), then the lines above the
+        high-water mark, oldest first.
 
         Returns:
             list[tuple[int, str]]: ``(rowid, vector text)`` (:func:`vector_text`).
         """
         since = self.seq if self.model == model else -1
+        stale = sorted(self.stale)[:int(limit)] if self.model == model else []
+        texts = [(rowid, vector_text(json.loads(record)["msg"], _line_before(conn, rowid)))
+                 for rowid, record in conn.execute(
+                     f"SELECT rowid, record FROM docs WHERE rowid IN ({','.join('?' * len(stale))})"
+                     " ORDER BY rowid", stale)] if stale else []
         rows = conn.execute("SELECT rowid, record FROM docs WHERE rowid > ? ORDER BY rowid LIMIT ?",
-                            (since, int(limit))).fetchall()
-        if not rows:
-            return []
-        first = conn.execute("SELECT record FROM docs WHERE rowid < ? ORDER BY rowid DESC LIMIT 1",
-                             (rows[0][0],)).fetchone()
-        before = json.loads(first[0])["msg"] if first else None
-        texts = []
-        for rowid, record in rows:
+                            (since, int(limit) - len(texts))).fetchall()
+        before = _line_before(conn, rows[0][0]) if rows else None
+        for rowid, record in rows:  # consecutive lines: each is the context of the next
             doc = json.loads(record)["msg"]
             texts.append((rowid, vector_text(doc, before)))
             before = doc
@@ -296,6 +308,9 @@ class VectorTables:
                 conn.executemany("INSERT INTO vec_bits (rowid, bits) VALUES (?, vec_bit(?))",
                                  zip(ids, bits))
             conn.execute("INSERT OR REPLACE INTO vec_meta VALUES ('seq', ?)", (seq,))
+            stale = self.stale - {int(r) for r in rowids}
+            if stale != self.stale:
+                self._keep_stale(conn, stale)
             conn.execute("COMMIT")
         except BaseException:
             conn.rollback()
@@ -326,12 +341,37 @@ class VectorTables:
         return centre
 
     def delete(self, conn, rowids) -> None:
-        """Delete the vectors of ``rowids`` (inside the caller's transaction)."""
-        rowids = [(int(r),) for r in rowids]
-        conn.executemany("DELETE FROM vec_full WHERE rowid = ?", rowids)
+        """
+        Delete the vectors of ``rowids`` (inside the caller's transaction, before their lines
+        leave ``docs``), and those of the lines just after them that were embedded with one of
+        them as context (:func:`vector_text`): those are embedded again, without it, before any
+        new line (:meth:`pending`), so a forgotten line lends no line its words.
+        """
+        gone = {int(r) for r in rowids}
+        after = set()
+        for rowid in gone:
+            line = conn.execute("SELECT record FROM docs WHERE rowid = ?", (rowid,)).fetchone()
+            found = line and conn.execute(
+                "SELECT d.rowid, d.record FROM docs d JOIN vec_full f ON f.rowid = d.rowid "
+                "WHERE d.rowid = (SELECT min(rowid) FROM docs WHERE rowid > ?)",
+                (rowid,)).fetchone()
+            if found and found[0] not in gone and _context_for(
+                    json.loads(line[0])["msg"], json.loads(found[1])["msg"]):
+                after.add(found[0])
+        dropped = [(r,) for r in gone | after]
+        conn.executemany("DELETE FROM vec_full WHERE rowid = ?", dropped)
         if self._has_bits(conn):
-            conn.executemany("DELETE FROM vec_bits WHERE rowid = ?", rowids)
+            conn.executemany("DELETE FROM vec_bits WHERE rowid = ?", dropped)
+        if after or self.stale & gone:
+            self._keep_stale(conn, (self.stale | after) - gone)
         self._scan = None  # read again on the next scan (forgetting is rare)
+
+    def _keep_stale(self, conn, stale) -> None:
+        """Record ``stale`` (rowids to embed again) in ``vec_meta``, in the caller's
+        transaction."""
+        conn.execute("INSERT OR REPLACE INTO vec_meta VALUES ('stale', ?)",
+                     (json.dumps(sorted(stale)),))
+        self.stale = set(stale)
 
     def count(self, conn) -> int:
         """Lines with a vector."""

