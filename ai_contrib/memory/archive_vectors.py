@@ -29,7 +29,8 @@ Who writes, and when: the memory worker thread, after a reply's retrieval
 is queued where the index knows every line has one); a
 rebuilt index (a restored backup, another embedder) is embedded again a batch per reply, and
 until then its lines are found by their words. A line forgotten (``aiforget``) loses its vector
-with its full-text row. ``vec_meta`` names the embedder and dimension the vectors came from;
+with its full-text row, and the line after it, embedded with it as context, is embedded again
+without it before any new line. ``vec_meta`` names the embedder and dimension the vectors came from;
 vectors of another are dropped and made again.
 
 Shapes: *row* is an index rowid (the archive seq); vectors are float32 numpy arrays,
