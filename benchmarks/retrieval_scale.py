@@ -443,7 +443,11 @@ class SentenceMeanEmbedder:
 
         if is_query:
             return self.inner.encode(texts, is_query=True)
-        split = [re.split(r"(?<=[.!?])\s+", text.split(": ", 1)[-1]) for text in texts]
+        # a line's vector text is "name: content", after the line before it where that is its
+        # context (archive_vectors.vector_text): the sentences of both
+        split = [[part for line in text.split("\n")
+                  for part in re.split(r"(?<=[.!?])\s+", line.split(": ", 1)[-1])]
+                 for text in texts]
         missing = sorted({p for parts in split for p in parts} - self.cache.keys())
         for start in range(0, len(missing), 64):
             chunk = missing[start:start + 64]
