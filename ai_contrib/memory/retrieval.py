@@ -66,6 +66,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ..core.dates import resolve_relative_dates
@@ -484,10 +485,20 @@ def _said(candidate, max_chars=MEMORY_LINE_CHARS) -> str:
     """An archived message as ``Alice: "text"``, its relative dates resolved (no time)."""
     meta = candidate.get("metadata") or {}
     speaker = meta.get("name") or meta.get("role") or "someone"
+    timestamp = meta.get("timestamp")
+    if not isinstance(timestamp, str | None):
+        timestamp = str(timestamp)
+    return f'{speaker}: "{_dated_text(candidate["text"], timestamp, max_chars)}"'
+
+
+@lru_cache(maxsize=4096)
+def _dated_text(text, timestamp, max_chars) -> str:
+    """``text`` clipped to ``max_chars``, its relative dates resolved as of ``timestamp``:
+    cached, since a reply's note renders each line while choosing and again when written, and
+    the next replies mostly find the same lines."""
     # "yesterday" in a line from weeks ago means another day than it does now; clipped first,
     # so that the dates added never cut off the end of what was said
-    text = resolve_relative_dates(_clip(candidate["text"], max_chars), meta.get("timestamp"))
-    return f'{speaker}: "{text}"'
+    return resolve_relative_dates(_clip(text, max_chars), timestamp)
 
 
 def message_stamp(candidate) -> str:
