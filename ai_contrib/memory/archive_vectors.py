@@ -432,10 +432,11 @@ class VectorTables:
         while True:
             candidates = scan.nearest(query_bits, wanted)
             missing = [rowid for rowid in candidates if rowid not in read]
-            read.update((rowid, (blob, record)) for rowid, blob, record in conn.execute(
-                "SELECT f.rowid, f.vector, d.record FROM vec_full f "
-                "JOIN docs d ON d.rowid = f.rowid WHERE f.rowid IN "
-                f"({','.join('?' * len(missing))})", missing)) if missing else None
+            if missing:
+                read.update((rowid, (blob, record)) for rowid, blob, record in conn.execute(
+                    "SELECT f.rowid, f.vector, d.record FROM vec_full f "
+                    "JOIN docs d ON d.rowid = f.rowid WHERE f.rowid IN "
+                    f"({','.join('?' * len(missing))})", missing))
             found = [(rowid, *read[rowid]) for rowid in candidates if rowid in read]
             scored = []
             for rowid, blob, record in found:
