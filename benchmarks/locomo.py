@@ -16,10 +16,12 @@ set up outside a game dir by ``benchmarks/_evennia_env.py``), with
 ``script.db.compact_strategy`` set to the strategy and ``script.db.max_context_tokens`` to
 ``--max-context-tokens`` (4,096). Every turn goes through ``script.add_message``: speaker A's
 turns as ``user`` messages named as in the data, speaker B's as the NPC's own ``assistant``
-messages, verbatim (no reply is generated). Each message's content starts with its session's
-date and time (``"[1:56 pm on 8 May, 2023] ..."``: summaries see only content, and temporal
-questions need the date); its ``timestamp`` is that date, its ``metadata`` holds ``session``,
-``date_time`` and ``dia_id``; a turn with an image ends with ``[shares <blip_caption>]``.
+messages, verbatim (no reply is generated). A message's content is what was said, as a
+player's line in a game; its ``timestamp`` is its session's date and time, the only place the
+replay puts it, as a game does (the prompt shows it where the talk resumes:
+``core.prompts.resumption_stamps``; a recall note beside each remembered line), its
+``metadata`` holds ``session``, ``date_time`` and ``dia_id``; a turn with an image ends with
+``[shares <blip_caption>]``.
 After each NPC turn the per-turn hook runs (``rag_memory.after_turn_compaction``: masking, a due
 cascade cycle), after every message the emergency check (``rag_memory.check_emergency_compaction``:
 at 80 % of the budget, fact extraction then compaction). Between sessions, and after the last
@@ -234,12 +236,6 @@ def turn_said(turn):
     return said
 
 
-def turn_content(turn, date_time):
-    """The text a turn is replayed as: ``"[<date>] "`` before :func:`turn_said`."""
-    said = turn_said(turn)
-    return f"[{date_time}] {said}" if date_time else said
-
-
 def conversation_turns(conversation, max_sessions=None):
     """
     The turns to replay, oldest first. Reads only the ``conversation`` dict of a sample.
@@ -253,7 +249,7 @@ def conversation_turns(conversation, max_sessions=None):
     Returns:
         list[dict]: ``{"id" (normalised dia_id or None), "session" (int), "date_time" (str),
         "timestamp" (ISO str or None), "speaker" (str), "role" ("user" for speaker A and
-        anyone else, "assistant" for speaker B), "content" (str)}``.
+        anyone else, "assistant" for speaker B), "content" (str: :func:`turn_said`)}``.
     """
     npc = conversation.get("speaker_b")
     keys = session_keys(conversation)
@@ -272,8 +268,7 @@ def conversation_turns(conversation, max_sessions=None):
                 "timestamp": stamp,
                 "speaker": speaker,
                 "role": "assistant" if speaker == npc else "user",
-                "content": turn_content(turn, date_time),
-                "said": turn_said(turn),
+                "content": turn_said(turn),
             })
     return turns
 
@@ -377,19 +372,29 @@ def context_texts(prompt):
     return [m["content"] for m in prompt if m.get("role") in ("user", "assistant")]
 
 
+_STAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2})\]")
+
+
+def _stamp_words(match):
+    from ai_contrib.core.dates import as_datetime, day_text
+
+    return f"[{day_text(as_datetime(match.group(1)))} {match.group(2)}]"
+
+
 def answer_texts(prompt, question_line):
     """
     The texts an answer or an evidence turn is looked for in: every message of the prompt with
     the question line itself taken out, and a recall note (``RELATED MEMORIES``, ``RELATED PAST
     EXPERIENCES``) as its items, one text each: a note of thirty lines that do not hold the
     answer would otherwise "contain" it as often as one that does (its words are spread over
-    them).
+    them). A time stamp (``"[2023-05-08 13:56]"``) reads as the date it names, in the data's
+    own words (``"8 May 2023"``), which is how a temporal answer is written.
     """
     from ai_contrib.memory.retrieval import EXPERIENCES_HEADER, MEMORIES_HEADER
 
     texts = []
     for message in prompt:
-        text = message["content"].replace(question_line, " ")
+        text = _STAMP.sub(_stamp_words, message["content"].replace(question_line, " "))
         if MEMORIES_HEADER in text or EXPERIENCES_HEADER in text:
             texts += [line for line in text.split("\n")
                       if line.strip() and line.strip() not in (MEMORIES_HEADER, EXPERIENCES_HEADER)]
@@ -745,12 +750,13 @@ def available_strategies():
         return FALLBACK_STRATEGIES
 
 
-_DATE_ECHO = re.compile(r"^\s*\[[^\]\n]{0,40}\b\d{4}\]\s*")  # "[... 2023] "
+# "[... 2023] " (LoCoMo's own session times) or "[2023-05-08 13:56] " (a prompt's time stamps)
+_DATE_ECHO = re.compile(r"^\s*\[(?:[^\]\n]{0,40}\b\d{4}|\d{4}-\d{2}-\d{2} \d{2}:\d{2})\]\s*")
 
 
 def strip_date_echo(text):
-    """Drop a leading ``"[<date>] "`` a model copies from the replayed messages' format: it is
-    an artefact of the replay, not part of the answer."""
+    """Drop a leading ``"[<date>] "`` a model copies from the prompt's time stamps or the
+    data's session times: a format, not part of the answer."""
     return _DATE_ECHO.sub("", text or "", count=1)
 
 
@@ -809,7 +815,7 @@ class Conversation:
         for turn in self.turns:
             if turn["id"] and turn["id"] not in self.turn_texts:
                 self.turn_texts[turn["id"]] = turn["content"]
-                self.said_texts[turn["id"]] = turn["said"]
+                self.said_texts[turn["id"]] = turn["content"]
         self.model = model
         self.history = history_messages(self.turns, self.player_name, self.npc_name)
         self.counts = [count_message_tokens(m, model) for m in self.history]

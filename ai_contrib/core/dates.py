@@ -71,6 +71,16 @@ def epoch_seconds(when) -> float | None:
     return moment.timestamp() if moment else None
 
 
+def short_time(timestamp) -> str:
+    """``2026-11-20T14:02:11.5+00:00`` -> ``2026-11-20 14:02``; other strings unchanged, "" for
+    none: the server time a prompt shows beside a remembered or resumed line."""
+    if not timestamp:
+        return ""
+    text = str(timestamp)
+    match = re.match(r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2})", text)
+    return f"{match.group(1)} {match.group(2)}" if match else text
+
+
 def day_text(day) -> str:
     """``datetime(2023, 5, 7)`` -> ``"7 May 2023"``."""
     return f"{day.day} {day.strftime('%B')} {day.year}"

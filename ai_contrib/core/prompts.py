@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from .audience import heard_by
+from .dates import epoch_seconds, short_time
 from .messages import is_marker
 from .text import normalise_player_text
 
@@ -22,6 +23,9 @@ REPLY_INSTRUCTIONS = (
     "sentences, as {name} would say it aloud, addressing by name the speakers you answer. "
     "Do not write lines for anyone else."
 )
+#: seconds of silence after which the prompt shows when the talk resumed (``docs/design.md``,
+#: "Prompt structure", "When it was said")
+RESUME_SECONDS = 3600
 
 
 def render_for_chat(msg) -> dict | None:
@@ -164,7 +168,7 @@ def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_token
     keep = frozenset(keep_ids or ())
     history, token_counts = _prompt_history(history, token_counts, keep, listeners)
     out, parts = _system_message(persona, npc_name, standing, count)
-    kept = _newest_within(history, token_counts, budget_tokens)
+    kept = _newest_within(history, token_counts, budget_tokens, count)
     markers = [(msg, rendered, tokens) for msg, rendered, tokens in kept if is_marker(msg)]
     tail = [(msg, rendered, tokens) for msg, rendered, tokens in kept if not is_marker(msg)]
     for msg, rendered, tokens in markers:
@@ -240,18 +244,65 @@ def _system_message(persona, npc_name, standing, count):
     return out, parts
 
 
-def _newest_within(history, token_counts, budget_tokens):
+def resumption_stamps(history) -> list[str]:
     """
-    The newest messages whose tokens fit ``budget_tokens`` (the newest always), rendered.
+    The time each message of ``history`` is shown with in a prompt: the first player line (a
+    ``user`` message: speech or an event) of the history and the first one after a silence of
+    :data:`RESUME_SECONDS` or more get their own time (``"2026-11-20 14:02"``), every other
+    message ``""`` (``docs/design.md``, "Prompt structure", "When it was said").
+
+    The model sees when the talk it reads took place ("last week you told me..." means
+    something), at the cost of one short stamp per resumed conversation, not one per line. The
+    NPC's own lines never carry one: a model shown its replies starting with a time starts the
+    next one with a time too. A stamp depends only on the messages before it, so a prompt's
+    prefix stays what the server cached.
+
+    Args:
+        history (list[dict]): messages oldest first (shape in ``core/messages.py``); markers
+            (summaries) take no stamp and do not end a silence.
+
+    Returns:
+        list[str]: one entry per message, same order.
+    """
+    stamps = []
+    pending, last = True, None
+    for msg in history:
+        stamp = ""
+        when = None if is_marker(msg) else epoch_seconds(msg.get("timestamp"))
+        if when is not None:
+            if last is not None and when - last >= RESUME_SECONDS:
+                pending = True
+            last = when
+            if pending and msg.get("role") == "user":
+                stamp, pending = short_time(msg.get("timestamp")), False
+        stamps.append(stamp)
+    return stamps
+
+
+def _stamped(rendered, stamp):
+    """A rendered chat message with ``"[stamp] "`` before its text (unchanged without one)."""
+    if not stamp or rendered is None:
+        return rendered
+    return {**rendered, "content": f"[{stamp}] {rendered['content']}"}
+
+
+def _newest_within(history, token_counts, budget_tokens, count):
+    """
+    The newest messages whose tokens fit ``budget_tokens`` (the newest always), rendered, each
+    resumed conversation's first player line with its time (:func:`resumption_stamps`; the
+    stamps' tokens, by ``count``, charged to the budget).
 
     Returns:
         list[tuple]: ``(msg, rendered chat message, tokens)``, oldest first.
     """
     # newest first until the budget is spent: summaries and messages alike, so an overflowing
     # history loses its oldest part, never the turn being answered
+    stamps = resumption_stamps(history)
     kept = []
     used = 0
-    for msg, tokens in zip(reversed(history), reversed(token_counts)):
+    for msg, tokens, stamp in zip(reversed(history), reversed(token_counts), reversed(stamps)):
+        if stamp:
+            tokens += count(stamp) + 3  # the brackets and the space
         if used + tokens > budget_tokens and kept:
             break
         rendered = {"role": "system", "content": msg["content"]} if is_marker(msg) \
@@ -260,7 +311,11 @@ def _newest_within(history, token_counts, budget_tokens):
             kept.append((msg, rendered, tokens))
             used += tokens
     kept.reverse()
-    return kept
+    # the first line shown says when it was said too, whatever came before it (a few tokens
+    # past the budget at most: one stamp)
+    shown = resumption_stamps([msg for msg, _, _ in kept])
+    return [(msg, _stamped(rendered, stamp), tokens)
+            for (msg, rendered, tokens), stamp in zip(kept, shown)]
 
 
 def _notes_by_anchor(notes, tail):

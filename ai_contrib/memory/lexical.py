@@ -13,6 +13,8 @@ from functools import lru_cache
 
 import snowballstemmer
 
+from ..core.dates import short_time
+
 
 #: English function words dropped before BM25: they match everywhere and drown the rare words
 #: (recall@10 on LoCoMo with rank-bm25: .571 without this list, .609 with it).
@@ -115,12 +117,3 @@ def doc_text(doc, with_time=True) -> str:
         parts.append(f"{doc['name']}:")
     parts.append(str(doc.get("content") or ""))
     return " ".join(parts)
-
-
-def short_time(timestamp) -> str:
-    """``2026-11-20T14:02:11.5+00:00`` -> ``2026-11-20 14:02``; other strings unchanged."""
-    if not timestamp:
-        return ""
-    text = str(timestamp)
-    match = re.match(r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2})", text)
-    return f"{match.group(1)} {match.group(2)}" if match else text

@@ -72,9 +72,9 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from ..core.dates import resolve_relative_dates
+from ..core.dates import resolve_relative_dates, short_time
 from ..core.gossip import chain_text, heard_from_text
-from .lexical import STOP_WORDS, bm25, doc_text, short_time, terms, tokenize  # noqa: F401
+from .lexical import STOP_WORDS, bm25, doc_text, terms, tokenize  # noqa: F401
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred

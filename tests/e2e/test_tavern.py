@@ -28,7 +28,7 @@ import time
 import pytest
 
 from tests.support.e2e_util import close_all, fail_with_logs, game_fixtures, logged_in_admin
-from tests.support.llm_double import prompt_text, request_kind
+from tests.support.llm_double import prompt_text, request_kind, unstamped
 from tests.support.tavern_e2e import NPC, PLAYERS, REPLY_RE
 from tests.support.tavern_e2e import archive as _archive
 from tests.support.tavern_e2e import go as _go
@@ -328,7 +328,7 @@ async def _hostile_input(game, llm):
             replies = [b for b in llm.requests[before:] if request_kind(b) == "reply"]
             assert replies
             last_user = [m for m in replies[-1]["messages"] if m["role"] == "user"][-1]
-            assert last_user["content"].startswith("Wren: "), last_user
+            assert unstamped(last_user["content"]).startswith("Wren: "), last_user
             assert "\n" not in last_user["content"] and forbidden not in last_user["content"]
     finally:
         await wren.close()

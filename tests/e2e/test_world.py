@@ -24,7 +24,7 @@ import pytest
 
 from tests.support.e2e_util import close_all as _close
 from tests.support.e2e_util import fail_with_logs, game_fixtures, logged_in, logged_in_admin
-from tests.support.llm_double import CountingModel, prompt_text, request_kind
+from tests.support.llm_double import CountingModel, prompt_text, request_kind, unstamped
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -252,7 +252,8 @@ async def _pins(game, llm):
                 assert any(m["role"] == "system" and "[CONTEXT SUMMARY]" in m["content"]
                            for m in asked["messages"][1:]), asked["messages"]
                 # the compacted lines left the history (recalled memories may still quote them)
-                lines = [m["content"] for m in asked["messages"] if m["role"] == "user"]
+                lines = [unstamped(m["content"]) for m in asked["messages"]
+                         if m["role"] == "user"]
                 assert not any(t.startswith("Wren: Round 0.0") for t in lines), lines
                 assert any(t.startswith("Wren: Round 0.2") for t in lines), lines
         # every strategy but mask (Marta calls no tools, so it has nothing to mask) compacted
@@ -304,7 +305,7 @@ async def _events(game, llm):
         texts = [m["content"] for m in asked["messages"]]
         arrival = max(i for i, t in enumerate(texts) if "Tamsin arrives" in t)
         wave = max(i for i, t in enumerate(texts) if "Tamsin waves" in t)
-        assert arrival < wave < len(texts) - 1 and texts[-1].startswith("Wren: Who is that")
+        assert arrival < wave < len(texts) - 1 and unstamped(texts[-1]).startswith("Wren: Who is that")
 
         # Wren steps out; what Tamsin does meanwhile, Wren never saw
         await _go(wren, "out")

@@ -8,6 +8,7 @@ from unittest import mock
 from evennia.utils import create
 
 from ai_contrib.commands import CmdTalk
+from ai_contrib.core.dates import short_time
 from ai_contrib.core.messages import is_marker
 from ai_contrib.typeclasses import AssistantCharacter, AssistantScript, get_assistant_script
 
@@ -63,12 +64,15 @@ class TestConversation(NPCTestCase):
         self.assertEqual(self.script.history[-1]["content"], "Welcome to the Prancing Goat, traveller!")
         heard = " ".join(str(c) for c in seen.call_args_list)
         self.assertIn("Welcome to the Prancing Goat", heard)
-        # the prompt: persona first, the player's line with the speaker's name last
+        # the prompt: persona first, the player's line with the speaker's name last, with the
+        # time it was said (the first line a prompt shows)
         sent = self.llm.requests[0]["messages"]
         self.assertEqual(sent[0]["role"], "system")
         self.assertIn("innkeeper of the Prancing Goat", sent[0]["content"])
-        self.assertEqual(sent[-1], {"role": "user",
-                                    "content": f"{self.char1.key}: Good evening, is there a room free?"})
+        stamp = short_time(user[-1]["timestamp"])
+        self.assertTrue(stamp)
+        self.assertEqual(sent[-1], {"role": "user", "content": (
+            f"[{stamp}] {self.char1.key}: Good evening, is there a room free?")})
 
     def test_talk_parses_both_forms(self):
         for args in (" Marta = Do you have ale?", " Marta Do you have ale?"):
@@ -141,7 +145,8 @@ class TestConversation(NPCTestCase):
         prompt = self.llm.requests[-1]["messages"]
         self.assertIn("innkeeper", prompt[0]["content"])
         self.assertTrue(prompt[1]["content"].startswith("[CONTEXT SUMMARY]"))
-        self.assertEqual(prompt[2]["content"], "Bob: old line")
+        old = next(m for m in self.script.history if m.get("content") == "old line")
+        self.assertEqual(prompt[2]["content"], f"[{short_time(old['timestamp'])}] Bob: old line")
         self.assertTrue(is_marker(self.script.history[0]))
 
 

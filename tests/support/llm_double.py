@@ -76,6 +76,7 @@ keep-alive behaviour of llama.cpp's server (idle connections closed after 5 s; e
 
 import itertools
 import json
+import re
 import socket
 import threading
 import time
@@ -683,6 +684,12 @@ def prompt_text(body):
     """Every message's text and the text completion's prompt of a request body, joined."""
     return "\n".join(str(m.get("content") or "") for m in body.get("messages") or []) + str(
         body.get("prompt") or "")
+
+
+def unstamped(text):
+    """A prompt line without the time a resumed conversation's first line starts with
+    (``"[2026-11-20 14:02] Wren: hi"`` -> ``"Wren: hi"``; ``core.prompts.resumption_stamps``)."""
+    return re.sub(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\] ", "", str(text or ""))
 
 
 def request_kind(body):
