@@ -750,13 +750,13 @@ def available_strategies():
         return FALLBACK_STRATEGIES
 
 
-# "[... 2023] " (LoCoMo's own session times) or "[2023-05-08 13:56] " (a prompt's time stamps)
-_DATE_ECHO = re.compile(r"^\s*\[(?:[^\]\n]{0,40}\b\d{4}|\d{4}-\d{2}-\d{2} \d{2}:\d{2})\]\s*")
+_DATE_ECHO = re.compile(r"^\s*\[[^\]\n]{0,40}\b\d{4}\]\s*")  # "[... 2023] "
 
 
 def strip_date_echo(text):
-    """Drop a leading ``"[<date>] "`` a model copies from the prompt's time stamps or the
-    data's session times: a format, not part of the answer."""
+    """Drop a leading ``"[<date>] "`` in the data's own format (its session times), which a
+    model may write: a format, not part of the answer (``clean_reply`` drops the prompt's own
+    time stamps)."""
     return _DATE_ECHO.sub("", text or "", count=1)
 
 

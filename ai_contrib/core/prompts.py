@@ -466,10 +466,14 @@ def last_sentence(text) -> str:
     return words.rstrip(",;:-\u2014 ") + "..." if words else ""
 
 
+_STAMP_ECHO = re.compile(r"^\s*\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\]\s*")
+
+
 def clean_reply(text, npc_name, max_chars=400, truncated=False) -> str:
     """
-    Make a model's raw completion safe to ``say`` and to store: strip a leading
-    ``"<npc_name>:"``, stop at the first line where the model starts writing another speaker's
+    Make a model's raw completion safe to ``say`` and to store: strip a leading time stamp
+    (``"[2026-11-20 14:02]"``, copied from the prompt's resumed lines: :func:`resumption_stamps`)
+    and ``"<npc_name>:"``, stop at the first line where the model starts writing another speaker's
     turn, normalise it as player text is (:func:`ai_contrib.core.text.normalise_player_text`:
     control and invisible characters dropped, chat-template special tokens broken up), drop
     surrounding quotes and cap the length (characters).
@@ -482,7 +486,7 @@ def clean_reply(text, npc_name, max_chars=400, truncated=False) -> str:
     Returns:
         str: the cleaned reply, possibly ``""`` (the caller then uses its fallback line).
     """
-    text = (text or "").strip()
+    text = _STAMP_ECHO.sub("", (text or "").strip(), count=1)
     prefix = re.compile(rf"^\s*{re.escape(npc_name)}\s*(says)?\s*[:,]\s*", re.IGNORECASE)
     text = prefix.sub("", text)
     kept = []

@@ -27,6 +27,15 @@ def test_a_reply_cut_by_the_token_cap_ends_at_its_last_sentence():
     assert clean_reply(whole, "Marta", truncated=True) == whole
 
 
+def test_a_time_stamp_copied_from_the_prompt_is_not_said():
+    # the prompt's resumed lines start with their time; a model may start its reply the same way
+    assert clean_reply("[2026-11-20 14:02] Marta: Welcome back, Bob.", "Marta") == (
+        "Welcome back, Bob.")
+    assert clean_reply("[2026-11-20 14:02] Welcome back.", "Marta") == "Welcome back."
+    # a bracket that is no time stamp is what the model said
+    assert clean_reply("[laughs] Welcome back.", "Marta") == "[laughs] Welcome back."
+
+
 class TestReplies(NPCTestCase):
     def test_the_npc_says_whole_sentences_when_the_model_hit_its_cap(self):
         self.llm.enqueue(reply("Welcome, traveller. The stew is hot and the ale is",
