@@ -138,11 +138,20 @@ def name_vector(embedder, name) -> np.ndarray:
     return np.asarray(embedder.encode([name], is_query=True)[0], dtype=np.float32)
 
 
+#: the key under which a ``read`` dict of :meth:`VectorTables.nearest` holds the version of
+#: the vectors its rows were read from (rowids are ints)
+_READ_VERSION = "version"
+
+
+#: the indexed line before a row, ``(rowid, record)`` (the full-text index's ``docs`` table,
+#: whose neighbours :mod:`ai_contrib.memory.fulltext` reads with it too)
+LINE_BEFORE_SQL = "SELECT rowid, record FROM docs WHERE rowid < ? ORDER BY rowid DESC LIMIT 1"
+
+
 def _line_before(conn, rowid):
     """The indexed line before row ``rowid`` (a message dict), or None."""
-    found = conn.execute("SELECT record FROM docs WHERE rowid < ? ORDER BY rowid DESC LIMIT 1",
-                         (int(rowid),)).fetchone()
-    return json.loads(found[0])["msg"] if found else None
+    found = conn.execute(LINE_BEFORE_SQL, (int(rowid),)).fetchone()
+    return json.loads(found[1])["msg"] if found else None
 
 
 def _bits(vectors: np.ndarray, centre) -> list:
@@ -255,6 +264,15 @@ class VectorTables:
         # data_version it reflects: another connection's commit changes it
         self._scan = None
         self._data_version = None
+        # counts this connection's writes that may have changed a stored line's vector (a line
+        # embedded again, another model, a forget): rows a caller keeps between searches
+        # (nearest's ``read``) are valid for one (generation, data_version) only
+        self.generation = 0
+
+    def _invalidate(self) -> None:
+        """Read vec_bits again on the next scan, and drop the rows callers keep."""
+        self._scan = None
+        self.generation += 1
 
     @staticmethod
     def _has_bits(conn) -> bool:
@@ -277,7 +295,7 @@ class VectorTables:
             raise
         self.model, self.dim, self.seq, self.centre = model, int(dim), -1, None
         self.stale = set()
-        self._scan = None
+        self._invalidate()
 
     def pending(self, conn, limit: int, model: str) -> list:
         """
@@ -342,12 +360,12 @@ class VectorTables:
             conn.execute("COMMIT")
         except BaseException:
             conn.rollback()
-            self._scan = None
+            self._invalidate()
             raise
         self.seq, self.centre = seq, centre
         if recentred or self._scan is None or (ids and len(self._scan)
                                                and ids[0] <= self._scan.last_rowid()):
-            self._scan = None  # every line's bits changed, or rows came out of order
+            self._invalidate()  # every line's bits changed, or rows came out of order
         elif ids:
             self._scan.append(ids, np.frombuffer(b"".join(bits), dtype=np.uint8)
                               .reshape(len(ids), -1))
@@ -392,7 +410,7 @@ class VectorTables:
             conn.executemany("DELETE FROM vec_bits WHERE rowid = ?", dropped)
         if after or self.stale & gone:
             self._keep_stale(conn, (self.stale | after) - gone)
-        self._scan = None  # read again on the next scan (forgetting is rare)
+        self._invalidate()  # read again on the next scan (forgetting is rare)
 
     def _keep_stale(self, conn, stale) -> None:
         """Record ``stale`` (rowids to embed again) in ``vec_meta``, in the caller's
@@ -415,7 +433,9 @@ class VectorTables:
             keep (callable): ``doc -> bool``; docs it refuses are passed over (the scan is run
                 again for 4 times as many candidates while it leaves fewer than ``limit``).
             read (dict, optional): ``{rowid: (vector bytes, record)}`` of rows already read,
-                filled with those this search reads: two searches of one reply share it.
+                filled with those this search reads: two searches of one reply share it. It is
+                emptied first when a line's stored vector may have changed since it was filled
+                (a line embedded again after a forget, by this connection or another).
 
         Returns:
             list[tuple[dict, float]]: ``(doc, cosine)``, doc with ``seq``.
@@ -429,6 +449,10 @@ class VectorTables:
         scan = self._sign_scan(conn)
         wanted = min(MAX_K, OVERFETCH * limit)
         read = {} if read is None else read
+        version = (self.generation, self._data_version)
+        if read.get(_READ_VERSION) != version:
+            read.clear()
+            read[_READ_VERSION] = version
         while True:
             candidates = scan.nearest(query_bits, wanted)
             missing = [rowid for rowid in candidates if rowid not in read]

@@ -51,7 +51,14 @@ from collections import OrderedDict
 from typing import Any
 
 from ..core.audience import heard_by
-from .archive_vectors import MAX_K, VectorTables, model_key, name_vector, without_directions
+from .archive_vectors import (
+    LINE_BEFORE_SQL,
+    MAX_K,
+    VectorTables,
+    model_key,
+    name_vector,
+    without_directions,
+)
 from .lexical import STOP_WORDS, bm25, doc_text, terms
 from .sqlite_ext import load_vec, sqlite3
 
@@ -133,7 +140,6 @@ def indexable(msg) -> bool:
     return msg.get("role") in _ROLES and bool(str(msg.get("content") or "").strip())
 
 
-_BEFORE_SQL = "SELECT rowid, record FROM docs WHERE rowid < ? ORDER BY rowid DESC LIMIT 1"
 _AFTER_SQL = "SELECT rowid, record FROM docs WHERE rowid > ? ORDER BY rowid LIMIT 1"
 #: Host parameters per ``IN (...)`` query (SQLite's limit was 999 before 3.32).
 _IN_CHUNK = 500
@@ -729,7 +735,7 @@ class FullTextIndex:
             records = _rows_by_id(conn, [n for row in rows for n in (row - 1, row + 1)])
             for row in rows:
                 docs = []
-                for step, sql in ((-1, _BEFORE_SQL), (1, _AFTER_SQL)):
+                for step, sql in ((-1, LINE_BEFORE_SQL), (1, _AFTER_SQL)):
                     # the rows right beside are most often indexed: one query reads them all,
                     # and only a gap (an unindexed line, a forgotten one) costs a query of its own
                     hit = ((row + step, records[row + step]) if row + step in records

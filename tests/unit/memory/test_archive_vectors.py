@@ -7,6 +7,7 @@ embedder are honoured; fusion ranks the vector hits; a reply's retrieval and a s
 lines that have none yet.
 """
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -553,5 +554,48 @@ def test_fusion_adds_the_ranking_without_names_only_for_a_speaker_named(tmp_path
     assert retrieval.named_speakers("what do CAROLINE's kids like", [
         {"metadata": {"name": "Caroline"}}, {"metadata": {"speaker": "Mel"}},
         {"metadata": {}}]) == ["Caroline"]  # "Mel" is not a word of it
+    index.close()
+    archive.close()
+
+
+class _TextEmbedder:
+    """A unit vector per text (seeded by its hash): another text, another vector."""
+
+    name, dim = "bytext", 8
+
+    def encode(self, texts, is_query=False):
+        vectors = []
+        for text in texts:
+            seed = int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+            vector = np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
+            vectors.append(vector / np.linalg.norm(vector))
+        return np.array(vectors)
+
+
+def test_a_search_kept_between_replies_scores_a_line_embedded_again_by_its_new_vector(tmp_path):
+    lines = [said_at(i, text, i) for i, text in enumerate(
+        ["Good morning.", "My locker code is 4417.", "Noted, I will keep it safe.", "Bye!"])]
+    archive = MessageArchive(str(tmp_path / "npc.jsonl"))
+    for line in lines:
+        archive.append_message(line)
+    index = FullTextIndex(index_path(archive.path), archive)
+    embedder = _TextEmbedder()
+    index.embed_pending(embedder, 16)
+    kept = ArchiveSearch(index, embedder=embedder)  # e.g. the sleep's embedding job's
+
+    def score_of(source, seq):
+        return {doc["seq"]: score for doc, score in source.nearest("keep it safe", 10)}[seq]
+
+    query = embedder.encode(["keep it safe"], is_query=True)[0]
+    first = score_of(kept, 2)
+    assert first == pytest.approx(float(
+        embedder.encode([vector_text(lines[2], lines[1])])[0] @ query))
+    archive.append("forget", seqs=[1])
+    assert index.embed_pending(embedder, 16) == 1  # line 2 again, after line 0 now
+    again = float(embedder.encode([vector_text(lines[2], lines[0])])[0] @ query)
+    assert again != pytest.approx(first)  # its vector changed
+    assert score_of(ArchiveSearch(index, embedder=embedder), 2) == pytest.approx(again)
+    # the source kept since the first search scores it by its new vector, not the one it read
+    assert score_of(kept, 2) == pytest.approx(again)
     index.close()
     archive.close()
