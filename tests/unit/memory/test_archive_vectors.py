@@ -233,14 +233,22 @@ def test_a_forgotten_line_loses_its_vector_and_a_rebuild_embeds_again(archive, e
     rebuilt.close()
 
 
-def test_the_line_after_a_forgotten_one_is_embedded_again_without_it(tmp_path):
-    lines = [said_at(i, text, i) for i, text in enumerate(
-        ["Good morning.", "My locker code is 4417.", "Noted, I will keep it safe.", "Bye!"])]
-    lines.append(said_at(4, "Back tomorrow.", 30))  # long after: its own text alone
+#: a minute apart: each line is embedded after the one before it
+LOCKER_TALK = ["Good morning.", "My locker code is 4417.", "Noted, I will keep it safe.", "Bye!"]
+
+
+def _archived(tmp_path, lines):
+    """``lines`` in a new archive, and its (not yet embedded) index."""
     archive = MessageArchive(str(tmp_path / "npc.jsonl"))
     for line in lines:
         archive.append_message(line)
-    index = FullTextIndex(index_path(archive.path), archive)
+    return archive, FullTextIndex(index_path(archive.path), archive)
+
+
+def test_the_line_after_a_forgotten_one_is_embedded_again_without_it(tmp_path):
+    lines = [said_at(i, text, i) for i, text in enumerate(LOCKER_TALK)]
+    lines.append(said_at(4, "Back tomorrow.", 30))  # long after: its own text alone
+    archive, index = _archived(tmp_path, lines)
     recorder = _RecordingEmbedder()
     index.embed_pending(recorder, 16)
     alone = [doc_text(line, with_time=False) for line in lines]
@@ -573,12 +581,8 @@ class _TextEmbedder:
 
 
 def test_a_search_kept_between_replies_scores_a_line_embedded_again_by_its_new_vector(tmp_path):
-    lines = [said_at(i, text, i) for i, text in enumerate(
-        ["Good morning.", "My locker code is 4417.", "Noted, I will keep it safe.", "Bye!"])]
-    archive = MessageArchive(str(tmp_path / "npc.jsonl"))
-    for line in lines:
-        archive.append_message(line)
-    index = FullTextIndex(index_path(archive.path), archive)
+    lines = [said_at(i, text, i) for i, text in enumerate(LOCKER_TALK)]
+    archive, index = _archived(tmp_path, lines)
     embedder = _TextEmbedder()
     index.embed_pending(embedder, 16)
     kept = ArchiveSearch(index, embedder=embedder)  # e.g. the sleep's embedding job's
