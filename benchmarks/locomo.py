@@ -372,9 +372,6 @@ def context_texts(prompt):
     return [m["content"] for m in prompt if m.get("role") in ("user", "assistant")]
 
 
-_STAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2})\]")
-
-
 def _stamp_words(match):
     from ai_contrib.core.dates import as_datetime, day_text
 
@@ -390,11 +387,12 @@ def answer_texts(prompt, question_line):
     them). A time stamp (``"[2023-05-08 13:56]"``) reads as the date it names, in the data's
     own words (``"8 May 2023"``), which is how a temporal answer is written.
     """
+    from ai_contrib.core.prompts import TIME_STAMP
     from ai_contrib.memory.retrieval import EXPERIENCES_HEADER, MEMORIES_HEADER
 
     texts = []
     for message in prompt:
-        text = _STAMP.sub(_stamp_words, message["content"].replace(question_line, " "))
+        text = TIME_STAMP.sub(_stamp_words, message["content"].replace(question_line, " "))
         if MEMORIES_HEADER in text or EXPERIENCES_HEADER in text:
             texts += [line for line in text.split("\n")
                       if line.strip() and line.strip() not in (MEMORIES_HEADER, EXPERIENCES_HEADER)]

@@ -26,6 +26,9 @@ REPLY_INSTRUCTIONS = (
 #: seconds of silence after which the prompt shows when the talk resumed (``docs/design.md``,
 #: "Prompt structure", "When it was said")
 RESUME_SECONDS = 3600
+#: a time stamp as a prompt shows it (:func:`resumption_stamps`, a recall note's lines),
+#: ``[2026-11-20 14:02]``: groups day and time
+TIME_STAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2})\]")
 
 
 def render_for_chat(msg) -> dict | None:
@@ -281,7 +284,7 @@ def resumption_stamps(history) -> list[str]:
 
 def _stamped(rendered, stamp):
     """A rendered chat message with ``"[stamp] "`` before its text (unchanged without one)."""
-    if not stamp or rendered is None:
+    if not stamp:
         return rendered
     return {**rendered, "content": f"[{stamp}] {rendered['content']}"}
 
@@ -466,9 +469,6 @@ def last_sentence(text) -> str:
     return words.rstrip(",;:-\u2014 ") + "..." if words else ""
 
 
-_STAMP_ECHO = re.compile(r"^\s*\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\]\s*")
-
-
 def clean_reply(text, npc_name, max_chars=400, truncated=False) -> str:
     """
     Make a model's raw completion safe to ``say`` and to store: strip a leading time stamp
@@ -486,7 +486,10 @@ def clean_reply(text, npc_name, max_chars=400, truncated=False) -> str:
     Returns:
         str: the cleaned reply, possibly ``""`` (the caller then uses its fallback line).
     """
-    text = _STAMP_ECHO.sub("", (text or "").strip(), count=1)
+    text = (text or "").strip()
+    echo = TIME_STAMP.match(text)
+    if echo:
+        text = text[echo.end():].lstrip()
     prefix = re.compile(rf"^\s*{re.escape(npc_name)}\s*(says)?\s*[:,]\s*", re.IGNORECASE)
     text = prefix.sub("", text)
     kept = []

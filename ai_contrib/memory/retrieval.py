@@ -412,10 +412,9 @@ def _archive_vector_ranking(source, query, limit, listeners, candidates, seen_te
     """
     if source is None or not hasattr(source, "nearest"):
         return []
-    hits = (source.nearest(query, limit, listeners, without=without) if without
-            else source.nearest(query, limit, listeners))
     ranking = []
-    for position, (doc, score) in enumerate(hits):
+    for position, (doc, score) in enumerate(source.nearest(query, limit, listeners,
+                                                           without=without)):
         key = _admit_message(doc, f"a:{doc.get('id', position)}", candidates, seen_texts)
         if key is None or key in ranking:
             continue

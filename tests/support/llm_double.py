@@ -76,7 +76,6 @@ keep-alive behaviour of llama.cpp's server (idle connections closed after 5 s; e
 
 import itertools
 import json
-import re
 import socket
 import threading
 import time
@@ -689,7 +688,11 @@ def prompt_text(body):
 def unstamped(text):
     """A prompt line without the time a resumed conversation's first line starts with
     (``"[2026-11-20 14:02] Wren: hi"`` -> ``"Wren: hi"``; ``core.prompts.resumption_stamps``)."""
-    return re.sub(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}\] ", "", str(text or ""))
+    from ai_contrib.core.prompts import TIME_STAMP
+
+    text = str(text or "")
+    stamp = TIME_STAMP.match(text)
+    return text[stamp.end():].lstrip() if stamp else text
 
 
 def request_kind(body):
