@@ -99,7 +99,7 @@ def find_archive_record(script, key):
     if key.isdigit():
         for record in archive.records(int(key), int(key)):
             return record
-        return None
+        # no such seq: a message id (12 hex characters) may be all digits too
     needle = json.dumps(key).encode()
     for _seq, _start, line, _record in archive.tail(kinds=()):
         if needle not in line:

@@ -207,6 +207,11 @@ class TestOneItemInFull(AdminCase):
         self.assertIn("\u00a6/\u00a6w[MudInfo]", out)
         self.assertEqual(out, self.call(CmdAIHistory(), f"Marta/show {msg['id']}"))
         self.call(CmdAIHistory(), "Marta/show 999", "No archive record or summary '999'")
+        # an id that happens to be all digits (one in about 280 ids) is still found by id
+        digits = self.script.add_message("user", "a numbered line", name="Bob",
+                                         id="875234424301")
+        self.assertIn(f"Archive record {digits['seq']} of Marta",
+                      self.call(CmdAIHistory(), "Marta/show 875234424301"))
 
     def test_show_a_summary_by_id_and_by_its_compaction_seq(self):
         said = self.fill(6)
