@@ -88,7 +88,6 @@ import hashlib
 import json
 import os
 import platform
-import re
 import shutil
 import sys
 import tempfile
@@ -748,20 +747,10 @@ def available_strategies():
         return FALLBACK_STRATEGIES
 
 
-_DATE_ECHO = re.compile(r"^\s*\[[^\]\n]{0,40}\b\d{4}\]\s*")  # "[... 2023] "
-
-
-def strip_date_echo(text):
-    """Drop a leading ``"[<date>] "`` in the data's own format (its session times), which a
-    model may write: a format, not part of the answer (``clean_reply`` drops the prompt's own
-    time stamps)."""
-    return _DATE_ECHO.sub("", text or "", count=1)
-
-
 def answer_question(prompt, npc_name, model, max_tokens):
     """
     The NPC's answer from ``prompt`` (temperature 0), cleaned as the NPC cleans its replies
-    (``core.prompts.clean_reply``) and without a copied date prefix.
+    (``core.prompts.clean_reply``, which also drops a time stamp copied from the prompt).
 
     Returns:
         tuple: ``(answer or None, error text or None)``; an LLM error (e.g. a prompt over the
@@ -775,7 +764,7 @@ def answer_question(prompt, npc_name, model, max_tokens):
                                         temperature=0.0, purpose="answer"))
     except LLMError as err:
         return None, f"{type(err).__name__}: {err}"
-    return strip_date_echo(clean_reply(result.content, npc_name)), None
+    return clean_reply(result.content, npc_name), None
 
 
 class Conversation:

@@ -208,11 +208,9 @@ def test_select_questions_skips_what_was_not_replayed():
     assert len(locomo.select_questions(sample, {1, 2}, False, max_questions=2)) == 2
 
 
-def test_strip_date_echo_and_session_time():
+def test_session_time():
     from benchmarks import locomo
 
-    assert locomo.strip_date_echo("[9:41 am on 8 February, 2023] Oh no") == "Oh no"
-    assert locomo.strip_date_echo("[shares a photo] look") == "[shares a photo] look"
     assert locomo.parse_session_time("10:04 am on 20 June, 2023") == "2023-06-20T10:04:00+00:00"
     assert locomo.parse_session_time("sometime") is None
 
