@@ -46,7 +46,7 @@ window is asked for before the first replay, so every conversation runs under th
 Scores (:mod:`benchmarks.locomo_metrics`):
 
 * ``evidence_in_prompt`` (the headline, strict): share of the question's evidence turns whose
-  own text, as said (without the replay's date prefix), is one substring of one message of the
+  own text, as said, is one substring of one message of the
   prompt: history, summaries or recall notes, only the date annotations of remembered lines
   removed before matching. A paraphrase, or the answer's words spread over a note, does not
   count;
@@ -78,8 +78,7 @@ Usage::
 
 ``--json`` is rewritten after each system, so an interrupted run keeps what it finished;
 ``--merge`` prints the tables of runs over disjoint systems or conversations combined (one
-process per strategy runs them side by side). Answers the model copies the replay's
-``[<date>]`` prefix into have it removed before scoring. Progress bars (tqdm) go to stderr, Markdown
+process per strategy runs them side by side). Progress bars (tqdm) go to stderr, Markdown
 tables to stdout. Nothing is asserted.
 """
 

@@ -475,7 +475,7 @@ def evidence_in_prompt(evidence_ids, said_texts, prompt_texts):
 
     Args:
         evidence_ids (list[str]): normalised ids (:func:`parse_evidence`).
-        said_texts (dict): ``{turn id: the turn's text as said}`` (no replay date prefix);
+        said_texts (dict): ``{turn id: the turn's text as said}``;
             ids missing here are ignored.
         prompt_texts (list[str]): every message of the prompt, the question taken out.
 
