@@ -448,7 +448,12 @@ def _add_part(parts, kind, msg, tokens):
                   "messages": 1})
 
 
-_SPEAKER_LINE = re.compile(r"^\s*[A-Z][\w' -]{0,30}:\s")
+# a speaker's turn as the prompt shows one: "Bob: ...", "Bob (overheard): ..."
+_SPEAKER_LINE = re.compile(r"^\s*[A-Z][\w' -]{0,30}(?:\([a-z]{1,20}\))?:\s")
+# the same after a resumed line's time stamp, anywhere in a line and whatever the name's case:
+# a model that copies the prompt's format has started writing someone else's turn there
+_STAMPED_TURN = re.compile(
+    TIME_STAMP.pattern + r"\s*(?P<name>\w[\w' -]{0,30}?)\s*(?:\([a-z]{1,20}\))?:\s")
 # the end of a sentence: . ! ? or an ellipsis, with any closing quotes or brackets after it
 _SENTENCE_END = re.compile(r"[.!?\u2026]+[\"')\]\u201d\u2019]*(?=\s|$)")
 
@@ -473,8 +478,9 @@ def clean_reply(text, npc_name, max_chars=400, truncated=False) -> str:
     """
     Make a model's raw completion safe to ``say`` and to store: strip a leading time stamp
     (``"[2026-11-20 14:02]"``, copied from the prompt's resumed lines: :func:`resumption_stamps`)
-    and ``"<npc_name>:"``, stop at the first line where the model starts writing another speaker's
-    turn, normalise it as player text is (:func:`ai_contrib.core.text.normalise_player_text`:
+    and ``"<npc_name>:"``, stop where the model starts writing another speaker's turn (a line
+    ``"Bob: ..."`` or ``"Bob (overheard): ..."``, or a time-stamped ``"[2026-11-20 14:05] Bob:"``
+    anywhere, as the prompt shows a resumed line), normalise it as player text is (:func:`ai_contrib.core.text.normalise_player_text`:
     control and invisible characters dropped, chat-template special tokens broken up), drop
     surrounding quotes and cap the length (characters).
 
@@ -484,9 +490,13 @@ def clean_reply(text, npc_name, max_chars=400, truncated=False) -> str:
             of mid-sentence.
 
     Returns:
-        str: the cleaned reply, possibly ``""`` (the caller then uses its fallback line).
+        str: the cleaned reply, possibly ``""`` (the caller then uses its fallback line), as
+        when the completion starts with another speaker's time-stamped turn.
     """
     text = (text or "").strip()
+    start = _STAMPED_TURN.match(text)
+    if start and start.group("name").strip().lower() != npc_name.strip().lower():
+        return ""  # the whole completion is another speaker's turn
     echo = TIME_STAMP.match(text)
     if echo:
         text = text[echo.end():].lstrip()
@@ -496,8 +506,13 @@ def clean_reply(text, npc_name, max_chars=400, truncated=False) -> str:
     for line in text.splitlines():
         if kept and _SPEAKER_LINE.match(line):
             break
+        turn = _STAMPED_TURN.search(line)
+        if turn:
+            line = line[:turn.start()]
         if line.strip():
             kept.append(line.strip())
+        if turn:
+            break
     # the model's words are data like a player's (docs/design.md, "Player text is data"): a
     # chat template's control token it wrote must not come back as one in the next prompt
     text = normalise_player_text(" ".join(kept)).strip('"').strip()

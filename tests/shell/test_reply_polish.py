@@ -36,6 +36,21 @@ def test_a_time_stamp_copied_from_the_prompt_is_not_said():
     assert clean_reply("[laughs] Welcome back.", "Marta") == "[laughs] Welcome back."
 
 
+def test_a_players_turn_written_in_the_prompts_format_is_not_said():
+    # the prompt shows a resumed player line as "[time] Bob: ..."; a model that goes on in that
+    # format has stopped speaking as the NPC, on a line of its own or within one
+    said = "Aye, the ore is in the cart."
+    assert clean_reply(f"{said}\n[2026-11-20 14:05] Bob: Thanks!", "Marta") == said
+    assert clean_reply(f"{said} [2026-11-20 14:05] bob: Thanks!", "Marta") == said
+    assert clean_reply(f"{said}\nBob (overheard): Thanks!", "Marta") == said
+    # a completion that is nothing but another speaker's turn is no reply at all
+    assert clean_reply("[2026-11-20 14:05] Bob: Thanks!", "Marta") == ""
+    # controls: the NPC's own stamped turn, and a time within what it says, are kept
+    assert clean_reply("[2026-11-20 14:05] Marta: Thanks, Bob!", "Marta") == "Thanks, Bob!"
+    assert clean_reply(f"{said}\nIt came at [2026-11-20 14:05], late.", "Marta") == (
+        f"{said} It came at [2026-11-20 14:05], late.")
+
+
 class TestReplies(NPCTestCase):
     def test_the_npc_says_whole_sentences_when_the_model_hit_its_cap(self):
         self.llm.enqueue(reply("Welcome, traveller. The stew is hot and the ale is",
