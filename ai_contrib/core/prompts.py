@@ -298,21 +298,26 @@ def _newest_within(history, token_counts, budget_tokens, count):
     Returns:
         list[tuple]: ``(msg, rendered chat message, tokens)``, oldest first.
     """
+    # only what is shown counts: a message the prompt does not show (a tool call) neither
+    # takes tokens nor bridges a silence, so the stamps charged are the stamps shown
+    shown_msgs = []
+    for msg, tokens in zip(history, token_counts):
+        rendered = {"role": "system", "content": msg["content"]} if is_marker(msg) \
+            else render_for_chat(msg)
+        if rendered:
+            shown_msgs.append((msg, rendered, tokens))
+    stamps = resumption_stamps([msg for msg, _, _ in shown_msgs])
     # newest first until the budget is spent: summaries and messages alike, so an overflowing
     # history loses its oldest part, never the turn being answered
-    stamps = resumption_stamps(history)
     kept = []
     used = 0
-    for msg, tokens, stamp in zip(reversed(history), reversed(token_counts), reversed(stamps)):
+    for (msg, rendered, tokens), stamp in zip(reversed(shown_msgs), reversed(stamps)):
         if stamp:
             tokens += count(stamp) + 3  # the brackets and the space
         if used + tokens > budget_tokens and kept:
             break
-        rendered = {"role": "system", "content": msg["content"]} if is_marker(msg) \
-            else render_for_chat(msg)
-        if rendered:
-            kept.append((msg, rendered, tokens))
-            used += tokens
+        kept.append((msg, rendered, tokens))
+        used += tokens
     kept.reverse()
     # the first line shown says when it was said too, whatever came before it (a few tokens
     # past the budget at most: one stamp)

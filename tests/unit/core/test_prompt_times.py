@@ -4,7 +4,8 @@ When a line was said, in the reply prompt: one stamp per resumed conversation
 """
 
 from ai_contrib.core.messages import make_message
-from ai_contrib.core.prompts import RESUME_SECONDS, build_reply_messages, resumption_stamps
+from ai_contrib.core.prompts import (
+    RESUME_SECONDS, assemble_reply_prompt, build_reply_messages, resumption_stamps)
 from ai_contrib.core.tokens import count_message_tokens, count_tokens
 
 
@@ -81,3 +82,35 @@ def test_a_prompt_cut_by_the_budget_stamps_its_first_line_and_keeps_its_prefix()
                                  [count_message_tokens(m) for m in longer], 10_000)
     full = build_reply_messages("An innkeeper.", "Marta", history, counts, 10_000)
     assert after[: len(full)] == full
+
+
+def test_a_silence_is_measured_between_the_lines_the_prompt_shows():
+    # memory work's tool traffic every 40 minutes between lines said two hours apart: it is not
+    # shown, so it neither ends a silence nor takes tokens
+    def tool(when):
+        msg = _at("tool", "ok: journaled.", when)
+        msg["tool_call_id"] = "c1"
+        return msg
+
+    history = [
+        _at("user", "I bring the ore.", "2026-11-20T10:00:00+00:00"),
+        tool("2026-11-20T10:40:00+00:00"), tool("2026-11-20T11:20:00+00:00"),
+        _at("user", "More ore.", "2026-11-20T12:00:00+00:00"),
+        tool("2026-11-20T12:40:00+00:00"), tool("2026-11-20T13:20:00+00:00"),
+        _at("user", "The last of it.", "2026-11-20T14:00:00+00:00"),
+    ]
+    counts = [count_message_tokens(m) for m in history]
+    prompt, parts = assemble_reply_prompt("A smith.", "Marta", history, counts, 10_000)
+    shown = [m["content"] for m in prompt[1:]]
+    assert shown == ["[2026-11-20 10:00] Bob: I bring the ore.",
+                     "[2026-11-20 12:00] Bob: More ore.",
+                     "[2026-11-20 14:00] Bob: The last of it."]
+    # every stamp shown is charged to the history's tokens
+    charged = sum(p["tokens"] for p in parts if p["part"] in ("history", "turn"))
+    assert charged >= sum(count_tokens(text) for text in shown)
+    # control: the same lines with the tool traffic 40 minutes apart in the open are one talk
+    close = [_at("user", "I bring the ore.", "2026-11-20T10:00:00+00:00"),
+             _at("user", "More ore.", "2026-11-20T10:40:00+00:00")]
+    assert [m["content"] for m in build_reply_messages(
+        "A smith.", "Marta", close, [count_message_tokens(m) for m in close], 10_000)[1:]] == [
+        "[2026-11-20 10:00] Bob: I bring the ore.", "Bob: More ore."]
