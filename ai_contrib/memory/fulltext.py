@@ -223,7 +223,7 @@ class FullTextIndex:
         self._memory = path == ":memory:"
         self._conn = None
         self._state = None
-        self._df_cache, self._df_count = {}, None
+        self._df_cache, self._df_key = {}, None
         self._vectors = None  # VectorTables where sqlite-vec loads
         self._last_doc = None  # the highest rowid in docs (-1: none) while open
         self._lock = threading.RLock()
@@ -271,7 +271,7 @@ class FullTextIndex:
             raise
         self._conn, self._state, self._verified = conn, state, False
         self._vectors, self._last_doc = vectors, last_doc
-        self._df_cache, self._df_count = {}, None
+        self._df_cache, self._df_key = {}, None
         return conn
 
     @staticmethod
@@ -789,10 +789,12 @@ class FullTextIndex:
         return lambda words: bm25(tokens, words, idf, average, BM25_K1, BM25_B)
 
     def _frequencies(self, conn, tokens):
-        """``{token: documents holding it}``, cached until the index grows."""
-        count = self._state["docs"]
-        if self._df_count != count:
-            self._df_cache, self._df_count = {}, count
+        """``{token: documents holding it}``, cached until the index changes: keyed on the last
+        archive seq indexed as well as the line count, which a forget and as many new lines
+        leave as it was."""
+        count = (self._state["seq"], self._state["docs"])
+        if self._df_key != count:
+            self._df_cache, self._df_key = {}, count
         cache = self._df_cache
         for token in set(tokens) - cache.keys():
             row = conn.execute("SELECT doc FROM docs_vocab WHERE term = ?", (token,)).fetchone()

@@ -129,6 +129,24 @@ def test_appends_are_indexed_incrementally_without_rebuild(workdir):
     index.close()
 
 
+def test_a_line_said_after_a_forget_is_found_and_scored(workdir):
+    # a forget and one new line leave the line count as it was: the word counts the index
+    # keeps between searches must still see the new line's words
+    archive = new_archive(workdir, lines=["My locker code is 4417.", "Good morning to you."])
+    index = FullTextIndex(index_path(archive.path), archive)
+    assert index.search("ferry dawn", 5) == []  # the words are counted, as absent
+    archive.append("forget", seqs=[0])
+    archive.append_message(message(3, "The ferry leaves at dawn."))
+    assert [doc["content"] for doc, _ in index.search("ferry dawn", 5)] == [
+        "The ferry leaves at dawn."]
+    said = "The ferry leaves at dawn."
+    assert index.score_external("ferry dawn", [said])[0] == pytest.approx(
+        FullTextIndex(index_path(archive.path) + ".fresh", archive).score_external(
+            "ferry dawn", [said])[0])
+    assert index.score_external("ferry dawn", [said])[0] > 0
+    assert "4417" not in build_memory_context([], ArchiveSearch(index), "locker code")["text"]
+
+
 def test_a_line_being_written_waits_for_the_next_catch_up(workdir):
     archive = new_archive(workdir, LINES[:3])
     index = FullTextIndex(index_path(archive.path), archive)
