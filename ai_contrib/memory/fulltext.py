@@ -661,8 +661,10 @@ class FullTextIndex:
         The indexed docs that best match ``query`` by BM25, best first (ties: oldest first).
 
         The ranking is one ``ORDER BY bm25(docs) LIMIT n`` query; the rows it returns are
-        filtered in Python (audience, ``exclude``), and the query is run again for 4 times as
-        many rows if the filters left fewer than ``limit``. SQLite scores every doc that holds
+        filtered in Python (audience, ``exclude``), and the query is run once more for
+        :data:`~ai_contrib.memory.archive_vectors.MAX_K` rows if the filters left fewer than
+        ``limit``: a listener who heard few of the lines that match may get fewer hits than
+        there are, rather than every reply reading them all. SQLite scores every doc that holds
         a query word, so when the query's words are in more than :data:`MAX_POSTINGS` docs
         together, its commonest words are left out of the MATCH and the docs found are scored
         again in Python with every word (same formula); a doc holding only those common words
@@ -770,9 +772,12 @@ class FullTextIndex:
                     hits.append((doc, score))
                     if len(hits) >= limit:
                         return hits
-            if len(rows) < wanted:
+            # bounded like the vector scan: a listener who heard few of many matching lines
+            # must not make every reply read them all; and SQLite scores every match again on
+            # each try, so the second try is the last
+            if len(rows) < wanted or wanted >= MAX_K:
                 return hits
-            wanted *= 4
+            wanted = MAX_K
 
     def _scorer(self, tokens, df):
         """``words -> score``: FTS5's ``bm25()`` of a doc's tokens for the query ``tokens``."""

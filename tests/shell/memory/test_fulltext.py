@@ -391,6 +391,21 @@ def test_filtered_rows_do_not_starve_the_result(workdir):
     index.close()
 
 
+def test_a_listener_who_heard_few_matching_lines_reads_a_bounded_number(workdir, monkeypatch):
+    # 300 lines about gold that only A heard rank before the one B heard: B's search reads at
+    # most MAX_K rows, so with a cap below 300 it finds nothing, with one above it finds the line
+    lines = [f"Gold, gold and more gold for ore {i}." for i in range(300)]
+    archive = new_archive(workdir, lines=lines, audience=[A])
+    archive.append_message(message(301, "Some say the old mine may still hold a little gold "
+                                        "under the flooded lower tunnels.", audience=[A, B]))
+    index = FullTextIndex(index_path(archive.path), archive)
+    monkeypatch.setattr(fulltext, "MAX_K", 100)
+    assert index.search("gold", 5, listeners=[B]) == []
+    assert len(index.search("gold", 5, listeners=[A])) == 5
+    monkeypatch.setattr(fulltext, "MAX_K", 1000)
+    assert ids(index.search("gold", 5, listeners=[B])) == ["m301"]
+
+
 def test_messages_verbatim_in_context_are_left_out(workdir):
     archive = new_archive(workdir)
     index = FullTextIndex(index_path(archive.path), archive)
