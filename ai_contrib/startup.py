@@ -29,6 +29,7 @@ comes earlier queues behind the opening on the same thread; the reactor never wa
 from evennia.utils import logger
 from twisted.internet import defer
 
+from ai_contrib.core.redact import redact
 from ai_contrib.core.tokens import prepare_offline_tiktoken
 from ai_contrib.llm.embedded import (
     EmbeddedServerStopped,
@@ -112,7 +113,7 @@ def at_server_start():
     open_memory_store()
     base_url = get_setting("LLM_BASE_URL")
     if base_url:
-        logger.log_info(f"ai_contrib: using the LLM server at {base_url}")
+        logger.log_info(f"ai_contrib: using the LLM server at {redact(base_url)}")
         from twisted.internet import defer
 
         return defer.succeed(None)

@@ -26,6 +26,8 @@ MASK = "***"
 _BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{4,}")
 _AUTHORIZATION = re.compile(r"(?i)\b(authorization)(\\?[\"']?\s*[:=]\s*\\?[\"']?)(?!bearer\b)[^\s\"',}\\]{4,}")
 _KEY_LIKE = re.compile(r"(?i)\b(sk|pk|rk)-[A-Za-z0-9_-]{8,}")
+# the login part of a URL: "http://user:password@host" (a server's URL an admin configured)
+_URL_LOGIN = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@]*@")
 # what may stand between a secret's characters in a spelling meant to hide it: whitespace,
 # zero-width and other invisible format characters, Evennia markup codes (|r, |[b, |055, |/)
 _GAP = (r"(?:[\s\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]"
@@ -47,8 +49,9 @@ def redact(text, secrets=()) -> str:
     """
     ``text`` with every secret masked as ``***``: the given ``secrets`` (the configured API
     key) wherever they appear, in any case and split by whitespace, invisible characters or
-    markup codes; any ``Bearer <token>``, any ``Authorization: <value>``, and OpenAI-style keys
-    (``sk-...``).
+    markup codes; any ``Bearer <token>``, any ``Authorization: <value>``, OpenAI-style keys
+    (``sk-...``) and the login part of a URL (``http://user:password@host`` ->
+    ``http://***@host``).
 
     Args:
         text (str): any text from a server.
@@ -63,7 +66,13 @@ def redact(text, secrets=()) -> str:
             text = _secret_pattern(secret).sub(MASK, text)
     text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
     text = _AUTHORIZATION.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+    text = _URL_LOGIN.sub(lambda m: f"{m.group(1)}{MASK}@", text)
     return _KEY_LIKE.sub(MASK, text)
+
+
+def has_login(url) -> bool:
+    """Whether ``url`` holds a user name or password (``http://user:password@host``)."""
+    return bool(_URL_LOGIN.search(str(url or "")))
 
 
 def redact_data(data, secrets=()) -> Any:

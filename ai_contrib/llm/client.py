@@ -58,7 +58,7 @@ from twisted.web.http import PotentialDataLoss
 from twisted.web.iweb import IAgentEndpointFactory
 from zope.interface import implementer
 
-from ai_contrib.core.redact import redact, redact_data
+from ai_contrib.core.redact import has_login, redact, redact_data
 from ai_contrib.llm.errors import (  # noqa: F401  (the error family is importable from here too)
     BODY_EXCERPT_CHARS,
     _error_detail,
@@ -547,7 +547,7 @@ class LLMClient:
         self._http = HTTPClient(agent)
 
     def __repr__(self):
-        where = self.base_url or "embedded model server"
+        where = redact(self.base_url) if self.base_url else "embedded model server"
         return f"<LLMClient {where} model={self.model!r}>"
 
     # --- the model's context window --------------------------------------------------------------
@@ -811,6 +811,11 @@ class LLMClient:
     def _request(self, path, payload, parse, timeout=None, purpose=None):
         timeout = float(timeout or self.timeout)
         base_url, api_key = yield self._endpoint(purpose)
+        if has_login(base_url):
+            # the HTTP client sends no login from a URL: say so, without the login
+            raise LLMConnectionError(
+                f"the LLM server's URL {redact(base_url)} holds a user name or password, which "
+                "are not sent: give the server's key as AI_LLM_API_KEY instead")
         url = f"{base_url}/{path}"
         headers = {"Content-Type": ["application/json"], "Accept": ["application/json"]}
         if api_key:

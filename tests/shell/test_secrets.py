@@ -30,6 +30,29 @@ def test_redact_masks_every_form(text):
     assert KEY not in out and "sk-proj" not in out and "***" in out
 
 
+def test_the_login_of_a_url_is_masked():
+    assert redact("LLM server at http://admin:hunter2@10.0.0.5:8080/v1 answered") == (
+        "LLM server at http://***@10.0.0.5:8080/v1 answered")
+    assert redact("https://sk_user@api.example.com/v1") == "https://***@api.example.com/v1"
+    # controls: a URL without a login and an e-mail address are left alone
+    assert redact("http://10.0.0.5:8080/v1") == "http://10.0.0.5:8080/v1"
+    assert redact("write to admin@example.com") == "write to admin@example.com"
+
+
+def test_the_server_log_names_the_llm_servers_url_without_its_login(settings):
+    from ai_contrib import startup
+
+    logged = []
+    settings.AI_LLM_BASE_URL = "http://admin:hunter2@127.0.0.1:9/v1"
+    with ExitStack() as stack, mock.patch.object(startup, "open_memory_store"), \
+            mock.patch.object(startup, "load_lore"):
+        for patch in watch_logs(logged):
+            stack.enter_context(patch)
+        startup.at_server_start()
+    assert any("http://***@127.0.0.1:9/v1" in line for line in logged), logged
+    assert not any("hunter2" in line for line in logged)
+
+
 def watch_logs(logged):
     """Patches of every logging function of ``evennia.utils.logger`` (``log_info``, ``log_err``,
     ``log_trace``, ``log_file``, ... and their aliases), each appending the text it was given to

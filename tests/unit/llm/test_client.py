@@ -259,6 +259,20 @@ class TestErrors(ClientTestBase):
         self.assertIn("***", str(err))
 
     @defer.inlineCallbacks
+    def test_a_url_with_a_login_is_refused_without_showing_it(self):
+        login = self.llm.base_url.replace("http://", "http://admin:hunter2@")
+        client = self.make_client(base_url=login)
+        err = yield self.assertFailsWith(client.chat(USER), errors.LLMConnectionError)
+        self.assertIn("AI_LLM_API_KEY", str(err))
+        self.assertNotIn("hunter2", str(err) + repr(client))
+        self.assertIn("http://***@127.0.0.1", str(err))
+        self.assertEqual(len(self.llm.requests), 0)
+        # control: the same server without the login answers
+        self.llm.enqueue(reply("hello"))
+        result = yield self.make_client().chat(USER)
+        self.assertEqual(result.content, "hello")
+
+    @defer.inlineCallbacks
     def test_timeout(self):
         client = self.make_client(timeout=0.3)
         self.llm.enqueue(sleep(10))
