@@ -200,9 +200,9 @@ def _summaries_section(script, markers, width):
         meta = m.get("metadata") or {}
         # who may hear it (docs/design.md, "Summaries by audience"), and how many
         # lines a narrower group heard were left out of it
-        audience = audience_label(script, meta.get("audience"))
+        audience = shown(audience_label(script, meta.get("audience")))  # players' names
         if meta.get("left_out"):
-            audience += f"; {meta['left_out']} line(s) left out"
+            audience += f"; {shown(meta['left_out'])} line(s) left out"
         mt.add_row(
             m["id"], meta.get("compacted_count"), when_cell(meta.get("compacted_at")),
             f"{meta.get('original_token_count')} -> {meta.get('summary_token_count')}",
@@ -319,7 +319,8 @@ class CmdAIHistory(StaffCommand):
             self.show_raw(npc, script, words[1:])
         elif "people" in switches:
             self.show_people(npc, script)
-        elif "journal" in switches and len(words) > 1 and words[1].isdigit():
+        elif "journal" in switches and len(words) > 1 and words[1].isdecimal() \
+                and words[1].isascii():
             self.show_journal(npc, int(words[1]))
         elif "journal" in switches and len(words) > 1:
             self.show_journal_entry(npc, words[1])

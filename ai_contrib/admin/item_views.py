@@ -96,7 +96,7 @@ def find_archive_record(script, key):
     """
     key = key.strip()
     archive = script.archive
-    if key.isdigit():
+    if key.isascii() and key.isdecimal():  # "²" is a digit to isdigit(), not to int()
         for record in archive.records(int(key), int(key)):
             return record
         # no such seq: a message id (12 hex characters) may be all digits too

@@ -6,6 +6,7 @@ of its record in :data:`ai_contrib.core.compaction.REGISTRY`): the ``compact`` c
 """
 
 from ..core.compaction import REGISTRY, context_change, get_strategy
+from ..core.text import inert_markup
 
 __all__ = ["describe_result", "format_result"]
 
@@ -29,10 +30,11 @@ def format_result(npc_key, result):
     record = REGISTRY.get(name)
     if record is None or record.done is None:
         return None
+    # a reason or an error may quote a server's answer: data, never markup on a screen
     if result.skipped:
-        return f"Compaction of {npc_key} ({name}) skipped: {result.reason}."
+        return f"Compaction of {npc_key} ({name}) skipped: {inert_markup(result.reason)}."
     if result.failed:
-        return (f"Compaction of {npc_key} ({name}) failed: {result.error}. "
+        return (f"Compaction of {npc_key} ({name}) failed: {inert_markup(result.error)}. "
                 "History unchanged.")
     if record.masks_first and result.get("marker_id") is None:
         record = get_strategy("mask")  # it masked but wrote no summary

@@ -212,6 +212,22 @@ class TestOneItemInFull(AdminCase):
                                          id="875234424301")
         self.assertIn(f"Archive record {digits['seq']} of Marta",
                       self.call(CmdAIHistory(), "Marta/show 875234424301"))
+        # a character that is a digit to str.isdigit() but no number is a key like any other
+        self.call(CmdAIHistory(), "Marta/show \u00b2", "No archive record or summary '\u00b2'")
+        self.assertIn("\u00b2", self.call(CmdAIHistory(), "Marta/journal \u00b2"))
+        self.assertIn("journal is empty", self.call(CmdAIHistory(), "Marta/journal 1"))
+
+    def test_the_summaries_table_shows_players_names_as_text(self):
+        from ai_contrib.npc.scene import note_exchange
+
+        said = self.fill(6)
+        note_exchange(self.script, {self.char2.dbref: FORGED})  # a name with markup in it
+        marker = make_marker("Bob rented the east room.", said[:4], 100, 20)
+        marker["metadata"]["audience"] = [self.char2.dbref]
+        self.script.runtime.apply_compaction(marker, said[0]["id"], said[3]["id"])
+        out = self.call(CmdAIHistory(), "Marta")
+        self.assertIn("\u00a6/\u00a6w[MudInfo]", out.replace("\n", ""))  # the name, inert
+        self.assertNotIn("|/|w[MudInfo]", out)
 
     def test_show_a_summary_by_id_and_by_its_compaction_seq(self):
         said = self.fill(6)

@@ -223,6 +223,17 @@ def test_result_wording_comes_from_the_records():
     assert format_result("Marta", skipped) == "Compaction of Marta (cascade) skipped: no history."
 
 
+def test_a_servers_error_in_a_result_is_shown_as_text():
+    # an LLM server's error body is quoted in the result: on an admin's screen it is data
+    forged = "HTTP 500: |/|w[MudInfo] Fake alert|n |lcquit|ltclick|le"
+    for strategy in ("replace_all", "cascade", "hybrid", "mask"):
+        failed = format_result("Marta", CompactionResult.fail(forged, "manual", strategy))
+        assert failed.startswith(f"Compaction of Marta ({strategy}) failed: HTTP 500: ")
+        assert "|" not in failed and "\u00a6/\u00a6w[MudInfo]" in failed
+        skipped = format_result("Marta", CompactionResult.skip(forged, "manual", strategy))
+        assert "|" not in skipped and "\u00a6lcquit" in skipped
+
+
 def _extraction_round(audience):
     """One round of fact extraction as it stands in a history: a tool call, its result."""
     meta = {"type": EXTRACTION_TYPE, "audience": audience}
