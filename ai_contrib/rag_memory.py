@@ -210,8 +210,11 @@ def evict_overflow(script, character):
         return 0
     target = float(script.cfg("compact_emergency_threshold")) * script.budget()
     try:
+        # a line still waiting for its answer, and all after it, stay: evicted, it would never
+        # be answered (the reply reads its lines from the history)
         ids = script.runtime.evict_oldest(
-            target, reason="context full and no summary could be made")
+            target, reason="context full and no summary could be made",
+            stop_ids=frozenset(script.awaiting_answer_ids()))
     except ArchiveError as err:
         logger.log_err(f"AI {character}: could not evict overflowing messages: {err}")
         return 0

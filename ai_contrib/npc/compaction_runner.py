@@ -334,6 +334,7 @@ def evict_for_emergency(script, character, masked, trigger, strategy="mask"):
             eviction_target(threshold, script.budget()),
             reason="mask strategy: oldest messages moved out of context at the emergency "
                    "threshold",
+            stop_ids=frozenset(script.awaiting_answer_ids()),  # kept to be answered
         )
         if ids:
             script.runtime.drop_extraction_traffic()

@@ -557,3 +557,31 @@ class TestCrashRightAfterTheCompactionRecord(FaultCase):
             self.assertEqual(self.script.db.last_compaction, marker["metadata"]["compacted_at"])
             overview = self.command(CmdAIHistory(), "Marta")
             self.assertRegex(overview, r"Compactions\s*\|\s*1 \(last: ")
+
+
+class TestOverflowSparesLinesAwaitingAnswers(NPCTestCase):
+    def test_the_oldest_talk_goes_and_every_waiting_line_is_answered(self):
+        # no summary can be made (compaction off, as with the breaker open) and a flood of
+        # questions takes the context over its budget: the overflow eviction must take the old
+        # talk, never a line still waiting for its answer
+        self.script.db.compact_enabled = False
+        self.flood_and_answer()
+
+    def test_the_mask_strategys_eviction_spares_them_too(self):
+        self.script.db.compact_strategy = "mask"
+        self.flood_and_answer()
+
+    def flood_and_answer(self):
+        self.llm.default = lambda body: reply("Aye.")
+        self.script.db.max_context_tokens = 600
+        old = self.script.add_message("user", "An old word about the weather " * 3, name="Bob")
+        self.script.add_message("assistant", "Fine weather indeed.", name="Marta",
+                                metadata={"reply_to": [old["id"]]})
+        said = [self.script.receive_speech(self.char1, f"Question {i}: where does the north "
+                                           "road go " * 4) for i in range(16)]
+        self.assertGreater(self.script.token_usage(), 1.0)
+        wait_for(self.script.run_tick())
+        ids = [m["id"] for m in self.script.history]
+        self.assertNotIn(old["id"], ids)  # the old talk was evicted
+        answered = self.script.history[-1]["metadata"].get("reply_to") or []
+        self.assertEqual([m["id"] for m in said if m["id"] not in answered], [])
