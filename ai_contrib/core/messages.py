@@ -116,6 +116,21 @@ def is_marker(msg) -> bool:
     return meta.get("type") == MARKER_TYPE or (msg.get("content") or "").startswith(SUMMARY_PREFIX)
 
 
+def shown_speaker(msg) -> str | None:
+    """
+    Who a reply prompt names before a player's line (``"Bob"``, ``"Bob (overheard)"`` for a line
+    not said to the NPC: ``metadata["addressed"]`` False), or None for a line shown without a
+    name (another role, an event record, no name). The prompt shows ``"<speaker>: <text>"``
+    (:func:`ai_contrib.core.prompts.render_for_chat`) and the token count charges the same
+    (:func:`ai_contrib.core.tokens.count_message_tokens`).
+    """
+    meta = msg.get("metadata") or {}
+    name = msg.get("name")
+    if msg.get("role") != "user" or meta.get("kind") == "event" or not name:
+        return None
+    return f"{name} (overheard)" if meta.get("addressed") is False else str(name)
+
+
 def tool_call_ids(msg) -> list:
     """Return the ids of the tool calls an assistant message makes (empty list if none)."""
     return [call.get("id") for call in (msg.get("tool_calls") or []) if call.get("id")]

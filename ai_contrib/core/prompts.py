@@ -15,7 +15,7 @@ import re
 
 from .audience import heard_by
 from .dates import epoch_seconds, short_time
-from .messages import is_marker
+from .messages import is_marker, shown_speaker
 from .text import normalise_player_text
 
 REPLY_INSTRUCTIONS = (
@@ -55,10 +55,8 @@ def render_for_chat(msg) -> dict | None:
     if role == "tool" or (role == "assistant" and msg.get("tool_calls") and not content):
         return None
     if role == "user":
-        name = msg.get("name")
-        if name and (msg.get("metadata") or {}).get("addressed") is False:
-            name = f"{name} (overheard)"
-        return {"role": "user", "content": f"{name}: {content}" if name else content}
+        speaker = shown_speaker(msg)
+        return {"role": "user", "content": f"{speaker}: {content}" if speaker else content}
     if role in ("assistant", "system"):
         return {"role": role, "content": content}
     return None

@@ -39,6 +39,8 @@ import tempfile
 import threading
 from typing import Any
 
+from .messages import shown_speaker
+
 __all__ = [
     "PER_MESSAGE_OVERHEAD",
     "TokenLedger",
@@ -305,11 +307,17 @@ def count_message_tokens(msg, model=None) -> int:
     Return the tokens one message costs in a chat request.
 
     ``PER_MESSAGE_OVERHEAD`` + ``content`` + ``name`` + ``tool_call_id`` + the JSON of
-    ``tool_calls`` (message shape: :mod:`ai_contrib.core.messages`). Other fields (``id``,
+    ``tool_calls`` (message shape: :mod:`ai_contrib.core.messages`); a player's line is charged
+    its name as the reply prompt shows it, ``"Bob: "`` or ``"Bob (overheard): "``
+    (:func:`ai_contrib.core.messages.shown_speaker`), so that a busy room of short overheard
+    lines cannot fill more of the context window than its count says. Other fields (``id``,
     ``seq``, ``timestamp``, ``metadata``) are never sent to the model and cost nothing.
     """
     total = PER_MESSAGE_OVERHEAD + count_tokens(msg.get("content") or "", model)
-    if msg.get("name"):
+    speaker = shown_speaker(msg)
+    if speaker:
+        total += count_tokens(f"{speaker}: ", model)
+    elif msg.get("name"):
         total += count_tokens(str(msg["name"]), model)
     if msg.get("tool_call_id"):
         total += count_tokens(str(msg["tool_call_id"]), model)

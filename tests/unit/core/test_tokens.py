@@ -181,9 +181,13 @@ def test_message_tokens_add_overhead_name_and_tool_calls():
     bare = {"role": "user", "content": ""}
     assert count_message_tokens(bare) == PER_MESSAGE_OVERHEAD
     said = {"role": "user", "content": "Where is the blacksmith?", "name": "Mara"}
+    # a player's line is charged its name as the prompt shows it: "Mara: Where is ..."
     assert count_message_tokens(said) == (
-        PER_MESSAGE_OVERHEAD + count_tokens("Where is the blacksmith?") + count_tokens("Mara")
+        PER_MESSAGE_OVERHEAD + count_tokens("Where is the blacksmith?") + count_tokens("Mara: ")
     )
+    reply = {"role": "assistant", "content": "By the well.", "name": "Wren"}
+    assert count_message_tokens(reply) == (
+        PER_MESSAGE_OVERHEAD + count_tokens("By the well.") + count_tokens("Wren"))
     calls = [{"id": "c1", "type": "function", "function": {"name": "look", "arguments": "{}"}}]
     call_msg = {"role": "assistant", "content": "", "tool_calls": calls}
     assert count_message_tokens(call_msg) == PER_MESSAGE_OVERHEAD + count_tokens(
@@ -195,6 +199,22 @@ def test_message_tokens_add_overhead_name_and_tool_calls():
     )
     history = [said, call_msg, result]
     assert count_conversation_tokens(history) == sum(map(count_message_tokens, history))
+
+
+def test_a_players_line_costs_at_least_what_the_prompt_shows():
+    # a busy room of short lines, said to the NPC or only overheard: the count that fills the
+    # history budget is never below the tokens of the lines as the reply prompt renders them
+    from ai_contrib.core.prompts import render_for_chat
+
+    for addressed in (True, False):
+        for text in ("ok", "ok 4", "Where is the blacksmith?", "Marta, the ale!"):
+            msg = {"role": "user", "content": text, "name": "Char2",
+                   "metadata": {"addressed": addressed}}
+            shown = render_for_chat(msg)["content"]
+            assert count_message_tokens(msg) >= PER_MESSAGE_OVERHEAD + count_tokens(shown), shown
+    overheard = {"role": "user", "content": "ok", "name": "Char2",
+                 "metadata": {"addressed": False}}
+    assert render_for_chat(overheard)["content"] == "Char2 (overheard): ok"  # control
 
 
 def _msg(i, text):
