@@ -422,6 +422,7 @@ class AssistantScript(DefaultScript):
     observe = delegate("hearing", HearingHandler.observe)
     pending_ids = delegate("hearing", HearingHandler.pending_ids)
     awaiting_answer_ids = delegate("hearing", HearingHandler.awaiting_answer_ids)
+    set_aside = delegate("hearing", HearingHandler.set_aside)
     players_first = delegate("hearing", HearingHandler.players_first)
 
     # -- delegations: ticking ------------------------------------------------------------------

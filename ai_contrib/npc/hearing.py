@@ -14,7 +14,8 @@ The handler holds nothing of its own: the queue and the turn-taking state are th
 ``ndb`` Attributes as before (``ndb.pending``, ``ndb.answering``, ``ndb.npc_line_ids``,
 ``ndb.turn``, ``ndb.turn_kind``, ``ndb.turn_given_up``, ``ndb.npc_answered_at``,
 ``ndb.last_activity``, ``ndb.event_times``, ``ndb.events_dropped``,
-``ndb.events_dropped_logged``).
+``ndb.events_dropped_logged``), and the lines dealt with although no reply names them, which
+must outlive a reload, are the ``lines_set_aside`` Attribute (:meth:`HearingHandler.set_aside`).
 """
 
 import time
@@ -183,6 +184,10 @@ def line_answerers(npc, speaker, text, to=None):
                 if mind is not None:
                     mind.hearing.give_up_npc_turn()
     return answer
+
+
+#: lines set aside (:meth:`HearingHandler.set_aside`) remembered at most
+SET_ASIDE_MAX = 200
 
 
 class HearingHandler:
@@ -455,6 +460,8 @@ class HearingHandler:
             lines, stale = unanswered_lines(
                 script.history, time.time(), float(get_setting("PENDING_MAX_AGE") or 0)
             )
+            set_aside = script.db.lines_set_aside or {}
+            lines = [m for m in lines if m["id"] not in set_aside]
             if stale:
                 logger.log_info(
                     f"AI {script.obj}: {len(stale)} lines heard before a restart are older than "
@@ -466,6 +473,26 @@ class HearingHandler:
             pending = [m["id"] for m in lines]
             script.ndb.pending = pending
         return pending
+
+    def set_aside(self, ids):
+        """
+        Record that the lines ``ids`` were dealt with although no stored reply names them (the
+        model failed and the fallback line was said, nobody in the room could hear the reply,
+        their speaker left), so that after a reload or a restart :meth:`pending_ids` does not
+        queue them again. Kept in the ``lines_set_aside`` Attribute (``{id: Unix seconds}``)
+        only as long as a line could still be queued: ``AI_PENDING_MAX_AGE``, and at most
+        :data:`SET_ASIDE_MAX` ids.
+        """
+        if not ids:
+            return
+        script = self.obj
+        now = time.time()
+        max_age = float(get_setting("PENDING_MAX_AGE") or 0) or 3600.0
+        kept = {key: when for key, when in (script.db.lines_set_aside or {}).items()
+                if now - float(when) <= max_age}
+        kept.update((str(key), now) for key in ids)
+        newest = sorted(kept.items(), key=lambda item: item[1])[-SET_ASIDE_MAX:]
+        script.db.lines_set_aside = dict(newest)
 
     def awaiting_answer_ids(self):
         """

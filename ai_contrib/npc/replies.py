@@ -372,6 +372,7 @@ def answer_turn(script, character, hearers):
                      and (m.get("metadata") or {}).get("speaker") in here)]
     if gone:
         logger.log_info(f"AI {character}: {len(gone)} lines not answered: their speakers left")
+        script.set_aside([m["id"] for m in gone])
     lines = [m for m in lines if m not in gone]
     if not lines:
         return 0
@@ -478,6 +479,7 @@ def _answer(script, character, lines, turn_ids, listeners, hearers=None):
         if character.location:
             line = get_setting("FALLBACK_REPLY").format(name=character.key)
             character.location.msg_contents(line, exclude=[character])
+        script.set_aside(turn_ids)  # answered by the fallback line: not again after a reload
         return 0
     _record_success(script, character)
     # the room may have changed while the reply was written, and a line may have been said
@@ -488,6 +490,7 @@ def _answer(script, character, lines, turn_ids, listeners, hearers=None):
     if not heard:
         logger.log_info(f"AI {character}: reply not said: nobody in the room now could hear all "
                         f"it was built from ({len(present)} present)")
+        script.set_aside(turn_ids)
         return 0
     aloud = len(heard) == len(present)
     metadata = _reply_metadata(lines, turn_ids, heard, aloud)

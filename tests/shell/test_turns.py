@@ -363,6 +363,23 @@ class TestReplyFailures(NPCTestCase):
         wait_for(self.script.run_tick())
         self.assertEqual(self.script.db.reply_failures, 0)
 
+    def test_a_line_answered_by_the_fallback_is_not_answered_again_after_a_reload(self):
+        self.llm.enqueue(http_error(500), reply("Hello, Char2."))
+        failed = self.script.receive_speech(self.char1, "Hello?")
+        wait_for(self.script.run_tick())
+        self.assertEqual(self.script.pending_ids(), [])
+        waiting = self.script.receive_speech(self.char2, "Anyone here?")  # not answered yet
+        self.script.checkpoint()
+        # an Evennia reload: ndb is gone, the queue is made again from the history
+        self.script.ndb.pending = None
+        self.script.ndb.runtime = None
+        self.assertEqual(self.script.pending_ids(), [waiting["id"]])  # the other line still is
+        wait_for(self.script.run_tick())
+        self.assertEqual(self.script.history[-1]["content"], "Hello, Char2.")
+        self.assertEqual(self.script.history[-1]["metadata"]["reply_to"], [waiting["id"]])
+        self.assertEqual(len(self.llm.requests), 2)
+        self.assertNotIn(failed["id"], self.script.pending_ids())
+
     def test_lines_wait_while_nobody_is_there_and_are_dropped_when_their_speaker_left(self):
         said = self.script.receive_speech(self.char1, "Back in a moment!")
         self.char1.location = self.room2
