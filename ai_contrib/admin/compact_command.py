@@ -15,7 +15,7 @@ from .command_util import StaffCommand, shown, split_npc_switch
 from .npcs import find_npc
 from .history_command import fidelity_cell
 
-_STRATEGY_ARG = re.compile(r"/?\bstrategy\s*=\s*([\w-]+)", re.IGNORECASE)
+_STRATEGY_ARG = re.compile(r"/?\bstrategy\s*=\s*([\w-]*)", re.IGNORECASE)
 
 
 class CmdCompact(StaffCommand):

@@ -128,6 +128,10 @@ class TestConfiguration(StrategyTestCase):
         self.assertIn("unknown compaction strategy", result["error"])
         out = self.call(CmdCompact(), "Marta/strategy=bogus")
         self.assertIn("Unknown strategy 'bogus'", out)
+        sent = len(self.llm.requests)
+        out = self.call(CmdCompact(), "Marta/strategy=")  # a name left out: no compaction
+        self.assertIn("Unknown strategy ''", out)
+        self.assertEqual(len(self.llm.requests), sent)
 
     def test_compact_set_changes_the_npc_strategy_without_compacting(self):
         self.fill(10)
