@@ -410,7 +410,7 @@ def coerce_source(value) -> list:
 def _coerce_importance(value):
     try:
         number = int(round(float(str(value).strip().split("/")[0])))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # "Infinity" or 1e999: no importance given
         return None
     return max(1, min(10, number))
 

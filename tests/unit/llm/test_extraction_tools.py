@@ -122,12 +122,16 @@ def test_source_is_read_as_message_numbers_and_dropped_when_it_names_none():
     assert tools.coerce_source(False) == []
 
 
-def test_native_unreadable_importance_is_dropped_not_fatal():
+@pytest.mark.parametrize("importance", ["very", "Infinity", 1e999, "9e400", "-inf"])
+def test_native_unreadable_importance_is_dropped_not_fatal(importance):
     (call,) = parse_native_tool_calls(
-        [_native(ADD_JOURNAL_ENTRY, {"content": "x y z", "importance": "very"})]
+        [_native(ADD_JOURNAL_ENTRY, {"content": "x y z", "importance": importance})]
     )
     assert call["error"] is None
     assert "importance" not in call["arguments"]
+    (control,) = parse_native_tool_calls(
+        [_native(ADD_JOURNAL_ENTRY, {"content": "x y z", "importance": "7"})])
+    assert control["arguments"]["importance"] == 7
 
 
 def test_native_unknown_tool_is_reported():
