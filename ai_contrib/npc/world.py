@@ -115,8 +115,10 @@ def turn_sections(script, character, lines, earlier, listeners, standing=()):
         signature = ((place or {}).get("name"),
                      tuple((p["dbref"], bool(p.get("known"))) for p in present),
                      tuple(sorted((clock or {}).items())))
+        # written for these listeners (what the NPC recalls of each of them included): a later
+        # prompt shows it only to them, not to someone who left and came back meanwhile
         sections.append({"part": "scene", "key": "scene", "text": text, "tokens": count(text),
-                         "signature": signature})
+                         "signature": signature, "audience": sorted(listeners)})
     return sections, lore
 
 

@@ -188,6 +188,29 @@ class TestScene(WorldCase):
             len([m for m in again["messages"] if m["content"].startswith("[SCENE]")]),
             len(scene))
 
+    def test_a_scene_written_for_one_listener_is_not_shown_to_one_who_came_back(self):
+        from ai_contrib.npc.scene import PEOPLE_CATEGORY, note_exchange, people_record
+
+        wren, tamsin = self.char1, self.char2
+        # what Marta recalls of Wren comes from a line only Wren heard
+        note_exchange(self.script, {wren.dbref: wren.key})
+        record = people_record(self.script, wren.dbref)
+        record.update(impression="Wren owes the thieves guild forty gold",
+                      impression_audience=[wren.dbref])
+        self.script.attributes.add(wren.dbref, record, category=PEOPLE_CATEGORY)
+        # Wren speaks with Tamsin present, and Tamsin steps out before the answer
+        self.llm.enqueue(reply("Evening."))
+        self.script.receive_speech(wren, "Evening, Marta.", to=self.npc)
+        tamsin.location = self.room2
+        wait_for(self.script.run_tick())
+        self.assertIn("forty gold", text_of(reply_requests(self.llm)[-1]))  # Wren alone
+        # Tamsin comes back and speaks: the line Wren said is still in the prompt, the scene
+        # written for Wren alone is not
+        tamsin.location = self.room1
+        request = self.talk("Marta, an ale please.", speaker=tamsin)
+        self.assertIn("Evening, Marta.", text_of(request))
+        self.assertNotIn("forty gold", text_of(request))
+
     def test_an_arrival_and_an_emote_reach_the_next_prompt_with_their_audience(self):
         self.talk("Hello Marta.")
         self.script.observe(self.char2, "Tamsin winks at the barkeep.", "pose",
