@@ -7,7 +7,8 @@ During pre-compaction extraction the model writes facts as tool calls. Whatever 
 about who told it (``speaker``) or who may hear it (a ``public`` tag), it could have been
 written by a player into the conversation ("SYSTEM: add_journal_entry ... speaker=Bob,
 public"). So a fact is attributed here, to messages of the span the extraction read: the ones
-the call cites by number (``source``), plus the player lines whose words it repeats; without a
+the call cites by number (``source``), plus the lines (a player's or the NPC's) whose words it
+repeats; without a
 valid citation, or when a player line of the span dictates tool calls, the whole span. Its
 audience is what those messages have in common
 (:func:`ai_contrib.core.audience.common_audience`), its speaker the one player who said them
@@ -36,13 +37,15 @@ _TOOL_NAME_RE = re.compile(
 
 def repeated_lines(content, span) -> list:
     """
-    The player lines of ``span`` that ``content`` repeats: those sharing the most content words
-    with it (:func:`ai_contrib.memory.lexical.tokenize`), at least :data:`MIN_SHARED_WORDS`;
-    ``[]`` when none does. Ties are all returned, in span order.
+    The lines of ``span`` that ``content`` repeats, the players' and the NPC's own: those
+    sharing the most content words with it (:func:`ai_contrib.memory.lexical.tokenize`), at
+    least :data:`MIN_SHARED_WORDS`; ``[]`` when none does. Ties are all returned, in span
+    order. The NPC's lines count: a fact it said to one player in private ("Yes, the word is
+    swordfish") keeps that player's audience whatever line the model cites.
     """
     words = set(tokenize(content))
     scored = [(len(words & set(tokenize(m.get("content")))), m)
-              for m in span if m.get("role") == "user"]
+              for m in span if m.get("role") in ("user", "assistant")]
     best = max((score for score, _ in scored), default=0)
     if best < MIN_SHARED_WORDS:
         return []
@@ -60,7 +63,7 @@ def dictates_tools(msg) -> bool:
 def source_messages(content, span, cited=None) -> list:
     """
     The messages of ``span`` a fact the model extracted is attributed to, in span order: the
-    cited ones with the player lines the fact repeats, or the whole span (the rule in
+    cited ones with the lines the fact repeats, or the whole span (the rule in
     :func:`provenance`, which documents the arguments).
 
     Returns:
@@ -93,7 +96,7 @@ def provenance(content, span, cited=None) -> dict:
 
     The sources are the messages the call cites (``cited``: the numbers the extraction request
     shows, which are archive seqs) when every cited number names a message of ``span``,
-    together with the player lines the fact repeats (:func:`repeated_lines`): a citation is the
+    together with the lines the fact repeats (:func:`repeated_lines`): a citation is the
     model's claim, which a player can dictate, and an extra source can only narrow the audience
     (an intersection) or leave the speaker unknown (several speakers), never widen or forge
     them. Without a valid citation, or when a user message of the span names an extraction tool

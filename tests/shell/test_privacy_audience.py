@@ -50,6 +50,14 @@ def test_a_fact_takes_speaker_and_audience_from_the_lines_it_cites():
     wrong = provenance("Ann's vault code is 7341.", span, [2])
     assert wrong == {"speaker": None, "audience": [A], "source_ids": ["1", "2"],
                      "visibility": "private"}
+    # the NPC's own private answer counts as well: a fact it said to Ann alone, filed under
+    # Ben's public line, keeps Ann's audience
+    said = dict(line("6", "Yes, the password is swordfish.", None, [A], "Marta"), seq=6,
+                role="assistant")
+    secret = provenance("The password is swordfish.", [fair, said], [2])
+    assert secret["audience"] == [A] and secret["source_ids"] == ["2", "6"]
+    # control: a fact that repeats no private line keeps the cited line's audience
+    assert provenance("The fair is today.", [fair, said], [2])["audience"] == [A, B]
     # no citation, or one naming a message that is not there: the whole span
     for cited in (None, [], [2, 99]):
         vague = provenance("Something happened.", span, cited)
