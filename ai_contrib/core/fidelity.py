@@ -304,6 +304,11 @@ def _items(text):
             if not word:
                 continue
             folded = word.casefold()
+            # "twenty" is a number as much as "20" is ("one" is as often "the one who")
+            if folded in _NUMBER_WORDS and folded != "one":
+                numbers.append(str(_NUMBER_WORDS[folded]))
+                sentence_start = False
+                continue
             if folded in _HEADING_WORDS and word[0].isupper():
                 sentence_start = False
                 continue

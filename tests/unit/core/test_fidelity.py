@@ -57,6 +57,16 @@ def test_number_words_in_the_source_support_digits():
     assert score("Bob wants a room for 3 nights and pays 10 silver.").passed
 
 
+def test_a_number_written_as_a_word_is_checked_like_one_in_figures():
+    # the source says 10 silver: "twenty" is as unsupported as "20", "ten" as supported as "10"
+    assert fact_problem("Bob pays Marta twenty silver now.", SOURCE) == fact_problem(
+        "Bob pays Marta 20 silver now.", SOURCE) != ""
+    assert "20" in fact_problem("Bob pays Marta twenty silver now.", SOURCE)
+    assert fact_problem("Bob pays Marta ten silver now.", SOURCE) == ""
+    assert not score("Bob wants a room for twelve nights.").passed
+    assert score("Bob wants a room for three nights.").passed
+
+
 def test_a_line_in_a_speakers_voice_fails_but_a_bullet_about_them_passes():
     assert "Bob's words" in score("Bob: I need a room for three nights.").reason
     assert "User's words" in score("User: I need a room.").reason
