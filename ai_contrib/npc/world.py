@@ -64,7 +64,7 @@ def standing_sections(script, character):
     return sections
 
 
-def turn_sections(script, character, lines, earlier, listeners, standing=()):
+def turn_sections(script, character, lines, earlier, listeners):
     """
     What this turn brings into the prompt: the lore entries its words (and the last few lines
     before it) trigger, the pins about players who listen, and the scene.
@@ -74,8 +74,6 @@ def turn_sections(script, character, lines, earlier, listeners, standing=()):
         earlier (list[dict]): history messages before the turn, oldest first (only the last
             ``LORE_SCAN_LINES`` user lines are read).
         listeners (dict): ``{dbref: name}`` of who will hear the reply.
-        standing (list[dict]): :func:`standing_sections`, whose lore tokens the triggered lore
-            shares the budget with.
 
     Returns:
         tuple: ``(sections, lore)``: ``sections`` in the order to show them (lore, pins,
@@ -85,10 +83,10 @@ def turn_sections(script, character, lines, earlier, listeners, standing=()):
     count = _count(script)
     said = [m.get("content") or "" for m in lines]
     before = [m.get("content") or "" for m in earlier[-40:] if m.get("role") == "user"]
-    constant = sum(s["tokens"] for s in standing if s["part"] == "lore")
-    budget = max(0, int(script.cfg("lore_token_budget") or 0) - constant)
-    lore = lore_for_npc(character, lore_texts(character, said, before), budget_tokens=budget,
-                        count=count)
+    # the whole budget: the choice ranks the constant entries too, as standing_sections did,
+    # and charges them once (taking their tokens off first charged them twice)
+    lore = lore_for_npc(character, lore_texts(character, said, before),
+                        budget_tokens=int(script.cfg("lore_token_budget") or 0), count=count)
     sections = []
     for entry in lore["chosen"]:
         if entry.get("constant"):
@@ -160,7 +158,7 @@ def plan_world(script, character, lines, earlier, listeners, anchor, shown_ids):
         "lore": lore_for_npc result of the turn, "skipped": [{"key", "part", "reason"}]}``.
     """
     standing = standing_sections(script, character)
-    sections, lore = turn_sections(script, character, lines, earlier, listeners, standing)
+    sections, lore = turn_sections(script, character, lines, earlier, listeners)
     budgets = world_budgets(script)
     budgets["lore"] = max(0, budgets["lore"] - sum(
         s["tokens"] for s in standing if s["part"] == "lore"))

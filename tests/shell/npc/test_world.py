@@ -87,6 +87,27 @@ class TestLore(WorldCase):
         self.assertTrue(any(s["part"] == "lore" for s in receipt["world_skipped"]))
 
 
+    def test_constant_lore_is_charged_once_so_a_triggered_entry_that_fits_is_shown(self):
+        from ai_contrib.npc.world import _count
+
+        const = "The Goat is owned by the Brewers' Guild of Hollowmere since the great flood."
+        trig = "A mug of ale costs two copper coins at the Goat tonight, jugs seven copper."
+        lore.add_entry(const, constant=True)
+        lore.add_entry(trig, keys="ale")
+        count = _count(self.script)
+        # both, once each (each shown under its own heading)
+        room = count("WHAT YOU KNOW:\n- " + const) + count("WHAT YOU KNOW:\n- " + trig) + 2
+        # control: a budget without room for the second leaves it out
+        with override_settings(AI_LORE_TOKEN_BUDGET=room - count(trig)):
+            request = self.talk("An ale please, Marta.")
+        self.assertIn("Brewers' Guild", text_of(request))  # the constant entry
+        self.assertNotIn("two copper coins", text_of(request))
+        with override_settings(AI_LORE_TOKEN_BUDGET=room):
+            request = self.talk("Another ale, Marta?")
+        self.assertIn("Brewers' Guild", text_of(request))
+        self.assertIn("two copper coins", text_of(request))  # and the one "ale" triggers
+
+
 class TestPins(WorldCase):
     def journal_lookup(self):
         """A tool call and its long result in the history, as the journaling loop leaves."""
