@@ -306,19 +306,19 @@ def count_message_tokens(msg, model=None) -> int:
     """
     Return the tokens one message costs in a chat request.
 
-    ``PER_MESSAGE_OVERHEAD`` + ``content`` + ``name`` + ``tool_call_id`` + the JSON of
-    ``tool_calls`` (message shape: :mod:`ai_contrib.core.messages`); a player's line is charged
-    its name as the reply prompt shows it, ``"Bob: "`` or ``"Bob (overheard): "``
-    (:func:`ai_contrib.core.messages.shown_speaker`), so that a busy room of short overheard
-    lines cannot fill more of the context window than its count says. Other fields (``id``,
-    ``seq``, ``timestamp``, ``metadata``) are never sent to the model and cost nothing.
+    ``PER_MESSAGE_OVERHEAD`` + ``content`` + ``tool_call_id`` + the JSON of ``tool_calls``
+    (message shape: :mod:`ai_contrib.core.messages`), and a player's line its name as the
+    prompts show it before the text, ``"Bob: "`` or ``"Bob (overheard): "``
+    (:func:`ai_contrib.core.messages.shown_speaker`): the charge is what the reply and
+    extraction prompts send (:func:`ai_contrib.core.prompts.render_for_chat`), so that a busy
+    room of short overheard lines cannot fill more of the context window than its count says.
+    The ``name`` field itself is never sent (many chat templates drop it), nor are ``id``,
+    ``seq``, ``timestamp`` and ``metadata``: they cost nothing.
     """
     total = PER_MESSAGE_OVERHEAD + count_tokens(msg.get("content") or "", model)
     speaker = shown_speaker(msg)
     if speaker:
         total += count_tokens(f"{speaker}: ", model)
-    elif msg.get("name"):
-        total += count_tokens(str(msg["name"]), model)
     if msg.get("tool_call_id"):
         total += count_tokens(str(msg["tool_call_id"]), model)
     if msg.get("tool_calls"):

@@ -185,9 +185,9 @@ def test_message_tokens_add_overhead_name_and_tool_calls():
     assert count_message_tokens(said) == (
         PER_MESSAGE_OVERHEAD + count_tokens("Where is the blacksmith?") + count_tokens("Mara: ")
     )
+    # the NPC's own line is shown as its text alone: its name is not sent
     reply = {"role": "assistant", "content": "By the well.", "name": "Wren"}
-    assert count_message_tokens(reply) == (
-        PER_MESSAGE_OVERHEAD + count_tokens("By the well.") + count_tokens("Wren"))
+    assert count_message_tokens(reply) == PER_MESSAGE_OVERHEAD + count_tokens("By the well.")
     calls = [{"id": "c1", "type": "function", "function": {"name": "look", "arguments": "{}"}}]
     call_msg = {"role": "assistant", "content": "", "tool_calls": calls}
     assert count_message_tokens(call_msg) == PER_MESSAGE_OVERHEAD + count_tokens(
