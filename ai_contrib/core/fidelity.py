@@ -217,11 +217,31 @@ def _fact_words(text):
     return stems, numbers, negations
 
 
+def _name_order(text):
+    """The capitalised words of ``text`` (sentence starts included, stop words and "I" not),
+    case-folded, each once, in order: who does what to whom."""
+    names = []
+    for token in _TOKEN.findall(text or ""):
+        word = _clean(token)
+        folded = word.casefold() if word else ""
+        if (word and word[0].isupper() and folded not in _STOP and folded not in _PRONOUN_I
+                and folded not in _NUMBER_WORDS and folded not in names):
+            names.append(folded)
+    return names
+
+
+def _names_in_same_order(a, b):
+    """True when the names ``a`` and ``b`` share come in the same order in both."""
+    names_a, names_b = _name_order(a), _name_order(b)
+    return ([n for n in names_a if n in names_b] == [n for n in names_b if n in names_a])
+
+
 def same_fact(a, b, overlap=SAME_FACT_OVERLAP) -> bool:
     """
     True when facts ``a`` and ``b`` say the same thing in other words: the same numbers, the
-    same negation (or none), and content words (stems of words of three letters or more, stop
-    words left out) overlapping by at least ``overlap`` (Jaccard). "The Kings road is flooded
+    same negation (or none), the names they share in the same order ("Bob owes Marta 3 silver"
+    and "Marta owes Bob 3 silver" are two debts), and content words (stems of words of three
+    letters or more, stop words left out) overlapping by at least ``overlap`` (Jaccard). "The Kings road is flooded
     again" and "The Kings road has been flooded again" are one fact; "Bob owes 5 silver" and
     "Bob owes 7 silver", or "Bob is married" and "Bob is not married", are two.
 
@@ -232,6 +252,8 @@ def same_fact(a, b, overlap=SAME_FACT_OVERLAP) -> bool:
     stems_a, numbers_a, neg_a = _fact_words(a)
     stems_b, numbers_b, neg_b = _fact_words(b)
     if numbers_a != numbers_b or neg_a != neg_b:
+        return False
+    if not _names_in_same_order(a, b):  # "Bob owes Marta" is not "Marta owes Bob"
         return False
     if not stems_a or not stems_b:
         return content_key(a) == content_key(b)

@@ -206,6 +206,9 @@ def test_the_same_fact_in_other_words_is_one_fact_and_a_different_one_is_not():
     assert not same_fact("Bob isn't married.", "Bob is married.")
     assert not same_fact("Bob likes ale.", "Bob likes mead.")
     assert not same_fact("Elena lives in Riverwood.", "Bob's sister Elena lives in Riverwood.")
+    # the same words, the other way round: the other debt
+    assert not same_fact("Bob owes Marta 3 silver.", "Marta owes Bob 3 silver.")
+    assert same_fact("Bob owes Marta 3 silver.", "Bob still owes Marta 3 silver.")
 
 
 _FACT_WORDS = st.sampled_from(
