@@ -74,6 +74,8 @@ _NOT_SUBJECTS = frozenset(
     "they're we're they'll she'll he'll we'll let's that's there's what".split())
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\u2019-]*")
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+#: where a word may open a sentence or clause (an observation is checked as "Entity: text")
+_CLAUSE_START = re.compile(r"(?<=[.!?;:])\s+|\n+")
 _SUFFIXES = ("ing", "ed", "es", "s")
 
 
@@ -302,11 +304,16 @@ def check_fact(text, lines, min_support=MIN_LINE_SUPPORT) -> Grounding:
     missing = [n for n in names if not _known(n, words)]
     missing += [n for n in numbers if n not in source_numbers]
     # a capitalised opening word the conversation never uses reads as a name it never said
-    # ("Gandalf went to the support group"); inside a sentence it is a name already
-    first = _opening(text)
-    if (text or "").lstrip()[:1].isupper() and first not in _NOT_SUBJECTS \
-            and not _known(first, words) and first not in missing:
-        missing.insert(0, first)
+    # ("Gandalf went to the support group"), at the start of the fact and of each sentence or
+    # clause in it ("Bob: Gandalf owes ...", "...; Gandalf owes ..."); inside a sentence it is
+    # a name already
+    openings = []
+    for part in [text or ""] + _CLAUSE_START.split(text or "")[1:]:
+        first = _opening(part)
+        if part.lstrip()[:1].isupper() and first not in _NOT_SUBJECTS \
+                and not _known(first, words) and first not in missing + openings:
+            openings.append(first)
+    missing[:0] = openings
     if missing:
         reason = "names or numbers the conversation does not mention: " + ", ".join(missing)
     elif not subject and _pronoun_led(text):

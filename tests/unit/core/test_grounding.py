@@ -56,6 +56,12 @@ def test_the_subject_must_be_in_the_line_that_says_it():
 def test_invented_names_and_numbers_fail_and_every_sentence_counts():
     assert "does not mention" in check_fact("Gandalf went to the support group.", LINES).reason
     assert "does not mention" in check_fact("The projector broke in room 35.", LINES).reason
+    # a name the conversation never said opens a later sentence, a clause or an observation
+    for invented in ("Caroline went to a support group. Gandalf went too.",
+                     "Caroline went to a support group; Gandalf went too.",
+                     "Caroline: Gandalf went to a support group."):
+        assert "gandalf" in check_fact(invented, LINES).reason, invented
+    assert check_fact("Caroline went to a support group.", LINES).passed  # control
     one, _ = fact_support("Caroline went to a support group.", LINES)
     two, _ = fact_support("Caroline went to a support group. She is a hero.", LINES)
     assert one == 1.0 and two < MIN_LINE_SUPPORT
