@@ -107,7 +107,10 @@ _PLACEHOLDER_URL = "http://127.0.0.1:9/v1"  # discard port: nothing is ever sent
 _PAYLOAD_FIELDS = ("speaker", "entity", "marker_id", "first_seq", "last_seq", "first_id", "last_id",
                    "audience", "origin", "origin_speaker", "said_at", "heard_from", "hops", "chain",
                    # a fact's one-line check (docs/design.md, "Facts you can trust")
-                   "support", "grounding", "model_support")
+                   "support", "grounding", "model_support",
+                   # the lines it came from: a forget finds it by them once the journal entry
+                   # has been pruned (docs/design.md, "Forgetting a player")
+                   "source_ids")
 #: how many more hits than asked for a search by audience fetches before filtering them, and
 #: the factor it grows by while too few of them are audible, up to AUDIENCE_MAX_OVERFETCH
 AUDIENCE_OVERFETCH = 4
@@ -1005,11 +1008,13 @@ class Mem0Store:
             self._stored_ids.pop(agent_id, None)
         return count
 
-    def delete_derived_sync(self, agent_id, journal_ids=(), user_id=None) -> int:
+    def delete_derived_sync(self, agent_id, journal_ids=(), user_id=None, line_ids=()) -> int:
         """
-        Delete the memories of one NPC made from the journal entries ``journal_ids``, or told
-        by the player ``user_id`` (a :func:`player_key`): forgetting one player
-        (``docs/design.md``, "Forgetting a player"). Admin use: the NPC's memories are listed.
+        Delete the memories of one NPC made from the journal entries ``journal_ids``, told by
+        the player ``user_id`` (a :func:`player_key`), or made from one of the archived lines
+        ``line_ids`` (their ``source_ids``: a journal entry pruned after its consolidation is
+        no longer there to name them): forgetting one player (``docs/design.md``, "Forgetting
+        a player"). Admin use: the NPC's memories are listed.
 
         Returns:
             int: how many memories were deleted.
@@ -1019,6 +1024,13 @@ class Mem0Store:
             deleted (running it again finishes the job).
         """
         agent_id, wanted = str(agent_id), {str(jid) for jid in journal_ids}
+        lines = {str(line_id) for line_id in line_ids}
+
+        def from_lines(item):
+            sources = (item.get("metadata") or {}).get("source_ids") or ()
+            return bool(lines) and isinstance(sources, (list, tuple)) and bool(
+                lines.intersection(map(str, sources)))
+
         with self._lock:
             memory = self.memory_for(agent_id)
             try:
@@ -1026,7 +1038,7 @@ class Mem0Store:
                 doomed = [
                     item for item in (listed or {}).get("results") or []
                     if str((item.get("metadata") or {}).get("journal_id")) in wanted
-                    or (user_id and item.get("user_id") == user_id)
+                    or (user_id and item.get("user_id") == user_id) or from_lines(item)
                 ]
                 for item in doomed:
                     memory.delete(item["id"])
@@ -1090,9 +1102,10 @@ class Mem0Store:
         """Deferred version of :meth:`delete_agent_sync` (fires with the count)."""
         return self.run(self.delete_agent_sync, agent_id, drop_collection)
 
-    def delete_derived(self, agent_id, journal_ids=(), user_id=None) -> Deferred:
+    def delete_derived(self, agent_id, journal_ids=(), user_id=None, line_ids=()) -> Deferred:
         """Deferred version of :meth:`delete_derived_sync` (fires with the count)."""
-        return self.run(self.delete_derived_sync, agent_id, list(journal_ids), user_id)
+        return self.run(self.delete_derived_sync, agent_id, list(journal_ids), user_id,
+                        list(line_ids))
 
     def close(self) -> Deferred:
         """

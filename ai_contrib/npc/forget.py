@@ -76,7 +76,7 @@ def _set_pending(script, jobs):
 
 
 def _forget_now(script, character, archived, dbref, name):
-    """The reactor part: plan, record, remove. Returns ``(report, journal_ids)``."""
+    """The reactor part: plan, record, remove. Returns ``(report, plan)``."""
     plan = _plan(script, character, archived, dbref, name)
     runtime = script.runtime
     removed = runtime.forget(dbref, plan["context_ids"], plan["seqs"])
@@ -113,18 +113,20 @@ def _forget_now(script, character, archived, dbref, name):
         "pins": len(pins),
         "profiles": len(profile_names),
     }
-    return report, plan["journal_ids"]
+    return report, plan
 
 
-def _delete_memories(character, name, journal_ids):
-    """Mem0's part, on the store's worker. Deferred[dict]: ``{"memories": int | None}`` (None
+def _delete_memories(character, name, plan):
+    """Mem0's part, on the store's worker: the memories of the plan's journal entries, told by
+    the player, or made from their lines. Deferred[dict]: ``{"memories": int | None}`` (None
     when Mem0 is off) or with ``"memory_error"``; never errbacks."""
     if not get_setting("MEMORY_ENABLED"):
         return defer.succeed({"memories": None})
     from ..memory.mem0_store import get_store, npc_agent_id, player_key
 
     try:
-        d = get_store().delete_derived(npc_agent_id(character), journal_ids, player_key(name))
+        d = get_store().delete_derived(npc_agent_id(character), plan["journal_ids"],
+                                       player_key(name), plan["line_ids"])
     except Exception as err:  # misconfigured store: report it, the rest is done
         return defer.succeed({"memories": None, "memory_error": str(err)})
     d.addCallback(lambda count: {"memories": count})
@@ -164,7 +166,7 @@ def forget_player(script, character, dbref, name):
                 _set_pending(script, [j for j in _pending(script)
                                       if j.get("player") != job["player"]])
             return {"busy": why}
-        report, journal_ids = _forget_now(script, character, archived, job["player"], name)
+        report, plan = _forget_now(script, character, archived, job["player"], name)
         logger.log_info(f"AI {character}: forgot {name} ({dbref}): {report}")
 
         def _finished(memories):
@@ -174,7 +176,7 @@ def forget_player(script, character, dbref, name):
                                       if j.get("player") != job["player"]])
             return report
 
-        return _delete_memories(character, name, journal_ids).addCallback(_finished)
+        return _delete_memories(character, name, plan).addCallback(_finished)
 
     return _read_archive(script).addCallback(_now)
 

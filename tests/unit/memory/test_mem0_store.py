@@ -225,6 +225,20 @@ def test_agents_are_isolated(store):
     assert [h["text"] for h in hits] == ["The ferryman fears deep water."]
 
 
+def test_a_forget_finds_a_pruned_entrys_memory_by_its_source_lines(store):
+    # an observation of Bob (no speaker, so no user id) was consolidated, then pruned from the
+    # journal by the sleep's housekeeping: the forget can name only Bob's lines
+    limp = journal_entry("observation_1", "Bob: Walks with a limp since the war.",
+                         source_type="observation", entity="Bob", audience=["#6"],
+                         source_ids=["m1"])
+    tavern = journal_entry("fact_9", "The tavern opens at dawn.", source_ids=["m2"])
+    store.add_entries_sync("npc-3", [limp, tavern])
+    texts = {h["text"] for h in store.list_sync("npc-3")}
+    assert texts == {limp["content"], tavern["content"]}
+    assert store.delete_derived_sync("npc-3", [], player_key("Bob"), ["m1", "m7"]) == 1
+    assert {h["text"] for h in store.list_sync("npc-3")} == {tavern["content"]}  # the other stays
+
+
 def test_threshold_filters_weak_hits(store):
     loose = store.search_sync(
         "npc-1", "goat festival harvest", threshold=0.0, limit=20, include_private=True
