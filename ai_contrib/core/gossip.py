@@ -185,7 +185,7 @@ def known_origins(entries, npc_dbref) -> set:
 
 
 def select_gossip(sender_entries, sender_name, sender_dbref, receiver_entries, receiver_dbref,
-                  now, max_hops, max_age_days, limit=None) -> list[dict]:
+                  now, max_hops, max_age_days, limit=None, forgotten=()) -> list[dict]:
     """
     What one NPC hears from another in one sleep: copies of the sender's facts that may pass
     (:func:`may_pass`), that the receiver does not hold yet (by origin, or by the same words,
@@ -201,15 +201,21 @@ def select_gossip(sender_entries, sender_name, sender_dbref, receiver_entries, r
         now (datetime): timezone-aware.
         max_hops (int), max_age_days (float): as :func:`may_pass`.
         limit (int, optional): copies at most (the newest are kept).
+        forgotten (iterable[str]): names of the players the receiver was made to forget
+            (``aiforget``): what one of them said first is not passed to it again.
 
     Returns:
         list[dict]: :func:`gossip_copy` dicts, oldest first.
     """
     held = known_origins(receiver_entries, receiver_dbref)
     said = {content_key(entry.get("content")) for entry in receiver_entries}
+    refused = {str(name).strip().lower() for name in forgotten}
     copies = []
     for entry in sender_entries:
         if not may_pass(entry, now, max_hops, max_age_days):
+            continue
+        first = entry.get("origin_speaker") or entry.get("speaker")
+        if first and str(first).strip().lower() in refused:
             continue
         origin = origin_of(entry, sender_dbref)
         key = content_key(entry.get("content"))

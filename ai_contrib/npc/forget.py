@@ -86,6 +86,10 @@ def _forget_now(script, character, archived, dbref, name):
     journal["consolidated_entry_ids"] = [
         jid for jid in journal["consolidated_entry_ids"] if jid not in gone]
     character.db.journal = journal
+    # and it is not told them again by another NPC (docs/design.md, "Gossip")
+    forgotten = [str(n) for n in (character.db.forgotten_players or ())]
+    if name.strip().lower() not in {n.strip().lower() for n in forgotten}:
+        character.db.forgotten_players = forgotten + [name.strip()]
     had_record = people_record(script, dbref) is not None
     if had_record:
         script.attributes.remove(str(dbref), category=PEOPLE_CATEGORY)

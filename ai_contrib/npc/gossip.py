@@ -113,6 +113,7 @@ def _hear_from(character, journal, peer, peer_entries, now, max_hops, route):
         peer_entries, peer.key, peer.dbref, journal["entries"],
         character.dbref, now, max_hops, float(get_setting("GOSSIP_MAX_AGE_DAYS")),
         limit=int(get_setting("GOSSIP_MAX_PER_SLEEP")),
+        forgotten=character.db.forgotten_players or (),
     )
     received, passed = [], []
     for copy in copies:

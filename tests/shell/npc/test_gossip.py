@@ -83,6 +83,26 @@ class TestReceiving(GossipCase):
                          0)
         self.assertEqual(len(self.journal(self.bram)), 1)
 
+    def test_a_player_forgotten_by_the_receiver_is_not_told_to_it_again(self):
+        from ai_contrib.npc.forget import forget_player
+
+        bram = get_assistant_script(self.bram)
+        receive_gossip(bram, self.bram)
+        self.assertEqual(self.contents(self.bram), [PUBLIC])
+        result = wait_for(forget_player(bram, self.bram, self.wren.dbref, self.wren.key))
+        self.assertEqual(result["journal_entries"], 1)
+        self.assertEqual(self.contents(self.bram), [])
+        # the next night Marta still knows it: Bram is not told it again
+        self.assertEqual(receive_gossip(bram, self.bram)["received"], 0)
+        self.assertEqual(self.contents(self.bram), [])
+        # control: what another player said first still travels
+        journal = ensure_journal(self.npc.db.journal)
+        add_entry(journal, "The ferry runs again from the old pier.", 7,
+                  speaker=self.tamsin.key, audience=sorted([self.wren.dbref, self.tamsin.dbref]))
+        self.npc.db.journal = journal
+        receive_gossip(bram, self.bram)
+        self.assertEqual(self.contents(self.bram), ["The ferry runs again from the old pier."])
+
     def test_a_gossip_tag_joins_npcs_of_different_zones(self):
         self.assertEqual(peers(self.cole, get_assistant_script(self.cole).key), [])
         self.npc.tags.add("guild", category="gossip")
