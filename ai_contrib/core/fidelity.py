@@ -241,9 +241,10 @@ def same_fact(a, b, overlap=SAME_FACT_OVERLAP) -> bool:
     True when facts ``a`` and ``b`` say the same thing in other words: the same numbers, the
     same negation (or none), the names they share in the same order ("Bob owes Marta 3 silver"
     and "Marta owes Bob 3 silver" are two debts), and content words (stems of words of three
-    letters or more, stop words left out) overlapping by at least ``overlap`` (Jaccard). "The Kings road is flooded
-    again" and "The Kings road has been flooded again" are one fact; "Bob owes 5 silver" and
-    "Bob owes 7 silver", or "Bob is married" and "Bob is not married", are two.
+    letters or more, stop words left out) overlapping by at least ``overlap`` (Jaccard). "The
+    Kings road is flooded again" and "The Kings road has been flooded again" are one fact;
+    "Bob owes 5 silver" and "Bob owes 7 silver", or "Bob is married" and "Bob is not married",
+    are two.
 
     Args:
         a, b (str): facts.

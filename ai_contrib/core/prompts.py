@@ -483,9 +483,10 @@ def clean_reply(text, npc_name, max_chars=400, truncated=False) -> str:
     (``"[2026-11-20 14:02]"``, copied from the prompt's resumed lines: :func:`resumption_stamps`)
     and ``"<npc_name>:"``, stop where the model starts writing another speaker's turn (a line
     ``"Bob: ..."`` or ``"Bob (overheard): ..."``, or a time-stamped ``"[2026-11-20 14:05] Bob:"``
-    anywhere, as the prompt shows a resumed line), normalise it as player text is (:func:`ai_contrib.core.text.normalise_player_text`:
-    control and invisible characters dropped, chat-template special tokens broken up), drop
-    surrounding quotes and cap the length (characters).
+    anywhere, as the prompt shows a resumed line), normalise it as player text is
+    (:func:`ai_contrib.core.text.normalise_player_text`: control and invisible characters
+    dropped, chat-template special tokens broken up), drop surrounding quotes and cap the
+    length (characters).
 
     Args:
         truncated (bool): the model stopped at its token cap (``finish_reason == "length"``):
