@@ -166,7 +166,7 @@ def gossip_copy(entry, sender_name, sender_dbref, now) -> dict:
         "tags": [str(tag) for tag in entry.get("tags") or ()],
         "audience": sorted({str(member) for member in entry.get("audience") or ()}),
         "origin": origin_of(entry, sender_dbref),
-        "origin_speaker": entry.get("origin_speaker") or entry.get("speaker"),
+        "origin_speaker": first_speaker(entry),
         "said_at": entry.get("said_at") or entry.get("timestamp"),
         "heard_from": str(sender_name),
         "heard_from_id": str(sender_dbref),
@@ -177,6 +177,12 @@ def gossip_copy(entry, sender_name, sender_dbref, now) -> dict:
     if entry.get("said_in_public"):
         copy["said_in_public"] = True
     return copy
+
+
+def first_speaker(entry):
+    """Who first said the fact of journal ``entry``: the player a copy names as its origin, or
+    the entry's own speaker (None when unknown)."""
+    return entry.get("origin_speaker") or entry.get("speaker")
 
 
 def known_origins(entries, npc_dbref) -> set:
@@ -214,7 +220,7 @@ def select_gossip(sender_entries, sender_name, sender_dbref, receiver_entries, r
     for entry in sender_entries:
         if not may_pass(entry, now, max_hops, max_age_days):
             continue
-        first = entry.get("origin_speaker") or entry.get("speaker")
+        first = first_speaker(entry)
         if first and str(first).strip().lower() in refused:
             continue
         origin = origin_of(entry, sender_dbref)
