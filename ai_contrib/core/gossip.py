@@ -179,7 +179,7 @@ def gossip_copy(entry, sender_name, sender_dbref, now) -> dict:
     return copy
 
 
-def first_speaker(entry):
+def first_speaker(entry) -> str | None:
     """Who first said the fact of journal ``entry``: the player a copy names as its origin, or
     the entry's own speaker (None when unknown)."""
     return entry.get("origin_speaker") or entry.get("speaker")
