@@ -538,6 +538,12 @@ OPTIONS = (
         Option("MEMORY_NOTE_SECONDS", 0.3, FLOAT,
                "Prompt evaluation one reply may spend on memories it shows for the first time "
                "(a new recall note).", unit=SECONDS, per_npc=True, none="no limit"),
+        # a turn that asks about the past (core/past_questions) may take longer: the room is
+        # shown the thinking emote meanwhile (docs/design.md, "Recall notes")
+        Option("MEMORY_QUESTION_SECONDS", 3.0, FLOAT,
+               "Prompt evaluation a reply to a question about the past (\"remember\", a past "
+               "event, someone by name) may spend on memories it shows for the first time.",
+               unit=SECONDS, per_npc=True, none="no limit"),
         # llama.cpp's timings; a server that reports none puts no limit on new notes
         Option("PROMPT_TOKENS_PER_SECOND", None, FLOAT,
                "The reply server's prompt evaluation speed.", unit="tokens per second",

@@ -368,7 +368,13 @@ class CmdAIHistory(StaffCommand):
             self.caller.msg(self.format_receipt(npc, reply))
 
     def format_receipt(self, npc, reply):
-        from ..core.receipts import describe_cost, describe_part, describe_skipped, memory_source
+        from ..core.receipts import (
+            describe_cost,
+            describe_part,
+            describe_recall,
+            describe_skipped,
+            memory_source,
+        )
 
         width = table_width(self)
         head = (f"|wReceipt of {npc.key}'s reply #{reply['seq']}|n "
@@ -391,6 +397,8 @@ class CmdAIHistory(StaffCommand):
         if receipt.get("world_skipped"):
             lines.append(wrap("Left out for room: " + shown(describe_skipped(
                 receipt["world_skipped"])), width))
+        if receipt.get("recall"):
+            lines.append(wrap("Memories: " + shown(describe_recall(receipt["recall"])), width))
         memories = receipt.get("memories") or []
         if memories:
             mt = admin_table(width, "source", "kind", "score", "new", "memory")

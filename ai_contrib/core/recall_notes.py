@@ -158,7 +158,8 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
         notes given up are gone, marked by :func:`lost_marks`), ``"shown": list[dict]`` (what
         the prompt shows, in order), ``"new": dict | None`` (the note added for this turn),
         ``"dropped": int`` (notes given up), ``"left_out": int`` (new candidates that found no
-        room)}``.
+        room), ``"room_limited": bool`` (``new_tokens``, not the budget, left them out: the
+        reply had no time to evaluate them)}``.
     """
     allowance = float("inf") if new_tokens is None else max(0, int(new_tokens))
     alive = [note for note in notes if note["anchor"] in history_ids]
@@ -176,6 +177,8 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     fresh = [item for item in items if item["key"] not in keys]
     room = _note_room(budget_tokens, shown, allowance, compacted, dropped, spent)
     chosen, text, tokens = _fill(fresh, room, render, count)
+    # what the receipt says was left out for time: the allowance, not the budget, set the room
+    timed = room < _note_room(budget_tokens, shown, float("inf"), compacted, dropped, spent)
     given_up = {id(note) for note in dropped}
     state = lost_marks(gone + dropped) + [note for note in alive if id(note) not in given_up]
     new = None
@@ -186,7 +189,8 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
         state.append(new)
         shown = shown + [new]
     return {"notes": state, "shown": shown, "new": new, "dropped": len(dropped),
-            "left_out": len(fresh) - len(chosen)}
+            "left_out": len(fresh) - len(chosen),
+            "room_limited": bool(timed and len(fresh) > len(chosen))}
 
 
 def _shown_keys(shown):

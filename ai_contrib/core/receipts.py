@@ -17,6 +17,8 @@ A *receipt*::
                 "detail": {"entries": [{"id", "key"}]} | {"pins": [id]}}, ...],
                 # in prompt order; keys per part
      "world_skipped": [{"key": str, "part": str, "reason": "budget"}],  # world left out
+     "recall": {"asks": "remember" | "past" | "name" | None, "allowance": int | None,
+                "left_out": int, "room_limited": bool},  # the new note's time allowance
      "memories": [{"source": "archive" | "mem0", "ref": str, "kind": str, "score": float,
                    "text": str, "new": bool}, ...]}
 
@@ -181,6 +183,34 @@ def describe_skipped(skipped) -> str:
         str: ``""`` when nothing was left out.
     """
     return ", ".join(f"{item.get('key')} ({item.get('reason')})" for item in skipped or ())
+
+
+#: why a turn was taken for a question about the past, in words (core/past_questions.REASONS)
+ASKS_WORDS = {"remember": "asks to remember", "past": "asks about the past",
+              "name": "asks about someone by name"}
+
+
+def describe_recall(recall) -> str:
+    """
+    The time a reply had for new memories, in words: ``"asks about the past: new memories up
+    to 450 tokens; 6 left out for time"`` (``docs/design.md``, "Recall notes").
+
+    Args:
+        recall (dict | None): ``receipt["recall"]``: ``{"asks", "allowance", "left_out",
+            "room_limited"}``.
+
+    Returns:
+        str: ``""`` for a receipt without it.
+    """
+    if not recall:
+        return ""
+    asks = ASKS_WORDS.get(recall.get("asks"), "small talk")
+    allowance = recall.get("allowance")
+    room = "no time limit" if allowance is None else f"new memories up to {allowance} tokens"
+    text = f"{asks}: {room}"
+    if recall.get("room_limited") and recall.get("left_out"):
+        text += f"; {recall['left_out']} left out for time"
+    return text
 
 
 def token_figures(receipt) -> dict:

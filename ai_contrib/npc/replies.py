@@ -18,6 +18,7 @@ from twisted.internet import defer
 
 from ..core.audience import heard_by, may_hear
 from ..core.budget import note_allowance
+from ..core.past_questions import note_seconds, past_question
 from ..core.prompts import (
     assemble_reply_prompt,
     clean_reply,
@@ -79,7 +80,11 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None):
     Returns:
         Deferred[dict]: ``{"notes": [note + {"new": bool}] (to show, in order), "items":
         [item + {"new": bool}] (this turn's retrieval, best first; item shape in
-        :func:`ai_contrib.memory.retrieval.note_items`)}``.
+        :func:`ai_contrib.memory.retrieval.note_items`), "recall": {"asks": str | None (why the
+        turn asks about the past: :func:`ai_contrib.core.past_questions.past_question`),
+        "allowance": int | None (tokens the new note could take for time; None: no limit),
+        "left_out": int (candidates that found no room), "room_limited": bool (left out for
+        time, not for the budget)} | None (no memory package)}``.
     """
     d = _optional_retrieval(character, "related_memory_context", script, character, query,
                             listeners)
@@ -88,18 +93,24 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None):
         try:
             from ..memory.retrieval import note_items, render_note
         except ImportError:
-            return {"notes": [], "items": []}
+            return {"notes": [], "items": [], "recall": None}
         from ..core.recall_notes import anchor_costs, plan_recall
         from ..core.tokens import count_tokens
 
         items = note_items(context)
         shown = conversation_order(window_messages(script.history, window))
+        # a question about the past may evaluate more memories than small talk
+        # (docs/design.md, "Recall notes")
+        asks = past_question(query, (character.db.entity_profiles or {}).keys(), character.key)
+        allowance = note_allowance(
+            note_seconds(asks, script.cfg("memory_note_seconds"),
+                         script.cfg("memory_question_seconds")),
+            get_client().prompt_speed)
         result = plan_recall(
             script.ndb.recall_notes or [], items, anchor, {m["id"] for m in shown},
             script.memory_budget(), render_note, count_tokens,
             listeners=None if listeners is None else list(listeners),
-            new_tokens=note_allowance(script.cfg("memory_note_seconds"),
-                                      get_client().prompt_speed),
+            new_tokens=allowance,
             anchor_cost=anchor_costs([m["id"] for m in shown],
                                      script.runtime.token_counts(shown)),
         )
@@ -109,6 +120,8 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None):
         return {
             "notes": [dict(note, new=note is new) for note in result["shown"]],
             "items": [dict(item, new=item["key"] in fresh) for item in items],
+            "recall": {"asks": asks, "allowance": allowance, "left_out": result["left_out"],
+                       "room_limited": result["room_limited"]},
         }
 
     return d.addCallback(plan)
@@ -563,6 +576,8 @@ def _write_reply(script, character, prompt, shown, recall, world):
             prompt.parts, recall["items"], prompt.listeners.values())
         if world["skipped"]:
             receipt["world_skipped"] = world["skipped"]
+        if recall.get("recall"):
+            receipt["recall"] = recall["recall"]
         # a reply stopped by AI_LLM_MAX_REPLY_TOKENS ends at its last full sentence
         reply = clean_reply(result.content, character.key,
                             truncated=getattr(result, "finish_reason", None) == "length")

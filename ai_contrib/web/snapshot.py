@@ -19,6 +19,7 @@ from ..core.messages import is_marker
 from ..core.receipts import (
     describe_cost,
     describe_part,
+    describe_recall,
     describe_skipped,
     memory_source,
     token_figures,
@@ -89,7 +90,8 @@ def receipt_view(reply):
         dict: the record plus ``"cost"`` (one line, or None without a receipt),
         ``"figures"`` (:func:`ai_contrib.core.receipts.token_figures` or None), and in the
         receipt each part given a ``"label"``, each memory a ``"where"`` and ``"skipped"`` (what
-        of the NPC's world was left out for room, in words).
+        of the NPC's world was left out for room, in words) and ``"recall_time"`` (the time the
+        reply had for new memories, :func:`ai_contrib.core.receipts.describe_recall`).
     """
     receipt = reply.get("receipt")
     if not receipt:
@@ -98,6 +100,7 @@ def receipt_view(reply):
     receipt["parts"] = [{**p, "label": describe_part(p)} for p in receipt.get("parts") or []]
     receipt["memories"] = [{**m, "where": memory_source(m)} for m in receipt.get("memories") or []]
     receipt["skipped"] = describe_skipped(receipt.get("world_skipped"))
+    receipt["recall_time"] = describe_recall(receipt.get("recall"))
     return {**reply, "receipt": receipt, "cost": describe_cost(receipt),
             "figures": token_figures(receipt)}
 

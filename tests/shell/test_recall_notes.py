@@ -310,3 +310,59 @@ class RecallNotesOverBudget(NPCTestCase):
         self.assertFalse(any("silver key lies" in t for t in texts), texts)
         # the second over-budget prompt extends the first: the heron note stayed
         self.assertEqual(second[: len(first)], first)
+
+
+class AQuestionAboutThePastGetsTime(NPCTestCase):
+    """In a conversation already under way, small talk may evaluate only a few tokens of new
+    memories, a question about the past up to ``AI_MEMORY_QUESTION_SECONDS`` of them, and the
+    receipt says which it was and what was left out for time (``docs/design.md``, "Recall
+    notes")."""
+
+    llm_default = staticmethod(lambda request: reply("Aye."))
+
+    def setUp(self):
+        super().setUp()
+        old = [self.script.add_message("user", text, name="Bob") for text in (
+            "The silver key lies under the old mill stone by the weir.",
+            "My sister Wren paints herons by the river every spring.",
+            "Wren sells her river paintings at the harvest fair for two coins.",
+        )]
+        self.fill(4, words=6)
+        self.script.runtime.evict([m["id"] for m in old], reason="test")
+
+    def ask(self, text):
+        self.script.receive_speech(self.char1, text)
+        wait_for(self.script.run_tick())
+        return self.script.db.reply_receipts[-1]
+
+    def test_small_talk_keeps_the_fast_path_and_a_memory_question_gets_its_note(self):
+        # 100 tokens/s: small talk may evaluate 5 tokens of new memories, a question 200
+        with override_settings(AI_MEMORY_ENABLED=False, AI_PROMPT_TOKENS_PER_SECOND=100,
+                               AI_MEMORY_NOTE_SECONDS=0.05, AI_MEMORY_QUESTION_SECONDS=2.0,
+                               AI_MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT=0,
+                               AI_MEMORY_RETRIEVAL_SESSION_WEIGHT=0):
+            first = self.ask("Where is the silver key, Marta?")  # the talk's first note
+            self.assertTrue([m for m in first["memories"] if "silver key" in m["text"]], first)
+            small = self.ask("Nice river out there, how are you keeping?")
+            self.assertIsNone(small["recall"]["asks"])
+            self.assertEqual(small["recall"]["allowance"], 5)
+            # the river lines were candidates and found no room for time
+            self.assertTrue(small["recall"]["room_limited"], small["recall"])
+            self.assertGreater(small["recall"]["left_out"], 0)
+            self.assertFalse([m for m in small["memories"] if m["new"]], small["memories"])
+            asked = self.ask("Do you remember what Wren paints by the river?")
+        self.assertEqual(asked["recall"]["asks"], "remember")
+        self.assertEqual(asked["recall"]["allowance"], 200)
+        new = [m["text"] for m in asked["memories"] if m["new"]]
+        self.assertTrue([t for t in new if "paints herons" in t], asked["memories"])
+        prompt = "\n".join(m["content"] for m in self.llm.requests[-1]["messages"])
+        self.assertIn("paints herons", prompt)
+        # the admin's receipt screen says it in words
+        self.call_receipt_screen("asks to remember: new memories up to 200 tokens")
+
+    def call_receipt_screen(self, expected):
+        from ai_contrib.admin.history_command import CmdAIHistory
+
+        self.char1.permissions.add("Developer")
+        shown = self.call(CmdAIHistory(), "Marta/prompt", caller=self.char1)
+        self.assertIn(expected, shown)
