@@ -667,6 +667,44 @@ class PipelineNPC:
         memories = "\n\n".join(note["text"] for note in recall["notes"]) or None
         return messages, memories
 
+    def ask_in_game(self, text, answer):
+        """
+        One turn of the game path: ``text`` said by the player and stored, the reply prompt
+        built as :func:`ai_contrib.npc.replies.answer_turn` builds it (the prompt window for the
+        turn, then retrieval into the recall notes the talk already shows, under the latency
+        allowance the client gives the embedded model), the NPC's reply stored, and the per-turn
+        hook and the emergency check run, as in :meth:`replay`.
+
+        Args:
+            text (str): the player's line.
+            answer (callable): ``prompt -> str``, the NPC's reply to store.
+
+        Returns:
+            tuple: ``(prompt, memories text or None, recall)``: ``recall`` is the turn's
+            ``recall_for_turn(...)["recall"]`` plus ``"new_tokens"``, the tokens of the note this
+            turn added (0 for none).
+        """
+        from ai_contrib import rag_memory
+        from ai_contrib.core.prompts import assemble_reply_prompt
+        from ai_contrib.npc import replies
+
+        script, npc = self.script, self.npc
+        msg = script.add_message("user", text, name=self.player.key,
+                                 metadata={"speaker": self.player.dbref})
+        self._tally("emergency", wait(rag_memory.check_emergency_compaction(script, npc)))
+        window, budget = replies.prompt_window(script, [msg["id"]])
+        recall = wait(replies.recall_for_turn(script, npc, text, None, msg["id"], window=window))
+        history = replies.window_messages(script.history, window)
+        prompt, _ = assemble_reply_prompt(
+            npc.db.persona, npc.key, history, script.runtime.token_counts(history), budget,
+            notes=recall["notes"], keep_ids=[msg["id"]])
+        memories = "\n\n".join(note["text"] for note in recall["notes"]) or None
+        new_tokens = sum(note["tokens"] for note in recall["notes"] if note.get("new"))
+        script.add_message("assistant", answer(prompt), name=npc.key)
+        self._tally("turn", wait(rag_memory.after_turn_compaction(script, npc)))
+        self._tally("emergency", wait(rag_memory.check_emergency_compaction(script, npc)))
+        return prompt, memories, dict(recall.get("recall") or {}, new_tokens=new_tokens)
+
     def stats(self):
         """``{"compactions", "compactions_by_trigger", "evictions", "masks", "facts",
         "facts_rejected", "facts_replaced" (:func:`fact_checks`), "final_tokens", "messages_in_context", "summary_fidelity": [score of each summary put
@@ -847,13 +885,15 @@ class Conversation:
                             None if system == "full" else budget, self.model), None
 
 
-def question_row(conv, system, q, prompt, memories, answer=None, error=None, answered=False):
+def question_row(conv, system, q, prompt, memories, answer=None, error=None, answered=False,
+                 question_line=None):
     """
     The result row of one question for one system (:func:`score_question` plus identifiers;
     with ``answered``, the answer, its error, LoCoMo's score and, for category 5, whether the
-    answer asserts the adversarial answer).
+    answer asserts the adversarial answer). ``question_line`` is the prompt's line that asked
+    (default: the question as speaker A says it), left out of the answer's search.
     """
-    question_line = f"{conv.player_name}: {q['question']}"
+    question_line = question_line or f"{conv.player_name}: {q['question']}"
     row = {
         "system": system, "conversation": conv.sample_id, "qa_index": q["index"],
         "category": q["category"], "question": q["question"], "gold": q["gold"],
@@ -897,7 +937,8 @@ def run_system(conv, system, args, meter, progress, rows):
     started = time.perf_counter()
     errors = 0
     progress.stage(f"{conv.sample_id} {system} questions", len(conv.questions), "q")
-    for i, q in enumerate(conv.questions):
+    questions = conv.questions if "afresh" in args.paths or npc is None else []
+    for i, q in enumerate(questions):
         progress.update(i, llm_calls=meter.of(system))
         question_msg = make_message("user", q["question"], name=conv.player_name)
         prompt, memories = conv.prompt(system, question_msg, npc, args.max_context_tokens)
@@ -911,6 +952,8 @@ def run_system(conv, system, args, meter, progress, rows):
         rows.append(row)
     progress.update(len(conv.questions), llm_calls=meter.of(system))
     progress.close()
+    if npc is not None and "game" in args.paths:
+        errors += ask_in_game(conv, system, npc, args, meter, progress, rows)
     result = {"replay_s": replay_s, "qa_s": time.perf_counter() - started, "answer_errors": errors}
     if npc is not None:
         result.update(npc.stats(), sleep_results=npc.sleeps)
@@ -919,6 +962,59 @@ def run_system(conv, system, args, meter, progress, rows):
         f"{meter.of(system)} LLM calls so far"
     )
     return result
+
+
+#: the two lines that follow each question on the game path: the player stays on the subject,
+#: as a player who did not get the whole answer would (the question repeated, so that each turn's
+#: retrieval asks about the same subject)
+FOLLOW_UPS = ("Can you tell me more about that? {question}",
+              "What else comes to mind? {question}")
+#: the NPC's stored reply on the game path when answers are not generated (``--answer`` off)
+UNANSWERED_REPLY = "Let me think back on that."
+
+
+def ask_in_game(conv, system, npc, args, meter, progress, rows):
+    """
+    The game path (``docs/benchmarks.md``): after the replay, the questions are asked one after
+    another in the same talk, each followed by :data:`FOLLOW_UPS`, through
+    :meth:`PipelineNPC.ask_in_game`; the lines and replies stay in the history and the recall
+    notes shown stay shown, so each turn is one of an ongoing conversation. Rows are appended
+    to ``rows`` with ``system`` :func:`benchmarks.locomo_metrics.game_label` ``(system, turn)``
+    and the turn's recall figures.
+
+    Returns:
+        int: answers that failed (``--answer``).
+    """
+    errors = 0
+
+    def answer(prompt):
+        nonlocal errors
+        if not args.answer:
+            return UNANSWERED_REPLY
+        text, error = answer_question(prompt, conv.npc_name, args.model, args.answer_tokens)
+        errors += bool(error)
+        return text or UNANSWERED_REPLY
+
+    progress.stage(f"{conv.sample_id} {system} in a game", len(conv.questions), "q")
+    for i, q in enumerate(conv.questions):
+        progress.update(i, llm_calls=meter.of(system))
+        for turn, line in enumerate((q["question"],) + tuple(
+                f.format(question=q["question"]) for f in FOLLOW_UPS), 1):
+            started = time.perf_counter()
+            prompt, memories, recall = npc.ask_in_game(line, answer)
+            row = question_row(conv, metrics.game_label(system, turn), q, prompt, memories,
+                               answered=False, question_line=f"{conv.player_name}: {line}")
+            row.update(turn_s=round(time.perf_counter() - started, 3),
+                       asks=recall.get("asks"), allowance=recall.get("allowance"),
+                       new_memory_tokens=recall.get("new_tokens", 0),
+                       left_out_for_time=recall.get("left_out", 0)
+                       if recall.get("room_limited") else 0)
+            if args.keep_prompts:
+                row["prompt"] = prompt
+            rows.append(row)
+    progress.update(len(conv.questions), llm_calls=meter.of(system))
+    progress.close()
+    return errors
 
 
 def run_conversation(sample, systems, args, meter, progress, rows, stats, details,
@@ -998,6 +1094,10 @@ def parse_args(argv=None):
                         help="ask at most N questions per conversation (file order)")
     parser.add_argument("--max-context-tokens", type=int, default=DEFAULT_BUDGET,
                         help="the NPC's token budget (default %(default)s)")
+    parser.add_argument("--paths", default="game,afresh",
+                        help="how the questions are asked, comma-separated: 'game' (in the "
+                        "flow of a talk that goes on, each with two follow-ups) and/or 'afresh' "
+                        "(each question alone, no notes from earlier ones); default both")
     parser.add_argument("--answer", action="store_true",
                         help="let the LLM answer from each prompt and score LoCoMo's F1")
     parser.add_argument("--answer-tokens", type=int, default=ANSWER_MAX_TOKENS,
@@ -1052,6 +1152,9 @@ def parse_args(argv=None):
             parser.error("--split and --conversations pick conversations both; give one")
         args.conversations = list(SPLITS[args.split])
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    args.paths = [p.strip() for p in args.paths.split(",") if p.strip()]
+    if not args.paths or set(args.paths) - {"game", "afresh"}:
+        parser.error("--paths takes 'game', 'afresh' or both")
     return args
 
 
@@ -1112,6 +1215,7 @@ def run(args):
     progress = Progress()
     embedded = None
     if not args.base_url:
+        from ai_contrib.llm.client import LLMClient, use_client
         from ai_contrib.llm.embedded import EmbeddedServerProcess
 
         progress.note("starting the embedded model server")
@@ -1120,6 +1224,9 @@ def run(args):
         settings.AI_LLM_BASE_URL = server.base_url
         settings.AI_LLM_API_KEY = server.api_key
         wait(reset_client())
+        # known for the embedded model, as in a game: its prompt speed (the recall notes'
+        # latency allowance), its context window and its sampling
+        use_client(LLMClient(base_url=server.base_url, api_key=server.api_key, embedded=True))
     # the NPCs' budget fits the model's window (docs/design.md, "The budget fits the model"):
     # known before the first replay, so that every conversation runs under the same budget
     from ai_contrib.llm.client import get_client
@@ -1152,7 +1259,9 @@ def run(args):
     def snapshot():
         done = [s for s in systems if s in stats]
         return {
-            "config": dict(config, systems_done=done),
+            # tokens/s the latency allowance of the game path was reckoned with (assumed for
+            # the embedded model until a reply measures it)
+            "config": dict(config, systems_done=done, prompt_speed=get_client().prompt_speed),
             "wall_s": time.perf_counter() - started,
             "summary": metrics.aggregate(rows),
             "stats": finish_stats(stats, meter, done),

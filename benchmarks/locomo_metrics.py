@@ -536,6 +536,65 @@ def aggregate(rows):
     }
 
 
+def game_label(system, turn) -> str:
+    """The ``system`` of a game-path row: ``"mask in a game, reply 2"`` (``turn`` from 1)."""
+    return f"{system} in a game, reply {int(turn)}"
+
+
+#: replies of the game path: the question, then its two follow-ups
+GAME_TURNS = (1, 2, 3)
+GAME_HEADER = ["system", "path", "n", "evidence in prompt % (strict)", "multi-hop",
+               "temporal", "open-domain", "single-hop", "answer in prompt %",
+               "prompt tokens mean", "new memory tokens median", "asked about the past %",
+               "left out for time %"]
+
+
+def _median(values):
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def game_path_rows(summary, systems, rows):
+    """
+    Rows of the table that sets the game path (each question asked in the flow of a talk, then
+    two follow-ups on its subject) beside the same questions asked afresh, categories 1-4.
+
+    Args:
+        summary (dict): :func:`aggregate`'s result.
+        systems (list[str]): system names in display order.
+        rows (list[dict]): the per-question rows (the game path's carry ``new_memory_tokens``,
+            ``asks`` and ``left_out_for_time``).
+
+    Returns:
+        list[list]: one row per system and path (``"afresh"``, ``"game, reply 1"`` ...).
+    """
+    out = []
+    for system in systems:
+        labels = [(system, "afresh")] + [(game_label(system, t), f"game, reply {t}")
+                                         for t in GAME_TURNS]
+        for label, path in labels:
+            group = summary.get(label, {}).get("1-4")
+            if not group or (path == "afresh" and game_label(system, 1) not in summary):
+                continue
+            mine = [r for r in rows if r["system"] == label
+                    and r["category"] in ANSWERED_CATEGORIES]
+            by_category = [_pct((summary[label].get(c) or {}).get("evidence_in_prompt"))
+                           for c in ANSWERED_CATEGORIES]
+            game = path != "afresh"
+            asks = mean([float(r.get("asks") is not None) for r in mine]) if game else None
+            timed = mean([float(bool(r.get("left_out_for_time"))) for r in mine]) if game \
+                else None
+            out.append([system, path, group["n"], _pct(group.get("evidence_in_prompt")),
+                        *by_category, _pct(group["answer_in_prompt"]),
+                        _num(group["prompt_tokens"]),
+                        _num(_median([r.get("new_memory_tokens") for r in mine])) if game
+                        else "-", _pct(asks), _pct(timed)])
+    return out
+
+
 def _pct(value):
     return "-" if value is None else f"{100 * value:.1f}"
 
@@ -596,6 +655,10 @@ def format_report(summary, systems, stats, with_f1, rows_by_question=None):
                 row += ["", ""]
             rows.append(row)
     parts = ["## Categories 1-4 (answerable)", "", markdown_table(header, rows)]
+    game = game_path_rows(summary, systems, rows_by_question or [])
+    if game:
+        parts += ["", "## In a game: the questions asked in the flow of the talk, categories 1-4",
+                  "", markdown_table(GAME_HEADER, game)]
     if rows_by_question:
         against = versus_full_rows(rows_by_question, systems)
         if against:

@@ -115,7 +115,7 @@ def _covers(audience, listeners):
 
 
 def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count, listeners=None,
-                new_tokens=None, anchor_cost=None) -> dict:
+                new_tokens=None, anchor_cost=None, asking=False) -> dict:
     """
     The notes after a turn's retrieval.
 
@@ -152,6 +152,11 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
             note and the prompt after any note given up (None: no limit, for a fast server).
         anchor_cost (dict, optional): ``{anchor id: tokens after it}`` (:func:`anchor_costs`);
             None: giving up a note costs nothing.
+        asking (bool): the turn asks about the past
+            (:func:`ai_contrib.core.past_questions.past_question`): room is made for its note
+            as on a change of subject even when some of its candidates are shown already (they
+            come back in the new note if they still fit), so that a run of questions does not
+            find the memory budget full of the notes of the last ones.
 
     Returns:
         dict: ``{"notes": list[dict]`` (the new state: notes whose anchor left the history and
@@ -170,9 +175,11 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     shown = visible_notes(alive, history_ids, listeners)
     keys = _shown_keys(shown)
     dropped, spent = [], 0
-    if shown and items and not any(item["key"] in keys for item in items[:TOPIC_ITEMS]):
-        # a change of subject
-        shown, dropped, spent = _make_room(shown, budget_tokens, allowance, anchor_cost)
+    if shown and items and (asking or not any(item["key"] in keys
+                                              for item in items[:TOPIC_ITEMS])):
+        # a change of subject, or a question about the past
+        shown, dropped, spent = _make_room(shown, budget_tokens, allowance, anchor_cost,
+                                           {item["key"] for item in items[:TOPIC_ITEMS]})
         keys = _shown_keys(shown)
     fresh = [item for item in items if item["key"] not in keys]
     room = _note_room(budget_tokens, shown, allowance, compacted, dropped, spent)
@@ -198,27 +205,33 @@ def _shown_keys(shown):
     return {item["key"] for note in shown for item in note["items"]}
 
 
-def _make_room(shown, budget_tokens, allowance, anchor_cost):
+def _make_room(shown, budget_tokens, allowance, anchor_cost, keep_keys=frozenset()):
     """
-    On a change of subject: give up the newest ``shown`` notes, one at a time, until
-    :data:`TOPIC_ROOM` of ``budget_tokens`` is free, while what giving one up costs (the tokens
-    after its anchor, ``anchor_cost``; None: nothing) stays under ``allowance``
-    (:func:`plan_recall`).
+    On a change of subject or a question about the past: give up the newest ``shown`` notes,
+    one at a time, until :data:`TOPIC_ROOM` of ``budget_tokens`` is free, while what giving one
+    up costs (the tokens after its anchor, ``anchor_cost``, and of the notes kept after it;
+    None: nothing) stays under ``allowance`` (:func:`plan_recall`). A note holding one of
+    ``keep_keys`` (the turn's best candidates) is kept: it is what the turn asks about.
 
     Returns:
         tuple: ``(shown, dropped, spent)``: the notes still shown (a new list), those given up
         (newest first), and the tokens giving them up costs (the most any one costs: the
         prompt after the oldest anchor given up is evaluated again once).
     """
-    shown, dropped, spent = list(shown), [], 0
-    while shown and budget_tokens - sum(note["tokens"] for note in shown) \
-            < budget_tokens * TOPIC_ROOM:
-        cost = (anchor_cost or {}).get(shown[-1]["anchor"], 0) if anchor_cost is not None \
-            else 0
+    shown, dropped, spent, kept_after = list(shown), [], 0, 0
+    for note in reversed(list(shown)):
+        if budget_tokens - sum(n["tokens"] for n in shown) >= budget_tokens * TOPIC_ROOM:
+            break
+        if keep_keys & {item["key"] for item in note["items"]}:
+            kept_after += note["tokens"]  # evaluated again if an older note is given up
+            continue
+        cost = (anchor_cost or {}).get(note["anchor"], 0) + kept_after \
+            if anchor_cost is not None else 0
         if cost >= allowance:
             break  # evaluating the prompt after it again costs more than the note is worth
         spent = max(spent, cost)
-        dropped.append(shown.pop())
+        shown.remove(note)
+        dropped.append(note)
     return shown, dropped, spent
 
 

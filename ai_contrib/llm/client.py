@@ -510,6 +510,10 @@ class LLMClient:
             ``None`` = ``get_setting("LLM_TIMEOUT")``.
         reactor: the Twisted reactor (tests may pass another); default the global one.
         pool: an ``HTTPConnectionPool``; default :func:`make_quiet_pool`.
+        embedded (bool, optional): whether the server at ``base_url`` is the embedded model,
+            started by a script of its own (``EmbeddedServerProcess``): the client then treats
+            it as the embedded model (context window, prompt speed, sampling) without starting
+            one. Default: only when ``base_url`` is unset too (the client starts it).
 
     Use it from the reactor thread (from another thread, wrap calls in
     ``twisted.internet.threads.blockingCallFromThread``). Call :meth:`close` when done with a
@@ -518,7 +522,8 @@ class LLMClient:
     """
 
     def __init__(
-        self, base_url=None, api_key=None, model=None, timeout=None, reactor=None, pool=None
+        self, base_url=None, api_key=None, model=None, timeout=None, reactor=None, pool=None,
+        embedded=None,
     ):
         if reactor is None:
             from twisted.internet import reactor
@@ -527,7 +532,9 @@ class LLMClient:
             base_url = get_setting("LLM_BASE_URL")
             if api_key is None:
                 api_key = get_setting("LLM_API_KEY")
-        self.embedded = not base_url
+        # the embedded model: started by this client (no URL), or by a script that gave its URL
+        self.embedded = not base_url if embedded is None else bool(embedded)
+        self._starts_server = not base_url
         # set once the server answered that it does not take response_format (see
         # refuses_response_format): later requests leave it out
         self.structured_output_refused = False
@@ -857,7 +864,7 @@ class LLMClient:
         Deferred[(base_url, api_key)]: the configured endpoint, or the embedded server's: the
         memory server's for a call whose ``purpose`` is in :data:`MEMORY_PURPOSES`.
         """
-        if not self.embedded:
+        if not self._starts_server:
             return defer.succeed((self.base_url, self.api_key))
         from ai_contrib.llm.embedded import start_embedded_server
 
@@ -935,6 +942,19 @@ def get_client() -> LLMClient:
     if _default_client is None:
         _default_client = LLMClient()
     return _default_client
+
+
+def use_client(client) -> LLMClient:
+    """
+    Make ``client`` the process-wide :class:`LLMClient` (scripts that start the embedded model
+    themselves: ``LLMClient(base_url, api_key, embedded=True)``); :func:`reset_client` first.
+
+    Returns:
+        LLMClient: ``client``.
+    """
+    global _default_client
+    _default_client = client
+    return client
 
 
 def reset_client() -> Deferred:

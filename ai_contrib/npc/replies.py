@@ -110,7 +110,7 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None):
             script.ndb.recall_notes or [], items, anchor, {m["id"] for m in shown},
             script.memory_budget(), render_note, count_tokens,
             listeners=None if listeners is None else list(listeners),
-            new_tokens=allowance,
+            new_tokens=allowance, asking=asks is not None,
             anchor_cost=anchor_costs([m["id"] for m in shown],
                                      script.runtime.token_counts(shown)),
         )

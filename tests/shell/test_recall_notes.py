@@ -89,6 +89,37 @@ def test_a_change_of_subject_gives_up_nothing_when_half_the_budget_is_free():
     assert [[i["key"] for i in n["items"]] for n in second["shown"]] == [["a"], ["x", "y"]]
 
 
+def test_a_question_about_the_past_gives_up_old_subjects_and_keeps_its_own():
+    # three one-subject notes fill the budget: "a" (oldest), "b", then "q" (the newest)
+    def note(anchor, *keys):
+        items = [item(key, 8) for key in keys]
+        return {"anchor": anchor, "audience": None, "items": items, "text": render(items),
+                "tokens": count(render(items))}
+
+    notes = [note("m1", "a", "a2"), note("m2", "b", "b2"), note("m3", "q")]  # 51 of 60 tokens
+    ids = {"m1", "m2", "m3", "m4"}
+    asked = [item("q", 8), item("b", 8), item("r", 8), item("s", 8)]
+    # control: the turn's best candidate is shown, so without a question nothing is given up
+    # and the full budget leaves the new memories no room
+    plain = plan_recall(notes, asked, "m4", ids, 60, render, count)
+    assert plain["dropped"] == 0 and plain["new"] is None
+    question = plan_recall(notes, asked, "m4", ids, 60, render, count, asking=True)
+    # the note holding "q" and the one holding "b" are what the turn asks about: kept; the
+    # oldest subject is given up for the new memories
+    assert question["dropped"] == 1
+    kept = [[i["key"] for i in n["items"]] for n in question["shown"]]
+    assert kept[:2] == [["b", "b2"], ["q"]] and kept[2][0] == "r"
+    # giving a note up costs what follows it, the notes kept after it included: with an
+    # allowance below that, nothing is given up
+    costs = {"m1": 5, "m2": 3, "m3": 1, "m4": 1}
+    tight = plan_recall(notes, asked, "m4", ids, 60, render, count, asking=True,
+                        new_tokens=25, anchor_cost=costs)
+    assert tight["dropped"] == 0
+    roomy = plan_recall(notes, asked, "m4", ids, 60, render, count, asking=True,
+                        new_tokens=60, anchor_cost=costs)
+    assert roomy["dropped"] == 1
+
+
 def test_the_first_note_may_fill_the_budget_and_a_note_beside_it_takes_at_most_half():
     items = [item("a", 8), item("b", 8), item("c", 8), item("d", 8)]
     first = plan([], items, "m1", {"m1"}, budget=35)
