@@ -152,11 +152,10 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
             note and the prompt after any note given up (None: no limit, for a fast server).
         anchor_cost (dict, optional): ``{anchor id: tokens after it}`` (:func:`anchor_costs`);
             None: giving up a note costs nothing.
-        asking (bool): the turn asks about the past
-            (:func:`ai_contrib.core.past_questions.past_question`): room is made for its note
-            as on a change of subject even when some of its candidates are shown already (they
-            come back in the new note if they still fit), so that a run of questions does not
-            find the memory budget full of the notes of the last ones.
+        asking (bool): the turn asks about the past (:mod:`ai_contrib.core.past_questions`):
+            room is made for its note as on a change of subject even when some of its
+            candidates are shown, so that a run of questions does not find the memory budget
+            full of the notes of the last ones.
 
     Returns:
         dict: ``{"notes": list[dict]`` (the new state: notes whose anchor left the history and
@@ -175,11 +174,10 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     shown = visible_notes(alive, history_ids, listeners)
     keys = _shown_keys(shown)
     dropped, spent = [], 0
-    if shown and items and (asking or not any(item["key"] in keys
-                                              for item in items[:TOPIC_ITEMS])):
+    if shown and items and (asking or not keys & {i["key"] for i in items[:TOPIC_ITEMS]}):
         # a change of subject, or a question about the past
         shown, dropped, spent = _make_room(shown, budget_tokens, allowance, anchor_cost,
-                                           {item["key"] for item in items[:TOPIC_ITEMS]})
+                                           {item["key"] for item in items})
         keys = _shown_keys(shown)
     fresh = [item for item in items if item["key"] not in keys]
     room = _note_room(budget_tokens, shown, allowance, compacted, dropped, spent)
@@ -188,11 +186,9 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     timed = room < _note_room(budget_tokens, shown, float("inf"), compacted, dropped, spent)
     given_up = {id(note) for note in dropped}
     state = lost_marks(gone + dropped) + [note for note in alive if id(note) not in given_up]
-    new = None
-    if chosen:
-        audience = None if listeners is None else sorted(listeners)
-        new = {"anchor": anchor, "audience": audience, "items": chosen, "text": text,
-               "tokens": tokens}
+    new = {"anchor": anchor, "audience": None if listeners is None else sorted(listeners),
+           "items": chosen, "text": text, "tokens": tokens} if chosen else None
+    if new is not None:
         state.append(new)
         shown = shown + [new]
     return {"notes": state, "shown": shown, "new": new, "dropped": len(dropped),
@@ -211,7 +207,7 @@ def _make_room(shown, budget_tokens, allowance, anchor_cost, keep_keys=frozenset
     one at a time, until :data:`TOPIC_ROOM` of ``budget_tokens`` is free, while what giving one
     up costs (the tokens after its anchor, ``anchor_cost``, and of the notes kept after it;
     None: nothing) stays under ``allowance`` (:func:`plan_recall`). A note holding one of
-    ``keep_keys`` (the turn's best candidates) is kept: it is what the turn asks about.
+    ``keep_keys`` (the turn's candidates) is kept: it holds what the turn asks about.
 
     Returns:
         tuple: ``(shown, dropped, spent)``: the notes still shown (a new list), those given up

@@ -349,7 +349,7 @@ def test_benchmark_end_to_end(tmp_path):
              "--max-context-tokens", str(budget), "--answer", "--base-url", llm.base_url,
              "--api-key", "bench-key", "--model", "double", "--json", str(out),
              "--workdir", str(workdir)],
-            cwd=ROOT, capture_output=True, text=True, timeout=120,
+            cwd=ROOT, capture_output=True, text=True, timeout=900,
         )
         requests = llm.requests
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -381,7 +381,16 @@ def test_benchmark_end_to_end(tmp_path):
         assert result["summary"][system]["5"]["adversarial_in_prompt"] == 0.0
         assert result["summary"][system]["5"]["f1"] == 1.0
         assert result["summary"][system]["1-4"]["f1"] == 0.0
-        assert result["stats"][system]["answer_calls"] == 6
+        # a strategy is asked in a game too: each question and its two follow-ups answered
+        answers = 6 if system in ("window25", "truncate", "full") else 6 + 6 * 3
+        assert result["stats"][system]["answer_calls"] == answers
+    # the game path beside the afresh one, reply by reply, for every strategy only
+    game = proc.stdout.split("## In a game")[1].split("## ")[0]
+    for system in STRATEGIES:
+        for path in ("afresh", "game, reply 1", "game, reply 2", "game, reply 3"):
+            assert f"| {system} | {path} | 5 |" in game
+        assert result["summary"][m.game_label(system, 3)]["1-4"]["n"] == 5
+    assert "| full |" not in game
     summary_stats = result["stats"]["summary"]
     assert summary_stats["compactions"] >= 1
     assert summary_stats["memory_calls"] >= 1
