@@ -511,24 +511,25 @@ class _SharedQuestion:
         self._waiters = None  # Deferreds of callers while a question is in flight
 
     def __call__(self) -> Deferred:
-        """Deferred[answer | None]; never errbacks."""
+        """Deferred[answer | None]; never errbacks. Each caller gets a Deferred of its own:
+        cancelling it leaves the question to the others (it ends by its own deadline)."""
+        d = defer.Deferred()
         if self._waiters is not None:
-            d = defer.Deferred()
             self._waiters.append(d)
             return d
         now = self._reactor.seconds()
         if self._tried_at is not None and now - self._tried_at < self._retry_seconds():
             return defer.succeed(None)
         self._tried_at = now
-        self._waiters = []
+        self._waiters = [d]
 
         def done(result):
             waiters, self._waiters = self._waiters, None
-            for d in waiters:
-                d.callback(result)
-            return result
+            for waiter in waiters:
+                waiter.callback(result)  # a cancelled waiter ignores it
 
-        return defer.maybeDeferred(self._ask).addErrback(lambda _failure: None).addCallback(done)
+        defer.maybeDeferred(self._ask).addErrback(lambda _failure: None).addCallback(done)
+        return d
 
 
 def _is_auto(value) -> bool:
@@ -720,8 +721,6 @@ class LLMClient:
             return self.measured_prompt_speed
         return self.EMBEDDED_PROMPT_SPEED if self.embedded else None
 
-    # --- payload ---------------------------------------------------------------------------------
-
     # --- the server and the fields it takes ----------------------------------------------------
 
     def known_server(self) -> dict:
@@ -846,6 +845,8 @@ class LLMClient:
         auto = _is_auto(get_setting("LLM_REPLY_SAMPLING"))
         return sampling_fields(server["kind"], server["model"] or model or self.model, purpose,
                                explicit, profile_replies=auto)
+
+    # --- payload ---------------------------------------------------------------------------------
 
     def build_payload(
         self, messages, model=None, max_tokens=None, temperature=None, tools=None, **extra
