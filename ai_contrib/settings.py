@@ -184,22 +184,36 @@ OPTIONS = (
         Option("LLM_MAX_REPLY_TOKENS", 96, INT, "Tokens the NPC may generate per reply.",
                unit=TOKENS, minimum=1),
         Option("LLM_TEMPERATURE", 0.7, FLOAT, "Sampling temperature of replies."),
-        # stops small local models from looping (docs/design.md, "The embedded model")
-        Option("LLM_REPEAT_PENALTY", 1.25, FLOAT,
-               "Repeat penalty of replies: stops small local models from looping."),
+        # which request fields the server takes besides OpenAI's (docs/design.md, "Sampling per
+        # server and model"): OpenAI's API answers an unknown one with HTTP 400
+        Option("LLM_SERVER_KIND", "auto", TEXT,
+               'The server\'s kind: "llama.cpp" takes the model profile\'s sampling fields '
+               '(repeat_penalty, DRY), "openai" only OpenAI\'s standard fields; "auto" = '
+               'llama.cpp for the embedded model and a server whose GET /props answers as '
+               'llama.cpp\'s, else openai.',
+               choices=("auto", "llama.cpp", "openai")),
+        # None: the model's profile (llm/sampling.py: SmolLM2-135M loops at 1.0, 1.25 stops it;
+        # docs/design.md, "The embedded model"); a number goes to any server
+        Option("LLM_REPEAT_PENALTY", None, FLOAT,
+               "Repeat penalty of every request (llama.cpp's repeat_penalty); a number is sent to "
+               "any server.",
+               none="the model's profile on a llama.cpp server (SmolLM2-135M: 1.25), none "
+                    "elsewhere"),
         # llama.cpp's repeat_last_n, its default 64 (docs/design.md, "The embedded model"); 256
         # stopped the embedded model from repeating its previous reply in `make bench-world` but
         # made it name listeners less often, so it is not the default
         Option("LLM_REPEAT_LAST_N", None, INT,
-               "Tokens back the repeat penalty looks (llama.cpp's repeat_last_n).",
+               "Tokens back the repeat penalty looks (llama.cpp's repeat_last_n); a number is "
+               "sent to any server.",
                unit=TOKENS, none="the server's own (llama.cpp: 64)"),
         # never sent with summaries or fact extraction, which must copy names from their source.
-        # "auto" with the embedded model is llama.cpp's DRY sampler (llm.client's
-        # EMBEDDED_REPLY_SAMPLING: it stops the small model repeating its previous reply)
-        # (docs/design.md, "The embedded model")
+        # "auto" is the model profile's reply fields: llama.cpp's DRY sampler for SmolLM2-135M
+        # (llm.sampling's EMBEDDED_REPLY_SAMPLING: it stops the small model repeating its
+        # previous reply) (docs/design.md, "The embedded model")
         Option("LLM_REPLY_SAMPLING", "auto", AUTO_OR_DICT,
-               'More sampling fields sent with each reply, such as {"dry_multiplier": 0.8}; '
-               '"auto" = the embedded model\'s measured set, nothing for other servers.',
+               'More sampling fields sent with each reply, such as {"dry_multiplier": 0.8}, to '
+               'any server; "auto" = the model profile\'s on a llama.cpp server (SmolLM2-135M: '
+               'DRY), nothing elsewhere.',
                none="none"),
         Option("LLM_SEED", None, INT,
                "Fixed seed for reproducible sampling, where the backend honours it.",

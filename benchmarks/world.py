@@ -711,7 +711,7 @@ def main(argv=None):
 
     out.append(f"Wall time {time.monotonic() - started:.0f} s; {os.cpu_count()} CPUs; shipped "
                f"LLM settings: temperature {get_setting('LLM_TEMPERATURE')}, repeat penalty "
-               f"{get_setting('LLM_REPEAT_PENALTY')}, max reply tokens "
+               f"{get_setting('LLM_REPEAT_PENALTY') or 'of the model profile'}, max reply tokens "
                f"{get_setting('LLM_MAX_REPLY_TOKENS')}, model {get_setting('LLM_MODEL')}.")
     print("\n".join(out))
 

@@ -45,6 +45,8 @@ from __future__ import annotations
 
 import re
 
+from .prompts import LORE_HEADING
+
 #: the clause every NPC satisfies
 ALL = "all"
 #: clause kinds that are not Tag categories of the NPC
@@ -418,7 +420,7 @@ def format_lore(chosen) -> str:
     """
     if not chosen:
         return ""
-    return "WHAT YOU KNOW:\n" + "\n".join(f"- {item['text']}" for item in chosen)
+    return LORE_HEADING + "\n" + "\n".join(f"- {item['text']}" for item in chosen)
 
 
 def key_found(entry, texts) -> str | None:

@@ -26,6 +26,20 @@ REPLY_INSTRUCTIONS = (
 #: seconds of silence after which the prompt shows when the talk resumed (``docs/design.md``,
 #: "Prompt structure", "When it was said")
 RESUME_SECONDS = 3600
+#: the headings of the prompt's own notes: the lore the NPC knows (``core.lore.format_lore``),
+#: retrieved memories and past experiences (``memory.retrieval``), its pins (``npc.world``). The
+#: model reads them; a reply that writes one has run on into a copy of the prompt
+#: (:func:`note_start`)
+LORE_HEADING = "WHAT YOU KNOW:"
+MEMORIES_HEADING = "RELATED MEMORIES:"
+EXPERIENCES_HEADING = "RELATED PAST EXPERIENCES:"
+PINS_HEADING = "FACTS YOU MUST NEVER FORGET:"
+NOTE_HEADINGS = (LORE_HEADING, MEMORIES_HEADING, EXPERIENCES_HEADING, PINS_HEADING)
+#: where a copy of one of the prompt's notes starts in a model's text: a bracketed upper-case tag
+#: (``[SCENE]``, ``[CONTEXT SUMMARY]``, ``[CONTEXT SYNTHESIS]``, ``[TOOL OUTPUT ARCHIVED - ``, or
+#: a ``[LORE]`` of the model's own making) or one of :data:`NOTE_HEADINGS`
+_NOTE_MARK = re.compile(r"\[[A-Z]{2,}(?: [A-Z]{2,})*(?:\]| - )|"
+                        + "|".join(re.escape(heading) for heading in NOTE_HEADINGS))
 #: a time stamp as a prompt shows it (:func:`resumption_stamps`, a recall note's lines),
 #: ``[2026-11-20 14:02]``: groups day and time
 TIME_STAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2})\]")
@@ -477,13 +491,27 @@ def last_sentence(text) -> str:
     return words.rstrip(",;:-\u2014 ") + "..." if words else ""
 
 
+def note_start(text) -> int | None:
+    """
+    Where a copy of one of the prompt's own notes starts in ``text`` (a ``[SCENE]``, a
+    ``WHAT YOU KNOW:``...: ``_NOTE_MARK``), or None when it holds none.
+
+    Returns:
+        int | None: a character index.
+    """
+    match = _NOTE_MARK.search(text or "")
+    return match.start() if match else None
+
+
 def clean_reply(text, npc_name, max_chars=400, truncated=False) -> str:
     """
     Make a model's raw completion safe to ``say`` and to store: strip a leading time stamp
     (``"[2026-11-20 14:02]"``, copied from the prompt's resumed lines: :func:`resumption_stamps`)
     and ``"<npc_name>:"``, stop where the model starts writing another speaker's turn (a line
     ``"Bob: ..."`` or ``"Bob (overheard): ..."``, or a time-stamped ``"[2026-11-20 14:05] Bob:"``
-    anywhere, as the prompt shows a resumed line), normalise it as player text is
+    anywhere, as the prompt shows a resumed line) or a copy of one of the prompt's own notes
+    (``[SCENE]``, ``WHAT YOU KNOW:``...: :func:`note_start`; ``docs/design.md``, "Sampling per
+    server and model"), normalise it as player text is
     (:func:`ai_contrib.core.text.normalise_player_text`: control and invisible characters
     dropped, chat-template special tokens broken up), drop surrounding quotes and cap the
     length (characters).
@@ -506,6 +534,9 @@ def clean_reply(text, npc_name, max_chars=400, truncated=False) -> str:
         text = text[echo.end():].lstrip()
     prefix = re.compile(rf"^\s*{re.escape(npc_name)}\s*(says)?\s*[:,]\s*", re.IGNORECASE)
     text = prefix.sub("", text)
+    note = note_start(text)
+    if note is not None:
+        text = text[:note]  # the model ran on into the prompt's notes: what follows is theirs
     kept = []
     for line in text.splitlines():
         if kept and _SPEAKER_LINE.match(line):

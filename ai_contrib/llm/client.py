@@ -15,8 +15,11 @@ Design sources:
   dies just as it is reused fails the request (``RequestTransmissionFailed(ConnectionDone)``).
   Evennia's own LLM contrib fails every second POST for that reason. This client keeps cached
   connections for at most 4 s and retries once when a request dies with the connection;
-- llama.cpp's server loops at ``repeat_penalty`` 1.0 with small models and generates without limit
-  when ``max_tokens`` is missing, so both are always sent.
+- llama.cpp's server generates without limit when ``max_tokens`` is missing, so it is always
+  sent. Fields outside OpenAI's API (llama.cpp's ``repeat_penalty``, DRY) go only where they are
+  known to be taken, as the model's measured profile (:mod:`ai_contrib.llm.sampling`;
+  ``docs/design.md``, "Sampling per server and model"): a hosted API answers them with HTTP 400.
+  A server that still refuses one is asked again once without them, and never sent them again.
 
 Errors (all subclasses of :class:`LLMError`; messages name the URL, never the API key):
 
@@ -30,6 +33,8 @@ Errors (all subclasses of :class:`LLMError`; messages name the URL, never the AP
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -71,6 +76,16 @@ from ai_contrib.llm.errors import (  # noqa: F401  (the error family is importab
     http_error,
     refuses_response_format,
 )
+from ai_contrib.llm.sampling import (  # noqa: F401  (EMBEDDED_REPLY_SAMPLING: importable here)
+    EMBEDDED_REPLY_SAMPLING,
+    LLAMA_CPP,
+    OPENAI,
+    extra_fields,
+    llama_cpp_model,
+    refused_fields,
+    sampling_fields,
+    standard_only,
+)
 from ai_contrib.settings import get_setting
 
 if TYPE_CHECKING:
@@ -80,25 +95,13 @@ if TYPE_CHECKING:
 #: many proxies) close idle keep-alive connections, so the pool rarely hands out a dying one.
 CACHED_CONNECTION_TIMEOUT = 4
 
+logger = logging.getLogger(__name__)
+
 #: What an LLM request may be for (the ``purpose`` of :meth:`LLMClient.chat`): an NPC's reply,
 #: a compaction summary, fact extraction before compaction, importance scoring of a journal
 #: fact, a benchmark's answer to a question, a warm-up of the reply cache after a compaction
 #: (``ai_contrib.npc.warmup``). Never sent to the server; the result and the error carry it, so that
 #: logs and benchmarks (``benchmarks/locomo.py``) tell the calls apart.
-#: The reply sampling fields sent to the embedded model (``AI_LLM_REPLY_SAMPLING`` "auto"):
-#: llama.cpp's DRY sampler ("don't repeat yourself"), which penalises a token that would extend
-#: a sequence already in the last ``dry_penalty_last_n`` tokens beyond ``dry_allowed_length``
-#: tokens, more steeply the longer the repeat. Chosen on LoCoMo conv-26 (``make bench-world``,
-#: part 4; docs/design.md, "The embedded model"): replies repeating a 4-gram of the previous
-#: reply 28 % -> 7 %, with no loss on the other figures; a 4-token allowance with a lighter
-#: repeat penalty kept 25 %.
-EMBEDDED_REPLY_SAMPLING = {
-    "dry_multiplier": 0.8,
-    "dry_base": 1.75,
-    "dry_allowed_length": 2,
-    "dry_penalty_last_n": 1024,
-}
-
 PURPOSES = ("reply", "summary", "extraction", "importance", "answer", "warm")
 
 #: Purposes of LLM calls that are memory work, not replies: the embedded model serves them from a
@@ -493,6 +496,55 @@ def _tagged(d, purpose):
     return d.addCallbacks(on_result, on_error)
 
 
+class _SharedQuestion:
+    """
+    One question to the server (``ask() -> Deferred``), asked once at a time: callers while it is
+    under way share its answer, and after an answer of None (or a failure, read as None) it is
+    not asked again for ``retry_seconds()`` seconds, those callers get None at once.
+    """
+
+    def __init__(self, reactor, ask, retry_seconds):
+        self._reactor = reactor
+        self._ask = ask
+        self._retry_seconds = retry_seconds
+        self._tried_at = None
+        self._waiters = None  # Deferreds of callers while a question is in flight
+
+    def __call__(self) -> Deferred:
+        """Deferred[answer | None]; never errbacks. Each caller gets a Deferred of its own:
+        cancelling it leaves the question to the others (it ends by its own deadline)."""
+        d = defer.Deferred()
+        if self._waiters is not None:
+            self._waiters.append(d)
+            return d
+        now = self._reactor.seconds()
+        if self._tried_at is not None and now - self._tried_at < self._retry_seconds():
+            return defer.succeed(None)
+        self._tried_at = now
+        self._waiters = [d]
+
+        def done(result):
+            waiters, self._waiters = self._waiters, None
+            for waiter in waiters:
+                waiter.callback(result)  # a cancelled waiter ignores it
+
+        defer.maybeDeferred(self._ask).addErrback(lambda _failure: None).addCallback(done)
+        return d
+
+
+def _is_auto(value) -> bool:
+    """Whether a setting's value is the word ``"auto"`` (any case, spaces around)."""
+    return isinstance(value, str) and value.strip().lower() == "auto"
+
+
+def _server_kind_setting() -> str:
+    """``AI_LLM_SERVER_KIND`` in lower case: ``"auto"``, ``"llama.cpp"`` or ``"openai"``."""
+    value = str(get_setting("LLM_SERVER_KIND") or "auto").strip().lower()
+    if value not in ("auto", LLAMA_CPP, OPENAI):
+        raise ValueError(f"AI_LLM_SERVER_KIND={value!r}: expected 'auto', 'llama.cpp' or 'openai'")
+    return value
+
+
 class LLMClient:
     """
     OpenAI-compatible chat completions client returning Deferreds.
@@ -541,8 +593,15 @@ class LLMClient:
         self.context_window_source = None  # where known_context_window came from, for admins
         self.measured_prompt_speed = None  # reply server's tokens/s (observe_prompt_speed)
         self._window = None  # (tokens, source) once discovered
-        self._window_tried_at = None
-        self._window_waiters = None  # Deferreds of callers while a discovery is in flight
+        self._ask_window = _SharedQuestion(reactor, self._discover_window,
+                                           lambda: self.WINDOW_RETRY_SECONDS)
+        # what the server is, once its /props answered (known_server); and set once it refused a
+        # field outside OpenAI's (refused_fields): later requests carry the standard fields only
+        self._server = None
+        self._ask_server = _SharedQuestion(reactor, self._discover_server,
+                                           lambda: self.WINDOW_RETRY_SECONDS)
+        self._embedded_model = None
+        self.extra_fields_refused = False
         self.base_url = base_url.rstrip("/") if base_url else None
         self.api_key = api_key or None
         self.model = model if model is not None else get_setting("LLM_MODEL")
@@ -594,25 +653,7 @@ class LLMClient:
         known = self.known_context_window
         if known:
             return defer.succeed(known)
-        waiting = self._window_waiters
-        if waiting is not None:
-            d = defer.Deferred()
-            waiting.append(d)
-            return d
-        now = self._reactor.seconds()
-        last_try = self._window_tried_at
-        if last_try is not None and now - last_try < self.WINDOW_RETRY_SECONDS:
-            return defer.succeed(None)
-        self._window_tried_at = now
-        self._window_waiters = []
-
-        def done(result):
-            waiters, self._window_waiters = self._window_waiters, None
-            for d in waiters:
-                d.callback(result)
-            return result
-
-        return self._discover_window().addErrback(lambda _failure: None).addCallback(done)
+        return self._ask_window()
 
     @defer.inlineCallbacks
     def _discover_window(self):
@@ -624,6 +665,8 @@ class LLMClient:
         ):
             try:
                 data = yield self._get_json(path, api_key)
+                if read is _n_ctx_of_props:
+                    self._note_props(data)  # what the server is comes with it
                 window = read(data)
             except Exception:  # not this kind of server, or not answering: try the next
                 continue
@@ -641,9 +684,13 @@ class LLMClient:
         d = self._http.get(url, headers=headers, allow_redirects=False)
 
         def read(response):
-            if not 200 <= response.code < 300:
-                raise LLMResponseError(f"HTTP {response.code}")
-            return read_body(response).addCallback(lambda data: json.loads(data.decode("utf-8")))
+            def decode(data):
+                if not 200 <= response.code < 300:
+                    raise LLMHTTPError(response.code, "", redact(url))
+                return json.loads(data.decode("utf-8"))
+
+            # the body is read whatever the status: the connection then goes back to the pool
+            return read_body(response).addCallback(decode)
 
         d.addCallback(read)
         d.addTimeout(self.WINDOW_TIMEOUT, self._reactor)
@@ -681,29 +728,132 @@ class LLMClient:
             return self.measured_prompt_speed
         return self.EMBEDDED_PROMPT_SPEED if self.embedded else None
 
-    # --- payload ---------------------------------------------------------------------------------
+    # --- the server and the fields it takes ----------------------------------------------------
 
-    def reply_sampling(self) -> dict:
+    def known_server(self) -> dict:
         """
-        The extra sampling fields of a reply request (``LLM_REPLY_SAMPLING``; ``docs/design.md``,
-        "The embedded model"): the setting's dict, :data:`EMBEDDED_REPLY_SAMPLING` for
-        ``"auto"`` with the embedded model, else none.
+        What the server is as known now, without a request (``docs/design.md``, "Sampling per
+        server and model"): the embedded model is llama.cpp's server with its GGUF; otherwise
+        ``AI_LLM_SERVER_KIND`` where it names a kind, and what :meth:`server_info` found.
 
         Returns:
-            dict: body fields, e.g. ``{"dry_multiplier": 0.8, ...}`` (a copy).
+            dict: ``{"kind": "llama.cpp" | "openai" | None (not known yet), "model": str | None
+            (the model file the server reports)}``.
 
         Raises:
-            ValueError: the setting is neither ``"auto"``, None nor a dict.
+            ValueError: ``AI_LLM_SERVER_KIND`` is not one of its words.
         """
+        if self.embedded:
+            return {"kind": LLAMA_CPP, "model": self._embedded_model_name()}
+        forced = _server_kind_setting()
+        found = self._server or {"kind": None, "model": None}
+        return dict(found, kind=found["kind"] if forced == "auto" else forced)
+
+    def server_info(self) -> Deferred:
+        """
+        :meth:`known_server`, asking the server first when it is not known: ``GET /props``,
+        which llama.cpp's server answers with its settings and model file; any other answer, or
+        HTTP 4xx, means another OpenAI-compatible server. No answer (refused, 5xx, timeout) is
+        asked again after :data:`WINDOW_RETRY_SECONDS`; meanwhile the kind stays None.
+
+        Returns:
+            Deferred[dict]: as :meth:`known_server`; never errbacks.
+        """
+        known = self.known_server()
+        if self.embedded or self._server is not None or _server_kind_setting() == OPENAI:
+            return defer.succeed(known)
+        return self._ask_server().addCallback(lambda _found: self.known_server())
+
+    @defer.inlineCallbacks
+    def _discover_server(self):
+        base_url, api_key = yield self._endpoint()
+        if has_login(base_url):
+            return None  # its requests are refused anyway (_request), and it is not asked
+        root = re.sub(r"/v1$", "", base_url)
+        try:
+            data = yield self._get_json(f"{root}/props", api_key)
+        except LLMHTTPError as err:
+            if 400 <= err.status < 500:  # no such route: not llama.cpp's server
+                self._server = {"kind": OPENAI, "model": None}
+            return self._server
+        if not self._note_props(data):
+            self._server = {"kind": OPENAI, "model": None}
+        return self._server
+
+    def _note_props(self, data) -> bool:
+        """Take what a ``/props`` answer says of the server (and of its context window); True
+        when it is llama.cpp's."""
+        model = llama_cpp_model(data)
+        if model is None:
+            return False
+        self._server = {"kind": LLAMA_CPP, "model": model or None}
+        window = _n_ctx_of_props(data)
+        if window and self._window is None:
+            self._window = (window, "llama.cpp /props")
+            self.context_window_source = "llama.cpp /props"
+        return True
+
+    def _embedded_model_name(self):
+        """The embedded model's GGUF file name, or None when there is none to find."""
+        if self._embedded_model is None:
+            from ai_contrib.llm.embedded import model_path
+
+            try:
+                self._embedded_model = os.path.basename(model_path())
+            except LLMError:
+                self._embedded_model = ""
+        return self._embedded_model or None
+
+    def explicit_sampling(self, purpose=None) -> dict:
+        """
+        The sampling fields the admin set, sent to any server: ``repeat_penalty``
+        (``AI_LLM_REPEAT_PENALTY``), ``repeat_last_n`` (``AI_LLM_REPEAT_LAST_N``) and, for a
+        reply, an ``AI_LLM_REPLY_SAMPLING`` dict.
+
+        Returns:
+            dict: body fields (a new dict), ``{}`` when every one is left to the model's profile.
+
+        Raises:
+            ValueError: ``AI_LLM_REPLY_SAMPLING`` is neither ``"auto"``, None nor a dict.
+        """
+        fields = {}
+        penalty = get_setting("LLM_REPEAT_PENALTY")
+        if penalty is not None:
+            fields["repeat_penalty"] = float(penalty)
+        last_n = get_setting("LLM_REPEAT_LAST_N")
+        if last_n is not None:
+            fields["repeat_last_n"] = int(last_n)
         value = get_setting("LLM_REPLY_SAMPLING")
-        if value is None:
-            return {}
-        if isinstance(value, str) and value.strip().lower() == "auto":
-            return dict(EMBEDDED_REPLY_SAMPLING) if self.embedded else {}
-        if not isinstance(value, dict):
+        if isinstance(value, dict):
+            if purpose == "reply":
+                fields.update(value)
+        elif value is not None and not _is_auto(value):
             raise ValueError(f"AI_LLM_REPLY_SAMPLING={value!r}: expected 'auto', None or a dict "
                              "of request fields")
-        return dict(value)
+        return fields
+
+    def request_fields(self, purpose=None, model=None) -> dict:
+        """
+        The fields a request of ``purpose`` for ``model`` sends besides the standard ones, as
+        the server is known now (:func:`ai_contrib.llm.sampling.sampling_fields`): the profile of
+        the model a llama.cpp server reports (else of ``model``, default the client's), then
+        what the admin set (:meth:`explicit_sampling`); none once the server refused one.
+
+        Returns:
+            dict: body fields, e.g. ``{"repeat_penalty": 1.25, "dry_multiplier": 0.8, ...}``.
+
+        Raises:
+            ValueError: as :meth:`explicit_sampling` and :meth:`known_server`.
+        """
+        explicit = self.explicit_sampling(purpose)
+        if self.extra_fields_refused:
+            return {}
+        server = self.known_server()
+        auto = _is_auto(get_setting("LLM_REPLY_SAMPLING"))
+        return sampling_fields(server["kind"], server["model"] or model or self.model, purpose,
+                               explicit, profile_replies=auto)
+
+    # --- payload ---------------------------------------------------------------------------------
 
     def build_payload(
         self, messages, model=None, max_tokens=None, temperature=None, tools=None, **extra
@@ -713,12 +863,9 @@ class LLMClient:
 
         Returns:
             dict: ``{"model", "messages" (wire form, see :func:`to_wire_message`), "max_tokens",
-            "temperature", "repeat_penalty"?, "repeat_last_n"?, "seed"?, "tools"?, **extra}``.
-            ``repeat_penalty`` (``LLM_REPEAT_PENALTY``) and ``repeat_last_n``
-            (``LLM_REPEAT_LAST_N``, sent with it) are extra fields llama.cpp's server and Ollama
-            honour and OpenAI-compatible proxies ignore; ``seed`` is sent when ``LLM_SEED`` is set. An
-            ``extra`` key set to ``None`` removes that field (e.g. ``repeat_penalty=None`` for a
-            strict server).
+            "temperature", "seed"?, "tools"?, **extra}``: ``seed`` is sent when ``LLM_SEED`` is
+            set. Sampling fields outside OpenAI's API come in ``extra``
+            (:meth:`request_fields`). An ``extra`` key set to ``None`` removes that field.
         """
         payload = {
             "model": model or self.model,
@@ -730,12 +877,6 @@ class LLMClient:
                 temperature if temperature is not None else get_setting("LLM_TEMPERATURE")
             ),
         }
-        repeat_penalty = get_setting("LLM_REPEAT_PENALTY")
-        if repeat_penalty is not None:
-            payload["repeat_penalty"] = float(repeat_penalty)
-            last_n = get_setting("LLM_REPEAT_LAST_N")
-            if last_n is not None:
-                payload["repeat_last_n"] = int(last_n)
         seed = get_setting("LLM_SEED")
         if seed is not None:
             payload["seed"] = int(seed)
@@ -785,11 +926,14 @@ class LLMClient:
         the server had just closed) is sent once more on a fresh connection.
         """
         _check_purpose(purpose)
-        if purpose == "reply":
-            extra = {**self.reply_sampling(), **extra}
-        payload = self.build_payload(messages, model, max_tokens, temperature, tools, **extra)
-        return _tagged(self._request("chat/completions", payload, parse_chat_response, timeout,
-                                     purpose), purpose)
+        self.request_fields(purpose)  # a bad setting raises here, not in the Deferred
+
+        def build(fields):
+            return self.build_payload(messages, model, max_tokens, temperature, tools,
+                                      **{**fields, **extra})
+
+        return _tagged(self._send("chat/completions", build, model, purpose, parse_chat_response,
+                                  timeout), purpose)
 
     def complete(self, prompt, model=None, max_tokens=None, temperature=None, timeout=None,
                  purpose=None, **extra) -> Deferred:
@@ -808,11 +952,50 @@ class LLMClient:
         Errors (errback): as for :meth:`chat`.
         """
         _check_purpose(purpose)
-        payload = self.build_payload([], model, max_tokens, temperature, **extra)
-        del payload["messages"]
-        payload["prompt"] = str(prompt)
-        return _tagged(self._request("completions", payload, parse_completion_response, timeout,
-                                     purpose), purpose)
+        self.request_fields(purpose)  # a bad setting raises here, not in the Deferred
+
+        def build(fields):
+            payload = self.build_payload([], model, max_tokens, temperature,
+                                         **{**fields, **extra})
+            del payload["messages"]
+            payload["prompt"] = str(prompt)
+            return payload
+
+        return _tagged(self._send("completions", build, model, purpose,
+                                  parse_completion_response, timeout), purpose)
+
+    @defer.inlineCallbacks
+    def _send(self, path, build, model, purpose, parse, timeout):
+        """
+        Learn what the server is (:meth:`server_info`), build the body with the fields it takes
+        (``build(fields) -> dict``, :meth:`request_fields`) and send it; a server that answers
+        HTTP 400 naming a field outside OpenAI's API is asked again once without any such field,
+        and is sent none from then on (logged once). Deferred[the ``parse``d result].
+        """
+        yield self.server_info()
+        payload = build(self.request_fields(purpose, model))
+        if self.extra_fields_refused:
+            payload = standard_only(payload)
+        try:
+            result = yield self._request(path, payload, parse, timeout, purpose)
+        except LLMHTTPError as err:
+            refused = ([] if isinstance(err, LLMContextOverflowError)
+                       else refused_fields(err.status, err.body, extra_fields(payload)))
+            if not refused:
+                raise
+            self._refused(refused, err)
+            result = yield self._request(path, standard_only(payload), parse, timeout, purpose)
+        return result
+
+    def _refused(self, fields, err):
+        """Remember that the server refuses fields outside OpenAI's API; log it the first time
+        (the URL without its login, the field names and the status: no key, no body)."""
+        if not self.extra_fields_refused:
+            logger.warning(
+                "LLM server at %s refused the request field(s) %s (HTTP %s): sending it only "
+                "OpenAI's standard fields from now on", redact(err.url) or "?",
+                ", ".join(fields), err.status)
+        self.extra_fields_refused = True
 
     @defer.inlineCallbacks
     def _request(self, path, payload, parse, timeout=None, purpose=None):

@@ -74,6 +74,7 @@ from typing import TYPE_CHECKING
 
 from ..core.dates import resolve_relative_dates, short_time
 from ..core.gossip import chain_text, heard_from_text
+from ..core.prompts import EXPERIENCES_HEADING, MEMORIES_HEADING
 from .lexical import STOP_WORDS, bm25, doc_text, terms, tokenize  # noqa: F401
 
 if TYPE_CHECKING:
@@ -86,8 +87,8 @@ logger = logging.getLogger(__name__)
 _SUMMARY_PREFIXES = ("[CONTEXT SYNTHESIS]", "[CONTEXT SUMMARY]")
 EXPERIENCE_SOURCE_TYPES = frozenset({"compaction"})
 
-MEMORIES_HEADER = "RELATED MEMORIES:"
-EXPERIENCES_HEADER = "RELATED PAST EXPERIENCES:"
+MEMORIES_HEADER = MEMORIES_HEADING
+EXPERIENCES_HEADER = EXPERIENCES_HEADING
 
 
 def _hits_only_bm25(query, texts, k1=1.5, b=0.75):

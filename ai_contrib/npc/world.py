@@ -17,6 +17,7 @@ Shapes: a *section* is ``{"part": "pins" | "lore" | "scene", "key": str, "text":
 """
 
 from ..core.lore import format_lore
+from ..core.prompts import PINS_HEADING
 from ..core.scene import SCENE_MAX_TOKENS, render_scene
 from ..core.text import normalise_player_text
 from ..core.tokens import count_tokens
@@ -25,8 +26,6 @@ from ..lore import lore_for_npc, lore_texts
 from .pins import get_pins
 from .scene import scene_for
 
-#: the heading of the NPC's own pins in the system message
-PINS_HEADING = "FACTS YOU MUST NEVER FORGET:"
 
 
 def _count(script):

@@ -1,6 +1,6 @@
 """
-Replies and commands, polished: a reply cut by the token cap ends at a sentence, a failed reply
-writes one server log line, and ``aitalk`` reaches the NPCs whichever ``talk`` wins a merge
+Replies and commands, polished: a reply cut by the token cap ends at a sentence, a reply that
+runs on into the prompt's own notes ends before them, a failed reply writes one server log line, and ``aitalk`` reaches the NPCs whichever ``talk`` wins a merge
 with Evennia's LLM contrib.
 """
 
@@ -58,6 +58,22 @@ class TestReplies(NPCTestCase):
         self.script.receive_speech(self.char1, "Evening!")
         wait_for(self.script.run_tick())
         self.assertEqual(self.script.history[-1]["content"], "Welcome, traveller.")
+
+    def test_a_reply_that_runs_on_into_the_prompts_scene_note_is_said_without_it(self):
+        self.char1.key = "Wren"
+        answer = "Evening, Wren. Sit by the fire."
+        self.llm.enqueue(reply(
+            f"{answer}\n[SCENE] You are in Room: a room. Present: Wren (you have not met)."))
+        self.script.receive_speech(self.char1, "Evening, Marta!")
+        with mock.patch.object(self.char1, "msg") as msg:
+            wait_for(self.script.run_tick())
+        # the prompt showed a scene note, which the model copied after its answer
+        sent = self.llm.requests[0]["messages"]
+        self.assertTrue(any(m["content"].startswith("[SCENE]") for m in sent), sent)
+        self.assertEqual(self.script.history[-1]["content"], answer)
+        heard = " ".join(str(c) for c in msg.call_args_list)
+        self.assertIn(answer, heard)
+        self.assertNotIn("[SCENE]", heard)
 
     def test_a_failed_reply_is_logged_once(self):
         self.llm.enqueue(http_error(500), http_error(500))

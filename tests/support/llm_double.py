@@ -11,9 +11,16 @@ Endpoints:
 - ``POST /v1/chat/completions``: answers with the next queued behaviour, or the default responder;
 - ``POST /v1/completions`` (text completion): the same, a reply's text sent as ``choices[0].text``;
 - ``GET /v1/models`` and ``GET /health``: fixed small answers;
-- ``GET /props``: llama.cpp's server properties, when the double has an ``n_ctx`` (see
-  :class:`LLMDouble`);
+- ``GET /props``: llama.cpp's server properties, when the double has an ``n_ctx`` or a
+  ``model_path`` (see :class:`LLMDouble`);
 - anything else: HTTP 404.
+
+Strict mode (``LLMDouble(strict=True)``) answers a request carrying a field that OpenAI's API
+does not know (:data:`OPENAI_CHAT_FIELDS`, :data:`OPENAI_COMPLETION_FIELDS`, message fields
+:data:`OPENAI_MESSAGE_FIELDS`) as OpenAI's API does: HTTP 400 with ``{"error": {"message":
+"Unrecognized request argument supplied: repeat_penalty", "type": "invalid_request_error",
+"param": null, "code": null}}``, before any queued behaviour is used. The lists are OpenAI's API
+reference, written out here rather than imported from the code under test.
 
 Behaviours (module functions returning a :class:`Behaviour`, queued with :meth:`LLMDouble.enqueue`
 and used first in, first out, one per chat request):
@@ -85,6 +92,25 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 DOUBLE_MODEL = "llm-double"
+
+#: The request fields OpenAI's chat completions API takes (its API reference).
+OPENAI_CHAT_FIELDS = frozenset({
+    "model", "messages", "audio", "frequency_penalty", "function_call", "functions",
+    "logit_bias", "logprobs", "max_completion_tokens", "max_tokens", "metadata", "modalities",
+    "n", "parallel_tool_calls", "prediction", "presence_penalty", "reasoning_effort",
+    "response_format", "seed", "service_tier", "stop", "store", "stream", "stream_options",
+    "temperature", "tool_choice", "tools", "top_logprobs", "top_p", "user",
+    "web_search_options",
+})
+#: The request fields OpenAI's text completions API takes.
+OPENAI_COMPLETION_FIELDS = frozenset({
+    "model", "prompt", "best_of", "echo", "frequency_penalty", "logit_bias", "logprobs",
+    "max_tokens", "n", "presence_penalty", "seed", "stop", "stream", "stream_options", "suffix",
+    "temperature", "top_p", "user",
+})
+#: The fields a chat message may have.
+OPENAI_MESSAGE_FIELDS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id",
+                                   "refusal", "audio", "function_call"})
 
 
 # ------------------------------------------------------------------------------------------------
@@ -309,10 +335,12 @@ class _Handler(BaseHTTPRequestHandler):
             if n_ctx and self.server.double.style == "vllm":
                 entry["max_model_len"] = n_ctx
             self._send(200, {"object": "list", "data": [entry]})
-        elif self.path.rstrip("/") == "/props" and n_ctx and self.server.double.style == "llama.cpp":
-            # llama.cpp's server reports its window here
-            self._send(200, {"default_generation_settings": {"n_ctx": n_ctx},
-                             "total_slots": 1, "model_path": DOUBLE_MODEL})
+        elif (self.path.rstrip("/") == "/props" and self.server.double.style == "llama.cpp"
+              and (n_ctx or self.server.double.model_path)):
+            # llama.cpp's server reports its window and model file here
+            settings = {"n_ctx": n_ctx} if n_ctx else {}
+            self._send(200, {"default_generation_settings": settings, "total_slots": 1,
+                             "model_path": self.server.double.model_path or DOUBLE_MODEL})
         elif self.path.rstrip("/") == "/health":
             self._send(200, {"status": "ok"})
         else:
@@ -349,7 +377,7 @@ class _Handler(BaseHTTPRequestHandler):
                     },
                 )
                 return
-        refusal = double.context_refusal(body)
+        refusal = double.field_refusal(self.path, body) or double.context_refusal(body)
         if refusal is not None:
             # a real server refuses before generating, so no queued behaviour is used up
             self._send(400, refusal)
@@ -432,6 +460,10 @@ class LLMDouble:
             does not fit gets HTTP 400 with the server's own body (see :meth:`context_refusal`).
             ``None`` = report none and accept any length. May be changed while it runs.
         style (str): ``"llama.cpp"`` (default) or ``"vllm"``: which server ``n_ctx`` imitates.
+        model_path (str, optional): the model file ``GET /props`` reports (with ``n_ctx`` or
+            alone: either makes the double answer ``/props`` as llama.cpp's server does).
+        strict (bool): refuse fields outside OpenAI's API as OpenAI does (module docstring,
+            :meth:`field_refusal`). May be changed while it runs.
 
     Attributes:
         base_url (str): ``"http://127.0.0.1:<port>/v1"`` once started.
@@ -442,10 +474,12 @@ class LLMDouble:
     """
 
     def __init__(self, default=None, expected_api_key=None, idle_timeout=None, n_ctx=None,
-                 style="llama.cpp"):
+                 style="llama.cpp", model_path=None, strict=False):
         self.default = default or echo_responder
         self.n_ctx = n_ctx
         self.style = style
+        self.model_path = model_path
+        self.strict = strict
         self.expected_api_key = expected_api_key
         self.idle_timeout = idle_timeout
         self._lock = threading.Lock()
@@ -517,6 +551,46 @@ class LLMDouble:
         with self._lock:
             self._queue.extend(self._as_behaviour(b) for b in behaviours)
         return self
+
+    def field_refusal(self, path, request_json):
+        """
+        The error body OpenAI's API answers (with HTTP 400) when :attr:`strict` and
+        ``request_json`` carries a field it does not know, else ``None``.
+
+        - a top-level field outside :data:`OPENAI_CHAT_FIELDS` (``/chat/completions``) or
+          :data:`OPENAI_COMPLETION_FIELDS` (``/completions``): ``{"error": {"message":
+          "Unrecognized request argument supplied: repeat_penalty", "type":
+          "invalid_request_error", "param": None, "code": None}}`` ("arguments" and a
+          comma-separated list when there are several);
+        - a message field outside :data:`OPENAI_MESSAGE_FIELDS`: ``"Additional properties are
+          not allowed ('seq' was unexpected) - 'messages.0'"``, same type.
+
+        Args:
+            path (str): the request path.
+            request_json (dict): the decoded body.
+
+        Returns:
+            dict | None
+        """
+        if not self.strict:
+            return None
+        known = (OPENAI_COMPLETION_FIELDS if path.rstrip("/").endswith("/v1/completions")
+                 else OPENAI_CHAT_FIELDS)
+        unknown = [key for key in request_json if key not in known]
+        if unknown:
+            noun = "argument" if len(unknown) == 1 else "arguments"
+            message = f"Unrecognized request {noun} supplied: {', '.join(unknown)}"
+        else:
+            message = next((
+                f"Additional properties are not allowed ('{key}' was unexpected) - "
+                f"'messages.{i}'"
+                for i, msg in enumerate(request_json.get("messages") or [])
+                if isinstance(msg, dict) for key in msg if key not in OPENAI_MESSAGE_FIELDS),
+                None)
+        if message is None:
+            return None
+        return {"error": {"message": message, "type": "invalid_request_error", "param": None,
+                          "code": None}}
 
     def context_refusal(self, request_json):
         """

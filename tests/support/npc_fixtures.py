@@ -36,6 +36,8 @@ class NPCTestCase(BaseEvenniaCommandTest):
     """
 
     llm_default = None
+    #: more arguments of the :class:`LLMDouble` (``{"strict": True}``, a ``model_path``)
+    llm_options = {}
 
     def setUp(self):
         super().setUp()
@@ -43,7 +45,7 @@ class NPCTestCase(BaseEvenniaCommandTest):
         # Evennia's flush_cache, and on PostgreSQL, whose ids do not restart per test, the next
         # test's DEFAULT_HOME "#1" would resolve to this test's cached room1
         self.addCleanup(forget_cached_entities)
-        self.llm = LLMDouble(default=self.llm_default)
+        self.llm = LLMDouble(default=self.llm_default, **self.llm_options)
         self.llm.start()
         self.addCleanup(self.llm.stop)
         override = override_settings(AI_LLM_BASE_URL=self.llm.base_url, AI_LLM_API_KEY="test-key")

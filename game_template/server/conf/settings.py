@@ -16,7 +16,8 @@ Environment variables (read once, when the server or portal process imports this
   ``AI_SLEEP_AFTER_IDLE``, ``AI_LLM_BASE_URL``, ``AI_LLM_API_KEY``, ``AI_LLM_MODEL``): overrides the
   value below. An empty variable counts as unset. Values are parsed to the type of the default:
   int (float where the text has a fraction), float, bool (1/0/true/false/yes/no/on/off);
-  options whose default is None are strings, except ``AI_LLM_SEED`` (int).
+  options whose default is None are strings, except ``AI_LLM_SEED`` and ``AI_LLM_REPEAT_LAST_N``
+  (int) and ``AI_LLM_REPEAT_PENALTY`` (float).
 
 - ``AI_DATABASE_URL`` (e.g. ``postgresql://evennia:secret@127.0.0.1:5432/evennia``): Evennia's
   database instead of the SQLite file ``server/evennia.db3`` (``ai_contrib.database_url``;
@@ -107,7 +108,7 @@ def _ai_settings_from_env(environ):
     from ai_contrib.settings import DEFAULTS
 
     truthy, falsy = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
-    numeric_when_set = {"LLM_SEED": int}
+    numeric_when_set = {"LLM_SEED": int, "LLM_REPEAT_PENALTY": float, "LLM_REPEAT_LAST_N": int}
     parsed = {}
     for name, default in DEFAULTS.items():
         raw = environ.get(f"AI_{name}", "").strip()

@@ -115,10 +115,10 @@ class TestSuccess(ClientTestBase):
         )
         self.assertEqual(body["max_tokens"], 96)  # LLM_MAX_REPLY_TOKENS default
         self.assertEqual(body["temperature"], 0.7)
-        self.assertEqual(body["repeat_penalty"], 1.25)
         self.assertEqual(body["model"], "smollm2-135m-instruct")
-        self.assertNotIn("seed", body)
-        self.assertNotIn("tools", body)
+        # a server that is not llama.cpp's gets OpenAI's fields alone: no seed, tools or
+        # repeat_penalty unless asked for
+        self.assertEqual(set(body), {"model", "messages", "max_tokens", "temperature"})
 
     @defer.inlineCallbacks
     def test_arguments_and_extra_fields_override_defaults(self):
@@ -623,13 +623,141 @@ class TestReplySampling(ClientTestBase):
             yield self.client.chat(USER, purpose="reply")  # a server at a base URL
             embedded = self.make_client(base_url=None)  # the embedded model (not started here)
             self.assertTrue(embedded.embedded)
-            self.assertEqual(embedded.reply_sampling(), EMBEDDED_REPLY_SAMPLING)
+            self.assertEqual(embedded.request_fields("reply"),
+                             {"repeat_penalty": 1.25, **EMBEDDED_REPLY_SAMPLING})
+            self.assertEqual(embedded.request_fields("summary"), {"repeat_penalty": 1.25})
         self.assertFalse(set(EMBEDDED_REPLY_SAMPLING) & set(self.llm.last_request))
         with override_settings(AI_LLM_REPLY_SAMPLING=None, AI_LLM_BASE_URL=None):
-            self.assertEqual(self.make_client(base_url=None).reply_sampling(), {})
+            self.assertEqual(self.make_client(base_url=None).request_fields("reply"),
+                             {"repeat_penalty": 1.25})
 
     def test_a_bad_value_is_a_clear_error(self):
         with override_settings(AI_LLM_REPLY_SAMPLING="dry"), self.assertRaises(ValueError) as err:
             self.client.chat(USER, purpose="reply")
         self.assertIn("AI_LLM_REPLY_SAMPLING", str(err.exception))
         self.assertEqual(self.llm.calls, [])
+
+
+SMOLLM2_FILE = "/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class TestSamplingPerServer(ClientTestBase):
+    """Fields outside OpenAI's API go to llama.cpp servers only, as the model's profile; a
+    server that refuses one is asked again without them once, and never sent them again."""
+
+    def double(self, **kwargs):
+        llm = start_llm_double(self, **kwargs)
+        return llm, self.make_client(base_url=llm.base_url)
+
+    @defer.inlineCallbacks
+    def ask_all(self, client):
+        """A reply, a summary and a text completion; their request bodies."""
+        yield client.chat(USER, purpose="reply")
+        yield client.chat(USER, purpose="summary")
+        yield client.complete("x\nSUMMARY:\n", purpose="summary")
+
+    @defer.inlineCallbacks
+    def test_llama_cpp_with_a_profiled_model_gets_its_profile_and_others_get_the_standard_fields(
+            self):
+        from ai_contrib.llm.client import EMBEDDED_REPLY_SAMPLING
+        from tests.support.llm_double import OPENAI_CHAT_FIELDS, OPENAI_COMPLETION_FIELDS
+
+        llama, client = self.double(model_path=SMOLLM2_FILE)
+        yield self.ask_all(client)
+        reply_body, summary_body, completion_body = llama.requests
+        self.assertEqual(llama.gets, ["/props"])  # asked once, for every request
+        self.assertEqual({k: reply_body[k] for k in ("repeat_penalty", *EMBEDDED_REPLY_SAMPLING)},
+                         {"repeat_penalty": 1.25, **EMBEDDED_REPLY_SAMPLING})
+        # DRY is for replies only: a summary copies names from its source
+        self.assertEqual(summary_body["repeat_penalty"], 1.25)
+        self.assertFalse(set(EMBEDDED_REPLY_SAMPLING) & set(summary_body))
+        self.assertEqual(completion_body["repeat_penalty"], 1.25)
+        # the same requests to a server that is not llama.cpp's: the standard fields alone
+        generic, client = self.double()
+        yield self.ask_all(client)
+        reply_body, summary_body, completion_body = generic.requests
+        self.assertLessEqual(set(reply_body), OPENAI_CHAT_FIELDS)
+        self.assertLessEqual(set(summary_body), OPENAI_CHAT_FIELDS)
+        self.assertLessEqual(set(completion_body), OPENAI_COMPLETION_FIELDS)
+        self.assertEqual(client.known_server(), {"kind": "openai", "model": None})
+
+    @defer.inlineCallbacks
+    def test_an_unknown_model_on_llama_cpp_gets_no_profile(self):
+        llama, client = self.double(model_path="/models/qwen2.5-1.5b-instruct-q4_k_m.gguf",
+                                    n_ctx=4096)
+        yield client.chat(USER, purpose="reply")
+        self.assertEqual(client.known_server(),
+                         {"kind": "llama.cpp", "model": "qwen2.5-1.5b-instruct-q4_k_m.gguf"})
+        self.assertEqual(set(llama.last_request), {"model", "messages", "max_tokens",
+                                                   "temperature"})
+        # the same /props answer told the client the window: no second request for it
+        self.assertEqual((yield client.context_window()), 4096)
+        self.assertEqual(llama.gets, ["/props"])
+
+    @defer.inlineCallbacks
+    def test_the_server_kind_setting_forces_either_way(self):
+        llama, client = self.double(model_path=SMOLLM2_FILE)
+        with override_settings(AI_LLM_SERVER_KIND="openai"):
+            yield client.chat(USER, purpose="reply")
+        self.assertNotIn("repeat_penalty", llama.last_request)
+        self.assertEqual(llama.gets, [])  # not asked at all
+        yield client.chat(USER, purpose="reply")  # "auto" again: the server says llama.cpp
+        self.assertEqual(llama.last_request["repeat_penalty"], 1.25)
+        # a server that does not say what it is, named llama.cpp: the profile of the model asked
+        generic, client = self.double()
+        with override_settings(AI_LLM_SERVER_KIND="llama.cpp"):
+            yield client.chat(USER, purpose="reply", model="smollm2:135m")
+        self.assertEqual(generic.last_request["repeat_penalty"], 1.25)
+        with override_settings(AI_LLM_SERVER_KIND="vllm"), self.assertRaises(ValueError):
+            client.chat(USER)
+
+    @defer.inlineCallbacks
+    def test_what_the_admin_sets_goes_to_any_server(self):
+        generic, client = self.double()
+        with override_settings(AI_LLM_REPEAT_PENALTY=1.1, AI_LLM_REPEAT_LAST_N=128):
+            yield client.chat(USER, purpose="summary")
+        self.assertEqual((generic.last_request["repeat_penalty"],
+                          generic.last_request["repeat_last_n"]), (1.1, 128))
+        # and wins over a profile
+        llama, client = self.double(model_path=SMOLLM2_FILE)
+        with override_settings(AI_LLM_REPEAT_PENALTY=1.05):
+            yield client.chat(USER, purpose="reply")
+        self.assertEqual(llama.last_request["repeat_penalty"], 1.05)
+        self.assertEqual(llama.last_request["dry_multiplier"], 0.8)
+
+    @defer.inlineCallbacks
+    def test_a_strict_server_refusing_a_field_is_asked_again_without_it_and_remembered(self):
+        strict, client = self.double(strict=True)
+        with override_settings(AI_LLM_REPEAT_PENALTY=1.1), \
+                self.assertLogs("ai_contrib.llm.client", "WARNING") as logs:
+            strict.enqueue(reply("Aye."), reply("Again."))
+            first = yield client.chat(USER, purpose="reply")
+            second = yield client.complete("x\nSUMMARY:\n", purpose="summary")
+        self.assertEqual((first.content, second.content), ("Aye.", "Again."))
+        # refused once (HTTP 400, OpenAI's body), then never sent again
+        self.assertEqual(["repeat_penalty" in body for body in strict.requests],
+                         [True, False, False])
+        self.assertEqual(len(logs.records), 1)
+        message = logs.records[0].getMessage()
+        self.assertIn("repeat_penalty", message)
+        self.assertIn(f"127.0.0.1:{strict.port}", message)
+        self.assertNotIn(KEY, message)
+        self.assertTrue(client.extra_fields_refused)
+
+    @defer.inlineCallbacks
+    def test_other_refusals_are_not_asked_again(self):
+        llama, client = self.double(model_path=SMOLLM2_FILE, n_ctx=64)
+        # a context overflow of a request with extra fields: the caller's to handle
+        yield self.assertFailsWith(client.chat([{"role": "user", "content": "x" * 400}]),
+                                   errors.LLMContextOverflowError)
+        self.assertEqual(len(llama.requests), 1)
+        self.assertIn("repeat_penalty", llama.last_request)
+        # a refusal of a standard field (structured output) is the extraction's to handle
+        strict, client = self.double(strict=True)
+        strict.enqueue(http_error(400, {"error": {"message": "response_format is not supported",
+                                                  "type": "invalid_request_error"}}))
+        err = yield self.assertFailsWith(client.chat(USER, response_format={"type": "json"}),
+                                         errors.LLMHTTPError)
+        self.assertTrue(errors.refuses_response_format(err))
+        self.assertEqual(len(strict.requests), 1)
+        self.assertFalse(client.extra_fields_refused)

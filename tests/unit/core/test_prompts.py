@@ -1,0 +1,64 @@
+"""
+``core.prompts.clean_reply`` cuts the prompt's own notes from a model's reply (``docs/design.md``,
+"Sampling per server and model"): a model that runs on after its answer copies the ``[SCENE]``,
+the lore, the memories or a summary it was shown; none of it is said or stored.
+"""
+
+import pytest
+
+from ai_contrib.core.lore import format_lore
+from ai_contrib.core.masking import MASK_PREFIX
+from ai_contrib.core.messages import SUMMARY_PREFIX
+from ai_contrib.core.prompts import NOTE_HEADINGS, clean_reply, note_start
+from ai_contrib.core.scene import render_scene
+from ai_contrib.memory.retrieval import EXPERIENCES_HEADER, MEMORIES_HEADER
+
+ANSWER = "Aye, Wren, the griffin nests on the north crag."
+
+
+def _notes():
+    """Every kind of note the reply prompt shows, as it shows it."""
+    return [
+        render_scene({"name": "The Sleeping Stag", "desc": "A low-beamed inn."},
+                     [{"dbref": "#5", "name": "Wren", "known": True, "last_spoke_ago": "1 day"}],
+                     {"time_of_day": "evening", "day": 3, "season": "spring"}),
+        format_lore([{"text": "Griffins nest on the north crag."}]),
+        f"{MEMORIES_HEADER}\n- Wren likes plum wine (told by Wren)",
+        f"{EXPERIENCES_HEADER}\n- We talked about the harvest.",
+        f"{SUMMARY_PREFIX}\n- Wren asked about the crag.",
+        "[CONTEXT SYNTHESIS]\nWe talked about the harvest.",
+        f"{MASK_PREFIX}seq 3] read_ledger: ok",
+        "FACTS YOU MUST NEVER FORGET:\n- The well is poisoned.",
+        "[LORE] Griffins nest on the north crag.",  # a tag of the model's own making
+    ]
+
+
+@pytest.mark.parametrize("note", _notes())
+def test_a_reply_that_runs_on_into_a_note_ends_where_the_note_starts(note):
+    # on the next line, as a small model writes it, or on the same line
+    assert clean_reply(f"{ANSWER}\n{note}", "Marta") == ANSWER
+    assert clean_reply(f"{ANSWER} {note}", "Marta") == ANSWER
+    # a reply that is nothing but a note is empty: the NPC says its fallback line
+    assert clean_reply(note, "Marta") == ""
+    assert clean_reply(f"Marta: {note}", "Marta") == ""
+
+
+def test_the_headings_are_the_ones_the_prompt_shows():
+    assert format_lore([{"text": "x"}]).splitlines()[0] in NOTE_HEADINGS
+    assert {MEMORIES_HEADER, EXPERIENCES_HEADER} <= set(NOTE_HEADINGS)
+
+
+def test_words_that_only_look_like_notes_are_kept():
+    kept = [
+        ANSWER,
+        "[laughs] Welcome back.",              # a stage direction, lower case
+        "What you know: the crag is steep.",   # a heading's words, not the heading
+        "Use the [Old Road], not the new one.",
+        "I said NO to him: never again.",
+    ]
+    for text in kept:
+        assert note_start(text) is None, text
+        assert clean_reply(text, "Marta") == text
+    # the positive control: the same replies with a note after them lose the note
+    for text in kept:
+        assert clean_reply(f"{text} [SCENE] You are in the inn.", "Marta") == text
