@@ -8,7 +8,8 @@ A summary, synthesis or fact is checked quote by quote before it is stored
 still quote a line nobody said, and be read back in every prompt. Each sleep this step checks
 at most :data:`REPAIR_ITEMS` stored texts that hold a quote and were not checked yet: the
 ``[CONTEXT SUMMARY]`` markers in the runtime history and the entries of the journal (facts,
-observations, syntheses). A quote is checked against the archived lines that best match its
+observations, syntheses; not facts heard in gossip, whose lines another NPC's archive holds).
+A quote is checked against the archived lines that best match its
 words (the archive's full-text index, :data:`SOURCE_HITS` lines a quote, on the memory worker
 thread): what it costs grows with the texts checked, not with the archive.
 
@@ -49,8 +50,8 @@ def _quoted(text):
 
 def _pending(script, character, limit):
     """``(markers, entries, unquoted)``: up to ``limit`` unchecked markers and journal entries
-    that hold a quote, oldest first, and the unchecked entries without one (marked checked
-    without a look-up)."""
+    that hold a quote, oldest first, and the unchecked entries without one or heard in gossip
+    (marked checked without a look-up)."""
     done = set(script.db.quotes_checked or ())
     markers = [m for m in script.history if is_marker(m) and m["id"] not in done
                and _quoted(m.get("content") or "")][:limit]
@@ -58,7 +59,9 @@ def _pending(script, character, limit):
     for entry in ensure_journal(character.db.journal)["entries"]:
         if entry.get("quotes_checked"):
             continue
-        if not _quoted(entry.get("content") or ""):
+        # a fact heard in gossip was said to another NPC: this one's archive lacks its lines
+        # (it is checked in the journal it was first written in)
+        if entry.get("heard_from") or not _quoted(entry.get("content") or ""):
             unquoted.append(entry["id"])
         elif len(markers) + len(entries) < limit:
             entries.append(dict(entry))

@@ -98,3 +98,18 @@ class TestQuoteRepair(NPCTestCase):
         report = stored(wait_for(repair_quotes(self.script, self.npc, limit=10)))
         self.assertEqual((report["checked"], report["quotes_removed"]), (3, 2))
         self.assertNotIn(self.fact, self.entries())
+
+    def test_the_sleep_runs_the_repair_and_its_report_gives_the_count(self):
+        from ai_contrib.npc.sleep_report import describe_sleep
+
+        self.script.db.pre_compact_extraction_enabled = False
+        results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=120)
+        self.assertEqual(results.quote_repair["quotes_removed"], 3, results.quote_repair)
+        self.assertIn("3 quote(s) no one said removed (1 summaries, 2 journal entries)",
+                      describe_sleep(results, "Marta"))
+        self.assertNotIn(self.fact, self.entries())
+        self.assertIn(self.true_fact, self.entries())  # control
+        # the next sleep finds nothing left to check, and its line says nothing of quotes
+        results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=120)
+        self.assertEqual(results.quote_repair["checked"], 0)
+        self.assertNotIn("quote", describe_sleep(results, "Marta"))
