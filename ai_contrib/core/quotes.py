@@ -74,9 +74,12 @@ _BEFORE = re.compile(
 _AFTER = re.compile(rf"^[,]?\s*(?:(?:{_VERBS}) (?P<who1>{_NAME})\b|(?P<who2>{_NAME}|I|[Hh]e|"
                     rf"[Ss]he|[Tt]hey|[Ww]e) (?:{_VERBS})\b)")
 _ELLIPSIS = re.compile(r"\.\.\.+|\u2026")
-#: the extract's labels for lines with no speaker's name
-# (:func:`ai_contrib.core.fidelity.extractive_summary`)
-_UNNAMED = {"user": "someone", "system": "the game", "assistant": "i"}
+#: the labels of lines with no speaker's name: the extract's
+# (:func:`ai_contrib.core.fidelity.extractive_summary`) and the transcript's a model may echo
+# ("Player (user): ..." becomes "Player said: ...", :func:`ai_contrib.core.summary.clean_summary`)
+_UNNAMED = {"user": ("someone", "player"), "system": ("the game", "game"),
+            "assistant": ("i", "npc")}
+_LABELS = frozenset(label for labels in _UNNAMED.values() for label in labels)
 
 
 @dataclass(frozen=True)
@@ -214,8 +217,8 @@ def speaker_lines(messages, extra=()) -> dict:
     """
     Who said what in ``messages``: ``{speaker case-folded: [line, ...]}``. A message's speaker
     is its ``name`` (and the name's first word: "Bob" for "Bob Smith"); an assistant's line is
-    also ``"i"``'s (the NPC's own), an unnamed player's ``"someone"``'s, the game's ``"the
-    game"``'s. A line of an earlier summary gives, to each speaker it quotes, the quoted words
+    also ``"i"``'s and ``"npc"``'s (the NPC's own), an unnamed player's ``"someone"``'s and
+    ``"player"``'s, the game's ``"the game"``'s and ``"game"``'s. A line of an earlier summary gives, to each speaker it quotes, the quoted words
     (a quote that passed when that summary was checked).
 
     Args:
@@ -246,7 +249,7 @@ def _keys(msg):
     if name:
         keys += [name, name.split()[0]]
     if msg.get("role") == "assistant" or not name:
-        keys.append(_UNNAMED.get(msg.get("role"), "someone"))
+        keys += _UNNAMED.get(msg.get("role"), _UNNAMED["user"])
     return list(dict.fromkeys(keys))
 
 
@@ -328,7 +331,7 @@ def _quote_problem(quote, said) -> str:
     if _said_by(pieces, said.get(speaker, ())):
         return ""
     others = [who for who, lines in said.items()
-              if who not in _PRONOUNS and who not in _UNNAMED.values() and _said_by(pieces, lines)]
+              if who not in _PRONOUNS and who not in _LABELS and _said_by(pieces, lines)]
     if others:
         return f"{others[0].title()}'s words, not {speaker.title()}'s"
     return "no one said it"

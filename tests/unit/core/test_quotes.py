@@ -88,6 +88,12 @@ def test_the_extract_passes_its_own_check():
     assert len(check.quotes) == len(MESSAGES) and check.passed, check.reason
 
 
+def test_a_transcript_label_echoed_by_the_model_is_its_unnamed_speaker():
+    lines = speaker_lines([{"role": "user", "content": "Is the ferry running today?"}])
+    assert check_quotes("Player said: Is the ferry running today?", lines).passed
+    assert not check_quotes("Player said: Is the ferry late today?", lines).passed  # control
+
+
 def test_quotes_in_an_earlier_summary_count_as_their_speakers_lines():
     marker = {"role": "system", "content": "[CONTEXT SUMMARY]\n- Gil said: The mill burned.",
               "metadata": {"type": "compaction"}}
