@@ -23,10 +23,12 @@ REAL = "Marta said: \"The east room is free: four silver a night, stabling one m
 SUMMARY = f"Wren booked the east room for three nights.\n- {INVENTED}\n- {REAL}"
 
 
-@override_settings(AI_MEMORY_ENABLED=False)  # the journal and the history are what it reads
-class TestQuoteRepair(NPCTestCase):
+class StoredQuotes(NPCTestCase):
+    """A summary, its synthesis and three journal facts stored without the quote check."""
+
     def setUp(self):
         super().setUp()
+        self.before_storing()
         self.char1.key, self.char2.key = "Wren", "Tamsin"
         for role, name, text in TAVERN:
             self.script.add_message(role, text, name=name)
@@ -49,8 +51,15 @@ class TestQuoteRepair(NPCTestCase):
         self.plain = add_entry(journal, "Wren stays three nights.", importance=5)["id"]
         self.npc.db.journal = journal
 
+    def before_storing(self):
+        """What a test case does before the texts are stored."""
+
     def entries(self):
         return {e["id"]: e for e in ensure_journal(self.npc.db.journal)["entries"]}
+
+
+@override_settings(AI_MEMORY_ENABLED=False)  # the journal and the history are what it reads
+class TestQuoteRepair(StoredQuotes):
 
     def test_invented_quotes_are_removed_and_real_ones_kept(self):
         marker = self.script.history[0]
@@ -113,3 +122,33 @@ class TestQuoteRepair(NPCTestCase):
         results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=120)
         self.assertEqual(results.quote_repair["checked"], 0)
         self.assertNotIn("quote", describe_sleep(results, "Marta"))
+
+
+class TestQuoteRepairInMem0(StoredQuotes):
+    def before_storing(self):
+        from ai_contrib.memory.mem0_store import get_store, npc_agent_id
+
+        # database ids repeat across tests; the process-wide store does not
+        wait_for(get_store().delete_agent(npc_agent_id(self.npc)), timeout=120)
+
+    def memories(self):
+        from ai_contrib.memory.mem0_store import get_store, npc_agent_id
+
+        return [h["text"] for h in wait_for(get_store().list(npc_agent_id(self.npc)),
+                                            timeout=120)]
+
+    def test_the_memories_of_a_repaired_entry_go_and_what_is_left_comes_back(self):
+        wait_for(rag_memory._consolidate_into_mem0(self.npc), timeout=180)
+        journal = ensure_journal(self.npc.db.journal)
+        self.assertEqual(len(journal["consolidated_entry_ids"]), 4)  # synthesis, three facts
+        self.assertTrue(any("My son" in text for text in self.memories()))
+        report = stored(wait_for(repair_quotes(self.script, self.npc), timeout=120))
+        self.assertEqual(report["entries"], 2, report)
+        self.assertGreaterEqual(report["memories"], 2)
+        memories = self.memories()
+        self.assertFalse(any("My son" in text for text in memories), memories)
+        self.assertTrue(any("Two casks left" in text for text in memories))  # control
+        # the repaired synthesis is stored again, as it now reads
+        again = stored(wait_for(rag_memory._consolidate_into_mem0(self.npc), timeout=180))
+        self.assertEqual(again["added"], 1, again)
+        self.assertTrue(any("The east room is free" in text for text in self.memories()))
