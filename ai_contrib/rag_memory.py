@@ -44,6 +44,7 @@ from .memory.journal import ensure_journal
 from .npc import compaction_runner
 from .npc.gossip import receive_gossip
 from .npc.notify import notify_admins
+from .npc.quote_repair import repair_quotes
 from .npc.recall import embed_archive
 from .npc.scene import update_impressions
 from .settings import get_setting
@@ -349,7 +350,9 @@ def run_sleep_tick(script, character):
     :data:`SLEEP_JOURNAL_MIN_MESSAGES` lines were said since the NPC last journaled,
     ``db.journaled_through_seq``), compaction at
     ``compact_sleep_threshold``, gossip (the NPC hears what the NPCs of its gossip networks
-    learned in public, :func:`ai_contrib.npc.gossip.receive_gossip`; no LLM call), and journal ->
+    learned in public, :func:`ai_contrib.npc.gossip.receive_gossip`; no LLM call), the quote
+    repair (stored summaries and journal entries that quote a line nobody said lose that line,
+    :func:`ai_contrib.npc.quote_repair.repair_quotes`; bounded per sleep), and journal ->
     Mem0 consolidation (so facts, syntheses and gossip taken in this sleep are stored in the
     same sleep), vectors for the archived lines that have none yet
     (:func:`ai_contrib.npc.recall.embed_archive`; ``docs/design.md``, "Archived lines'
@@ -397,6 +400,11 @@ def run_sleep_tick(script, character):
     except Exception as err:  # housekeeping must never stop the sleep phase
         logger.log_trace(f"AI {character}: sleep step gossip failed")
         results.gossip = {"success": False, "error": str(err)}
+    try:  # before consolidation, so what it leaves of an entry reaches Mem0 in this sleep
+        results.quote_repair = yield repair_quotes(script, character)
+    except Exception as err:  # housekeeping must never stop the sleep phase
+        logger.log_trace(f"AI {character}: sleep step quote_repair failed")
+        results.quote_repair = {"success": False, "error": str(err)}
     results.memory_consolidation = yield _consolidate_into_mem0(character)
     try:  # the lines said since the last sleep get their vectors (docs/design.md)
         results.archive_vectors = yield embed_archive(script, character)

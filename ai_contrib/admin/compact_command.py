@@ -117,7 +117,8 @@ def _summary_line(npc_key, result):
         f"({result.reduction_pct:.1f}% reduction), {result.get('preserved_messages')} kept"
         + context_change(result)
         + (f"; fidelity {fidelity_cell(result)}"
-           + (" (the model's summary failed the check: an extract of the span replaced it)"
+           + (f" (the model's summary failed the check, {shown(result.get('fidelity_reason'))}: "
+              "an extract of the span replaced it)"
               if result.get("fidelity_replaced") else "")
            if result.get("fidelity") is not None else "")
         + "."

@@ -138,7 +138,8 @@ class SleepResults:
     housekeeping steps give their own dicts, ``{"success": False, "error": str}`` when they
     broke off: ``entity_consolidation`` (the entity stats), ``episodic_prune``
     (``{"pruned": int}``), ``gossip`` (``ai_contrib.npc.gossip.receive_gossip``),
-    ``people_impressions`` (``ai_contrib.npc.scene.update_impressions``); ``archive_vectors``
+    ``people_impressions`` (``ai_contrib.npc.scene.update_impressions``), ``quote_repair``
+    (``ai_contrib.npc.quote_repair.repair_quotes``); ``archive_vectors``
     the number of archived lines given vectors (``ai_contrib.npc.recall.embed_archive``).
     """
 
@@ -147,6 +148,7 @@ class SleepResults:
     pre_compaction_extraction: ExtractionResult | None = None
     context_compaction: Any = None  # a CompactionResult (core/compaction.py imports this module)
     gossip: dict | None = None
+    quote_repair: dict | None = None
     memory_consolidation: ConsolidationResult | None = None
     archive_vectors: int | dict | None = None
     people_impressions: dict | None = None

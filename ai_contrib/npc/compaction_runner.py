@@ -73,6 +73,7 @@ from ..core.compaction import (
 from ..core.fidelity import extractive_summary, score_summary, source_text, speakers_of
 from ..core.grounding import check_summary, source_lines
 from ..core.masking import plan_masks
+from ..core.quotes import check_quotes, speaker_lines
 from ..core.messages import is_marker
 from ..core.replay import apply_record
 from ..core.structured import BASE_SUMMARY_INSTRUCTION
@@ -399,8 +400,9 @@ def guard_summary(script, messages, text):
     """
     The fidelity guard (``docs/design.md``, "Summary fidelity"): score ``text`` against
     ``messages`` (:func:`ai_contrib.core.fidelity.score_summary`, then sentence by sentence
-    against single lines, :func:`ai_contrib.core.grounding.check_summary`); a summary that fails is
-    replaced by an extractive one (:func:`ai_contrib.core.fidelity.extractive_summary`: the
+    against single lines, :func:`ai_contrib.core.grounding.check_summary`, and every quote
+    against its speaker's lines, :func:`ai_contrib.core.quotes.check_quotes`); a summary that
+    fails is replaced by an extractive one (:func:`ai_contrib.core.fidelity.extractive_summary`: the
     span's highest-importance lines by the journal's heuristic, within the summary's token
     target), which must pass in turn.
 
@@ -413,7 +415,8 @@ def guard_summary(script, messages, text):
         "unsupported_share": float, "unsupported": [str], "verdict": "pass" | "fail",
         "reason": str, "words": int, "source_words": int, "replaced": bool}`` of the text
         used (``"line_support"``: its share of sentences one line supports, when kept); when
-        replaced, ``"model_score"``, ``"model_reason"`` and ``"model_line_support"`` tell
+        replaced, ``"model_score"``, ``"model_reason"``, ``"model_line_support"`` and
+        ``"model_quote_failures"`` (quotes that are not their speaker's words) tell
         about the model's.
 
     Raises:
@@ -426,24 +429,29 @@ def guard_summary(script, messages, text):
     # and sentence by sentence: a summary's words can all be the source's while its claims
     # are no one's (docs/design.md, "Facts you can trust")
     lines = check_summary(text, source_lines(messages))
-    if verdict.passed and lines.passed:
+    # and quote by quote: a line given as someone's words must be theirs, verbatim
+    said = speaker_lines(messages)
+    quotes = check_quotes(text, said)
+    if verdict.passed and lines.passed and quotes.passed:
         return text, dict(verdict.as_dict(), replaced=False, line_support=lines.support)
-    reason = verdict.reason or lines.reason
+    reason = verdict.reason or lines.reason or quotes.reason
     model = script.runtime.ledger.model
     target = summariser.summary_output_tokens(sum(script.runtime.token_counts(messages)))
     extract = extractive_summary(messages, target, heuristic_importance, model=model)
     replacement = score_summary(extract, source, speakers)
-    if not extract or not replacement.passed:
+    problem = replacement.reason or check_quotes(extract, said).reason
+    if not extract or problem:
         raise LLMResponseError(
             f"the summary failed the fidelity check ({reason}) and no extractive "
-            f"summary could replace it ({replacement.reason or 'no line to take'})"
+            f"summary could replace it ({problem or 'no line to take'})"
         )
     logger.log_info(
         f"AI summary of {len(messages)} messages failed the fidelity check "
         f"({reason}); replaced by an extract of the span"
     )
     return extract, dict(replacement.as_dict(), replaced=True, model_score=verdict.score,
-                         model_reason=reason, model_line_support=lines.support)
+                         model_reason=reason, model_line_support=lines.support,
+                         model_quote_failures=len(quotes.failures))
 
 
 @defer.inlineCallbacks

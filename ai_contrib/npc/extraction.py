@@ -55,6 +55,7 @@ from ..core.cuts import EXTRACTION_TYPE
 from ..core.fidelity import fact_problem, same_fact, source_text
 from ..core.grounding import attributed_line, check_fact, line_entity, source_lines
 from ..core.outcome import FAILED, SUCCESS, ExtractionResult
+from ..core.quotes import check_quotes, speaker_lines
 from ..core.text import MODEL_TEXT_MAX_CHARS, normalise_player_text
 from ..core.tokens import count_tokens
 from ..llm import extraction_tools as toolspec
@@ -363,6 +364,7 @@ class _Extraction:
         self.span = list(span)
         self._source_text = None  # the span's text, for the grounding check
         self.lines = source_lines(self.span)  # the lines a fact must be said in
+        self._said = None  # who said what in the span, for the quote check
         self.policy = str(_cfg(script, "pre_compact_facts", "checked")).strip().lower()
         self.checks = {"replaced": 0, "rejected": 0}  # facts the one-line check changed
         self.seqs = [msg["seq"] for msg in self.span if isinstance(msg.get("seq"), int)]
@@ -467,6 +469,16 @@ class _Extraction:
             return "that is the example, not a fact of this conversation"
         return fact_problem(text, self._source_text)
 
+    def misquoted(self, text):
+        """
+        Why ``text`` gives as someone's words a line they did not say, or ``""``
+        (:func:`ai_contrib.core.quotes.check_quotes` against the span): a fact with an invented
+        quote is an invention, refused whatever ``pre_compact_facts`` says.
+        """
+        if self._said is None:
+            self._said = speaker_lines(self.span)
+        return check_quotes(text, self._said).reason
+
     def ground(self, mode, name, args):
         """
         A journal or observation call's arguments as they may be stored (``docs/design.md``,
@@ -475,8 +487,8 @@ class _Extraction:
         ``pre_compact_facts``: ``"checked"`` keeps a fact that passes and stores the best line,
         verbatim and attributed, for one that fails; ``"verbatim"`` always stores the line;
         ``"reject"`` drops a fact that fails. A fact no line holds (names or numbers the
-        conversation never mentions, words it never used, no line about its subject) is
-        dropped whatever the setting.
+        conversation never mentions, words it never used, no line about its subject, a quote
+        its speaker never said, :meth:`misquoted`) is dropped whatever the setting.
 
         Returns:
             tuple: ``(args, problem)``: the arguments to store (a copy, with ``"_grounding"``:
@@ -489,8 +501,8 @@ class _Extraction:
             return args, ""
         # the "_" keys are ours: a model that writes one sets nothing
         args = {key: value for key, value in args.items() if not str(key).startswith("_")}
-        problem = self.ungrounded(mode, name, args)
         text = args.get("content") or f"{args.get('entity', '')}: {args.get('observation', '')}"
+        problem = self.ungrounded(mode, name, args) or self.misquoted(text)
         verdict = check_fact(text, self.lines)
         if not problem and verdict.passed and self.policy != "verbatim":
             return dict(args, _grounding={"support": verdict.support, "grounding": "model"}), ""

@@ -31,6 +31,8 @@ def _compaction(result, name):
             f"compacted {r.get('compacted_messages')} messages, "
             f"{r.original_tokens} -> {r.new_tokens} tokens "
             f"({r.reduction_pct:.1f}% reduction)"
+            + (f", the model's summary refused ({inert_markup(r.get('fidelity_reason'))}) and "
+               "an extract used" if r.get("fidelity_replaced") else "")
         ),
         own=lambda line: line.rstrip("."),  # the other strategies' own wording, in a list
     )
@@ -95,7 +97,12 @@ def describe_sleep(result, name="the NPC"):
     pruned = (result.episodic_prune or {}).get("pruned")
     if pruned:
         parts.append(f"{pruned} journal entries pruned")
-    for step in ("entity_consolidation", "episodic_prune"):
+    repair = result.quote_repair or {}
+    if repair.get("quotes_removed"):
+        parts.append(f"{repair['quotes_removed']} quote(s) no one said removed "
+                     f"({repair.get('summaries', 0)} summaries, {repair.get('entries', 0)} "
+                     "journal entries)")
+    for step in ("entity_consolidation", "episodic_prune", "quote_repair"):
         outcome = getattr(result, step) or {}
         if outcome.get("success") is False:
             parts.append(f"{step.replace('_', ' ')} failed ({outcome.get('error')})")

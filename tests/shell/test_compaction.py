@@ -379,3 +379,64 @@ class TestUnsupportedSummary(NPCTestCase):
         self.assertFalse(result["fidelity_replaced"])
         self.assertIn("Wren stays three nights.", marker["content"])
         self.assertNotIn("fidelity_reason", self.script.db.compaction_log[-1])
+
+
+class TestInventedQuote(NPCTestCase):
+    """A summary that gives as someone's words a line nobody said never enters the context or
+    the journal, though its words pass the word and line checks (docs/design.md, "Summary
+    fidelity"); one that quotes a real line is kept."""
+
+    INVENTED = ("Wren booked the east room for three nights.\n"
+                "- Wren said: \"My son is coming from the coast; he asks for Marta by name.\"")
+    REAL = ("Wren booked the east room for three nights.\n"
+            "- Wren said: \"My brother is coming from the coast; he asks for Marta by name.\"")
+
+    def setUp(self):
+        super().setUp()
+        self.char1.key, self.char2.key = "Wren", "Tamsin"
+        self.talk()
+        self.script.db.max_context_tokens = 300
+        self.script.db.compact_preserve_window = 4
+
+    def talk(self):
+        from tests.support.conversations import TAVERN
+
+        for role, name, text in TAVERN:
+            self.script.add_message(role, text, name=name)
+        for i in range(2):  # the preserved window
+            self.script.add_message("user", f"Another ale, Marta ({i}).", name="Tamsin")
+            self.script.add_message("assistant", "Coming up.", name="Marta")
+
+    def compact(self, summary):
+        self.llm.enqueue(reply(summary))
+        result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc,
+                                                                         force=True)))
+        self.assertTrue(result["success"], result)
+        return result, self.script.history[0]
+
+    def test_an_invented_quote_is_refused_and_a_real_one_kept(self):
+        from ai_contrib.core.fidelity import score_summary, source_text, speakers_of
+        from ai_contrib.core.grounding import check_summary, source_lines
+
+        span = list(self.script.history[:-4])
+        # the word and line checks alone would let the invented quote by
+        self.assertTrue(score_summary(self.INVENTED, source_text(span), speakers_of(span)).passed)
+        self.assertTrue(check_summary(self.INVENTED, source_lines(span)).passed)
+        result, marker = self.compact(self.INVENTED)
+        self.assertTrue(result["fidelity_replaced"])
+        self.assertNotIn("My son", marker["content"])
+        self.assertIn("Wren said: My brother is coming", marker["content"])  # the extract
+        event = self.script.db.compaction_log[-1]
+        self.assertIn("no one said it", event["fidelity_reason"])
+        self.assertIn("My son is coming", event["fidelity_reason"])
+        self.assertFalse(any("My son" in (m.get("content") or "") for m in self.script.history))
+        entries = self.npc.db.journal["entries"]
+        self.assertTrue(entries)
+        self.assertFalse(any("My son" in e["content"] for e in entries))
+        # control, in the same NPC: a summary quoting the line as Wren said it is kept
+        self.talk()
+        result, marker = self.compact(self.REAL)
+        self.assertFalse(result["fidelity_replaced"], self.script.db.compaction_log[-1])
+        self.assertIn('Wren said: "My brother is coming from the coast', marker["content"])
+        self.assertTrue(any('Wren said: "My brother' in e["content"]
+                            for e in self.npc.db.journal["entries"]))

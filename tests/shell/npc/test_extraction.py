@@ -746,6 +746,23 @@ class TestOneLineCheck(ExtractionTestCase):
         self.assertEqual(len(entries), 1)
         self.assertEqual(result["facts_recorded"], 1)
 
+    def test_a_fact_quoting_a_line_nobody_said_is_refused_whatever_the_setting(self):
+        from ai_contrib.core.grounding import check_fact, source_lines
+
+        invented = dict(ALLERGY, content="Bob said: I am not allergic to peanuts.",
+                        source=[self.said_alone["seq"]])
+        # the one-line check alone keeps it: the words are Bob's line's
+        self.assertTrue(check_fact(invented["content"], source_lines(self.script.history)).passed)
+        real = dict(ALLERGY, content="Bob said: I am allergic to peanuts.",
+                    source=[self.said_alone["seq"]])
+        for policy in ("checked", "verbatim", "reject"):
+            result, entries = self.journal_with(policy, invented, real)
+            self.assertFalse(any("not allergic" in e["content"] for e in entries), policy)
+            self.assertEqual(result["facts_rejected"], 1, (policy, result))
+            # control: the quote as Bob said it is journaled
+            self.assertEqual(len(entries), 1, policy)
+            self.assertIn("allergic to peanuts", entries[0]["content"])
+
     def test_a_fact_replaced_by_its_line_is_said_by_that_line_s_speaker(self):
         asked = self.say("Bob", "Is the east room free? The storm last week kept me away.")
         self.say(None, "The east room has a leaking roof since the storm last week.")

@@ -44,3 +44,25 @@ def test_a_busy_sleep_gives_its_figures_and_failures():
     assert line == ("compaction failed (summary failed: timeout); "
                     "no fact extraction (below the sleep threshold); "
                     "consolidation into Mem0 failed (locked)")
+
+
+def test_a_refused_summary_and_removed_quotes_are_said():
+    refused = CompactionResult.done(
+        "sleep", "summary", compacted_messages=30, original_tokens=900, new_tokens=120,
+        reduction_pct=86.666, fidelity=0.9, fidelity_replaced=True,
+        fidelity_reason='quotes that are not their speaker\'s words: "My son" (wren): no one said it')
+    line = describe_sleep(SleepResults(
+        context_compaction=refused,
+        quote_repair={"checked": 4, "quotes_removed": 3, "summaries": 1, "entries": 2}))
+    assert line.startswith(
+        "compacted 30 messages, 900 -> 120 tokens (86.7% reduction), the model's summary "
+        "refused (quotes that are not their speaker's words: \"My son\" (wren): no one said it)"
+        " and an extract used; ")
+    assert line.endswith("3 quote(s) no one said removed (1 summaries, 2 journal entries)")
+    # control: a summary kept and nothing to repair say nothing of either
+    kept = CompactionResult.done("sleep", "summary", compacted_messages=30, original_tokens=900,
+                                 new_tokens=120, reduction_pct=86.666, fidelity=0.9,
+                                 fidelity_replaced=False)
+    line = describe_sleep(SleepResults(context_compaction=kept,
+                                       quote_repair={"checked": 0, "quotes_removed": 0}))
+    assert "refused" not in line and "quote" not in line
