@@ -22,8 +22,10 @@ An entry, as :func:`parse_entry` returns it::
 text as consecutive whole words, case-insensitively (``"ale"`` matches "Ale, please!" but not
 "sale" or "aleph"; ``"east room"`` matches "the East  room"). Words are runs of letters, digits
 and ``_`` (``\\w``); everything else separates them, so ``"ale-house"`` is the two words "ale
-house". Matching is a dictionary lookup per word of the text, so nothing a player types can
-make it slow.
+house". A key may hold only letters, digits, ``_``, spaces, hyphens and apostrophes
+(:func:`parse_keys`): anything else (``^griffin$``, ``(a+)+``, ``a{1,9}``) looks like a pattern
+and is refused, never rewritten into words the admin did not write. Matching is a dictionary
+lookup per word of the text, so nothing a player types can make it slow.
 
 **Conditions** (who knows), each clause one of:
 
@@ -60,6 +62,8 @@ MAX_ID_CHARS = 40
 BUDGET = "budget"
 
 _WORD = re.compile(r"\w+")
+#: what a key may hold: word characters, spaces, hyphens and apostrophes (plain words)
+_PLAIN_KEY = re.compile(r"[\w\s'\u2019-]+")
 _GAME_ID = re.compile(r"[0-9]+")
 _MODULE_ID = re.compile(r"[a-z][a-z0-9_.:-]*")
 _FIELDS = ("id", "text", "keys", "constant", "condition", "priority", "source", "by", "at")
@@ -89,7 +93,9 @@ def parse_keys(keys) -> list[str]:
         order kept.
 
     Raises:
-        ValueError: a key without a word in it (empty, only punctuation), longer than
+        ValueError: a key without a word in it (empty, only punctuation), with a character
+            other than letters, digits, ``_``, spaces, hyphens and apostrophes (a key is never
+            a pattern: ``^griffin$`` is refused, not stored as "griffin"), longer than
             :data:`MAX_KEY_WORDS` words or :data:`MAX_KEY_CHARS` characters, or not text.
     """
     if isinstance(keys, str):
@@ -107,6 +113,10 @@ def parse_keys(keys) -> list[str]:
         if not found:
             raise ValueError(f"empty key {key!r}: a key needs at least one word (letters or "
                              "digits)")
+        if not _PLAIN_KEY.fullmatch(key):
+            raise ValueError(f"key {key.strip()!r} is not a plain word or phrase: keys match "
+                             "whole words, never patterns; use only letters, digits, spaces, "
+                             "hyphens and apostrophes")
         if len(found) > MAX_KEY_WORDS:
             raise ValueError(f"key {key.strip()!r} has {len(found)} words; at most "
                              f"{MAX_KEY_WORDS}")

@@ -16,6 +16,7 @@ from ai_contrib.core.lore import (
     may_know,
     npc_scopes,
     parse_entry,
+    parse_keys,
     words,
 )
 
@@ -59,12 +60,27 @@ class TestKeys:
         assert ids(match([east], MARTA, ["east-room"])) == ["east"]  # punctuation separates
         assert match([east], MARTA, ["the east room"])["chosen"][0]["key"] == "east room"
 
-    def test_keys_are_plain_text_never_patterns(self):
-        dot = entry("dot", "A dotted key.", ["a.b"])
-        assert ids(match([dot], MARTA, ["a b"])) == ["dot"]
-        assert ids(match([dot], MARTA, ["axb"])) == []
-        star = entry("star", "Starry.", ["(x+)+y"])  # a regex that backtracks, as text
-        assert star["keys"] == ["x y"]
+    @pytest.mark.parametrize("key", ["(a+)+$", "^griffin$", "a{1,99999}", "a.b", "x|y",
+                                     "[abc]", "gr*ffin", "griffin?", "back\\slash"])
+    def test_a_key_that_looks_like_a_pattern_is_refused_never_rewritten(self, key):
+        with pytest.raises(ValueError, match="not a plain word or phrase"):
+            parse_keys([key])
+        with pytest.raises(ValueError, match="never patterns"):
+            entry("p", "Patterned.", [key])
+        # positive control: the same entry with a plain key is stored as written
+        assert entry("p", "Plain.", ["griffin"])["keys"] == ["griffin"]
+
+    def test_plain_words_and_phrases_are_accepted(self):
+        keys = parse_keys(["Griffin", "east  room", "ale-house", "Marta's ale", "room 12",
+                           "snake_eyes", "Ælfric"])
+        assert keys == ["griffin", "east room", "ale house", "marta s ale", "room 12",
+                        "snake_eyes", "ælfric"]
+        # a comma separates keys in a string: "a{1,99999}" is two keys, the first refused
+        with pytest.raises(ValueError, match="'a\\{1' is not a plain word"):
+            parse_keys("a{1,99999}")
+
+    def test_matching_a_plain_key_is_linear_whatever_the_text(self):
+        star = entry("star", "Starry.", ["x y"])
         assert ids(match([star], MARTA, ["x" * 5000 + "z"])) == []
         assert ids(match([star], MARTA, ["(x) y"])) == ["star"]
 
@@ -205,6 +221,7 @@ class TestRefused:
         ({"id": "a", "text": "t", "keys": ["one two three four five six seven eight nine"]},
          "at most 8"),
         ({"id": "a", "text": "t", "keys": ["x"], "colour": "red"}, "unknown field(s) colour"),
+        ({"id": "a", "text": "t", "keys": ["^griffin"]}, "is not a plain word or phrase"),
         ({"id": "9", "text": "t", "keys": ["x"]}, "starting with a letter"),
         ({"text": "t", "keys": ["x"]}, "the id must be"),
         ("not a dict", "must be a dict"),
