@@ -268,12 +268,14 @@ class LoreIndex:
 
     ``partitions``: ``{clause: {"constant": [entry, ...], "first": {word: [(entry, key,
     key_words), ...]}}}``. An entry with several clauses is in several partitions (it is
-    chosen once). Building is O(entries x clauses x keys); it is done when entries change,
-    never per turn.
+    chosen once). ``entries``: ``{id: entry}``, for checking a note shown earlier against
+    the store (:func:`withdrawn_reason`). Building is O(entries x clauses x keys); it is done
+    when entries change, never per turn.
     """
 
     def __init__(self, entries=()):
         self.partitions = {}
+        self.entries = {}
         self.size = 0
         for entry in entries:
             self.add(entry)
@@ -281,6 +283,7 @@ class LoreIndex:
     def add(self, entry) -> None:
         """Index one entry (as :func:`parse_entry` returns it)."""
         self.size += 1
+        self.entries[entry["id"]] = entry
         for clause in entry["condition"]:
             part = self.partitions.setdefault(clause, {"constant": [], "first": {}})
             if entry["constant"]:
@@ -343,6 +346,35 @@ def may_know(entry, npc_facts) -> bool:
     """True if one clause of ``entry``'s condition holds for the NPC (:func:`npc_scopes`)."""
     scopes = npc_scopes(npc_facts)
     return any(clause in scopes for clause in entry["condition"])
+
+
+def withdrawn_reason(index, scopes, entry_id, shown, key) -> str | None:
+    """
+    Why a keyed entry shown earlier in an NPC's prompt (a world note, ``docs/design.md``, "The
+    NPC's world") must leave it now, or None while the store still gives it to that NPC.
+
+    Args:
+        index (LoreIndex): the store's index now (:func:`build_index`).
+        scopes (set[str]): the clauses that hold for the NPC now (:func:`npc_scopes`): an NPC
+            that walked out of a ``location:`` or ``zone:`` clause no longer has it.
+        entry_id (str): the entry the note shows.
+        shown (str): what the note shows (:func:`format_lore` of the entry as it was then).
+        key (str | None): the key that triggered the note.
+
+    Returns:
+        str | None: ``"deleted"`` (no such entry), ``"edited"`` (its text, its keys or its
+        constancy changed: the note says something the store no longer does), ``"condition"``
+        (no clause of its condition holds for the NPC), or None. O(clauses + keys).
+    """
+    entry = index.entries.get(entry_id)
+    if entry is None:
+        return "deleted"
+    if format_lore([entry]) != shown or entry["constant"] or (key is not None
+                                                              and key not in entry["keys"]):
+        return "edited"
+    if not any(clause in scopes for clause in entry["condition"]):
+        return "condition"
+    return None
 
 
 def _found(text_words, start, key_words):

@@ -406,9 +406,13 @@ def world_for_turn(script, character, lines, listeners, anchor, window):
     try:
         history = script.history
         first = next((i for i, m in enumerate(history) if m.get("id") == anchor), len(history))
-        shown_ids = {m.get("id") for m in window_messages(history, window)}
+        shown = window_messages(history, window)
+        # the prompt shows these listeners only what they all heard, and the turn: a note
+        # anchored at another line is not before them, and what it holds is noted again
+        turn = {m.get("id") for m in lines}
+        visible = {m.get("id") for m in shown if m.get("id") in turn or heard_by(m, listeners)}
         return plan_world(script, character, lines, history[max(0, first - 40):first],
-                          listeners, anchor, shown_ids)
+                          listeners, anchor, {m.get("id") for m in shown}, visible)
     except Exception as err:  # noqa: BLE001 - the world is context, never a reason not to answer
         logger.log_trace(f"AI {character}: the NPC's world could not be put in the prompt: {err}")
         return {"standing": [], "notes": [], "skipped": []}

@@ -17,6 +17,7 @@ from ai_contrib.core.lore import (
     npc_scopes,
     parse_entry,
     parse_keys,
+    withdrawn_reason,
     words,
 )
 
@@ -98,6 +99,34 @@ class TestKeys:
         assert words("Hello, Marta's ALE-house!") == ["hello", "marta", "s", "ale", "house"]
         assert key_found(entry("a", "t", ["ale house"]), ["an Ale house"]) == "ale house"
         assert key_found(entry("a", "t", ["ale house"]), ["a house of ale"]) is None
+
+
+class TestWithdrawn:
+    """A keyed entry shown earlier, checked against the store as it is now."""
+
+    def test_an_entry_stands_while_the_store_gives_it_to_that_npc(self):
+        griffin = entry("griffin", "A griffin nests on the bell tower.", ["griffin"])
+        shown = format_lore([griffin])
+        scopes = npc_scopes(MARTA)
+        index = build_index([griffin])
+        assert withdrawn_reason(index, scopes, "griffin", shown, "griffin") is None
+        assert withdrawn_reason(build_index([]), scopes, "griffin", shown, "griffin") == "deleted"
+        edited = dict(griffin, text="The griffin flew away.")
+        assert withdrawn_reason(build_index([edited]), scopes, "griffin", shown, "griffin") \
+            == "edited"
+        rekeyed = dict(griffin, keys=["tower"])
+        assert withdrawn_reason(build_index([rekeyed]), scopes, "griffin", shown, "griffin") \
+            == "edited"
+        petra = dict(griffin, condition=["npc:petra"])
+        assert withdrawn_reason(build_index([petra]), scopes, "griffin", shown, "griffin") \
+            == "condition"
+        # an NPC that walked out of the room its entry is scoped to
+        room = dict(griffin, condition=["location:the goat"])
+        inside = npc_scopes(dict(MARTA, location="The Goat"))
+        assert withdrawn_reason(build_index([room]), inside, "griffin", shown, "griffin") is None
+        outside = npc_scopes(dict(MARTA, location="The Square"))
+        assert withdrawn_reason(build_index([room]), outside, "griffin", shown, "griffin") \
+            == "condition"
 
 
 class TestConstant:
