@@ -102,7 +102,10 @@ def _forget_now(script, character, archived, dbref, name):
         del profiles[key]
     if profile_names:
         character.db.entity_profiles = profiles
-    script.ndb.recall_notes = None  # notes of this conversation may quote them
+    # notes of this conversation may quote them: the recall notes, the scene's impressions,
+    # the pins about them
+    script.ndb.recall_notes = None
+    script.ndb.world_notes = None
     if script.ndb.pending:  # their lines still waiting for an answer are not answered
         forgotten = set(plan["context_ids"])
         script.ndb.pending[:] = [i for i in script.ndb.pending if i not in forgotten]

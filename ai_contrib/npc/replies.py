@@ -102,6 +102,8 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None):
                                       get_client().prompt_speed),
             anchor_cost=anchor_costs([m["id"] for m in shown],
                                      script.runtime.token_counts(shown)),
+            # what staff erased since a note was shown leaves it (npc.erase.withdraw_recall)
+            withdrawn=script.ndb.withdrawn_memories,
         )
         script.ndb.recall_notes = result["notes"]
         new = result["new"]

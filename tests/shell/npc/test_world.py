@@ -179,6 +179,40 @@ class TestLoreWithdrawn(WorldCase):
         self.assertEqual(holds(self.talk("Back home. The griffin?")), 1)
 
 
+class TestStaffChangesReachTheNextPrompt(WorldCase):
+    def test_a_removed_pin_leaves_the_next_prompt(self):
+        from ai_contrib.npc.pins import remove_pin
+
+        pin = add_pin(self.npc, "Wren owes you 2 silver.", player=self.char1.dbref)
+        self.assertIn("owes you 2 silver", text_of(self.talk("Evening, Marta.")))
+        self.assertIn("owes you 2 silver", text_of(self.talk("An ale, please.")))  # carried
+        remove_pin(self.npc, pin["id"])
+        self.assertNotIn("owes you 2 silver", text_of(self.talk("And some bread?")))
+
+    @override_settings(AI_MEMORY_ENABLED=False)
+    def test_after_aiforget_the_scene_and_pins_about_the_player_leave_the_prompt(self):
+        from ai_contrib.npc.forget import forget_player
+        from ai_contrib.npc.scene import PEOPLE_CATEGORY, note_exchange, people_record
+
+        wren, tamsin = self.char1, self.char2
+        note_exchange(self.script, {wren.dbref: wren.key})
+        record = people_record(self.script, wren.dbref)
+        record.update(impression="Wren owes the thieves guild forty gold",
+                      impression_audience=sorted([wren.dbref, tamsin.dbref]))
+        self.script.attributes.add(wren.dbref, record, category=PEOPLE_CATEGORY)
+        add_pin(self.npc, "Wren is the miller's daughter.", player=wren.dbref)
+        # Tamsin speaks with Wren present: the scene and the pin about Wren are shown
+        before = text_of(self.talk("Evening, Marta.", speaker=tamsin))
+        self.assertIn("forty gold", before)
+        self.assertIn("miller's daughter", before)
+        report = stored(wait_for(forget_player(self.script, self.npc, wren.dbref, wren.key)))
+        self.assertTrue(report["people"] and report["pins"] == 1, report)
+        after = self.talk("Another ale, Marta?", speaker=tamsin)
+        self.assertIn("Evening, Marta.", text_of(after))  # Tamsin's line, the old anchor, stays
+        self.assertNotIn("forty gold", text_of(after))
+        self.assertNotIn("miller's daughter", text_of(after))
+
+
 class TestLoreForAnyListeners(WorldCase):
     def test_an_entry_shown_to_one_listener_is_shown_to_a_new_set_of_listeners(self):
         wren, tamsin = self.char1, self.char2
