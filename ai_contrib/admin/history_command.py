@@ -389,7 +389,7 @@ class CmdAIHistory(StaffCommand):
             parts.add_row(i, shown(describe_part(part)), part.get("tokens"))
         lines += ["|wPrompt parts, in order|n", str(parts)]
         if receipt.get("world_skipped"):
-            lines.append(wrap("Left out for room: " + shown(describe_skipped(
+            lines.append(wrap("Left out (why): " + shown(describe_skipped(
                 receipt["world_skipped"])), width))
         memories = receipt.get("memories") or []
         if memories:

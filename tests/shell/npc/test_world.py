@@ -140,6 +140,10 @@ class TestLoreWithdrawn(WorldCase):
         self.assertEqual(holds(self.talk("Anything else tonight?")), 0)
         self.assertEqual(self.withdrawn(), [{"key": f"lore:{entry_id}", "part": "lore",
                                              "reason": "deleted"}])
+        from ai_contrib.commands import CmdAIHistory
+
+        out = self.call(CmdAIHistory(), "Marta/prompt")
+        self.assertIn(f"Left out (why): lore:{entry_id} (deleted)", out)
         # and a key said again brings nothing back: there is nothing to give
         self.assertEqual(holds(self.talk("The griffin, Marta!")), 0)
 
