@@ -135,8 +135,10 @@ class TestLoreWithdrawn(WorldCase):
                 if s["part"] == "lore"]
 
     def test_a_deleted_entry_leaves_the_next_prompt(self):
+        from ai_contrib.admin.lore_commands import CmdAILore
+
         entry_id = self.shown_then_carried()
-        lore.delete_entry(entry_id)
+        self.call(CmdAILore(), f"/del {entry_id}", f"Deleted lore entry {entry_id}")
         self.assertEqual(holds(self.talk("Anything else tonight?")), 0)
         self.assertEqual(self.withdrawn(), [{"key": f"lore:{entry_id}", "part": "lore",
                                              "reason": "deleted"}])
@@ -148,8 +150,10 @@ class TestLoreWithdrawn(WorldCase):
         self.assertEqual(holds(self.talk("The griffin, Marta!")), 0)
 
     def test_an_entry_whose_condition_no_longer_admits_the_npc_leaves_the_next_prompt(self):
+        from ai_contrib.admin.lore_commands import CmdAILore
+
         entry_id = self.shown_then_carried()
-        lore.update_entry(entry_id, condition="npc:Petra")
+        self.call(CmdAILore(), f"/set {entry_id}/condition = npc:Petra", "Changed lore entry")
         self.assertEqual(holds(self.talk("Anything else tonight?")), 0)
         self.assertEqual(self.withdrawn()[0]["reason"], "condition")
         self.assertEqual(holds(self.talk("The griffin, Marta!")), 0)
