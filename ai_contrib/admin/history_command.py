@@ -395,7 +395,7 @@ class CmdAIHistory(StaffCommand):
             parts.add_row(i, shown(describe_part(part)), part.get("tokens"))
         lines += ["|wPrompt parts, in order|n", str(parts)]
         if receipt.get("world_skipped"):
-            lines.append(wrap("Left out for room: " + shown(describe_skipped(
+            lines.append(wrap("Left out (why): " + shown(describe_skipped(
                 receipt["world_skipped"])), width))
         if receipt.get("recall"):
             lines.append(wrap("Memories: " + shown(describe_recall(receipt["recall"])), width))

@@ -57,7 +57,9 @@ class CmdAILore(StaffCommand):
     An entry is a short text an NPC is given when one of its keys is said
     (the line it answers or the last few before it), or always when it is
     constant. Keys are words or phrases, separated by commas, matched as
-    whole words in any case: "ale" matches "Ale!", not "sale".
+    whole words in any case: "ale" matches "Ale!", not "sale". A key holds
+    letters, digits, spaces, hyphens and apostrophes only: it is never a
+    pattern, and one like ^griffin$ or (a+)+ is refused.
 
     /set changes one field of an entry:
       keys       words or phrases, comma-separated ("constant": always)

@@ -22,8 +22,10 @@ An entry, as :func:`parse_entry` returns it::
 text as consecutive whole words, case-insensitively (``"ale"`` matches "Ale, please!" but not
 "sale" or "aleph"; ``"east room"`` matches "the East  room"). Words are runs of letters, digits
 and ``_`` (``\\w``); everything else separates them, so ``"ale-house"`` is the two words "ale
-house". Matching is a dictionary lookup per word of the text, so nothing a player types can
-make it slow.
+house". A key may hold only letters, digits, ``_``, spaces, hyphens and apostrophes
+(:func:`parse_keys`): anything else (``^griffin$``, ``(a+)+``, ``a{1,9}``) looks like a pattern
+and is refused, never rewritten into words the admin did not write. Matching is a dictionary
+lookup per word of the text, so nothing a player types can make it slow.
 
 **Conditions** (who knows), each clause one of:
 
@@ -62,6 +64,8 @@ MAX_ID_CHARS = 40
 BUDGET = "budget"
 
 _WORD = re.compile(r"\w+")
+#: what a key may hold: word characters, spaces, hyphens and apostrophes (plain words)
+_PLAIN_KEY = re.compile(r"[\w\s'\u2019-]+")
 _GAME_ID = re.compile(r"[0-9]+")
 _MODULE_ID = re.compile(r"[a-z][a-z0-9_.:-]*")
 _FIELDS = ("id", "text", "keys", "constant", "condition", "priority", "source", "by", "at")
@@ -91,7 +95,9 @@ def parse_keys(keys) -> list[str]:
         order kept.
 
     Raises:
-        ValueError: a key without a word in it (empty, only punctuation), longer than
+        ValueError: a key without a word in it (empty, only punctuation), with a character
+            other than letters, digits, ``_``, spaces, hyphens and apostrophes (a key is never
+            a pattern: ``^griffin$`` is refused, not stored as "griffin"), longer than
             :data:`MAX_KEY_WORDS` words or :data:`MAX_KEY_CHARS` characters, or not text.
     """
     if isinstance(keys, str):
@@ -109,6 +115,10 @@ def parse_keys(keys) -> list[str]:
         if not found:
             raise ValueError(f"empty key {key!r}: a key needs at least one word (letters or "
                              "digits)")
+        if not _PLAIN_KEY.fullmatch(key):
+            raise ValueError(f"key {key.strip()!r} is not a plain word or phrase: keys match "
+                             "whole words, never patterns; use only letters, digits, spaces, "
+                             "hyphens and apostrophes")
         if len(found) > MAX_KEY_WORDS:
             raise ValueError(f"key {key.strip()!r} has {len(found)} words; at most "
                              f"{MAX_KEY_WORDS}")
@@ -260,12 +270,14 @@ class LoreIndex:
 
     ``partitions``: ``{clause: {"constant": [entry, ...], "first": {word: [(entry, key,
     key_words), ...]}}}``. An entry with several clauses is in several partitions (it is
-    chosen once). Building is O(entries x clauses x keys); it is done when entries change,
-    never per turn.
+    chosen once). ``entries``: ``{id: entry}``, for checking a note shown earlier against
+    the store (:func:`withdrawn_reason`). Building is O(entries x clauses x keys); it is done
+    when entries change, never per turn.
     """
 
     def __init__(self, entries=()):
         self.partitions = {}
+        self.entries = {}
         self.size = 0
         for entry in entries:
             self.add(entry)
@@ -273,6 +285,7 @@ class LoreIndex:
     def add(self, entry) -> None:
         """Index one entry (as :func:`parse_entry` returns it)."""
         self.size += 1
+        self.entries[entry["id"]] = entry
         for clause in entry["condition"]:
             part = self.partitions.setdefault(clause, {"constant": [], "first": {}})
             if entry["constant"]:
@@ -335,6 +348,35 @@ def may_know(entry, npc_facts) -> bool:
     """True if one clause of ``entry``'s condition holds for the NPC (:func:`npc_scopes`)."""
     scopes = npc_scopes(npc_facts)
     return any(clause in scopes for clause in entry["condition"])
+
+
+def withdrawn_reason(index, scopes, entry_id, shown, key) -> str | None:
+    """
+    Why a keyed entry shown earlier in an NPC's prompt (a world note, ``docs/design.md``, "The
+    NPC's world") must leave it now, or None while the store still gives it to that NPC.
+
+    Args:
+        index (LoreIndex): the store's index now (:func:`build_index`).
+        scopes (set[str]): the clauses that hold for the NPC now (:func:`npc_scopes`): an NPC
+            that walked out of a ``location:`` or ``zone:`` clause no longer has it.
+        entry_id (str): the entry the note shows.
+        shown (str): what the note shows (:func:`format_lore` of the entry as it was then).
+        key (str | None): the key that triggered the note.
+
+    Returns:
+        str | None: ``"deleted"`` (no such entry), ``"edited"`` (its text, its keys or its
+        constancy changed: the note says something the store no longer does), ``"condition"``
+        (no clause of its condition holds for the NPC), or None. O(clauses + keys).
+    """
+    entry = index.entries.get(entry_id)
+    if entry is None:
+        return "deleted"
+    if format_lore([entry]) != shown or entry["constant"] or (key is not None
+                                                              and key not in entry["keys"]):
+        return "edited"
+    if not any(clause in scopes for clause in entry["condition"]):
+        return "condition"
+    return None
 
 
 def _found(text_words, start, key_words):

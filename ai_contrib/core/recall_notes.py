@@ -15,9 +15,15 @@ A note is a dict::
 
     {"anchor": str,            # id of the history message it is shown before
      "audience": list | None,  # dbrefs who heard the reply it was made for (None: no filter)
-     "items": [{"key": str, "kind": str, "line": str}, ...],  # retrieval candidates, best first
+     "items": [{"key": str, "kind": str, "line": str,        # retrieval candidates, best
+                "journal_id"?: str}, ...],                  # first (a Mem0 memory's entry)
      "text": str,              # the rendered section(s), frozen so the prefix never changes
      "tokens": int}
+
+A note is checked against its source each time it is shown: staff who erase what an item came
+from (``aigossip/erase``, ``aiforget``, ``aireset``) leave *marks* of it (:func:`item_marks`),
+and a note holding a marked item is let go on the next reply (:func:`plan_recall`'s
+``withdrawn``), as is a marked candidate a retrieval under way still found.
 
 Pure functions: the shell renders items and counts tokens (``render`` and ``count`` arguments).
 """
@@ -42,6 +48,46 @@ def visible_notes(notes, history_ids, listeners=None) -> list:
     """
     return [note for note in notes
             if note["anchor"] in history_ids and _covers(note.get("audience"), listeners)]
+
+
+def item_marks(item) -> set:
+    """
+    What identifies the source of a recall item (module docstring): its key (``"m:<memory
+    id>"``, ``"a:<line id>"``) and, for a Mem0 memory made from a journal entry, ``"j:<journal
+    id>"``.
+
+    Returns:
+        set[str]
+    """
+    marks = {str(item.get("key"))}
+    if item.get("journal_id") is not None:
+        marks.add(f"j:{item['journal_id']}")
+    return marks
+
+
+def withdraw(notes, items, withdrawn) -> tuple:
+    """
+    The notes and candidates less those whose source was erased: a note holding an item one
+    of whose :func:`item_marks` is in ``withdrawn`` leaves whole (its text is frozen: it cannot
+    lose one line), a marked candidate is not shown again. O(items of the notes + items).
+
+    Args:
+        notes (list[dict]): notes (module docstring), oldest first.
+        items (list[dict]): this turn's candidates.
+        withdrawn (set[str] | dict | None): marks of erased sources (looked up, never
+            scanned); None or empty: nothing to check.
+
+    Returns:
+        tuple: ``(notes, items, count)``: new lists, and how many notes left.
+    """
+    if not withdrawn:
+        return list(notes), list(items), 0
+
+    def erased(item):
+        return any(mark in withdrawn for mark in item_marks(item))
+
+    kept = [note for note in notes if not any(erased(item) for item in note["items"])]
+    return kept, [item for item in items if not erased(item)], len(notes) - len(kept)
 
 
 #: the turn's best candidates looked at to tell a change of subject (none of them shown yet)
@@ -115,7 +161,7 @@ def _covers(audience, listeners):
 
 
 def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count, listeners=None,
-                new_tokens=None, anchor_cost=None, asking=False) -> dict:
+                new_tokens=None, anchor_cost=None, asking=False, withdrawn=None) -> dict:
     """
     The notes after a turn's retrieval.
 
@@ -156,6 +202,8 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
             room is made for its note as on a change of subject even when some of its
             candidates are shown, so that a run of questions does not find the memory budget
             full of the notes of the last ones.
+        withdrawn (set[str], optional): marks of sources staff erased (:func:`withdraw`): the
+            notes holding one leave, and such a candidate is not added.
 
     Returns:
         dict: ``{"notes": list[dict]`` (the new state: notes whose anchor left the history and
@@ -163,15 +211,12 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
         the prompt shows, in order), ``"new": dict | None`` (the note added for this turn),
         ``"dropped": int`` (notes given up), ``"left_out": int`` (new candidates that found no
         room), ``"room_limited": bool`` (``new_tokens``, not the budget, left them out: the
-        reply had no time to evaluate them)}``.
+        reply had no time to evaluate them), ``"withdrawn": int`` (notes that left because
+        their source was erased)}``.
     """
+    notes, items, erased = withdraw(notes, items, withdrawn)
     allowance = float("inf") if new_tokens is None else max(0, int(new_tokens))
-    alive = [note for note in notes if note["anchor"] in history_ids]
-    gone = [note for note in notes if note["anchor"] not in history_ids]  # marks are too
-    # the talk goes on past a compaction (or a move of the prompt window) that took notes
-    # these listeners were shown: not a question asked afresh, on this turn or any later one
-    compacted = any(_covers(note.get("audience"), listeners) for note in gone)
-    shown = visible_notes(alive, history_ids, listeners)
+    alive, gone, compacted, shown = _split(notes, history_ids, listeners)
     keys = _shown_keys(shown)
     dropped, spent = [], 0
     if shown and items and (asking or not keys & {i["key"] for i in items[:TOPIC_ITEMS]}):
@@ -180,20 +225,35 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
                                            {item["key"] for item in items})
         keys = _shown_keys(shown)
     fresh = [item for item in items if item["key"] not in keys]
-    room = _note_room(budget_tokens, shown, allowance, compacted, dropped, spent)
-    chosen, text, tokens = _fill(fresh, room, render, count)
-    # what the receipt says was left out for time: the allowance, not the budget, set the room
-    timed = room < _note_room(budget_tokens, shown, float("inf"), compacted, dropped, spent)
+    rooms = [_note_room(budget_tokens, shown, limit, compacted, dropped, spent)
+             for limit in (allowance, float("inf"))]
+    chosen, text, tokens = _fill(fresh, rooms[0], render, count)
+    timed = rooms[0] < rooms[1]  # the allowance, not the budget, set the room: for the receipt
     given_up = {id(note) for note in dropped}
     state = lost_marks(gone + dropped) + [note for note in alive if id(note) not in given_up]
     new = {"anchor": anchor, "audience": None if listeners is None else sorted(listeners),
            "items": chosen, "text": text, "tokens": tokens} if chosen else None
-    if new is not None:
-        state.append(new)
-        shown = shown + [new]
+    state, shown = (state + [new], shown + [new]) if new else (state, shown)
     return {"notes": state, "shown": shown, "new": new, "dropped": len(dropped),
-            "left_out": len(fresh) - len(chosen),
+            "left_out": len(fresh) - len(chosen), "withdrawn": erased,
             "room_limited": bool(timed and len(fresh) > len(chosen))}
+
+
+def _split(notes, history_ids, listeners):
+    """
+    The ``notes`` whose anchor is in the history (``alive``) and the others (``gone``: marks
+    are too), whether a note these ``listeners`` were shown is gone (``compacted``), and the
+    notes the prompt shows them (:func:`plan_recall`).
+
+    Returns:
+        tuple: ``(alive, gone, compacted, shown)``.
+    """
+    alive = [note for note in notes if note["anchor"] in history_ids]
+    gone = [note for note in notes if note["anchor"] not in history_ids]
+    # the talk goes on past a compaction (or a move of the prompt window) that took notes
+    # these listeners were shown: not a question asked afresh, on this turn or any later one
+    compacted = any(_covers(note.get("audience"), listeners) for note in gone)
+    return alive, gone, compacted, visible_notes(alive, history_ids, listeners)
 
 
 def _shown_keys(shown):

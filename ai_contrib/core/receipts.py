@@ -16,7 +16,8 @@ A *receipt*::
                 "messages": int, "new": bool,
                 "detail": {"entries": [{"id", "key"}]} | {"pins": [id]}}, ...],
                 # in prompt order; keys per part
-     "world_skipped": [{"key": str, "part": str, "reason": "budget"}],  # world left out
+     "world_skipped": [{"key": str, "part": str,  # world left out: for room ("budget"), or
+                        "reason": str}],          # withdrawn by staff (ai_contrib.npc.world)
      "recall": {"asks": "remember" | "past" | "name" | None, "allowance": int | None,
                 "left_out": int, "room_limited": bool},  # the new note's time allowance
      "memories": [{"source": "archive" | "mem0", "ref": str, "kind": str, "score": float,
@@ -174,7 +175,8 @@ def describe_part(part) -> str:
 
 def describe_skipped(skipped) -> str:
     """
-    What of the NPC's world a reply left out, in words: ``"lore:7 (budget), scene (budget)"``.
+    What of the NPC's world a reply left out, and why, in words: ``"lore:7 (budget), lore:3
+    (deleted), scene (budget)"`` (reasons: :func:`ai_contrib.npc.world.plan_world`).
 
     Args:
         skipped (list[dict]): ``receipt["world_skipped"]``: ``[{"key", "part", "reason"}]``.

@@ -6,7 +6,9 @@ in the same reply as the turn that needs them, right before that turn's first li
 there, unchanged, on later replies: like recall notes (:mod:`ai_contrib.core.recall_notes`),
 what was shown once becomes part of the prefix the model server caches. A section is added again
 only when its text has changed (a new arrival changes the scene) or its note left the history
-with a compaction. Pure functions.
+with a compaction, or the listeners of this reply cannot see the line it is anchored at (a prompt
+shows only what all its listeners heard: lore is world knowledge, shown to whoever listens).
+Pure functions.
 
 A world note is a dict::
 
@@ -28,16 +30,26 @@ def shown_world_notes(notes, history_ids, listeners=None) -> list[dict]:
     """
     The world notes a prompt may show: those :func:`~ai_contrib.core.recall_notes.
     visible_notes` shows, less those whose ``requires`` names someone not listening (a pin
-    about a player is for that player's presence only). ``listeners`` None: no filter.
+    about a player is for that player's presence only), and less a note that says what the
+    shown note of its key before it says (the same signature: an entry noted again for other
+    listeners, at a line both audiences see). ``listeners`` None: no filter.
     """
     shown = visible_notes(notes, history_ids, listeners)
-    if listeners is None:
-        return shown
-    present = frozenset(listeners)
-    return [note for note in shown if frozenset(note.get("requires") or ()) <= present]
+    if listeners is not None:
+        present = frozenset(listeners)
+        shown = [note for note in shown if frozenset(note.get("requires") or ()) <= present]
+    last, out = {}, []
+    for note in shown:
+        mark = note.get("signature", note["text"])
+        if note["key"] in last and last[note["key"]] == mark:
+            continue
+        last[note["key"]] = mark
+        out.append(note)
+    return out
 
 
-def plan_world_notes(notes, sections, anchor, history_ids, listeners=None, budgets=None) -> dict:
+def plan_world_notes(notes, sections, anchor, history_ids, listeners=None, budgets=None,
+                     visible_ids=None) -> dict:
     """
     The world notes after a turn.
 
@@ -53,12 +65,17 @@ def plan_world_notes(notes, sections, anchor, history_ids, listeners=None, budge
             (optional), "signature" (optional: what must change for the section to be shown
             again)}``, in order.
         anchor (str): id of the first line of the turn being answered.
-        history_ids (set[str]): ids of the messages the prompt shows.
+        history_ids (set[str]): ids of the messages of the prompt's window: a note anchored
+            elsewhere is let go.
         listeners (iterable[str], optional): dbrefs of who will hear the reply; a note whose
             ``audience`` does not hold all of them, or who ``requires`` someone else, is not
             shown (None: no filter, :func:`shown_world_notes`).
         budgets (dict, optional): ``{part: tokens}``: the shown notes of a part may take at
             most that many tokens together.
+        visible_ids (set[str], optional): ids of the messages of ``history_ids`` the prompt
+            shows these listeners (what they all heard, and the turn); a note anchored at
+            another is kept for the listeners who see its line but not counted as shown, so a
+            section it holds is noted again here (None: ``history_ids``).
 
     Returns:
         dict: ``{"notes": list[dict]`` (the new state), ``"shown": list[dict]`` (to show, in
@@ -66,7 +83,8 @@ def plan_world_notes(notes, sections, anchor, history_ids, listeners=None, budge
         "reason": "budget"}], "dropped": int}``.
     """
     alive = [note for note in notes if note["anchor"] in history_ids]
-    shown = shown_world_notes(alive, history_ids, listeners)
+    shown = shown_world_notes(alive, history_ids if visible_ids is None else visible_ids,
+                              listeners)
     gone = set()
     new, skipped = [], []
 

@@ -697,7 +697,8 @@ def note_items(context) -> list[dict]:
         list[dict]: ``{"key": str, "kind": "message" | "memory" | "experience", "line": str (the
         prompt bullet), "stamp"?, "said"?, "seq"? (an archived message's time, its bullet
         without the time, its archive seq: :func:`memory_lines`), "source": "archive" |
-        "mem0", "ref": str (archive seq or Mem0/journal id), "score": float (fused), "chain"?:
+        "mem0", "ref": str (archive seq or Mem0/journal id), "score": float (fused),
+        "journal_id"?: str (a Mem0 memory's journal entry), "chain"?:
         str (a fact heard from another NPC: its provenance,
         :func:`ai_contrib.core.gossip.chain_text`)}``.
     """
@@ -717,6 +718,9 @@ def note_items(context) -> list[dict]:
             "ref": str(ref if ref is not None else candidate["key"][2:]),
             "score": round(float(candidate.get("score") or 0.0), 4),
         })
+        if not archived and meta.get("journal_id") is not None:
+            # what an erase names (ai_contrib.core.recall_notes.item_marks)
+            items[-1]["journal_id"] = str(meta["journal_id"])
         if meta.get("heard_from"):  # the receipt lists the provenance chain
             items[-1]["chain"] = chain_text(meta)
     return items

@@ -213,7 +213,9 @@ def reset_memory(script, character) -> Deferred:
                  "last_sleep"):
         script.attributes.add(name, None)
     script.db.context_signals = {}
-    for name in ("runtime", "pending", "last_reply", "last_sleep_result", "after_turn"):
+    # the notes shown in the prompt quote what is erased: they go with it
+    for name in ("runtime", "pending", "last_reply", "last_sleep_result", "after_turn",
+                 "recall_notes", "world_notes", "withdrawn_memories"):
         setattr(script.ndb, name, None)
     character.db.journal = new_journal()
     character.db.entity_profiles = {}
@@ -233,6 +235,38 @@ def reset_memory(script, character) -> Deferred:
         return report
 
     return defer.DeferredList([files, memories]).addCallback(_report)
+
+
+#: marks of erased memory sources an NPC keeps at most, the newest: they only need to outlive
+#: a retrieval under way when staff erase (notes are checked on every reply)
+WITHDRAWN_MARKS = 4096
+
+
+def withdraw_recall(script, journal_ids=(), keys=()) -> int:
+    """
+    Staff erased what some of the NPC's memories came from (``aigossip/erase``): its recall
+    notes holding one leave now, and the marks stay (``script.ndb.withdrawn_memories``, the
+    newest :data:`WITHDRAWN_MARKS`) so that every later reply checks its notes and candidates
+    against them (:func:`ai_contrib.core.recall_notes.withdraw`; ``docs/design.md``, "Recall
+    notes"): a retrieval already under way may still find a memory being deleted.
+
+    Args:
+        script: the NPC's ``AssistantScript``.
+        journal_ids (iterable[str]): journal entries erased (their Mem0 memories with them).
+        keys (iterable[str]): recall item keys erased (``"m:<memory id>"``, ``"a:<line id>"``).
+
+    Returns:
+        int: notes that left now.
+    """
+    from ..core.recall_notes import withdraw
+
+    marks = dict.fromkeys(script.ndb.withdrawn_memories or ())
+    marks.update(dict.fromkeys([f"j:{jid}" for jid in journal_ids] + [str(k) for k in keys]))
+    script.ndb.withdrawn_memories = dict.fromkeys(list(marks)[-WITHDRAWN_MARKS:])
+    notes, _items, left = withdraw(script.ndb.recall_notes or [], [],
+                                   script.ndb.withdrawn_memories)
+    script.ndb.recall_notes = notes
+    return left
 
 
 #: lists that :func:`watching_retirements` hands out, innermost last: each gets the

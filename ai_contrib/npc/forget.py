@@ -10,7 +10,8 @@ the archive and retrieval); journal entries told by the player, citing their lin
 synthesising a dropped summary; the Mem0 memories made from those entries or told by the
 player; the NPC's people record of the player (and every other impression is made again
 without the facts removed), the entity profile under their name, the pins about them, and the
-retrieval notes of the current conversation. The JSONL archive itself, the admin's lossless
+recall and world notes of the current conversation (they may quote the player; the scene holds
+the NPC's impression of them). The JSONL archive itself, the admin's lossless
 record, keeps the raw lines until ``aireset`` deletes it.
 
 Safe under crashes: the job is first written to ``script.db.forget_pending`` (an Attribute),
@@ -102,7 +103,10 @@ def _forget_now(script, character, archived, dbref, name):
         del profiles[key]
     if profile_names:
         character.db.entity_profiles = profiles
-    script.ndb.recall_notes = None  # notes of this conversation may quote them
+    # notes of this conversation may quote them: the recall notes, the scene's impressions,
+    # the pins about them
+    script.ndb.recall_notes = None
+    script.ndb.world_notes = None
     if script.ndb.pending:  # their lines still waiting for an answer are not answered
         forgotten = set(plan["context_ids"])
         script.ndb.pending[:] = [i for i in script.ndb.pending if i not in forgotten]

@@ -31,6 +31,7 @@ from evennia.utils.search import search_tag
 from ..core.gossip import networks, origin_of, select_gossip
 from ..memory.journal import add_entry, ensure_journal
 from ..settings import get_setting
+from .erase import withdraw_recall
 
 #: entries of ``db.gossip_passed`` kept
 PASSED_KEPT = 20
@@ -263,7 +264,9 @@ def travelled_copies(origin, script_key):
 def erase_everywhere(origin, script_key):
     """
     Erase a fact from every NPC it travelled to (``aigossip/erase``): the journal entries of
-    :func:`travelled_copies` are removed at once, their Mem0 memories on the store's thread.
+    :func:`travelled_copies` are removed at once, with the recall notes that quote them
+    (:func:`ai_contrib.npc.erase.withdraw_recall`: the next reply's prompt no longer holds
+    the fact), their Mem0 memories on the store's thread.
 
     Returns:
         Deferred[dict]: ``{"journals": [(npc key, entry id)], "memories": int | None,
@@ -284,6 +287,9 @@ def erase_everywhere(origin, script_key):
         journal["consolidated_entry_ids"] = [
             jid for jid in journal["consolidated_entry_ids"] if jid not in gone]
         npc.db.journal = journal
+        script = getattr(npc, "assistant", None)
+        if script is not None:  # its recall notes may quote the fact: they leave with it
+            withdraw_recall(script, ids)
     report = {"journals": [(npc.key, entry_id) for npc, entry_id in copies], "memories": None}
     if not copies or not get_setting("MEMORY_ENABLED"):
         return defer.succeed(report)

@@ -113,6 +113,8 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None):
             new_tokens=allowance, asking=asks is not None,
             anchor_cost=anchor_costs([m["id"] for m in shown],
                                      script.runtime.token_counts(shown)),
+            # what staff erased since a note was shown leaves it (npc.erase.withdraw_recall)
+            withdrawn=script.ndb.withdrawn_memories,
         )
         script.ndb.recall_notes = result["notes"]
         new = result["new"]
@@ -419,9 +421,13 @@ def world_for_turn(script, character, lines, listeners, anchor, window):
     try:
         history = script.history
         first = next((i for i, m in enumerate(history) if m.get("id") == anchor), len(history))
-        shown_ids = {m.get("id") for m in window_messages(history, window)}
+        shown = window_messages(history, window)
+        # the prompt shows these listeners only what they all heard, and the turn: a note
+        # anchored at another line is not before them, and what it holds is noted again
+        turn = {m.get("id") for m in lines}
+        visible = {m.get("id") for m in shown if m.get("id") in turn or heard_by(m, listeners)}
         return plan_world(script, character, lines, history[max(0, first - 40):first],
-                          listeners, anchor, shown_ids)
+                          listeners, anchor, {m.get("id") for m in shown}, visible)
     except Exception as err:  # noqa: BLE001 - the world is context, never a reason not to answer
         logger.log_trace(f"AI {character}: the NPC's world could not be put in the prompt: {err}")
         return {"standing": [], "notes": [], "skipped": []}

@@ -9,20 +9,23 @@ what a turn brings (a lore entry its words triggered, the scene when someone arr
 before that turn's first line and stays there, so it is evaluated once, in the same reply as
 the turn that needed it. Everything is for the listeners of the reply: an NPC never gets a lore
 entry its condition excludes (:func:`ai_contrib.lore.lore_for_npc`), and a player's pins enter
-only while that player listens.
+only while that player listens. A note shown earlier is checked against its source on every
+reply (:func:`standing_notes`): an entry staff deleted, edited or whose condition no longer
+holds for the NPC (it walked out of a ``location:`` clause), a pin removed, leaves the prompt
+on the next reply.
 
 Shapes: a *section* is ``{"part": "pins" | "lore" | "scene", "key": str, "text": str,
 "tokens": int, "detail": dict | None, "signature": any}``; world notes as in
 :mod:`ai_contrib.core.world_notes`.
 """
 
-from ..core.lore import format_lore
+from ..core.lore import format_lore, npc_scopes, withdrawn_reason
 from ..core.prompts import PINS_HEADING
 from ..core.scene import SCENE_MAX_TOKENS, render_scene
 from ..core.text import normalise_player_text
 from ..core.tokens import count_tokens
 from ..core.world_notes import plan_world_notes, shown_world_notes
-from ..lore import lore_for_npc, lore_texts
+from ..lore import lore_for_npc, lore_index, lore_texts, npc_facts
 from .pins import get_pins
 from .scene import scene_for
 
@@ -142,30 +145,79 @@ def world_reserve(script):
     return budgets["lore"] + budgets["scene"] + min(budgets["pins"], cached[1])
 
 
-def plan_world(script, character, lines, earlier, listeners, anchor, shown_ids):
+def _note_reason(note, character, found):
+    """
+    Why world note ``note`` no longer stands (:func:`standing_notes`), or None. ``found``
+    caches what is read once per call: the lore index, the NPC's scopes, its pins.
+    """
+    kind, _colon, ref = note["key"].partition(":")
+    if kind == "lore" and ref != "constant":
+        if "index" not in found:
+            found["index"] = lore_index()
+            found["scopes"] = npc_scopes(npc_facts(character))
+        key = next(iter((note.get("detail") or {}).get("entries") or ()), {}).get("key")
+        return withdrawn_reason(found["index"], found["scopes"], ref, note["text"], key)
+    if kind == "pins" and ref:
+        if "pins" not in found:
+            found["pins"] = {str(pin.get("id")): pin for pin in get_pins(character)}
+        pin = found["pins"].get(ref)
+        if pin is None or not pin.get("text") or not note["text"].endswith(pin["text"]):
+            return "removed"
+    return None
+
+
+def standing_notes(character, notes):
+    """
+    The world notes that still stand against their source, and those that do not: a lore
+    entry deleted, edited (text, keys) or whose condition no longer holds for the NPC (it
+    moved out of a ``location:``/``zone:`` clause, a Tag was taken away), a pin removed
+    (``docs/design.md``, "The NPC's world"). Checked on every reply: one read of the lore
+    index (kept in memory, rebuilt after a change) and of the NPC's Tags and room, O(notes).
+
+    Returns:
+        tuple: ``(kept, withdrawn)``: the notes that stand, in order, and ``[{"key", "part",
+        "reason": "deleted" | "edited" | "condition" | "removed"}]`` for the receipt.
+    """
+    found, kept, withdrawn = {}, [], []
+    for note in notes:
+        reason = _note_reason(note, character, found)
+        if reason is None:
+            kept.append(note)
+        else:
+            withdrawn.append({"key": note["key"], "part": note.get("part"), "reason": reason})
+    return kept, withdrawn
+
+
+def plan_world(script, character, lines, earlier, listeners, anchor, shown_ids,
+               visible_ids=None):
     """
     The world part of one reply prompt: standing sections and the world notes to show, with
-    this turn's new ones added to ``script.ndb.world_notes`` (a reload starts afresh).
+    this turn's new ones added to ``script.ndb.world_notes`` (a reload starts afresh), and the
+    notes staff withdrew since they were shown let go (:func:`standing_notes`).
 
     Args:
         lines, earlier, listeners: as :func:`turn_sections`.
         anchor (str): id of the turn's first line.
-        shown_ids (set[str]): ids of the history messages the prompt shows.
+        shown_ids (set[str]): ids of the history messages of the prompt's window.
+        visible_ids (set[str], optional): those of them the prompt shows these listeners
+            (:func:`ai_contrib.core.world_notes.plan_world_notes`; None: ``shown_ids``).
 
     Returns:
         dict: ``{"standing": [section], "notes": [world note + {"new": bool}] (to show),
-        "lore": lore_for_npc result of the turn, "skipped": [{"key", "part", "reason"}]}``.
+        "lore": lore_for_npc result of the turn, "skipped": [{"key", "part", "reason"}]}``
+        (reasons: ``"budget"``, and those of :func:`standing_notes`).
     """
     standing = standing_sections(script, character)
     sections, lore = turn_sections(script, character, lines, earlier, listeners)
     budgets = world_budgets(script)
     budgets["lore"] = max(0, budgets["lore"] - sum(
         s["tokens"] for s in standing if s["part"] == "lore"))
-    result = plan_world_notes(script.ndb.world_notes or [], sections, anchor, shown_ids,
-                              listeners=list(listeners), budgets=budgets)
+    notes, withdrawn = standing_notes(character, script.ndb.world_notes or [])
+    result = plan_world_notes(notes, sections, anchor, shown_ids, listeners=list(listeners),
+                              budgets=budgets, visible_ids=visible_ids)
     script.ndb.world_notes = result["notes"]
     fresh = {id(note) for note in result["new"]}
-    skipped = list(result["skipped"]) + [
+    skipped = withdrawn + list(result["skipped"]) + [
         {"key": f"lore:{entry['id']}", "part": "lore", "reason": entry.get("reason", "budget")}
         for entry in lore["skipped"]]
     return {"standing": standing,
@@ -181,7 +233,7 @@ def shown_world(script, character, listeners, history_ids):
     Returns:
         tuple: ``(standing, notes)``.
     """
-    notes = shown_world_notes(
-        [n for n in script.ndb.world_notes or [] if n["anchor"] in history_ids], history_ids,
-        list(listeners))
+    notes, _withdrawn = standing_notes(
+        character, [n for n in script.ndb.world_notes or [] if n["anchor"] in history_ids])
+    notes = shown_world_notes(notes, history_ids, list(listeners))
     return standing_sections(script, character), notes

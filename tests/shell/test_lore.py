@@ -253,6 +253,26 @@ class TestAILore(AdminCase):
         self.call(CmdAILore(), "/add ?! = text", "lore entry '3': empty key")
         self.assertIsNone(lore.get_entry("3"))
 
+    def test_a_key_that_looks_like_a_pattern_is_refused_with_a_message_saying_so(self):
+        for keys in ("(a+)+$", "^griffin$", "a{1,99999}"):
+            out = self.call(CmdAILore(), f"/add {keys} = A griffin nests on the tower.")
+            self.assertIn("is not a plain word or phrase", out)
+            self.assertIn("never patterns", out)
+            self.assertEqual(lore.lore_entries(), [])  # nothing stored, not even rewritten
+        with self.assertRaisesRegex(ValueError, "not a plain word or phrase"):
+            lore.add_entry("A griffin nests on the tower.", keys="^griffin$")
+        # positive control: the plain key is stored as written, and a change to a pattern
+        # is refused and leaves it so
+        self.call(CmdAILore(), "/add griffin, bell tower = A griffin nests on the tower.",
+                  "Added lore entry")
+        [entry] = lore.lore_entries()
+        self.assertEqual(entry["keys"], ["griffin", "bell tower"])
+        self.assertIn("not a plain word or phrase",
+                      self.call(CmdAILore(), f"/set {entry['id']}/keys = gr.ffin"))
+        self.assertEqual(lore.get_entry(entry["id"])["keys"], ["griffin", "bell tower"])
+        with self.assertRaisesRegex(ValueError, "not a plain word or phrase"):
+            lore.update_entry(entry["id"], keys=["griffin|tower"])
+
     def test_admin_text_is_inert_on_every_screen(self):
         self.call(CmdAILore(), f"/add ale = Ale. {FORGED}")
         self.call(CmdAILore(), "/set 1/condition = npc:|rRed")

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ai_contrib.core.prompts import assemble_reply_prompt
-from ai_contrib.core.recall_notes import plan_recall, visible_notes
+from ai_contrib.core.recall_notes import item_marks, plan_recall, visible_notes, withdraw
 
 from tests.support.llm_double import reply
 from tests.support.npc_fixtures import NPCTestCase
@@ -41,6 +41,28 @@ def test_a_memory_already_shown_is_not_added_again():
     # the first note is shown again unchanged, before the second
     assert second["shown"][0] is first["notes"][0]
     assert [n["anchor"] for n in second["shown"]] == ["m1", "m3"]
+
+
+def test_a_note_holding_an_erased_memory_leaves_and_the_memory_is_not_added_again():
+    fact = dict(item("fact"), key="m:mem-7", journal_id="j3")
+    first = plan([], [item("a"), fact], "m1", {"m1"})
+    other = plan(first["notes"], [item("b")], "m2", {"m1", "m2"})
+    assert item_marks(fact) == {"m:mem-7", "j:j3"}
+    # control: unmarked, both notes stay
+    kept = plan(other["notes"], [item("b")], "m3", {"m1", "m2", "m3"})
+    assert [n["anchor"] for n in kept["shown"]] == ["m1", "m2"] and kept["withdrawn"] == 0
+    # the fact's journal entry erased: its note leaves whole, the other stays, and a
+    # retrieval that still found it (its Mem0 deletion under way) does not bring it back
+    erased = plan_recall(other["notes"], [fact, item("c")], "m3", {"m1", "m2", "m3"}, 40,
+                         render, count, withdrawn={"j:j3"})
+    assert erased["withdrawn"] == 1
+    assert [n["anchor"] for n in erased["shown"]] == ["m2", "m3"]
+    assert "fact" not in " ".join(n["text"] for n in erased["shown"])
+    assert [i["key"] for i in erased["new"]["items"]] == ["c"]
+    # by its key too; and withdraw alone answers the same
+    notes, items, left = withdraw(other["notes"], [fact], {"m:mem-7": None})
+    assert left == 1 and items == [] and [n["anchor"] for n in notes] == ["m2"]
+    assert withdraw(other["notes"], [fact], None) == (other["notes"], [fact], 0)
 
 
 def test_nothing_new_adds_no_note():

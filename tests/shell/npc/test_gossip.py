@@ -386,3 +386,48 @@ class TestForgetting(GossipCase):
         # control: forgetting someone else keeps it
         self.assertEqual(forgotten_journal_ids(self.journal(self.bram), self.tamsin.key,
                                                set(), set(), set()), [])
+
+
+class TestEraseReachesThePrompt(GossipCase):
+    """``aigossip/erase`` on the real store (Mem0, the offline embedder): the fact leaves the
+    receiver's journal and memories, and the recall note its next reply carried over."""
+
+    def bram_says(self, text):
+        """Wren says ``text`` to Bram; Bram answers; returns the text of the reply prompt."""
+        from tests.support.llm_double import reply
+
+        script = get_assistant_script(self.bram)
+        self.llm.enqueue(reply("Aye."))
+        script.receive_speech(self.wren, text, to=self.bram)
+        wait_for(script.run_tick(), 120)
+        [request] = [r for r in self.llm.requests[-1:]
+                     if r["messages"][0]["content"].startswith("You are ")]
+        return "\n".join(m["content"] for m in request["messages"])
+
+    def test_an_erased_fact_leaves_the_next_reply_prompt(self):
+        from ai_contrib.core.gossip import origin_of
+        from ai_contrib.memory.mem0_store import consolidate_journal, get_store, npc_agent_id
+        from ai_contrib.npc.gossip import erase_everywhere
+
+        with override_settings(AI_MEMORY_ENABLED=True):
+            # database ids repeat across tests; the process-wide store does not
+            wait_for(get_store().delete_agent(npc_agent_id(self.bram)), 120)
+            script = get_assistant_script(self.bram)
+            script.db.pre_compact_extraction_enabled = False
+            receive_gossip(script, self.bram)
+            [heard] = self.journal(self.bram)
+            stored(wait_for(consolidate_journal(self.bram), 120))
+            self.wren.location = self.room2
+            heard_from = f"you heard from Marta that {PUBLIC}"
+            # positive control: recalled for the turn that asks, carried over on the next
+            self.assertIn(heard_from, self.bram_says("Bram, what burned down by the ford?"))
+            self.assertIn(heard_from, self.bram_says("And is the ford road open?"))
+            # aigossip/erase Bram = <id>'s work (the command answers when Mem0 has)
+            report = stored(wait_for(erase_everywhere(origin_of(heard, self.bram.dbref),
+                                                      script.key), 120))
+            self.assertEqual(len(report["journals"]), 2)  # Marta's and Bram's
+            self.assertEqual(report["memories"], 1)
+            self.assertEqual(get_store().list_sync(npc_agent_id(self.bram)), [])
+            after = self.bram_says("Anything else tonight?")
+            self.assertNotIn(PUBLIC, after)
+            self.assertIn("Anything else tonight?", after)  # the prompt is Bram's reply's

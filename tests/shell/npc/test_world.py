@@ -108,6 +108,140 @@ class TestLore(WorldCase):
         self.assertIn("two copper coins", text_of(request))  # and the one "ale" triggers
 
 
+GRIFFIN = "A griffin nests on the bell tower and takes a sheep a week."
+
+
+def holds(request, text=GRIFFIN):
+    """How many times the prompt of ``request`` holds ``text``."""
+    return text_of(request).count(text)
+
+
+class TestLoreWithdrawn(WorldCase):
+    """A lore entry shown once is carried over on later replies, and checked against the store
+    on each: what staff withdraw leaves the next prompt."""
+
+    def shown_then_carried(self):
+        """The entry keyed "griffin", shown for the turn that says it and carried over on the
+        next (the positive control of every test here); returns its id."""
+        entry = lore.add_entry(GRIFFIN, keys="griffin")
+        self.assertEqual(holds(self.talk("Have you seen the griffin, Marta?")), 1)
+        self.assertEqual(holds(self.talk("And how is the weather?")), 1)
+        parts = [p for p in self.script.db.reply_receipts[-1]["parts"] if p["part"] == "lore"]
+        self.assertEqual(parts[0]["detail"]["entries"][0]["id"], entry["id"])
+        return entry["id"]
+
+    def withdrawn(self):
+        return [s for s in self.script.db.reply_receipts[-1].get("world_skipped") or ()
+                if s["part"] == "lore"]
+
+    def test_a_deleted_entry_leaves_the_next_prompt(self):
+        from ai_contrib.admin.lore_commands import CmdAILore
+
+        entry_id = self.shown_then_carried()
+        self.call(CmdAILore(), f"/del {entry_id}", f"Deleted lore entry {entry_id}")
+        self.assertEqual(holds(self.talk("Anything else tonight?")), 0)
+        self.assertEqual(self.withdrawn(), [{"key": f"lore:{entry_id}", "part": "lore",
+                                             "reason": "deleted"}])
+        from ai_contrib.commands import CmdAIHistory
+
+        out = self.call(CmdAIHistory(), "Marta/prompt")
+        self.assertIn(f"Left out (why): lore:{entry_id} (deleted)", out)
+        # and a key said again brings nothing back: there is nothing to give
+        self.assertEqual(holds(self.talk("The griffin, Marta!")), 0)
+
+    def test_an_entry_whose_condition_no_longer_admits_the_npc_leaves_the_next_prompt(self):
+        from ai_contrib.admin.lore_commands import CmdAILore
+
+        entry_id = self.shown_then_carried()
+        self.call(CmdAILore(), f"/set {entry_id}/condition = npc:Petra", "Changed lore entry")
+        self.assertEqual(holds(self.talk("Anything else tonight?")), 0)
+        self.assertEqual(self.withdrawn()[0]["reason"], "condition")
+        self.assertEqual(holds(self.talk("The griffin, Marta!")), 0)
+        # positive control: given back to her, the key brings it in again
+        lore.update_entry(entry_id, condition="npc:Marta")
+        self.assertEqual(holds(self.talk("The griffin, Marta, again!")), 1)
+
+    def test_an_edited_entry_is_shown_as_it_is_now(self):
+        entry_id = self.shown_then_carried()
+        lore.update_entry(entry_id, text="The griffin has flown south for the winter.")
+        request = self.talk("Is the griffin still about?")
+        self.assertEqual(holds(request), 0)
+        self.assertEqual(holds(request, "flown south"), 1)
+
+    def test_an_npc_that_walks_out_of_a_location_condition_loses_the_entry(self):
+        entry = lore.add_entry(GRIFFIN, keys="griffin", condition=f"location:{self.room1.key}")
+        self.assertEqual(holds(self.talk("Have you seen the griffin, Marta?")), 1)
+        self.assertEqual(holds(self.talk("And how is the weather?")), 1)
+        # Marta and Wren walk next door: the line that brought the entry is still in her
+        # history, the entry is not in her prompt
+        self.npc.location = self.room2
+        self.char1.location = self.room2
+        request = self.talk("Nice room, this one. Griffin?")
+        self.assertIn("Have you seen the griffin", text_of(request))
+        self.assertEqual(holds(request), 0)
+        self.assertEqual(self.withdrawn()[0], {"key": f"lore:{entry['id']}", "part": "lore",
+                                              "reason": "condition"})
+        # positive control: back in the room, the key brings it in again
+        self.npc.location = self.room1
+        self.char1.location = self.room1
+        self.assertEqual(holds(self.talk("Back home. The griffin?")), 1)
+
+
+class TestStaffChangesReachTheNextPrompt(WorldCase):
+    def test_a_removed_pin_leaves_the_next_prompt(self):
+        from ai_contrib.npc.pins import remove_pin
+
+        pin = add_pin(self.npc, "Wren owes you 2 silver.", player=self.char1.dbref)
+        self.assertIn("owes you 2 silver", text_of(self.talk("Evening, Marta.")))
+        self.assertIn("owes you 2 silver", text_of(self.talk("An ale, please.")))  # carried
+        remove_pin(self.npc, pin["id"])
+        self.assertNotIn("owes you 2 silver", text_of(self.talk("And some bread?")))
+
+    @override_settings(AI_MEMORY_ENABLED=False)
+    def test_after_aiforget_the_scene_and_pins_about_the_player_leave_the_prompt(self):
+        from ai_contrib.npc.forget import forget_player
+        from ai_contrib.npc.scene import PEOPLE_CATEGORY, note_exchange, people_record
+
+        wren, tamsin = self.char1, self.char2
+        note_exchange(self.script, {wren.dbref: wren.key})
+        record = people_record(self.script, wren.dbref)
+        record.update(impression="Wren owes the thieves guild forty gold",
+                      impression_audience=sorted([wren.dbref, tamsin.dbref]))
+        self.script.attributes.add(wren.dbref, record, category=PEOPLE_CATEGORY)
+        add_pin(self.npc, "Wren is the miller's daughter.", player=wren.dbref)
+        # Tamsin speaks with Wren present: the scene and the pin about Wren are shown
+        before = text_of(self.talk("Evening, Marta.", speaker=tamsin))
+        self.assertIn("forty gold", before)
+        self.assertIn("miller's daughter", before)
+        report = stored(wait_for(forget_player(self.script, self.npc, wren.dbref, wren.key)))
+        self.assertTrue(report["people"] and report["pins"] == 1, report)
+        after = self.talk("Another ale, Marta?", speaker=tamsin)
+        self.assertIn("Evening, Marta.", text_of(after))  # Tamsin's line, the old anchor, stays
+        self.assertNotIn("forty gold", text_of(after))
+        self.assertNotIn("miller's daughter", text_of(after))
+
+
+class TestLoreForAnyListeners(WorldCase):
+    def test_an_entry_shown_to_one_listener_is_shown_to_a_new_set_of_listeners(self):
+        wren, tamsin = self.char1, self.char2
+        lore.add_entry(GRIFFIN, keys="griffin")
+        tamsin.location = self.room2
+        # Wren alone: the entry is shown before her line, which Tamsin never heard
+        self.assertEqual(holds(self.talk("Have you seen the griffin, Marta?")), 1)
+        tamsin.location = self.room1
+        request = self.talk("Marta, is the griffin dangerous?", speaker=tamsin)
+        self.assertNotIn("Have you seen the griffin", text_of(request))  # Wren's line is not
+        self.assertEqual(holds(request), 1)  # the world knowledge is
+        receipt = self.script.db.reply_receipts[-1]
+        parts = [p for p in receipt["parts"] if p["part"] == "lore"]
+        self.assertEqual(parts[0]["detail"]["entries"][0]["key"], "griffin")
+        # Tamsin leaves: Wren sees both lines, and the entry once
+        tamsin.location = self.room2
+        request = self.talk("Is it still there?")
+        self.assertIn("is the griffin dangerous", text_of(request))
+        self.assertEqual(holds(request), 1)
+
+
 class TestPins(WorldCase):
     def journal_lookup(self):
         """A tool call and its long result in the history, as the journaling loop leaves."""
@@ -260,6 +394,22 @@ def test_a_scene_is_shown_again_only_when_what_it_says_changes():
                              "a3", {"a1", "a2", "a3"}, budgets={"scene": 15})
     assert len(moved["new"]) == 1 and moved["dropped"] == 1  # over its budget: the old one goes
     assert [n["anchor"] for n in moved["shown"]] == ["a3"]
+
+
+def test_a_note_the_listeners_cannot_see_is_noted_again_and_shown_once_where_both_are():
+    section = {"key": "lore:1", "part": "lore", "text": "WHAT YOU KNOW:\n- griffin", "tokens": 5}
+    first = plan_world_notes([], [section], "a1", {"a1"})
+    # the next listeners do not see a1: the note stays for those who do, and is noted again
+    again = plan_world_notes(first["notes"], [section], "a2", {"a1", "a2"},
+                             visible_ids={"a2"})
+    assert [n["anchor"] for n in again["new"]] == ["a2"]
+    assert [n["anchor"] for n in again["notes"]] == ["a1", "a2"]
+    # control: listeners who see a1 get nothing new
+    same = plan_world_notes(first["notes"], [section], "a2", {"a1", "a2"})
+    assert same["new"] == []
+    # where both lines are seen, the entry is shown once, where it was first
+    both = plan_world_notes(again["notes"], [section], "a3", {"a1", "a2", "a3"})
+    assert both["new"] == [] and [n["anchor"] for n in both["shown"]] == ["a1"]
 
 
 class TestHostileNames(WorldCase):

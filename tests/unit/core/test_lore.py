@@ -16,6 +16,8 @@ from ai_contrib.core.lore import (
     may_know,
     npc_scopes,
     parse_entry,
+    parse_keys,
+    withdrawn_reason,
     words,
 )
 
@@ -59,12 +61,27 @@ class TestKeys:
         assert ids(match([east], MARTA, ["east-room"])) == ["east"]  # punctuation separates
         assert match([east], MARTA, ["the east room"])["chosen"][0]["key"] == "east room"
 
-    def test_keys_are_plain_text_never_patterns(self):
-        dot = entry("dot", "A dotted key.", ["a.b"])
-        assert ids(match([dot], MARTA, ["a b"])) == ["dot"]
-        assert ids(match([dot], MARTA, ["axb"])) == []
-        star = entry("star", "Starry.", ["(x+)+y"])  # a regex that backtracks, as text
-        assert star["keys"] == ["x y"]
+    @pytest.mark.parametrize("key", ["(a+)+$", "^griffin$", "a{1,99999}", "a.b", "x|y",
+                                     "[abc]", "gr*ffin", "griffin?", "back\\slash"])
+    def test_a_key_that_looks_like_a_pattern_is_refused_never_rewritten(self, key):
+        with pytest.raises(ValueError, match="not a plain word or phrase"):
+            parse_keys([key])
+        with pytest.raises(ValueError, match="never patterns"):
+            entry("p", "Patterned.", [key])
+        # positive control: the same entry with a plain key is stored as written
+        assert entry("p", "Plain.", ["griffin"])["keys"] == ["griffin"]
+
+    def test_plain_words_and_phrases_are_accepted(self):
+        keys = parse_keys(["Griffin", "east  room", "ale-house", "Marta's ale", "room 12",
+                           "snake_eyes", "Ælfric"])
+        assert keys == ["griffin", "east room", "ale house", "marta s ale", "room 12",
+                        "snake_eyes", "ælfric"]
+        # a comma separates keys in a string: "a{1,99999}" is two keys, the first refused
+        with pytest.raises(ValueError, match="'a\\{1' is not a plain word"):
+            parse_keys("a{1,99999}")
+
+    def test_matching_a_plain_key_is_linear_whatever_the_text(self):
+        star = entry("star", "Starry.", ["x y"])
         assert ids(match([star], MARTA, ["x" * 5000 + "z"])) == []
         assert ids(match([star], MARTA, ["(x) y"])) == ["star"]
 
@@ -82,6 +99,34 @@ class TestKeys:
         assert words("Hello, Marta's ALE-house!") == ["hello", "marta", "s", "ale", "house"]
         assert key_found(entry("a", "t", ["ale house"]), ["an Ale house"]) == "ale house"
         assert key_found(entry("a", "t", ["ale house"]), ["a house of ale"]) is None
+
+
+class TestWithdrawn:
+    """A keyed entry shown earlier, checked against the store as it is now."""
+
+    def test_an_entry_stands_while_the_store_gives_it_to_that_npc(self):
+        griffin = entry("griffin", "A griffin nests on the bell tower.", ["griffin"])
+        shown = format_lore([griffin])
+        scopes = npc_scopes(MARTA)
+        index = build_index([griffin])
+        assert withdrawn_reason(index, scopes, "griffin", shown, "griffin") is None
+        assert withdrawn_reason(build_index([]), scopes, "griffin", shown, "griffin") == "deleted"
+        edited = dict(griffin, text="The griffin flew away.")
+        assert withdrawn_reason(build_index([edited]), scopes, "griffin", shown, "griffin") \
+            == "edited"
+        rekeyed = dict(griffin, keys=["tower"])
+        assert withdrawn_reason(build_index([rekeyed]), scopes, "griffin", shown, "griffin") \
+            == "edited"
+        petra = dict(griffin, condition=["npc:petra"])
+        assert withdrawn_reason(build_index([petra]), scopes, "griffin", shown, "griffin") \
+            == "condition"
+        # an NPC that walked out of the room its entry is scoped to
+        room = dict(griffin, condition=["location:the goat"])
+        inside = npc_scopes(dict(MARTA, location="The Goat"))
+        assert withdrawn_reason(build_index([room]), inside, "griffin", shown, "griffin") is None
+        outside = npc_scopes(dict(MARTA, location="The Square"))
+        assert withdrawn_reason(build_index([room]), outside, "griffin", shown, "griffin") \
+            == "condition"
 
 
 class TestConstant:
@@ -205,6 +250,7 @@ class TestRefused:
         ({"id": "a", "text": "t", "keys": ["one two three four five six seven eight nine"]},
          "at most 8"),
         ({"id": "a", "text": "t", "keys": ["x"], "colour": "red"}, "unknown field(s) colour"),
+        ({"id": "a", "text": "t", "keys": ["^griffin"]}, "is not a plain word or phrase"),
         ({"id": "9", "text": "t", "keys": ["x"]}, "starting with a letter"),
         ({"text": "t", "keys": ["x"]}, "the id must be"),
         ("not a dict", "must be a dict"),
