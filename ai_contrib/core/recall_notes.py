@@ -222,7 +222,7 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     if shown and items and (asking or not keys & {i["key"] for i in items[:TOPIC_ITEMS]}):
         # a change of subject, or a question about the past
         shown, dropped, spent = _make_room(shown, budget_tokens, allowance, anchor_cost,
-                                           {item["key"] for item in items})
+                                           {item["key"] for item in items[:TOPIC_ITEMS]})
         keys = _shown_keys(shown)
     fresh = [item for item in items if item["key"] not in keys]
     rooms = [_note_room(budget_tokens, shown, limit, compacted, dropped, spent)
@@ -267,7 +267,7 @@ def _make_room(shown, budget_tokens, allowance, anchor_cost, keep_keys=frozenset
     one at a time, until :data:`TOPIC_ROOM` of ``budget_tokens`` is free, while what giving one
     up costs (the tokens after its anchor, ``anchor_cost``, and of the notes kept after it;
     None: nothing) stays under ``allowance`` (:func:`plan_recall`). A note holding one of
-    ``keep_keys`` (the turn's candidates) is kept: it holds what the turn asks about.
+    ``keep_keys`` (the turn's best candidates) is kept: it holds what the turn asks about.
 
     Returns:
         tuple: ``(shown, dropped, spent)``: the notes still shown (a new list), those given up
