@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from .fact_policy import said_by_player
 from .grounding import SourceLine, check_fact
 
-__all__ = ["RuleFact", "line_facts", "rule_facts"]
+__all__ = ["RuleFact", "line_facts", "rule_facts", "states_nothing"]
 
 #: a sentence longer than this is talk, not a statement worth a fact
 MAX_WORDS = 30
@@ -277,6 +277,19 @@ def _statement(text, speaker, listener):
         return None
     personal = first_person or set(words) & (_YOU | {"me", "myself"})
     return _rewrite(text, speaker, listener) if personal else text
+
+
+def states_nothing(text) -> bool:
+    """True when every sentence of ``text`` (a line) is a question, a greeting or under
+    :data:`MIN_WORDS` words ("How's the stew tonight?", "Good evening, Marta!"): quoted as a
+    fact, it says nothing."""
+    for sentence in _SENTENCE.split(" ".join(str(text or "").split())):
+        cleaned = _cleaned(sentence, None)
+        words = [w.casefold() for w in _WORD.findall(cleaned)]
+        if len(words) >= MIN_WORDS and not cleaned.endswith("?") \
+                and words[0] not in _QUESTION_WORDS:
+            return False
+    return True
 
 
 def _finished(fact):

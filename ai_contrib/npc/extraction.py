@@ -57,6 +57,7 @@ from ..core.fidelity import fact_problem, same_fact, source_text
 from ..core.grounding import (Grounding, attributed_line, check_fact, line_entity,
                               source_lines)
 from ..core.outcome import FAILED, SUCCESS, ExtractionResult
+from ..core.rule_facts import states_nothing
 from ..core.text import MODEL_TEXT_MAX_CHARS, normalise_player_text
 from ..core.tokens import count_tokens
 from ..llm import extraction_tools as toolspec
@@ -507,6 +508,9 @@ class _Extraction:
             self.checks["rejected"] += 1
             return args, problem or verdict.reason
         line = self.lines[verdict.line]
+        if not line.summary and states_nothing(line.text):
+            self.checks["rejected"] += 1
+            return args, "its line asks or greets, it says nothing to record"
         said = attributed_line(line)
         entity = line_entity(args.get("entity"), line)
         if name == toolspec.UPDATE_ENTITY_OBSERVATION and not entity:

@@ -138,3 +138,25 @@ class TestNPCLines(ExtractorTestCase):
         self.assertIn(told["id"], entry["source_ids"])
         self.assertEqual((entry["speaker"], entry["audience"]), ("Carol", [self.char1.dbref]))
         self.assertEqual(entry["importance"], 9)  # a player's fact: not capped
+
+
+class TestReplacedByAQuestion(ExtractorTestCase):
+    #: every word is in the talk (the word-level check passes), no line holds 70 % of them
+    GLUED = "Carol's sister Anwen is coming for the good mutton stew tonight."
+
+    def journal_glued(self):
+        self.llm.enqueue(structured(("add_journal_entry", {
+            "content": self.GLUED, "importance": 6})), structured(("noop", {})))
+        return self.extract()
+
+    def test_a_fact_is_not_replaced_by_a_line_that_only_asks(self):
+        self.player("Carol", "Is the mutton stew tonight any good?")
+        result = self.journal_glued()
+        # its best line is the question: quoting it would journal nothing said
+        self.assertEqual((result["facts_recorded"], result["facts_rejected"]), (0, 1), result)
+        self.assertEqual(self.facts(), [])
+        # positive control: a line that states it, and the fact is journaled
+        self.player("Carol", "Anwen is coming, and the mutton stew tonight is good.")
+        result = self.journal_glued()
+        self.assertEqual(result["facts_recorded"], 1, result)
+        self.assertEqual([e["content"] for e in self.facts()], [self.GLUED])

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ai_contrib.core.grounding import SourceLine, check_fact
-from ai_contrib.core.rule_facts import RuleFact, line_facts, rule_facts
+from ai_contrib.core.rule_facts import RuleFact, line_facts, rule_facts, states_nothing
 
 NAMES = st.sampled_from(["Carol", "Dave", "Bob", "Wren", "Anwen", "Wilfred", "Tamsin", "Hal"])
 PLACES = st.sampled_from(["Eastwick", "Hollowmere", "Greyford", "Oakvale", "Stonebridge"])
@@ -106,3 +106,13 @@ def test_only_players_lines_are_read_and_each_fact_cites_its_line():
         RuleFact("Bob saw a black bear on the north road.", 3, 1.0),
         RuleFact("Carol owes Marta 4 silver.", 5, 1.0),
     ]
+
+
+def test_a_line_that_only_asks_or_greets_states_nothing():
+    for line in ("How's the stew tonight?", "Good evening, Marta!", "Thanks!",
+                 "Do you have a room? Is the north road safe?"):
+        assert states_nothing(line), line
+    # positive controls: a statement, alone or after a question
+    for line in ("Between us: I am allergic to peanuts.",
+                 "Is the east room free? The storm last week kept me away."):
+        assert not states_nothing(line), line
