@@ -482,7 +482,9 @@ class _Extraction:
         verbatim and attributed, for one that fails; ``"verbatim"`` always stores the line;
         ``"reject"`` drops a fact that fails. A fact no line holds (names or numbers the
         conversation never mentions, words it never used, no line about its subject) is
-        dropped whatever the setting.
+        dropped whatever the setting, and so are a fact only an NPC's line says
+        (:meth:`players_verdict`) and a fact, or a line to quote, that only asks or greets
+        (``docs/design.md``, "Facts players said").
 
         Returns:
             tuple: ``(args, problem)``: the arguments to store (a copy, with ``"_grounding"``:
@@ -498,6 +500,10 @@ class _Extraction:
         problem = self.ungrounded(mode, name, args)
         text = args.get("content") or f"{args.get('entity', '')}: {args.get('observation', '')}"
         verdict, confirming = self.players_verdict(text, check_fact(text, self.lines))
+        # an observation reads as said of its entity ("Carol" "is a weaver")
+        said = args.get("content") or f"{args.get('entity', '')} {args.get('observation', '')}"
+        if not problem and states_nothing(said):
+            problem = "it asks or greets, it says nothing to record"
         self.outcomes.append(not problem and verdict.passed)
         if confirming is not None:
             args = dict(args, source=list(args.get("source") or []) + [confirming])
