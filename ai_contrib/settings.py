@@ -470,6 +470,14 @@ OPTIONS = (
                "where none does; \"verbatim\" always stores the line; \"reject\" drops a "
                "fact that fails.",
                choices=("checked", "verbatim", "reject"), per_npc=True),
+        # docs/design.md, "Facts players said": a model whose facts fail the one-line check
+        # journals nothing worth keeping; rules over the players' lines do
+        Option("PRE_COMPACT_EXTRACTOR", "auto", TEXT,
+               "Who writes the facts of that extraction: \"model\" the model; \"rule\" rules "
+               "over what players said (names, places, numbers, plans), no model asked; "
+               "\"auto\" the model until more than half of its recent facts fail the "
+               "one-line check, then the rules.",
+               choices=("auto", "model", "rule"), per_npc=True),
         Option("PRE_COMPACT_EMERGENCY_ITERATIONS", 3, INT,
                "Tool-call rounds of that fact extraction before an emergency compaction.",
                unit="rounds", minimum=1),

@@ -54,16 +54,20 @@ from twisted.internet import defer
 
 from ..core.audience import common_audience, listener_views
 from ..core.cuts import EXTRACTION_TYPE
+from ..core.fact_policy import capped_importance, said_by_npc, said_by_player
 from ..core.fidelity import fact_problem, same_fact, source_text
-from ..core.grounding import attributed_line, check_fact, line_entity, source_lines
+from ..core.grounding import (Grounding, attributed_line, check_fact, line_entity,
+                              source_lines)
 from ..core.outcome import FAILED, SUCCESS, ExtractionResult
 from ..core.quotes import check_quotes, speaker_lines
+from ..core.rule_facts import states_nothing
 from ..core.text import MODEL_TEXT_MAX_CHARS, normalise_player_text
 from ..core.tokens import count_tokens
 from ..llm import extraction_tools as toolspec
 from ..memory.entities import find_entity, update_entity_observation
 from ..memory.importance import heuristic_importance, score_importance
-from ..memory.provenance import provenance, said_in_public, without_visibility_tags
+from ..memory.provenance import (provenance, said_in_public, source_messages,
+                                 without_visibility_tags)
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
@@ -369,6 +373,8 @@ class _Extraction:
         self.used_ids = {cid for msg in script.history for cid in tool_call_ids(msg)}
         self.policy = str(_cfg(script, "pre_compact_facts", "checked")).strip().lower()
         self.checks = {"replaced": 0, "rejected": 0}  # facts the one-line check changed
+        # per fact call: stored in the model's words (npc/extractor.py judges the model by it)
+        self.outcomes = []
         self.audiences = []  # the audience of each fact recorded by the current reply
         self.show(self.views[0] if self.views else [])
 
@@ -499,7 +505,9 @@ class _Extraction:
         verbatim and attributed, for one that fails; ``"verbatim"`` always stores the line;
         ``"reject"`` drops a fact that fails. A fact no line holds (names or numbers the
         conversation never mentions, words it never used, no line about its subject, a quote
-        its speaker never said, :meth:`misquoted`) is dropped whatever the setting.
+        its speaker never said, :meth:`misquoted`) is dropped whatever the setting, and so are
+        a fact only an NPC's line says (:meth:`players_verdict`) and a fact, or a line to
+        quote, that only asks or greets (``docs/design.md``, "Facts players said").
 
         Returns:
             tuple: ``(args, problem)``: the arguments to store (a copy, with ``"_grounding"``:
@@ -514,7 +522,14 @@ class _Extraction:
         args = {key: value for key, value in args.items() if not str(key).startswith("_")}
         text = args.get("content") or f"{args.get('entity', '')}: {args.get('observation', '')}"
         problem = self.ungrounded(mode, name, args) or self.misquoted(text)
-        verdict = check_fact(text, self.lines)
+        verdict, confirming = self.players_verdict(text, check_fact(text, self.lines))
+        # an observation reads as said of its entity ("Carol" "is a weaver")
+        said = args.get("content") or f"{args.get('entity', '')} {args.get('observation', '')}"
+        if not problem and states_nothing(said):
+            problem = "it asks or greets, it says nothing to record"
+        self.outcomes.append(not problem and verdict.passed)
+        if confirming is not None:
+            args = dict(args, source=list(args.get("source") or []) + [confirming])
         if not problem and verdict.passed and self.policy != "verbatim":
             return dict(args, _grounding={"support": verdict.support, "grounding": "model"}), ""
         # a fact with words the conversation never used is an invention, not a misquote
@@ -522,6 +537,9 @@ class _Extraction:
             self.checks["rejected"] += 1
             return args, problem or verdict.reason
         line = self.lines[verdict.line]
+        if not line.summary and states_nothing(line.text):
+            self.checks["rejected"] += 1
+            return args, "its line asks or greets, it says nothing to record"
         said = attributed_line(line)
         entity = line_entity(args.get("entity"), line)
         if name == toolspec.UPDATE_ENTITY_OBSERVATION and not entity:
@@ -540,6 +558,32 @@ class _Extraction:
         else:
             out["entity"], out["observation"] = entity, said
         return out, ""
+
+    def players_verdict(self, text, verdict):
+        """
+        ``verdict`` (:func:`check_fact` of ``text`` on the span) checked again without the NPCs'
+        lines (the NPC's own replies, other NPCs' lines; ``docs/design.md``, "Facts players
+        said"): an NPC's words are a fact only where a player's line says them too, and a fact
+        that fails is replaced only by a line no NPC said.
+
+        Returns:
+            tuple: ``(verdict, seq)``: the :class:`Grounding` on the other lines (its line an
+            index of ``self.lines``), refused when it passes only with the NPCs' lines; and the
+            archive seq of its line where that line took the place of an NPC's as the best (the
+            fact then cites it), else None.
+        """
+        others = [i for i, line in enumerate(self.lines)
+                  if line.summary or not said_by_npc(self.span[line.index])]
+        if len(others) == len(self.lines):
+            return verdict, None
+        own = check_fact(text, [self.lines[i] for i in others])
+        line = None if own.line is None else others[own.line]
+        if verdict.passed and not own.passed:
+            return Grounding(own.support, None,
+                             "only an NPC said it, and no player's line says it"), None
+        switched = own.passed and line is not None and line != verdict.line
+        seq = self.span[self.lines[line].index].get("seq") if switched else None
+        return Grounding(own.support, line, own.reason), seq if isinstance(seq, int) else None
 
     @defer.inlineCallbacks
     def execute(self, calls, mode=None):
@@ -645,7 +689,8 @@ class _Extraction:
         entry = add_entry(
             journal,
             content,
-            importance,
+            capped_importance(importance, source_messages(content, self.span,
+                                                          args.get("source"))),
             "fact",
             tags=without_visibility_tags(args.get("tags")),
             speaker=args["_speaker"] if "_speaker" in args else source["speaker"],
@@ -693,7 +738,8 @@ class _Extraction:
             add_entry(
                 journal,
                 text,
-                heuristic_importance(text, known_names),
+                capped_importance(heuristic_importance(text, known_names),
+                                  source_messages(text, self.span, args.get("source"))),
                 "observation",
                 tags=("observation",),
                 entity=shown,
@@ -849,10 +895,12 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
         - run: ``success``, with ``read_ids`` (ids of the history messages the requests
           showed), ``facts_recorded``, ``observations_recorded``, ``iterations``,
           ``stopped_by`` (``"noop"`` | ``"no_tool_call"`` | ``"scope_guard"`` |
-          ``"max_iterations"``), ``entry_ids`` (journal ids), ``modes`` (``"structured"`` |
-          ``"native"`` | ``"text"``, ...), ``facts_replaced`` and ``facts_rejected`` (calls
-          whose fact failed the one-line check and was stored as its source line, or not
-          stored; ``docs/design.md``, "Facts you can trust");
+          ``"max_iterations"``; ``"rule"`` when no model was asked), ``entry_ids`` (journal
+          ids), ``modes`` (``"structured"`` | ``"native"`` | ``"text"``, ..., and ``"rule"``
+          last where facts were read by rule, :mod:`ai_contrib.npc.extractor`),
+          ``facts_replaced`` and ``facts_rejected`` (calls whose fact failed the one-line
+          check, or only an NPC said, and was stored as its source line, or not stored;
+          ``docs/design.md``, "Facts you can trust", "Facts players said");
         - skipped, with a ``reason`` (disabled, history under 5 messages, or another
           extraction of this NPC still running);
         - failed, with an ``error``, ``facts_recorded``, ``iterations`` and ``stopped_by:
@@ -876,7 +924,10 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
             ExtractionResult(FAILED, error=f"{type(err).__name__}: {err}", stopped_by="error")
         )
 
-    d = defer.maybeDeferred(run.run)
+    from .extractor import run_extraction
+
+    # by the model, by rule or both (AI_PRE_COMPACT_EXTRACTOR)
+    d = defer.maybeDeferred(run_extraction, run)
     return d.addCallbacks(_finished, _failed, callbackArgs=(run,), errbackArgs=(run,)).addBoth(
         _clear, script
     )

@@ -28,6 +28,7 @@ and used first in, first out, one per chat request):
 - :func:`reply` ``(content, finish_reason="stop", usage=None)``: a normal completion;
 - :func:`tool_calls` ``(calls, content="")``: a completion with native tool calls, each call given
   as ``("name", {args})`` or as a full OpenAI tool-call dict;
+- :func:`structured` ``(*calls)``: a structured-output extraction reply (``{"calls": [...]}``);
 - :func:`http_error` ``(status=500, body=None)``: that status with an OpenAI-style error body;
 - :func:`sleep` ``(seconds, then=None)``: wait (seconds), then answer with ``then`` (default: the
   default responder). Use a sleep longer than the client's timeout to provoke a timeout;
@@ -218,6 +219,12 @@ def tool_calls(calls, content=""):
                 }
             )
     return Behaviour("tool_calls", {"calls": full, "content": content})
+
+
+def structured(*calls):
+    """A structured-output extraction reply: ``{"calls": [...]}`` as the message content, each
+    call given as ``("name", {arguments})``."""
+    return reply(json.dumps({"calls": [{"name": n, "arguments": a} for n, a in calls]}))
 
 
 def http_error(status=500, body=None):

@@ -29,7 +29,7 @@ from ai_contrib.npc.extraction import (
 )
 
 from tests.support.llm_double import (  # noqa: F401 (fixture)
-    http_error, llm_double, prompt_text, reply, respond, tool_calls)
+    http_error, llm_double, prompt_text, reply, respond, structured, tool_calls)
 from tests.support.npc_fixtures import NPCTestCase
 from tests.support.twisted_util import stored, wait_for
 
@@ -333,11 +333,6 @@ class TestRequests(ExtractionTestCase):
         self.assertFalse(self.script.ndb.extracting)
 
 
-def structured(*calls):
-    """A structured-output reply: ``{"calls": [...]}`` as the message content."""
-    return reply(json.dumps({"calls": [{"name": n, "arguments": a} for n, a in calls]}))
-
-
 REFUSAL = http_error(400, {"error": {"code": 400, "type": "invalid_request_error",
                                      "message": "Unsupported parameter: 'response_format'"}})
 
@@ -448,10 +443,10 @@ class TestTools(ExtractionTestCase):
         self.assertEqual(self.journal(), [])
 
     def test_missing_importance_is_scored(self):
-        self.say(None, "I promise to pay Bob 50 gold by Friday.")
+        self.say("Bob", "I promise to pay Marta 50 gold by Friday.")
         self.llm.enqueue(
             tool_calls(
-                [("add_journal_entry", {"content": "I promise to pay Bob 50 gold by Friday."})]
+                [("add_journal_entry", {"content": "Bob promises to pay Marta 50 gold by Friday."})]
             ),
             tool_calls([("noop", {})]),
         )
@@ -775,16 +770,16 @@ class TestOneLineCheck(ExtractionTestCase):
 
     def test_a_fact_replaced_by_its_line_is_said_by_that_line_s_speaker(self):
         asked = self.say("Bob", "Is the east room free? The storm last week kept me away.")
-        self.say(None, "The east room has a leaking roof since the storm last week.")
-        # the model's fact, told as Bob's and citing his line, is only Marta's line glued wrong
-        glued = {"content": "Marta kept the east room away from the storm.", "importance": 6,
-                 "speaker": "Bob", "source": [asked["seq"]], "_speaker": "Carol"}
+        self.say("Carol", "The east room has a leaking roof since the storm last week.")
+        # the model's fact, told as Bob's and citing his line, is only Carol's line glued wrong
+        glued = {"content": "Carol kept the east room away from the storm.", "importance": 6,
+                 "speaker": "Bob", "source": [asked["seq"]], "_speaker": "Wren"}
         result, entries = self.journal_with("checked", glued)
         self.assertEqual(result["facts_replaced"], 1, result)
         self.assertEqual([e["content"] for e in entries], [
-            "Marta said: The east room has a leaking roof since the storm last week."])
-        # Bob's line repeats the quoted one's words, and the model said Bob: the line is Marta's
-        self.assertEqual(entries[0]["speaker"], "Marta")
+            "Carol said: The east room has a leaking roof since the storm last week."])
+        # Bob's line repeats the quoted one's words, and the model said Bob: the line is Carol's
+        self.assertEqual(entries[0]["speaker"], "Carol")
         # a fact kept in the model's words is told by the player whose line it cites (control)
         kept = dict(ALLERGY, source=[self.said_alone["seq"]], _speaker="Carol")
         result, entries = self.journal_with("checked", kept)

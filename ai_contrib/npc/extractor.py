@@ -1,0 +1,113 @@
+"""
+Who writes the facts of a pre-compaction extraction: the model, or rules over what players
+said (``AI_PRE_COMPACT_EXTRACTOR``; ``docs/design.md``, "Facts players said").
+
+``"model"`` runs the model's loop (:mod:`ai_contrib.npc.extraction`); ``"rule"`` asks no model
+and journals the facts :func:`ai_contrib.core.rule_facts.rule_facts` reads in the players'
+lines of the span; ``"auto"`` (the default) asks the model while its facts pass the one-line
+check, and goes by rule once they fail above the measured share
+(:func:`ai_contrib.core.fact_policy.choose_extractor`). The outcomes of a model's facts are kept
+per client and model name for the life of the client (the process-wide one: until the server
+restarts), so a model is judged on its own facts and a new client asks it afresh. A run on which
+the model's facts tip the share goes by rule too, after the model, so the first extraction of
+a model that cannot extract already journals what players said.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import deque
+
+from twisted.internet import defer
+
+from ..core.fact_policy import GROUNDING_WINDOW, choose_extractor
+from ..core.grounding import SourceLine, attributed_line
+from ..core.rule_facts import rule_facts
+
+#: ``{client: {model name: deque of bools}}``: the outcomes of each model's recent facts
+_RECORDS = weakref.WeakKeyDictionary()
+
+
+def grounding_record(client, model) -> deque:
+    """
+    The outcomes of ``model``'s recent facts on ``client`` (True: stored in the model's words;
+    False: failed the one-line check, or only an NPC said it), the newest last, at most
+    :data:`~ai_contrib.core.fact_policy.GROUNDING_WINDOW`; an empty one the first time. The
+    caller may extend it.
+    """
+    per_model = _RECORDS.setdefault(client, {})
+    return per_model.setdefault(str(model or ""), deque(maxlen=GROUNDING_WINDOW))
+
+
+def extractor_setting(script) -> str:
+    """``AI_PRE_COMPACT_EXTRACTOR`` for the NPC of ``script``, lower case (``"auto"`` unset)."""
+    return str(script.cfg("pre_compact_extractor") or "auto").strip().lower()
+
+
+@defer.inlineCallbacks
+def run_extraction(run):
+    """
+    Run one extraction (``run``: the extraction's state, :class:`ai_contrib.npc.extraction.
+    _Extraction`, which reads its views one listener group at a time) by the model, the rules,
+    or both (module docstring).
+
+    Returns:
+        Deferred[str]: how it stopped: the model loop's ``stopped_by``, or ``"rule"`` when no
+        model was asked. Errbacks as the model's loop does (the outcomes seen are kept).
+    """
+    setting = extractor_setting(run.script)
+    record = grounding_record(run.client, run.model)
+    if choose_extractor(setting, record) == "rule":
+        journal_rule_facts(run)
+        return "rule"
+    try:
+        stopped_by = yield run.run()
+    finally:
+        record.extend(run.outcomes)
+    if choose_extractor(setting, record) == "rule":
+        journal_rule_facts(run)
+    return stopped_by
+
+
+def _plain(value):
+    """A plain (non-Attribute-backed) copy of a stored dict."""
+    from evennia.utils.dbserialize import deserialize
+
+    return deserialize(value)
+
+
+def journal_rule_facts(run) -> int:
+    """
+    Journal the facts the players' lines of each of ``run.views`` state
+    (:func:`ai_contrib.core.rule_facts.rule_facts`), each citing its line, through the same
+    path as the model's facts (``run.journal_fact``: the near-duplicate check, speaker and
+    audience from the cited line, one Attribute write); importance by the heuristic, whatever
+    ``AI_IMPORTANCE_SCORING`` says (no model is asked). Under ``AI_PRE_COMPACT_FACTS =
+    "verbatim"`` a fact is stored as its line, attributed. Adds ``"rule"`` to ``run.modes``.
+
+    Returns:
+        int: facts written.
+    """
+    from ..memory.importance import heuristic_importance
+    from ..memory.journal import ensure_journal
+
+    run.modes.append("rule")
+    journal = ensure_journal(_plain(run.character.db.journal) or None)
+    known = list(_plain(run.character.db.entity_profiles) or {})
+    before, changed = len(run.facts), set()
+    # one listener group at a time, widest first, as the model reads them: a fact takes the
+    # audience of the view its line is in (docs/design.md, "Privacy by audience")
+    for view in run.views or [run.span]:
+        run.show(view)
+        for fact in rule_facts(run.span, listener=getattr(run.character, "key", None)):
+            msg = run.span[fact.index]
+            seq = msg.get("seq")
+            content = fact.content
+            if run.policy == "verbatim":
+                content = attributed_line(SourceLine(str(msg.get("name")), msg.get("content")))
+            args = {"content": content, "source": [seq] if isinstance(seq, int) else None,
+                    "_grounding": {"support": fact.support, "grounding": "rule"}}
+            run.journal_fact(journal, args, heuristic_importance(content, known), changed)
+    if "journal" in changed:
+        run.character.db.journal = journal
+    return len(run.facts) - before
