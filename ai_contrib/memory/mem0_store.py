@@ -1061,9 +1061,10 @@ class Mem0Store:
 
     def run(self, func, *args, **kwargs) -> Deferred:
         """
-        Run ``func(*args, **kwargs)`` on the store's worker thread, after any queued Mem0 call.
-
-        For work that belongs with a Mem0 call (retrieval fuses its search hits there).
+        Run ``func(*args, **kwargs)`` on the store's worker thread as an ordered job: after
+        every job queued before it, and no job queued after it goes first
+        (:mod:`ai_contrib.memory.worker`). For work that belongs with a Mem0 call or an archive's
+        index (deletions, file moves); a turn's retrieval uses :meth:`run_first`.
 
         Returns:
             Deferred: ``func``'s result or failure.
