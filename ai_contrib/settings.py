@@ -555,7 +555,7 @@ OPTIONS = (
                "is searched by its words only).", unit="RRF weight", per_npc=True),
         Option("MEMORY_ARCHIVE_EMBED_BATCH", 16, INT,
                "Archived lines embedded at most after each reply (the memory thread, in "
-               "background jobs of 4 lines that a reply's retrieval overtakes; a rebuilt "
+               "background jobs of 2 lines that a reply's retrieval overtakes; a rebuilt "
                "index catches up this many at a time).", unit="lines"),
         # the archived lines before and after it; docs/design.md, "Retrieval and embedders"
         Option("MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT", 0.6, FLOAT,

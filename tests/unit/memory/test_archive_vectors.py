@@ -750,6 +750,7 @@ class RetrievalFirstTest(trial.TestCase):
         # it waited for the job that held the thread, then ran before every embedding job
         self.assertEqual(ran[:2], ["held", "retrieval"])
         # the embedding jobs all ran after it, a few lines each (control)
-        self.assertEqual(ran[2:], ["embed 4", "embed 4", "embed 2"])
+        size = retrieval.EMBED_JOB_LINES
+        self.assertEqual(ran[2:], [f"embed {min(size, 10 - k)}" for k in range(0, 10, size)])
         self.assertEqual(stored, 10)
         self.assertEqual(self.index.vector_count(), 10)
