@@ -68,7 +68,9 @@ bench-locomo: install
 	$(PY) benchmarks/locomo.py --conversations conv-30 $(BENCH_ARGS)
 
 # `mask` against the whole conversation, no LLM call, on the report set (conv-30, 42, 44, 47;
-# about 5 min on 2 cores, the archived lines embedded included) or the tuning set that defaults are chosen on (conv-26, 41, 43)
+# each question asked in the flow of a game and afresh; about 35 min on 2 cores, the archived
+# lines embedded included; BENCH_ARGS="--paths afresh" for the afresh path alone, about 5 min)
+# or the tuning set that defaults are chosen on (conv-26, 41, 43)
 bench-locomo-report: install
 	$(PY) benchmarks/locomo.py --systems mask,full --no-extraction --split report $(BENCH_ARGS)
 
