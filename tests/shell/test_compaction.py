@@ -343,18 +343,12 @@ class TestUnsupportedSummary(NPCTestCase):
     UNRELATED = "Everyone enjoyed pleasant music, dancing and laughter throughout evening."
 
     def setUp(self):
-        from tests.support.conversations import TAVERN
+        from tests.support.conversations import tavern_talk
 
         super().setUp()
         self.char1.key, self.char2.key = "Wren", "Tamsin"
         self.script.add_message("assistant", "Welcome to the Prancing Goat.", name="Marta")
-        for role, name, text in TAVERN:
-            self.script.add_message(role, text, name=name)
-        for i in range(2):  # the preserved window
-            self.script.add_message("user", f"Another ale, Marta ({i}).", name="Tamsin")
-            self.script.add_message("assistant", "Coming up.", name="Marta")
-        self.script.db.max_context_tokens = 300
-        self.script.db.compact_preserve_window = 4
+        tavern_talk(self.script)
 
     def compact(self, summary):
         self.llm.enqueue(reply(summary))

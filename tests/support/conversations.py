@@ -40,3 +40,16 @@ BOOKING = [
     ("user", "Bob", "My sister Lena arrives tomorrow from Riverton. She is allergic to fish."),
     ("assistant", "Marta", "Then no fish stew for Lena. I will tell the cook."),
 ]
+
+
+def tavern_talk(script, budget=300, preserve=4):
+    """Store :data:`TAVERN` in ``script``'s history, then a preserved window of four short
+    lines (Tamsin and Marta), under a ``budget``-token history (``max_context_tokens``) and a
+    preserve window of ``preserve`` messages: a history one compaction brings under budget."""
+    for role, name, text in TAVERN:
+        script.add_message(role, text, name=name)
+    for i in range(2):  # the preserved window
+        script.add_message("user", f"Another ale, Marta ({i}).", name="Tamsin")
+        script.add_message("assistant", "Coming up.", name="Marta")
+    script.db.max_context_tokens = budget
+    script.db.compact_preserve_window = preserve

@@ -13,7 +13,7 @@ from ai_contrib.core.quotes import QuoteCheck
 from ai_contrib.memory.journal import add_entry, ensure_journal
 from ai_contrib.npc.quote_repair import repair_quotes
 
-from tests.support.conversations import TAVERN
+from tests.support.conversations import tavern_talk
 from tests.support.llm_double import reply
 from tests.support.npc_fixtures import NPCTestCase
 from tests.support.twisted_util import stored, wait_for
@@ -30,13 +30,7 @@ class StoredQuotes(NPCTestCase):
         super().setUp()
         self.before_storing()
         self.char1.key, self.char2.key = "Wren", "Tamsin"
-        for role, name, text in TAVERN:
-            self.script.add_message(role, text, name=name)
-        for i in range(2):  # the preserved window
-            self.script.add_message("user", f"Another ale, Marta ({i}).", name="Tamsin")
-            self.script.add_message("assistant", "Coming up.", name="Marta")
-        self.script.db.max_context_tokens = 300
-        self.script.db.compact_preserve_window = 4
+        tavern_talk(self.script)
         # stored as code without the quote check stored it: the summary and its synthesis
         self.llm.enqueue(reply(SUMMARY))
         with mock.patch("ai_contrib.npc.compaction_runner.check_quotes",
