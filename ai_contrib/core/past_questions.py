@@ -5,7 +5,9 @@ about the past gets the time it needs).
 
 Small talk ("How are you?", "A room for tonight?") keeps the fast path, a recall note of at most
 ``AI_MEMORY_NOTE_SECONDS`` of prompt evaluation; a line that asks about a past event ("What did
-Wren say about the gate?"), that says "remember", or that asks about someone by name gets
+Wren say about the gate?"), that says "remember", or that asks about someone by name (the NPC
+itself included, named as the subject of the question rather than called by it: "What is Gina's
+favourite dance?" asked of Gina, but not "Gina, how are you?") gets
 ``AI_MEMORY_QUESTION_SECONDS``. The test reads the words of the turn only, so its cost does not
 grow with the history or the archive. Pure module: no Evennia, Twisted or Django imports.
 """
@@ -42,6 +44,10 @@ _NOT_NAMES = frozenset({
     "Hi", "Hey", "Yes", "No", "Please", "Thanks", "Thank", "Oh", "Well", "Ok", "Okay",
 })
 
+#: words that may stand before a name the speaker calls someone by ("Hey Gina, ...")
+_CALLING = frozenset({"hi", "hey", "hello", "oh", "dear", "ok", "okay", "well", "so", "and",
+                      "thanks", "thank you", "good morning", "good evening", "yes", "no"})
+
 #: :func:`past_question`'s reasons, strongest first
 REASONS = ("remember", "past", "name")
 
@@ -64,6 +70,33 @@ def _names_in(text):
     return names
 
 
+def _calls(text, start, end):
+    """
+    Whether the word at ``text[start:end]`` is a vocative: the name the speaker calls the
+    listener by ("Gina, how are you?", "How are you, Gina?", "Hey Gina!"), not a name the
+    question is about ("What is Gina's dance?", "When is Gina coming?").
+    """
+    after = text[end:].lstrip()
+    if after[:1] not in ("", ",", ":", "!", "?", ".", ";"):
+        return False  # a word follows ("Gina's", "Gina hosting"): part of the question
+    before = text[:start].rstrip()
+    if not before or before[-1] in ",.!?;:(\"'":
+        return True
+    last = " ".join(before.casefold().split()[-2:])
+    return last in _CALLING or last.split()[-1] in _CALLING
+
+
+def _names_self(text, own_name):
+    """Whether ``text`` names the NPC (``own_name``) other than by calling it (:func:`_calls`)."""
+    own = " ".join(str(own_name or "").split())
+    if not own:
+        return False
+    for match in re.finditer(rf"(?<!\w){re.escape(own)}(?!\w)", text, re.IGNORECASE):
+        if not _calls(text, match.start(), match.end()):
+            return True
+    return False
+
+
 def past_question(text, known_names=(), own_name=None) -> str | None:
     """
     Whether the turn ``text`` asks about the past, and why.
@@ -73,8 +106,8 @@ def past_question(text, known_names=(), own_name=None) -> str | None:
         known_names (iterable[str]): names the NPC has observed (its entity profiles), matched
             as whole words, any case: a question naming one asks about them even typed in
             lower case.
-        own_name (str, optional): the NPC's name, which a question addressed to it holds
-            without asking about anyone.
+        own_name (str, optional): the NPC's name: a question that calls the NPC by it
+            (:func:`_calls`) asks about no one, one that names it otherwise asks about the NPC.
 
     Returns:
         str | None: ``"remember"`` (the turn asks the NPC to remember, or cites what was said),
@@ -91,14 +124,29 @@ def past_question(text, known_names=(), own_name=None) -> str | None:
     if _PAST_QUESTION.search(text):
         return "past"
     own = (own_name or "").casefold()
-    if any(name.casefold() != own for name in _names_in(text)):
+    if any(name.casefold() != own for name in _names_in(text)) or _names_self(text, own_name):
         return "name"
-    folded = f" {text.casefold()} "
+    grams = _word_grams(text)
     for name in known_names or ():
-        key = " ".join(str(name or "").split()).casefold()
-        if key and key != own and re.search(rf"(?<!\w){re.escape(key)}(?!\w)", folded):
+        key = " ".join(_WORD.findall(str(name or "").casefold()))
+        if key and key != own and key in grams:
             return "name"
     return None
+
+
+#: a word of a name or a turn (letters, digits, apostrophes inside)
+_WORD = re.compile(r"\w+(?:'\w+)*")
+#: the longest name, in words, that :func:`_word_grams` can match
+_NAME_WORDS = 4
+
+
+def _word_grams(text):
+    """The runs of 1 to :data:`_NAME_WORDS` words of ``text``, case-folded and joined by one
+    space (a possessive "'s" also without it): a known name is then one set lookup, whatever
+    the number of names the NPC knows."""
+    words = [w[:-2] if w.endswith("'s") else w for w in _WORD.findall(text.casefold())]
+    return {" ".join(words[i:i + n]) for n in range(1, _NAME_WORDS + 1)
+            for i in range(len(words) - n + 1)}
 
 
 def note_seconds(reason, fast_seconds, question_seconds) -> float | None:

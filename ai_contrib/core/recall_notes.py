@@ -217,13 +217,17 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     notes, items, erased = withdraw(notes, items, withdrawn)
     allowance = float("inf") if new_tokens is None else max(0, int(new_tokens))
     alive, gone, compacted, shown = _split(notes, history_ids, listeners)
-    keys = _shown_keys(shown)
+    top = {item["key"] for item in items[:TOPIC_ITEMS]}
+    going_on = bool(top & _shown_keys(shown))  # else the subject has changed
     dropped, spent = [], 0
-    if shown and items and (asking or not keys & {i["key"] for i in items[:TOPIC_ITEMS]}):
-        # a change of subject, or a question about the past
-        shown, dropped, spent = _make_room(shown, budget_tokens, allowance, anchor_cost,
-                                           {item["key"] for item in items[:TOPIC_ITEMS]})
-        keys = _shown_keys(shown)
+    if shown and items and (asking or not going_on):
+        # a change of subject, or a question about the past: notes the talk's subject still
+        # needs stay (those holding its best candidates, and when it goes on, those most of
+        # whose items it would choose again)
+        shown, dropped, spent = _make_room(
+            shown, budget_tokens, allowance, anchor_cost, top,
+            {item["key"] for item in items} if going_on else frozenset())
+    keys = _shown_keys(shown)
     fresh = [item for item in items if item["key"] not in keys]
     rooms = [_note_room(budget_tokens, shown, limit, compacted, dropped, spent)
              for limit in (allowance, float("inf"))]
@@ -261,24 +265,33 @@ def _shown_keys(shown):
     return {item["key"] for note in shown for item in note["items"]}
 
 
-def _make_room(shown, budget_tokens, allowance, anchor_cost, keep_keys=frozenset()):
+def _make_room(shown, budget_tokens, allowance, anchor_cost, keep_keys=frozenset(),
+               subject_keys=frozenset()):
     """
     On a change of subject or a question about the past: give up the newest ``shown`` notes,
     one at a time, until :data:`TOPIC_ROOM` of ``budget_tokens`` is free, while what giving one
     up costs (the tokens after its anchor, ``anchor_cost``, and of the notes kept after it;
-    None: nothing) stays under ``allowance`` (:func:`plan_recall`). A note holding one of
-    ``keep_keys`` (the turn's best candidates) is kept: it holds what the turn asks about.
+    None: nothing) stays under ``allowance`` (:func:`plan_recall`). A note on the turn's
+    subject stays: one holding one of ``keep_keys`` (the turn's best candidates), or one most
+    of whose items are among ``subject_keys`` (the turn's candidates, when the talk goes on
+    about a subject: the notes of its earlier turns). So a run of questions on one subject
+    gathers its notes turn after turn, up to the whole budget.
 
     Returns:
         tuple: ``(shown, dropped, spent)``: the notes still shown (a new list), those given up
         (newest first), and the tokens giving them up costs (the most any one costs: the
         prompt after the oldest anchor given up is evaluated again once).
     """
+    def on_subject(note):
+        held = [item["key"] for item in note["items"]]
+        return bool(keep_keys & set(held)) or (
+            bool(held) and 2 * sum(key in subject_keys for key in held) > len(held))
+
     shown, dropped, spent, kept_after = list(shown), [], 0, 0
     for note in reversed(list(shown)):
         if budget_tokens - sum(n["tokens"] for n in shown) >= budget_tokens * TOPIC_ROOM:
             break
-        if keep_keys & {item["key"] for item in note["items"]}:
+        if on_subject(note):
             kept_after += note["tokens"]  # evaluated again if an older note is given up
             continue
         cost = (anchor_cost or {}).get(note["anchor"], 0) + kept_after \

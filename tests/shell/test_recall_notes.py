@@ -142,6 +142,29 @@ def test_a_question_about_the_past_gives_up_old_subjects_and_keeps_its_own():
     assert roomy["dropped"] == 1
 
 
+def test_follow_up_questions_on_one_subject_keep_its_notes_and_give_up_older_subjects():
+    def note(anchor, *keys):
+        items = [item(key, 8) for key in keys]
+        return {"anchor": anchor, "audience": None, "items": items, "text": render(items),
+                "tokens": count(render(items))}
+
+    # "x" an older subject; "q" the first reply's note (the best candidates), "r", "s" the
+    # second's (the next ones): the newest note holds none of the turn's three best
+    notes = [note("m1", "x", "x2"), note("m2", "q", "q2"), note("m3", "r", "s")]
+    ids = {"m1", "m2", "m3", "m4"}
+    asked = [item(key, 8) for key in ("q", "q2", "b", "r", "s", "t")]
+    third = plan_recall(notes, asked, "m4", ids, 60, render, count, asking=True)
+    kept = [[i["key"] for i in n["items"]] for n in third["shown"]]
+    # the second reply's note is on the subject (all its items are candidates): it stays, and
+    # the older subject is given up for the new memories
+    assert ["r", "s"] in kept and ["x", "x2"] not in kept and third["dropped"] == 1
+    assert kept[-1][0] == "b"
+    # control: on a new subject (none of its best candidates shown) the same note is given up
+    other = [item(key, 8) for key in ("u", "v", "w", "r", "s")]
+    fresh = plan_recall(notes, other, "m4", ids, 60, render, count, asking=True)
+    assert ["r", "s"] not in [[i["key"] for i in n["items"]] for n in fresh["shown"]]
+
+
 def test_the_first_note_may_fill_the_budget_and_a_note_beside_it_takes_at_most_half():
     items = [item("a", 8), item("b", 8), item("c", 8), item("d", 8)]
     first = plan([], items, "m1", {"m1"}, budget=35)

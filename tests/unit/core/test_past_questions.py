@@ -39,6 +39,20 @@ def test_small_talk_keeps_the_fast_path(text):
     assert past_question(text, own_name="Marta") is None
 
 
+@pytest.mark.parametrize("text, reason", [
+    ("What is Marta's favourite song?", "name"),
+    ("When is Marta hosting the harvest feast?", "name"),
+    ("How is marta's inn doing?", "name"),
+    ("Marta, how are you?", None),
+    ("How are you, Marta?", None),
+    ("Hey Marta! What's on the menu?", None),
+    ("Well, Marta, is there a room?", None),
+])
+def test_the_npc_named_as_the_subject_of_a_question_is_asked_about(text, reason):
+    # the same name, called by (vocative) or asked about: only the second asks about the past
+    assert past_question(text, own_name="Marta") == reason
+
+
 def test_a_name_the_npc_knows_counts_typed_in_lower_case():
     # positive control first: the same question with a known name
     assert past_question("is bram well?", known_names=["Bram"]) == "name"
