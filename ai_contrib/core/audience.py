@@ -162,6 +162,39 @@ def shared_part(messages) -> tuple:
     return shared, left_out
 
 
+def listener_views(messages) -> list[list]:
+    """
+    The views of a span that a fact extraction reads one after another (``docs/design.md``,
+    "Privacy by audience"): a fact takes the narrowest audience of everything its request
+    showed (it may merge a public line with a private one and cite only the first), so one
+    request over a span with a private line in it would make every fact of the span private.
+    Each view is written for one listener group ``S`` (the audience of one of the span's
+    messages): the messages every member of ``S`` heard, public ones among them. The views
+    come widest first (most (lines heard by S) x (members of S), ties to the larger group,
+    then to the first in sorted order, as :func:`shared_part` chooses). Every message someone
+    heard is in at least one view: the one of its own audience (so no two views are alike).
+
+    Args:
+        messages (list[dict]): the span, oldest first (markers count as the lines they
+            summarise).
+
+    Returns:
+        list[list[dict]]: the views, each in span order; ``[messages]`` when no message has
+        a listener (every one public, or nobody's).
+    """
+    messages = list(messages)
+    groups = {audience_of(msg) for msg in messages} - {None, frozenset()}
+    if not groups:
+        return [messages]
+    ranked = []
+    for group in groups:
+        view = [msg for msg in messages if heard_by(msg, group)]
+        covered = sum(_weight(msg) for msg in view)
+        ranked.append((-covered * len(group), -len(group), sorted(group), view))
+    ranked.sort(key=lambda item: item[:3])
+    return [view for *_key, view in ranked]
+
+
 def describe_audience(audience, names=None) -> str:
     """
     One line naming who may read something with ``audience`` (admin screens: ``aihistory``,
