@@ -984,7 +984,7 @@ def _start(script, character, history, max_iterations, client, keep):
 
     # one view per listener group, each fact taking the audience of all its view shows
     # (docs/design.md, "Privacy by audience"); at most one view per model turn
-    views = listener_views(span)[:max_iterations]
+    views = listener_views(span, limit=max_iterations)
     run = _Extraction(script, character, max_iterations, client, span, views, build)
     script.ndb.extracting = True
     _set_signal(script, True)

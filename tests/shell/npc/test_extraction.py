@@ -864,3 +864,40 @@ class TestAudienceOfWhatWasRead(ExtractionTestCase):
         self.assertIn("cellar", second["content"])
         self.assertEqual(second["audience"], [wren])
         self.assertEqual(second["visibility"], "private")
+
+    def test_a_public_fact_stays_public_beside_a_longer_private_talk(self):
+        # one line Wren said in front of Tamsin, then a long talk with Marta alone: the view
+        # of what both heard is read before Wren's own, however much longer his is
+        wren, tamsin = self.char1.dbref, self.char2.dbref
+        ledger = self.script.add_message(
+            "user", "The guild ledger is bound in red leather.", name="Bob",
+            metadata={"speaker": wren, "audience": sorted([wren, tamsin])})
+        for i in range(12):
+            self.script.add_message(
+                "user", f"Between us, note {i}: it hides in the cellar, behind the casks.",
+                name="Bob", metadata={"speaker": wren, "audience": [wren]})
+        public = {"content": "The guild ledger is bound in red leather.", "importance": 6,
+                  "source": [ledger["seq"]]}
+        merged = {"content": "Bob keeps the guild ledger hidden in the cellar behind the casks.",
+                  "importance": 8, "source": [ledger["seq"]]}
+
+        def model(body):
+            # a model that journals what each request shows, citing the public line only
+            if any(m.get("role") == "tool" for m in body.get("messages") or []):
+                return tool_calls([("noop", {})])
+            text = prompt_text(body)
+            calls = [("add_journal_entry", public)] if "red leather" in text else []
+            if "cellar" in text:
+                calls.append(("add_journal_entry", merged))
+            return tool_calls(calls or [("noop", {})])
+
+        self.llm.enqueue(*[respond(model)] * 8)
+        self.assertEqual(self.run_extraction()["facts_recorded"], 2)
+        first, second = self.journal()
+        self.assertEqual(first["content"], public["content"])
+        self.assertEqual(first["audience"], sorted([wren, tamsin]))
+        # control: the fact read beside the private talk (stored in the words of a line it
+        # could come from) is Wren's alone
+        self.assertIn("cellar", second["content"])
+        self.assertEqual(second["audience"], [wren])
+        self.assertEqual(second["visibility"], "private")

@@ -42,3 +42,27 @@ def test_a_view_showing_the_same_lines_as_another_is_read_once():
         assert any(line in view for view in views)
     assert alone_b not in views[0] and alone_a not in views[0]
     assert len(listener_views([together, said("Again.", WREN, TAMSIN)])) == 1
+
+
+def test_a_wider_group_is_read_before_a_longer_private_talk():
+    # the gossip game's shape: one line two players heard, then a long talk with one of them
+    mill = said("The old mill burned down.", WREN, TAMSIN)
+    talk = [said(f"Between us, {i}.", WREN) for i in range(6)]
+    views = listener_views([mill] + talk)
+    # the view of both comes first, though Wren's alone covers more
+    assert views == [[mill], [mill] + talk]
+    assert common_audience(views[0]) == sorted([WREN, TAMSIN])
+    # control: with room for one view, the one covering the most is the one read
+    assert listener_views([mill] + talk, limit=1) == [[mill] + talk]
+    assert listener_views([mill, said("Again.", WREN, TAMSIN), talk[0]], limit=1) == [
+        [mill, said("Again.", WREN, TAMSIN)]]
+
+
+def test_every_group_is_read_before_the_groups_it_contains():
+    lines = [said("a", WREN, TAMSIN, TOBIN), said("b", WREN, TAMSIN), said("c", WREN),
+             said("d", TOBIN), said("e", WREN), said("f", WREN), said("g", TOBIN, WREN)]
+    order = [common_audience(view) for view in listener_views(lines)]
+    assert len(order) == 5
+    for i, wide in enumerate(order):
+        for narrow in order[:i]:
+            assert not set(narrow) < set(wide), order
