@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING
 
 from twisted.internet import defer
 
-from ..core.audience import common_audience, listener_views
+from ..core.audience import common_audience, heard_by, listener_views
 from ..core.cuts import EXTRACTION_TYPE
 from ..core.fact_policy import capped_importance, said_by_npc, said_by_player
 from ..core.fidelity import fact_problem, same_fact, source_text
@@ -856,6 +856,35 @@ def _transcript(calls, results, mode, content):
     ]
 
 
+def journal_hint(entries, view) -> list:
+    """
+    The journal entries an extraction request over ``view`` may list as already journaled
+    (:func:`extraction_system_message`): those every listener of the view heard
+    (:func:`ai_contrib.core.audience.heard_by` its :func:`~ai_contrib.core.audience.
+    common_audience`), public ones only for a view with no listener. A fact written from
+    the view takes the view's audience (``docs/design.md``, "Privacy by audience"): a private
+    fact listed beside it could be merged into it and leave with it. A player's words from
+    before audiences were recorded (no audience, ``visibility`` ``"private"``) are never
+    listed.
+
+    Args:
+        entries (list[dict]): journal entries (``memory/journal.py``).
+        view (list[dict]): the messages the request shows.
+
+    Returns:
+        list[dict]: the entries kept, in their order.
+    """
+    group = common_audience(view)
+    shown = []
+    for entry in entries or ():
+        if entry.get("audience") is None:
+            if entry.get("visibility") != "private":
+                shown.append(entry)
+        elif group is not None and heard_by(entry, group):
+            shown.append(entry)
+    return shown
+
+
 def _already_journaled(journal, content):
     """True when the journal holds ``content`` already, in these or other words
     (:func:`ai_contrib.core.fidelity.same_fact`): a small model journals the same news three
@@ -974,8 +1003,10 @@ def _start(script, character, history, max_iterations, client, keep):
     prompt = _cfg(script, "pre_compact_prompt")
 
     def build(view, structured):
-        # the journal as it is now: what an earlier view recorded is not asked for again
-        entries = (_plain(character.db.journal) or {}).get("entries", [])
+        # the journal as it is now: what an earlier view recorded is not asked for again;
+        # only what the view's listeners may hear, as the request shows it
+        entries = journal_hint(
+            (_plain(character.db.journal) or {}).get("entries", []), view)
         messages = build_extraction_messages(
             persona, view, entries, prompt=prompt, structured=structured
         )

@@ -901,3 +901,35 @@ class TestAudienceOfWhatWasRead(ExtractionTestCase):
         self.assertIn("cellar", second["content"])
         self.assertEqual(second["audience"], [wren])
         self.assertEqual(second["visibility"], "private")
+
+    def test_a_request_lists_only_the_journal_facts_its_listeners_heard(self):
+        # a fact written from a view takes the view's audience: a secret listed beside it as
+        # "already in your journal" could be merged into it and leave with it
+        from ai_contrib.memory.journal import add_entry, ensure_journal
+
+        wren, tamsin = self.char1.dbref, self.char2.dbref
+        journal = ensure_journal(self.npc.db.journal)
+        add_entry(journal, "Bob hid the guild ledger in the cellar.", 8, "fact",
+                  audience=[wren], visibility="private")
+        add_entry(journal, "The guild ledger is bound in red leather.", 6, "fact",
+                  audience=sorted([wren, tamsin]), visibility="private")
+        add_entry(journal, "The fair is on Sunday.", 4, "fact")  # an admin's: public
+        self.npc.db.journal = journal
+        self.script.add_message(
+            "user", "The ferry runs twice a day.", name="Bob",
+            metadata={"speaker": wren, "audience": sorted([wren, tamsin])})
+        self.llm.enqueue(*[tool_calls([("noop", {})])] * 4)
+        self.run_extraction()
+        systems = [body["messages"][0]["content"] for body in self.llm.requests]
+        both = [text for body, text in zip(self.llm.requests, systems)
+                if "Between us" not in prompt_text(body)]
+        alone = [text for body, text in zip(self.llm.requests, systems)
+                 if "Between us" in prompt_text(body)]
+        self.assertTrue(both and alone, systems)
+        for text in both:
+            self.assertNotIn("cellar", text)
+            self.assertIn("- The guild ledger is bound in red leather.", text)
+            self.assertIn("- The fair is on Sunday.", text)
+        # control: the view of what Bob heard alone lists his secret too
+        for text in alone:
+            self.assertIn("- Bob hid the guild ledger in the cellar.", text)
