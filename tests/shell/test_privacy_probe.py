@@ -8,12 +8,13 @@ privacy: a reply repeats every token its prompt holds (history, recall notes, sc
 into one line, and an extraction journals each line it is shown plus one fact merging every
 token the request held, citing the first line only.
 
-After each day: no NPC holds, in its journal or in what it heard, and no player is shown, a
-token said out of their hearing, unless it was said aloud in front of two players (public, and
-free to travel). The positive control: by day 3, the public tokens are in the journals of most
-of the NPCs, by hearing or by gossip, and the NPCs keep the secrets they were told. Mem0 is
-off: what a sleep consolidates into it is the journal checked here. Seeded, so a failure
-replays.
+Mem0 is on: each sleep consolidates the journals into it, and replies recall from it (a
+recall note in a prompt is repeated by the reply, so it is on a player's screen if it leaks).
+After each day: no NPC holds, in its journal, its Mem0 memories or what it heard, and no
+player is shown, a token said out of their hearing, unless it was said aloud in front of two
+players (public, and free to travel). The positive controls: every journaled token is in
+Mem0; by day 3 the public tokens are in the journals of most of the NPCs, by hearing or by
+gossip; the NPCs keep the secrets they were told. Seeded, so a failure replays.
 """
 
 import random
@@ -27,13 +28,14 @@ from evennia.utils import create
 
 from ai_contrib.commands import CmdTalk
 from ai_contrib.memory.journal import ensure_journal
+from ai_contrib.memory.mem0_store import consolidate_journal, get_store, npc_agent_id
 from ai_contrib.npc.extraction import run_pre_compaction_extraction
 from ai_contrib.npc.gossip import receive_gossip
 from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
 from tests.support.llm_double import prompt_text, request_kind, tool_calls
 from tests.support.npc_fixtures import NPCTestCase
-from tests.support.twisted_util import cancel_pending_ticks, spin, wait_for
+from tests.support.twisted_util import cancel_pending_ticks, spin, stored, wait_for
 
 TOKEN = re.compile(r"\b(?:pub|sec)word\d+\b")
 NUMBERED = re.compile(r"^\[(\d+)\] (?:[^:\n]+: )?(.*)$", re.MULTILINE)
@@ -82,7 +84,7 @@ class LeakyModel:
         return tool_calls(calls or [("noop", {})])
 
 
-@override_settings(AI_MEMORY_ENABLED=False, AI_THINKING_EMOTE_AFTER=0)
+@override_settings(AI_MEMORY_ENABLED=True, AI_THINKING_EMOTE_AFTER=0)
 class TestPrivacyProbe(NPCTestCase):
     def setUp(self):
         self.model = LeakyModel()
@@ -98,6 +100,9 @@ class TestPrivacyProbe(NPCTestCase):
             npc.db.persona = f"You are {key}, who lives at the crossroads."
             self.npcs[key] = npc
         self.scripts = {key: get_assistant_script(npc) for key, npc in self.npcs.items()}
+        for npc in self.npcs.values():
+            # database ids repeat across tests; the process-wide store does not
+            wait_for(get_store().delete_agent(npc_agent_id(npc)), 120)
         self.char1.key, self.char2.key = "Wren", "Ann"
         cole = create.create_object("evennia.objects.objects.DefaultCharacter", key="Cole",
                                     location=self.room1, home=self.room1)
@@ -176,6 +181,8 @@ class TestPrivacyProbe(NPCTestCase):
             wait_for(run_pre_compaction_extraction(self.scripts[key], npc), timeout=60)
         for key, npc in self.npcs.items():
             receive_gossip(self.scripts[key], npc)
+        for npc in self.npcs.values():
+            stored(wait_for(consolidate_journal(npc), 120))
 
     # --- what is known ---------------------------------------------------------------------
 
@@ -191,9 +198,14 @@ class TestPrivacyProbe(NPCTestCase):
             heard = set(TOKEN.findall(" ".join(
                 str(m.get("content")) for m in self.scripts[key].history)))
             journal = self.journal_tokens(key)
+            memories = set(TOKEN.findall(" ".join(
+                hit["text"] for hit in get_store().list_sync(npc_agent_id(self.npcs[key]),
+                                                              limit=500))))
             allowed = self.may_know(key)
             self.assertEqual(heard - allowed, set(), f"day {day}: {key} heard")
             self.assertEqual(journal - allowed, set(), f"day {day}: {key} journaled")
+            self.assertEqual(memories - allowed, set(), f"day {day}: {key} remembers")
+            self.assertEqual(journal - memories, set(), f"day {day}: {key} consolidated")
         for key in self.players:
             shown = set(TOKEN.findall(" ".join(self.shown[key])))
             self.assertEqual(shown - self.may_know(key), set(), f"day {day}: {key} was shown")
