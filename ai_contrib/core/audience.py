@@ -162,6 +162,49 @@ def shared_part(messages) -> tuple:
     return shared, left_out
 
 
+def listener_views(messages, limit=None) -> list[list]:
+    """
+    The views of a span that a fact extraction reads one after another (``docs/design.md``,
+    "Privacy by audience"): a fact takes the narrowest audience of everything its request
+    showed (it may merge a public line with a private one and cite only the first), so one
+    request over a span with a private line in it would make every fact of the span private.
+    Each view is written for one listener group ``S`` (the audience of one of the span's
+    messages): the messages every member of ``S`` heard, public ones among them. Every message
+    someone heard is in the view of its own audience (so no two views are alike).
+
+    The views come in the order they are read, the largest group first (ties to the view
+    covering more, then to the first in sorted order): a group is read before every group it
+    contains, so a fact of lines a wider group heard is journaled from that group's view, with
+    its audience, before a narrower view (a long private talk after it) shows the same lines
+    again (the extraction skips a fact its journal holds). With ``limit``, the views kept are
+    the ``limit`` covering the most (lines heard by S) x (members of S), ties to the larger
+    group, as :func:`shared_part` chooses; a line none of them shows is not read.
+
+    Args:
+        messages (list[dict]): the span, oldest first (markers count as the lines they
+            summarise).
+        limit (int, optional): views at most (one model turn each); default all.
+
+    Returns:
+        list[list[dict]]: the views, each in span order; ``[messages]`` when no message has
+        a listener (every one public, or nobody's).
+    """
+    messages = list(messages)
+    groups = {audience_of(msg) for msg in messages} - {None, frozenset()}
+    if not groups:
+        return [messages]
+    ranked = []
+    for group in groups:
+        view = [msg for msg in messages if heard_by(msg, group)]
+        covered = sum(_weight(msg) for msg in view)
+        ranked.append((covered, group, view))
+    ranked.sort(key=lambda item: (-item[0] * len(item[1]), -len(item[1]), sorted(item[1])))
+    if limit is not None:
+        ranked = ranked[:max(1, int(limit))]
+    ranked.sort(key=lambda item: (-len(item[1]), -item[0], sorted(item[1])))
+    return [view for _covered, _group, view in ranked]
+
+
 def describe_audience(audience, names=None) -> str:
     """
     One line naming who may read something with ``audience`` (admin screens: ``aihistory``,

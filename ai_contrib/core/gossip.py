@@ -6,8 +6,9 @@ journaled ``"fact"`` (never a compaction synthesis, an observation or a summary)
 said in private, and
 
 * its ``audience`` (the dbrefs of everyone who heard all of its source lines; the NPC itself is
-  never listed, the speaker always is) holds more than one character: someone besides the NPC
-  and the speaker heard it; or
+  never listed, the speaker always is) holds more than one character who is not an AI NPC: at
+  least two players heard it (an AI NPC, the speaking one included, never makes a line
+  public: a reply said to one player in front of another NPC is still between the two); or
 * every one of its source lines was said aloud in a room marked public (``said_in_public``,
   recorded from the room's Tag ``public`` of category ``gossip``).
 
@@ -20,7 +21,9 @@ none) and never passes either: derived from private means private.
 A copy that travels (:func:`gossip_copy`) keeps its source's audience exactly (it never becomes
 more public by travelling), counts one more hop, keeps the time it was first said, and names
 who it was heard from and the chain of NPCs it went through. It can travel on while it is
-younger than ``max_age_days`` and has made fewer than ``max_hops`` hops.
+younger than ``max_age_days`` and has made fewer than ``max_hops`` hops, and never back to an
+NPC it came from: the one that first journaled it, one it passed through, or the NPC who first
+said it.
 
 A *network* is a string: ``"zone:<name>"`` (the room's Tag of category ``zone``),
 ``"place:<dbref>"`` (the room itself) or ``"tag:<name>"`` (the NPC's Tag of category
@@ -42,7 +45,7 @@ PASSING_SOURCE_TYPES = ("fact",)
 DEFAULT_NETWORKS = ("zone", "location", "none")
 #: the entry fields a gossip copy carries (its provenance)
 PROVENANCE_FIELDS = ("origin", "origin_speaker", "said_at", "heard_from", "heard_from_id",
-                     "hops", "chain", "received_at")
+                     "hops", "chain", "chain_ids", "received_at")
 
 
 def networks(gossip_tags, zone=None, location=None, default="zone") -> frozenset:
@@ -72,10 +75,13 @@ def networks(gossip_tags, zone=None, location=None, default="zone") -> frozenset
     return frozenset(found)
 
 
-def learned_in_public(entry) -> bool:
+def learned_in_public(entry, npcs=()) -> bool:
     """
     True when ``entry`` (a journal entry dict, ``memory/journal.py``) was learned in public and
     may be passed on (the rule in the module docstring).
+
+    Args:
+        npcs (iterable[str]): dbrefs of the AI NPCs: never counted among its hearers.
     """
     if entry.get("source_type") not in PASSING_SOURCE_TYPES:
         return False
@@ -87,7 +93,8 @@ def learned_in_public(entry) -> bool:
     members = {str(member) for member in audience if member}
     if not members:
         return False
-    return len(members) > 1 or bool(entry.get("said_in_public"))
+    players = members - {str(npc) for npc in npcs}
+    return len(players) > 1 or bool(entry.get("said_in_public"))
 
 
 def age_days(entry, now) -> float | None:
@@ -121,7 +128,7 @@ def origin_of(entry, npc_dbref) -> str:
     return entry.get("origin") or f"{npc_dbref}/{entry.get('id')}"
 
 
-def may_pass(entry, now, max_hops, max_age_days) -> bool:
+def may_pass(entry, now, max_hops, max_age_days, npcs=()) -> bool:
     """
     True when ``entry`` may travel one more hop now: learned in public, fewer than
     ``max_hops`` hops made, and at most ``max_age_days`` old (a fact with an unreadable time
@@ -132,8 +139,9 @@ def may_pass(entry, now, max_hops, max_age_days) -> bool:
         now (datetime): timezone-aware.
         max_hops (int): hops a fact may make in all (0: no gossip).
         max_age_days (float): days after it was first said that a fact stops travelling.
+        npcs (iterable[str]): dbrefs of the AI NPCs (:func:`learned_in_public`).
     """
-    if not learned_in_public(entry) or hops_of(entry) >= int(max_hops):
+    if not learned_in_public(entry, npcs) or hops_of(entry) >= int(max_hops):
         return False
     age = age_days(entry, now)
     return age is not None and age <= float(max_age_days)
@@ -155,7 +163,8 @@ def gossip_copy(entry, sender_name, sender_dbref, now) -> dict:
         :func:`origin_of`), "origin_speaker" (str | None: who first said it), "said_at" (ISO
         str), "heard_from" (str), "heard_from_id" (dbref), "hops" (int, the source's + 1),
         "chain" (list[str]: the NPCs it passed through, oldest first, the sender last),
-        "received_at" (ISO str)}``: keyword arguments for
+        "chain_ids" (list[str]: their dbrefs, where known), "received_at" (ISO str)}``:
+        keyword arguments for
         :func:`ai_contrib.memory.journal.add_entry` (with ``content`` first).
     """
     chain = [str(name) for name in entry.get("chain") or ()] + [str(sender_name)]
@@ -172,6 +181,7 @@ def gossip_copy(entry, sender_name, sender_dbref, now) -> dict:
         "heard_from_id": str(sender_dbref),
         "hops": hops_of(entry) + 1,
         "chain": chain,
+        "chain_ids": [str(dbref) for dbref in entry.get("chain_ids") or ()] + [str(sender_dbref)],
         "received_at": now.isoformat(),
     }
     if entry.get("said_in_public"):
@@ -190,14 +200,31 @@ def known_origins(entries, npc_dbref) -> set:
     return {origin_of(entry, npc_dbref) for entry in entries}
 
 
+def came_from(entry, origin, receiver_dbref, receiver_name=None) -> bool:
+    """
+    True when the fact of journal ``entry`` (whose :func:`origin_of` is ``origin``) came from
+    the NPC ``receiver_dbref``: it first journaled it, passed it on (``heard_from_id``,
+    ``chain_ids``), or first said it (``receiver_name`` is :func:`first_speaker`, compared
+    without case).
+    """
+    via = {str(dbref) for dbref in entry.get("chain_ids") or ()}
+    via.update({origin.split("/", 1)[0], str(entry.get("heard_from_id") or "")})
+    if str(receiver_dbref) in via:
+        return True
+    first = first_speaker(entry)
+    return bool(receiver_name and first
+                and str(first).strip().lower() == str(receiver_name).strip().lower())
+
+
 def select_gossip(sender_entries, sender_name, sender_dbref, receiver_entries, receiver_dbref,
-                  now, max_hops, max_age_days, limit=None, forgotten=()) -> list[dict]:
+                  now, max_hops, max_age_days, limit=None, forgotten=(), npcs=(),
+                  receiver_name=None) -> list[dict]:
     """
     What one NPC hears from another in one sleep: copies of the sender's facts that may pass
     (:func:`may_pass`), that the receiver does not hold yet (by origin, or by the same words,
     :func:`ai_contrib.core.text.content_key`: two NPCs who both heard a line journal it each
     under its own origin, and the one who heard it first-hand must not hear it again as
-    gossip), and that did not start with the receiver.
+    gossip), and that did not come from the receiver (:func:`came_from`).
 
     Args:
         sender_entries (list[dict]): the sender's journal entries, oldest first.
@@ -209,6 +236,8 @@ def select_gossip(sender_entries, sender_name, sender_dbref, receiver_entries, r
         limit (int, optional): copies at most (the newest are kept).
         forgotten (iterable[str]): names of the players the receiver was made to forget
             (``aiforget``): what one of them said first is not passed to it again.
+        npcs (iterable[str]): dbrefs of the AI NPCs (:func:`learned_in_public`).
+        receiver_name (str, optional): the receiver's name (:func:`came_from`).
 
     Returns:
         list[dict]: :func:`gossip_copy` dicts, oldest first.
@@ -218,14 +247,15 @@ def select_gossip(sender_entries, sender_name, sender_dbref, receiver_entries, r
     refused = {str(name).strip().lower() for name in forgotten}
     copies = []
     for entry in sender_entries:
-        if not may_pass(entry, now, max_hops, max_age_days):
+        if not may_pass(entry, now, max_hops, max_age_days, npcs):
             continue
         first = first_speaker(entry)
         if first and str(first).strip().lower() in refused:
             continue
         origin = origin_of(entry, sender_dbref)
         key = content_key(entry.get("content"))
-        if origin in held or key in said or origin.split("/", 1)[0] == receiver_dbref:
+        if origin in held or key in said or came_from(entry, origin, receiver_dbref,
+                                                        receiver_name):
             continue
         held.add(origin)
         said.add(key)

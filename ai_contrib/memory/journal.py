@@ -34,7 +34,7 @@ of message ids)
     A fact whose player lines were all said aloud in a room marked public (``docs/design.md``,
     "Gossip").
 ``origin``, ``origin_speaker``, ``said_at``, ``heard_from``, ``heard_from_id``, ``hops``,
-``chain``, ``received_at``
+``chain``, ``chain_ids``, ``received_at``
     A fact heard from another NPC while asleep: its provenance
     (:func:`ai_contrib.core.gossip.gossip_copy`). Such a fact has no ``speaker``: the NPC did
     not hear it from the person who said it.

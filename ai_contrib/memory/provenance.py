@@ -10,9 +10,11 @@ public"). So a fact is attributed here, to messages of the span the extraction r
 the call cites by number (``source``), plus the lines (a player's or the NPC's) whose words it
 repeats; without a
 valid citation, or when a player line of the span dictates tool calls, the whole span. Its
-audience is what those messages have in common
-(:func:`ai_contrib.core.audience.common_audience`), its speaker the one player who said them
-(None when several did).
+speaker is the one player who said them (None when several did). Its audience is what every
+message of the span has in common (:func:`ai_contrib.core.audience.common_audience`), cited
+or not: a fact can merge a cited public line with a private one it does not cite, so it may
+be heard only by those who could have heard all the extraction read (which reads a span one
+listener group at a time, :func:`ai_contrib.core.audience.listener_views`).
 
 Pure functions.
 """
@@ -81,18 +83,20 @@ def source_messages(content, span, cited=None) -> list:
 
 def said_in_public(content, span, cited=None) -> bool:
     """
-    True when every player line a fact is attributed to (:func:`source_messages`; at least one)
-    was said aloud in a room marked public (``metadata["said_in_public"]``): what the NPC
-    learned from them may pass as gossip (``docs/design.md``, "Gossip").
+    True when every player line of ``span`` (the lines a fact could draw on, whatever it cites
+    and repeats, ``content`` and ``cited``; at least one) was said aloud in a room marked public
+    (``metadata["said_in_public"]``): what the NPC learned from them may pass as gossip
+    (``docs/design.md``, "Gossip").
     """
-    spoken = [m for m in source_messages(content, span, cited) if m.get("role") == "user"]
+    spoken = [m for m in span if m.get("role") == "user"]
     return bool(spoken) and all((m.get("metadata") or {}).get("said_in_public") for m in spoken)
 
 
 def provenance(content, span, cited=None) -> dict:
     """
     The speaker, audience and source messages of a fact or observation the model extracted from
-    ``span`` (``docs/design.md``, "Privacy by audience").
+    ``span`` (``docs/design.md``, "Privacy by audience"). The audience is that of the whole
+    span: what the model read, not only what it cites.
 
     The sources are the messages the call cites (``cited``: the numbers the extraction request
     shows, which are archive seqs) when every cited number names a message of ``span``,
@@ -113,20 +117,22 @@ def provenance(content, span, cited=None) -> dict:
         dict: ``{"speaker": str | None, "audience": list[str] | None, "source_ids":
         list[str], "visibility": "public" | "private"}``: ``speaker`` the one ``name`` of the
         user messages among the sources (None when several or none spoke), ``audience``
-        :func:`ai_contrib.core.audience.common_audience` of the sources (None, public, only when
-        none of them has an audience), ``source_ids`` the sources' ids in span order, and
-        ``visibility`` ``"public"`` only when the audience is None and no user message is among
-        the sources (a player's words, even from before audiences were recorded, stay private).
+        :func:`ai_contrib.core.audience.common_audience` of the whole span (None, public, only
+        when none of its messages has an audience), ``source_ids`` the sources' ids in span
+        order, and ``visibility`` ``"public"`` only when the audience is None and no user
+        message is in the span (a player's words, even from before audiences were recorded,
+        stay private).
     """
     sources = source_messages(content, span, cited)
-    audience = common_audience(sources)
-    spoken = [m for m in sources if m.get("role") == "user"]
-    speakers = {m.get("name") for m in spoken}
+    # what the model read, not what it cites: a fact may merge a private line it does not cite
+    audience = common_audience(span)
+    speakers = {m.get("name") for m in sources if m.get("role") == "user"}
+    players_read = any(m.get("role") == "user" for m in span)
     return {
         "speaker": speakers.pop() if len(speakers) == 1 else None,
         "audience": audience,
         "source_ids": [m["id"] for m in sources if m.get("id")],
-        "visibility": "public" if audience is None and not spoken else "private",
+        "visibility": "public" if audience is None and not players_read else "private",
     }
 
 

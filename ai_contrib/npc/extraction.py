@@ -26,9 +26,11 @@ that fails is stored as that line, verbatim and attributed, or dropped (:meth:`_
 
 A fact's speaker and audience are never the model's to choose (``docs/design.md``, "Privacy by
 audience"): the request numbers each message with its archive seq, a call cites those numbers
-as ``source``, and :func:`ai_contrib.memory.provenance.provenance` takes speaker and audience
-from the cited messages (else from the whole span the request showed); a ``speaker`` argument
-or a ``public``/``private`` tag in the call is ignored.
+as ``source``, and :func:`ai_contrib.memory.provenance.provenance` takes the speaker from the
+cited messages (else from the whole span the request showed) and the audience from everything
+the request showed; a ``speaker`` argument or a ``public``/``private`` tag in the call is
+ignored. So that a public fact stays public when the span also holds a private line, the span
+is read one listener group at a time (:func:`ai_contrib.core.audience.listener_views`).
 
 Backends (``docs/design.md``, "Tool calls"): where structured output is on
 (``AI_LLM_STRUCTURED_OUTPUT``, :func:`structured_output_wanted`) each request carries a JSON
@@ -50,7 +52,7 @@ from typing import TYPE_CHECKING
 
 from twisted.internet import defer
 
-from ..core.audience import common_audience
+from ..core.audience import common_audience, heard_by, listener_views
 from ..core.cuts import EXTRACTION_TYPE
 from ..core.fact_policy import capped_importance, said_by_npc, said_by_player
 from ..core.fidelity import fact_problem, same_fact, source_text
@@ -343,12 +345,18 @@ def _tools_rejected(failure):
 class _Extraction:
     """State of one extraction run (the loop in :func:`run_pre_compaction_extraction`)."""
 
-    def __init__(self, script, character, max_iterations, client, span, text_system=None):
+    def __init__(self, script, character, max_iterations, client, span, views=None,
+                 build=None):
         self.script = script
         # structured output first where wanted; the system message for the other protocols
-        # replaces the first request's when the server refuses it
+        # replaces the first request's when the server refuses it (set by each view's build)
         self.structured = structured_output_wanted(client)
-        self.text_system = text_system
+        self.text_system = None
+        # the span read, and the views of it the requests show one after another
+        # (core.audience.listener_views); build(view, structured) -> (messages, text_system)
+        self.read = list(span)
+        self.views = list(views) if views is not None else [self.read]
+        self.build = build
         self.character = character
         self.max_iterations = max_iterations
         self.client = client
@@ -363,18 +371,21 @@ class _Extraction:
         # backends (and the test double) reuse ids such as "call_0" on every reply; the history
         # needs them unique so every tool result pairs with exactly one call
         self.used_ids = {cid for msg in script.history for cid in tool_call_ids(msg)}
-        # what the model read: facts are attributed to these messages, by the seqs they cite
-        # (memory/provenance.py)
-        self.span = list(span)
-        self._source_text = None  # the span's text, for the grounding check
-        self.lines = source_lines(self.span)  # the lines a fact must be said in
-        self._said = None  # who said what in the span, for the quote check
         self.policy = str(_cfg(script, "pre_compact_facts", "checked")).strip().lower()
         self.checks = {"replaced": 0, "rejected": 0}  # facts the one-line check changed
         # per fact call: stored in the model's words (npc/extractor.py judges the model by it)
         self.outcomes = []
-        self.seqs = [msg["seq"] for msg in self.span if isinstance(msg.get("seq"), int)]
         self.audiences = []  # the audience of each fact recorded by the current reply
+        self.show(self.views[0] if self.views else [])
+
+    def show(self, view):
+        """Make ``view`` (messages) what the next requests show and facts are attributed
+        within (memory/provenance.py), by the seqs they cite."""
+        self.span = list(view)
+        self._source_text = None  # the view's text, for the grounding check
+        self.lines = source_lines(self.span)  # the lines a fact must be said in
+        self._said = None  # who said what in the view, for the quote check
+        self.seqs = [msg["seq"] for msg in self.span if isinstance(msg.get("seq"), int)]
 
     # --- the model -----------------------------------------------------------------------
 
@@ -659,8 +670,9 @@ class _Extraction:
 
     def journal_fact(self, journal, args, importance, changed):
         """
-        Add an ``add_journal_entry`` call's fact to ``journal`` (a plain copy), its speaker and
-        audience taken from the messages it cites (:func:`provenance`), the speaker of a fact
+        Add an ``add_journal_entry`` call's fact to ``journal`` (a plain copy), its speaker
+        taken from the messages it cites and its audience from the view the request showed
+        (:func:`provenance`), the speaker of a fact
         stored as its line (:meth:`ground`) that line's; adds ``"journal"`` to the set
         ``changed`` when it wrote.
 
@@ -769,9 +781,29 @@ class _Extraction:
     # --- the loop ------------------------------------------------------------------------
 
     @defer.inlineCallbacks
-    def run(self, messages):
+    def run(self):
+        """
+        Read each view in turn (widest audience first), leaving one model turn for each view
+        still to come; a scope guard ends the whole run.
+
+        Returns:
+            Deferred[str]: how the last view's loop stopped.
+        """
         stopped_by = "max_iterations"
-        while self.iterations < self.max_iterations:
+        for i, view in enumerate(self.views):
+            self.show(view)
+            messages, self.text_system = self.build(view, self.structured)
+            stopped_by = yield self.read_view(messages,
+                                              self.max_iterations - (len(self.views) - i - 1))
+            if stopped_by == "scope_guard":
+                break
+        return stopped_by
+
+    @defer.inlineCallbacks
+    def read_view(self, messages, until):
+        """The tool-call loop over one view, until ``self.iterations`` reaches ``until``."""
+        stopped_by = "max_iterations"
+        while self.iterations < until:
             self.iterations += 1
             result = yield self.ask(messages)
             calls, mode = toolspec.parse_tool_calls(
@@ -822,6 +854,35 @@ def _transcript(calls, results, mode, content):
         {"role": "assistant", "content": said},
         {"role": "user", "content": f"TOOL RESULTS:\n{lines}\n\n{nudge}"},
     ]
+
+
+def journal_hint(entries, view) -> list:
+    """
+    The journal entries an extraction request over ``view`` may list as already journaled
+    (:func:`extraction_system_message`): those every listener of the view heard
+    (:func:`ai_contrib.core.audience.heard_by` its :func:`~ai_contrib.core.audience.
+    common_audience`), public ones only for a view with no listener. A fact written from
+    the view takes the view's audience (``docs/design.md``, "Privacy by audience"): a private
+    fact listed beside it could be merged into it and leave with it. A player's words from
+    before audiences were recorded (no audience, ``visibility`` ``"private"``) are never
+    listed.
+
+    Args:
+        entries (list[dict]): journal entries (``memory/journal.py``).
+        view (list[dict]): the messages the request shows.
+
+    Returns:
+        list[dict]: the entries kept, in their order.
+    """
+    group = common_audience(view)
+    shown = []
+    for entry in entries or ():
+        if entry.get("audience") is None:
+            if entry.get("visibility") != "private":
+                shown.append(entry)
+        elif group is not None and heard_by(entry, group):
+            shown.append(entry)
+    return shown
 
 
 def _already_journaled(journal, content):
@@ -884,8 +945,8 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
             return _skipped(f"history shorter than {MIN_HISTORY} messages")
         if script.ndb.extracting:
             return _skipped("already running")
-        run, messages = _start(script, character, history, max_iterations, client,
-                               keep="newest" if span_ids is None else "oldest")
+        run = _start(script, character, history, max_iterations, client,
+                     keep="newest" if span_ids is None else "oldest")
     except Exception as err:
         logger.exception("pre-compaction extraction could not start")
         return defer.succeed(
@@ -895,7 +956,7 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
     from .extractor import run_extraction
 
     # by the model, by rule or both (AI_PRE_COMPACT_EXTRACTOR)
-    d = defer.maybeDeferred(run_extraction, run, messages)
+    d = defer.maybeDeferred(run_extraction, run)
     return d.addCallbacks(_finished, _failed, callbackArgs=(run,), errbackArgs=(run,)).addBoth(
         _clear, script
     )
@@ -918,7 +979,7 @@ def _start(script, character, history, max_iterations, client, keep):
             (:func:`extraction_span`).
 
     Returns:
-        tuple: ``(run, messages)``: the :class:`_Extraction` and its first request.
+        _Extraction: the run, its views chosen (:func:`ai_contrib.core.audience.listener_views`).
     """
     if max_iterations is None:
         max_iterations = _cfg(script, "pre_compact_max_iterations", DEFAULT_MAX_ITERATIONS)
@@ -927,7 +988,6 @@ def _start(script, character, history, max_iterations, client, keep):
         from ..llm.client import get_client
 
         client = get_client()
-    journal = _plain(character.db.journal) or {}
     # the span is chosen once: what the model reads is what its facts are attributed within
     span = extraction_span(
         history,
@@ -940,24 +1000,33 @@ def _start(script, character, history, max_iterations, client, keep):
         keep=keep,
     )
     persona = getattr(character.db, "persona", None)
-    entries = journal.get("entries", [])
     prompt = _cfg(script, "pre_compact_prompt")
-    structured = structured_output_wanted(client)
-    messages = build_extraction_messages(
-        persona, span, entries, prompt=prompt, structured=structured
-    )
-    text_system = extraction_system_message(persona, entries, prompt) if structured else None
-    run = _Extraction(script, character, max_iterations, client, span, text_system)
+
+    def build(view, structured):
+        # the journal as it is now: what an earlier view recorded is not asked for again;
+        # only what the view's listeners may hear, as the request shows it
+        entries = journal_hint(
+            (_plain(character.db.journal) or {}).get("entries", []), view)
+        messages = build_extraction_messages(
+            persona, view, entries, prompt=prompt, structured=structured
+        )
+        return messages, (extraction_system_message(persona, entries, prompt)
+                          if structured else None)
+
+    # one view per listener group, each fact taking the audience of all its view shows
+    # (docs/design.md, "Privacy by audience"); at most one view per model turn
+    views = listener_views(span, limit=max_iterations)
+    run = _Extraction(script, character, max_iterations, client, span, views, build)
     script.ndb.extracting = True
     _set_signal(script, True)
-    return run, messages
+    return run
 
 
 def _finished(stopped_by, run):
     """The result of a run that ended (:func:`run_pre_compaction_extraction`)."""
     return ExtractionResult(
         SUCCESS,
-        read_ids=[m.get("id") for m in run.span],
+        read_ids=[m.get("id") for m in run.read],
         facts_recorded=len(run.facts),
         observations_recorded=run.observations,
         iterations=run.iterations,

@@ -45,11 +45,11 @@ def extractor_setting(script) -> str:
 
 
 @defer.inlineCallbacks
-def run_extraction(run, messages):
+def run_extraction(run):
     """
     Run one extraction (``run``: the extraction's state, :class:`ai_contrib.npc.extraction.
-    _Extraction`; ``messages``: its first request) by the model, the rules, or both (module
-    docstring).
+    _Extraction`, which reads its views one listener group at a time) by the model, the rules,
+    or both (module docstring).
 
     Returns:
         Deferred[str]: how it stopped: the model loop's ``stopped_by``, or ``"rule"`` when no
@@ -61,7 +61,7 @@ def run_extraction(run, messages):
         journal_rule_facts(run)
         return "rule"
     try:
-        stopped_by = yield run.run(messages)
+        stopped_by = yield run.run()
     finally:
         record.extend(run.outcomes)
     if choose_extractor(setting, record) == "rule":
@@ -78,7 +78,7 @@ def _plain(value):
 
 def journal_rule_facts(run) -> int:
     """
-    Journal the facts the players' lines of ``run.span`` state
+    Journal the facts the players' lines of each of ``run.views`` state
     (:func:`ai_contrib.core.rule_facts.rule_facts`), each citing its line, through the same
     path as the model's facts (``run.journal_fact``: the near-duplicate check, speaker and
     audience from the cited line, one Attribute write); importance by the heuristic, whatever
@@ -95,15 +95,19 @@ def journal_rule_facts(run) -> int:
     journal = ensure_journal(_plain(run.character.db.journal) or None)
     known = list(_plain(run.character.db.entity_profiles) or {})
     before, changed = len(run.facts), set()
-    for fact in rule_facts(run.span, listener=getattr(run.character, "key", None)):
-        msg = run.span[fact.index]
-        seq = msg.get("seq")
-        content = fact.content
-        if run.policy == "verbatim":
-            content = attributed_line(SourceLine(str(msg.get("name")), msg.get("content")))
-        args = {"content": content, "source": [seq] if isinstance(seq, int) else None,
-                "_grounding": {"support": fact.support, "grounding": "rule"}}
-        run.journal_fact(journal, args, heuristic_importance(content, known), changed)
+    # one listener group at a time, widest first, as the model reads them: a fact takes the
+    # audience of the view its line is in (docs/design.md, "Privacy by audience")
+    for view in run.views or [run.span]:
+        run.show(view)
+        for fact in rule_facts(run.span, listener=getattr(run.character, "key", None)):
+            msg = run.span[fact.index]
+            seq = msg.get("seq")
+            content = fact.content
+            if run.policy == "verbatim":
+                content = attributed_line(SourceLine(str(msg.get("name")), msg.get("content")))
+            args = {"content": content, "source": [seq] if isinstance(seq, int) else None,
+                    "_grounding": {"support": fact.support, "grounding": "rule"}}
+            run.journal_fact(journal, args, heuristic_importance(content, known), changed)
     if "journal" in changed:
         run.character.db.journal = journal
     return len(run.facts) - before

@@ -100,11 +100,21 @@ def _journal_of(character):
     return ensure_journal(plain_entry(character.db.journal or {}))
 
 
-def _hear_from(character, journal, peer, peer_entries, now, max_hops, route):
+def ai_npc_ids(script_key):
+    """The dbrefs of every AI NPC (objects carrying a script keyed ``script_key``): never
+    counted among a fact's hearers when deciding whether it was learned in public."""
+    from evennia.scripts.models import ScriptDB
+
+    return frozenset(
+        f"#{obj_id}" for obj_id in ScriptDB.objects.filter(
+            db_key=script_key, db_obj__isnull=False).values_list("db_obj__id", flat=True))
+
+
+def _hear_from(character, journal, peer, peer_entries, now, max_hops, route, npcs=()):
     """
     Copy into ``journal`` (``character``'s, not saved here) the facts ``peer`` may pass to it
     (:func:`ai_contrib.core.gossip.select_gossip` over ``peer_entries``, its journal's
-    entries), and note on ``peer`` what it passed.
+    entries), and note on ``peer`` what it passed. ``npcs``: :func:`ai_npc_ids`.
 
     Returns:
         list[dict]: ``{"id", "origin", "from", "hops", "content"}`` for each fact received.
@@ -115,6 +125,7 @@ def _hear_from(character, journal, peer, peer_entries, now, max_hops, route):
         character.dbref, now, max_hops, float(get_setting("GOSSIP_MAX_AGE_DAYS")),
         limit=int(get_setting("GOSSIP_MAX_PER_SLEEP")),
         forgotten=character.db.forgotten_players or (),
+        npcs=npcs, receiver_name=character.key,
     )
     received, passed = [], []
     for copy in copies:
@@ -166,9 +177,10 @@ def receive_gossip(script, character, now=None):
     journal = _journal_of(character)
     received = []
     others = peers(character, script.key)
+    npcs = ai_npc_ids(script.key) if others else frozenset()
     for peer in others:
         received += _hear_from(character, journal, peer, _journal_of(peer)["entries"], now,
-                               max_hops, "sleep")
+                               max_hops, "sleep", npcs)
     if received:
         character.db.journal = journal
         logger.log_info(f"AI {character}: heard {len(received)} fact(s) from "
@@ -213,6 +225,7 @@ def meet(character, script_key, now=None):
            if obj.id != character.id and obj.scripts.get(script_key) and gossip_on(obj)
            and own & npc_networks(obj)]
     counts = {}
+    npcs = ai_npc_ids(script_key) if met else frozenset()
     # each journal is read once, before anyone hears anything: a fact moves one hop per meeting
     journals = {obj.id: _journal_of(obj) for obj in [character] + met}
     entries = {key: list(journal["entries"]) for key, journal in journals.items()}
@@ -221,7 +234,7 @@ def meet(character, script_key, now=None):
         received = []
         for sender in (met if receiver is character else [character]):
             received += _hear_from(receiver, journal, sender, entries[sender.id], now,
-                                   max_hops, "meeting")
+                                   max_hops, "meeting", npcs)
         if received:
             receiver.db.journal = journal
             receiver.db.gossip_met = {"at": now.isoformat(timespec="seconds"),

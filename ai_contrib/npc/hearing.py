@@ -68,8 +68,9 @@ def player_text(text):
 def room_listeners(character):
     """
     Who hears what ``character`` says now: ``{dbref: name}`` of the characters in its room,
-    itself and other AI NPCs left out: a reply is built for the players' ears (other NPCs hear
-    it too and store it with this audience, ``docs/design.md``, "A room of NPCs"). Characters
+    itself and other AI NPCs left out: a reply is built for the players' ears, and waits while
+    none is here (the other AI NPCs, :func:`room_audience`, overhear it and store the audience
+    it was built for, ``docs/design.md``, "A room of NPCs"). Characters
     of players who logged off are not in the room (Evennia moves them to no location).
     """
     room = getattr(character, "location", None)
@@ -82,6 +83,24 @@ def room_listeners(character):
         and isinstance(obj, DefaultCharacter)
         and not is_assistant_character(obj)
     }
+
+
+def room_audience(character):
+    """
+    Who overhears what ``character`` says now: ``{dbref: name}`` of every other character in
+    its room, the players of :func:`room_listeners` and the other AI NPCs. A line's audience
+    names the AI NPCs that heard it, so that a reply built from it is said aloud only where
+    every one of them heard it too (``docs/design.md``, "Privacy by audience").
+    """
+    return with_npcs(character, room_listeners(character))
+
+
+def with_npcs(character, people):
+    """``people`` (``{dbref: name}``, a copy) and the other AI NPCs in ``character``'s room
+    (:func:`room_npcs`), counted like players: who a reply is built for and said to."""
+    everyone = dict(people)
+    everyone.update((npc.dbref, npc.key) for npc in room_npcs(character))
+    return everyone
 
 
 def room_npcs(character):
@@ -228,7 +247,9 @@ class HearingHandler:
             speaker (Object | str): who spoke.
             text (str): the words.
             audience (iterable[str], optional): dbrefs of everyone who heard it; default the
-                characters in the NPC's room (:func:`room_listeners`) and the speaker.
+                audience another AI NPC built its reply for (its ``ndb.speaking["audience"]``),
+                else the characters in the NPC's room, AI NPCs included
+                (:func:`room_audience`); the speaker is added, the NPC itself left out.
             to (Object, optional): whom the line was said to (``talk``); None for a ``say``.
 
         Returns:
@@ -266,9 +287,16 @@ class HearingHandler:
         npc = self.obj.obj
         dbref = getattr(speaker, "dbref", None)
         aloud = audience is None  # said to the whole room, not to a chosen few
+        if audience is None and is_assistant_character(speaker):
+            # another AI NPC's reply was built for an audience: the NPC overhearing it stores
+            # that one, not the room's (docs/design.md, "Privacy by audience")
+            audience = (speaker.ndb.speaking or {}).get("audience")
         if audience is None:
-            audience = list(room_listeners(npc))
-        audience = normalise_audience(list(audience) + ([dbref] if dbref else []))
+            audience = list(room_audience(npc))
+        # the NPC itself is never listed in what it stores
+        audience = normalise_audience(
+            [member for member in list(audience) + [dbref]
+             if member and member != getattr(npc, "dbref", None)])
         addressed = self.addressed(speaker, text, to)
         metadata = {"speaker": dbref, "audience": audience, "addressed": addressed}
         room = getattr(npc, "location", None)
@@ -301,7 +329,8 @@ class HearingHandler:
             text (str): the game's line, markup stripped.
             event (str): ``"pose"``, ``"move"``, ``"give"`` or a game's own kind.
             audience (iterable[str], optional): dbrefs of who saw it; default the characters in
-                the NPC's room (:func:`room_listeners`) and the actor unless it is an AI NPC.
+                the NPC's room, AI NPCs included (:func:`room_audience`), and the actor unless
+                it is an AI NPC.
 
         Returns:
             dict | None: the stored message; None when nothing was recorded (no text, nobody
@@ -316,12 +345,14 @@ class HearingHandler:
         if not content:
             return None
         dbref = getattr(actor, "dbref", None)
+        npcs = {npc.dbref for npc in room_npcs(script.obj)}
         if audience is None:
-            audience = list(room_listeners(script.obj))
+            # the room's AI NPCs saw it too: a reply in front of them may show it
+            audience = list(room_audience(script.obj))
             if dbref and not is_assistant_character(actor):
                 audience.append(dbref)
         audience = normalise_audience(audience)
-        if not audience:
+        if not set(audience or ()) - npcs:
             return None  # no player saw it: no reply could ever show it
         if self._event_flood():
             return None

@@ -30,6 +30,7 @@ from ..core.turns import turn_query
 from ..llm.client import LLMContextOverflowError, LLMError, get_client
 from ..memory.archive import ArchiveError
 from ..settings import get_setting
+from .hearing import is_assistant_character, room_npcs, with_npcs
 from .notify import notify_admins
 from .scene import note_exchange
 
@@ -481,13 +482,20 @@ class _TurnPrompt:
 @defer.inlineCallbacks
 def _answer(script, character, lines, turn_ids, listeners, hearers=None):
     """
-    The LLM call and the stored reply of one turn (:func:`answer_turn`). When the reply is
-    ready, who is in the room is asked again (``hearers``): the reply is said aloud only if
-    everyone present could have heard all the prompt was built from (its history, notes and
-    the turn's own lines, :func:`ai_contrib.core.audience.may_hear`); otherwise it is murmured
-    to those who could (:func:`murmur`), and stored with them as its audience.
+    The LLM call and the stored reply of one turn (:func:`answer_turn`). The prompt is built
+    for ``listeners`` and the room's other AI NPCs
+    (:func:`ai_contrib.npc.hearing.with_npcs`). When the reply is
+    ready, who is in the room is asked again (``hearers``, and the AI NPCs): the reply is said
+    aloud only if everyone present, AI NPCs included, could have heard all the prompt was built
+    from (its history, notes and the turn's own lines,
+    :func:`ai_contrib.core.audience.may_hear`); otherwise it is murmured to those who could
+    (:func:`murmur`), and stored with them as its audience. It is not said at all when no
+    player could.
     """
     shown = prompt_window(script, turn_ids)
+    # the room's AI NPCs overhear the reply: it is built for their ears too, from what they
+    # heard as well (docs/design.md, "Privacy by audience")
+    listeners = with_npcs(character, listeners)
     recall = yield recall_for_turn(script, character, turn_query(lines), listeners, turn_ids[0],
                                    window=shown[0])
     world = world_for_turn(script, character, lines, listeners, turn_ids[0], shown[0])
@@ -504,13 +512,16 @@ def _answer(script, character, lines, turn_ids, listeners, hearers=None):
     # the room may have changed while the reply was written, and a line may have been said
     # before someone walked in: only those present now who could hear everything the prompt
     # was built from may hear it (docs/design.md, "Privacy by audience")
-    present = hearers(character) if hearers is not None else dict(listeners)
+    present = with_npcs(character, hearers(character) if hearers is not None else listeners)
     heard = may_hear(prompt.sources or lines, present)
-    if not heard:
-        logger.log_info(f"AI {character}: reply not said: nobody in the room now could hear all "
-                        f"it was built from ({len(present)} present)")
+    npcs = {npc.dbref for npc in room_npcs(character)}
+    if not set(heard) - npcs:
+        logger.log_info(f"AI {character}: reply not said: no player in the room now could hear "
+                        f"all it was built from ({len(present)} present)")
         script.set_aside(turn_ids)
         return 0
+    # an AI NPC that did not hear all of it counts as a listener who did not: the reply is
+    # murmured, so it neither hears nor stores nor passes it on
     aloud = len(heard) == len(present)
     metadata = _reply_metadata(lines, turn_ids, heard, aloud)
     said = script.add_message("assistant", reply, name=character.key, metadata=metadata)
@@ -519,9 +530,9 @@ def _answer(script, character, lines, turn_ids, listeners, hearers=None):
     note_exchange(script, {m["metadata"]["speaker"]: m.get("name") for m in lines
                            if (m.get("metadata") or {}).get("speaker") in heard})
     if aloud:
-        _say_aloud(character, reply, metadata.get("depth", 1))
+        _say_aloud(character, reply, metadata.get("depth", 1), heard)
     else:
-        murmur(character, reply, heard)
+        murmur(character, reply, heard, metadata.get("depth", 1))
     return 1
 
 
@@ -615,11 +626,13 @@ def _reply_metadata(lines, turn_ids, heard, aloud):
     return metadata
 
 
-def _say_aloud(character, reply, depth):
-    """Say ``reply`` in the NPC's room; the other AI NPCs there hear it at ``depth``."""
+def _say_aloud(character, reply, depth, heard):
+    """Say ``reply`` in the NPC's room; the other AI NPCs there hear it at ``depth``, and
+    store it with ``heard`` (dbrefs) as its audience, the one it was built for."""
     # the model's words are data too: raw() doubles every | so none becomes a colour or link;
-    # the other AI NPCs in the room hear it with its depth (ndb.speaking, read as they hear)
-    character.ndb.speaking = {"depth": depth}
+    # the other AI NPCs in the room hear it with its depth and audience (ndb.speaking, read
+    # as they hear)
+    character.ndb.speaking = {"depth": depth, "audience": sorted(heard)}
     try:
         character.at_say(raw(reply))
     finally:
@@ -631,12 +644,13 @@ def _names(names):
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def murmur(character, reply, heard):
+def murmur(character, reply, heard, depth=1):
     """
     Say ``reply`` to ``heard`` alone (``{dbref: name}``, the characters in the room who may hear
     it): each of them gets ``AI_MURMUR_REPLY``, everyone else in the room ``AI_MURMUR_SEEN``
     (that the NPC murmurs, not what). The reply is escaped like a spoken one (``raw()``), the
-    NPC's and listeners' names too.
+    NPC's and listeners' names too. An AI NPC among ``heard`` also hears the reply as speech
+    (at ``depth``) with ``heard`` as its audience; one outside it stores nothing.
     """
     room = character.location
     if room is None:
@@ -650,5 +664,16 @@ def murmur(character, reply, heard):
             continue
         if obj.dbref in heard:
             obj.msg(whisper, from_obj=character)
+            if is_assistant_character(obj):
+                _overheard(character, obj, reply, heard, depth)
         else:
             obj.msg(seen, from_obj=character)
+
+
+def _overheard(character, npc, reply, heard, depth):
+    """``npc`` (an AI NPC) hears ``reply``, murmured by ``character`` to ``heard``."""
+    character.ndb.speaking = {"depth": depth}
+    try:
+        npc.at_heard_say(character, reply, audience=list(heard))
+    finally:
+        character.ndb.speaking = None

@@ -29,7 +29,7 @@ from ..core.tick import TickState, due, tick_needed
 from ..settings import get_setting
 from . import sleep_report
 from .conversation import queue_checkpoint
-from .hearing import note_room_exchange, room_listeners, room_npcs
+from .hearing import note_room_exchange, room_audience, room_listeners, room_npcs
 from .usage_log import record_usage
 
 
@@ -356,9 +356,10 @@ class TickHandler:
         except ValueError as err:
             logger.log_err(f"AI {script.obj}: no cache warm-up: {err}")
             return None
-        listeners = room_listeners(script.obj)
-        if not listeners:
+        if not room_listeners(script.obj):
             return None
+        # the reply's prompt is built for the room's AI NPCs too (npc.hearing.with_npcs)
+        listeners = room_audience(script.obj)
         script.ndb.cached_head = head
         warming = defer.Deferred()
         script.ndb.warming = warming

