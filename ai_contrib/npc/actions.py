@@ -238,12 +238,21 @@ def _turn_context(lines, listeners):
             "lines": [m.get("content") or "" for m in lines], "done": []}
 
 
-def _with_section(messages, section):
-    """``messages`` with ``section`` appended to the system message (the first)."""
-    if not messages or messages[0].get("role") != "system":
-        return [{"role": "system", "content": section}] + list(messages)
-    first = dict(messages[0], content=f"{messages[0]['content']}\n\n{section}")
-    return [first] + list(messages[1:])
+def actions_section(script, count):
+    """
+    The system message's section on the NPC's actions (:func:`ai_contrib.core.actions.
+    actions_section`), as a standing section of :func:`ai_contrib.npc.world.standing_sections`:
+    ``{"part": "actions", "key": "actions", "text": str, "tokens": int (by ``count``),
+    "detail": {"actions": [name]}}``, or None when the NPC has none. In the system message, it
+    is in the cache warm-up's prompt too (``docs/design.md``, "Actions").
+    """
+    offered = offered_actions(script)
+    if not offered:
+        return None
+    text = core_actions.actions_section([(name, _describe(cmd)) for name, cmd in offered],
+                                        use_text_protocol())
+    return {"part": "actions", "key": "actions", "text": text, "tokens": count(text),
+            "detail": {"actions": [name for name, _ in offered]}}
 
 
 def _calls_of(result, text_protocol, count):
@@ -274,8 +283,10 @@ def store_outcomes(script, outcomes, turn_ids):
     """
     Store each action of a turn in the history as a tool-call pair: an assistant message with
     the call and a tool message with its result, both ``metadata["type"] == "action"`` with the
-    action's ``audience`` and ``reply_to`` (the turn's line ids). A pair the archive refuses is
-    logged and left out whole.
+    action's ``audience`` and ``reply_to`` (the turn's line ids); the result's also has
+    ``action``, ``args`` and ``outcome`` (its status). A message the archive refuses is
+    logged and not stored (the action has happened; a call left without its result is shown in
+    no prompt).
 
     Returns:
         list[dict]: the stored messages.
@@ -290,7 +301,7 @@ def store_outcomes(script, outcomes, turn_ids):
             stored.append(script.add_message(
                 "tool", outcome["text"], name=call.name, tool_call_id=call.call_id,
                 metadata=dict(meta, action=call.name, args=call.args,
-                              status=outcome["status"])))
+                              outcome=outcome["status"])))
         except Exception as err:  # noqa: BLE001 - the world changed; the record is a by-product
             logger.log_err(f"AI {script.obj}: action {call.name} not stored: {err}")
     return stored
@@ -342,14 +353,14 @@ def ask_acting(script, character, prompt, shown, ask):
 def _loop(script, character, prompt, shown, ask, lines, listeners, offered, text):
     """:func:`ask_acting`'s rounds: ask, run what is called, tell the model, until it speaks."""
     described = [(name, _describe(cmd)) for name, cmd in offered]
-    section = core_actions.actions_section(described, text)
     request = {} if text else {"tools": core_actions.tool_schemas(described)}
     limit = int(script.cfg("action_max_per_turn"))
     extra, outcomes = [], []
     context = _turn_context(lines, listeners)
 
     def build(budget, window=None):
-        return _with_section(prompt(budget, window), section) + extra
+        # the actions' section is in the system message already (actions_section)
+        return prompt(budget, window) + extra
 
     try:
         while True:

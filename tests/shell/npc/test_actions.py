@@ -15,7 +15,7 @@ from ai_contrib.action_commands import ActionCmdSet
 from ai_contrib.npc import actions as npc_actions
 from ai_contrib.typeclasses import get_assistant_script
 
-from tests.support.llm_double import reply, tool_calls
+from tests.support.llm_double import http_error, reply, tool_calls
 from tests.support.npc_fixtures import NPCTestCase
 from tests.support.twisted_util import wait_for
 
@@ -100,7 +100,7 @@ class TestRentingTheEastRoom(ActionTestCase):
         # stored as a call/result pair with Wren as audience, before the reply it led to
         call, result, said = self.script.history[-3:]
         self.assertEqual(call["tool_calls"][0]["id"], result["tool_call_id"])
-        self.assertEqual(result["metadata"]["status"], "done")
+        self.assertEqual(result["metadata"]["outcome"], "done")
         self.assertEqual(result["metadata"]["audience"], [self.char1.dbref])
         self.assertEqual(said["content"], "Here is your key, Wren: up the stairs.")
         self.assertEqual(self.npc.db.paid[self.char1.dbref], 0)
@@ -114,7 +114,7 @@ class TestRentingTheEastRoom(ActionTestCase):
         self.assertEqual(len(told), 1)
         self.assertIn("refused", told[0])
         self.assertIn("Wren has not paid for the east room: 8 more silver", told[0])
-        self.assertEqual(self.action_records()[-1]["metadata"]["status"], "refused")
+        self.assertEqual(self.action_records()[-1]["metadata"]["outcome"], "refused")
         self.assertEqual(self.script.history[-1]["content"], "You must pay first, Wren.")
         # positive control: once she is paid, the same call runs
         self.pay()
@@ -232,6 +232,24 @@ class TestBounds(ActionTestCase):
         self.assertEqual(self.script.history[-1]["content"], "Hm.")
         call, result = self.script.history[-3:-1]
         self.assertEqual(call["tool_calls"][0]["id"], result["tool_call_id"])
+
+
+    def test_a_model_failing_after_an_action_keeps_the_pair_and_shows_the_fallback(self):
+        self.pay()
+        self.llm.enqueue(tool_calls([("give", {"args": f"{KEY} to Wren"})]), http_error(500))
+        before = len(self.script.history)
+        self.turn("Marta, the east room please.")
+        self.assertEqual(self.key.location, self.char1)  # the world changed: it is recorded
+        added = self.script.history[before:]
+        self.assertEqual([m["role"] for m in added], ["user", "assistant", "tool"])
+        self.assertEqual(added[1]["tool_calls"][0]["id"], added[2]["tool_call_id"])
+        self.assertEqual(self.script.db.reply_failures, 1)
+        # positive control: the next turn answers, its prompt showing what was done
+        self.llm.enqueue(reply("Sleep well."))
+        self.turn("Marta, thanks.")
+        self.assertEqual(self.script.history[-1]["content"], "Sleep well.")
+        self.assertIn("(You: give east room key to Wren: done.",
+                      prompt_text(self.llm.requests[-1]))
 
 
 class TestActionAudience(ActionTestCase):
