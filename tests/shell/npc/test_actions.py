@@ -11,13 +11,16 @@ from django.test import override_settings
 from evennia.commands.default.general import CmdGive
 from evennia.utils import create
 
+from ai_contrib import rag_memory
 from ai_contrib.action_commands import ActionCmdSet
+from ai_contrib.core.masking import call_trail_intact
+from ai_contrib.core.messages import is_marker
 from ai_contrib.npc import actions as npc_actions
 from ai_contrib.typeclasses import get_assistant_script
 
 from tests.support.llm_double import http_error, reply, tool_calls
 from tests.support.npc_fixtures import NPCTestCase
-from tests.support.twisted_util import wait_for
+from tests.support.twisted_util import stored, wait_for
 
 KEY = "east room key"
 
@@ -285,3 +288,28 @@ class TestActionAudience(ActionTestCase):
         self.llm.enqueue(tool_calls([("look", {"args": ""})]), reply("A quiet room."))
         self.turn("Marta, what a quiet room.", speaker=self.char2)
         self.assertNotIn("murmured", self.script.history[-1]["metadata"])
+
+
+class TestActionMemory(ActionTestCase):
+    def test_a_compaction_summarises_what_was_done_and_never_splits_a_pair(self):
+        self.pay()
+        self.llm.enqueue(tool_calls([("give", {"args": f"{KEY} to Wren"})]), reply("Your key."))
+        self.turn("Marta, the east room please.")
+        pair = [m["id"] for m in self.script.history[-3:-1]]
+        self.fill(40, speaker="Wren")
+        self.script.db.max_context_tokens = 1200
+        self.script.db.compact_preserve_max_fraction = 1.0
+        self.llm.enqueue(reply("I gave Wren the east room key; Wren paid 8 silver."))
+        result = stored(wait_for(rag_memory.compact_conversation_history(
+            self.script, self.npc, force=True)))
+        self.assertTrue(result["success"], result)
+        transcript = self.llm.requests[-1]["messages"][-1]["content"]
+        self.assertIn("[calls give(", transcript)
+        self.assertIn("give east room key to Wren: done.", transcript)
+        history = self.script.history
+        self.assertTrue(is_marker(history[0]))
+        self.assertIn("east room key", history[0]["content"])
+        # the pair went into the summary whole, and what is left pairs its calls
+        ids = {m["id"] for m in history}
+        self.assertFalse(ids & set(pair))
+        self.assertTrue(call_trail_intact(history))
