@@ -4,6 +4,7 @@ NPC's actions; a name the action cmdset lacks is refused (``docs/design.md``, "A
 from django.test import override_settings
 
 from ai_contrib.admin.actions_command import CmdAIActions
+from ai_contrib.admin.admin_commands import CmdAIConfig
 from ai_contrib.npc.actions import offered_actions
 
 from tests.support.npc_fixtures import NPCTestCase
@@ -34,4 +35,11 @@ class TestAIActions(NPCTestCase):
         self.assertEqual(self.names(), [])
         # positive control: the same without them is taken
         self.call(CmdAIActions(), "Marta = give")
+        self.assertEqual(self.names(), ["give"])
+
+    def test_aiconfig_shows_the_list_and_points_to_aiactions_to_change_it(self):
+        self.call(CmdAIActions(), "Marta = give")
+        self.assertIn("actions", self.call(CmdAIConfig(), "Marta"))
+        said = self.call(CmdAIConfig(), "Marta/actions=look")
+        self.assertIn("use aiactions <npc>", said)
         self.assertEqual(self.names(), ["give"])

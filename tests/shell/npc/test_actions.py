@@ -127,6 +127,23 @@ class TestRentingTheEastRoom(ActionTestCase):
         self.assertEqual(self.key.location, self.char1)
 
 
+    def test_the_hook_may_rewrite_an_action_which_is_checked_again(self):
+        self.pay()
+        self.npc.at_ai_action = lambda action, args, context: ("look", "")
+        self.llm.enqueue(tool_calls([("give", {"args": f"{KEY} to Wren"})]), reply("Hm."))
+        self.turn("Marta, the key?")
+        self.assertEqual(self.key.location, self.npc)
+        self.assertIn("look: done", tool_messages(self.llm.requests[-1])[0])
+        # a rewrite into an action outside her list is refused, as the model's own would be
+        self.script.db.action_cooldown = 0
+        self.npc.at_ai_action = lambda action, args, context: ("drop", KEY)
+        self.llm.enqueue(tool_calls([("give", {"args": f"{KEY} to Wren"})]), reply("Hm."))
+        self.turn("Marta, the key?")
+        self.assertIn("drop east room key: refused. drop is not one of your actions",
+                      tool_messages(self.llm.requests[-1])[0])
+        self.assertEqual(self.key.location, self.npc)
+
+
 class TestWhatNeverRuns(ActionTestCase):
     def test_a_staff_command_in_the_cmdset_is_stopped_by_its_lock(self):
         self.script.db.actions = ["teleport", "look"]
