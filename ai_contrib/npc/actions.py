@@ -307,6 +307,31 @@ def store_outcomes(script, outcomes, turn_ids):
     return stored
 
 
+#: tokens reserved for one action's exchange in a turn (the call and a cropped result)
+EXCHANGE_TOKENS = 120
+
+
+def actions_reserve(script, count):
+    """
+    Tokens an NPC's actions may take in a reply prompt, reserved from its history budget
+    (:func:`ai_contrib.npc.world.world_reserve`): the section offering them, as much again for
+    the tool schemas where tools are sent, and :data:`EXCHANGE_TOKENS` for each action a turn
+    may take. 0 without actions; counted once per change of the list and the protocol.
+    """
+    names = tuple(script.cfg("actions") or ())
+    if not names:
+        return 0
+    text = use_text_protocol()
+    key = (names, text, int(script.cfg("action_max_per_turn")))
+    cached = script.ndb.action_tokens
+    if cached is None or cached[0] != key:
+        section = actions_section(script, count)
+        tokens = section["tokens"] * (1 if text else 2) if section else 0
+        cached = (key, tokens + EXCHANGE_TOKENS * key[2] if section else 0)
+        script.ndb.action_tokens = cached
+    return cached[1]
+
+
 @defer.inlineCallbacks
 def ask_acting(script, character, prompt, shown, ask):
     """

@@ -18,7 +18,7 @@ from ai_contrib.core.messages import is_marker
 from ai_contrib.npc import actions as npc_actions
 from ai_contrib.typeclasses import get_assistant_script
 
-from tests.support.llm_double import http_error, reply, tool_calls
+from tests.support.llm_double import http_error, json_body, reply, tool_calls
 from tests.support.npc_fixtures import NPCTestCase
 from tests.support.twisted_util import stored, wait_for
 
@@ -330,3 +330,31 @@ class TestActionMemory(ActionTestCase):
         ids = {m["id"] for m in history}
         self.assertFalse(ids & set(pair))
         self.assertTrue(call_trail_intact(history))
+
+
+class TestProtocols(ActionTestCase):
+    def test_a_server_refusing_tools_is_asked_by_action_line_from_then_on(self):
+        refusal = {"error": {"message": "tools are not supported by this model",
+                             "type": "invalid_request_error"}}
+        self.llm.enqueue(json_body(refusal, status=400), reply("ACTION: look"),
+                         reply("A fine evening."))
+        self.assertFalse(npc_actions.use_text_protocol())
+        self.turn("Marta, what do you see?")
+        self.assertTrue(npc_actions.use_text_protocol())
+        first, second, third = self.llm.requests[-3:]
+        self.assertIn("tools", first)
+        self.assertNotIn("tools", second)
+        self.assertIn("(RESULT: look: done.", prompt_text(third))
+        self.assertEqual(self.script.history[-1]["content"], "A fine evening.")
+        # the embedded model (no AI_LLM_BASE_URL) is asked by action line from the start
+        npc_actions._TOOLS_REFUSED.clear()
+        self.assertFalse(npc_actions.use_text_protocol())
+        with override_settings(AI_LLM_BASE_URL=None):
+            self.assertTrue(npc_actions.use_text_protocol())
+
+    def test_the_history_budget_reserves_room_for_the_actions(self):
+        self.script.db.actions = []
+        without = self.script.budgeting.info()["reserved"]
+        self.script.db.actions = ["give", "look"]
+        offered = self.script.budgeting.info()["reserved"]
+        self.assertGreater(offered - without, 2 * npc_actions.EXCHANGE_TOKENS)
