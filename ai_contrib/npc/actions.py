@@ -35,6 +35,8 @@ _UNTRAPPED = "An untrapped error occurred"
 #: base URLs of servers that refused ``tools=`` (asked with the text protocol from then on)
 _TOOLS_REFUSED = set()
 _CMDSETS = {}
+#: seconds a command may take before the action counts as failed
+ACTION_SECONDS = 10
 _ABSENT = object()
 
 
@@ -219,13 +221,18 @@ def _run_checked(script, character, call, context):
 @defer.inlineCallbacks
 def _execute(character, cmd, call):
     """Run ``cmd`` with ``call.args`` through Evennia's command handler as ``character``:
-    ``(its output to the NPC, {dbref: name} of the others it told)``."""
+    ``(its output to the NPC, {dbref: name} of the others it told)``; a command still running
+    after :data:`ACTION_SECONDS` fails with ``twisted.internet.defer.TimeoutError``."""
+    from twisted.internet import reactor
+
     command = cmd.__class__()
     command.obj = character
     tap = _Tap(character)
     try:
-        yield defer.maybeDeferred(cmdhandler, character, f" {call.args}" if call.args else "",
+        ran = defer.maybeDeferred(cmdhandler, character, f" {call.args}" if call.args else "",
                                   callertype="object", cmdobj=command, cmdobj_key=call.name)
+        # a command waiting for input (a menu, a question) would hold the reply for ever
+        yield ran.addTimeout(ACTION_SECONDS, reactor)
     finally:
         tap.close()
     return tap.text(), tap.told
