@@ -9,6 +9,7 @@ import sys
 
 from django.test import override_settings
 from evennia.commands.default.general import CmdGive
+from evennia.commands.default.muxcommand import MuxCommand
 from evennia.utils import create
 
 from ai_contrib import rag_memory
@@ -33,6 +34,24 @@ class StaffActionCmdSet(ActionCmdSet):
         from evennia.commands.default.building import CmdTeleport
 
         self.add(CmdTeleport())
+
+
+class CmdBroken(MuxCommand):
+    """a game's command with a bug"""
+
+    key = "broken"
+    locks = "cmd:all()"
+
+    def func(self):
+        raise RuntimeError("a bug in the game's command")
+
+
+class BrokenActionCmdSet(ActionCmdSet):
+    """The default actions plus :class:`CmdBroken`."""
+
+    def at_cmdset_creation(self):
+        super().at_cmdset_creation()
+        self.add(CmdBroken())
 
 
 def tool_messages(request):
@@ -253,6 +272,19 @@ class TestBounds(ActionTestCase):
         call, result = self.script.history[-3:-1]
         self.assertEqual(call["tool_calls"][0]["id"], result["tool_call_id"])
 
+
+    def test_a_command_that_raises_is_a_failed_action_and_the_next_one_runs(self):
+        self.script.db.actions = ["broken", "look"]
+        with override_settings(
+                AI_ACTION_CMDSET="tests.shell.npc.test_actions.BrokenActionCmdSet"):
+            self.llm.enqueue(tool_calls([("broken", {"args": ""}), ("look", {"args": ""})]),
+                             reply("Odd."))
+            self.turn("Marta?")
+        told = tool_messages(self.llm.requests[-1])
+        self.assertEqual(told[0], "broken: failed. it went wrong")
+        self.assertIn("look: done", told[1])  # positive control, same turn
+        self.assertEqual(self.script.history[-1]["content"], "Odd.")
+        self.assertTrue(call_trail_intact(self.script.history))
 
     def test_a_model_failing_after_an_action_keeps_the_pair_and_shows_the_fallback(self):
         self.pay()
