@@ -10,6 +10,7 @@ from evennia.commands.default.muxcommand import MuxCommand
 from evennia.utils.ansi import raw
 
 # the admin commands; a game's own cmdsets may import them from here
+from .admin.actions_command import CmdAIActions
 from .admin.admin_commands import CmdAIConfig, CmdAIForget, CmdAIList, CmdAIReset
 from .admin.compact_command import CmdCompact
 from .admin.gossip_commands import CmdAIGossip
@@ -145,6 +146,6 @@ class AIContribCmdSet(CmdSet):
             CmdAIHistory, CmdCompact, CmdAISleep, CmdAIWake, CmdAIMemory,
             CmdAIList, CmdAIConfig, CmdAIReset, CmdAIForget,
             CmdDestroy,  # Evennia's destroy, which also says what became of an NPC's memories
-            CmdAILore, CmdAIPin, CmdAIGossip,
+            CmdAILore, CmdAIPin, CmdAIGossip, CmdAIActions,
         ):
             self.add(command())

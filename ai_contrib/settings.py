@@ -330,6 +330,27 @@ OPTIONS = (
                "(it still hears them).", unit=SECONDS, per_npc=True),
     ),
     *_group(
+        # docs/design.md, "Actions": the game's commands an NPC runs as itself, in a bounded
+        # loop before it speaks
+        "Actions",
+        Option("ACTIONS", [], TEXT_LIST,
+               "Commands of AI_ACTION_CMDSET an NPC may run as itself (`aiactions` sets an "
+               "NPC's own list); empty: it only speaks.", per_npc=True),
+        Option("ACTION_CMDSET", "ai_contrib.action_commands.ActionCmdSet", TEXT,
+               "Python path of the cmdset whose commands NPCs may be given (a game adds its "
+               "own commands to a subclass)."),
+        Option("ACTION_MAX_PER_TURN", 2, INT,
+               "Actions one reply may take before the NPC speaks.", unit="actions",
+               per_npc=True),
+        Option("ACTION_COOLDOWN", 5, INT,
+               "Time after a turn in which the NPC acted during which its actions are refused.",
+               unit=SECONDS, per_npc=True),
+        Option("ACTION_PROTOCOL", "auto", TEXT,
+               "How the model asks for an action: \"tools\" (OpenAI tool calls), \"text\" (an "
+               "ACTION: line), \"auto\" (text for the embedded model, else tools, text once a "
+               "server refuses tools).", choices=("auto", "tools", "text")),
+    ),
+    *_group(
         # docs/design.md, "Gossip"
         "Gossip",
         # what an NPC learned in public passes, while it sleeps, to the NPCs it shares a network

@@ -134,6 +134,11 @@ class AssistantCharacter(DefaultCharacter):
         :meth:`at_heard_say` (the words only), a pose, emote or move of a character (not an AI
         NPC) of :attr:`observed_types` to :meth:`at_observed`. Arguments as Evennia's.
         """
+        capture = self.ndb.action_output
+        if capture is not None:
+            # the NPC is running an action: what the game tells it is the action's result
+            # (ai_contrib.npc.actions), whoever sent it
+            capture.append(text)
         super().msg(text=text, from_obj=from_obj, session=session, options=options, **kwargs)
         if not text or from_obj is None or from_obj == self:
             return
@@ -202,6 +207,27 @@ class AssistantCharacter(DefaultCharacter):
             self.at_observed(source_location,
                              f"{source_location.key} gives you {moved_obj.key}.", "give",
                              audience=[source_location.dbref])
+
+    def at_ai_action(self, action, args, context):
+        """
+        The game's say on an action the NPC's model asked for, before it runs
+        (``docs/design.md``, "Actions"). A game's subclass overrides it to enforce its rules (no
+        key without payment); the default lets every action of the NPC's list run, under the
+        command's own locks.
+
+        Args:
+            action (str): the command's key as the NPC's actions name it (``"give"``).
+            args (str): its arguments, one line of checked text (``"key to Wren"``).
+            context (dict): the turn: ``{"listeners": {dbref: name} (who hears the reply),
+                "speakers": [dbref] (of the lines answered), "lines": [str] (their text),
+                "done": [dict] (this turn's earlier actions: ``"call"``, ``"status"``,
+                ``"text"``)}``.
+
+        Returns:
+            None to let it run; a str to refuse it (the reason, which the model is told); an
+            ``(action, args)`` tuple to run that instead (checked again like the model's own).
+        """
+        return None
 
     def at_heard_say(self, speaker, speech, to=None, audience=None):
         """

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import re
 
+from .actions import event_line
 from .audience import heard_by
 from .dates import epoch_seconds, short_time
-from .messages import is_marker, shown_speaker
+from .messages import is_marker, shown_speaker, tool_call_ids
 from .text import normalise_player_text
 
 REPLY_INSTRUCTIONS = (
@@ -54,9 +55,10 @@ def render_for_chat(msg) -> dict | None:
     False, :mod:`ai_contrib.core.addressing`) reads ``"Bob (overheard): hello"``, so the model
     knows it but does not take it as a question to answer. An event record (metadata
     ``kind`` ``"event"``: an arrival, a pose, a gift) is a user line of its stored text alone,
-    ``"(Wren smiles.)"``. Tool calls and tool results are the
-    NPC's own bookkeeping (journaling during extraction) and are left out of conversational
-    replies.
+    ``"(Wren smiles.)"``. An action's result (metadata ``type`` ``"action"``) is a user line
+    too, ``"(You: give key to Wren: done. ...)"`` (:func:`ai_contrib.core.actions.event_line`),
+    its call left out. Other tool calls and tool results are the NPC's own bookkeeping
+    (journaling during extraction) and are left out of conversational replies.
     """
     role = msg.get("role")
     content = msg.get("content") or ""
@@ -66,6 +68,9 @@ def render_for_chat(msg) -> dict | None:
         # no speaker prefix, "(Wren arrives from the north.)", so the model reads it as part of
         # the scene in order with the speech, not as an instruction or a line to answer
         return {"role": "user", "content": content} if content else None
+    if role == "tool" and (msg.get("metadata") or {}).get("type") == "action":
+        # what the NPC did, in the scene's order (docs/design.md, "Actions")
+        return {"role": "user", "content": event_line(msg)}
     if role == "tool" or (role == "assistant" and msg.get("tool_calls") and not content):
         return None
     if role == "user":
@@ -137,6 +142,7 @@ def conversation_order(history) -> list:
     """
     position = {msg.get("id"): i for i, msg in enumerate(history)}
     placed = []  # (sort key, index, msg): a reply sorts right after its last answered line
+    call_keys = {}  # tool call id -> its call's sort key: a result stays after its call
     for i, msg in enumerate(history):
         key = float(i)
         if msg.get("role") == "assistant":
@@ -144,6 +150,10 @@ def conversation_order(history) -> list:
                         if rid in position and position[rid] < i]
             if answered:
                 key = max(answered) + 0.5
+            for call_id in tool_call_ids(msg):
+                call_keys[call_id] = key
+        elif msg.get("role") == "tool":
+            key = call_keys.get(msg.get("tool_call_id"), key)
         placed.append((key, i, msg))
     if all(key == i for key, i, _ in placed):
         return list(history)

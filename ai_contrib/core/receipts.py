@@ -11,10 +11,11 @@ A *receipt*::
      "prompt_tokens": int | None, "cached_tokens": int | None, "generated_tokens": int | None,
      "listeners": [str names], "seq": int (the reply's archive seq), "at": str (timestamp),
      "parts": [{"part": "system" | "summary" | "history" | "memories" | "turn" | "lore" |
-                        "pins" | "scene",
+                        "pins" | "scene" | "actions",
                 "tokens": int, "first_seq": int | None, "last_seq": int | None,
                 "messages": int, "new": bool,
-                "detail": {"entries": [{"id", "key"}]} | {"pins": [id]}}, ...],
+                "detail": {"entries": [{"id", "key"}]} | {"pins": [id]} | {"actions": [name]}},
+               ...],
                 # in prompt order; keys per part
      "world_skipped": [{"key": str, "part": str,  # world left out: for room ("budget"), or
                         "reason": str}],          # withdrawn by staff (ai_contrib.npc.world)
@@ -128,6 +129,7 @@ PART_NAMES = {
     "lore": "lore",
     "pins": "pins",
     "scene": "scene",
+    "actions": "actions offered",
 }
 
 

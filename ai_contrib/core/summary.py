@@ -39,7 +39,8 @@ DEFAULT_COMPACTION_PROMPT = """\
 You keep the memory of a character in a text-based multiplayer game (a MUD). You are given part \
 of that character's conversation log. Lines marked (assistant) were said or done by the \
 character; lines marked (user) were said by players; lines marked (system) are game events or \
-earlier notes; lines marked (tool) are results of the character's own lookups.
+earlier notes; lines marked (tool) are results of the character's own actions in the world \
+and lookups.
 
 Write the character's private notes about this log, in the first person, so the character can \
 carry on later without it. Attribute everything: "Mara told me her brother is missing", \
@@ -52,7 +53,7 @@ by short "- " bullet points; leave out a heading with nothing under it:
 - Confirmed Facts: what is known for certain, with when and where if known.
 - Promises and Quests: what I promised whom, what was promised to me, errands and quests, and \
 whether each was kept.
-- Decisions Made: what I decided and why.
+- Decisions Made: what I decided and why, and what I did for whom (gave, took, opened, went).
 - Open Questions: unanswered questions, unfinished business, and anything unconfirmed (mark it \
 "unconfirmed"; never mix it into the confirmed facts).
 - Relationship State: how each person and I stand (trust, debts, grudges, friendship).

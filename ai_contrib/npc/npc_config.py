@@ -46,6 +46,9 @@ SOURCE_NPC, SOURCE_NPC_SAME, SOURCE_GAME, SOURCE_DEFAULT = (
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
 
+#: per-NPC list options ``aiconfig`` does not set, and the command that does
+LIST_COMMANDS = {"actions": "aiactions"}
+
 
 def option_type(name) -> str:
     """
@@ -146,9 +149,11 @@ def parse_value(name, text) -> bool | int | float | str:
         if not math.isfinite(value):
             raise ValueError(f"{name} takes a number (got '{raw}').")
         return _check_bounds(option, value, raw)
-    if kind != TEXT:  # lists, dicts: no per-NPC option takes one
-        raise ValueError(f"{name} cannot be set here: set {option.setting} in the game's "
-                         "settings.")
+    if kind != TEXT:  # lists and dicts: their own command, or the game's setting
+        where = LIST_COMMANDS.get(name)
+        raise ValueError(f"{name} cannot be set here: " + (
+            f"use {where} <npc> = ..." if where else
+            f"set {option.setting} in the game's settings."))
     if option.choices:
         value = raw.lower()
         if value not in option.choices:

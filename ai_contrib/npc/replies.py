@@ -30,6 +30,7 @@ from ..core.turns import turn_query
 from ..llm.client import LLMContextOverflowError, LLMError, get_client
 from ..memory.archive import ArchiveError
 from ..settings import get_setting
+from .actions import ask_acting
 from .hearing import is_assistant_character, room_npcs, with_npcs
 from .notify import notify_admins
 from .scene import note_exchange
@@ -315,19 +316,19 @@ def prompt_window(script, turn_ids=()):
 
 
 @defer.inlineCallbacks
-def _ask(script, character, messages_for_budget, shown):
+def _ask(script, character, messages_for_budget, shown, **request):
     """
     One reply from the model, asking again once with half the history budget when the server
     says the prompt exceeds its context window (our token count and the server's can differ).
     ``messages_for_budget(budget, window=None)`` builds the prompt from the messages
     :func:`window_messages` gives for ``window``; ``shown`` is :func:`prompt_window`'s
-    ``(window, budget)``.
+    ``(window, budget)``; ``request`` more fields of the request (the actions' ``tools``).
     """
     window, budget = shown
     model = script.cfg("llm_model")
     try:
         result = yield get_client().chat(messages_for_budget(budget, window), model=model,
-                                         purpose="reply")
+                                         purpose="reply", **request)
     except LLMContextOverflowError as err:
         smaller = min(budget, script.token_count()) // 2
         logger.log_warn(
@@ -335,7 +336,7 @@ def _ask(script, character, messages_for_budget, shown):
             f"asking again with a {smaller}-token history"
         )
         result = yield get_client().chat(messages_for_budget(smaller), model=model,
-                                         purpose="reply")
+                                         purpose="reply", **request)
         if hasattr(script, "start_memory_work"):
             script.start_memory_work()
     return result
@@ -456,7 +457,8 @@ class _TurnPrompt:
     ``prompt(budget, window=None)`` (:func:`_ask` asks again with less), it returns the chat
     messages and keeps what the last build was: ``messages``, ``parts`` (the receipt's) and
     ``sources`` (what the prompt was built from, for :func:`ai_contrib.core.audience.may_hear`);
-    all None before the first build.
+    all None before the first build; ``acted``: the action messages stored this turn
+    (:func:`ai_contrib.npc.actions.ask_acting`), whose audience counts like ``sources``'.
     """
 
     def __init__(self, script, character, turn_ids, listeners, notes, standing):
@@ -464,6 +466,7 @@ class _TurnPrompt:
         self.turn_ids, self.listeners = turn_ids, listeners
         self.notes, self.standing = notes, standing
         self.messages = self.parts = self.sources = None
+        self.acted = []
 
     def __call__(self, budget, window=None):
         history = window_messages(self.script.history, window)
@@ -513,7 +516,7 @@ def _answer(script, character, lines, turn_ids, listeners, hearers=None):
     # before someone walked in: only those present now who could hear everything the prompt
     # was built from may hear it (docs/design.md, "Privacy by audience")
     present = with_npcs(character, hearers(character) if hearers is not None else listeners)
-    heard = may_hear(prompt.sources or lines, present)
+    heard = may_hear((prompt.sources or lines) + prompt.acted, present)
     npcs = {npc.dbref for npc in room_npcs(character)}
     if not set(heard) - npcs:
         logger.log_info(f"AI {character}: reply not said: no player in the room now could hear "
@@ -585,7 +588,8 @@ def _write_reply(script, character, prompt, shown, recall, world):
     thinking = show_thinking_later(character)
     receipt = None
     try:
-        result = yield _ask(script, character, prompt, shown)
+        # the NPC may act before it speaks (docs/design.md, "Actions")
+        result = yield ask_acting(script, character, prompt, shown, _ask)
         _report_reply(script, character, result, time.monotonic() - started, waited)
         receipt = make_receipt(
             script.cfg("llm_model") or getattr(result, "model", None),

@@ -26,6 +26,7 @@ from ..core.text import normalise_player_text
 from ..core.tokens import count_tokens
 from ..core.world_notes import plan_world_notes, shown_world_notes
 from ..lore import lore_for_npc, lore_index, lore_texts, npc_facts
+from .actions import actions_reserve, actions_section
 from .pins import get_pins
 from .scene import scene_for
 
@@ -43,8 +44,9 @@ def _pin_lines(pins):
 def standing_sections(script, character):
     """
     The sections of the system message: the NPC's own pins (staff-written, never summarised,
-    never cut: ``docs/design.md``, "Lore and pins") and the constant lore entries it may know,
-    within its lore budget.
+    never cut: ``docs/design.md``, "Lore and pins"), the constant lore entries it may know,
+    within its lore budget, and the actions it may take (:func:`ai_contrib.npc.actions.
+    actions_section`).
 
     Returns:
         list[dict]: sections (module docstring), possibly empty; the same list while staff
@@ -63,6 +65,9 @@ def standing_sections(script, character):
         sections.append({"part": "lore", "key": "lore:constant", "text": text,
                          "tokens": count(text),
                          "detail": {"entries": [{"id": e["id"], "key": None} for e in constant]}})
+    acting = actions_section(script, count)
+    if acting:
+        sections.append(acting)
     return sections
 
 
@@ -132,7 +137,8 @@ def world_reserve(script):
     """
     Tokens the NPC's world may take in a reply prompt, reserved from its history budget
     (``docs/design.md``, "The budget fits the model"): the lore budget, the scene's cap and
-    the tokens of the NPC's pins (counted once per change of its pins). O(pins).
+    the tokens of the NPC's pins (counted once per change of its pins) and of its actions
+    (:func:`ai_contrib.npc.actions.actions_reserve`). O(pins).
     """
     budgets = world_budgets(script)
     character = script.obj
@@ -142,7 +148,8 @@ def world_reserve(script):
         count = _count(script)
         cached = (pins, sum(count(f"- {text}") for text in pins) + (16 if pins else 0))
         script.ndb.pin_tokens = cached
-    return budgets["lore"] + budgets["scene"] + min(budgets["pins"], cached[1])
+    return (budgets["lore"] + budgets["scene"] + min(budgets["pins"], cached[1])
+            + actions_reserve(script, _count(script)))
 
 
 def _note_reason(note, character, found):

@@ -2,8 +2,9 @@
 The Sleeping Stag: a tavern north of Limbo where Marta, the innkeeper, works, and the town gate
 east of Limbo, where Bram of the watch stands guard.
 
-Marta is an ``ai_contrib.typeclasses.AssistantCharacter``: an NPC whose replies come from an LLM and
-whose conversation history is kept within a token budget by compaction. Her ``db.persona`` is the
+Marta is a ``typeclasses.innkeeper.Innkeeper``, an ``ai_contrib.typeclasses.AssistantCharacter``
+whose actions obey the inn's rule (no east room key without payment): an NPC whose replies
+come from an LLM and whose conversation history is kept within a token budget by compaction. Her ``db.persona`` is the
 character sheet the contrib puts at the head of every prompt. Bram is one too; his Tag ``watch``
 (category ``faction``) is what lets him, and never Marta, know the watch's orders in
 ``world/lore.py``.
@@ -57,6 +58,9 @@ MARTA_DESC = (
 )
 
 # Short and concrete: small local models follow a few plain sentences better than a long sheet.
+EAST_DESC = ("A snug room up the stairs with its own hearth and a wide bed. The door locks; "
+             "Marta keeps the key until a guest has paid.")
+
 MARTA_PERSONA = (
     "You are Marta, the innkeeper of The Sleeping Stag, a busy tavern at a crossroads. "
     "You are warm, practical and a little nosy. You listen closely to your guests, remember what "
@@ -95,16 +99,18 @@ def build_tavern():
     Create the tavern room, its exits to and from Limbo and Marta, where missing.
 
     Returns:
-        dict: ``{"tavern": room, "marta": npc}`` (the existing objects where already built).
+        dict: ``{"tavern": room, "marta": npc, "east": room, "gate": room, "bram": npc}`` (the
+        existing objects where already built).
 
     Raises:
-        ImportError: if ``ai_contrib.typeclasses`` cannot be imported. The import happens here and
+        ImportError: if ``ai_contrib.typeclasses`` (under ``typeclasses.innkeeper``) cannot be
+            imported. The import happens here and
             not at module level on purpose: Evennia silently skips an initial-setup hook module
             that fails to import, and a game without its NPC should fail loudly instead.
     """
-    from ai_contrib.typeclasses import AssistantCharacter
     from evennia.utils import create, logger
     from evennia.utils.search import search_object
+    from typeclasses.innkeeper import Innkeeper
 
     limbo = search_object(settings.DEFAULT_HOME)[0]
 
@@ -128,7 +134,7 @@ def build_tavern():
     marta = _tagged("innkeeper")
     if marta is None:
         marta = create.create_object(
-            AssistantCharacter,
+            Innkeeper,
             key=NPC_KEY,
             location=tavern,
             home=tavern,
@@ -138,9 +144,41 @@ def build_tavern():
         # db.persona is read on every reply, so it is set after creation like any later edit
         marta.db.persona = MARTA_PERSONA
         logger.log_info(f"AI tavern: created NPC {marta.key} ({marta.dbref}) in {tavern.key}.")
+    east = _build_east_room(tavern, marta)
     # after Marta, so that she stays the game's first NPC (#<n> order: tools and tests rely on it)
     gate = _build_gate(limbo)
-    return {"tavern": tavern, "marta": marta, "gate": gate["gate"], "bram": gate["bram"]}
+    return {"tavern": tavern, "marta": marta, "east": east, "gate": gate["gate"],
+            "bram": gate["bram"]}
+
+
+def _build_east_room(tavern, marta):
+    """
+    The east room up the stairs, its door (passable only holding the east room key) and the key
+    in Marta's hands, where missing: the rent of ``typeclasses/innkeeper.py``, which gives the
+    key only to a guest who paid, once Marta has actions (``aiactions Marta = give, look``).
+
+    Returns:
+        Object: the room.
+    """
+    from evennia.utils import create, logger
+    from typeclasses.innkeeper import KEY_NAME
+
+    east = _tagged("east_room")
+    if east is None:
+        east = create.create_object(
+            settings.BASE_ROOM_TYPECLASS, key="The East Room",
+            tags=[("east_room", TAG_CATEGORY)], attributes=[("desc", EAST_DESC)])
+        logger.log_info(f"AI tavern: created room {east.key} ({east.dbref}).")
+    if _exit("east_door", "east", ["e", "stairs"], tavern, east):
+        door = _tagged("east_door")
+        door.locks.add(f"traverse:holds({KEY_NAME})")
+        door.db.err_traverse = "The east room's door is locked; Marta has the key."
+    _exit("east_room_exit", "down", ["west", "w", "out"], east, tavern)
+    if _tagged("east_key") is None:
+        create.create_object(settings.BASE_OBJECT_TYPECLASS, key=KEY_NAME, location=marta,
+                             home=tavern, tags=[("east_key", TAG_CATEGORY)],
+                             attributes=[("desc", "A heavy iron key on a red ribbon.")])
+    return east
 
 
 def _build_gate(limbo):

@@ -781,7 +781,9 @@ def request_kind(body):
     text = prompt_text(body)
     if "<transcript>" in text:
         return "summary"
-    if body.get("tools") or "add_journal_entry" in text:
+    # an NPC with actions offers tools in its replies too: extraction's are the journal's
+    tools = {(t.get("function") or {}).get("name") for t in body.get("tools") or ()}
+    if "add_journal_entry" in tools or "add_journal_entry" in text:
         return "extraction"
     return "reply"
 

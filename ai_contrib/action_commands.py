@@ -1,0 +1,67 @@
+"""
+The action cmdset: the game's commands an AI NPC may be given to run as itself
+(``docs/design.md``, "Actions").
+
+:class:`ActionCmdSet` holds the commands every Evennia game has: ``give``, ``get``, ``drop``,
+``pose`` (``emote``), ``look``, ``whisper`` and :class:`CmdGo` (moving through an exit, which
+Evennia otherwise offers as one command per exit). ``AI_ACTION_CMDSET`` names the cmdset the
+contrib reads (this one by default); a game adds its own commands (a ``sell``, an ``unlock``) to
+a subclass and names that. Which of its commands one NPC may run is ``AI_ACTIONS``, or the
+NPC's own list (``aiactions``). The commands run through Evennia's command handler with the NPC
+as caller, so their lock strings and the NPC's permissions apply as for anyone.
+"""
+
+from evennia.commands.cmdset import CmdSet
+from evennia.commands.default.muxcommand import MuxCommand
+
+
+class CmdGo(MuxCommand):
+    """
+    go through an exit
+
+    Usage:
+      go <exit>
+
+    Leaves the room through the exit named, if its traverse lock lets you.
+    """
+
+    key = "go"
+    locks = "cmd:all()"
+    arg_regex = r"\s|$"
+
+    def func(self):
+        """Find the exit among the room's and traverse it as the exit's own command does."""
+        caller = self.caller
+        if not self.args.strip() or caller.location is None:
+            caller.msg("Usage: go <exit>")
+            return
+        exits = [obj for obj in caller.location.contents if obj.destination]
+        exit_obj = caller.search(self.args.strip(), candidates=exits,
+                                 nofound_string=f"There is no exit '{self.args.strip()}' here.")
+        if not exit_obj:
+            return
+        if exit_obj.access(caller, "traverse"):
+            exit_obj.at_traverse(caller, exit_obj.destination)
+        else:
+            exit_obj.at_failed_traverse(caller)
+
+
+class ActionCmdSet(CmdSet):
+    """The commands an NPC may be given by default: never added to anyone's cmdsets, only read
+    by the action runner (:mod:`ai_contrib.npc.actions`)."""
+
+    key = "ai_actions"
+
+    def at_cmdset_creation(self):
+        """Evennia's own give, get, drop, pose, look and whisper, and :class:`CmdGo`."""
+        from evennia.commands.default.general import (
+            CmdDrop,
+            CmdGet,
+            CmdGive,
+            CmdLook,
+            CmdPose,
+            CmdWhisper,
+        )
+
+        for command in (CmdGive, CmdGet, CmdDrop, CmdPose, CmdLook, CmdWhisper, CmdGo):
+            self.add(command())

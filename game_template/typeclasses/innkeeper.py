@@ -1,0 +1,70 @@
+"""
+The innkeeper: Marta, an AI NPC whose actions the game disposes of (``ai_contrib`` docs,
+"Actions").
+
+Marta may be given actions (``aiactions Marta = give, look``); the model then asks for them, and
+:meth:`Innkeeper.at_ai_action` applies the inn's rule before any runs: the east room's key is
+given only to a guest who has paid :data:`ROOM_PRICE` silver. A guest pays by giving her coins
+(objects with a ``silver`` Attribute: ``give purse to Marta``); :meth:`at_object_receive` counts
+them. A refusal's reason is what the model is told, so she can say why.
+"""
+
+from ai_contrib.typeclasses import AssistantCharacter
+
+#: silver a night in the east room (world/lore.py tells her the same)
+ROOM_PRICE = 8
+#: the key's name (world/tavern.py creates it in Marta's hands; the east door's lock asks for it)
+KEY_NAME = "east room key"
+
+
+def _target(args):
+    """The receiver of a ``give`` line: after ``=`` or `` to ``; ``""`` when it names none."""
+    for mark in ("=", " to "):
+        if mark in args:
+            return args.split(mark, 1)[1].strip()
+    return ""
+
+
+class Innkeeper(AssistantCharacter):
+    """
+    An innkeeper who rents rooms: ``db.paid`` is ``{dbref: silver}`` received from each guest
+    and not yet spent on a room.
+    """
+
+    def at_object_receive(self, moved_obj, source_location, move_type="move", **kwargs):
+        """A guest's coins (an object with ``db.silver``) count as payment from the giver."""
+        super().at_object_receive(moved_obj, source_location, move_type=move_type, **kwargs)
+        silver = moved_obj.db.silver
+        if move_type == "give" and source_location is not None and silver:
+            paid = dict(self.db.paid or {})
+            paid[source_location.dbref] = paid.get(source_location.dbref, 0) + int(silver)
+            self.db.paid = paid
+
+    def at_ai_action(self, action, args, context):
+        """
+        No key without payment: ``give <key> to <guest>`` runs only when the guest has paid
+        :data:`ROOM_PRICE` silver (which the key uses up as it leaves her,
+        :meth:`at_object_leave`); the refusal says what is owed.
+        Every other action runs as the model asked.
+        """
+        if action != "give" or "key" not in args.lower().split("=")[0].split(" to ")[0]:
+            return None
+        name = _target(args)
+        found = self.search(name, quiet=True) if name else []
+        guest = found[0] if found else None
+        if guest is None:
+            return f"there is nobody called '{name}' here to give the key to"
+        paid = dict(self.db.paid or {})
+        owed = ROOM_PRICE - paid.get(guest.dbref, 0)
+        if owed > 0:
+            return (f"{guest.key} has not paid for the east room: {owed} more silver first "
+                    "(a guest pays by giving you the coins)")
+        return None
+
+    def at_object_leave(self, moved_obj, target_location, move_type="move", **kwargs):
+        """The key given to a guest uses up the room's price from what they paid."""
+        super().at_object_leave(moved_obj, target_location, move_type=move_type, **kwargs)
+        if move_type == "give" and moved_obj.key == KEY_NAME and target_location is not None:
+            paid = dict(self.db.paid or {})
+            paid[target_location.dbref] = max(0, paid.get(target_location.dbref, 0) - ROOM_PRICE)
+            self.db.paid = paid
