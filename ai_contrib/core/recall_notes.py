@@ -221,9 +221,7 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     going_on = bool(top & _shown_keys(shown))  # else the subject has changed
     dropped, spent = [], 0
     if shown and items and (asking or not going_on):
-        # a change of subject, or a question about the past: notes the talk's subject still
-        # needs stay (those holding its best candidates, and when it goes on, those most of
-        # whose items it would choose again)
+        # a change of subject, or a question about the past: the subject's notes stay
         shown, dropped, spent = _make_room(
             shown, budget_tokens, allowance, anchor_cost, top,
             {item["key"] for item in items} if going_on else frozenset())
