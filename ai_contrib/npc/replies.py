@@ -30,6 +30,7 @@ from ..core.turns import turn_query
 from ..llm.client import LLMContextOverflowError, LLMError, get_client
 from ..memory.archive import ArchiveError
 from ..settings import get_setting
+from .deadline import fit_reply
 from .notify import notify_admins
 from .scene import note_exchange
 
@@ -316,25 +317,29 @@ def prompt_window(script, turn_ids=()):
 @defer.inlineCallbacks
 def _ask(script, character, messages_for_budget, shown):
     """
-    One reply from the model, asking again once with half the history budget when the server
-    says the prompt exceeds its context window (our token count and the server's can differ).
+    One reply from the model, from a prompt the server can evaluate in time
+    (:func:`ai_contrib.npc.deadline.fit_reply`), asking again once with half the history budget
+    when the server says the prompt exceeds its context window (our token count and the
+    server's can differ).
     ``messages_for_budget(budget, window=None)`` builds the prompt from the messages
     :func:`window_messages` gives for ``window``; ``shown`` is :func:`prompt_window`'s
     ``(window, budget)``.
     """
-    window, budget = shown
     model = script.cfg("llm_model")
+    # a prompt the server cannot evaluate in time is built from less, and the request may take
+    # as long as its prompt needs (docs/design.md, "Time limits that follow the work")
+    messages, timeout = fit_reply(script, character, messages_for_budget, shown)
     try:
-        result = yield get_client().chat(messages_for_budget(budget, window), model=model,
-                                         purpose="reply")
+        result = yield get_client().chat(messages, model=model, purpose="reply",
+                                         timeout=timeout)
     except LLMContextOverflowError as err:
-        smaller = min(budget, script.token_count()) // 2
+        smaller = min(shown[1], script.token_count()) // 2
         logger.log_warn(
             f"AI {character}: the reply prompt overflowed the model's context window ({err}); "
             f"asking again with a {smaller}-token history"
         )
         result = yield get_client().chat(messages_for_budget(smaller), model=model,
-                                         purpose="reply")
+                                         purpose="reply", timeout=timeout)
         if hasattr(script, "start_memory_work"):
             script.start_memory_work()
     return result
@@ -455,14 +460,15 @@ class _TurnPrompt:
     ``prompt(budget, window=None)`` (:func:`_ask` asks again with less), it returns the chat
     messages and keeps what the last build was: ``messages``, ``parts`` (the receipt's) and
     ``sources`` (what the prompt was built from, for :func:`ai_contrib.core.audience.may_hear`);
-    all None before the first build.
+    all None before the first build; ``cut``, what was left out for time
+    (:func:`ai_contrib.npc.deadline.fit_reply`).
     """
 
     def __init__(self, script, character, turn_ids, listeners, notes, standing):
         self.script, self.character = script, character
         self.turn_ids, self.listeners = turn_ids, listeners
         self.notes, self.standing = notes, standing
-        self.messages = self.parts = self.sources = None
+        self.messages = self.parts = self.sources = self.cut = None
 
     def __call__(self, budget, window=None):
         history = window_messages(self.script.history, window)
@@ -584,6 +590,8 @@ def _write_reply(script, character, prompt, shown, recall, world):
             receipt["world_skipped"] = world["skipped"]
         if recall.get("recall"):
             receipt["recall"] = recall["recall"]
+        if prompt.cut:
+            receipt["cut_for_time"] = prompt.cut
         # a reply stopped by AI_LLM_MAX_REPLY_TOKENS ends at its last full sentence
         reply = clean_reply(result.content, character.key,
                             truncated=getattr(result, "finish_reason", None) == "length")
