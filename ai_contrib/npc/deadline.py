@@ -15,6 +15,8 @@ reply built from less, the prompt's start the server holds is the short window's
 (:mod:`ai_contrib.npc.warmup`) and the next replies are whole again.
 """
 
+import time
+
 from evennia.utils import logger
 
 from ..core.budget import note_allowance
@@ -88,6 +90,42 @@ def request_timeout(script, messages) -> float:
     model = script.cfg("llm_model")
     return reply_timeout(prompt_tokens(messages, lambda text: count_tokens(text, model)),
                          speed, base)
+
+
+def warm_up_sent(script, messages):
+    """
+    Note a cache warm-up of ``messages`` sent now (:mod:`ai_contrib.npc.warmup`): the server
+    holds them next (``ndb.server_prompt``), and its evaluation of what it does not hold yet is
+    expected to end at ``ndb.warming_until`` (``time.monotonic()`` seconds; None when the
+    server's speed is unknown).
+    """
+    speed = get_client().prompt_speed
+    script.ndb.warming_until = None
+    if speed:
+        model = script.cfg("llm_model")
+        tokens = evaluation_tokens(messages, script.ndb.server_prompt,
+                                   lambda text: count_tokens(text, model))
+        script.ndb.warming_until = time.monotonic() + tokens / speed
+    script.ndb.server_prompt = messages
+
+
+def warm_up_lost(script):
+    """A warm-up failed or was cancelled part way: what the server holds is not known."""
+    script.ndb.server_prompt = script.ndb.warming_until = None
+
+
+def worth_waiting(script) -> bool:
+    """
+    Whether a reply whose prompt starts with the warm-up under way may wait for it: the rest of
+    its evaluation is expected within ``AI_REPLY_EVALUATION_SECONDS`` (always, when either is
+    unknown). Otherwise the reply goes on from the prompt it can have in time, and the warm-up
+    is tried again when the NPC is idle.
+    """
+    seconds = script.cfg("reply_evaluation_seconds")
+    until = script.ndb.warming_until
+    if seconds is None or until is None:
+        return True
+    return until - time.monotonic() <= float(seconds)
 
 
 def _fits(messages, previous, allowance, count):

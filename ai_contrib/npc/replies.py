@@ -30,7 +30,7 @@ from ..core.turns import turn_query
 from ..llm.client import LLMContextOverflowError, LLMError, get_client
 from ..memory.archive import ArchiveError
 from ..settings import get_setting
-from .deadline import fit_reply
+from .deadline import fit_reply, worth_waiting
 from .notify import notify_admins
 from .scene import note_exchange
 
@@ -536,14 +536,16 @@ def _share_warm_up(script, prompt, shown):
     """
     Before a reply is asked for: wait for a cache warm-up evaluating the start of this
     ``prompt`` (a :class:`_TurnPrompt`; ``shown`` is :func:`prompt_window`'s ``(window,
-    budget)``), or give the server up to the reply when the warm-up's prompt starts otherwise.
+    budget)``) when it is expected to end within the reply's time allowance
+    (:func:`ai_contrib.npc.deadline.worth_waiting`), or give the server up to the reply.
 
     Returns:
         Deferred[bool]: whether it waited.
     """
     if script.ndb.warming is None:
         return False
-    if starts_with(prompt(shown[1], shown[0]), script.ndb.warming_messages):
+    if starts_with(prompt(shown[1], shown[0]), script.ndb.warming_messages) \
+            and worth_waiting(script):
         # a cache warm-up is evaluating the start of this prompt (ai_contrib.npc.warmup): the
         # server would evaluate the same tokens again beside it, so the reply takes its
         # work instead; the wait counts in the reply's time
@@ -551,7 +553,8 @@ def _share_warm_up(script, prompt, shown):
         return True
     if script.ndb.warming_request is not None:
         # a prompt that starts otherwise (other listeners, a window, a note given up) gains
-        # nothing from it: the warm-up gives the server up to the reply
+        # nothing from it, and one that would wait past its time allowance goes on from what
+        # it can have in time (npc.deadline): the warm-up gives the server up to the reply
         script.ndb.warming_request.cancel()
     return False
 

@@ -133,6 +133,18 @@ class TestDeadline(NPCTestCase):
         self.assertLess(self.server.evaluated[-1], 120)
         self.assertNotIn("cut_for_time", self.script.db.reply_receipts[-1])
 
+    @override_settings(AI_PROMPT_CACHE_WARMUP=True)
+    def test_a_line_during_that_long_warm_up_is_answered_in_time_not_after_it(self):
+        self.assertEqual(self.turn("What news from the road?"), "Aye (2).")
+        self.assertIsNotNone(self.script.ndb.warming, "no warm-up of the whole prompt")
+        started = time.monotonic()
+        # the warm-up has about 4 s left: more than the reply's 1 s allowance, so the reply
+        # does not wait for it, and answers from the lines it can have in time
+        self.assertEqual(self.turn("And the weather?"), "Aye (3).")
+        self.assertLess(time.monotonic() - started, 3.0)
+        self.assertNotIn("line 0 ", self.prompt_of(-1))
+        self.assertIn("And the weather?", self.prompt_of(-1))
+
     @override_settings(AI_REPLY_EVALUATION_SECONDS=None)
     def test_without_an_allowance_the_whole_prompt_is_waited_for_past_the_flat_limit(self):
         # positive control of the test above: the whole prompt does take longer than
