@@ -10,8 +10,9 @@ and ``compact`` runs after it instead of beside it.
 
 Reads the script's ``ndb`` only: ``memory_work`` (the NPC's own memory work, a Deferred),
 ``memory_work_kind`` (``"sleep"`` or ``"emergency"``, set beside it by
-:meth:`ai_contrib.npc.ticking.TickHandler.start_memory_work`), ``compacting`` (a compaction of
-any origin is being written) and ``extracting`` (a fact extraction runs).
+:meth:`ai_contrib.npc.ticking.TickHandler.start_memory_work`) and ``compacting`` (a compaction
+of any origin is being written; the fact extraction before one runs inside the NPC's memory
+work).
 """
 
 from twisted.internet import defer
@@ -29,16 +30,14 @@ def memory_under_way(script) -> str | None:
 
     Returns:
         str | None: ``"emergency compaction"``, ``"sleep work"``, ``"memory work"`` (its own,
-        of no known kind), ``"compaction"`` (another's: an admin's, a cascade cycle) or
-        ``"fact extraction"``.
+        of no known kind) or ``"compaction"`` (another's: an admin's, a cascade cycle); what
+        :func:`ai_contrib.core.tick.due` waits for before a sleep's work starts.
     """
     ndb = script.ndb
     if ndb.memory_work is not None:
         return _KINDS.get(ndb.memory_work_kind, "memory work")
     if ndb.compacting:
         return "compaction"
-    if ndb.extracting:
-        return "fact extraction"
     return None
 
 

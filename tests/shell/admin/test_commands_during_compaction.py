@@ -117,3 +117,24 @@ class TestCommandsDuringACompaction(NPCTestCase):
             self.until(lambda: "Compacted Marta" in self.told(msg), "compact/force never "
                        "reported")
         self.assertEqual(self.model.asked, 2)
+
+
+class TestCompactAfterAnotherCompaction(NPCTestCase):
+    def test_compact_waits_for_a_compaction_that_is_not_the_npcs_memory_work(self):
+        self.script.db.pre_compact_extraction_enabled = False
+        self.fill(44)
+        self.script.db.max_context_tokens = 2000  # a window to preserve, the rest to compact
+        self.llm.enqueue(SUMMARY)
+        self.script.ndb.compacting = True  # another's compaction (a cascade cycle, a compact)
+        with mock.patch.object(self.char1, "msg") as msg:
+            out = self.call(CmdCompact(), "/force Marta")
+            # not skipped at once as "already compacting": it waits, and says so
+            self.assertIn("Marta's compaction is under way: compacting when it ends...", out)
+            self.assertNotIn("skipped", out)
+            self.script.ndb.compacting = False
+            deadline = time.monotonic() + 20
+            while "Compacted Marta" not in "\n".join(str(c) for c in msg.call_args_list):
+                self.assertLess(time.monotonic(), deadline, f"compact never ran: "
+                                f"{msg.call_args_list} {self.llm.requests}")
+                spin(0.05)
+        self.assertEqual(len(self.llm.requests), 1)
