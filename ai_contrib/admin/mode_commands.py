@@ -43,8 +43,8 @@ class CmdAISleep(_CmdSetMode):
     to, after its sleep duration, or with aiwake. When its sleep work ends you
     get one line: the compaction's result, the facts journaled and the journal
     entries consolidated into Mem0 (aihistory shows it too). While a compaction
-    runs, its sleep work starts when that ends (you are told so at once); its
-    sleep duration counts only once the sleep work has started.
+    runs, its sleep work starts when that ends (you are told so at once); it
+    never wakes by itself before its sleep work has started.
     """
 
     key = "aisleep"
