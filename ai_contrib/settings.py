@@ -178,9 +178,12 @@ OPTIONS = (
         Option("LLM_API_KEY", None, TEXT, "Bearer token sent to that server.", none="none sent"),
         Option("LLM_MODEL", "smollm2-135m-instruct", TEXT,
                "Model name sent with each request (and used to count tokens).", per_npc=True),
+        # a reply is given twice its prompt's evaluation at the measured speed on top: a slow
+        # server doing the work is waited for, a dead one gets the fallback line
         Option("LLM_TIMEOUT", 60.0, FLOAT,
-               "Time one request may take (summaries and fact extraction: COMPACT_TIMEOUT).",
-               unit=SECONDS),
+               "Time one request may take; a reply beyond twice the evaluation of its prompt "
+               "at the server's measured speed (summaries and fact extraction: "
+               "COMPACT_TIMEOUT).", unit=SECONDS),
         Option("LLM_MAX_REPLY_TOKENS", 96, INT, "Tokens the NPC may generate per reply.",
                unit=TOKENS, minimum=1),
         Option("LLM_TEMPERATURE", 0.7, FLOAT, "Sampling temperature of replies."),
@@ -289,8 +292,11 @@ OPTIONS = (
         Option("SLEEP_AFTER_IDLE", 600, INT,
                "Time without player speech before the NPC falls asleep (0 = never).",
                unit=SECONDS),
+        # a compaction running when the NPC fell asleep never makes it wake before its own
+        # work began (core.tick.due)
         Option("SLEEP_DURATION", 120, INT,
-               "Time an idle NPC sleeps before waking by itself (0 = until spoken to).",
+               "Time an idle NPC sleeps before waking by itself, never before its sleep work "
+               "started (0 = until spoken to).",
                unit=SECONDS),
         Option("FALLBACK_REPLY", "{name} seems lost in thought.", TEXT,
                "What the NPC says when no model answers ({name} = the NPC)."),
@@ -587,6 +593,13 @@ OPTIONS = (
                "Prompt evaluation a reply to a question about the past (\"remember\", a past "
                "event, someone by name) may spend on memories it shows for the first time.",
                unit=SECONDS, per_npc=True, none="no limit"),
+        # a reply's time follows its work: what the server cannot evaluate in time is left out
+        # (new notes, then the oldest lines), never the reply (docs/design.md, "Time limits
+        # that follow the work")
+        Option("REPLY_EVALUATION_SECONDS", 8.0, FLOAT,
+               "Prompt evaluation one reply may take at the server's measured speed: a prompt "
+               "whose new tokens would take longer is built from less (no new memories, then "
+               "fewer history lines).", unit=SECONDS, per_npc=True, none="no limit"),
         # llama.cpp's timings; a server that reports none puts no limit on new notes
         Option("PROMPT_TOKENS_PER_SECOND", None, FLOAT,
                "The reply server's prompt evaluation speed.", unit="tokens per second",

@@ -10,6 +10,7 @@ from evennia.utils.utils import wrap
 from ..core.compaction import REGISTRY, context_change
 from ..npc.compaction_report import describe_result
 from ..npc.compaction_runner import STRATEGIES, resolve_strategy
+from ..npc.memory_wait import memory_under_way, when_memory_idle
 from ..rag_memory import compact_conversation_history
 from .command_util import StaffCommand, shown, split_npc_switch
 from .npcs import find_npc
@@ -38,7 +39,9 @@ class CmdCompact(StaffCommand):
     cascade cycle also when one is due); /force ignores the threshold and the
     benefit guard (never the preserve window). Reports what was done and tokens
     before -> after, or why nothing was done. Everything removed from the
-    context stays in the archive (aihistory /raw).
+    context stays in the archive (aihistory /raw). While the NPC's memory work
+    runs (an emergency compaction, its sleep work, another compaction) you are
+    told so at once, and the compaction runs when that work ends.
     """
 
     key = "compact"
@@ -76,10 +79,15 @@ class CmdCompact(StaffCommand):
             return
         force = "force" in switches
         how = f" with strategy {self.strategy}" if self.strategy else ""
-        caller.msg(f"Compacting {npc.key}'s history{how}{' (forced)' if force else ''}...")
-        d = compact_conversation_history(
-            script, npc, force=force, trigger="manual", strategy=self.strategy
-        )
+        running = memory_under_way(script)
+        if running:
+            # beside it, both would compete for the memory server and time out together
+            caller.msg(f"{npc.key}'s {running} is under way: compacting{how} when it ends...")
+        else:
+            caller.msg(f"Compacting {npc.key}'s history{how}{' (forced)' if force else ''}...")
+        d = when_memory_idle(script).addCallback(
+            lambda _: compact_conversation_history(script, npc, force=force, trigger="manual",
+                                                   strategy=self.strategy))
         d.addCallback(lambda result: caller.msg(format_compaction_result(npc, result)))
         d.addErrback(lambda failure: caller.msg(f"Compaction of {npc.key} failed: "
                                                 f"{shown(failure.getErrorMessage())}"))

@@ -370,6 +370,7 @@ class CmdAIHistory(StaffCommand):
     def format_receipt(self, npc, reply):
         from ..core.receipts import (
             describe_cost,
+            describe_cut,
             describe_part,
             describe_recall,
             describe_skipped,
@@ -399,6 +400,9 @@ class CmdAIHistory(StaffCommand):
                 receipt["world_skipped"])), width))
         if receipt.get("recall"):
             lines.append(wrap("Memories: " + shown(describe_recall(receipt["recall"])), width))
+        if receipt.get("cut_for_time"):
+            lines.append(wrap("Built from less for time: "
+                              + shown(describe_cut(receipt["cut_for_time"])), width))
         memories = receipt.get("memories") or []
         if memories:
             mt = admin_table(width, "source", "kind", "score", "new", "memory")

@@ -42,7 +42,9 @@ class CmdAISleep(_CmdSetMode):
     sleep threshold, consolidation into long-term memory). It wakes when spoken
     to, after its sleep duration, or with aiwake. When its sleep work ends you
     get one line: the compaction's result, the facts journaled and the journal
-    entries consolidated into Mem0 (aihistory shows it too).
+    entries consolidated into Mem0 (aihistory shows it too). While a compaction
+    runs, its sleep work starts when that ends (you are told so at once); it
+    never wakes by itself before its sleep work has started.
     """
 
     key = "aisleep"
@@ -53,9 +55,15 @@ class CmdAISleep(_CmdSetMode):
         return script.sleep(reason=f"put to sleep by {self.caller.key}")
 
     def after_switch(self, npc, script):
+        from ..npc.memory_wait import memory_under_way
         from ..npc.sleep_report import watch_sleep
 
         caller = self.caller
+        running = memory_under_way(script)
+        if running:
+            # the sleep work starts when that ends (core.tick.due): said now, not when it's over
+            caller.msg(f"{npc.key}'s {running} is under way: the sleep work starts when it "
+                       "ends.")
         watch_sleep(script).addCallback(
             lambda line: caller.msg(f"{npc.key}'s sleep: {shown(line)}"))
 

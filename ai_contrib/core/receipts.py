@@ -21,6 +21,8 @@ A *receipt*::
                         "reason": str}],          # withdrawn by staff (ai_contrib.npc.world)
      "recall": {"asks": "remember" | "past" | "name" | None, "allowance": int | None,
                 "left_out": int, "room_limited": bool},  # the new note's time allowance
+     "cut_for_time": {"new_notes": int, "history_from": str | None},  # built from less: the
+                # server could not evaluate the whole prompt in time (ai_contrib.npc.deadline)
      "memories": [{"source": "archive" | "mem0", "ref": str, "kind": str, "score": float,
                    "text": str, "new": bool}, ...]}
 
@@ -215,6 +217,27 @@ def describe_recall(recall) -> str:
     if recall.get("room_limited") and recall.get("left_out"):
         text += f"; {recall['left_out']} left out for time"
     return text
+
+
+def describe_cut(cut) -> str:
+    """
+    What a reply's prompt left out because the server could not evaluate it in time, in words:
+    ``"2 new note(s) left out; only the newest lines"`` (``docs/design.md``, "Time limits that
+    follow the work").
+
+    Args:
+        cut (dict | None): ``receipt["cut_for_time"]``: ``{"new_notes": int, "history_from":
+            str | None}``.
+
+    Returns:
+        str: ``""`` for a receipt without it.
+    """
+    if not cut:
+        return ""
+    words = [f"{int(cut.get('new_notes') or 0)} new note(s) left out"]
+    if cut.get("history_from"):
+        words.append("only the newest lines")
+    return "; ".join(words)
 
 
 def token_figures(receipt) -> dict:

@@ -84,7 +84,8 @@ class Due:
     Attributes:
         checkpoint (bool): save the runtime history (``AssistantScript.checkpoint``, queued).
         wake (str | None): wake up, and why: ``"spoken to"`` (the tick goes on, awake) or
-            ``"rested"`` (``AI_SLEEP_DURATION`` passed; the tick ends there).
+            ``"rested"`` (``AI_SLEEP_DURATION`` passed and the sleep work started; the tick
+            ends there).
         memory_work (str | None): start ``"sleep"`` (the sleep phase, once per sleep) or
             ``"emergency"`` (the emergency compaction) in the background.
         bound_in_flight (bool): a compaction is under way: keep the history within its
@@ -139,8 +140,11 @@ def due(state) -> Due:
     """
     What ``state`` (:class:`TickState`) is due to do now (``docs/design.md``, "The tick").
 
-    Asleep: the sleep phase starts once per sleep; spoken to, the NPC wakes and the tick goes
-    on awake; rested (``sleep_duration`` passed), it wakes and the tick ends. Awake: the
+    Asleep: the sleep phase starts once per sleep, when no compaction is being written (an
+    admin's ``compact``, a cascade cycle: the sleep's own would be skipped beside it); spoken
+    to, the NPC wakes and the tick goes on awake; rested (``sleep_duration`` passed, its sleep
+    work started: memory work still waiting for its turn is never cut off), it wakes and the
+    tick ends. Awake: the
     emergency compaction starts at its threshold unless the NPC's memory work is running; while
     a compaction is written the history is kept within its in-flight cap, and without one a
     history over its budget loses its oldest lines; queued lines are answered unless they are
@@ -165,10 +169,12 @@ def due(state) -> Due:
                     and state.prompted and state.head_changed),
     }
     if not state.awake:
-        rested = bool(state.sleep_duration) and state.asleep_for >= state.sleep_duration
+        rested = (bool(state.sleep_duration) and state.slept
+                  and state.asleep_for >= state.sleep_duration)
         return Due(
             wake="spoken to" if state.pending else "rested" if rested else None,
-            memory_work=None if state.slept or state.memory_work else "sleep",
+            memory_work=(None if state.slept or state.memory_work or state.compacting
+                         else "sleep"),
             **common,
         )
     return Due(

@@ -31,6 +31,7 @@ from ..llm.client import LLMContextOverflowError, LLMError, get_client
 from ..memory.archive import ArchiveError
 from ..settings import get_setting
 from .actions import ask_acting
+from .deadline import fit_reply, worth_waiting
 from .hearing import is_assistant_character, room_npcs, with_npcs
 from .notify import notify_admins
 from .scene import note_exchange
@@ -318,25 +319,29 @@ def prompt_window(script, turn_ids=()):
 @defer.inlineCallbacks
 def _ask(script, character, messages_for_budget, shown, **request):
     """
-    One reply from the model, asking again once with half the history budget when the server
-    says the prompt exceeds its context window (our token count and the server's can differ).
+    One reply from the model, from a prompt the server can evaluate in time
+    (:func:`ai_contrib.npc.deadline.fit_reply`), asking again once with half the history budget
+    when the server says the prompt exceeds its context window (our token count and the
+    server's can differ).
     ``messages_for_budget(budget, window=None)`` builds the prompt from the messages
     :func:`window_messages` gives for ``window``; ``shown`` is :func:`prompt_window`'s
     ``(window, budget)``; ``request`` more fields of the request (the actions' ``tools``).
     """
-    window, budget = shown
     model = script.cfg("llm_model")
+    # a prompt the server cannot evaluate in time is built from less, and the request may take
+    # as long as its prompt needs (docs/design.md, "Time limits that follow the work")
+    messages, timeout = fit_reply(script, character, messages_for_budget, shown)
     try:
-        result = yield get_client().chat(messages_for_budget(budget, window), model=model,
-                                         purpose="reply", **request)
+        result = yield get_client().chat(messages, model=model, purpose="reply",
+                                         timeout=timeout, **request)
     except LLMContextOverflowError as err:
-        smaller = min(budget, script.token_count()) // 2
+        smaller = min(shown[1], script.token_count()) // 2
         logger.log_warn(
             f"AI {character}: the reply prompt overflowed the model's context window ({err}); "
             f"asking again with a {smaller}-token history"
         )
         result = yield get_client().chat(messages_for_budget(smaller), model=model,
-                                         purpose="reply", **request)
+                                         purpose="reply", timeout=timeout, **request)
         if hasattr(script, "start_memory_work"):
             script.start_memory_work()
     return result
@@ -458,14 +463,15 @@ class _TurnPrompt:
     messages and keeps what the last build was: ``messages``, ``parts`` (the receipt's) and
     ``sources`` (what the prompt was built from, for :func:`ai_contrib.core.audience.may_hear`);
     all None before the first build; ``acted``: the action messages stored this turn
-    (:func:`ai_contrib.npc.actions.ask_acting`), whose audience counts like ``sources``'.
+    (:func:`ai_contrib.npc.actions.ask_acting`), whose audience counts like ``sources``';
+    ``cut``, what was left out for time (:func:`ai_contrib.npc.deadline.fit_reply`).
     """
 
     def __init__(self, script, character, turn_ids, listeners, notes, standing):
         self.script, self.character = script, character
         self.turn_ids, self.listeners = turn_ids, listeners
         self.notes, self.standing = notes, standing
-        self.messages = self.parts = self.sources = None
+        self.messages = self.parts = self.sources = self.cut = None
         self.acted = []
 
     def __call__(self, budget, window=None):
@@ -544,14 +550,16 @@ def _share_warm_up(script, prompt, shown):
     """
     Before a reply is asked for: wait for a cache warm-up evaluating the start of this
     ``prompt`` (a :class:`_TurnPrompt`; ``shown`` is :func:`prompt_window`'s ``(window,
-    budget)``), or give the server up to the reply when the warm-up's prompt starts otherwise.
+    budget)``) when it is expected to end within the reply's time allowance
+    (:func:`ai_contrib.npc.deadline.worth_waiting`), or give the server up to the reply.
 
     Returns:
         Deferred[bool]: whether it waited.
     """
     if script.ndb.warming is None:
         return False
-    if starts_with(prompt(shown[1], shown[0]), script.ndb.warming_messages):
+    if starts_with(prompt(shown[1], shown[0]), script.ndb.warming_messages) \
+            and worth_waiting(script):
         # a cache warm-up is evaluating the start of this prompt (ai_contrib.npc.warmup): the
         # server would evaluate the same tokens again beside it, so the reply takes its
         # work instead; the wait counts in the reply's time
@@ -559,7 +567,8 @@ def _share_warm_up(script, prompt, shown):
         return True
     if script.ndb.warming_request is not None:
         # a prompt that starts otherwise (other listeners, a window, a note given up) gains
-        # nothing from it: the warm-up gives the server up to the reply
+        # nothing from it, and one that would wait past its time allowance goes on from what
+        # it can have in time (npc.deadline): the warm-up gives the server up to the reply
         script.ndb.warming_request.cancel()
     return False
 
@@ -599,6 +608,8 @@ def _write_reply(script, character, prompt, shown, recall, world):
             receipt["world_skipped"] = world["skipped"]
         if recall.get("recall"):
             receipt["recall"] = recall["recall"]
+        if prompt.cut:
+            receipt["cut_for_time"] = prompt.cut
         # a reply stopped by AI_LLM_MAX_REPLY_TOKENS ends at its last full sentence
         reply = clean_reply(result.content, character.key,
                             truncated=getattr(result, "finish_reason", None) == "length")

@@ -9,13 +9,13 @@ Every decision asks :func:`ai_contrib.core.tick.due` over :meth:`TickHandler.sta
 not Evennia's ``TickerHandler``: the script's own timer calls ``at_repeat``, which comes here.
 
 The handler holds nothing of its own: the state is the script's ``db.operating_mode`` and its
-``ndb`` Attributes as before (``ndb.busy``, ``ndb.memory_work``, ``ndb.slept``,
-``ndb.asleep_since``, ``ndb.awake_since``, ``ndb.last_activity``, ``ndb.waiting_for_players``,
-``ndb.cached_head``, ``ndb.warming``, ``ndb.warming_for``, ``ndb.warming_request``,
-``ndb.after_turn``, ``ndb.turn``, ``ndb.turn_kind``, ...). What it asks of the other handlers it
-asks through the script's own names (``script.run_tick``, ``script.kick``, ``script.checkpoint``
-via the queue, ``script.pending_ids``, ...), so that what patches or wraps those names sees
-every call.
+``ndb`` Attributes as before (``ndb.busy``, ``ndb.memory_work``, ``ndb.memory_work_kind``,
+``ndb.slept``, ``ndb.asleep_since``, ``ndb.awake_since``, ``ndb.last_activity``,
+``ndb.waiting_for_players``, ``ndb.cached_head``, ``ndb.warming``, ``ndb.warming_for``,
+``ndb.warming_request``, ``ndb.after_turn``, ``ndb.turn``, ``ndb.turn_kind``, ...). What it
+asks of the other handlers it asks through the script's own names (``script.run_tick``,
+``script.kick``, ``script.checkpoint`` via the queue, ``script.pending_ids``, ...), so that what
+patches or wraps those names sees every call.
 """
 
 import time
@@ -310,9 +310,10 @@ class TickHandler:
         else:
             return None
         script.ndb.memory_work = work
+        script.ndb.memory_work_kind = what  # what admins are told runs (npc.memory_wait)
 
         def _finished(result):
-            script.ndb.memory_work = None
+            script.ndb.memory_work = script.ndb.memory_work_kind = None
             now = due(self.state())
             if now.evict_overflow:
                 rag_memory.evict_overflow(script, character)

@@ -22,6 +22,7 @@ from ..core.prompts import assemble_reply_prompt
 from ..core.recall_notes import visible_notes
 from ..llm.client import get_client
 from ..settings import auto_or_bool
+from .deadline import request_timeout, warm_up_lost, warm_up_sent
 from .replies import describe_reply, notes_in_order
 
 
@@ -96,8 +97,12 @@ def warm_reply_cache(script, character, listeners):
         # a reply compares its prompt with these: it waits for the warm-up only when they are
         # the start of its own prompt (ai_contrib.npc.replies)
         script.ndb.warming_messages = messages
+        # what the server's cache holds next, and when: a reply's time is weighed against it
+        # (ai_contrib.npc.deadline)
+        warm_up_sent(script, messages)
+        # a long prompt on a slow server is work, not a dead server (npc.deadline)
         return get_client().chat(messages, model=script.cfg("llm_model"), max_tokens=1,
-                                 purpose="warm")
+                                 purpose="warm", timeout=request_timeout(script, messages))
 
     # the prompt is built inside the Deferred: an error while building it is a failed warm-up
     # like any other, never a Deferred left pending for the reply that waits on it
@@ -110,6 +115,7 @@ def warm_reply_cache(script, character, listeners):
         return stats["prompt"]
 
     def failed(failure):
+        warm_up_lost(script)
         if failure.check(defer.CancelledError):
             logger.log_info(f"AI cache warm-up {character.key}: cancelled after "
                             f"{time.monotonic() - started:.2f} s (a reply needed the server)")

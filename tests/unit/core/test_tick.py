@@ -65,6 +65,19 @@ def test_memory_work_starts_only_when_none_runs_and_once_per_sleep(state):
 
 
 @given(states)
+def test_sleep_work_waits_for_a_compaction_and_is_never_cut_off_before_it_starts(state):
+    now = due(state)
+    if not state.awake and state.compacting:
+        assert now.memory_work is None  # its own compaction would be skipped beside that one
+    if not state.awake and not state.slept:
+        assert now.wake != "rested"  # AI_SLEEP_DURATION counts once the sleep work started
+    # positive control: started and past its duration, a sleeping NPC wakes by itself
+    if not state.awake and state.slept and not state.pending and state.sleep_duration \
+            and state.asleep_for >= state.sleep_duration:
+        assert now.wake == "rested"
+
+
+@given(states)
 def test_the_history_is_bounded_by_whatever_is_running(state):
     now = due(state)
     in_flight = state.memory_work or state.compacting
@@ -103,6 +116,12 @@ def test_a_day_of_an_npc():
     assert due(TickState(awake=False, asleep_for=61, sleep_duration=60, slept=True)) == Due(
         wake="rested")
     assert due(TickState(awake=False, asleep_for=10, sleep_duration=60)).memory_work == "sleep"
+    # an emergency compaction still running when the sleep duration has passed: the sleep
+    # work has not started, so the NPC sleeps on until it has
+    waits = due(TickState(awake=False, asleep_for=130, sleep_duration=60, memory_work=True))
+    assert waits.wake is None and waits.memory_work is None
+    after = due(TickState(awake=False, asleep_for=130, sleep_duration=60))
+    assert after.wake is None and after.memory_work == "sleep"
     # at the emergency threshold with a compaction running: no second one, the history bounded
     busy = due(TickState(usage=0.85, memory_work=True, idle_for=1))
     assert busy.memory_work is None and busy.bound_in_flight

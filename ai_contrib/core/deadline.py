@@ -1,0 +1,110 @@
+"""
+Time limits that follow the work: how many tokens of a reply prompt the server must evaluate,
+how long it may take, and which history window fits an allowance (``docs/design.md``, "Time
+limits that follow the work").
+
+A model server evaluates only what follows the prefix its cache holds (llama.cpp's slot cache,
+vLLM's prefix cache, hosted APIs' cached tokens), at a speed the client measures
+(:func:`ai_contrib.core.budget.updated_prompt_speed`). A flat time limit fails a slow server
+that is doing the work (a cold 3,000-token prompt at 50 tokens/s on a loaded machine takes a
+minute) exactly like a dead one. So a reply prompt whose new tokens would take longer than an
+allowance is built from less, and the request's limit grows with the prompt the server may have
+to evaluate, so that only a server that does not answer gets the fallback line.
+
+Pure functions: the shell (:mod:`ai_contrib.npc.deadline`) supplies the prompts, the counts and
+the speed.
+"""
+
+from __future__ import annotations
+
+from .tokens import PER_MESSAGE_OVERHEAD
+
+#: how much slower than measured the server may be before a reply to it is given up: the load
+#: of a shared machine can rise between two measurements
+DEADLINE_MARGIN = 2.0
+
+
+def cached_messages(messages, previous) -> int:
+    """
+    How many leading chat messages of ``messages`` are those of ``previous`` (same role and
+    content): what the server's cache holds of the new prompt when ``previous`` was the last
+    prompt it evaluated for this NPC. Counted in whole messages, so it never says more than the
+    cache holds.
+
+    Args:
+        messages (list[dict]): the prompt to send, ``{"role", "content"}`` chat messages.
+        previous (list[dict] | None): the last prompt sent, or None (nothing known: a restart).
+
+    Returns:
+        int: messages, 0 .. ``len(messages)``.
+    """
+    same = 0
+    for new, old in zip(messages, previous or ()):
+        if new.get("role") != old.get("role") or new.get("content") != old.get("content"):
+            break
+        same += 1
+    return same
+
+
+def prompt_tokens(messages, count) -> int:
+    """
+    Tokens of chat ``messages``: ``count(content)`` plus
+    :data:`ai_contrib.core.tokens.PER_MESSAGE_OVERHEAD` each.
+
+    Args:
+        messages (list[dict]): chat messages.
+        count (callable): ``str -> int`` tokens.
+    """
+    return sum(count(str(m.get("content") or "")) + PER_MESSAGE_OVERHEAD for m in messages)
+
+
+def evaluation_tokens(messages, previous, count) -> int:
+    """
+    Tokens of ``messages`` the server must evaluate: those after the messages it holds from
+    ``previous`` (:func:`cached_messages`).
+
+    Returns:
+        int: tokens (:func:`prompt_tokens` of the rest).
+    """
+    return prompt_tokens(messages[cached_messages(messages, previous):], count)
+
+
+def reply_timeout(tokens, speed, base, margin=DEADLINE_MARGIN) -> float:
+    """
+    Seconds a reply request may take: ``base`` (``AI_LLM_TIMEOUT``, what a server that answers
+    nothing is given) plus ``margin`` times the evaluation of ``tokens`` at ``speed``.
+
+    Args:
+        tokens (int): the prompt's tokens the server may have to evaluate (the whole prompt: its
+            cache may have been taken by another prompt meanwhile).
+        speed (float | None): the server's prompt speed in tokens/s; None (unknown): ``base``.
+        base (float): seconds.
+        margin (float): how much slower than ``speed`` the server may turn.
+
+    Returns:
+        float: seconds.
+    """
+    if not speed or speed <= 0:
+        return float(base)
+    return float(base) + float(margin) * max(0, int(tokens)) / float(speed)
+
+
+def window_start(token_counts, allowance, last_start) -> int:
+    """
+    Where a history window of at most ``allowance`` tokens starts: the newest messages that fit,
+    never after index ``last_start`` (the first line of the turn being answered, which the
+    window always shows).
+
+    Args:
+        token_counts (list[int]): tokens of each history message, oldest first.
+        allowance (int): tokens the window may take.
+        last_start (int): the latest index the window may start at.
+
+    Returns:
+        int: index into the history, 0 .. ``last_start``.
+    """
+    start, used = len(token_counts), 0
+    while start > 0 and used + token_counts[start - 1] + PER_MESSAGE_OVERHEAD <= allowance:
+        start -= 1
+        used += token_counts[start] + PER_MESSAGE_OVERHEAD
+    return min(start, max(0, last_start))

@@ -1,0 +1,140 @@
+"""
+``aisleep`` and ``compact`` while a compaction runs (``ai_contrib.npc.memory_wait``,
+``ai_contrib.core.tick``; ``docs/design.md``, "Memory work is never starved"): the admin is told
+at once what runs and what will happen, ``compact`` runs after it instead of beside it, and the
+sleep duration never cuts off sleep work that has not started. A real AssistantScript in
+Evennia's test DB; the LLM a real HTTP double on 127.0.0.1 that holds the emergency compaction's
+summary open until the test lets it go.
+"""
+
+import threading
+import time
+from unittest import mock
+
+from django.test import override_settings
+
+from ai_contrib.commands import CmdAISleep, CmdCompact
+
+from tests.support.llm_double import request_kind
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import spin, wait_for
+
+SUMMARY = "Bob asked about rooms; Marta offered the east room for two silver."
+
+
+class HeldSummaries:
+    """The double's answers: summaries wait for :attr:`release` (at most 30 s), and say
+    :data:`SUMMARY`; replies say "Aye."; :attr:`asked` counts the summaries asked for."""
+
+    def __init__(self):
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+        self.asked = 0
+
+    def __call__(self, body):
+        if request_kind(body) != "summary":
+            return "Aye."
+        with self.lock:
+            self.asked += 1
+        self.release.wait(30)
+        return SUMMARY
+
+
+@override_settings(AI_SLEEP_DURATION=60)
+class TestCommandsDuringACompaction(NPCTestCase):
+    def setUp(self):
+        self.model = HeldSummaries()
+        self.llm_default = self.model
+        super().setUp()
+        self.addCleanup(self.model.release.set)  # before settle_turns waits for the work
+        self.script.db.pre_compact_extraction_enabled = False
+        self.fill(44)
+        budget = 4000
+        while self.script.token_usage() < 0.9 and budget > 200:
+            budget -= 20
+            self.script.db.max_context_tokens = budget
+        self.emergency = self.script.start_memory_work()
+        self.assertIsNotNone(self.emergency, "no emergency compaction started")
+        self.until(lambda: self.model.asked == 1, "the summary was never asked for")
+
+    def until(self, condition, why, timeout=20.0):
+        """Turn the reactor until ``condition()`` holds (fails with ``why`` after
+        ``timeout`` s)."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            self.assertLess(time.monotonic(), deadline, why)
+            spin(0.02)
+
+    def told(self, msg):
+        return "\n".join(str(c.args[0] if c.args else c.kwargs.get("text"))
+                         for c in msg.call_args_list)
+
+    def test_aisleep_says_at_once_the_sleep_work_waits_and_its_duration_cuts_nothing_off(self):
+        with mock.patch.object(self.char1, "msg") as msg:
+            out = self.call(CmdAISleep(), "Marta")
+            self.assertIn("Marta's emergency compaction is under way: the sleep work starts "
+                          "when it ends.", out)
+            # the sleep duration passes while the summary is held: the NPC sleeps on
+            self.script.ndb.asleep_since = time.time() - 600
+            wait_for(self.script.run_tick())
+            self.assertEqual(self.script.db.operating_mode, "sleep")
+            self.assertFalse(self.script.ndb.slept)
+            self.assertNotIn("woke before the sleep work started", self.told(msg))
+            # the summary comes: the compaction lands; the next tick starts the sleep work,
+            # and the duration, long past, wakes the NPC while that work goes on
+            self.model.release.set()
+            self.assertTrue(wait_for(self.emergency).success)
+            wait_for(self.script.run_tick())
+            self.assertTrue(self.script.ndb.slept)
+            self.assertEqual(self.script.db.operating_mode, "awake")  # positive control
+            self.until(lambda: "Marta's sleep:" in self.told(msg),
+                       "the sleep work never reported", timeout=30)
+            report = self.told(msg)
+        self.assertIn("Marta's sleep: compaction skipped (below threshold", report)
+        self.assertNotIn("woke before the sleep work started", report)
+
+    def test_compact_says_at_once_it_waits_and_runs_after_the_running_compaction(self):
+        with mock.patch.object(self.char1, "msg") as msg:
+            out = self.call(CmdCompact(), "Marta")
+            self.assertIn("Marta's emergency compaction is under way: compacting when it "
+                          "ends...", out)
+            self.assertNotIn("Compacting Marta's history", out)
+            self.model.release.set()
+            self.assertTrue(wait_for(self.emergency).success)
+            self.until(lambda: "Compaction of Marta" in self.told(msg),
+                       "compact never reported")
+            report = self.told(msg)
+        # it ran after the emergency compaction, which brought the history under threshold:
+        # beside it, it would have asked for a summary of its own
+        self.assertIn("Compaction of Marta skipped: below threshold", report)
+        self.assertNotIn("failed", report)
+        self.assertEqual(self.model.asked, 1)
+        # positive control: with nothing running, compact/force compacts at once
+        with mock.patch.object(self.char1, "msg") as msg:
+            self.fill(30)
+            out = self.call(CmdCompact(), "/force Marta")
+            self.assertIn("Compacting Marta's history (forced)...", out)
+            self.until(lambda: "Compacted Marta" in self.told(msg), "compact/force never "
+                       "reported")
+        self.assertEqual(self.model.asked, 2)
+
+
+class TestCompactAfterAnotherCompaction(NPCTestCase):
+    def test_compact_waits_for_a_compaction_that_is_not_the_npcs_memory_work(self):
+        self.script.db.pre_compact_extraction_enabled = False
+        self.fill(44)
+        self.script.db.max_context_tokens = 2000  # a window to preserve, the rest to compact
+        self.llm.enqueue(SUMMARY)
+        self.script.ndb.compacting = True  # another's compaction (a cascade cycle, a compact)
+        with mock.patch.object(self.char1, "msg") as msg:
+            out = self.call(CmdCompact(), "/force Marta")
+            # not skipped at once as "already compacting": it waits, and says so
+            self.assertIn("Marta's compaction is under way: compacting when it ends...", out)
+            self.assertNotIn("skipped", out)
+            self.script.ndb.compacting = False
+            deadline = time.monotonic() + 20
+            while "Compacted Marta" not in "\n".join(str(c) for c in msg.call_args_list):
+                self.assertLess(time.monotonic(), deadline, f"compact never ran: "
+                                f"{msg.call_args_list} {self.llm.requests}")
+                spin(0.05)
+        self.assertEqual(len(self.llm.requests), 1)

@@ -1,0 +1,167 @@
+"""
+Time limits that follow the work (``ai_contrib.npc.deadline``; ``docs/design.md``, "Time limits
+that follow the work"): a slow server gets a shorter prompt and answers, a slow server doing
+the work is waited for past ``AI_LLM_TIMEOUT``, and only a server that answers nothing gets the
+fallback line. A real AssistantScript in Evennia's test DB; the LLM a real HTTP double on
+127.0.0.1 that evaluates prompts as llama.cpp's server does, at a speed of its own.
+"""
+
+import threading
+import time
+from unittest import mock
+
+from django.test import override_settings
+
+from ai_contrib.admin.history_command import CmdAIHistory
+
+from tests.support.llm_double import chat_response, rough_tokens, sleep
+from tests.support.npc_fixtures import NPCTestCase
+from tests.support.twisted_util import wait_for
+
+FALLBACK = "Marta seems lost in thought."
+
+
+class SlowServer:
+    """
+    The double's answers as llama.cpp's server gives them with one slot: its cache holds the
+    last prompt, the messages after those it shares with it are evaluated at :attr:`speed`
+    tokens/s (the double's :func:`rough_tokens` and 4 a message), really waited for, and the
+    answer's ``timings`` say so. :attr:`evaluated` lists the tokens each request evaluated.
+    """
+
+    def __init__(self, speed):
+        self.speed = speed
+        self.lock = threading.Lock()
+        self.previous = []
+        self.evaluated = []
+
+    def __call__(self, body):
+        messages = body["messages"]
+        with self.lock:
+            same = 0
+            for new, old in zip(messages, self.previous):
+                if (new["role"], new["content"]) != (old["role"], old["content"]):
+                    break
+                same += 1
+            self.previous = messages
+        tokens = [rough_tokens(m["content"]) + 4 for m in messages]
+        evaluated, cached = sum(tokens[same:]), sum(tokens[:same])
+        seconds = evaluated / self.speed
+        time.sleep(seconds)  # the double's own thread: the work a slow server does
+        with self.lock:
+            self.evaluated.append(evaluated)
+        answer = chat_response(f"Aye ({len(self.evaluated)}).",
+                               prompt_tokens=evaluated + cached)
+        answer["timings"] = {"prompt_n": evaluated, "cache_n": cached,
+                             "prompt_ms": seconds * 1000.0, "predicted_n": 3,
+                             "predicted_ms": 5.0}
+        return answer
+
+
+@override_settings(AI_LLM_TIMEOUT=2.5, AI_REPLY_EVALUATION_SECONDS=1.0,
+                   AI_THINKING_EMOTE_AFTER=None)
+class TestDeadline(NPCTestCase):
+    #: prompt tokens a second: the whole history of the test (about 1,600 of the double's
+    #: tokens) takes about 4 s, longer than AI_LLM_TIMEOUT
+    SPEED = 400.0
+
+    def setUp(self):
+        self.server = SlowServer(self.SPEED)
+        self.llm_default = self.server
+        super().setUp()
+        self.script.db.compact_enabled = False
+        self.fill(6)
+        # the client measures the server's speed on a first reply (under 1 s of evaluation)
+        self.assertEqual(self.turn("Good evening, Marta."), "Aye (1).")
+        self.assertAlmostEqual(self.client_speed(), self.SPEED, delta=self.SPEED * 0.2)
+        self.fill(40)  # said since: about 1,600 tokens the server has not seen
+
+    def client_speed(self):
+        from ai_contrib.llm.client import get_client
+
+        return get_client().prompt_speed
+
+    def turn(self, text):
+        """A player line and the tick answering it; returns what the room heard Marta say
+        (her reply, or the fallback line)."""
+        with mock.patch.object(self.char1, "msg") as seen:
+            self.script.receive_speech(self.char2, text)
+            wait_for(self.script.run_tick(), timeout=60)
+        heard = " ".join(str(c) for c in seen.call_args_list)
+        if FALLBACK in heard:
+            return FALLBACK
+        last = self.script.history[-1]
+        return last["content"] if last["role"] == "assistant" else None
+
+    def prompt_of(self, index):
+        return "\n".join(m["content"] for m in self.llm.requests[index]["messages"])
+
+    def test_a_slow_server_gets_a_shorter_prompt_and_answers(self):
+        started = time.monotonic()
+        self.assertEqual(self.turn("What news from the road?"), "Aye (2).")
+        self.assertLess(time.monotonic() - started, 4.0)  # the whole prompt took about 4 s
+        sent = self.prompt_of(-1)
+        self.assertIn("What news from the road?", sent)
+        self.assertNotIn("line 0 ", sent)  # the oldest lines were left out
+        self.assertIn("line 39 ", sent)  # the newest kept
+        self.assertLess(self.server.evaluated[-1], 600)
+        cut = self.script.db.reply_receipts[-1]["cut_for_time"]
+        self.assertIsNotNone(cut["history_from"])
+        self.char1.permissions.add("Developer")
+        self.assertRegex(self.call(CmdAIHistory(), "Marta/prompt"),
+                         r"Built from less for time: \d+ new note\(s\) left out;\s+only the"
+                         r"\s+newest\s+lines")
+        # the next reply keeps the short window's start: the server evaluates only what is new
+        self.assertEqual(self.turn("And the weather?"), "Aye (3).")
+        self.assertLess(self.server.evaluated[-1], 120)
+        self.assertEqual(self.script.db.reply_receipts[-1]["cut_for_time"]["history_from"],
+                         cut["history_from"])
+
+    @override_settings(AI_PROMPT_CACHE_WARMUP=True)
+    def test_after_a_short_prompt_the_whole_one_is_warmed_and_the_next_reply_is_whole(self):
+        self.assertEqual(self.turn("What news from the road?"), "Aye (2).")
+        self.assertNotIn("line 0 ", self.prompt_of(-1))
+        # the tick that answered, idle now, sent the whole prompt ahead (about 4 s of work,
+        # past AI_LLM_TIMEOUT: its time limit follows it too)
+        self.assertIsNotNone(self.script.ndb.warming, "no warm-up of the whole prompt")
+        wait_for(self.script.ndb.warming, timeout=60)
+        self.assertEqual(self.llm.requests[-1]["max_tokens"], 1)
+        self.assertIn("line 0 ", self.prompt_of(-1))
+        self.assertGreater(self.server.evaluated[-1], 1000)
+        self.assertEqual(self.turn("And the weather?"), "Aye (4).")
+        self.assertIn("line 0 ", self.prompt_of(-1))  # whole again, from the server's cache
+        self.assertLess(self.server.evaluated[-1], 120)
+        self.assertNotIn("cut_for_time", self.script.db.reply_receipts[-1])
+
+    @override_settings(AI_PROMPT_CACHE_WARMUP=True)
+    def test_a_line_during_that_long_warm_up_is_answered_in_time_not_after_it(self):
+        self.assertEqual(self.turn("What news from the road?"), "Aye (2).")
+        self.assertIsNotNone(self.script.ndb.warming, "no warm-up of the whole prompt")
+        started = time.monotonic()
+        # the warm-up has about 4 s left: more than the reply's 1 s allowance, so the reply
+        # does not wait for it, and answers from the lines it can have in time
+        self.assertEqual(self.turn("And the weather?"), "Aye (3).")
+        self.assertLess(time.monotonic() - started, 3.0)
+        self.assertNotIn("line 0 ", self.prompt_of(-1))
+        self.assertIn("And the weather?", self.prompt_of(-1))
+
+    @override_settings(AI_REPLY_EVALUATION_SECONDS=None)
+    def test_without_an_allowance_the_whole_prompt_is_waited_for_past_the_flat_limit(self):
+        # positive control of the test above: the whole prompt does take longer than
+        # AI_LLM_TIMEOUT, and the time limit follows it, so the reply still comes
+        started = time.monotonic()
+        self.assertEqual(self.turn("What news from the road?"), "Aye (2).")
+        self.assertGreater(time.monotonic() - started, 2.5)
+        self.assertIn("line 0 ", self.prompt_of(-1))
+        self.assertGreater(self.server.evaluated[-1], 1000)
+        self.assertNotIn("cut_for_time", self.script.db.reply_receipts[-1])
+
+    def test_a_dead_server_still_gets_the_fallback_line(self):
+        self.llm.enqueue(sleep(120))  # answers nothing until the double stops
+        started = time.monotonic()
+        self.assertEqual(self.turn("Marta? Marta!"), FALLBACK)
+        # given up at AI_LLM_TIMEOUT plus twice the prompt's evaluation, not at a flat minute
+        self.assertLess(time.monotonic() - started, 15.0)
+        self.assertIn("no complete response", self.script.db.last_reply_error)
+        # the same NPC answered before (setUp): the line is for the dead server alone
+        self.assertEqual(self.script.history[7]["content"], "Aye (1).")

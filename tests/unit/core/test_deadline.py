@@ -1,0 +1,54 @@
+"""
+Time limits that follow the work (``ai_contrib.core.deadline``; ``docs/design.md``, "Time limits
+that follow the work"): what the server must evaluate, how long a reply may take, and where a
+window that fits an allowance starts.
+"""
+
+from ai_contrib.core.deadline import (
+    cached_messages,
+    evaluation_tokens,
+    prompt_tokens,
+    reply_timeout,
+    window_start,
+)
+from ai_contrib.core.tokens import PER_MESSAGE_OVERHEAD
+
+
+def _count(text):
+    return len(text.split())
+
+
+def _msgs(*texts):
+    return [{"role": "system" if i == 0 else "user", "content": t} for i, t in enumerate(texts)]
+
+
+def test_only_what_follows_the_last_prompt_is_evaluated():
+    last = _msgs("you are marta", "bob: hi there", "bob: a room")
+    now = _msgs("you are marta", "bob: hi there", "bob: a room", "bob: and supper")
+    assert cached_messages(now, last) == 3
+    assert evaluation_tokens(now, last, _count) == 3 + PER_MESSAGE_OVERHEAD
+    # a restart: nothing is known to be cached, everything is evaluated
+    assert cached_messages(now, None) == 0
+    assert evaluation_tokens(now, None, _count) == prompt_tokens(now, _count)
+    # a change near the start (a compaction's summary) costs everything after it
+    changed = _msgs("you are marta", "[summary] bob asked", "bob: a room", "bob: and supper")
+    assert cached_messages(changed, last) == 1
+    assert evaluation_tokens(changed, last, _count) == 9 + 3 * PER_MESSAGE_OVERHEAD
+
+
+def test_the_time_limit_grows_with_the_prompt_and_is_flat_when_the_speed_is_unknown():
+    assert reply_timeout(3000, 50.0, 60.0) == 60.0 + 2 * 60.0  # a cold prompt, a loaded CPU
+    assert reply_timeout(100, 50.0, 60.0) == 64.0
+    assert reply_timeout(3000, None, 60.0) == 60.0  # a server that reports no timings
+    assert reply_timeout(3000, 150.0, 10.0, margin=1.0) == 30.0
+
+
+def test_a_window_takes_the_newest_lines_that_fit_and_never_starts_after_the_turn():
+    counts = [100, 100, 20, 20, 20]
+    step = 20 + PER_MESSAGE_OVERHEAD
+    assert window_start(counts, 3 * step, 4) == 2
+    assert window_start(counts, 3 * step - 1, 4) == 3
+    assert window_start(counts, 10_000, 4) == 0  # everything fits
+    # a turn larger than the allowance is shown whole
+    assert window_start(counts, step, 2) == 2
+    assert window_start(counts, 0, 4) == 4
