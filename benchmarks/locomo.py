@@ -969,6 +969,9 @@ def run_system(conv, system, args, meter, progress, rows):
 #: retrieval asks about the same subject)
 FOLLOW_UPS = ("Can you tell me more about that? {question}",
               "What else comes to mind? {question}")
+#: the player's line after each question's follow-ups with ``--small-talk``: a turn that asks
+#: about nothing past, the baseline of the reply-time table (``docs/benchmarks.md``)
+SMALL_TALK = "Thanks. Is the kitchen still open tonight?"
 #: the NPC's stored reply on the game path when answers are not generated (``--answer`` off)
 UNANSWERED_REPLY = "Let me think back on that."
 
@@ -998,8 +1001,10 @@ def ask_in_game(conv, system, npc, args, meter, progress, rows):
     progress.stage(f"{conv.sample_id} {system} in a game", len(conv.questions), "q")
     for i, q in enumerate(conv.questions):
         progress.update(i, llm_calls=meter.of(system))
-        for turn, line in enumerate((q["question"],) + tuple(
-                f.format(question=q["question"]) for f in FOLLOW_UPS), 1):
+        lines = (q["question"],) + tuple(f.format(question=q["question"]) for f in FOLLOW_UPS)
+        turns = list(enumerate(lines, 1)) + ([(metrics.SMALL_TALK_TURN, SMALL_TALK)]
+                                             if args.small_talk else [])
+        for turn, line in turns:
             started = time.perf_counter()
             prompt, memories, recall = npc.ask_in_game(line, answer)
             row = question_row(conv, metrics.game_label(system, turn), q, prompt, memories,
@@ -1100,6 +1105,10 @@ def parse_args(argv=None):
                         "(each question alone, no notes from earlier ones); default both")
     parser.add_argument("--answer", action="store_true",
                         help="let the LLM answer from each prompt and score LoCoMo's F1")
+    parser.add_argument("--small-talk", action="store_true",
+                        help="on the game path, a line of small talk after each question's "
+                        "follow-ups: with --answer, the reply-time table sets the replies to "
+                        "questions beside it")
     parser.add_argument("--answer-tokens", type=int, default=ANSWER_MAX_TOKENS,
                         help="max_tokens of each answer (default %(default)s)")
     parser.add_argument("--base-url", default=None,
@@ -1247,6 +1256,7 @@ def run(args):
         "max_sessions": args.max_sessions,
         "max_questions": args.max_questions,
         "answer": args.answer,
+        "small_talk": args.small_talk,
         "llm": args.base_url or "embedded",
         "model": args.model,
         "seed": args.seed,

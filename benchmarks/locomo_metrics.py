@@ -536,8 +536,15 @@ def aggregate(rows):
     }
 
 
+#: the ``turn`` of a game-path row for the line of small talk (``--small-talk``)
+SMALL_TALK_TURN = "small talk"
+
+
 def game_label(system, turn) -> str:
-    """The ``system`` of a game-path row: ``"mask in a game, reply 2"`` (``turn`` from 1)."""
+    """The ``system`` of a game-path row: ``"mask in a game, reply 2"`` (``turn`` from 1), or
+    ``"mask in a game, small talk"`` for :data:`SMALL_TALK_TURN`."""
+    if turn == SMALL_TALK_TURN:
+        return f"{system} in a game, {SMALL_TALK_TURN}"
     return f"{system} in a game, reply {int(turn)}"
 
 
@@ -592,6 +599,38 @@ def game_path_rows(summary, systems, rows):
                         _num(group["prompt_tokens"]),
                         _num(_median([r.get("new_memory_tokens") for r in mine])) if game
                         else "-", _pct(asks), _pct(timed)])
+    return out
+
+
+GAME_TIME_HEADER = ["system", "turn", "n", "reply s median", "reply s p95",
+                    "x small talk (median)"]
+
+
+def game_time_rows(systems, rows):
+    """
+    Rows of the reply-time table of the game path (``--answer --small-talk``): the median and
+    p95 seconds of each turn (retrieval, prompt and the model's answer: a row's ``turn_s``) of
+    the replies to a question, its follow-ups and the small talk after them, and each median
+    over the small talk's, measured in the same run.
+
+    Returns:
+        list[list]: one row per system and turn; empty when the run had no small talk.
+    """
+    out = []
+    for system in systems:
+        times = {turn: sorted(r["turn_s"] for r in rows
+                              if r["system"] == game_label(system, turn)
+                              and r.get("turn_s") is not None)
+                 for turn in (*GAME_TURNS, SMALL_TALK_TURN)}
+        base = _median(times[SMALL_TALK_TURN])
+        if not base:
+            continue
+        for turn, values in times.items():
+            if values:
+                p95 = values[min(len(values) - 1, int(0.95 * len(values)))]
+                out.append([system, turn if turn == SMALL_TALK_TURN else f"reply {turn}",
+                            len(values), _num(_median(values), 2), _num(p95, 2),
+                            _num(_median(values) / base, 2)])
     return out
 
 
@@ -659,6 +698,10 @@ def format_report(summary, systems, stats, with_f1, rows_by_question=None):
     if game:
         parts += ["", "## In a game: the questions asked in the flow of the talk, categories 1-4",
                   "", markdown_table(GAME_HEADER, game)]
+    timed = game_time_rows(systems, rows_by_question or []) if with_f1 else []
+    if timed:
+        parts += ["", "## Reply time in a game (the model answering each turn)", "",
+                  markdown_table(GAME_TIME_HEADER, timed)]
     if rows_by_question:
         against = versus_full_rows(rows_by_question, systems)
         if against:

@@ -461,3 +461,18 @@ def test_facts_journaled_rejected_and_replaced_per_conversation():
         ("conv-0", 4, "-", "-"),  # a result from before the check: journaled only
         ("conv-1", 2, 2, 1), ("all", 6, 2, 1)]
     assert all(len(row) == len(header) for row in rows)
+
+
+def test_the_reply_time_table_sets_each_reply_beside_the_small_talk_of_the_same_run():
+    def row(turn, seconds):
+        return {"system": m.game_label("mask", turn), "turn_s": seconds}
+
+    rows = [row(1, s) for s in (4.0, 6.0, 5.0)] + [row(2, 3.0), row(3, 2.0)] + [
+        row(m.SMALL_TALK_TURN, s) for s in (2.0, 2.0, 3.0)]
+    table = {r[1]: r for r in m.game_time_rows(["mask"], rows)}
+    assert table["reply 1"][2:] == [3, "5.00", "6.00", "2.50"]
+    assert table["small talk"][3] == "2.00" and table["small talk"][5] == "1.00"
+    assert table["reply 3"][5] == "1.00"
+    # without small talk in the run there is nothing to compare with: no table
+    assert m.game_time_rows(["mask"], rows[:5]) == []
+    assert m.game_time_rows(["other"], rows) == []
