@@ -223,6 +223,19 @@ class TestARoomOfNPCs(VillageTestCase):
             self.assertIn("And how much would that cost?",
                           [m["content"] for m in self.scripts[key].history])
 
+    def test_the_npc_spoken_to_answers_and_the_one_mentioned_does_not(self):
+        self.char1.at_say("Marta, is Hilda always this talkative?")
+        self.assertEqual(self.pending(), {"Marta": 1, "Hilda": 0, "Oswald": 0})
+        self.settle()
+        self.assertEqual(self.model.asked, ["Marta"])
+        self.assertIn("Marta, is Hilda always this talkative?",
+                      [m["content"] for m in self.scripts["Hilda"].history])  # she heard it
+        # positive control: said to both, both answer
+        self.char1.at_say("Marta and Hilda, is Oswald always this quiet?")
+        self.assertEqual(self.pending(), {"Marta": 1, "Hilda": 1, "Oswald": 0})
+        self.settle()
+        self.assertEqual(sorted(self.model.asked[1:]), ["Hilda", "Marta"])
+
     def test_a_line_to_everyone_gets_exactly_one_fitting_answer(self):
         # nobody spoken to yet, no role fits: one NPC, the same whoever decides
         self.char2.at_say("Good evening, everyone!")
