@@ -129,6 +129,31 @@ def note_room_exchange(room, speaker, npcs, when=None):
         record.pop(next(iter(record)))
 
 
+def note_room_reply(room, speaker, npc, when=None):
+    """
+    Record in :func:`room_exchanges` that ``npc`` (dbref) replied to ``speaker`` (dbref): the
+    reply keeps their conversation open, but only while ``npc`` is among the NPCs ``speaker``
+    exchanged with last (:func:`ai_contrib.core.room_talk.partner`; all of them are kept open
+    together). A reply that arrives after the speaker turned to another NPC does not take the
+    conversation back: the partner is whoever the speaker named last, whatever order the
+    replies arrive in (``docs/design.md``, "A room of NPCs"). A speaker the record does not
+    hold (after a reload) is noted with ``npc``.
+
+    Returns:
+        bool: whether the record changed.
+    """
+    from ..core.room_talk import partner
+
+    if room is None or not speaker or not npc:
+        return False
+    seen = room_exchanges(room).get(speaker) or {}
+    newest = partner(seen) if seen else (npc,)
+    if npc not in newest:
+        return False
+    note_room_exchange(room, speaker, newest, when)
+    return True
+
+
 def line_answerers(npc, speaker, text, to=None):
     """
     Which AI NPCs of ``npc``'s room answer a line (:func:`ai_contrib.core.room_talk.answerers`),

@@ -29,7 +29,7 @@ from ..core.tick import TickState, due, tick_needed
 from ..settings import get_setting
 from . import sleep_report
 from .conversation import queue_checkpoint
-from .hearing import note_room_exchange, room_listeners, room_npcs
+from .hearing import note_room_reply, room_listeners, room_npcs
 from .usage_log import record_usage
 
 
@@ -260,7 +260,8 @@ class TickHandler:
 
     def _note_answered(self, character):
         """Note in the room's record of exchanges that the NPC spoke with the players (not the
-        NPCs) whose lines its last reply answered (``metadata["reply_to"]``)."""
+        NPCs) whose lines its last reply answered (``metadata["reply_to"]``), unless they
+        turned to another NPC meanwhile (:func:`ai_contrib.npc.hearing.note_room_reply`)."""
         history = self.obj.history
         reply = history[-1] if history else {}
         answered = set((reply.get("metadata") or {}).get("reply_to") or ())
@@ -268,7 +269,7 @@ class TickHandler:
                     for m in history[-(len(answered) + 60):]
                     if m.get("id") in answered and not (m.get("metadata") or {}).get("npc")}
         for speaker in speakers - {None}:
-            note_room_exchange(character.location, speaker, [character.dbref])
+            note_room_reply(character.location, speaker, character.dbref)
 
     # -- memory work and warm-up ---------------------------------------------------------------
 

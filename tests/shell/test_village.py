@@ -28,7 +28,7 @@ class VillageModel:
     Answers a reply request by the NPC whose persona opens its system message: ``lines[name]``
     (a format string with ``{n}``, the count of replies so far), else ``"<name> nods (n)."``.
     ``slow`` (a set of names) makes that NPC's next request wait 10 s first (it is given up
-    long before).
+    long before); ``delay`` (``{name: seconds}``) makes its next request wait that long.
     """
 
     def __init__(self):
@@ -36,6 +36,7 @@ class VillageModel:
         self.count = itertools.count(1)
         self.lines = {}
         self.slow = set()
+        self.delay = {}
         self.asked = []  # names, in the order their requests came
 
     def __call__(self, body):
@@ -48,6 +49,8 @@ class VillageModel:
             if name in self.slow:
                 self.slow.discard(name)
                 return sleep(10, then=reply(text))
+            if name in self.delay:
+                return sleep(self.delay.pop(name), then=reply(text))
         return text
 
 
@@ -222,6 +225,27 @@ class TestARoomOfNPCs(VillageTestCase):
         for key in ("Marta", "Oswald"):
             self.assertIn("And how much would that cost?",
                           [m["content"] for m in self.scripts[key].history])
+
+    def test_the_partner_is_who_was_named_last_whatever_order_the_replies_arrive_in(self):
+        self.model.delay["Marta"] = 1.5  # Marta's reply comes after Hilda's
+        self.char1.at_say("Marta, how much is a room?")
+        deadline = time.monotonic() + 20
+        while not self.reply_requests("Marta") and time.monotonic() < deadline:
+            spin(0.05)
+        self.char1.at_say("Hilda, can you shoe my horse?")
+        self.settle()
+        marta, hilda = self.replies("Marta")[-1], self.replies("Hilda")[-1]
+        # the race this test is about: Marta's reply was stored after Hilda's
+        self.assertGreater(marta["timestamp"], hilda["timestamp"])
+        self.char1.at_say("And how much would that cost?")
+        self.assertEqual(self.pending(), {"Marta": 0, "Hilda": 1, "Oswald": 0})
+        self.settle()
+        self.assertEqual(self.model.asked, ["Marta", "Hilda", "Hilda"])
+        # positive control: with Marta named last, her reply keeps her the partner
+        self.char1.at_say("Marta, and breakfast?")
+        self.settle()
+        self.char1.at_say("And how much would that cost?")
+        self.assertEqual(self.pending(), {"Marta": 1, "Hilda": 0, "Oswald": 0})
 
     def test_the_npc_spoken_to_answers_and_the_one_mentioned_does_not(self):
         self.char1.at_say("Marta, is Hilda always this talkative?")
