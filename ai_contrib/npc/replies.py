@@ -519,7 +519,7 @@ def _answer(script, character, lines, turn_ids, listeners, hearers=None):
     note_exchange(script, {m["metadata"]["speaker"]: m.get("name") for m in lines
                            if (m.get("metadata") or {}).get("speaker") in heard})
     if aloud:
-        _say_aloud(character, reply, metadata.get("depth", 1))
+        _say_aloud(character, reply, metadata.get("depth", 1), metadata.get("thread"))
     else:
         murmur(character, reply, heard)
     return 1
@@ -601,8 +601,9 @@ def _write_reply(script, character, prompt, shown, recall, world):
 def _reply_metadata(lines, turn_ids, heard, aloud):
     """
     The stored reply's metadata: ``reply_to`` (``turn_ids``), ``audience`` (the dbrefs of
-    ``heard``), ``murmured`` when not said ``aloud``, and ``depth`` when it answers another AI
-    NPC's line (docs/design.md, "A room of NPCs").
+    ``heard``), ``murmured`` when not said ``aloud``, ``depth`` when it answers another AI
+    NPC's line, and ``thread``, the player's line whose replies it counts among
+    (docs/design.md, "A room of NPCs").
     """
     metadata = {"reply_to": turn_ids, "audience": sorted(heard)}
     if not aloud:
@@ -612,14 +613,21 @@ def _reply_metadata(lines, turn_ids, heard, aloud):
     depth = 1 + max(int((m.get("metadata") or {}).get("depth") or 0) for m in lines)
     if depth > 1:
         metadata["depth"] = depth
+    # the player's line whose replies it counts among: the deepest line's, as its depth
+    deepest = max(reversed(lines),
+                  key=lambda m: int((m.get("metadata") or {}).get("depth") or 0))
+    thread = (deepest.get("metadata") or {}).get("thread")
+    if thread:
+        metadata["thread"] = thread
     return metadata
 
 
-def _say_aloud(character, reply, depth):
-    """Say ``reply`` in the NPC's room; the other AI NPCs there hear it at ``depth``."""
+def _say_aloud(character, reply, depth, thread=None):
+    """Say ``reply`` in the NPC's room; the other AI NPCs there hear it at ``depth``, in
+    ``thread`` (:func:`ai_contrib.npc.hearing.start_thread`)."""
     # the model's words are data too: raw() doubles every | so none becomes a colour or link;
     # the other AI NPCs in the room hear it with its depth (ndb.speaking, read as they hear)
-    character.ndb.speaking = {"depth": depth}
+    character.ndb.speaking = {"depth": depth, "thread": thread}
     try:
         character.at_say(raw(reply))
     finally:

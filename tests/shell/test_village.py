@@ -164,6 +164,26 @@ class TestNPCExchangesAreBounded(VillageTestCase):
                 for script in self.scripts.values():  # the next round starts afresh
                     script.ndb.npc_answered_at = None
 
+    @override_settings(AI_NPC_REPLY_COOLDOWN=0, AI_NPC_REPLY_DEPTH=2)
+    def test_a_line_said_to_two_npcs_costs_no_more_replies_than_the_bound(self):
+        self.char1.at_say("Marta and Hilda, who shoes horses around here?")
+        self.settle()
+        # both answer the player, and each names the other: the exchange stops at
+        # 1 + AI_NPC_REPLY_DEPTH = 3 replies in all
+        self.assertEqual(len(self.llm.requests), 3)
+        self.assertEqual(sum(len(self.replies(key)) for key in ("Marta", "Hilda")), 3)
+        threads = {m["metadata"].get("thread") for key in ("Marta", "Hilda")
+                   for m in self.replies(key)}
+        self.assertEqual(len(threads), 1)  # all of them count against the player's line
+        # the control: a line within the depth limit was refused for the bound alone
+        refused = [m for key in ("Marta", "Hilda") for m in self.heard_from_npcs(key)
+                   if m["metadata"]["depth"] <= 2 and m["metadata"]["addressed"] is False]
+        self.assertTrue(refused)
+        # and the next player's line starts a thread of its own
+        self.char1.at_say("Marta, who shoes horses around here?")
+        self.settle()
+        self.assertEqual(len(self.llm.requests), 6)
+
     @override_settings(AI_NPC_REPLY_DEPTH=5, AI_NPC_REPLY_COOLDOWN=3600)
     def test_the_cooldown_stops_an_exchange_the_depth_would_allow(self):
         self.start_exchange()
