@@ -7,12 +7,15 @@ is answered by exactly one NPC.
 """
 
 import itertools
+import random
 import threading
 import time
+from unittest import mock
 
 from django.test import override_settings
 from evennia.utils import create
 
+from ai_contrib.npc import replies as reply_module
 from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
 from tests.support.llm_double import reply, sleep
@@ -208,6 +211,47 @@ class TestNPCExchangesAreBounded(VillageTestCase):
         self.settle()
         self.assertEqual(self.model.asked[:2], ["Oswald", "Hilda"])
         self.assertEqual(len(self.replies("Hilda")), 1)
+
+    def player_line_waits(self, character):
+        """Whether another NPC of the room has a player's line queued or is answering one."""
+        for other in self.npcs.values():
+            mind = other.assistant
+            if other == character or mind is None:
+                continue
+            npc_lines = mind.ndb.npc_line_ids or set()
+            if mind.ndb.turn_kind == "player" or any(
+                    line not in npc_lines for line in (mind.ndb.pending or ())):
+                return True
+        return False
+
+    @override_settings(AI_NPC_REPLY_COOLDOWN=0, AI_NPC_REPLY_DEPTH=5)
+    def test_no_reply_to_npcs_is_asked_for_while_a_players_line_waits(self):
+        self.model.lines.update({"Marta": "Hilda, what say you? ({n})",
+                                 "Hilda": "Oswald, and you? ({n})",
+                                 "Oswald": "Marta, aye. ({n})"})
+        asked = []  # (npc, its turn answers NPCs only, a player's line waits), as each is sent
+        real_ask = reply_module._ask
+
+        def ask(script, character, prompt, shown):
+            npc_lines = script.ndb.npc_line_ids or set()
+            turn = script.ndb.answering or []
+            asked.append((character.key, bool(turn) and all(line in npc_lines for line in turn),
+                          self.player_line_waits(character)))
+            return real_ask(script, character, prompt, shown)
+
+        rng = random.Random(4)
+        with mock.patch.object(reply_module, "_ask", ask):
+            for i in range(25):  # two players keep talking to the three NPCs
+                self.model.delay[rng.choice(list(self.npcs))] = rng.uniform(0.1, 0.8)
+                rng.choice([self.char1, self.char2]).at_say(
+                    f"{rng.choice(list(self.npcs))}, question {i}?")
+                spin(rng.uniform(0.05, 0.6))
+            self.settle(60)
+        self.assertEqual([a for a in asked if a[1] and a[2]], [])
+        # the controls: NPCs did answer NPCs (once the players were answered), and player
+        # lines did wait while other replies were asked for
+        self.assertTrue(any(npc_only for _, npc_only, _ in asked))
+        self.assertTrue(any(waits for _, npc_only, waits in asked if not npc_only))
 
     def test_a_player_line_makes_an_npc_give_up_a_reply_to_an_npc(self):
         self.model.lines.clear()  # nobody names anybody back
