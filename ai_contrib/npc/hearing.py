@@ -325,7 +325,8 @@ class HearingHandler:
             return msg
         if from_npc:
             script.ndb.npc_line_ids = (script.ndb.npc_line_ids or set()) | {msg["id"]}
-        elif dbref:  # the NPC's record of this person (docs/design.md, "Scene, events and people")
+        if dbref:
+            # the NPC's record of this person or AI NPC (docs/design.md, "Scene, events and people")
             note_exchange(script, {dbref: name})
         pending.append(msg["id"])
         script.ndb.last_activity = time.time()

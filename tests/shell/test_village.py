@@ -167,6 +167,27 @@ class TestNPCExchangesAreBounded(VillageTestCase):
                 for script in self.scripts.values():  # the next round starts afresh
                     script.ndb.npc_answered_at = None
 
+    @override_settings(AI_NPC_REPLY_COOLDOWN=0, AI_NPC_REPLY_DEPTH=1)
+    def test_npcs_that_spoke_with_each_other_are_in_each_others_people_records(self):
+        from ai_contrib.npc.scene import people_record
+
+        self.model.lines["Hilda"] = "Aye, I shoe horses. ({n})"  # she names nobody back
+        self.start_exchange()  # Marta answers Perrin and asks Hilda; Hilda answers Marta
+        self.assertEqual(self.model.asked, ["Marta", "Hilda"])
+        marta, hilda, oswald = (self.scripts[key] for key in ("Marta", "Hilda", "Oswald"))
+        self.assertEqual(people_record(hilda, self.npc.dbref)["name"], "Marta")
+        self.assertEqual(people_record(marta, self.hilda.dbref)["name"], "Hilda")
+        # Oswald overheard them both and spoke with neither; the player is in Marta's records
+        self.assertIsNone(people_record(oswald, self.npc.dbref))
+        self.assertIsNone(people_record(oswald, self.hilda.dbref))
+        self.assertIsNotNone(people_record(marta, self.char1.dbref))
+        # the scene of Hilda's next prompt knows Marta, and still not Oswald
+        self.char1.at_say("Hilda, is the forge hot?")
+        self.settle()
+        prompt = "\n".join(str(m["content"]) for m in self.reply_requests("Hilda")[-1]["messages"])
+        self.assertNotIn("Marta (you have not met)", prompt)
+        self.assertIn("Oswald (you have not met)", prompt)
+
     @override_settings(AI_NPC_REPLY_COOLDOWN=0, AI_NPC_REPLY_DEPTH=2)
     def test_a_line_said_to_two_npcs_costs_no_more_replies_than_the_bound(self):
         self.char1.at_say("Marta and Hilda, who shoes horses around here?")
