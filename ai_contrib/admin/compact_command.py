@@ -10,7 +10,7 @@ from evennia.utils.utils import wrap
 from ..core.compaction import REGISTRY, context_change
 from ..npc.compaction_report import describe_result
 from ..npc.compaction_runner import STRATEGIES, resolve_strategy
-from ..rag_memory import compact_conversation_history
+from ..rag_memory import compact_after_extraction
 from .command_util import StaffCommand, shown, split_npc_switch
 from .npcs import find_npc
 from .history_command import fidelity_cell
@@ -77,7 +77,7 @@ class CmdCompact(StaffCommand):
         force = "force" in switches
         how = f" with strategy {self.strategy}" if self.strategy else ""
         caller.msg(f"Compacting {npc.key}'s history{how}{' (forced)' if force else ''}...")
-        d = compact_conversation_history(
+        d = compact_after_extraction(  # the fact extraction first, as before every compaction
             script, npc, force=force, trigger="manual", strategy=self.strategy
         )
         d.addCallback(lambda result: caller.msg(format_compaction_result(npc, result)))
