@@ -466,10 +466,14 @@ class _TurnPrompt:
 
     def __call__(self, budget, window=None):
         history = window_messages(self.script.history, window)
+        # the NPC's history budget now, at build time, is what the history may take at most,
+        # whatever memory work is doing (a hung summary, an eviction pending)
         messages, parts = assemble_reply_prompt(
             self.character.db.persona, self.character.key, history,
             self.script.runtime.token_counts(history), budget, notes=self.notes,
-            listeners=list(self.listeners), keep_ids=self.turn_ids, standing=self.standing)
+            listeners=list(self.listeners), keep_ids=self.turn_ids, standing=self.standing,
+            max_tokens=min(budget, self.script.budget()) if window is None
+            else self.script.budget())
         # what the prompt was built from, for the check of who may hear the reply when it is
         # spoken (may_hear): what the listeners could all hear, the turn's lines, the notes
         keep = set(self.turn_ids)
