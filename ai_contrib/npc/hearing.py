@@ -293,7 +293,7 @@ class HearingHandler:
         ``metadata["addressed"]``. A line not addressed to the NPC is stored with its audience,
         but queues no answer and does not wake the NPC. Another AI NPC's line is stored the same
         way with ``metadata["npc"] = True`` and ``metadata["depth"]`` (read from the speaker's
-        ``ndb.speaking``); it is addressed only when it names this NPC and
+        ``ndb.speaking``); it is addressed only when it speaks to this NPC by name and
         :meth:`may_answer_npc` allows it. A line said aloud (no ``audience`` given) in a room
         tagged ``public`` (category ``gossip``) gets ``metadata["said_in_public"] = True``
         (``docs/design.md``, "Gossip").
