@@ -54,8 +54,10 @@ __all__ = [
     "after_turn_compaction",
     "breaker_open",
     "check_emergency_compaction",
+    "compact_after_extraction",
     "compact_conversation_history",
     "evict_overflow",
+    "extract_before_compaction",
     "recover_after_replay",
     "run_pre_compaction_extraction",
     "run_sleep_tick",
@@ -136,6 +138,73 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, span_i
 
 
 @defer.inlineCallbacks
+def extract_before_compaction(script, character, trigger, force=True, strategy=None):
+    """
+    Journal the facts of what the NPC's next compaction will replace, before it does
+    (``docs/design.md``, "Pre-compaction fact extraction"): the compaction is planned now, the
+    fact extraction reads the span it will replace (``PRE_COMPACT_EMERGENCY_ITERATIONS``), and
+    the compaction after it must stop where the extraction stopped reading. Nothing is read
+    when the strategy writes no summary or the plan is skipped.
+
+    Args:
+        trigger (str): the compaction's trigger (``"emergency"``, ``"manual"``).
+        force (bool): as the compaction's (a forced plan ignores the threshold).
+        strategy (str, optional): the strategy the compaction will run (default the NPC's).
+
+    Returns:
+        Deferred[str | None]: the id of the first message the compaction may not replace
+        (``hold_from`` of :func:`compact_conversation_history`), or None.
+    """
+    if not compaction_runner.summarises(script, strategy):
+        return None
+    # the lines the preserve window keeps stay in context and are read by the extraction
+    # before the compaction that replaces them: each line is read once, and a request that
+    # evaluated the whole history on the memory server's core now reads a part
+    planned = compaction_runner.planned_span(script, trigger, force=force, strategy=strategy)
+    if planned is None:
+        return None
+    span_ids, hold_from = planned
+    extraction = yield run_pre_compaction_extraction(
+        script, character, span_ids=span_ids,
+        max_iterations=int(get_setting("PRE_COMPACT_EMERGENCY_ITERATIONS")),
+    )
+    read = set(extraction.read_ids or ())
+    if read and not span_ids <= read:  # one request could not hold it all
+        history = script.history
+        # a compaction that ran meanwhile (compact/force) may have taken what it read
+        positions = [i for i, m in enumerate(history) if m.get("id") in read]
+        if positions and positions[-1] + 1 < len(history):
+            hold_from = history[positions[-1] + 1]["id"]
+    return hold_from
+
+
+@defer.inlineCallbacks
+def compact_after_extraction(script, character, force=False, trigger="manual", strategy=None):
+    """
+    :func:`compact_conversation_history` after the fact extraction over what it will replace
+    (:func:`extract_before_compaction`): the emergency compaction's path and an admin's
+    ``compact`` (``docs/design.md``, "Pre-compaction fact extraction"). A compaction already
+    under way is reported as skipped without extracting.
+
+    Returns:
+        Deferred firing the :class:`~ai_contrib.core.compaction.CompactionResult`.
+    """
+    if script.ndb.compacting:
+        return CompactionResult.skip("already compacting", trigger)
+    hold_from = None
+    if force or script.cfg("compact_enabled"):
+        try:
+            hold_from = yield extract_before_compaction(script, character, trigger, force,
+                                                        strategy)
+        except ValueError:  # an unknown strategy: the compaction says so
+            hold_from = None
+    result = yield compact_conversation_history(script, character, force=force,
+                                                trigger=trigger, strategy=strategy,
+                                                hold_from=hold_from)
+    return result
+
+
+@defer.inlineCallbacks
 def check_emergency_compaction(script, character):
     """
     The emergency check at the start of an awake tick (``docs/design.md``, "Summary compaction"):
@@ -159,28 +228,7 @@ def check_emergency_compaction(script, character):
             evict_overflow(script, character)
         return None
     logger.log_warn(f"AI {character}: emergency compaction triggered: {usage:.1%} context usage")
-    hold_from = None
-    if compaction_runner.summarises(script):
-        # the lines the preserve window keeps stay in context and are read by the extraction
-        # before the compaction that replaces them: each line is read once, and a request
-        # that evaluated the whole history on the memory server's core now reads a part
-        # (docs/design.md, "Pre-compaction fact extraction")
-        planned = compaction_runner.planned_span(script, "emergency")
-        if planned is not None:
-            span_ids, hold_from = planned
-            extraction = yield run_pre_compaction_extraction(
-                script, character, span_ids=span_ids,
-                max_iterations=int(get_setting("PRE_COMPACT_EMERGENCY_ITERATIONS")),
-            )
-            read = set(extraction.read_ids or ())
-            if read and not span_ids <= read:  # one request could not hold it all
-                history = script.history
-                # a compaction that ran meanwhile (compact/force) may have taken what it read
-                positions = [i for i, m in enumerate(history) if m.get("id") in read]
-                if positions and positions[-1] + 1 < len(history):
-                    hold_from = history[positions[-1] + 1]["id"]
-    result = yield compact_conversation_history(script, character, force=True,
-                                                trigger="emergency", hold_from=hold_from)
+    result = yield compact_after_extraction(script, character, force=True, trigger="emergency")
     # masking alone (or a cascade cycle over a few huge messages) can leave it over budget
     if script.token_usage() >= 1.0:
         evict_overflow(script, character)

@@ -103,7 +103,7 @@ class AssistantCharacter(DefaultCharacter):
         db.entity_profiles (dict): ``{entity_name: [observation, ...]}``.
 
     The NPC hears ``say`` in its room (and ``talk <npc> = <text>``), other AI NPCs' speech
-    included; it answers an NPC only when the line names it, at most ``AI_NPC_REPLY_DEPTH``
+    included; it answers an NPC only when the line speaks to it by name, at most ``AI_NPC_REPLY_DEPTH``
     NPC replies deep after a player's line and once per ``AI_NPC_REPLY_COOLDOWN`` seconds, so
     two NPCs never talk each other into a loop (``docs/design.md``, "A room of NPCs").
     """
@@ -152,7 +152,7 @@ class AssistantCharacter(DefaultCharacter):
             msgtype = (meta or {}).get("type")
         if msgtype == "say":
             # another AI NPC's speech is heard too (docs/design.md, "A room of NPCs"): stored
-            # like a player's, answered only when it names this NPC, within the depth limit
+            # like a player's, answered only when it speaks to this NPC by name, within the depth limit
             speech = _speech_from_say(text)
             if speech:
                 self.at_heard_say(from_obj, speech)

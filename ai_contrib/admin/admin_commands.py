@@ -241,6 +241,19 @@ def _not_now(caller, npc, why):
     return bool(why)
 
 
+#: names a reset's line lists at most; the rest are counted
+RESET_PEOPLE_SHOWN = 10
+
+
+def _describe_people(names):
+    """``"3 people records (whom it met: Wren, Tamsin, Hilda)"``, at most
+    :data:`RESET_PEOPLE_SHOWN` names (safe text) and how many more."""
+    shown_names = [shown(name) for name in names[:RESET_PEOPLE_SHOWN]]
+    more = len(names) - len(shown_names)
+    listed = ", ".join(shown_names) + (f" and {more} more" if more > 0 else "")
+    return f"{len(names)} people records" + (f" (whom it met: {listed})" if names else "")
+
+
 def _describe_reset(npc, report):
     """The line saying what ``aireset`` removed (or will remove, before the callbacks)."""
     files = report.get("deleted_files", report["archive_files"])
@@ -250,6 +263,7 @@ def _describe_reset(npc, report):
         f"in {len(files)} file(s)" + (f" ({', '.join(files)})" if files else ""),
         f"{report['journal_entries']} journal entries",
         f"{report['entity_profiles']} entity profiles",
+        _describe_people(report.get("people") or []),
         f"{report['compaction_events']} compaction events and the counters "
         f"({report['compactions']} compactions, failures, last reply and sleep)",
     ]
@@ -266,8 +280,9 @@ class CmdAIReset(StaffCommand):
       aireset/confirm/pins <npc>
 
     Without /confirm: says what would be removed. With /confirm: removes the
-    NPC's conversation history (context and checkpoint), its journal and
-    entity profiles, its archive file and full-text index (deleted, not
+    NPC's conversation history (context and checkpoint), its journal,
+    entity profiles and people records (whom it has met), its archive file
+    and full-text index (deleted, not
     kept), its Mem0 memories, its compaction log and counters, and reports
     each. Its persona, configuration, mode and pins (aipin) stay; with
     /pins its pins are removed too. Refused while it is writing a reply or

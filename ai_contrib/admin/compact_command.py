@@ -11,7 +11,7 @@ from ..core.compaction import REGISTRY, context_change
 from ..npc.compaction_report import describe_result
 from ..npc.compaction_runner import STRATEGIES, resolve_strategy
 from ..npc.memory_wait import memory_under_way, when_memory_idle
-from ..rag_memory import compact_conversation_history
+from ..rag_memory import compact_after_extraction
 from .command_util import StaffCommand, shown, split_npc_switch
 from .npcs import find_npc
 from .history_command import fidelity_cell
@@ -85,9 +85,10 @@ class CmdCompact(StaffCommand):
             caller.msg(f"{npc.key}'s {running} is under way: compacting{how} when it ends...")
         else:
             caller.msg(f"Compacting {npc.key}'s history{how}{' (forced)' if force else ''}...")
+        # the fact extraction first, as before every compaction
         d = when_memory_idle(script).addCallback(
-            lambda _: compact_conversation_history(script, npc, force=force, trigger="manual",
-                                                   strategy=self.strategy))
+            lambda _: compact_after_extraction(script, npc, force=force, trigger="manual",
+                                               strategy=self.strategy))
         d.addCallback(lambda result: caller.msg(format_compaction_result(npc, result)))
         d.addErrback(lambda failure: caller.msg(f"Compaction of {npc.key} failed: "
                                                 f"{shown(failure.getErrorMessage())}"))

@@ -56,6 +56,86 @@ def mentions(text, names) -> bool:
     return bool(pattern and pattern.search(text or ""))
 
 
+#: greetings and thanks: a name right after them is said to someone whatever follows
+#: ("hey Marta what news", "thanks marta", "good evening Marta and Hilda")
+GREETING_OPENERS = ("hello", "hi", "hey", "heya", "hiya", "yo", "oi", "ahoy", "greetings",
+                    "welcome", "good", "evening", "morning", "afternoon", "night", "day",
+                    "thanks", "thank", "you", "cheers", "bye", "goodbye", "farewell", "howdy",
+                    "dear")
+#: interjections: a name after them is said to someone when a comma or the end follows
+#: ("well, Marta, what now?", "oh Marta!"), not in "yes, Marta is here"
+OPENERS = GREETING_OPENERS + ("oh", "ah", "aye", "ok", "okay", "well", "so", "now", "sorry",
+                              "pardon", "excuse", "me", "please", "listen", "look", "say",
+                              "yes", "no", "nay", "right", "alright", "mistress", "master",
+                              "madam", "sir", "miss", "friend", "my", "lady", "lord", "and")
+
+# a placeholder for a name in the line, so that the patterns below see a name as one character
+_NAME = "\x00"
+_RUN = rf"{_NAME}(?:\s*(?:,|and|&|or)\s*{_NAME})*"  # "Marta", "Marta and Hilda", "Marta, Hilda"
+_ANY = r"(?:(?:" + "|".join(OPENERS) + r")[\s,!]+)*"
+_GREETING = r"(?:" + "|".join(GREETING_OPENERS) + r")[\s,!]+"
+_CLAUSE = r"(?:^|[.!?;:])\s*"
+_AFTER = r"(?=\s*(?:[,!?.;:]|$))"
+_VOCATIVE_RES = (
+    # "Marta, ...", "Marta and Hilda, a word", "Marta!", "Good. Marta, an ale.", "oh Marta!"
+    re.compile(rf"{_CLAUSE}{_ANY}({_RUN}){_AFTER}", re.IGNORECASE),
+    # "hey Marta what news", "thanks marta", "good evening Marta and Hilda"
+    re.compile(rf"{_CLAUSE}{_ANY}{_GREETING}{_ANY}({_RUN})", re.IGNORECASE),
+    # "..., Marta?", "Tell me, Marta, is it true?", "Play us a tune, the smith"
+    re.compile(rf",\s*({_RUN}){_AFTER}"),
+)
+
+
+def vocatives(text, names) -> set:
+    """
+    The people ``text`` is said *to*: those whose name stands in the vocative, not merely in
+    the line (``docs/design.md``, "A room of NPCs"). "Marta, is Fenwick always this talkative?"
+    is said to Marta and mentions Fenwick. A name is in the vocative when it opens the line or
+    a sentence, after interjections or not, and a comma or the end follows ("Marta, ...",
+    "Marta!", "Marta and Hilda, a word", "oh Marta!"; :data:`OPENERS`), when a greeting or
+    thanks comes before it ("hey Marta what news", "thanks marta";
+    :data:`GREETING_OPENERS`), or when it stands after a comma at the end of the line or
+    between commas ("..., Marta?", "Tell me, Marta, is it true?").
+
+    Args:
+        text (str): the line.
+        names (dict): ``{key: [names]}``: each person's key and aliases, by any hashable key.
+
+    Returns:
+        set: the keys of ``names`` addressed in the vocative (empty when nobody is).
+    """
+    text = text or ""
+    spans = []
+    for key, own in names.items():
+        pattern = names_pattern(own)
+        if pattern is not None:
+            spans.extend((m.start(), m.end(), key) for m in pattern.finditer(text))
+    # the longest name wins where two overlap ("Old Tom" over "Tom")
+    spans.sort(key=lambda s: (s[0], -(s[1] - s[0])))
+    chosen, end = [], -1
+    for start, stop, key in spans:
+        if start >= end:
+            chosen.append((start, stop, key))
+            end = stop
+    if not chosen:
+        return set()
+    pieces, keys, position = [], [], 0
+    for start, stop, key in chosen:
+        pieces.append(text[position:start].replace(_NAME, " "))
+        pieces.append(_NAME)
+        keys.append(key)
+        position = stop
+    pieces.append(text[position:].replace(_NAME, " "))
+    masked = "".join(pieces)
+    offsets = [i for i, ch in enumerate(masked) if ch == _NAME]  # the n-th name's place
+    found = set()
+    for pattern in _VOCATIVE_RES:
+        for match in pattern.finditer(masked):
+            start, stop = match.span(1)
+            found.update(keys[n] for n, at in enumerate(offsets) if start <= at < stop)
+    return found
+
+
 def conversation_partner(history, now, window=DEFAULT_WINDOW, max_scan=200) -> str | None:
     """
     The speaker (dbref) the NPC is in a conversation with, or None.

@@ -162,7 +162,8 @@ def conversation_order(history) -> list:
 
 
 def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_tokens, notes=None,
-                          listeners=None, keep_ids=(), count=None, standing=None) -> tuple:
+                          listeners=None, keep_ids=(), count=None, standing=None,
+                          max_tokens=None) -> tuple:
     """
     The reply prompt and an account of its parts (the reply's receipt).
 
@@ -180,6 +181,10 @@ def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_token
             what the NPC must always have in front of it (``docs/design.md``, "The NPC's
             world"). Notes may also carry ``"part"`` (default ``"memories"``; ``"lore"``,
             ``"scene"``) and ``"detail"``, copied into their receipt part.
+        max_tokens (int, optional): what summaries and history may take at most, their time
+            stamps included, whatever ``budget_tokens`` lets through (default
+            ``budget_tokens``): the oldest messages go first, and a newest message larger than
+            it alone is cut to fit (:func:`_newest_within`).
 
     Returns:
         tuple: ``(messages, parts)``: ``messages`` as :func:`build_reply_messages`; ``parts`` the
@@ -193,7 +198,8 @@ def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_token
     keep = frozenset(keep_ids or ())
     history, token_counts = _prompt_history(history, token_counts, keep, listeners)
     out, parts = _system_message(persona, npc_name, standing, count)
-    kept = _newest_within(history, token_counts, budget_tokens, count)
+    kept = _newest_within(history, token_counts, budget_tokens, count,
+                          budget_tokens if max_tokens is None else max_tokens)
     markers = [(msg, rendered, tokens) for msg, rendered, tokens in kept if is_marker(msg)]
     tail = [(msg, rendered, tokens) for msg, rendered, tokens in kept if not is_marker(msg)]
     for msg, rendered, tokens in markers:
@@ -311,11 +317,15 @@ def _stamped(rendered, stamp):
     return {**rendered, "content": f"[{stamp}] {rendered['content']}"}
 
 
-def _newest_within(history, token_counts, budget_tokens, count):
+def _newest_within(history, token_counts, budget_tokens, count, max_tokens=None):
     """
     The newest messages whose tokens fit ``budget_tokens`` (the newest always), rendered, each
     resumed conversation's first player line with its time (:func:`resumption_stamps`; the
-    stamps' tokens, by ``count``, charged to the budget).
+    stamps' tokens, by ``count``, charged to the budget). Whatever ``budget_tokens`` let
+    through, the messages and their stamps never take more than ``max_tokens`` (default
+    ``budget_tokens``): the oldest go first, and a newest message larger than that alone is
+    cut to fit (``docs/design.md``, "Prompt structure"), so no reply prompt's history is over
+    its budget whatever the state of memory work.
 
     Returns:
         list[tuple]: ``(msg, rendered chat message, tokens)``, oldest first.
@@ -334,18 +344,53 @@ def _newest_within(history, token_counts, budget_tokens, count):
     kept = []
     used = 0
     for (msg, rendered, tokens), stamp in zip(reversed(shown_msgs), reversed(stamps)):
-        if stamp:
-            tokens += count(stamp) + 3  # the brackets and the space
-        if used + tokens > budget_tokens and kept:
+        charged = tokens + (count(stamp) + 3 if stamp else 0)  # the brackets and the space
+        if used + charged > budget_tokens and kept:
             break
         kept.append((msg, rendered, tokens))
-        used += tokens
+        used += charged
     kept.reverse()
-    # the first line shown says when it was said too, whatever came before it (a few tokens
-    # past the budget at most: one stamp)
-    shown = resumption_stamps([msg for msg, _, _ in kept])
-    return [(msg, _stamped(rendered, stamp), tokens)
-            for (msg, rendered, tokens), stamp in zip(kept, shown)]
+    return _within_max(kept, count, budget_tokens if max_tokens is None else max_tokens)
+
+
+def _within_max(kept, count, max_tokens):
+    """
+    ``kept`` (``(msg, rendered, tokens without a stamp)``, oldest first) stamped as shown (the
+    first line shown says when it was said too, whatever came before it) and held to
+    ``max_tokens``, stamps included: the oldest leave first; a lone message over it is cut to
+    fit.
+
+    Returns:
+        list[tuple]: ``(msg, stamped rendered message, tokens with its stamp)``.
+    """
+    def stamp_tokens(stamp):
+        return count(stamp) + 3 if stamp else 0  # the brackets and the space
+
+    bare = kept
+    while True:
+        shown = resumption_stamps([msg for msg, _, _ in bare])
+        out = [(msg, _stamped(rendered, stamp), tokens + stamp_tokens(stamp))
+               for (msg, rendered, tokens), stamp in zip(bare, shown)]
+        if len(out) <= 1 or sum(tokens for _, _, tokens in out) <= max_tokens:
+            break
+        bare = bare[1:]
+    if out and out[0][2] > max_tokens:
+        msg, rendered, tokens = out[0]
+        out[0] = (msg, *_cut_to(rendered, max_tokens, count))
+    return out
+
+
+def _cut_to(rendered, max_tokens, count):
+    """A rendered message cut at the end to at most ``max_tokens`` by ``count`` (``" ..."``
+    marks the cut): ``(rendered, tokens)``."""
+    text = rendered.get("content") or ""
+    if count(text) <= max_tokens:  # counted longer than it is: nothing to cut
+        return rendered, count(text)
+    keep = max(0, len(text) * max_tokens // max(1, count(text)))
+    while keep > 0 and count(text[:keep] + " ...") > max_tokens:
+        keep = keep * 9 // 10
+    cut = text[:keep].rstrip() + " ..." if keep else ""
+    return {**rendered, "content": cut}, count(cut)
 
 
 def _notes_by_anchor(notes, tail):

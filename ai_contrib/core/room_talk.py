@@ -7,8 +7,12 @@ Every NPC in the room hears every line and stores it with its audience; this mod
 was meant for and never by all of them:
 
 1. ``talk <npc> = ...`` is answered by that NPC alone;
-2. a line naming NPCs (key or alias as a word) is answered by them; a line an NPC says is
-   answered by the NPCs it names and by nobody else (NPCs never chat by default);
+2. a line said *to* NPCs, their name in the vocative (:func:`ai_contrib.core.addressing.
+   vocatives`: "Marta, is Fenwick always this talkative?" is said to Marta and only mentions
+   Fenwick), is answered by them alone; a line that only mentions NPCs continues the
+   speaker's open conversation (rule 4) if there is one, else is answered by the NPCs it
+   mentions. A line an NPC says is answered by the NPCs it addresses in the vocative and by
+   nobody else (NPCs never chat by default);
 3. an NPC that is alone in the room answers every line of a player;
 4. a line naming nobody continues the speaker's conversation: it is answered by the NPC the
    speaker exchanged with last (:func:`partner`), while that exchange is at most ``window``
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 import re
 
-from .addressing import mentions
+from .addressing import mentions, vocatives
 
 #: words of a line said to everyone in the room (a whole phrase, in any case)
 EVERYONE_WORDS = ("everyone", "everybody", "all of you", "you all", "y'all", "yall",
@@ -127,7 +131,8 @@ def answerers(text, speaker, npcs, *, to=None, exchanges=None, now=0.0, window=1
             with each NPC (the room's record, see :func:`partner`).
         now (float): Unix seconds.
         window (float): seconds a conversation stays open (``AI_CONVERSATION_WINDOW``).
-        from_npc (bool): the speaker is an AI NPC: only the NPCs it names answer.
+        from_npc (bool): the speaker is an AI NPC: only the NPCs it addresses in the vocative
+            answer.
 
     Returns:
         tuple[tuple[str, ...], str | None]: ``(dbrefs sorted by number, reason)``; reason is
@@ -143,15 +148,20 @@ def answerers(text, speaker, npcs, *, to=None, exchanges=None, now=0.0, window=1
     if to is not None:
         return result([str(to)] if str(to) in candidates else [], "talk")
     named = [npc for npc, n in candidates.items() if mentions(text, n.get("names") or ())]
+    said_to = vocatives(text, {npc: candidates[npc].get("names") or () for npc in named})
     if from_npc:
-        return result(named, "name")
+        return result(said_to, "name")
     always = [npc for npc, n in candidates.items() if n.get("always")]
-    if named:
-        return result(named + always, "name")
-    if len(candidates) == 1:
-        return result(candidates, "only")
+    if said_to:
+        return result(list(said_to) + always, "name")
     known = {npc: at for npc, at in (exchanges or {}).items() if npc in candidates}
     talking = partner(known, now, window)
+    if named:
+        # mentioned, not spoken to: an open conversation goes on with its partner
+        return (result(list(talking) + always, "conversation") if talking
+                else result(named + always, "name"))
+    if len(candidates) == 1:
+        return result(candidates, "only")
     if talking:
         return result(list(talking) + always, "conversation")
     if always:

@@ -868,20 +868,25 @@ class ArchiveSearch:
     :func:`ai_contrib.memory.retrieval.fuse_candidates`.
 
     A message is left out when the context holds a message with its ``id`` and the same
-    ``content`` (a masked message, whose context copy was shortened, stays searchable). The
-    index's statistics cover the whole archive, in context or not.
+    ``content`` (a masked message, whose context copy was shortened, stays searchable), and
+    when it was archived after ``through_seq``: heard after the snapshot of the context was
+    taken, it is in the context the prompt is built from, not a memory. The index's
+    statistics cover the whole archive, in context or not.
 
     Args:
         index (FullTextIndex): the archive's index.
         in_context (dict, optional): ``{message id: content}`` of the runtime history.
         embedder (optional): the embedder of the archive's vectors (:meth:`nearest`); None:
             the archive is searched by its words only.
+        through_seq (int, optional): the archive's last seq when ``in_context`` was taken;
+            None: no bound.
     """
 
-    def __init__(self, index, in_context=None, embedder=None):
+    def __init__(self, index, in_context=None, embedder=None, through_seq=None):
         self.index = index
         self.in_context = dict(in_context or {})
         self.embedder = embedder
+        self.through_seq = through_seq
         # a reply searches the vectors of its question twice (with and without the names in
         # it): the question is embedded once and the rows read once
         self._queries = {}
@@ -902,10 +907,18 @@ class ArchiveSearch:
 
     def with_embedder(self, embedder) -> ArchiveSearch:
         """This source searching its vectors with ``embedder`` (None: words only)."""
-        return ArchiveSearch(self.index, self.in_context, embedder)
+        return ArchiveSearch(self.index, self.in_context, embedder, self.through_seq)
 
     def _in_context(self, doc):
+        if self.through_seq is not None and isinstance(doc.get("seq"), int) \
+                and doc["seq"] > self.through_seq:
+            return True  # heard after the snapshot: in the context the prompt is built from
         return doc.get("id") in self.in_context and self.in_context[doc["id"]] == doc.get("content")
+
+    def _exclude(self):
+        """The ``exclude`` of the index's searches: :meth:`_in_context`, or None when it
+        leaves nothing out."""
+        return self._in_context if self.in_context or self.through_seq is not None else None
 
     def doc_count(self) -> int:
         """Docs in the index (after catching up with the archive)."""
@@ -913,7 +926,7 @@ class ArchiveSearch:
 
     def search(self, query, limit, listeners=None) -> list[tuple[dict, float]]:
         """:meth:`FullTextIndex.search` without the docs still in context."""
-        exclude = self._in_context if self.in_context else None
+        exclude = self._exclude()
         return self.index.search(query, limit, listeners=listeners, exclude=exclude)
 
     def nearest(self, query, limit, listeners=None, without=()) -> list:
@@ -940,13 +953,13 @@ class ArchiveSearch:
                                                  for name in without])
             if vector is None:
                 return []
-        exclude = self._in_context if self.in_context else None
+        exclude = self._exclude()
         return self.index.nearest(vector, model_key(self.embedder), limit, listeners=listeners,
                                   exclude=exclude, read=self._read)
 
     def neighbours(self, rows, listeners=None) -> dict:
         """:meth:`FullTextIndex.neighbours` without the docs still in context."""
-        exclude = self._in_context if self.in_context else None
+        exclude = self._exclude()
         return self.index.neighbours(rows, listeners=listeners, exclude=exclude)
 
     def score_external(self, query, texts) -> list[float]:

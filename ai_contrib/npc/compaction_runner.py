@@ -141,10 +141,11 @@ def prompt_style(script):
     return value if value in PROMPT_STYLES else "chat"
 
 
-def summarises(script):
-    """Whether the NPC's strategy writes summaries (``mask`` does not, so pre-compaction fact
-    extraction has nothing to protect then)."""
-    return get_strategy(resolve_strategy(script)).summarises
+def summarises(script, strategy=None):
+    """Whether the NPC's strategy (or ``strategy``, run once instead) writes summaries
+    (``mask`` does not, so pre-compaction fact extraction has nothing to protect then).
+    Raises ValueError for an unknown ``strategy``."""
+    return get_strategy(resolve_strategy(script, strategy)).summarises
 
 
 def snapshot(script, force=False, trigger="sleep", hold_from=None):
@@ -170,22 +171,23 @@ def snapshot(script, force=False, trigger="sleep", hold_from=None):
     )
 
 
-def planned_span(script, trigger="emergency"):
+def planned_span(script, trigger="emergency", force=True, strategy=None):
     """
-    What the NPC's next compaction would replace if it were planned now (forced): the span the
-    fact extraction before an emergency compaction reads (``docs/design.md``, "Pre-compaction
-    fact extraction"), and where the compaction after it must stop, so that it replaces
-    nothing the extraction did not read (lines said meanwhile move the preserve window on).
+    What the NPC's next compaction would replace if it were planned now (forced unless
+    ``force`` is False; with ``strategy`` run once instead of the NPC's): the span the fact
+    extraction before a compaction reads (``docs/design.md``, "Pre-compaction fact
+    extraction"), and where the compaction after it must stop, so that it replaces nothing the
+    extraction did not read (lines said meanwhile move the preserve window on).
 
     Returns:
         tuple | None: ``(ids, hold_from)``: the ids of the messages the plan's spans hold (a
         set), and the id of the first message after them (None when they end the history);
         None when the strategy writes no summary or the plan is skipped.
     """
-    record = get_strategy(resolve_strategy(script))
+    record = get_strategy(resolve_strategy(script, strategy))
     if record.plan is None:
         return None
-    shot = snapshot(script, True, trigger)
+    shot = snapshot(script, force, trigger)
     plan = compaction.plan(record, shot)
     if plan.skipped:
         return None

@@ -35,6 +35,7 @@ from twisted.internet import defer
 
 from ..memory.fulltext import index_path
 from ..settings import get_setting
+from .scene import PEOPLE_CATEGORY, all_people
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
@@ -152,6 +153,7 @@ def reset_preview(script, character) -> dict:
         dict: ``{"messages": int (in context), "summaries": int, "archive_records": int,
         "archive_files": [names], "archive_bytes": int, "journal_entries": int,
         "entity_profiles": int, "compaction_events": int, "compactions": int,
+        "people": [names] (the people records, the most recently spoken to first),
         "memory": bool (Mem0 memories will be deleted)}``.
     """
     from ..core.messages import is_marker
@@ -171,15 +173,16 @@ def reset_preview(script, character) -> dict:
         "entity_profiles": len(character.db.entity_profiles or {}),
         "compaction_events": len(script.db.compaction_log or []),
         "compactions": script.db.compaction_count or 0,
+        "people": [str(r.get("name") or r.get("dbref") or "?") for r in all_people(script)],
         "memory": bool(get_setting("MEMORY_ENABLED")),
     }
 
 
 def reset_memory(script, character) -> Deferred:
     """
-    Wipe the NPC's memory: runtime history and checkpoint, journal, entity profiles, archive
-    and index files, Mem0 memories, compaction log, counters and the last reply/sleep records.
-    Persona, configuration Attributes and mode stay.
+    Wipe the NPC's memory: runtime history and checkpoint, journal, entity profiles, the people
+    records (whom it has met), archive and index files, Mem0 memories, compaction log, counters
+    and the last reply/sleep records. Persona, configuration Attributes and mode stay.
 
     The state is reset at once on the calling (reactor) thread, and the NPC writes to a new
     archive file from then on (a new ``archive_id``); the old files are deleted and the Mem0
@@ -219,6 +222,9 @@ def reset_memory(script, character) -> Deferred:
         setattr(script.ndb, name, None)
     character.db.journal = new_journal()
     character.db.entity_profiles = {}
+    # whom it met and its impressions of them are memory too (docs/design.md, "Scene, events
+    # and people")
+    script.attributes.clear(category=PEOPLE_CATEGORY)
     logger.log_info(f"AI {character}: memory reset ({report['archive_records']} archive records, "
                     f"{report['journal_entries']} journal entries)")
 

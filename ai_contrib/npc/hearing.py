@@ -148,6 +148,79 @@ def note_room_exchange(room, speaker, npcs, when=None):
         record.pop(next(iter(record)))
 
 
+#: player lines whose exchanges a room counts at most (the oldest are forgotten first)
+ROOM_THREADS = 200
+
+
+def start_thread(room, replies):
+    """
+    A player's line was taken by ``replies`` AI NPCs of ``room``: it starts a *thread*, the
+    replies it costs in all, its own and those of NPCs answering NPCs after it, counted in
+    ``room.ndb.ai_threads`` (``{thread id: replies taken}``, the newest :data:`ROOM_THREADS`;
+    ``docs/design.md``, "A room of NPCs").
+
+    Returns:
+        str: the thread's id, stored on the line (``metadata["thread"]``) and on the replies of
+        its exchange.
+    """
+    threads = room.ndb.ai_threads
+    if threads is None:
+        threads = room.ndb.ai_threads = {}
+    room.ndb.ai_thread_seq = number = (room.ndb.ai_thread_seq or 0) + 1
+    thread = f"{room.dbref}/{number}"
+    threads[thread] = int(replies)
+    while len(threads) > ROOM_THREADS:
+        threads.pop(next(iter(threads)))
+    return thread
+
+
+def take_thread_reply(room, thread, limit):
+    """
+    Take one more reply of ``thread`` (:func:`start_thread`) for an NPC answering an NPC, if
+    fewer than ``limit`` (``1 + npc_reply_depth``) are taken: so one player's line costs at
+    most that many replies, whoever answers and in whatever order. A thread the room no longer
+    holds (a reload) starts again from nothing: the depth still bounds it.
+
+    Returns:
+        bool: True when the reply was taken (the NPC may answer).
+    """
+    if room is None or not thread:
+        return True
+    threads = room.ndb.ai_threads
+    if threads is None:
+        threads = room.ndb.ai_threads = {}
+    taken = int(threads.get(thread) or 0)
+    if taken >= limit:
+        return False
+    threads[thread] = taken + 1
+    return True
+
+
+def note_room_reply(room, speaker, npc, when=None):
+    """
+    Record in :func:`room_exchanges` that ``npc`` (dbref) replied to ``speaker`` (dbref): the
+    reply keeps their conversation open, but only while ``npc`` is among the NPCs ``speaker``
+    exchanged with last (:func:`ai_contrib.core.room_talk.partner`; all of them are kept open
+    together). A reply that arrives after the speaker turned to another NPC does not take the
+    conversation back: the partner is whoever the speaker named last, whatever order the
+    replies arrive in (``docs/design.md``, "A room of NPCs"). A speaker the record does not
+    hold (after a reload) is noted with ``npc``.
+
+    Returns:
+        bool: whether the record changed.
+    """
+    from ..core.room_talk import partner
+
+    if room is None or not speaker or not npc:
+        return False
+    seen = room_exchanges(room).get(speaker) or {}
+    newest = partner(seen) if seen else (npc,)
+    if npc not in newest:
+        return False
+    note_room_exchange(room, speaker, newest, when)
+    return True
+
+
 def line_answerers(npc, speaker, text, to=None):
     """
     Which AI NPCs of ``npc``'s room answer a line (:func:`ai_contrib.core.room_talk.answerers`),
@@ -195,6 +268,7 @@ def line_answerers(npc, speaker, text, to=None):
     if room is not None:
         room.ndb.ai_line = {"key": key, "answer": answer, "taken": {npc.dbref}}
         if answer[0] and not from_npc:
+            room.ndb.ai_line["thread"] = start_thread(room, len(answer[0]))
             note_room_exchange(room, dbref, answer[0], now)
             # a player's line goes first: NPC-to-NPC replies being written give the model
             # server up to it (docs/design.md, "A room of NPCs")
@@ -238,7 +312,7 @@ class HearingHandler:
         ``metadata["addressed"]``. A line not addressed to the NPC is stored with its audience,
         but queues no answer and does not wake the NPC. Another AI NPC's line is stored the same
         way with ``metadata["npc"] = True`` and ``metadata["depth"]`` (read from the speaker's
-        ``ndb.speaking``); it is addressed only when it names this NPC and
+        ``ndb.speaking``); it is addressed only when it speaks to this NPC by name and
         :meth:`may_answer_npc` allows it. A line said aloud (no ``audience`` given) in a room
         tagged ``public`` (category ``gossip``) gets ``metadata["said_in_public"] = True``
         (``docs/design.md``, "Gossip").
@@ -272,7 +346,8 @@ class HearingHandler:
             return msg
         if from_npc:
             script.ndb.npc_line_ids = (script.ndb.npc_line_ids or set()) | {msg["id"]}
-        elif dbref:  # the NPC's record of this person (docs/design.md, "Scene, events and people")
+        if dbref:
+            # the NPC's record of this person or AI NPC (docs/design.md, "Scene, events and people")
             note_exchange(script, {dbref: name})
         pending.append(msg["id"])
         script.ndb.last_activity = time.time()
@@ -304,14 +379,28 @@ class HearingHandler:
             # said aloud in a room marked public: it may pass as gossip even when only the
             # speaker heard it (docs/design.md, "Gossip")
             metadata["said_in_public"] = True
+        # the player's line whose replies this line counts among (docs/design.md, "A room of
+        # NPCs"): a player's line taken by NPCs starts one, an NPC's line is in its speaker's
+        thread = self._line_thread(speaker, addressed)
+        if thread:
+            metadata["thread"] = thread
         if is_assistant_character(speaker):
             # how deep in an exchange between NPCs the line stands (docs/design.md, "A room of
             # NPCs"): the speaker says it while it speaks; 1 when it does not
             depth = int((speaker.ndb.speaking or {}).get("depth") or 1)
             metadata.update(npc=True, depth=depth)
             if addressed:
-                metadata["addressed"] = self.may_answer_npc(depth)
+                metadata["addressed"] = self.may_answer_npc(depth, thread)
         return metadata
+
+    def _line_thread(self, speaker, addressed):
+        """The thread (:func:`start_thread`) of a line just decided: an NPC speaker's, read
+        from its ``ndb.speaking``; for a player's line taken by NPCs, the room's decision's."""
+        if is_assistant_character(speaker):
+            return (speaker.ndb.speaking or {}).get("thread")
+        room = getattr(self.obj.obj, "location", None)
+        shared = room.ndb.ai_line if room is not None and addressed else None
+        return (shared or {}).get("thread")
 
     def observe(self, actor, text, event, audience=None):
         """
@@ -404,16 +493,19 @@ class HearingHandler:
         chosen, _reason = line_answerers(npc, speaker, text, to)
         return npc.dbref in chosen
 
-    def may_answer_npc(self, depth):
+    def may_answer_npc(self, depth, thread=None):
         """
         Whether this NPC may answer a line another AI NPC said to it: the line is at most
         ``npc_reply_depth`` NPC lines deep after the player's line that started the exchange
-        (``depth``: 1 for an NPC's reply to a player, 2 for a reply to that, ...), and this
-        NPC answered no NPC in the last ``npc_reply_cooldown`` seconds. A yes starts the
-        cooldown in ``ndb.npc_answered_at`` (``docs/design.md``, "A room of NPCs").
+        (``depth``: 1 for an NPC's reply to a player, 2 for a reply to that, ...), this NPC
+        answered no NPC in the last ``npc_reply_cooldown`` seconds, and that player's line has
+        cost fewer than ``1 + npc_reply_depth`` replies in all (``thread``,
+        :func:`take_thread_reply`). A yes starts the cooldown in ``ndb.npc_answered_at`` and
+        takes the thread's reply (``docs/design.md``, "A room of NPCs").
 
         Args:
             depth (int): the heard line's depth.
+            thread (str, optional): the line's thread (:func:`start_thread`).
 
         Returns:
             bool
@@ -430,6 +522,10 @@ class HearingHandler:
         if last is not None and now - last < cooldown:
             logger.log_info(f"AI {script.obj}: an NPC's line is not answered: answered one "
                             f"{now - last:.0f} s ago (AI_NPC_REPLY_COOLDOWN {cooldown:g})")
+            return False
+        if not take_thread_reply(getattr(script.obj, "location", None), thread, 1 + limit):
+            logger.log_info(f"AI {script.obj}: an NPC's line is not answered: the player's line "
+                            f"it follows has cost {1 + limit} replies (1 + AI_NPC_REPLY_DEPTH)")
             return False
         script.ndb.npc_answered_at = now
         return True

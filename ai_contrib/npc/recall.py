@@ -31,15 +31,20 @@ def archived_out_of_context(script) -> ArchiveSearch:
     The NPC's archived messages that are no longer verbatim in the context, as a search source.
 
     Called in the reactor thread, it only snapshots ``{id: content}`` of the runtime history
-    (bounded by the context's token budget) and opens nothing; the archive's index is brought up
-    to date and queried when the source is searched, on the memory worker thread, at a cost of
-    the messages archived since the previous search (never a read of the whole archive).
+    (bounded by the context's token budget) and the archive's last seq, and opens nothing; the
+    archive's index is brought up to date and queried when the source is searched, on the
+    memory worker thread, at a cost of the messages archived since the previous search (never a
+    read of the whole archive). Lines archived after the snapshot, heard while the search
+    waited for the memory thread, are left out: they are in the context the reply's prompt is
+    built from, and shown as memories they would read as remembered (``docs/design.md``,
+    "Recall notes").
 
     Returns:
         ArchiveSearch: for :func:`ai_contrib.memory.retrieval.retrieve_memory_context`.
     """
     in_context = {m["id"]: m.get("content") for m in script.history}
-    return ArchiveSearch(index_for(script.archive), in_context)
+    archive = script.archive
+    return ArchiveSearch(index_for(archive), in_context, through_seq=archive.last_seq)
 
 
 def related_memory_context(script, character, query, listeners=None,

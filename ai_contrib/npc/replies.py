@@ -476,10 +476,14 @@ class _TurnPrompt:
 
     def __call__(self, budget, window=None):
         history = window_messages(self.script.history, window)
+        # the NPC's history budget now, at build time, is what the history may take at most,
+        # whatever memory work is doing (a hung summary, an eviction pending)
         messages, parts = assemble_reply_prompt(
             self.character.db.persona, self.character.key, history,
             self.script.runtime.token_counts(history), budget, notes=self.notes,
-            listeners=list(self.listeners), keep_ids=self.turn_ids, standing=self.standing)
+            listeners=list(self.listeners), keep_ids=self.turn_ids, standing=self.standing,
+            max_tokens=min(budget, self.script.budget()) if window is None
+            else self.script.budget())
         # what the prompt was built from, for the check of who may hear the reply when it is
         # spoken (may_hear): what the listeners could all hear, the turn's lines, the notes
         keep = set(self.turn_ids)
@@ -539,7 +543,7 @@ def _answer(script, character, lines, turn_ids, listeners, hearers=None):
     note_exchange(script, {m["metadata"]["speaker"]: m.get("name") for m in lines
                            if (m.get("metadata") or {}).get("speaker") in heard})
     if aloud:
-        _say_aloud(character, reply, metadata.get("depth", 1), heard)
+        _say_aloud(character, reply, metadata.get("depth", 1), heard, metadata.get("thread"))
     else:
         murmur(character, reply, heard, metadata.get("depth", 1))
     return 1
@@ -627,8 +631,9 @@ def _write_reply(script, character, prompt, shown, recall, world):
 def _reply_metadata(lines, turn_ids, heard, aloud):
     """
     The stored reply's metadata: ``reply_to`` (``turn_ids``), ``audience`` (the dbrefs of
-    ``heard``), ``murmured`` when not said ``aloud``, and ``depth`` when it answers another AI
-    NPC's line (docs/design.md, "A room of NPCs").
+    ``heard``), ``murmured`` when not said ``aloud``, ``depth`` when it answers another AI
+    NPC's line, and ``thread``, the player's line whose replies it counts among
+    (docs/design.md, "A room of NPCs").
     """
     metadata = {"reply_to": turn_ids, "audience": sorted(heard)}
     if not aloud:
@@ -638,16 +643,23 @@ def _reply_metadata(lines, turn_ids, heard, aloud):
     depth = 1 + max(int((m.get("metadata") or {}).get("depth") or 0) for m in lines)
     if depth > 1:
         metadata["depth"] = depth
+    # the player's line whose replies it counts among: the deepest line's, as its depth
+    deepest = max(reversed(lines),
+                  key=lambda m: int((m.get("metadata") or {}).get("depth") or 0))
+    thread = (deepest.get("metadata") or {}).get("thread")
+    if thread:
+        metadata["thread"] = thread
     return metadata
 
 
-def _say_aloud(character, reply, depth, heard):
-    """Say ``reply`` in the NPC's room; the other AI NPCs there hear it at ``depth``, and
-    store it with ``heard`` (dbrefs) as its audience, the one it was built for."""
+def _say_aloud(character, reply, depth, heard, thread=None):
+    """Say ``reply`` in the NPC's room; the other AI NPCs there hear it at ``depth``, in
+    ``thread`` (:func:`ai_contrib.npc.hearing.start_thread`), and store it with ``heard``
+    (dbrefs) as its audience, the one it was built for."""
     # the model's words are data too: raw() doubles every | so none becomes a colour or link;
-    # the other AI NPCs in the room hear it with its depth and audience (ndb.speaking, read
-    # as they hear)
-    character.ndb.speaking = {"depth": depth, "audience": sorted(heard)}
+    # the other AI NPCs in the room hear it with its depth, thread and audience (ndb.speaking,
+    # read as they hear)
+    character.ndb.speaking = {"depth": depth, "audience": sorted(heard), "thread": thread}
     try:
         character.at_say(raw(reply))
     finally:

@@ -29,7 +29,8 @@ from ..core.tick import TickState, due, tick_needed
 from ..settings import get_setting
 from . import sleep_report
 from .conversation import queue_checkpoint
-from .hearing import note_room_exchange, room_audience, room_listeners, room_npcs
+from .hearing import note_room_reply, room_audience, room_listeners, room_npcs
+from .scene import note_exchange
 from .usage_log import record_usage
 
 
@@ -259,16 +260,28 @@ class TickHandler:
         return said
 
     def _note_answered(self, character):
-        """Note in the room's record of exchanges that the NPC spoke with the players (not the
-        NPCs) whose lines its last reply answered (``metadata["reply_to"]``)."""
+        """
+        After a reply: note in the room's record of exchanges that the NPC spoke with the
+        players (not the NPCs) whose lines it answered (``metadata["reply_to"]``), unless they
+        turned to another NPC meanwhile (:func:`ai_contrib.npc.hearing.note_room_reply`); and,
+        for each AI NPC of the room whose line it answered, that the two spoke with each other,
+        in both people records (``docs/design.md``, "Scene, events and people").
+        """
         history = self.obj.history
         reply = history[-1] if history else {}
         answered = set((reply.get("metadata") or {}).get("reply_to") or ())
+        lines = [m for m in history[-(len(answered) + 60):] if m.get("id") in answered]
         speakers = {(m.get("metadata") or {}).get("speaker")
-                    for m in history[-(len(answered) + 60):]
-                    if m.get("id") in answered and not (m.get("metadata") or {}).get("npc")}
+                    for m in lines if not (m.get("metadata") or {}).get("npc")}
         for speaker in speakers - {None}:
-            note_room_exchange(character.location, speaker, [character.dbref])
+            note_room_reply(character.location, speaker, character.dbref)
+        npcs = {(m.get("metadata") or {}).get("speaker") for m in lines
+                if (m.get("metadata") or {}).get("npc")}
+        for other in room_npcs(character):
+            mind = other.assistant
+            if other.dbref in npcs and mind is not None:
+                note_exchange(self.obj, {other.dbref: other.key})
+                note_exchange(mind, {character.dbref: character.key})
 
     # -- memory work and warm-up ---------------------------------------------------------------
 

@@ -157,6 +157,7 @@ class TestCompactCommand(NPCTestCase):
     def test_reports_messages_tokens_and_reduction(self):
         self.fill(50)
         self.script.db.max_context_tokens = 1500
+        self.llm.enqueue(reply("ok"))  # the fact extraction before it: nothing to journal
         self.llm.enqueue(reply(SUMMARY))
         out = self.run_compact("Marta")
         self.assertRegex(out, r"Compacted Marta: \d+ messages -> summary, \d+ -> \d+ tokens "
@@ -167,9 +168,32 @@ class TestCompactCommand(NPCTestCase):
         self.script.db.max_context_tokens = 10000
         out = self.run_compact("Marta")
         self.assertIn("skipped: below threshold", out)
+        self.assertEqual(self.llm.requests, [])  # nothing extracted for a skipped compaction
+        self.llm.enqueue(reply("ok"))  # the fact extraction before it: nothing to journal
         self.llm.enqueue(reply(SUMMARY))
         out = self.run_compact("/force Marta")
         self.assertIn("Compacted Marta", out)
+
+    def test_force_journals_the_facts_of_what_it_replaces_first(self):
+        from tests.support.llm_double import request_kind, tool_calls
+
+        added = self.fill(50)
+        self.script.db.max_context_tokens = 10000  # far below the threshold: /force alone runs
+        fact = "Bob rented the east room for 2 silver."
+        self.llm.enqueue(tool_calls([("add_journal_entry", {"content": fact, "importance": 6})]))
+        self.llm.enqueue(reply("ok"))  # no tool call: the extraction stops
+        self.llm.enqueue(reply(SUMMARY))
+        self.assertEqual(self.npc.db.journal["entries"], [])
+        out = self.run_compact("/force Marta")
+        self.assertIn("Compacted Marta", out)
+        kinds = [request_kind(body) for body in self.llm.requests]
+        self.assertEqual(kinds[-1], "summary")
+        self.assertIn("extraction", kinds[:-1])  # the extraction came first
+        self.assertIn(fact, [e["content"] for e in self.npc.db.journal["entries"]])
+        # it read what the compaction replaced: the oldest lines, not the preserve window's
+        read = " ".join(str(m.get("content")) for m in self.llm.requests[0]["messages"])
+        self.assertIn(added[0]["content"], read)
+        self.assertNotIn(added[-1]["content"], read)
 
     def test_usage(self):
         self.call(CmdCompact(), "", "Usage: compact")

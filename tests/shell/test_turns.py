@@ -322,6 +322,39 @@ class TestTurns(NPCTestCase):
         self.assertEqual(sum(1 for c in contents if c.startswith("More talk ")), 60)
 
 
+    @override_settings(AI_PLAYER_TEXT_MAX_CHARS=4000)  # a game that allows long lines
+    def test_while_the_summariser_hangs_no_reply_prompt_exceeds_its_budget(self):
+        self.script.db.max_context_tokens = 300
+        self.script.db.compact_preserve_window = 4
+        self.script.db.pre_compact_extraction_enabled = False  # the summary itself hangs
+        budget = self.script.budget()
+        self.router.release.clear()
+        long_line = "the ferry to Eastport is late again and the miller blames the tide " * 25
+        for i in range(6):
+            self.script.receive_speech(self.char1, f"Line {i}: {long_line}")
+        wait_for(self.script.run_tick(), timeout=60)
+        for _ in range(500):  # the summary request is out, and held
+            if "summary" in self.router.kinds:
+                break
+            spin(0.01)
+        self.assertIn("summary", self.router.kinds)
+        shown, over = [], 0
+        for i in range(6):  # players keep talking while the summariser hangs
+            self.script.receive_speech(self.char2 if i % 2 else self.char1,
+                                       f"More talk {i}: {long_line}")
+            wait_for(self.script.run_tick(), timeout=60)
+            parts = self.script.db.reply_receipts[-1]["parts"]
+            shown.append(sum(p["tokens"] for p in parts
+                             if p["part"] in ("history", "turn", "summary")))
+            over = max(over, self.script.token_usage())
+            prompt = _contents(self.llm.requests[-1]["messages"])
+            self.assertIn(f"More talk {i}:", prompt)  # the turn is always there
+        self.assertIsNotNone(self.script.ndb.memory_work)  # still hanging
+        self.assertGreater(over, 1.0)  # the control: the history itself was over its budget
+        self.assertLessEqual(max(shown), budget, shown)
+        self.router.release.set()
+
+
 class TestFloodTurn(NPCTestCase):
     def test_over_budget_a_turn_larger_than_the_tail_is_shown_from_its_first_line(self):
         self.llm.default = lambda body: reply("Aye.")

@@ -7,12 +7,15 @@ is answered by exactly one NPC.
 """
 
 import itertools
+import random
 import threading
 import time
+from unittest import mock
 
 from django.test import override_settings
 from evennia.utils import create
 
+from ai_contrib.npc import replies as reply_module
 from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
 from tests.support.llm_double import reply, sleep
@@ -28,7 +31,7 @@ class VillageModel:
     Answers a reply request by the NPC whose persona opens its system message: ``lines[name]``
     (a format string with ``{n}``, the count of replies so far), else ``"<name> nods (n)."``.
     ``slow`` (a set of names) makes that NPC's next request wait 10 s first (it is given up
-    long before).
+    long before); ``delay`` (``{name: seconds}``) makes its next request wait that long.
     """
 
     def __init__(self):
@@ -36,6 +39,7 @@ class VillageModel:
         self.count = itertools.count(1)
         self.lines = {}
         self.slow = set()
+        self.delay = {}
         self.asked = []  # names, in the order their requests came
 
     def __call__(self, body):
@@ -48,6 +52,8 @@ class VillageModel:
             if name in self.slow:
                 self.slow.discard(name)
                 return sleep(10, then=reply(text))
+            if name in self.delay:
+                return sleep(self.delay.pop(name), then=reply(text))
         return text
 
 
@@ -163,6 +169,47 @@ class TestNPCExchangesAreBounded(VillageTestCase):
                 for script in self.scripts.values():  # the next round starts afresh
                     script.ndb.npc_answered_at = None
 
+    @override_settings(AI_NPC_REPLY_COOLDOWN=0, AI_NPC_REPLY_DEPTH=1)
+    def test_npcs_that_spoke_with_each_other_are_in_each_others_people_records(self):
+        from ai_contrib.npc.scene import people_record
+
+        self.model.lines["Hilda"] = "Aye, I shoe horses. ({n})"  # she names nobody back
+        self.start_exchange()  # Marta answers Perrin and asks Hilda; Hilda answers Marta
+        self.assertEqual(self.model.asked, ["Marta", "Hilda"])
+        marta, hilda, oswald = (self.scripts[key] for key in ("Marta", "Hilda", "Oswald"))
+        self.assertEqual(people_record(hilda, self.npc.dbref)["name"], "Marta")
+        self.assertEqual(people_record(marta, self.hilda.dbref)["name"], "Hilda")
+        # Oswald overheard them both and spoke with neither; the player is in Marta's records
+        self.assertIsNone(people_record(oswald, self.npc.dbref))
+        self.assertIsNone(people_record(oswald, self.hilda.dbref))
+        self.assertIsNotNone(people_record(marta, self.char1.dbref))
+        # the scene of Hilda's next prompt knows Marta, and still not Oswald
+        self.char1.at_say("Hilda, is the forge hot?")
+        self.settle()
+        prompt = "\n".join(str(m["content"]) for m in self.reply_requests("Hilda")[-1]["messages"])
+        self.assertNotIn("Marta (you have not met)", prompt)
+        self.assertIn("Oswald (you have not met)", prompt)
+
+    @override_settings(AI_NPC_REPLY_COOLDOWN=0, AI_NPC_REPLY_DEPTH=2)
+    def test_a_line_said_to_two_npcs_costs_no_more_replies_than_the_bound(self):
+        self.char1.at_say("Marta and Hilda, who shoes horses around here?")
+        self.settle()
+        # both answer the player, and each names the other: the exchange stops at
+        # 1 + AI_NPC_REPLY_DEPTH = 3 replies in all
+        self.assertEqual(len(self.llm.requests), 3)
+        self.assertEqual(sum(len(self.replies(key)) for key in ("Marta", "Hilda")), 3)
+        threads = {m["metadata"].get("thread") for key in ("Marta", "Hilda")
+                   for m in self.replies(key)}
+        self.assertEqual(len(threads), 1)  # all of them count against the player's line
+        # the control: a line within the depth limit was refused for the bound alone
+        refused = [m for key in ("Marta", "Hilda") for m in self.heard_from_npcs(key)
+                   if m["metadata"]["depth"] <= 2 and m["metadata"]["addressed"] is False]
+        self.assertTrue(refused)
+        # and the next player's line starts a thread of its own
+        self.char1.at_say("Marta, who shoes horses around here?")
+        self.settle()
+        self.assertEqual(len(self.llm.requests), 6)
+
     @override_settings(AI_NPC_REPLY_DEPTH=5, AI_NPC_REPLY_COOLDOWN=3600)
     def test_the_cooldown_stops_an_exchange_the_depth_would_allow(self):
         self.start_exchange()
@@ -187,6 +234,47 @@ class TestNPCExchangesAreBounded(VillageTestCase):
         self.settle()
         self.assertEqual(self.model.asked[:2], ["Oswald", "Hilda"])
         self.assertEqual(len(self.replies("Hilda")), 1)
+
+    def player_line_waits(self, character):
+        """Whether another NPC of the room has a player's line queued or is answering one."""
+        for other in self.npcs.values():
+            mind = other.assistant
+            if other == character or mind is None:
+                continue
+            npc_lines = mind.ndb.npc_line_ids or set()
+            if mind.ndb.turn_kind == "player" or any(
+                    line not in npc_lines for line in (mind.ndb.pending or ())):
+                return True
+        return False
+
+    @override_settings(AI_NPC_REPLY_COOLDOWN=0, AI_NPC_REPLY_DEPTH=5)
+    def test_no_reply_to_npcs_is_asked_for_while_a_players_line_waits(self):
+        self.model.lines.update({"Marta": "Hilda, what say you? ({n})",
+                                 "Hilda": "Oswald, and you? ({n})",
+                                 "Oswald": "Marta, aye. ({n})"})
+        asked = []  # (npc, its turn answers NPCs only, a player's line waits), as each is sent
+        real_ask = reply_module._ask
+
+        def ask(script, character, prompt, shown):
+            npc_lines = script.ndb.npc_line_ids or set()
+            turn = script.ndb.answering or []
+            asked.append((character.key, bool(turn) and all(line in npc_lines for line in turn),
+                          self.player_line_waits(character)))
+            return real_ask(script, character, prompt, shown)
+
+        rng = random.Random(4)
+        with mock.patch.object(reply_module, "_ask", ask):
+            for i in range(25):  # two players keep talking to the three NPCs
+                self.model.delay[rng.choice(list(self.npcs))] = rng.uniform(0.1, 0.8)
+                rng.choice([self.char1, self.char2]).at_say(
+                    f"{rng.choice(list(self.npcs))}, question {i}?")
+                spin(rng.uniform(0.05, 0.6))
+            self.settle(60)
+        self.assertEqual([a for a in asked if a[1] and a[2]], [])
+        # the controls: NPCs did answer NPCs (once the players were answered), and player
+        # lines did wait while other replies were asked for
+        self.assertTrue(any(npc_only for _, npc_only, _ in asked))
+        self.assertTrue(any(waits for _, npc_only, waits in asked if not npc_only))
 
     def test_a_player_line_makes_an_npc_give_up_a_reply_to_an_npc(self):
         self.model.lines.clear()  # nobody names anybody back
@@ -224,6 +312,40 @@ class TestARoomOfNPCs(VillageTestCase):
         for key in ("Marta", "Oswald"):
             self.assertIn("And how much would that cost?",
                           [m["content"] for m in self.scripts[key].history])
+
+    def test_the_partner_is_who_was_named_last_whatever_order_the_replies_arrive_in(self):
+        self.model.delay["Marta"] = 1.5  # Marta's reply comes after Hilda's
+        self.char1.at_say("Marta, how much is a room?")
+        deadline = time.monotonic() + 20
+        while not self.reply_requests("Marta") and time.monotonic() < deadline:
+            spin(0.05)
+        self.char1.at_say("Hilda, can you shoe my horse?")
+        self.settle()
+        marta, hilda = self.replies("Marta")[-1], self.replies("Hilda")[-1]
+        # the race this test is about: Marta's reply was stored after Hilda's
+        self.assertGreater(marta["timestamp"], hilda["timestamp"])
+        self.char1.at_say("And how much would that cost?")
+        self.assertEqual(self.pending(), {"Marta": 0, "Hilda": 1, "Oswald": 0})
+        self.settle()
+        self.assertEqual(self.model.asked, ["Marta", "Hilda", "Hilda"])
+        # positive control: with Marta named last, her reply keeps her the partner
+        self.char1.at_say("Marta, and breakfast?")
+        self.settle()
+        self.char1.at_say("And how much would that cost?")
+        self.assertEqual(self.pending(), {"Marta": 1, "Hilda": 0, "Oswald": 0})
+
+    def test_the_npc_spoken_to_answers_and_the_one_mentioned_does_not(self):
+        self.char1.at_say("Marta, is Hilda always this talkative?")
+        self.assertEqual(self.pending(), {"Marta": 1, "Hilda": 0, "Oswald": 0})
+        self.settle()
+        self.assertEqual(self.model.asked, ["Marta"])
+        self.assertIn("Marta, is Hilda always this talkative?",
+                      [m["content"] for m in self.scripts["Hilda"].history])  # she heard it
+        # positive control: said to both, both answer
+        self.char1.at_say("Marta and Hilda, is Oswald always this quiet?")
+        self.assertEqual(self.pending(), {"Marta": 1, "Hilda": 1, "Oswald": 0})
+        self.settle()
+        self.assertEqual(sorted(self.model.asked[1:]), ["Hilda", "Marta"])
 
     def test_a_line_to_everyone_gets_exactly_one_fitting_answer(self):
         # nobody spoken to yet, no role fits: one NPC, the same whoever decides

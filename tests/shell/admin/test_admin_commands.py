@@ -145,6 +145,9 @@ class TestAIReset(AdminCase):
         self.script.db.compaction_count = 2
         self.script.db.compaction_log = [{"at": "2025-01-01", "success": True}]
         self.script.db.reply_failures = 1
+        from ai_contrib.npc.scene import note_exchange
+
+        note_exchange(self.script, {self.char1.dbref: "Bob", "#9999": "Hilda"})
         self.path = self.script.archive_path()
 
     def test_without_confirm_nothing_is_removed(self):
@@ -152,6 +155,11 @@ class TestAIReset(AdminCase):
         self.assertIn("This removes from Marta", out)
         self.assertIn("6 messages in context", out)
         self.assertIn("1 journal entries", out)
+        self.assertIn("2 people records (whom it met: ", out)
+        self.assertIn("Hilda", out)
+        from ai_contrib.npc.scene import all_people
+
+        self.assertEqual(len(all_people(self.script)), 2)
         self.assertIn("aireset/confirm Marta", out)
         self.assertEqual(len(self.script.history), 6)
         self.assertTrue(os.path.exists(self.path))
@@ -164,13 +172,19 @@ class TestAIReset(AdminCase):
         self.assertIn("removed 6 messages in context (0 summaries)", out)
         self.assertIn("6 records", out)
         self.assertIn(os.path.basename(self.path), out)
-        self.assertIn("1 journal entries; 1 entity profiles; 1 compaction events", out)
+        self.assertIn("1 journal entries; 1 entity profiles; 2 people records (whom it met: Bob, "
+                      "Hilda); 1 compaction events", out)
         self.assertIn("Mem0: 4 memories deleted", out)
         self.assertIn(("delete_agent", f"npc-{self.npc.id}", False), store.calls)
         self.assertEqual(archive_files(self.path), [])
         self.assertEqual(self.script.history, [])
         self.assertEqual(self.npc.db.journal["entries"], [])
         self.assertEqual(self.npc.db.entity_profiles, {})
+        self.assertIn("2 people records", out)
+        from ai_contrib.npc.scene import all_people, people_record
+
+        self.assertEqual(all_people(self.script), [])
+        self.assertIsNone(people_record(self.script, self.char1.dbref))
         self.assertEqual(self.script.db.compaction_count, 0)
         self.assertEqual(self.script.db.compaction_log, [])
         self.assertEqual(self.script.db.reply_failures, 0)

@@ -500,6 +500,29 @@ class NPCArchiveSearch(NPCTestCase):
         self.assertEqual(spy.calls, [{"offset": offset, "lines": 2}])
         self.assertTrue(os.path.exists(index_path(self.script.archive_path())))
 
+    def test_lines_heard_after_the_snapshot_are_not_recalled_as_archived(self):
+        from ai_contrib.npc.recall import archived_out_of_context
+
+        gone = self.script.add_message("user", "The ferry to Eastport left at noon yesterday.",
+                                       name="Bob")
+        self.fill(4)
+        self.script.runtime.evict([gone["id"]], reason="test")
+        # the reply's snapshot is taken; a line is heard while its search waits for the
+        # memory thread: it is in the context the prompt is built from, not a memory
+        source = archived_out_of_context(self.script)
+        heard = self.script.add_message("user", "The ferry to Eastport leaves at dawn today.",
+                                        name="Carol")
+        hits = [doc["id"] for doc, _ in source.search("ferry Eastport", 5)]
+        self.assertEqual(hits, [gone["id"]])  # the control: what left the context is found
+        context = build_memory_context([], source, "When does the ferry to Eastport leave?")
+        self.assertNotIn("leaves at dawn", context["text"])
+        self.assertIn("left at noon", context["text"])
+        # once it has left the context too, the next reply's snapshot finds it
+        self.script.runtime.evict([heard["id"]], reason="test")
+        hits = [doc["id"] for doc, _ in archived_out_of_context(self.script).search(
+            "ferry Eastport", 5)]
+        self.assertEqual(sorted(hits), sorted([gone["id"], heard["id"]]))
+
     def test_listeners_filter_the_npc_archive(self):
         from ai_contrib.npc.recall import archived_out_of_context
 

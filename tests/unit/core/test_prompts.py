@@ -62,3 +62,34 @@ def test_words_that_only_look_like_notes_are_kept():
     # the positive control: the same replies with a note after them lose the note
     for text in kept:
         assert clean_reply(f"{text} [SCENE] You are in the inn.", "Marta") == text
+
+
+def test_the_history_never_takes_more_than_its_budget_stamps_and_a_long_line_included():
+    from ai_contrib.core.messages import make_message
+    from ai_contrib.core.prompts import assemble_reply_prompt
+    from ai_contrib.core.tokens import count_tokens
+
+    def history_tokens(parts):
+        return sum(p["tokens"] for p in parts if p["part"] in ("history", "turn", "summary"))
+
+    lines = [make_message("user", f"line {i} " + "word " * 60, name="Bob",
+                          metadata={"speaker": "#1"}) for i in range(5)]
+    counts = [count_tokens(m["content"]) for m in lines]
+    # two lines fit a 140-token budget by their own tokens, not with the first one's stamp
+    messages, parts = assemble_reply_prompt("P", "Marta", lines, counts, 140)
+    assert history_tokens(parts) <= 140
+    assert [m["content"].endswith(lines[4]["content"]) for m in messages[1:]] == [True]
+    # the control: with room for the stamp, both are shown
+    messages, parts = assemble_reply_prompt("P", "Marta", lines, counts, 160)
+    assert len(messages) == 3 and history_tokens(parts) <= 160
+    # a window's share of the budget may be passed, never the NPC's whole budget
+    messages, parts = assemble_reply_prompt("P", "Marta", lines, counts, 300, max_tokens=100)
+    assert len(messages) == 2 and history_tokens(parts) <= 100
+    # one line larger than the whole budget is cut at its end, never dropped
+    big = make_message("user", "The ferry is late. " + "word " * 600, name="Bob",
+                       metadata={"speaker": "#1"})
+    messages, parts = assemble_reply_prompt("P", "Marta", [big], [count_tokens(big["content"])],
+                                            100)
+    assert history_tokens(parts) <= 100 and count_tokens(messages[1]["content"]) <= 100
+    assert "The ferry is late." in messages[1]["content"]
+    assert messages[1]["content"].endswith(" ...")

@@ -54,6 +54,23 @@ def test_a_named_npc_answers_and_a_talk_goes_to_its_target_alone():
     assert ask("hello", to="#99") == ((), None)  # talked to someone who is no AI NPC here
 
 
+def test_the_npc_spoken_to_answers_and_one_only_mentioned_does_not():
+    # said to Marta, mentioning Hilda: one answer, Marta's
+    assert ask("Marta, is Hilda always this quiet?") == (("#5",), "name")
+    assert ask("Is Hilda always this quiet, Marta?") == (("#5",), "name")
+    # positive control: the same line said to both is answered by both
+    assert ask("Marta and Hilda, is Oswald always this quiet?") == (("#5", "#7"), "name")
+    # only mentioned: the open conversation goes on with its partner...
+    assert ask("Is Hilda always this quiet?", exchanges={"#5": NOW - 5}) == (("#5",),
+                                                                              "conversation")
+    # ...and with none open, the NPC mentioned answers
+    assert ask("Is Hilda always this quiet?") == (("#7",), "name")
+    # an NPC's line is answered only by the NPC it speaks to
+    assert answerers("Oswald, Hilda shoes horses", "#5", ROOM, from_npc=True) == (("#12",),
+                                                                                "name")
+    assert answerers("Hilda shoes horses, you know.", "#5", ROOM, from_npc=True) == ((), None)
+
+
 def test_turning_to_another_npc_ends_the_first_conversation():
     # carol asked Marta, then named Hilda: the record's newest exchange is Hilda's
     exchanges = {"#5": NOW - 30, "#7": NOW - 10}
