@@ -31,14 +31,14 @@ from tests.support.llm_double import reply
 from tests.support.twisted_util import spin, stored, wait_for
 
 
-class Innkeeper(AssistantCharacter, DefaultCharacter):
+class TavernKeeper(AssistantCharacter, DefaultCharacter):
     """An AI NPC the way a game defines one: its own subclass."""
 
 
 class TestLookup(AdminCase):
     def setUp(self):
         super().setUp()
-        self.brom = create.create_object(Innkeeper, key="Brom", location=self.room1)
+        self.brom = create.create_object(TavernKeeper, key="Brom", location=self.room1)
 
     def test_a_game_subclass_is_found_by_every_admin_command(self):
         self.assertIn("AI history of Brom", self.call(CmdAIHistory(), "Brom"))
@@ -63,7 +63,7 @@ class TestLookup(AdminCase):
 
 class TestAIList(AdminCase):
     def test_lists_every_ai_npc_subclasses_included_and_nothing_else(self):
-        brom = create.create_object(Innkeeper, key="Brom", location=self.room2)
+        brom = create.create_object(TavernKeeper, key="Brom", location=self.room2)
         self.fill(4)
         self.script.ndb.last_reply = {"seconds": 1.25, "prompt": {
             "prompt_tokens": 812, "cached_tokens": 700, "generated_tokens": 20}}
@@ -445,7 +445,7 @@ class TestAIConfigInEffect(AdminCase):
     def test_the_persona_is_shown_and_whether_it_is_the_default(self):
         out = " ".join(self.call(CmdAIConfig(), "Marta").split())
         self.assertIn("persona (NPC): You are Marta, the innkeeper of the Prancing Goat.", out)
-        brom = create.create_object(Innkeeper, key="Brom", location=self.room1)
+        brom = create.create_object(TavernKeeper, key="Brom", location=self.room1)
         self.addCleanup(brom.delete)
         out = self.call(CmdAIConfig(), "Brom")
         self.assertIn("persona (default): You are Brom, a friendly", " ".join(out.split()))
