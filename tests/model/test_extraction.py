@@ -43,7 +43,7 @@ class TestEmbeddedModel(NPCTestCase):
                 results.append(stored(wait_for(
                     run_pre_compaction_extraction(self.script, self.npc, max_iterations=5,
                                                   client=self.client),
-                    guard=600,
+                    timeout=600,
                 )))
         for result in results:
             self.assertTrue(result["success"], result)

@@ -16,16 +16,17 @@ from ai_contrib.web.bridge import wait_for_deferred
 from tests.support.waiting import HANG_GUARD
 
 
-def wait_for(d, guard=HANG_GUARD):
+def wait_for(d, timeout=HANG_GUARD):
     """
     Iterate the reactor until Deferred ``d`` fires; return its result or raise its error
-    (:func:`ai_contrib.web.bridge.wait_for_deferred`). ``guard``: only the real model's tests
-    (``tests/model/``), whose one call may take minutes on 2 cores, give a longer hang guard.
+    (:func:`ai_contrib.web.bridge.wait_for_deferred`). ``timeout``: a hang guard; tests leave
+    it at :data:`HANG_GUARD`, only the real model's (``tests/model/``), whose one call may take
+    minutes on 2 cores, and the benchmarks, which run outside the tests, give their own.
 
     Raises:
-        TimeoutError: ``d`` has not fired after ``guard`` seconds (it never will).
+        TimeoutError: ``d`` has not fired after ``timeout`` seconds (it never will).
     """
-    return wait_for_deferred(d, timeout=guard)
+    return wait_for_deferred(d, timeout=timeout)
 
 
 def wait_until(condition, step=0.01):
