@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-postgres demo demo-keep test test-fast test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-report bench-locomo-tune bench-recall bench-scale bench-mem0 bench-embedded bench-defaults bench-world bench-village clean
+.PHONY: install install-postgres demo demo-keep test test-fast test-core test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-report bench-locomo-tune bench-recall bench-scale bench-mem0 bench-embedded bench-defaults bench-world bench-village clean
 
 install: $(STAMP)
 
@@ -27,11 +27,15 @@ demo-keep: install
 test: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-# the edit-test loop: tests/unit and tests/shell, no real game (tests/e2e) and no real model
-# (tests/model), on every core (pytest-xdist; each worker has its own test database); `make
-# test` and CI run everything, one test at a time
+# the edit-test loop: tests/unit and tests/shell, no real game (tests/e2e), no real model
+# (tests/model) and no benchmark run (tests/bench), on every core (pytest-xdist; each worker has
+# its own test database); `make test` and CI run everything, one test at a time
 test-fast: install
 	$(PY) -m pytest -q -n auto tests/unit tests/shell $(PYTEST_ARGS)
+
+# the pure core alone (tests/unit/core: pure functions and their property tests)
+test-core: install
+	$(PY) -m pytest -q tests/unit/core $(PYTEST_ARGS)
 
 # the PostgreSQL driver for Django and Mem0's pgvector store (the [postgres] extra)
 PG_STAMP := $(VENV)/.installed-postgres

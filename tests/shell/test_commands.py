@@ -19,7 +19,7 @@ from ai_contrib.memory.journal import add_entry, ensure_journal
 
 from tests.support.llm_double import reply
 from tests.support.npc_fixtures import NPCTestCase
-from tests.support.twisted_util import spin
+from tests.support.twisted_util import wait_until
 
 SUMMARY = "Who I Spoke With: Bob.\nConfirmed Facts: Bob rented the east room."
 
@@ -147,11 +147,8 @@ class TestCompactCommand(NPCTestCase):
     def run_compact(self, args):
         with mock.patch.object(self.char1, "msg") as msg:
             immediate = self.call(CmdCompact(), args)  # a skip is reported at once
-            for _ in range(400):
-                said = immediate + " ".join(str(c) for c in msg.call_args_list)
-                if any(word in said for word in ("Compacted", "skipped", "failed")):
-                    break
-                spin(0.05)
+            wait_until(lambda: any(word in immediate + " ".join(map(str, msg.call_args_list))
+                                   for word in ("Compacted", "skipped", "failed")))
         return immediate + " ".join(str(c) for c in msg.call_args_list)
 
     def test_reports_messages_tokens_and_reduction(self):

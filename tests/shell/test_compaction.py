@@ -3,13 +3,15 @@ compact_conversation_history on a real AssistantScript in Evennia's test DB, wit
 written by a real HTTP LLM double on 127.0.0.1.
 """
 
+import threading
+
 from ai_contrib import rag_memory
 from ai_contrib.core.cuts import is_extraction_traffic
 from ai_contrib.core.messages import is_marker
 
-from tests.support.llm_double import http_error, reply, sleep, tool_calls
+from tests.support.llm_double import hold, http_error, reply, tool_calls
 from tests.support.npc_fixtures import NPCTestCase
-from tests.support.twisted_util import spin, stored, wait_for
+from tests.support.twisted_util import stored, wait_for, wait_until
 
 SUMMARY = "Bob asked about rooms; Marta offered the east room for two silver."
 
@@ -43,10 +45,12 @@ class TestSkips(NPCTestCase):
     def test_already_compacting(self):
         self.fill(40)
         self.script.db.max_context_tokens = 1000
-        self.llm.enqueue(sleep(0.5, then=reply(SUMMARY)))
+        gate = threading.Event()
+        self.llm.enqueue(hold(gate, then=reply(SUMMARY)))
         first = rag_memory.compact_conversation_history(self.script, self.npc, force=True).addCallback(stored)
         second = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc, force=True)))
         self.assertEqual(second["reason"], "already compacting")
+        gate.set()
         self.assertTrue(wait_for(first)["success"])
 
 
@@ -106,10 +110,12 @@ class TestCompaction(NPCTestCase):
                          [m["id"] for m in history])
 
     def test_message_arriving_during_compaction_survives(self):
-        self.llm.enqueue(sleep(0.3, then=reply(SUMMARY)))
+        gate = threading.Event()
+        self.llm.enqueue(hold(gate, then=reply(SUMMARY)))
         d = rag_memory.compact_conversation_history(self.script, self.npc).addCallback(stored)
-        spin(0.05)
+        wait_until(lambda: self.llm.requests)  # the summary is being written
         late = self.script.add_message("user", "Is the stew ready?", name="Alice")
+        gate.set()
         result = wait_for(d)
         self.assertTrue(result["success"], result)
         self.assertEqual(self.script.history[-1]["id"], late["id"])
@@ -118,11 +124,13 @@ class TestCompaction(NPCTestCase):
     def test_report_gives_the_compaction_effect_and_the_context_apart(self):
         from ai_contrib.admin.compact_command import format_compaction_result
 
-        self.llm.enqueue(sleep(0.3, then=reply(SUMMARY)))
+        gate = threading.Event()
+        self.llm.enqueue(hold(gate, then=reply(SUMMARY)))
         d = rag_memory.compact_conversation_history(self.script, self.npc)
-        spin(0.05)
+        wait_until(lambda: self.llm.requests)
         for i in range(60):  # players keep talking while the summary is written
             self.script.add_message("user", f"Talk {i}: " + "word " * 30, name="Alice")
+        gate.set()
         outcome = wait_for(d)
         result = stored(outcome)
         self.assertTrue(result["success"], result)
@@ -219,18 +227,19 @@ class TestCompaction(NPCTestCase):
             ("add_journal_entry", {"content": "Bob rented the east room for 2 silver.",
                                    "importance": 6})]))
         self.llm.enqueue(reply("ok"))  # no tool call: the extraction stops
-        self.llm.enqueue(sleep(2.0, then=reply(SUMMARY)))
+        gate = threading.Event()
+        self.llm.enqueue(hold(gate, then=reply(SUMMARY)))
         self.script.db.max_context_tokens = 1000  # 50 lines of ~25 tokens: past the emergency
         before = self.script.token_count()
         compaction = rag_memory.check_emergency_compaction(self.script, self.npc).addCallback(stored)
-        traffic = []
-        for _ in range(200):  # until the extraction has written; the summary takes 2 s more
-            traffic = [m for m in self.script.history if is_extraction_traffic(m)]
-            if len(traffic) >= 2:
-                break
-            spin(0.02)
-        self.assertGreaterEqual(len(traffic), 2)  # the call and its result are in the history
+
+        def traffic():
+            return [m for m in self.script.history if is_extraction_traffic(m)]
+
+        # until the extraction has written; the summary is held until the gate opens
+        wait_until(lambda: len(traffic()) >= 2)  # the call and its result are in the history
         self.assertEqual(self.script.token_count(), before)  # ...and the budget counts neither
+        gate.set()
         self.assertTrue(wait_for(compaction)["success"])
         self.assertEqual([m for m in self.script.history if is_extraction_traffic(m)], [])
 
@@ -241,17 +250,17 @@ class TestEmergencyExtraction(NPCTestCase):
         self.script.db.max_context_tokens = 1500  # 50 lines of ~25 tokens: past 80 %
         self.script.db.compact_preserve_max_fraction = 0.3
         fact = "Bob rented the east room for 2 silver."
-        self.llm.enqueue(sleep(1.0, then=tool_calls([
+        gate = threading.Event()
+        self.llm.enqueue(hold(gate, then=tool_calls([
             ("add_journal_entry", {"content": fact, "importance": 6})])))
         self.llm.enqueue(reply("ok"))  # no tool call: the extraction stops
         self.llm.enqueue(reply(SUMMARY))
         compaction = rag_memory.check_emergency_compaction(self.script, self.npc).addCallback(stored)
-        for _ in range(200):  # the extraction request is out: lines said now move the window
-            if self.llm.requests:
-                break
-            spin(0.02)
+        # the extraction request is out (and held): lines said now move the window
+        wait_until(lambda: self.llm.requests)
         later = [self.script.add_message("user", f"later line {i} about the stables", name="Bob")
                  for i in range(12)]
+        gate.set()
         self.assertTrue(wait_for(compaction)["success"])
         read = " ".join(str(m.get("content")) for m in self.llm.requests[0]["messages"])
         shown = [m for m in added if m["content"] in read]

@@ -14,6 +14,7 @@ import pytest
 from ai_contrib.database_url import database_from_url, databases_from_env
 from tests.support.postgres_util import DATABASE_VAR, require_postgres
 from tests.support.paths import ROOT
+from tests.support.waiting import HANG_GUARD
 
 SQLITE = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
 
@@ -54,7 +55,7 @@ def _settings_in_fresh_process(code, cwd, environ):
     env.update(environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     done = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=HANG_GUARD)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

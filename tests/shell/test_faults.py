@@ -19,6 +19,7 @@ import copy
 import math
 import re
 import socket
+import threading
 from unittest import mock
 
 from django.test import override_settings
@@ -41,14 +42,14 @@ from ai_contrib.settings import get_setting
 
 from tests.support.llm_double import (
     drop,
+    hold,
     http_error,
     json_body,
     malformed,
     reply,
-    sleep,
 )
 from tests.support.npc_fixtures import NPCTestCase
-from tests.support.twisted_util import spin, stored, wait_for
+from tests.support.twisted_util import stored, wait_for, wait_until
 
 SUMMARY = "Bob asked about rooms; Marta offered the east room for two silver."
 LLAMA_OVERFLOW = {
@@ -198,10 +199,7 @@ class FaultCase(NPCTestCase):
         cmd.client_width = lambda: 400
         first = self.call(cmd, args)
         if until:
-            for _ in range(2000):
-                if re.search(until, "\n".join(said)):
-                    break
-                spin(0.01)
+            wait_until(lambda: re.search(until, "\n".join(said)))
             self.assertRegex("\n".join(said), until)
         return first + "\n" + "\n".join(said)
 
@@ -221,7 +219,8 @@ class TestEachFailureLeavesHistoryUnchanged(FaultCase):
     def test_timeout(self):
         with override_settings(AI_COMPACT_TIMEOUT=0.4):  # a summary gets its own timeout
             wait_for(reset_client())
-            self.assert_failed_unchanged([sleep(5, then=reply(SUMMARY))],
+            # a summary that never comes: the timeout alone ends the wait
+            self.assert_failed_unchanged([hold(threading.Event(), then=reply(SUMMARY))],
                                          r"^summary failed: .*no complete response within 0.4 s")
 
     def test_http_error(self):
@@ -282,16 +281,16 @@ class TestEachFailureLeavesHistoryUnchanged(FaultCase):
 
     def test_failed_apply_after_range_vanished(self):
         # the summarised range disappears while the summary is pending (evicted): no splice
-        self.llm.enqueue(sleep(0.3, then=reply(SUMMARY)))
+        gate = threading.Event()
+        self.llm.enqueue(hold(gate, then=reply(SUMMARY)))
         d = rag_memory.compact_conversation_history(self.script, self.npc).addCallback(stored)
-        for _ in range(500):  # the summary request is out (and held): now the range vanishes
-            if self.llm.requests:
-                break
-            spin(0.01)
+        # the summary request is out (and held): now the range vanishes
+        wait_until(lambda: self.llm.requests)
         self.assertEqual(len(self.llm.requests), 1)
         self.script.runtime.evict([self.added[0]["id"]], reason="test")
         self.script.checkpoint()
         before = self.state()
+        gate.set()
         result = wait_for(d)
         self.assertIs(result["success"], False, result)
         self.assertIn("could not apply the compaction", result["error"])

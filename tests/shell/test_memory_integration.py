@@ -5,7 +5,6 @@ from the archive, and the admin views show it.
 """
 
 import math
-import time
 from unittest import mock
 
 from ai_contrib import rag_memory
@@ -15,7 +14,7 @@ from ai_contrib.memory.mem0_store import get_store, npc_agent_id
 
 from tests.support.llm_double import reply, tool_calls
 from tests.support.npc_fixtures import NPCTestCase
-from tests.support.twisted_util import spin, stored, wait_for
+from tests.support.twisted_util import stored, wait_for, wait_until
 
 SUMMARY = "Who I Spoke With: Bob.\nConfirmed Facts: Bob rented the east room."
 
@@ -24,7 +23,7 @@ class MemoryTestCase(NPCTestCase):
     def setUp(self):
         super().setUp()
         # database ids repeat across tests; the process-wide store does not
-        wait_for(get_store().delete_agent(npc_agent_id(self.npc)), timeout=120)
+        wait_for(get_store().delete_agent(npc_agent_id(self.npc)))
 
 
 class TestBusyConsolidation(MemoryTestCase):
@@ -39,8 +38,7 @@ class TestBusyConsolidation(MemoryTestCase):
             tool_calls([("noop", {})]),
             reply(SUMMARY),
         )
-        result = stored(wait_for(rag_memory.check_emergency_compaction(self.script, self.npc),
-                          timeout=180))
+        result = stored(wait_for(rag_memory.check_emergency_compaction(self.script, self.npc)))
         self.assertTrue(result["success"], result)
         self.assertEqual(self.script.db.operating_mode, "awake")  # no sleep came
         journal = ensure_journal(self.npc.db.journal)
@@ -48,7 +46,7 @@ class TestBusyConsolidation(MemoryTestCase):
         self.assertEqual(len(facts), 1)
         self.assertEqual(set(journal["consolidated_entry_ids"]),
                          {e["id"] for e in journal["entries"]})
-        hits = wait_for(get_store().list(npc_agent_id(self.npc)), timeout=120)
+        hits = wait_for(get_store().list(npc_agent_id(self.npc)))
         self.assertIn("Riverwood", " ".join(h["text"] for h in hits))
 
 
@@ -63,7 +61,7 @@ class TestSleepConsolidation(MemoryTestCase):
             tool_calls([("noop", {})]),
             reply(SUMMARY),
         )
-        results = stored(wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180))
+        results = stored(wait_for(rag_memory.run_sleep_tick(self.script, self.npc)))
         self.assertEqual(results["pre_compaction_extraction"]["facts_recorded"], 1, results)
         self.assertTrue(results["context_compaction"]["success"], results)
         consolidation = results["memory_consolidation"]
@@ -71,10 +69,10 @@ class TestSleepConsolidation(MemoryTestCase):
         self.assertEqual(consolidation["added"], 2)  # the fact and the compaction synthesis
         journal = ensure_journal(self.npc.db.journal)
         self.assertEqual(set(journal["consolidated_entry_ids"]), {e["id"] for e in journal["entries"]})
-        again = stored(wait_for(rag_memory._consolidate_into_mem0(self.npc), timeout=120))
+        again = stored(wait_for(rag_memory._consolidate_into_mem0(self.npc)))
         self.assertEqual(again["added"], 0)
         hits = wait_for(get_store().search(npc_agent_id(self.npc), "Where does Elena live?",
-                                           user_id="bob"), timeout=120)
+                                           user_id="bob"))
         self.assertIn("Riverwood", " ".join(h["text"] for h in hits))
         shown = self.run_async_command(CmdAIMemory(), "Marta/mem0 Where does Elena live?")
         self.assertIn("Memories of Marta", shown)
@@ -96,15 +94,15 @@ class TestSleepConsolidation(MemoryTestCase):
                                                 "importance": 8, "source": [said["seq"]]})]),
             tool_calls([("noop", {})]),
         )
-        results = stored(wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180))
+        results = stored(wait_for(rag_memory.run_sleep_tick(self.script, self.npc)))
         self.assertEqual(results["pre_compaction_extraction"]["facts_recorded"], 1, results)
         self.assertEqual(results["memory_consolidation"]["added"], 1, results)
         hits = wait_for(get_store().search(npc_agent_id(self.npc), "Where does Elena live?",
-                                           user_id="bob"), timeout=120)
+                                           user_id="bob"))
         self.assertIn("Riverwood", " ".join(h["text"] for h in hits))
         # the next sleep has nothing new to journal: no LLM call
         asked = len(self.llm.requests)
-        again = stored(wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180))
+        again = stored(wait_for(rag_memory.run_sleep_tick(self.script, self.npc)))
         self.assertNotIn("pre_compaction_extraction", again)
         self.assertEqual(len(self.llm.requests), asked)
 
@@ -115,9 +113,7 @@ class TestSleepConsolidation(MemoryTestCase):
             cmd.raw_string = f"{cmd.key} {args}"
             cmd.parse()
             cmd.func()
-            deadline = time.monotonic() + 60
-            while not msg.call_args_list and time.monotonic() < deadline:
-                spin(0.05)
+            wait_until(lambda: msg.call_args_list)
         return " ".join(str(c) for c in msg.call_args_list)
 
 
@@ -133,7 +129,7 @@ class TestRetrievalIntoPrompt(MemoryTestCase):
         self.assertNotIn(fact["id"], [m["id"] for m in self.script.history])
         self.llm.enqueue(reply("Under the blue barrel, as you told me."))
         self.script.receive_speech(self.char1, "Where is the cellar key hidden?")
-        wait_for(self.script.run_tick(), timeout=120)
+        wait_for(self.script.run_tick())
         prompt = "\n".join(m["content"] for m in self.llm.requests[-1]["messages"])
         self.assertIn("RELATED MEMORIES", prompt)
         self.assertIn("blue barrel", prompt)
@@ -144,7 +140,7 @@ class TestRetrievalIntoPrompt(MemoryTestCase):
         add_entry(journal, "Alice hides her savings in the chimney", importance=9,
                   speaker="Alice", visibility="private")
         self.npc.db.journal = journal
-        wait_for(rag_memory._consolidate_into_mem0(self.npc), timeout=120)
+        wait_for(rag_memory._consolidate_into_mem0(self.npc))
         store = get_store()
         agent = npc_agent_id(self.npc)
         other = wait_for(store.search(agent, "Where are the savings hidden?", user_id="bob"), 120)
@@ -163,7 +159,7 @@ class TestSleepEmbedsTheArchive(MemoryTestCase):
         index = index_for(self.script.archive)
         self.assertEqual(index.vector_count(), 0)
         self.llm.enqueue(tool_calls([("noop", {})]))
-        results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180)
+        results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc))
         lines = index.sync()["docs"]
         self.assertGreaterEqual(lines, 12)
         self.assertEqual(results.archive_vectors, lines, results)
@@ -173,11 +169,11 @@ class TestSleepEmbedsTheArchive(MemoryTestCase):
         self.assertIn("nurse", " ".join(doc["content"] for doc, _score in hits))
         # the next sleep has nothing new to embed; a line said since has
         self.llm.enqueue(tool_calls([("noop", {})]))
-        again = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180)
+        again = wait_for(rag_memory.run_sleep_tick(self.script, self.npc))
         self.assertEqual(again.archive_vectors, 0, again)
         self.script.add_message("user", "The ferry leaves at dawn.", name="Bob")
         self.llm.enqueue(tool_calls([("noop", {})]))
-        third = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180)
+        third = wait_for(rag_memory.run_sleep_tick(self.script, self.npc))
         self.assertEqual(third.archive_vectors, 1, third)
 
     def test_after_a_compaction_a_sleep_with_every_line_embedded_sends_no_job(self):
@@ -189,21 +185,21 @@ class TestSleepEmbedsTheArchive(MemoryTestCase):
         self.script.db.max_context_tokens = 1500
         self.llm.enqueue(reply(SUMMARY))
         compacted = stored(wait_for(rag_memory.compact_conversation_history(
-            self.script, self.npc, force=True), timeout=120))
+            self.script, self.npc, force=True)))
         self.assertTrue(compacted["success"], compacted)
         index = index_for(self.script.archive)
         # the sleep's step after the compaction reads the compaction record, and embeds
-        self.assertEqual(wait_for(embed_archive(self.script, self.npc), timeout=180),
+        self.assertEqual(wait_for(embed_archive(self.script, self.npc)),
                          index.sync()["docs"])
         # the archive ends in records that are not lines: its last seq is past the last line's
         last_line = max(m["seq"] for m in self.script.archive.messages())
         self.assertLess(last_line, self.script.archive.last_seq)
         store = get_store()
         with mock.patch.object(store, "run_background", wraps=store.run_background) as run:
-            self.assertEqual(wait_for(embed_archive(self.script, self.npc), timeout=180), 0)
+            self.assertEqual(wait_for(embed_archive(self.script, self.npc)), 0)
             self.assertEqual(run.call_count, 0)  # every line has its vector: no job
             # a line said since is embedded on the memory thread, in the sleep's small
             # background jobs (control)
             self.script.add_message("user", "The ferry leaves at dawn.", name="Bob")
-            self.assertEqual(wait_for(embed_archive(self.script, self.npc), timeout=180), 1)
+            self.assertEqual(wait_for(embed_archive(self.script, self.npc)), 1)
             self.assertEqual(run.call_count, math.ceil(SLEEP_EMBED_LINES / EMBED_JOB_LINES))

@@ -3,6 +3,7 @@ The NPC in Evennia's test world: hearing players, answering through a real HTTP 
 the reply prompt, the queue, the fallback line, sleep and wake.
 """
 
+import threading
 from unittest import mock
 
 from evennia.utils import create
@@ -12,9 +13,9 @@ from ai_contrib.core.dates import short_time
 from ai_contrib.core.messages import is_marker
 from ai_contrib.typeclasses import AssistantCharacter, AssistantScript, get_assistant_script
 
-from tests.support.llm_double import http_error, reply, sleep
+from tests.support.llm_double import hold, http_error, reply
 from tests.support.npc_fixtures import NPCTestCase
-from tests.support.twisted_util import spin, stored, wait_for
+from tests.support.twisted_util import stored, wait_for, wait_until
 
 
 class TestConfiguration(NPCTestCase):
@@ -90,16 +91,22 @@ class TestConversation(NPCTestCase):
         self.assertEqual(self.script.history[-1]["content"], "Aye, the best ale in town.")
 
     def test_speech_during_pending_reply_is_queued_and_answered(self):
-        self.llm.enqueue(sleep(0.3, then=reply("One moment, Bob.")), reply("Hello to you too, Alice."))
+        gate = threading.Event()
+        self.llm.enqueue(hold(gate, then=reply("One moment, Bob.")),
+                         reply("Hello to you too, Alice."))
         self.script.receive_speech(self.char1, "Hi Marta")
         d = self.script.run_tick()
-        spin(0.05)
+        wait_until(lambda: self.llm.requests)  # the first reply is being written
         self.assertIsNone(self.script.run_tick())  # guarded: a tick is running
         self.script.receive_speech(self.char2, "Hello!")
+        gate.set()
         wait_for(d)
-        spin(0.1)
-        replies = [m["content"] for m in self.script.history if m["role"] == "assistant"]
-        self.assertEqual(replies, ["One moment, Bob.", "Hello to you too, Alice."])
+
+        def replies():
+            return [m["content"] for m in self.script.history if m["role"] == "assistant"]
+
+        wait_until(lambda: len(replies()) == 2)
+        self.assertEqual(replies(), ["One moment, Bob.", "Hello to you too, Alice."])
         self.assertEqual(len(self.llm.requests), 2)
         # the second reply saw the line said while the first was being written
         second = [m["content"] for m in self.llm.requests[1]["messages"]]

@@ -247,7 +247,7 @@ class RelatedMemoriesForAReply(NPCTestCase):
 
         super().setUp()
         # database ids repeat across tests; the process-wide store does not
-        wait_for(get_store().delete_agent(npc_agent_id(self.npc)), timeout=120)
+        wait_for(get_store().delete_agent(npc_agent_id(self.npc)))
         self.char1.key, self.char2.key = "Ann", "Ben"
         self.cid = create.create_object("evennia.objects.objects.DefaultCharacter", key="Cid",
                                         location=self.room1)

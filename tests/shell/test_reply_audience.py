@@ -7,15 +7,14 @@ only that she murmurs, and the stored reply's audience is Wren alone. Real NPC i
 world, real HTTP LLM double.
 """
 
+import threading
 from unittest import mock
-
-from twisted.internet import reactor
 
 from ai_contrib.core.audience import may_hear
 
-from tests.support.llm_double import reply, sleep
+from tests.support.llm_double import hold, reply
 from tests.support.npc_fixtures import NPCTestCase
-from tests.support.twisted_util import wait_for
+from tests.support.twisted_util import call_when, wait_for
 
 SECRET = "Marta, a secret: the ledger is hidden behind the blue barrel."
 ANSWER = "You told me the ledger is hidden behind the blue barrel; it stays with me."
@@ -74,11 +73,22 @@ class AudienceAtSpeakTime(NPCTestCase):
                          sorted([self.wren, self.tamsin]))
         self.assertNotIn("murmured", self.script.history[-1]["metadata"])
 
+    def while_written(self, change):
+        """Queue :data:`ANSWER`, held by the double until ``change()`` has run in the reactor
+        once the reply's request is out (while the model is writing the answer)."""
+        gate = threading.Event()
+        self.llm.enqueue(hold(gate, reply(ANSWER)))
+
+        def then():
+            change()
+            gate.set()
+
+        call_when(lambda: self.llm.requests, then)
+
     def test_a_listener_who_walks_in_while_the_reply_is_written_does_not_hear_it(self):
-        self.llm.enqueue(sleep(0.6, reply(ANSWER)))
         self.script.receive_speech(self.char1, SECRET)
         # Tamsin comes in while the model is writing the answer
-        reactor.callLater(0.2, setattr, self.char2, "location", self.room1)
+        self.while_written(lambda: setattr(self.char2, "location", self.room1))
         got = self.tick()
         self.assertEqual(self.char2.location, self.room1)
         # the prompt was built for Wren alone, and held the secret
@@ -106,14 +116,13 @@ class AudienceAtSpeakTime(NPCTestCase):
         self.assertNotIn("murmur", " ".join(got[self.tamsin]))
 
     def test_when_everyone_it_was_built_for_left_it_is_not_said(self):
-        self.llm.enqueue(sleep(0.6, reply(ANSWER)))
         self.script.receive_speech(self.char1, SECRET)
 
         def swap():
             self.char1.location = self.room2
             self.char2.location = self.room1
 
-        reactor.callLater(0.2, swap)
+        self.while_written(swap)
         got = self.tick()
         self.assertNotIn("blue barrel", " ".join(got[self.tamsin]))
         self.assertNotEqual(self.script.history[-1]["role"], "assistant")

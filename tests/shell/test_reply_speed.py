@@ -20,7 +20,8 @@ from ai_contrib.core.recall_notes import anchor_costs, plan_recall
 
 from tests.support.llm_double import respond
 from tests.support.npc_fixtures import NPCTestCase
-from tests.support.twisted_util import spin, wait_for
+from tests.support.twisted_util import spin, wait_for, wait_until
+from tests.support.waiting import HANG_GUARD
 
 
 def _msg(role, text, name=None, reply_to=None):
@@ -181,26 +182,27 @@ class TestReplies(NPCTestCase):
 
         def slow(request):
             asked.set()
-            gate.wait(5)
+            gate.wait(HANG_GUARD)
             return "Aye, a room."
 
         self.llm.enqueue(respond(slow))
         self.script.receive_speech(self.char1, "A room, please.")
         turn = self.script.run_tick()
-        for _ in range(200):  # retrieval first; then the reply is with the model
-            if asked.is_set():
-                break
-            spin(0.05)
-        spin(0.6)
+
+        def thinking():
+            return [t for t in heard if t and "frowns, thinking" in str(t)]
+
+        wait_until(asked.is_set)  # retrieval first; then the reply is with the model
+        wait_until(thinking)  # 0.2 s into the wait, however long the machine takes
+        spin(0.6)  # three times the setting more: still once
         gate.set()
         wait_for(turn)
-        thinking = [t for t in heard if t and "frowns, thinking" in str(t)]
-        self.assertEqual(len(thinking), 1)
-        # a reply faster than the setting shows nothing (2 s: far above the double's answer)
+        self.assertEqual(len(thinking()), 1)
+        # a reply faster than the setting shows nothing (60 s: far above the double's answer,
+        # even on a busy machine)
         heard.clear()
-        with override_settings(AI_THINKING_EMOTE_AFTER=2.0):
+        with override_settings(AI_THINKING_EMOTE_AFTER=60.0):
             self.script.receive_speech(self.char1, "And supper?")
             wait_for(self.script.run_tick())
-        spin(0.4)
-        self.assertTrue(any("supper" in str(t) for t in heard))  # the reply was heard
+        wait_until(lambda: any("supper" in str(t) for t in heard))  # the reply was heard
         self.assertFalse([t for t in heard if t and "frowns, thinking" in str(t)])

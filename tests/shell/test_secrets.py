@@ -15,7 +15,7 @@ from ai_contrib.llm.client import LLMError, get_client
 
 from tests.support.llm_double import http_error
 from tests.support.npc_fixtures import NPCTestCase
-from tests.support.twisted_util import spin, wait_for
+from tests.support.twisted_util import wait_for, wait_until
 
 KEY = "test-key"  # the key NPCTestCase configures
 ECHO = f"I saw your headers: Authorization: Bearer {KEY}; also sk-live0123456789abcdef."
@@ -80,11 +80,13 @@ class TestEchoedKey(NPCTestCase):
             for patch in watch_logs(logged):
                 stack.enter_context(patch)
             immediate = self.call(CmdCompact(), "/force Marta")
-            for _ in range(400):
-                said = immediate + " ".join(str(c) for c in msg.call_args_list)
-                if any(word in said for word in ("Compacted", "skipped", "failed")):
-                    break
-                spin(0.05)
+
+            def said_so_far():
+                return immediate + " ".join(str(c) for c in msg.call_args_list)
+
+            wait_until(lambda: any(word in said_so_far()
+                                   for word in ("Compacted", "skipped", "failed")))
+            said = said_so_far()
         shown = said + " ".join(map(str, logged))
         assert "Compacted" in shown or "failed" in shown, shown
         stored = " ".join(m["content"] or "" for m in self.script.history)

@@ -13,7 +13,7 @@ from ai_contrib.memory.archive import ArchiveError, MessageArchive, close_archiv
 from ai_contrib.memory.runtime import RuntimeHistory
 
 from tests.support.npc_fixtures import NPCTestCase
-from tests.support.twisted_util import spin
+from tests.support.twisted_util import wait_until
 
 
 def _archive():
@@ -125,9 +125,7 @@ class TestTickScheduling(NPCTestCase):
             call.cancel()
         self.fill(2)
         _queue_checkpoint(self.script)
-        deadline = time.monotonic() + 30
-        while len(self.script.db.conversation_history or []) != 4 and time.monotonic() < deadline:
-            spin(0.05)
+        wait_until(lambda: len(self.script.db.conversation_history or []) == 4)
         self.assertEqual(len(self.script.db.conversation_history), 4)
 
     def test_idle_awake_npc_skips_the_tick_and_due_checkpoint_is_queued(self):
@@ -140,9 +138,8 @@ class TestTickScheduling(NPCTestCase):
         self.script.ndb.last_checkpoint = time.time() - 10_000
         self.assertTrue(self.script._needs_tick())
         self.script.at_repeat()
-        deadline = time.monotonic() + 30  # the queued checkpoint runs on the reactor's next turns
-        while len(self.script.db.conversation_history) != 6 and time.monotonic() < deadline:
-            spin(0.05)
+        # the queued checkpoint runs on the reactor's next turns
+        wait_until(lambda: len(self.script.db.conversation_history) == 6)
         self.assertEqual(len(self.script.db.conversation_history), 6)
         self.assertFalse(self.script.runtime.dirty)
         self.script.ndb.pending = ["Bob"]

@@ -9,7 +9,6 @@ is answered by exactly one NPC.
 import itertools
 import random
 import threading
-import time
 from unittest import mock
 
 from django.test import override_settings
@@ -18,9 +17,9 @@ from evennia.utils import create
 from ai_contrib.npc import replies as reply_module
 from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
-from tests.support.llm_double import reply, sleep
+from tests.support.llm_double import hold, reply, sleep
 from tests.support.npc_fixtures import NPCTestCase
-from tests.support.twisted_util import cancel_pending_ticks, spin
+from tests.support.twisted_util import cancel_pending_ticks, spin, wait_until
 
 HILDA = "You are Hilda, the blacksmith. You work the forge and shoe horses."
 OSWALD = "You are Oswald, a guard of the town watch. You keep the gate and the curfew."
@@ -30,8 +29,9 @@ class VillageModel:
     """
     Answers a reply request by the NPC whose persona opens its system message: ``lines[name]``
     (a format string with ``{n}``, the count of replies so far), else ``"<name> nods (n)."``.
-    ``slow`` (a set of names) makes that NPC's next request wait 10 s first (it is given up
-    long before); ``delay`` (``{name: seconds}``) makes its next request wait that long.
+    ``slow`` (a set of names) makes that NPC's next request wait until ``release`` is set (at
+    the end of the test: it is given up long before); ``delay`` (``{name: seconds}``) makes its
+    next request wait that long (an order of replies, not a limit).
     """
 
     def __init__(self):
@@ -40,7 +40,9 @@ class VillageModel:
         self.lines = {}
         self.slow = set()
         self.delay = {}
+        self.gates = {}  # {name: threading.Event}: its next request answers once set
         self.asked = []  # names, in the order their requests came
+        self.release = threading.Event()
 
     def __call__(self, body):
         system = str(body["messages"][0].get("content") or "")
@@ -51,7 +53,9 @@ class VillageModel:
             text = self.lines.get(name, "{name} nods ({n}).").format(name=name, n=n)
             if name in self.slow:
                 self.slow.discard(name)
-                return sleep(10, then=reply(text))
+                return hold(self.release, then=reply(text))
+            if name in self.gates:
+                return hold(self.gates.pop(name), then=reply(text))
             if name in self.delay:
                 return sleep(self.delay.pop(name), then=reply(text))
         return text
@@ -71,21 +75,22 @@ class VillageTestCase(NPCTestCase):
         self.npcs = {"Marta": self.npc, "Hilda": self.hilda, "Oswald": self.oswald}
         self.scripts = {key: get_assistant_script(npc) for key, npc in self.npcs.items()}
         self.addCleanup(cancel_pending_ticks)
+        self.addCleanup(self.model.release.set)  # a held request ends with the test
 
     def pending(self):
         return {key: len(script.pending_ids()) for key, script in self.scripts.items()}
 
-    def settle(self, timeout=30):
-        """Let the reactor run until no NPC has a line queued or a reply being written."""
-        deadline = time.monotonic() + timeout
-        quiet = 0
-        while time.monotonic() < deadline:
-            spin(0.05)
+    def settle(self):
+        """Let the reactor run until no NPC has had a line queued or a reply being written for
+        six turns of 50 ms in a row."""
+        quiet = [0]
+
+        def fell_quiet():
             busy = any(s.ndb.busy or s.pending_ids() for s in self.scripts.values())
-            quiet = 0 if busy else quiet + 1
-            if quiet >= 6:
-                return
-        self.fail(f"the room never fell quiet: pending {self.pending()}")
+            quiet[0] = 0 if busy else quiet[0] + 1
+            return quiet[0] >= 6
+
+        wait_until(fell_quiet, step=0.05)
 
     def replies(self, key):
         return [m for m in self.scripts[key].history if m["role"] == "assistant"]
@@ -269,7 +274,7 @@ class TestNPCExchangesAreBounded(VillageTestCase):
                 rng.choice([self.char1, self.char2]).at_say(
                     f"{rng.choice(list(self.npcs))}, question {i}?")
                 spin(rng.uniform(0.05, 0.6))
-            self.settle(60)
+            self.settle()
         self.assertEqual([a for a in asked if a[1] and a[2]], [])
         # the controls: NPCs did answer NPCs (once the players were answered), and player
         # lines did wait while other replies were asked for
@@ -281,9 +286,7 @@ class TestNPCExchangesAreBounded(VillageTestCase):
         hilda = self.scripts["Hilda"]
         self.model.slow.add("Hilda")
         heard = hilda.receive_speech(self.npc, "Hilda, a horseshoe for the traveller?")
-        deadline = time.monotonic() + 20
-        while not self.reply_requests("Hilda") and time.monotonic() < deadline:
-            spin(0.05)
+        wait_until(lambda: self.reply_requests("Hilda"))
         self.assertEqual(len(self.reply_requests("Hilda")), 1)  # her reply is being written
         self.assertEqual(hilda.ndb.turn_kind, "npc")
         self.char1.at_say("Oswald, is the gate shut?")
@@ -314,12 +317,14 @@ class TestARoomOfNPCs(VillageTestCase):
                           [m["content"] for m in self.scripts[key].history])
 
     def test_the_partner_is_who_was_named_last_whatever_order_the_replies_arrive_in(self):
-        self.model.delay["Marta"] = 1.5  # Marta's reply comes after Hilda's
+        gate = threading.Event()  # Marta's reply is held until Hilda's is stored
+        self.addCleanup(gate.set)
+        self.model.gates["Marta"] = gate
         self.char1.at_say("Marta, how much is a room?")
-        deadline = time.monotonic() + 20
-        while not self.reply_requests("Marta") and time.monotonic() < deadline:
-            spin(0.05)
+        wait_until(lambda: self.reply_requests("Marta"))
         self.char1.at_say("Hilda, can you shoe my horse?")
+        wait_until(lambda: self.replies("Hilda"))
+        gate.set()
         self.settle()
         marta, hilda = self.replies("Marta")[-1], self.replies("Hilda")[-1]
         # the race this test is about: Marta's reply was stored after Hilda's

@@ -32,6 +32,9 @@ and used first in, first out, one per chat request):
 - :func:`http_error` ``(status=500, body=None)``: that status with an OpenAI-style error body;
 - :func:`sleep` ``(seconds, then=None)``: wait (seconds), then answer with ``then`` (default: the
   default responder). Use a sleep longer than the client's timeout to provoke a timeout;
+- :func:`hold` ``(gate, then=None)``: answer with ``then`` only once the test sets ``gate`` (a
+  ``threading.Event``): for what a test does while a request is under way, however slow the
+  machine (a ``sleep`` would end on its own, whether the test had done it or not);
 - :func:`malformed` ``(body=...)``: HTTP 200 with a body that is not JSON;
 - :func:`raw_body` ``(body, status=200)``: exactly these bytes (hand-written JSON);
 - :func:`json_body` ``(obj, status=200)``: any JSON body, e.g. one without ``choices``;
@@ -91,6 +94,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
+from tests.support.waiting import HANG_GUARD
 
 DOUBLE_MODEL = "llm-double"
 
@@ -239,6 +244,13 @@ def http_error(status=500, body=None):
 def sleep(seconds, then=None):
     """Wait ``seconds`` before answering with ``then`` (a Behaviour; default: the default responder)."""
     return Behaviour("sleep", {"seconds": seconds, "then": then})
+
+
+def hold(gate, then=None):
+    """Answer with ``then`` (default: the default responder) once ``gate`` (a
+    ``threading.Event``) is set; past :data:`tests.support.waiting.HANG_GUARD` seconds, or when
+    the double stops, close the connection unanswered."""
+    return Behaviour("hold", {"gate": gate, "then": then})
 
 
 def malformed(body=b'{"choices": [ this is not JSON'):
@@ -427,6 +439,13 @@ class _Handler(BaseHTTPRequestHandler):
             if double._stopping.is_set():
                 self.close_connection = True
                 return
+            self._perform(p["then"], request_json)
+        elif kind == "hold":
+            deadline = time.monotonic() + HANG_GUARD
+            while not p["gate"].wait(0.05):
+                if double._stopping.is_set() or time.monotonic() > deadline:
+                    self.close_connection = True
+                    return
             self._perform(p["then"], request_json)
         elif kind == "drop":
             self.close_connection = True  # no response; the socket closes after this handler
@@ -687,9 +706,10 @@ class LLMDouble:
         with self._lock:
             return self._calls[-1].body if self._calls else None
 
-    def wait_for_requests(self, count, timeout=10.0):
+    def wait_for_requests(self, count, timeout=HANG_GUARD):
         """
-        Block until ``count`` chat requests were received, or ``timeout`` seconds pass.
+        Block until ``count`` chat requests were received, or ``timeout`` seconds pass (by
+        default :data:`HANG_GUARD`, a hang guard).
 
         For plain pytest tests whose code under test runs elsewhere; never call it from the
         Twisted reactor thread (it would stop the reactor from sending anything).

@@ -14,7 +14,7 @@ from ai_contrib.llm.client import reset_client
 from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
 from .llm_double import LLMDouble
-from .twisted_util import cancel_pending_ticks, spin, wait_for
+from .twisted_util import cancel_pending_ticks, wait_for, wait_until
 
 
 def forget_cached_entities():
@@ -106,16 +106,11 @@ class NPCTestCase(BaseEvenniaCommandTest):
                 added.append(self.script.add_message("assistant", text, name="Marta"))
         return added
 
-    def said(self, cmd, args, until, timeout=60.0):
+    def said(self, cmd, args, until):
         """Run a command and collect what the caller is told, also later (Deferreds), until it
-        holds ``until`` or ``timeout`` seconds have passed (a busy machine is slow, not wrong)."""
+        holds ``until`` (a busy machine is slow, not wrong: :func:`wait_until`)."""
         with mock.patch.object(self.char1, "msg") as msg:
             immediate = self.call(cmd, args)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                text = immediate + " ".join(str(c) for c in msg.call_args_list)
-                if until in text:
-                    break
-                spin(0.02)
+            wait_until(lambda: until in immediate + " ".join(str(c) for c in msg.call_args_list))
         return immediate + "\n".join(str(c.args[0] if c.args else c.kwargs.get("text"))
                                      for c in msg.call_args_list)

@@ -7,6 +7,8 @@ read from the source with ``ast`` (nothing is imported):
 - ``tests/e2e/``: every module that starts a real game or carries the ``e2e`` marker, and every
   module there carries the marker (so ``-m "not e2e"`` leaves out every real game);
 - ``tests/model/``: the real embedded model, no game;
+- ``tests/bench/``: every module that runs a benchmark script (``benchmarks/``) in a
+  subprocess, and nothing else (so ``make test-fast`` runs none);
 - no test module at ``tests/`` itself, and no test module imports another (what tests share
   lives in ``tests/support/``).
 """
@@ -16,7 +18,7 @@ import ast
 from tests.support.paths import ROOT
 
 TESTS = ROOT / "tests"
-KINDS = ("unit", "shell", "e2e", "model")
+KINDS = ("unit", "shell", "e2e", "model", "bench")
 #: Evennia's test cases, and the support ones built on them
 HARNESS_CLASSES = {"BaseEvenniaTest", "EvenniaTest", "BaseEvenniaCommandTest",
                    "EvenniaCommandTest", "NPCTestCase"}
@@ -66,6 +68,15 @@ def _has_marker(tree, marker):
                for node in ast.walk(tree))
 
 
+def _runs_a_benchmark(tree, imports):
+    """True if the source starts a subprocess and names the ``benchmarks`` folder (a path to a
+    benchmark script built from it)."""
+    return "subprocess" in imports and any(
+        isinstance(node, ast.Constant) and isinstance(node.value, str)
+        and (node.value == "benchmarks" or node.value.startswith("benchmarks/"))
+        for node in ast.walk(tree))
+
+
 def _uses_evennia(imports):
     return any(name == "evennia" or name.startswith("evennia.") for name in imports)
 
@@ -95,7 +106,8 @@ def describe(source):
     Returns:
         dict: ``harness`` (Evennia's test cases, its database or modules, or a support module
         built on them), ``game`` (starts a real game), ``e2e`` (carries the marker), ``model``
-        (the real embedded model), ``test_imports`` (other test modules it imports).
+        (the real embedded model), ``bench`` (runs a benchmark script in a subprocess),
+        ``test_imports`` (other test modules it imports).
     """
     tree = ast.parse(source)
     imports, names = _imports(tree), _names(tree)
@@ -107,6 +119,7 @@ def describe(source):
         "e2e": _has_marker(tree, "e2e"),
         "model": any(name == EMBEDDED_MODEL or name.startswith(EMBEDDED_MODEL + ".")
                      for name in imports),
+        "bench": _runs_a_benchmark(tree, imports),
         "test_imports": sorted(name for name in imports
                                if name.startswith("tests.")
                                and name.rsplit(".", 1)[-1].startswith("test_")),
@@ -147,6 +160,12 @@ def test_the_scan_tells_the_kinds_apart():
     assert describe("from tests.shell.test_lore import X\n")["test_imports"] == [
         "tests.shell.test_lore"]
     assert describe("from tests.support.llm_double import reply\n")["test_imports"] == []
+    bench = describe("import subprocess, sys\nfrom tests.support.paths import ROOT\n"
+                     "def test_it():\n    subprocess.run([sys.executable,"
+                     " str(ROOT / 'benchmarks' / 'locomo.py')])\n")
+    assert bench["bench"] and not bench["harness"], bench
+    assert not describe("import subprocess\nsubprocess.run(['python', '-c', 'pass'])\n")["bench"]
+    assert not describe("from benchmarks import locomo_metrics\n")["bench"]
 
 
 def test_every_test_file_is_in_a_folder_of_its_kind():
@@ -189,6 +208,12 @@ def test_the_real_model_is_in_model_or_e2e_only():
     assert "model/test_embedded.py" in users and "model/test_extraction.py" in users
     assert {_kind(path) for path in users} <= {"model", "e2e"}, users
     assert not [path for path, what in _in("model").items() if what["game"]]
+
+
+def test_benchmark_runs_are_in_bench_only():
+    runs = sorted(path for path, what in FILES.items() if what["bench"])
+    assert "bench/test_locomo.py" in runs
+    assert runs == sorted(_in("bench")), (runs, sorted(_in("bench")))
 
 
 def test_no_test_module_imports_another():

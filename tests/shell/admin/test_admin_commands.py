@@ -28,7 +28,7 @@ from ai_contrib.typeclasses import SCRIPT_KEY, AssistantCharacter, AssistantScri
 
 from tests.support.admin_fixtures import FORGED, AdminCase, FakeStore
 from tests.support.llm_double import reply
-from tests.support.twisted_util import spin, stored, wait_for
+from tests.support.twisted_util import stored, wait_for, wait_until
 
 
 class TavernKeeper(AssistantCharacter, DefaultCharacter):
@@ -373,8 +373,10 @@ class TestDeletingAnNPC(AdminCase):
         path = self.script.archive_path()
         npc_id = self.npc.id
         self.npc.delete()
-        spin(0.1)
         kept = os.path.join(os.path.dirname(path), "deleted", os.path.basename(path))
+        # the Mem0 deletion is a Deferred: wait for it to have run
+        wait_until(lambda: os.path.exists(kept)
+                   and ("delete_agent", f"npc-{npc_id}", True) in store.calls)
         self.assertFalse(os.path.exists(path))
         self.assertTrue(os.path.exists(kept))
         with open(kept) as fh:
@@ -472,7 +474,7 @@ class TestDestroyTellsWhatBecameOfTheMemory(AdminCase):
         from ai_contrib.admin.destroy_command import CmdDestroy
 
         stone = create.create_object(DefaultCharacter, key="Stone", location=self.room1)
-        out = self.said(CmdDestroy(), "/force Stone", until="destroyed", timeout=0.4)
+        out = self.said(CmdDestroy(), "/force Stone", until="destroyed")
         self.assertIn("Stone was destroyed.", out)
         self.assertNotIn("archive", out)
         self.assertFalse(stone.pk)

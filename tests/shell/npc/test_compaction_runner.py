@@ -32,7 +32,7 @@ from ai_contrib.npc.compaction_report import format_result
 
 from tests.support.llm_double import http_error, reply
 from tests.support.npc_fixtures import NPCTestCase
-from tests.support.twisted_util import spin, stored, wait_for
+from tests.support.twisted_util import stored, wait_for, wait_until
 
 BIG = "The ledger lists: " + ", ".join(f"item {i} costs {i * 3} silver" for i in range(60))
 SUMMARY = "## People\n- Bob wants the east room\nFacts:\n- The east room costs two silver"
@@ -99,14 +99,14 @@ class StrategyTestCase(NPCTestCase):
     def compact_command(self, args, expect):
         """Run `compact <args>` and wait for the line containing ``expect``."""
         with mock.patch.object(self.char1, "msg") as seen:
-            texts = [self.call(CmdCompact(), args)]  # what the command said at once
-            for _ in range(500):
-                if any(expect in t for t in texts):
-                    return texts
-                spin(0.02)
-                texts = texts[:1] + [str(c.kwargs.get("text", c.args[0] if c.args else ""))
-                                     for c in seen.call_args_list]
-        self.fail(f"no {expect!r} in {texts}")
+            first = self.call(CmdCompact(), args)  # what the command said at once
+
+            def texts():
+                return [first] + [str(c.kwargs.get("text", c.args[0] if c.args else ""))
+                                  for c in seen.call_args_list]
+
+            wait_until(lambda: any(expect in t for t in texts()))
+            return texts()
 
 
 class TestConfiguration(StrategyTestCase):

@@ -691,7 +691,7 @@ class TestConsolidation(ExtractionTestCase):
         store = Mem0Store(path=directory)
         self.addCleanup(lambda: wait_for(store.close()))
         pending = [e["id"] for e in unconsolidated(self.npc.db.journal)]
-        result = stored(wait_for(consolidate_journal(self.npc, store=store), timeout=60))
+        result = stored(wait_for(consolidate_journal(self.npc, store=store)))
         self.assertEqual(result, {"success": True, "added": 2, "skipped": 0})
         self.assertEqual(sorted(self.npc.db.journal["consolidated_entry_ids"]), sorted(pending))
         self.assertEqual(unconsolidated(self.npc.db.journal), [])
@@ -822,7 +822,7 @@ class TestJournalingLeavesTheContext(ExtractionTestCase):
             tool_calls([("add_journal_entry", {"content": "Bob owes Marta 3 silver.",
                                                 "importance": 8})]),
             tool_calls([("noop", {})]))
-        results = stored(wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=180))
+        results = stored(wait_for(rag_memory.run_sleep_tick(self.script, self.npc)))
         self.assertEqual(results["pre_compaction_extraction"]["facts_recorded"], 1, results)
         self.assertFalse(results["context_compaction"].get("success") and
                          results["context_compaction"].get("compacted_messages"))

@@ -42,8 +42,7 @@ class ExtractorTestCase(NPCTestCase):
         return self.script.add_message("assistant", text, name=self.npc.key)
 
     def extract(self):
-        return stored(wait_for(run_pre_compaction_extraction(self.script, self.npc),
-                               timeout=60))
+        return stored(wait_for(run_pre_compaction_extraction(self.script, self.npc)))
 
     def facts(self):
         return [e for e in (self.npc.db.journal or {}).get("entries", [])

@@ -76,7 +76,7 @@ class ForgetAPlayer(NPCTestCase):
         from ai_contrib.npc.scene import note_exchange
 
         super().setUp()
-        wait_for(get_store().delete_agent(npc_agent_id(self.npc)), timeout=120)
+        wait_for(get_store().delete_agent(npc_agent_id(self.npc)))
         self.char1.key, self.char2.key = "Wren", "Tamsin"
         self.wren, self.tamsin = self.char1.dbref, self.char2.dbref
         both = sorted([self.wren, self.tamsin])

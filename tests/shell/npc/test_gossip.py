@@ -23,7 +23,7 @@ from ai_contrib.npc.gossip import npc_networks, peers, receive_gossip
 from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
 from tests.support.npc_fixtures import NPCTestCase
-from tests.support.twisted_util import spin, stored, wait_for
+from tests.support.twisted_util import stored, wait_for, wait_until
 
 PUBLIC = "The old mill by the ford burned down last night."
 PRIVATE = "My vault code is 7341, tell nobody."
@@ -143,10 +143,7 @@ class TestReceiving(GossipCase):
     def test_the_sleep_phase_takes_gossip_and_reports_it(self):
         self.call(CmdAISleep(), "Bram")
         script = get_assistant_script(self.bram)
-        for _ in range(200):
-            if script.db.last_sleep:
-                break
-            spin(0.02)
+        wait_until(lambda: script.db.last_sleep)
         self.assertIn("1 fact(s) heard from 1 NPC(s) of its gossip networks",
                       script.db.last_sleep["summary"])
         self.assertEqual(self.contents(self.bram), [PUBLIC])

@@ -106,14 +106,14 @@ class TestQuoteRepair(StoredQuotes):
         from ai_contrib.npc.sleep_report import describe_sleep
 
         self.script.db.pre_compact_extraction_enabled = False
-        results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=120)
+        results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc))
         self.assertEqual(results.quote_repair["quotes_removed"], 3, results.quote_repair)
         self.assertIn("3 quote(s) no one said removed (1 summaries, 2 journal entries)",
                       describe_sleep(results, "Marta"))
         self.assertNotIn(self.fact, self.entries())
         self.assertIn(self.true_fact, self.entries())  # control
         # the next sleep finds nothing left to check, and its line says nothing of quotes
-        results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc), timeout=120)
+        results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc))
         self.assertEqual(results.quote_repair["checked"], 0)
         self.assertNotIn("quote", describe_sleep(results, "Marta"))
 
@@ -123,26 +123,25 @@ class TestQuoteRepairInMem0(StoredQuotes):
         from ai_contrib.memory.mem0_store import get_store, npc_agent_id
 
         # database ids repeat across tests; the process-wide store does not
-        wait_for(get_store().delete_agent(npc_agent_id(self.npc)), timeout=120)
+        wait_for(get_store().delete_agent(npc_agent_id(self.npc)))
 
     def memories(self):
         from ai_contrib.memory.mem0_store import get_store, npc_agent_id
 
-        return [h["text"] for h in wait_for(get_store().list(npc_agent_id(self.npc)),
-                                            timeout=120)]
+        return [h["text"] for h in wait_for(get_store().list(npc_agent_id(self.npc)))]
 
     def test_the_memories_of_a_repaired_entry_go_and_what_is_left_comes_back(self):
-        wait_for(rag_memory._consolidate_into_mem0(self.npc), timeout=180)
+        wait_for(rag_memory._consolidate_into_mem0(self.npc))
         journal = ensure_journal(self.npc.db.journal)
         self.assertEqual(len(journal["consolidated_entry_ids"]), 4)  # synthesis, three facts
         self.assertTrue(any("My son" in text for text in self.memories()))
-        report = stored(wait_for(repair_quotes(self.script, self.npc), timeout=120))
+        report = stored(wait_for(repair_quotes(self.script, self.npc)))
         self.assertEqual(report["entries"], 2, report)
         self.assertGreaterEqual(report["memories"], 2)
         memories = self.memories()
         self.assertFalse(any("My son" in text for text in memories), memories)
         self.assertTrue(any("Two casks left" in text for text in memories))  # control
         # the repaired synthesis is stored again, as it now reads
-        again = stored(wait_for(rag_memory._consolidate_into_mem0(self.npc), timeout=180))
+        again = stored(wait_for(rag_memory._consolidate_into_mem0(self.npc)))
         self.assertEqual(again["added"], 1, again)
         self.assertTrue(any("The east room is free" in text for text in self.memories()))

@@ -5,7 +5,6 @@ double on 127.0.0.1.
 """
 
 import threading
-import time
 from unittest import mock
 
 from django.test import override_settings
@@ -16,7 +15,8 @@ from ai_contrib.core.prompts import prompt_head
 
 from tests.support.llm_double import reply, respond
 from tests.support.npc_fixtures import NPCTestCase
-from tests.support.twisted_util import spin, wait_for
+from tests.support.twisted_util import spin, wait_for, wait_until
+from tests.support.waiting import HANG_GUARD
 
 SUMMARY = "Bob asked about rooms; Marta offered the east room for two silver."
 
@@ -32,9 +32,10 @@ def replies(llm):
             and r["messages"][0]["content"].startswith("You are Marta")]
 
 
-def slow_warmup_then_reply(events, answer):
-    """Double behaviours: a warm-up that takes 0.6 s, then a reply saying ``answer``; each
-    appends what it does to ``events`` ("warm-up starts", "warm-up ends", "reply")."""
+def held_warmup_then_reply(events, gate, answer):
+    """Double behaviours: a warm-up that ends only once the test sets ``gate`` (a
+    ``threading.Event``), then a reply saying ``answer``; each appends what it does to
+    ``events`` ("warm-up starts", "warm-up ends", "reply")."""
     lock = threading.Lock()
 
     def note(event):
@@ -43,7 +44,7 @@ def slow_warmup_then_reply(events, answer):
 
     def slow_warmup(request):
         note("warm-up starts")
-        time.sleep(0.6)
+        gate.wait(HANG_GUARD)
         note("warm-up ends")
         return "A"
 
@@ -136,39 +137,45 @@ class TestWarmup(WarmupCase):
 
     def test_a_reply_asked_during_the_warm_up_waits_for_it(self):
         self.talk("Marta, a room for the night?")
-        events = []
-        self.compact(*slow_warmup_then_reply(events, "Supper is stew."))
-        self.assertIsNotNone(self.script.ndb.warming)
+        events, gate = [], threading.Event()
+        self.compact(*held_warmup_then_reply(events, gate, "Supper is stew."))
+        warming = self.script.ndb.warming
+        self.assertIsNotNone(warming)
         self.script.receive_speech(self.char1, "And supper?")
-        wait_for(self.script.run_tick())
+        turn = self.script.run_tick()
+        # the reply waits on the warm-up: its tick has put a callback on the warm-up's Deferred
+        wait_until(lambda: warming.callbacks)
+        self.assertFalse(turn.called)
+        self.assertNotIn("reply", events)
+        gate.set()  # the warm-up ends: the reply goes on
+        wait_for(turn)
         self.assertEqual(events, ["warm-up starts", "warm-up ends", "reply"])
         self.assertEqual(self.script.history[-1]["content"], "Supper is stew.")
         # the player waited for the warm-up too: the reply's time counts it
         stats = self.script.ndb.last_reply
-        self.assertGreater(stats["waited"], 0.2)
+        self.assertGreater(stats["waited"], 0)
         self.assertGreaterEqual(stats["seconds"], stats["waited"])
 
     def test_a_reply_for_a_newcomer_does_not_wait_for_a_warm_up_made_without_them(self):
         # the newcomer's prompt holds none of the lines only the others heard: it starts
         # otherwise than the warm-up's, so waiting would only delay it
         self.talk("Marta, a room for the night?")
-        events = []
-        self.compact(*slow_warmup_then_reply(events, "Welcome, stranger."))
+        events, gate = [], threading.Event()
+        self.compact(*held_warmup_then_reply(events, gate, "Welcome, stranger."))
         warming = self.script.ndb.warming
         self.assertIsNotNone(warming)
         ann = create.create_object(DefaultCharacter, key="Ann", location=self.room1)
         self.script.receive_speech(ann, "Marta, is there a room?")
-        wait_for(self.script.run_tick())
+        wait_for(self.script.run_tick())  # with the warm-up still held: no wait for it
         self.assertEqual(self.script.history[-1]["content"], "Welcome, stranger.")
         self.assertEqual(events, ["warm-up starts", "reply"])
         # the reply gave up the warm-up: its request was cancelled, so the warm-up was over
-        # for the NPC before the server had finished it (the server still ends it after 0.6 s)
+        # for the NPC before the server had finished it (the server ends it once released)
         self.assertIsNone(wait_for(warming))
         self.assertIsNone(self.script.ndb.warming)
         self.assertNotIn("warm-up ends", events)
-        deadline = time.monotonic() + 5
-        while "warm-up ends" not in events and time.monotonic() < deadline:
-            spin(0.05)
+        gate.set()
+        wait_until(lambda: "warm-up ends" in events)
         self.assertEqual(events, ["warm-up starts", "reply", "warm-up ends"])
 
     def test_a_warm_up_that_cannot_be_built_costs_only_the_cache(self):

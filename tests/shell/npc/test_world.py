@@ -14,7 +14,7 @@ from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
 from tests.support.llm_double import reply
 from tests.support.npc_fixtures import NPCTestCase
-from tests.support.twisted_util import spin, stored, wait_for
+from tests.support.twisted_util import stored, wait_for, wait_until
 
 STRATEGIES = ("summary", "mask", "hybrid", "cascade", "replace_all")
 
@@ -253,14 +253,13 @@ class TestPins(WorldCase):
 
     def compact_now(self):
         """A forced compaction, once the one the ticks may have started has landed."""
-        for _ in range(100):
+        def landed():
             self.llm.enqueue(*[reply("Talk of weather and the harvest.")] * 4)
             result = stored(wait_for(rag_memory.compact_conversation_history(self.script, self.npc,
                                                                       force=True)))
-            if result.get("reason") != "already compacting":
-                return result
-            spin(0.05)
-        return result
+            return result if result.get("reason") != "already compacting" else None
+
+        return wait_until(landed, step=0.05)
 
     def setUp(self):
         super().setUp()

@@ -237,7 +237,7 @@ class TestUsageLog(WebTestCase):
     def test_an_answered_turn_records_a_point(self):
         self.llm.enqueue(reply("Welcome, traveller."))
         self.script.receive_speech(self.char1, "Hello Marta!")
-        wait_for(self.script.run_tick(), timeout=60)
+        wait_for(self.script.run_tick())
         points = self.script.db.usage_log
         self.assertEqual(len(points), 1)
         self.assertEqual(points[0]["tokens"], self.script.token_count())

@@ -1,13 +1,7 @@
 """
-The LoCoMo benchmark's scoring functions (``benchmarks/locomo_metrics.py``) and one small run of
-``benchmarks/locomo.py`` end to end: a two-session conversation in LoCoMo's format, replayed
-through real NPCs in a real Evennia database, with the LLM double answering on 127.0.0.1.
+The LoCoMo benchmark's scoring functions (``benchmarks/locomo_metrics.py``) and the pure parts of
+``benchmarks/locomo.py``; the benchmark itself runs in ``tests/bench/test_locomo.py``.
 """
-
-import json
-import os
-import subprocess
-import sys
 
 import pytest
 from hypothesis import given
@@ -15,8 +9,7 @@ from hypothesis import strategies as st
 
 from benchmarks import locomo_metrics as m
 
-from tests.support.llm_double import LLMDouble, tool_calls
-from tests.support.paths import ROOT
+from tests.support.locomo_sample import SENTINEL, synthetic_sample
 
 
 
@@ -264,154 +257,6 @@ def test_merge_results_of_runs_over_disjoint_systems():
         locomo.merge_results([_result("summary", 900), _result("summary", 800)])
     with pytest.raises(SystemExit):
         locomo.merge_results([_result("summary", 900), _result("full", None, budget=1024)])
-
-
-# ------------------------------------------------------------------------------------------------
-# end to end
-
-SENTINEL = "zanzibar-scoring-only"
-
-
-def _turn(session, n, speaker, text, **extra):
-    return {"speaker": speaker, "dia_id": f"D{session}:{n}", "text": text, **extra}
-
-
-def synthetic_sample():
-    """Two sessions between Alice (the player) and Bob (the NPC); the answers are verbatim."""
-    filler = [
-        "That sounds lovely, tell me more about your week and the people you met.",
-        "It was busy, the market was crowded and the weather kept changing all day long.",
-    ]
-    s1 = [
-        _turn(1, 1, "Alice", "Hi Bob! I adopted a cat named Pickle last weekend."),
-        _turn(1, 2, "Bob", "Congratulations! I just got back from a trip to Lisbon."),
-        _turn(1, 3, "Alice", "Lisbon must have been wonderful. Look at this.",
-              blip_caption="a photo of a red bicycle leaning on a wall"),
-        _turn(1, 4, "Bob", "Nice bike! I also spent two days in Porto with my cousin."),
-    ]
-    s1 += [_turn(1, 5 + i, "Alice" if i % 2 == 0 else "Bob", f"{filler[i % 2]} ({i})")
-           for i in range(24)]
-    s2 = [
-        _turn(2, 1, "Alice", "I have decided to study marine biology next year."),
-        _turn(2, 2, "Bob", "That suits you, you always loved the sea."),
-    ]
-    s2 += [_turn(2, 3 + i, "Alice" if i % 2 == 0 else "Bob", f"{filler[i % 2]} [{i}]")
-           for i in range(24)]
-    return {
-        "sample_id": "synthetic-1",
-        "conversation": {
-            "speaker_a": "Alice",
-            "speaker_b": "Bob",
-            "session_1_date_time": "1:56 pm on 8 May, 2023",
-            "session_1": s1,
-            "session_2_date_time": "10:04 am on 20 June, 2023",
-            "session_2": s2,
-        },
-        "qa": [
-            {"question": "What is the name of Alice's cat?", "answer": "Pickle",
-             "evidence": ["D1:01"], "category": 4},
-            {"question": "When did Alice tell Bob about her cat?", "answer": "8 May 2023",
-             "evidence": ["D:1:1"], "category": 2},
-            {"question": "Which cities did Bob visit?", "answer": "Lisbon, Porto",
-             "evidence": ["D1:2; D1:4"], "category": 1},
-            {"question": "What might Alice study?", "answer": "marine biology; she loves the sea",
-             "evidence": ["D2:1", "D2:2"], "category": 3},
-            {"question": "What did Alice show Bob a photo of?", "answer": "a red bicycle",
-             "evidence": ["D1:3"], "category": 4},
-            {"question": "What is the name of Bob's dog?", "adversarial_answer": SENTINEL,
-             "evidence": ["D1:1"], "category": 5},
-        ],
-        "event_summary": {"events_session_1": {"Alice": [SENTINEL]}},
-        "observation": {"session_1_observation": {"Alice": [[SENTINEL, "D1:1"]]}},
-        "session_summary": {"session_1_summary": SENTINEL},
-    }
-
-
-def double_responder(request):
-    """Noop for fact extraction, a refusal for answers, a one-line summary for the rest."""
-    if request.get("tools"):
-        return tool_calls([("noop", {})])
-    first = (request.get("messages") or [{}])[0].get("content") or ""
-    if "talking with your friend" in first or first.startswith("You are roleplaying"):
-        return "No information available."
-    return "Alice and Bob caught up on cats, trips and plans."
-
-
-def test_benchmark_end_to_end(tmp_path):
-    data = tmp_path / "tiny_locomo.json"
-    data.write_text(json.dumps([synthetic_sample()]))
-    workdir = tmp_path / "work"
-    out = tmp_path / "result.json"
-    budget = 1200
-    with LLMDouble(default=double_responder, expected_api_key="bench-key") as llm:
-        proc = subprocess.run(
-            [sys.executable, os.path.join(ROOT, "benchmarks", "locomo.py"), "--data", str(data),
-             "--max-context-tokens", str(budget), "--answer", "--base-url", llm.base_url,
-             "--api-key", "bench-key", "--model", "double", "--json", str(out),
-             "--workdir", str(workdir)],
-            cwd=ROOT, capture_output=True, text=True, timeout=900,
-        )
-        requests = llm.requests
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(out.read_text())
-
-    from ai_contrib.npc.compaction_runner import STRATEGIES
-
-    systems = list(STRATEGIES) + ["window25", "truncate", "full"]
-    assert result["config"]["systems"] == systems
-    for system in systems:
-        assert f"| {system} | all 1-4 | 5 |" in proc.stdout
-        assert result["summary"][system]["1-4"]["n"] == 5
-        assert result["summary"][system]["5"]["n"] == 1
-
-    assert "## Against the whole conversation (categories 1-4)" in proc.stdout
-    assert "| full | " not in proc.stdout.split("## Against")[1].split("## Category 5")[0]
-    full = result["summary"]["full"]
-    assert full["1-4"]["answer_in_prompt"] == 1.0  # every answer is verbatim in the data
-    assert full["1-4"]["evidence_verbatim"] == 1.0
-    window = result["summary"]["window25"]
-    assert window["1-4"]["prompt_tokens"] < full["1-4"]["prompt_tokens"]
-    assert window["1-4"]["evidence_verbatim"] < 1.0  # session 1 is long gone from 25 lines
-    truncate = result["summary"]["truncate"]
-    assert truncate["1-4"]["prompt_tokens"] <= budget + 150  # + persona and instructions
-    assert full["1-4"]["prompt_tokens"] > budget
-
-    for system in systems:
-        # the adversarial answer is nowhere in the conversation, and the double declines
-        assert result["summary"][system]["5"]["adversarial_in_prompt"] == 0.0
-        assert result["summary"][system]["5"]["f1"] == 1.0
-        assert result["summary"][system]["1-4"]["f1"] == 0.0
-        # a strategy is asked in a game too: each question and its two follow-ups answered
-        answers = 6 if system in ("window25", "truncate", "full") else 6 + 6 * 3
-        assert result["stats"][system]["answer_calls"] == answers
-    # the game path beside the afresh one, reply by reply, for every strategy only
-    game = proc.stdout.split("## In a game")[1].split("## ")[0]
-    for system in STRATEGIES:
-        for path in ("afresh", "game, reply 1", "game, reply 2", "game, reply 3"):
-            assert f"| {system} | {path} | 5 |" in game
-        assert result["summary"][m.game_label(system, 3)]["1-4"]["n"] == 5
-    assert "| full |" not in game
-    summary_stats = result["stats"]["summary"]
-    assert summary_stats["compactions"] >= 1
-    assert summary_stats["memory_calls"] >= 1
-    assert summary_stats["final_tokens"] <= budget
-    # every compaction wrote its summary through the metered client, and took time
-    assert summary_stats["summary_calls"] >= summary_stats["compactions"]
-    assert summary_stats["summary_completion_tokens"] > 0
-    assert summary_stats["compaction_s"] > 0
-    assert summary_stats["summary_calls"] + summary_stats["extraction_calls"] <= \
-        summary_stats["memory_calls"]
-    assert result["stats"]["mask"]["summary_calls"] == 0  # masking needs no LLM
-    assert result["stats"]["full"]["memory_calls"] == 0
-
-    # the replay never read the scoring-only fields: the sentinel reached no LLM request and
-    # no file the NPCs wrote (it only appears as the adversarial answer in the results)
-    assert requests
-    assert not any(SENTINEL in json.dumps(r) for r in requests)
-    for folder, _dirs, files in os.walk(workdir):
-        for name in files:
-            with open(os.path.join(folder, name), "rb") as fh:
-                assert SENTINEL.encode() not in fh.read(), name
 
 
 def test_a_recall_note_counts_item_by_item():

@@ -35,6 +35,7 @@ from tests.support.llm_double import (
     start_llm_double,
     tool_calls,
 )
+from tests.support.twisted_util import wait_until
 
 KEY = "sk-test-secret-key-123"
 USER = [{"role": "user", "content": "Hello there"}]
@@ -374,22 +375,16 @@ class TestHostName(ClientTestBase):
 
 def test_client_works_while_the_reactor_is_only_iterated(llm_double):
     """Evennia's Django test harness iterates the reactor without running it (no thread pool)."""
-    import time
-
     from twisted.python.failure import Failure
 
     assert not reactor.running
     client = LLMClient(base_url=llm_double.base_url, api_key=KEY)
     box = []
     client.chat(USER).addBoth(box.append)
-    deadline = time.monotonic() + 10
-    while not box and time.monotonic() < deadline:
-        reactor.iterate(0.01)
+    wait_until(lambda: box)  # an answer while the reactor is only iterated
     closed = []
     client.close().addBoth(closed.append)
-    while not closed and time.monotonic() < deadline:
-        reactor.iterate(0.01)
-    assert box, "no answer while the reactor was iterated"
+    wait_until(lambda: closed)
     assert not isinstance(box[0], Failure), box[0]
     assert box[0].content == "echo: Hello there"
 
@@ -508,7 +503,7 @@ def test_double_fixture_echoes_records_and_scripts(llm_double):
         == "plain string reply"
     )
     assert _post(url, {"messages": USER})[0] == 503
-    assert llm_double.wait_for_requests(3, timeout=1)
+    assert llm_double.wait_for_requests(3)
     assert len(llm_double.requests) == 3 and llm_double.pending == 0
     assert _post(llm_double.base_url + "/nowhere", {})[0] == 404
     llm_double.enqueue(respond(lambda req: f"{len(req['messages'])} message(s)"))

@@ -27,6 +27,7 @@ from tests.support.mem0_fixtures import (
     reopens_migrated,
 )
 from tests.support.mem0_fixtures import texts as _texts
+from tests.support.waiting import HANG_GUARD
 
 
 def _points(store, collection):
@@ -241,8 +242,8 @@ class OpenAtServerStartTest(trial.TestCase):
 
         def slow_open():
             seen.setdefault("thread", threading.current_thread().name)
-            # an opening made in the caller's thread would sit here until the timeout
-            seen.setdefault("released", release.wait(timeout=10))
+            # an opening made in the caller's thread would sit here until the hang guard
+            seen.setdefault("released", release.wait(timeout=HANG_GUARD))
             return real_open()
 
         self.store.open_sync = slow_open

@@ -20,6 +20,7 @@ from ai_contrib.memory.mem0_store import (
     scope_filters,
 )
 from tests.support.mem0_fixtures import Mem0StoreCase, journal_entry
+from tests.support.waiting import HANG_GUARD
 
 
 ENTRIES = [
@@ -338,7 +339,7 @@ def test_a_store_held_by_another_process_says_what_to_do(tmp_path):
         assert "aimemory" in message and "AI_MEMORY_QDRANT_URL" in message
     finally:
         holder.stdin.close()
-        holder.wait(30)
+        holder.wait(HANG_GUARD)
 
 
 def test_entry_metadata_carries_a_facts_support():
