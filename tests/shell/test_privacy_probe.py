@@ -36,6 +36,7 @@ from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 from tests.support.llm_double import prompt_text, request_kind, tool_calls
 from tests.support.npc_fixtures import NPCTestCase
 from tests.support.twisted_util import cancel_pending_ticks, spin, stored, wait_for
+from tests.support.waiting import HANG_GUARD
 
 TOKEN = re.compile(r"\b(?:pub|sec)word\d+\b")
 NUMBERED = re.compile(r"^\[(\d+)\] (?:[^:\n]+: )?(.*)$", re.MULTILINE)
@@ -127,8 +128,9 @@ class TestPrivacyProbe(NPCTestCase):
         return ([key for key, obj in self.players.items() if obj.location == room],
                 [key for key, obj in self.npcs.items() if obj.location == room])
 
-    def settle(self, timeout=30):
-        """Let the reactor run until no NPC has a line queued or a reply being written."""
+    def settle(self, timeout=HANG_GUARD):
+        """Let the reactor run until no NPC has a line queued or a reply being written
+        (``timeout`` s: a hang guard, not a limit)."""
         deadline = time.monotonic() + timeout
         quiet = 0
         while time.monotonic() < deadline:
@@ -178,7 +180,7 @@ class TestPrivacyProbe(NPCTestCase):
     def sleep(self):
         """Every NPC journals what it heard, then every NPC hears gossip."""
         for key, npc in self.npcs.items():
-            wait_for(run_pre_compaction_extraction(self.scripts[key], npc), timeout=60)
+            wait_for(run_pre_compaction_extraction(self.scripts[key], npc))
         for key, npc in self.npcs.items():
             receive_gossip(self.scripts[key], npc)
         for npc in self.npcs.values():

@@ -329,7 +329,7 @@ class TestTurns(NPCTestCase):
         long_line = "the ferry to Eastport is late again and the miller blames the tide " * 25
         for i in range(6):
             self.script.receive_speech(self.char1, f"Line {i}: {long_line}")
-        wait_for(self.script.run_tick(), timeout=60)
+        wait_for(self.script.run_tick())
         for _ in range(500):  # the summary request is out, and held
             if "summary" in self.router.kinds:
                 break
@@ -339,7 +339,7 @@ class TestTurns(NPCTestCase):
         for i in range(6):  # players keep talking while the summariser hangs
             self.script.receive_speech(self.char2 if i % 2 else self.char1,
                                        f"More talk {i}: {long_line}")
-            wait_for(self.script.run_tick(), timeout=60)
+            wait_for(self.script.run_tick())
             parts = self.script.db.reply_receipts[-1]["parts"]
             shown.append(sum(p["tokens"] for p in parts
                              if p["part"] in ("history", "turn", "summary")))

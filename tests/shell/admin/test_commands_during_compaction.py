@@ -18,6 +18,7 @@ from ai_contrib.commands import CmdAISleep, CmdCompact
 from tests.support.llm_double import request_kind
 from tests.support.npc_fixtures import NPCTestCase
 from tests.support.twisted_util import spin, wait_for
+from tests.support.waiting import HANG_GUARD
 
 SUMMARY = "Bob asked about rooms; Marta offered the east room for two silver."
 
@@ -57,9 +58,9 @@ class TestCommandsDuringACompaction(NPCTestCase):
         self.assertIsNotNone(self.emergency, "no emergency compaction started")
         self.until(lambda: self.model.asked == 1, "the summary was never asked for")
 
-    def until(self, condition, why, timeout=20.0):
-        """Turn the reactor until ``condition()`` holds (fails with ``why`` after
-        ``timeout`` s)."""
+    def until(self, condition, why, timeout=HANG_GUARD):
+        """Turn the reactor until ``condition()`` holds (fails with ``why`` when it never
+        does: ``timeout`` s is a hang guard, not a limit)."""
         deadline = time.monotonic() + timeout
         while not condition():
             self.assertLess(time.monotonic(), deadline, why)
@@ -88,7 +89,7 @@ class TestCommandsDuringACompaction(NPCTestCase):
             self.assertTrue(self.script.ndb.slept)
             self.assertEqual(self.script.db.operating_mode, "awake")  # positive control
             self.until(lambda: "Marta's sleep:" in self.told(msg),
-                       "the sleep work never reported", timeout=30)
+                       "the sleep work never reported")
             report = self.told(msg)
         self.assertIn("Marta's sleep: compaction skipped (below threshold", report)
         self.assertNotIn("woke before the sleep work started", report)

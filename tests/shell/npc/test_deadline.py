@@ -86,7 +86,7 @@ class TestDeadline(NPCTestCase):
         (her reply, or the fallback line)."""
         with mock.patch.object(self.char1, "msg") as seen:
             self.script.receive_speech(self.char2, text)
-            wait_for(self.script.run_tick(), timeout=60)
+            wait_for(self.script.run_tick())
         heard = " ".join(str(c) for c in seen.call_args_list)
         if FALLBACK in heard:
             return FALLBACK
@@ -124,7 +124,7 @@ class TestDeadline(NPCTestCase):
         # the tick that answered, idle now, sent the whole prompt ahead (about 4 s of work,
         # past AI_LLM_TIMEOUT: its time limit follows it too)
         self.assertIsNotNone(self.script.ndb.warming, "no warm-up of the whole prompt")
-        wait_for(self.script.ndb.warming, timeout=60)
+        wait_for(self.script.ndb.warming)
         self.assertEqual(self.llm.requests[-1]["max_tokens"], 1)
         self.assertIn("line 0 ", self.prompt_of(-1))
         self.assertGreater(self.server.evaluated[-1], 1000)
