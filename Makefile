@@ -47,8 +47,12 @@ $(PG_STAMP): $(STAMP)
 
 # the suite on PostgreSQL + pgvector (scripts/with_postgres.sh: Debian's packages where the
 # release has pgvector, else the pgserver wheel's build; as root it installs what is missing)
+# the lanes that touch a database or a vector store: the pure core (tests/unit/core), the
+# benchmarks' own tests and runs (tests/unit/benchmarks, tests/bench) and the embedded model's
+# (tests/model) store nothing, and `make test` runs them
+PG_LANES := tests/unit/memory tests/shell tests/e2e
 test-postgres: install-postgres
-	scripts/with_postgres.sh $(PY) -m pytest -q $(PYTEST_ARGS)
+	scripts/with_postgres.sh $(PY) -m pytest -q $(PG_LANES) $(PYTEST_ARGS)
 
 bench: install
 	$(PY) benchmarks/storage.py
