@@ -611,6 +611,8 @@ class TestBenefitGuard(StrategyTestCase):
         self.assertIn(f"{decision['current_tokens']} - {decision['estimated_summary_tokens']}", out)
         # an admin's compact/force runs anyway, still validated against the real summary
         self.script.db.compact_min_saving_tokens = decision["estimated_saving"] + 1
+        # the guard is the subject: no fact extraction asks the model first (compact runs it)
+        self.script.db.pre_compact_extraction_enabled = False
         self.llm.enqueue(reply("Bob asked about rooms; I offered the east room for two silver."))
         texts = self.compact_command("/force Marta", "Compacted Marta")
         self.assertTrue(self.script.db.compact_benefit["bypassed"])

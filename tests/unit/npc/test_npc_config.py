@@ -13,6 +13,7 @@ import pytest
 from ai_contrib.memory.retrieval import RETRIEVAL_OPTIONS
 from ai_contrib.npc.npc_config import (
     GAME_WIDE_OPTIONS,
+    LIST_COMMANDS,
     PER_NPC_OPTIONS,
     option_type,
     parse_value,
@@ -108,6 +109,11 @@ def _typed(value):
 @pytest.mark.parametrize("option", [o for o in PER_NPC if o.default is not None],
                          ids=lambda option: option.attribute)
 def test_each_per_npc_default_parses_back_to_itself(option):
+    if option.attribute in LIST_COMMANDS:
+        # a list is set with its own command, and this one says which
+        with pytest.raises(ValueError, match=LIST_COMMANDS[option.attribute]):
+            parse_value(option.attribute, _typed(option.default))
+        return
     value = parse_value(option.attribute, _typed(option.default))
     assert value == option.default
     assert type(value) is type(option.default)
