@@ -281,9 +281,8 @@ def _make_room(shown, budget_tokens, allowance, anchor_cost, keep_keys=frozenset
         prompt after the oldest anchor given up is evaluated again once).
     """
     def on_subject(note):
-        held = [item["key"] for item in note["items"]]
-        return bool(keep_keys & set(held)) or (
-            bool(held) and 2 * sum(key in subject_keys for key in held) > len(held))
+        held = _shown_keys([note])
+        return bool(keep_keys & held) or 2 * len(held & subject_keys) > len(held) > 0
 
     shown, dropped, spent, kept_after = list(shown), [], 0, 0
     for note in reversed(list(shown)):
