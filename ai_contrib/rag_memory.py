@@ -184,7 +184,8 @@ def compact_after_extraction(script, character, force=False, trigger="manual", s
     :func:`compact_conversation_history` after the fact extraction over what it will replace
     (:func:`extract_before_compaction`): the emergency compaction's path and an admin's
     ``compact`` (``docs/design.md``, "Pre-compaction fact extraction"). A compaction already
-    under way is reported as skipped without extracting.
+    under way is reported as skipped without extracting. ``script.ndb.compacting`` is set
+    from the start of the extraction (:func:`ai_contrib.npc.memory_wait.memory_under_way`).
 
     Returns:
         Deferred firing the :class:`~ai_contrib.core.compaction.CompactionResult`.
@@ -193,11 +194,19 @@ def compact_after_extraction(script, character, force=False, trigger="manual", s
         return CompactionResult.skip("already compacting", trigger)
     hold_from = None
     if force or script.cfg("compact_enabled"):
+        # the compaction is under way from its extraction on: an admin's aisleep or compact
+        # meanwhile is told so at once and waits, a sleep's work does not start beside it, and
+        # the history stays bounded (ai_contrib.npc.memory_wait, core.tick)
+        script.ndb.compacting = True
         try:
             hold_from = yield extract_before_compaction(script, character, trigger, force,
                                                         strategy)
         except ValueError:  # an unknown strategy: the compaction says so
             hold_from = None
+        finally:
+            # lowered for the compaction's own check; it raises the mark again before the
+            # reactor turns, while its summaries are written (compaction_runner)
+            script.ndb.compacting = False
     result = yield compact_conversation_history(script, character, force=force,
                                                 trigger=trigger, strategy=strategy,
                                                 hold_from=hold_from)

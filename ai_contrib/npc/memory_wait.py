@@ -11,8 +11,8 @@ and ``compact`` runs after it instead of beside it.
 Reads the script's ``ndb`` only: ``memory_work`` (the NPC's own memory work, a Deferred),
 ``memory_work_kind`` (``"sleep"`` or ``"emergency"``, set beside it by
 :meth:`ai_contrib.npc.ticking.TickHandler.start_memory_work`) and ``compacting`` (a compaction
-of any origin is being written; the fact extraction before one runs inside the NPC's memory
-work).
+of any origin is being written, or the fact extraction before an admin's ``compact`` runs:
+:func:`ai_contrib.rag_memory.compact_after_extraction` sets it from the extraction's start).
 """
 
 from twisted.internet import defer

@@ -41,8 +41,24 @@ class HeldSummaries:
         return SUMMARY
 
 
+class AdminWatchCase(NPCTestCase):
+    """An NPC test that waits on what an admin is told."""
+
+    def until(self, condition, why, timeout=HANG_GUARD):
+        """Turn the reactor until ``condition()`` holds (fails with ``why`` when it never
+        does: ``timeout`` s is a hang guard, not a limit)."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            self.assertLess(time.monotonic(), deadline, why)
+            spin(0.02)
+
+    def told(self, msg):
+        return "\n".join(str(c.args[0] if c.args else c.kwargs.get("text"))
+                         for c in msg.call_args_list)
+
+
 @override_settings(AI_SLEEP_DURATION=60)
-class TestCommandsDuringACompaction(NPCTestCase):
+class TestCommandsDuringACompaction(AdminWatchCase):
     def setUp(self):
         self.model = HeldSummaries()
         self.llm_default = self.model
@@ -57,18 +73,6 @@ class TestCommandsDuringACompaction(NPCTestCase):
         self.emergency = self.script.start_memory_work()
         self.assertIsNotNone(self.emergency, "no emergency compaction started")
         self.until(lambda: self.model.asked == 1, "the summary was never asked for")
-
-    def until(self, condition, why, timeout=HANG_GUARD):
-        """Turn the reactor until ``condition()`` holds (fails with ``why`` when it never
-        does: ``timeout`` s is a hang guard, not a limit)."""
-        deadline = time.monotonic() + timeout
-        while not condition():
-            self.assertLess(time.monotonic(), deadline, why)
-            spin(0.02)
-
-    def told(self, msg):
-        return "\n".join(str(c.args[0] if c.args else c.kwargs.get("text"))
-                         for c in msg.call_args_list)
 
     def test_aisleep_says_at_once_the_sleep_work_waits_and_its_duration_cuts_nothing_off(self):
         with mock.patch.object(self.char1, "msg") as msg:
@@ -139,3 +143,62 @@ class TestCompactAfterAnotherCompaction(NPCTestCase):
                                 f"{msg.call_args_list} {self.llm.requests}")
                 spin(0.05)
         self.assertEqual(len(self.llm.requests), 1)
+
+
+class HeldExtraction:
+    """The double's answers: the fact extraction waits for :attr:`release` (at most 30 s) and
+    journals nothing; summaries say :data:`SUMMARY`; :attr:`asked` counts what each kind was
+    asked."""
+
+    def __init__(self):
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+        self.asked = {"extraction": 0, "summary": 0, "reply": 0}
+
+    def __call__(self, body):
+        kind = request_kind(body)
+        with self.lock:
+            self.asked[kind] += 1
+        if kind == "extraction":
+            self.release.wait(30)
+            return "TOOL: noop {}"
+        return SUMMARY if kind == "summary" else "Aye."
+
+
+@override_settings(AI_SLEEP_DURATION=60)
+class TestCommandsDuringACompactsExtraction(AdminWatchCase):
+    """An admin's ``compact`` reads the facts first (``rag_memory.compact_after_extraction``):
+    from the start of that extraction its compaction is under way."""
+
+    def setUp(self):
+        self.model = HeldExtraction()
+        self.llm_default = self.model
+        super().setUp()
+        self.addCleanup(self.model.release.set)
+        self.fill(44)
+        self.script.db.max_context_tokens = 2000  # a window to preserve, the rest to compact
+
+    def test_aisleep_and_compact_say_at_once_that_it_is_under_way(self):
+        with mock.patch.object(self.char1, "msg") as msg:
+            # the control: nothing runs yet, so compact/force starts at once
+            out = self.call(CmdCompact(), "/force Marta")
+            self.assertIn("Compacting Marta's history (forced)...", out)
+            self.until(lambda: self.model.asked["extraction"] == 1,
+                       "the fact extraction was never asked for")
+            self.assertEqual(self.model.asked["summary"], 0)  # still extracting
+            out = self.call(CmdAISleep(), "Marta")
+            self.assertIn("Marta's compaction is under way: the sleep work starts when it "
+                          "ends.", out)
+            out = self.call(CmdCompact(), "Marta")
+            self.assertIn("Marta's compaction is under way: compacting when it ends...", out)
+            self.assertNotIn("Compacting Marta's history", out)
+            self.model.release.set()
+            self.until(lambda: "Compacted Marta" in self.told(msg), "compact never compacted")
+            self.until(lambda: "Compaction of Marta" in self.told(msg),
+                       "the second compact never reported")
+            report = self.told(msg)
+        # the second ran after the first, which left it nothing to do: beside it, it would
+        # have read the facts again and asked for a summary of its own
+        self.assertIn("Compaction of Marta skipped", report)
+        self.assertEqual(self.model.asked["summary"], 1)
+        self.assertFalse(self.script.ndb.compacting)  # lowered once it is done
