@@ -46,27 +46,22 @@ def cached_messages(messages, previous) -> int:
     return same
 
 
-def prompt_tokens(messages, count) -> int:
-    """
-    Tokens of chat ``messages``: ``count(content)`` plus
-    :data:`ai_contrib.core.tokens.PER_MESSAGE_OVERHEAD` each.
-
-    Args:
-        messages (list[dict]): chat messages.
-        count (callable): ``str -> int`` tokens.
-    """
-    return sum(count(str(m.get("content") or "")) + PER_MESSAGE_OVERHEAD for m in messages)
-
-
-def evaluation_tokens(messages, previous, count) -> int:
+def evaluation_tokens(messages, previous, sizes) -> int:
     """
     Tokens of ``messages`` the server must evaluate: those after the messages it holds from
     ``previous`` (:func:`cached_messages`).
 
+    Args:
+        messages (list[dict]): the prompt to send.
+        previous (list[dict] | None): the last prompt sent (:func:`cached_messages`).
+        sizes (list[int]): the tokens of each of ``messages``, same order (a reply prompt's
+            from :func:`ai_contrib.core.prompts.assemble_sized_reply_prompt`, others' from
+            :func:`ai_contrib.core.tokens.count_message_tokens`): nothing is counted here.
+
     Returns:
-        int: tokens (:func:`prompt_tokens` of the rest).
+        int: tokens.
     """
-    return prompt_tokens(messages[cached_messages(messages, previous):], count)
+    return sum(sizes[cached_messages(messages, previous):])
 
 
 def reply_timeout(tokens, speed, base, margin=DEADLINE_MARGIN) -> float:

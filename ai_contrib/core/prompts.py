@@ -18,6 +18,7 @@ from .audience import heard_by
 from .dates import epoch_seconds, short_time
 from .messages import is_marker, shown_speaker, tool_call_ids
 from .text import normalise_player_text
+from .tokens import PER_MESSAGE_OVERHEAD
 
 REPLY_INSTRUCTIONS = (
     "You are {name}. Stay in character. Answer what was just said to you in one or two short "
@@ -165,7 +166,25 @@ def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_token
                           listeners=None, keep_ids=(), count=None, standing=None,
                           max_tokens=None) -> tuple:
     """
-    The reply prompt and an account of its parts (the reply's receipt).
+    The reply prompt and an account of its parts (the reply's receipt):
+    :func:`assemble_sized_reply_prompt` without the sizes.
+
+    Returns:
+        tuple: ``(messages, parts)``.
+    """
+    return assemble_sized_reply_prompt(
+        persona, npc_name, history, token_counts, budget_tokens, notes=notes,
+        listeners=listeners, keep_ids=keep_ids, count=count, standing=standing,
+        max_tokens=max_tokens)[:2]
+
+
+def assemble_sized_reply_prompt(persona, npc_name, history, token_counts, budget_tokens,
+                                notes=None, listeners=None, keep_ids=(), count=None,
+                                standing=None, max_tokens=None) -> tuple:
+    """
+    The reply prompt, an account of its parts (the reply's receipt) and the tokens of each of
+    its messages, from the counts it was built with: nothing is counted again to weigh it
+    (``docs/design.md``, "Time limits that follow the work").
 
     Arguments as :func:`build_reply_messages`, except:
 
@@ -187,23 +206,31 @@ def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_token
             it alone is cut to fit (:func:`_newest_within`).
 
     Returns:
-        tuple: ``(messages, parts)``: ``messages`` as :func:`build_reply_messages`; ``parts`` the
-        prompt's parts in order, each ``{"part": "system" | "summary" | "history" | "memories" |
-        "turn", "tokens": int}`` plus, for summary, history and turn runs, ``"first_seq"``,
-        ``"last_seq"`` (archive seqs, None where unknown) and ``"messages"``, and for memories
-        ``"new"`` (first shown in this prompt).
+        tuple: ``(messages, parts, sizes)``: ``messages`` as :func:`build_reply_messages`;
+        ``parts`` the prompt's parts in order, each ``{"part": "system" | "summary" | "history" |
+        "memories" | "turn", "tokens": int}`` plus, for summary, history and turn runs,
+        ``"first_seq"``, ``"last_seq"`` (archive seqs, None where unknown) and ``"messages"``,
+        and for memories ``"new"`` (first shown in this prompt); ``sizes`` the tokens of each
+        message, same order: a history message's ``token_counts`` entry (its time stamp
+        added), the system message's and each note's text tokens (the parts') plus
+        :data:`ai_contrib.core.tokens.PER_MESSAGE_OVERHEAD`. With the runtime history's counts
+        (:func:`ai_contrib.core.tokens.count_message_tokens`) they come within a few tokens a
+        message of counting the rendered messages afresh.
     """
     if count is None:
         from .tokens import count_tokens as count
     keep = frozenset(keep_ids or ())
     history, token_counts = _prompt_history(history, token_counts, keep, listeners)
     out, parts = _system_message(persona, npc_name, standing, count)
+    # the standing sections extend the system message: its size is all the parts so far
+    sizes = [PER_MESSAGE_OVERHEAD + sum(part["tokens"] for part in parts)]
     kept = _newest_within(history, token_counts, budget_tokens, count,
                           budget_tokens if max_tokens is None else max_tokens)
     markers = [(msg, rendered, tokens) for msg, rendered, tokens in kept if is_marker(msg)]
     tail = [(msg, rendered, tokens) for msg, rendered, tokens in kept if not is_marker(msg)]
     for msg, rendered, tokens in markers:
         out.append(rendered)
+        sizes.append(tokens)
         _add_part(parts, "summary", msg, tokens)
     # retrieved memories go right before the lines they were retrieved for, and stay there on
     # later replies: what is after the newest reply changes every turn, what is before it can
@@ -211,12 +238,13 @@ def assemble_reply_prompt(persona, npc_name, history, token_counts, budget_token
     # a common prefix; docs/design.md, "Prompt structure" and "Recall notes")
     by_anchor = _notes_by_anchor(notes, tail)
     for msg, rendered, tokens in tail:
-        _show_notes(by_anchor.get(msg.get("id"), ()), out, parts, count)
+        _show_notes(by_anchor.get(msg.get("id"), ()), out, parts, count, sizes)
         out.append(rendered)
+        sizes.append(tokens)
         _add_part(parts, "turn" if msg.get("id") in keep else "history", msg, tokens)
     if not tail:
-        _show_notes(by_anchor.get(None, ()), out, parts, count)
-    return out, parts
+        _show_notes(by_anchor.get(None, ()), out, parts, count, sizes)
+    return out, parts, sizes
 
 
 def _prompt_history(history, token_counts, keep, listeners):
@@ -411,8 +439,9 @@ def _notes_by_anchor(notes, tail):
     return by_anchor
 
 
-def _show_notes(notes, out, parts, count):
-    """Append ``notes`` to the prompt ``out`` as system messages, and their receipt parts."""
+def _show_notes(notes, out, parts, count, sizes):
+    """Append ``notes`` to the prompt ``out`` as system messages, their receipt parts to
+    ``parts`` and their messages' tokens to ``sizes``."""
     for note in notes:
         out.append({"role": "system", "content": note["text"]})
         part = {"part": note.get("part") or "memories", "tokens": int(note.get("tokens") or 0)
@@ -420,6 +449,7 @@ def _show_notes(notes, out, parts, count):
         if note.get("detail"):
             part["detail"] = note["detail"]
         parts.append(part)
+        sizes.append(part["tokens"] + PER_MESSAGE_OVERHEAD)
 
 
 def prompt_head(history) -> tuple:

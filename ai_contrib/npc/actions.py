@@ -345,15 +345,16 @@ def ask_acting(script, character, prompt, shown, ask):
     The model's answer to a turn, acting first where the NPC has actions.
 
     Args:
-        prompt (callable): ``prompt(budget, window=None) -> messages``; it may carry
-            ``acted`` (a list): the stored action messages are added to it, so that who may hear
-            the reply counts who saw the actions.
+        prompt (ai_contrib.npc.replies._TurnPrompt): the turn's prompt, ``prompt(budget,
+            window=None) -> messages``, passed to ``ask`` as it is so that a prompt over its
+            time allowance is built from less and says so (``cut``); each action's exchange
+            (the model's call and what it is told) is added to its ``exchanges``, sent after
+            it; the stored action messages to its ``acted``, so that who may hear the reply
+            counts who saw the actions. It names the turn: ``turn_ids`` (its lines' ids) and
+            ``listeners`` (``{dbref: name}``).
         shown (tuple): :func:`ai_contrib.npc.replies.prompt_window`'s ``(window, budget)``.
         ask (callable): ``ask(script, character, prompt, shown, **request) -> Deferred[
             ChatResult]`` (:func:`ai_contrib.npc.replies._ask`).
-
-    ``prompt`` names the turn: ``turn_ids`` (its lines' ids) and ``listeners`` (``{dbref:
-    name}``), as :class:`ai_contrib.npc.replies._TurnPrompt` does.
 
     Returns:
         Deferred[ChatResult]: the answer that speaks (its ``content`` may be empty). LLM errors
@@ -387,19 +388,19 @@ def _loop(script, character, prompt, shown, ask, lines, listeners, offered, text
     described = [(name, _describe(cmd)) for name, cmd in offered]
     request = {} if text else {"tools": core_actions.tool_schemas(described)}
     limit = int(script.cfg("action_max_per_turn"))
-    extra, outcomes = [], []
+    outcomes = []
     context = _turn_context(lines, listeners)
-
-    def build(budget, window=None):
-        # the actions' section is in the system message already (actions_section)
-        return prompt(budget, window) + extra
-
+    # the turn's prompt itself goes to ask, its exchanges after it (the actions' section is in
+    # its system message already, actions_section): what is left out for time is left out of
+    # it, and counted on it for the receipt (ai_contrib.npc.deadline.fit_reply)
+    extra = prompt.exchanges
+    del extra[:]  # a loop asked again (tools refused) starts from the turn's prompt
     try:
         while True:
             final = len(outcomes) >= limit
             if final and not text:
                 request["tool_choice"] = "none"
-            result = yield ask(script, character, build, shown, **request)
+            result = yield ask(script, character, prompt, shown, **request)
             calls = _calls_of(result, text, len(outcomes))
             if not calls or final:
                 if calls:
@@ -417,5 +418,4 @@ def _loop(script, character, prompt, shown, ask, lines, listeners, offered, text
             script.ndb.acted_at = time.monotonic()
         if outcomes:
             acted = store_outcomes(script, outcomes, [m["id"] for m in lines])
-            if hasattr(prompt, "acted"):
-                prompt.acted.extend(acted)
+            prompt.acted.extend(acted)

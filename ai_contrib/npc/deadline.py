@@ -12,7 +12,9 @@ limit is ``AI_LLM_TIMEOUT`` plus twice the evaluation of the whole prompt, so a 
 doing the work is waited for, and only one that answers nothing gets the fallback line. After a
 reply built from less, the prompt's start the server holds is the short window's
 (``ndb.cached_head``), so the whole prompt is warmed once the NPC is idle
-(:mod:`ai_contrib.npc.warmup`) and the next replies are whole again.
+(:mod:`ai_contrib.npc.warmup`) and the next replies are whole again. A reply prompt is weighed
+by the token counts it was built with (``prompt.sizes``): nothing of it is counted again here,
+however many windows are tried and action rounds asked.
 """
 
 import time
@@ -20,8 +22,8 @@ import time
 from evennia.utils import logger
 
 from ..core.budget import note_allowance
-from ..core.deadline import evaluation_tokens, prompt_tokens, reply_timeout, window_start
-from ..core.tokens import count_tokens
+from ..core.deadline import cached_messages, evaluation_tokens, reply_timeout, window_start
+from ..core.tokens import count_conversation_tokens
 from ..llm.client import get_client
 from ..settings import get_setting
 
@@ -31,15 +33,18 @@ MAX_WINDOW_TRIES = 6
 
 def fit_reply(script, character, prompt, shown):
     """
-    The reply prompt to send and its time limit.
+    The reply prompt to send and its time limit. Called for each request of a turn (each
+    action round, the ask after a context overflow): what an earlier one left out for time
+    stays counted in ``prompt.cut``.
 
     Args:
         script (AssistantScript): the NPC's script.
         character: the NPC (for the log line).
         prompt: the turn's prompt builder (``ai_contrib.npc.replies._TurnPrompt``): called as
-            ``prompt(budget, window)`` it returns chat messages; its ``notes`` (each with
-            ``"new"``) and ``turn_ids`` are read, ``notes`` may be cut, and ``cut`` is set to
-            what was left out (``{"new_notes": int, "history_from": str | None}``) or None.
+            ``prompt(budget, window)`` it returns chat messages and sets ``sizes`` (their
+            tokens, nothing counted here); its ``notes`` (each with ``"new"``) and
+            ``turn_ids`` are read, ``notes`` may be cut, and ``cut`` is set to what was left
+            out (``{"new_notes": int, "history_from": str | None}``) or None.
         shown (tuple): ``(window, budget)`` of ``ai_contrib.npc.replies.prompt_window``.
 
     Returns:
@@ -49,47 +54,49 @@ def fit_reply(script, character, prompt, shown):
     window, budget = shown
     speed = get_client().prompt_speed
     allowance = note_allowance(script.cfg("reply_evaluation_seconds"), speed)
-    model = script.cfg("llm_model")
-
-    def count(text):
-        return count_tokens(text, model)
-
     previous = script.ndb.server_prompt
+    # new notes an earlier request of the turn left out stay out: the receipt counts them
+    earlier = prompt.cut["new_notes"] if prompt.cut else 0
     messages = prompt(budget, window)
-    prompt.cut = None
-    needed = None if allowance is None else evaluation_tokens(messages, previous, count)
+    needed = None if allowance is None else evaluation_tokens(messages, previous, prompt.sizes)
     if needed is None or needed <= allowance:
         script.ndb.short_start_id = None
+        prompt.cut = {"new_notes": earlier, "history_from": None} if earlier else None
     else:
-        messages = _built_from_less(script, prompt, shown, previous, allowance, count)
+        messages = _built_from_less(script, prompt, shown, previous, allowance)
+        prompt.cut["new_notes"] += earlier
         logger.log_info(
             f"AI reply {character.key}: {needed} tokens to evaluate at {speed:.0f} tokens/s "
             f"exceed {allowance} ({script.cfg('reply_evaluation_seconds'):g} s): built from "
             f"less ({prompt.cut['new_notes']} new note(s) left out, history "
             f"{'from ' + prompt.cut['history_from'] if prompt.cut['history_from'] else 'whole'})"
-            f", {evaluation_tokens(messages, previous, count)} to evaluate")
+            f", {evaluation_tokens(messages, previous, prompt.sizes)} to evaluate")
         if prompt.cut["history_from"]:
             # the server now holds a prompt that starts elsewhere: once the NPC is idle the
             # whole prompt is warmed (npc.ticking.warm_if_due), and the next replies are whole
             script.ndb.cached_head = (prompt.cut["history_from"],)
     script.ndb.server_prompt = messages
-    return messages, request_timeout(script, messages)
+    return messages, request_timeout(script, messages, prompt.sizes)
 
 
-def request_timeout(script, messages) -> float:
+def request_timeout(script, messages, sizes=None) -> float:
     """
     Seconds a request of the NPC's prompt ``messages`` (a reply's, a cache warm-up's) may take:
     ``AI_LLM_TIMEOUT`` plus twice the evaluation of all of them at the server's prompt speed
     (:func:`ai_contrib.core.deadline.reply_timeout`); ``AI_LLM_TIMEOUT`` when the speed is
     unknown.
+
+    Args:
+        sizes (list[int], optional): the tokens of each message, as the prompt was built with
+            them; None: counted (:func:`ai_contrib.core.tokens.count_conversation_tokens`).
     """
     base = float(get_setting("LLM_TIMEOUT"))
     speed = get_client().prompt_speed
     if not speed:
         return base  # nothing to weigh the prompt against: not counted
-    model = script.cfg("llm_model")
-    return reply_timeout(prompt_tokens(messages, lambda text: count_tokens(text, model)),
-                         speed, base)
+    tokens = sum(sizes) if sizes is not None \
+        else count_conversation_tokens(messages, script.cfg("llm_model"))
+    return reply_timeout(tokens, speed, base)
 
 
 def warm_up_sent(script, messages):
@@ -102,9 +109,8 @@ def warm_up_sent(script, messages):
     speed = get_client().prompt_speed
     script.ndb.warming_until = None
     if speed:
-        model = script.cfg("llm_model")
-        tokens = evaluation_tokens(messages, script.ndb.server_prompt,
-                                   lambda text: count_tokens(text, model))
+        held = cached_messages(messages, script.ndb.server_prompt)
+        tokens = count_conversation_tokens(messages[held:], script.cfg("llm_model"))
         script.ndb.warming_until = time.monotonic() + tokens / speed
     script.ndb.server_prompt = messages
 
@@ -128,11 +134,11 @@ def worth_waiting(script) -> bool:
     return until - time.monotonic() <= float(seconds)
 
 
-def _fits(messages, previous, allowance, count):
-    return evaluation_tokens(messages, previous, count) <= allowance
+def _fits(prompt, messages, previous, allowance):
+    return evaluation_tokens(messages, previous, prompt.sizes) <= allowance
 
 
-def _built_from_less(script, prompt, shown, previous, allowance, count):
+def _built_from_less(script, prompt, shown, previous, allowance):
     """The turn's prompt without its new notes, then with a shorter window, until what the
     server must evaluate fits ``allowance`` (or only the turn is left). Sets ``prompt.cut``."""
     window, budget = shown
@@ -141,7 +147,7 @@ def _built_from_less(script, prompt, shown, previous, allowance, count):
     prompt.cut = {"new_notes": len(notes) - len(prompt.notes), "history_from": None}
     _forget_unshown(script, notes, prompt.notes)
     messages = prompt(budget, window)
-    if _fits(messages, previous, allowance, count):
+    if _fits(prompt, messages, previous, allowance):
         script.ndb.short_start_id = None
         return messages
     history = script.history
@@ -152,15 +158,15 @@ def _built_from_less(script, prompt, shown, previous, allowance, count):
     if kept in ids and ids.index(kept) <= last_start:
         # the start of the last short window: the server's cache holds what follows it
         messages = prompt(budget, (None, kept))
-        if _fits(messages, previous, allowance, count):
+        if _fits(prompt, messages, previous, allowance):
             prompt.cut["history_from"] = kept
             return messages
     counts = script.runtime.token_counts(history)
-    system = prompt_tokens(messages[:1], count)
+    system = prompt.sizes[0]  # the system message, and its standing sections
     start = window_start(counts, max(0, allowance - system), last_start)
     for _ in range(MAX_WINDOW_TRIES):
         messages = prompt(budget, (None, ids[start]))
-        if start >= last_start or _fits(messages, previous, allowance, count):
+        if start >= last_start or _fits(prompt, messages, previous, allowance):
             break
         start += 1
     else:

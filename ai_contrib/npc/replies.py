@@ -20,12 +20,13 @@ from ..core.audience import heard_by, may_hear
 from ..core.budget import note_allowance
 from ..core.past_questions import note_seconds, past_question
 from ..core.prompts import (
-    assemble_reply_prompt,
+    assemble_sized_reply_prompt,
     clean_reply,
     conversation_order,
     overload_window,
 )
 from ..core.receipts import kept_receipts, lean_receipt, make_receipt
+from ..core.tokens import count_message_tokens
 from ..core.turns import turn_query
 from ..llm.client import LLMContextOverflowError, LLMError, get_client
 from ..memory.archive import ArchiveError
@@ -317,20 +318,21 @@ def prompt_window(script, turn_ids=()):
 
 
 @defer.inlineCallbacks
-def _ask(script, character, messages_for_budget, shown, **request):
+def _ask(script, character, prompt, shown, **request):
     """
     One reply from the model, from a prompt the server can evaluate in time
     (:func:`ai_contrib.npc.deadline.fit_reply`), asking again once with half the history budget
     when the server says the prompt exceeds its context window (our token count and the
     server's can differ).
-    ``messages_for_budget(budget, window=None)`` builds the prompt from the messages
-    :func:`window_messages` gives for ``window``; ``shown`` is :func:`prompt_window`'s
-    ``(window, budget)``; ``request`` more fields of the request (the actions' ``tools``).
+    ``prompt`` is the turn's :class:`_TurnPrompt` (``prompt(budget, window=None)`` builds
+    the messages :func:`window_messages` gives for ``window``, its action exchanges after
+    them); ``shown`` is :func:`prompt_window`'s ``(window, budget)``; ``request`` more fields
+    of the request (the actions' ``tools``).
     """
     model = script.cfg("llm_model")
     # a prompt the server cannot evaluate in time is built from less, and the request may take
     # as long as its prompt needs (docs/design.md, "Time limits that follow the work")
-    messages, timeout = fit_reply(script, character, messages_for_budget, shown)
+    messages, timeout = fit_reply(script, character, prompt, shown)
     try:
         result = yield get_client().chat(messages, model=model, purpose="reply",
                                          timeout=timeout, **request)
@@ -340,7 +342,7 @@ def _ask(script, character, messages_for_budget, shown, **request):
             f"AI {character}: the reply prompt overflowed the model's context window ({err}); "
             f"asking again with a {smaller}-token history"
         )
-        result = yield get_client().chat(messages_for_budget(smaller), model=model,
+        result = yield get_client().chat(prompt(smaller), model=model,
                                          purpose="reply", timeout=timeout, **request)
         if hasattr(script, "start_memory_work"):
             script.start_memory_work()
@@ -460,25 +462,30 @@ class _TurnPrompt:
     """
     The reply prompt of one turn, built for a history budget and window: called as
     ``prompt(budget, window=None)`` (:func:`_ask` asks again with less), it returns the chat
-    messages and keeps what the last build was: ``messages``, ``parts`` (the receipt's) and
-    ``sources`` (what the prompt was built from, for :func:`ai_contrib.core.audience.may_hear`);
-    all None before the first build; ``acted``: the action messages stored this turn
-    (:func:`ai_contrib.npc.actions.ask_acting`), whose audience counts like ``sources``';
-    ``cut``, what was left out for time (:func:`ai_contrib.npc.deadline.fit_reply`).
+    messages and keeps what the last build was: ``messages`` (the exchanges included),
+    ``parts`` (the receipt's), ``sizes`` (the tokens of each message, from the counts the
+    prompt was built with: :func:`ai_contrib.npc.deadline.fit_reply` weighs it without
+    counting it again) and ``sources`` (what the prompt was built from, for
+    :func:`ai_contrib.core.audience.may_hear`); all None before the first build. ``exchanges``:
+    the chat messages of this turn's actions so far (:func:`ai_contrib.npc.actions.ask_acting`
+    extends it), sent after the built prompt; ``acted``: the action messages stored this turn,
+    whose audience counts like ``sources``'; ``cut``, what was left out for time
+    (:func:`ai_contrib.npc.deadline.fit_reply`).
     """
 
     def __init__(self, script, character, turn_ids, listeners, notes, standing):
         self.script, self.character = script, character
         self.turn_ids, self.listeners = turn_ids, listeners
         self.notes, self.standing = notes, standing
-        self.messages = self.parts = self.sources = self.cut = None
-        self.acted = []
+        self.messages = self.parts = self.sizes = self.sources = self.cut = None
+        self.exchanges, self.acted = [], []
+        self._exchange_sizes = []
 
     def __call__(self, budget, window=None):
         history = window_messages(self.script.history, window)
         # the NPC's history budget now, at build time, is what the history may take at most,
         # whatever memory work is doing (a hung summary, an eviction pending)
-        messages, parts = assemble_reply_prompt(
+        messages, parts, sizes = assemble_sized_reply_prompt(
             self.character.db.persona, self.character.key, history,
             self.script.runtime.token_counts(history), budget, notes=self.notes,
             listeners=list(self.listeners), keep_ids=self.turn_ids, standing=self.standing,
@@ -488,8 +495,18 @@ class _TurnPrompt:
         # spoken (may_hear): what the listeners could all hear, the turn's lines, the notes
         keep = set(self.turn_ids)
         sources = [m for m in history if m.get("id") in keep or heard_by(m, self.listeners)]
-        self.messages, self.parts, self.sources = messages, parts, sources + list(self.notes)
-        return messages
+        self.messages, self.parts = messages + self.exchanges, parts
+        self.sizes = sizes + self._exchanges_sized()
+        self.sources = sources + list(self.notes)
+        return self.messages
+
+    def _exchanges_sized(self):
+        """The tokens of each of :attr:`exchanges`, each counted once (they only grow)."""
+        del self._exchange_sizes[len(self.exchanges):]  # a loop asked again from the start
+        model = self.script.cfg("llm_model")
+        for message in self.exchanges[len(self._exchange_sizes):]:
+            self._exchange_sizes.append(count_message_tokens(message, model))
+        return list(self._exchange_sizes)
 
 
 @defer.inlineCallbacks

@@ -6,6 +6,7 @@ fallback line. A real AssistantScript in Evennia's test DB; the LLM a real HTTP 
 127.0.0.1 that evaluates prompts as llama.cpp's server does, at a speed of its own.
 """
 
+import json
 import threading
 import time
 from unittest import mock
@@ -58,6 +59,24 @@ class SlowServer:
         return answer
 
 
+class ActingServer(SlowServer):
+    """A :class:`SlowServer` whose next answer to a request offering tools, once :attr:`act` is
+    set, is a call of the NPC's ``look`` action (the tools protocol) instead of words."""
+
+    act = False
+
+    def __call__(self, body):
+        answer = super().__call__(body)
+        if self.act and body.get("tools"):
+            self.act = False
+            call = {"id": "call_0", "type": "function",
+                    "function": {"name": "look", "arguments": json.dumps({"args": ""})}}
+            answer["choices"][0]["message"] = {"role": "assistant", "content": "",
+                                               "tool_calls": [call]}
+            answer["choices"][0]["finish_reason"] = "tool_calls"
+        return answer
+
+
 @override_settings(AI_LLM_TIMEOUT=2.5, AI_REPLY_EVALUATION_SECONDS=1.0,
                    AI_THINKING_EMOTE_AFTER=None)
 class TestDeadline(NPCTestCase):
@@ -66,7 +85,7 @@ class TestDeadline(NPCTestCase):
     SPEED = 400.0
 
     def setUp(self):
-        self.server = SlowServer(self.SPEED)
+        self.server = ActingServer(self.SPEED)
         self.llm_default = self.server
         super().setUp()
         self.script.db.compact_enabled = False
@@ -116,6 +135,26 @@ class TestDeadline(NPCTestCase):
         self.assertLess(self.server.evaluated[-1], 120)
         self.assertEqual(self.script.db.reply_receipts[-1]["cut_for_time"]["history_from"],
                          cut["history_from"])
+
+    def test_an_acting_reply_over_its_allowance_is_built_from_less_and_says_so(self):
+        self.script.db.actions = ["look"]
+        self.server.act = True  # the model looks around before it speaks
+        self.assertEqual(self.turn("What news from the road?"), "Aye (3).")
+        acting, speaking = self.llm.requests[-2:]
+        # the control: actions were offered, and one was run and told before the reply
+        self.assertEqual([t["function"]["name"] for t in acting["tools"]], ["look"])
+        self.assertEqual([m["role"] for m in speaking["messages"][-2:]], ["assistant", "tool"])
+        for request in (acting, speaking):
+            sent = "\n".join(str(m.get("content") or "") for m in request["messages"])
+            self.assertIn("What news from the road?", sent)
+            self.assertNotIn("line 0 ", sent)  # the oldest lines were left out
+            self.assertIn("line 39 ", sent)
+        self.assertLess(self.server.evaluated[-2], 600)
+        # the round after the action starts where the first one did: its exchange is new
+        self.assertLess(self.server.evaluated[-1], 120)
+        cut = self.script.db.reply_receipts[-1]["cut_for_time"]
+        self.assertIsNotNone(cut["history_from"])
+        self.assertEqual(self.script.ndb.short_start_id, cut["history_from"])
 
     @override_settings(AI_PROMPT_CACHE_WARMUP=True)
     def test_after_a_short_prompt_the_whole_one_is_warmed_and_the_next_reply_is_whole(self):

@@ -7,7 +7,6 @@ window that fits an allowance starts.
 from ai_contrib.core.deadline import (
     cached_messages,
     evaluation_tokens,
-    prompt_tokens,
     reply_timeout,
     window_start,
 )
@@ -22,18 +21,24 @@ def _msgs(*texts):
     return [{"role": "system" if i == 0 else "user", "content": t} for i, t in enumerate(texts)]
 
 
+def _sizes(messages):
+    return [_count(m["content"]) + PER_MESSAGE_OVERHEAD for m in messages]
+
+
 def test_only_what_follows_the_last_prompt_is_evaluated():
     last = _msgs("you are marta", "bob: hi there", "bob: a room")
     now = _msgs("you are marta", "bob: hi there", "bob: a room", "bob: and supper")
     assert cached_messages(now, last) == 3
-    assert evaluation_tokens(now, last, _count) == 3 + PER_MESSAGE_OVERHEAD
+    assert evaluation_tokens(now, last, _sizes(now)) == 3 + PER_MESSAGE_OVERHEAD
     # a restart: nothing is known to be cached, everything is evaluated
     assert cached_messages(now, None) == 0
-    assert evaluation_tokens(now, None, _count) == prompt_tokens(now, _count)
+    assert evaluation_tokens(now, None, _sizes(now)) == sum(_sizes(now))
     # a change near the start (a compaction's summary) costs everything after it
     changed = _msgs("you are marta", "[summary] bob asked", "bob: a room", "bob: and supper")
     assert cached_messages(changed, last) == 1
-    assert evaluation_tokens(changed, last, _count) == 9 + 3 * PER_MESSAGE_OVERHEAD
+    assert evaluation_tokens(changed, last, _sizes(changed)) == 9 + 3 * PER_MESSAGE_OVERHEAD
+    # the sizes given are the ones summed: nothing is counted again
+    assert evaluation_tokens(changed, last, [0, 1, 2, 3]) == 6
 
 
 def test_the_time_limit_grows_with_the_prompt_and_is_flat_when_the_speed_is_unknown():

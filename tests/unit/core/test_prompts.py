@@ -93,3 +93,47 @@ def test_the_history_never_takes_more_than_its_budget_stamps_and_a_long_line_inc
     assert history_tokens(parts) <= 100 and count_tokens(messages[1]["content"]) <= 100
     assert "The ferry is late." in messages[1]["content"]
     assert messages[1]["content"].endswith(" ...")
+
+
+def test_a_prompts_sizes_sum_to_what_counting_it_afresh_gives():
+    """The deadline weighs a reply prompt by the counts it was built with
+    (``assemble_sized_reply_prompt``'s sizes) instead of counting it again: on a prompt with
+    every kind of message they stay within a token or two a message of a full count."""
+    from ai_contrib.core.messages import SUMMARY_PREFIX, make_message
+    from ai_contrib.core.prompts import assemble_reply_prompt, assemble_sized_reply_prompt
+    from ai_contrib.core.tokens import count_conversation_tokens, count_message_tokens
+
+    said = [
+        make_message("system", f"{SUMMARY_PREFIX}\n- Wren asked about the crag, twice."),
+        make_message("user", "Evening, Marta. Is the east room still free tonight?", name="Wren",
+                     metadata={"speaker": "#5"}),
+        make_message("assistant", "It is, Wren: two silver, breakfast included."),
+        make_message("user", "She always says that.", name="Tamsin",
+                     metadata={"speaker": "#6", "addressed": False}),
+        make_message("user", "(Tamsin smiles.)", metadata={"speaker": "#6", "kind": "event"}),
+        make_message("user", "And the griffin on the north crag, have you seen it?", name="Wren",
+                     metadata={"speaker": "#5"}),
+    ]
+    counts = [count_message_tokens(m) for m in said]
+    note = f"{MEMORIES_HEADER}\n- Wren likes plum wine (told by Wren)"
+    notes = [{"anchor": said[-1]["id"], "text": note, "tokens": 0, "new": True}]
+    standing = [{"part": "lore", "text": format_lore([{"text": "Griffins nest on the crag."}]),
+                 "tokens": 0}]
+    messages, parts, sizes = assemble_sized_reply_prompt(
+        "A stout innkeeper.", "Marta", said, counts, 10_000, notes=notes, standing=standing,
+        keep_ids=[said[-1]["id"]])
+    assert (messages, parts) == assemble_reply_prompt(
+        "A stout innkeeper.", "Marta", said, counts, 10_000, notes=notes, standing=standing,
+        keep_ids=[said[-1]["id"]])
+    assert len(sizes) == len(messages) == 1 + len(said) + 1  # system, history, the note
+    full = [count_message_tokens(m) for m in messages]
+    for size, counted, message in zip(sizes, full, messages):
+        assert abs(size - counted) <= 3, (size, counted, message["content"])
+    total = count_conversation_tokens(messages)
+    assert abs(sum(sizes) - total) <= len(messages)
+    assert total > 150  # the control: a prompt worth weighing, and every message sized
+    # sizes follow the counts the prompt was built with: a count of its own would not
+    bigger = assemble_sized_reply_prompt("A stout innkeeper.", "Marta", said,
+                                         [c + 10 for c in counts], 10_000)[2]
+    assert sum(bigger) == sum(assemble_sized_reply_prompt(
+        "A stout innkeeper.", "Marta", said, counts, 10_000)[2]) + 10 * len(said)
