@@ -321,15 +321,16 @@ def prompt_window(script, turn_ids=()):
 def _ask(script, character, prompt, shown, **request):
     """
     One reply from the model, from a prompt the server can evaluate in time
-    (:func:`ai_contrib.npc.deadline.fit_reply`), asking again once with half the history budget
-    when the server says the prompt exceeds its context window (our token count and the
-    server's can differ).
+    (:func:`ai_contrib.npc.deadline.fit_reply`), asking again once with half the history the
+    refused prompt showed when the server says it exceeds its context window (our token count
+    and the server's can differ), fitted to the time allowance the same way.
     ``prompt`` is the turn's :class:`_TurnPrompt` (``prompt(budget, window=None)`` builds
     the messages :func:`window_messages` gives for ``window``, its action exchanges after
     them); ``shown`` is :func:`prompt_window`'s ``(window, budget)``; ``request`` more fields
     of the request (the actions' ``tools``).
     """
     model = script.cfg("llm_model")
+    held = script.ndb.server_prompt
     # a prompt the server cannot evaluate in time is built from less, and the request may take
     # as long as its prompt needs (docs/design.md, "Time limits that follow the work")
     messages, timeout = fit_reply(script, character, prompt, shown)
@@ -337,13 +338,20 @@ def _ask(script, character, prompt, shown, **request):
         result = yield get_client().chat(messages, model=model, purpose="reply",
                                          timeout=timeout, **request)
     except LLMContextOverflowError as err:
-        smaller = min(shown[1], script.token_count()) // 2
+        # half of what the refused prompt's history took: a prompt built from less for time
+        # may be smaller than half the NPC's history, and must not be sent again as it was
+        sent = sum(part["tokens"] for part in prompt.parts or ()
+                   if part["part"] in ("summary", "history", "turn"))
+        smaller = min(shown[1], script.token_count(), sent or shown[1]) // 2
         logger.log_warn(
             f"AI {character}: the reply prompt overflowed the model's context window ({err}); "
             f"asking again with a {smaller}-token history"
         )
-        result = yield get_client().chat(prompt(smaller), model=model,
-                                         purpose="reply", timeout=timeout, **request)
+        # a server that refuses a prompt evaluates none of it: its cache holds what it held
+        script.ndb.server_prompt = held
+        messages, timeout = fit_reply(script, character, prompt, (None, smaller))
+        result = yield get_client().chat(messages, model=model, purpose="reply",
+                                         timeout=timeout, **request)
         if hasattr(script, "start_memory_work"):
             script.start_memory_work()
     return result

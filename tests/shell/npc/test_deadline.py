@@ -15,7 +15,7 @@ from django.test import override_settings
 
 from ai_contrib.admin.history_command import CmdAIHistory
 
-from tests.support.llm_double import chat_response, rough_tokens, sleep
+from tests.support.llm_double import chat_response, http_error, rough_tokens, sleep
 from tests.support.npc_fixtures import NPCTestCase
 from tests.support.twisted_util import wait_for
 
@@ -75,6 +75,12 @@ class ActingServer(SlowServer):
                                                "tool_calls": [call]}
             answer["choices"][0]["finish_reason"] = "tool_calls"
         return answer
+
+
+#: what llama.cpp's server answers a prompt over its context window
+OVERFLOW = {"error": {"code": 400, "type": "exceed_context_size_error",
+                      "message": "the request exceeds the available context size, try "
+                                 "increasing it", "n_prompt_tokens": 9000, "n_ctx": 8192}}
 
 
 @override_settings(AI_LLM_TIMEOUT=2.5, AI_REPLY_EVALUATION_SECONDS=1.0,
@@ -155,6 +161,23 @@ class TestDeadline(NPCTestCase):
         cut = self.script.db.reply_receipts[-1]["cut_for_time"]
         self.assertIsNotNone(cut["history_from"])
         self.assertEqual(self.script.ndb.short_start_id, cut["history_from"])
+
+    @override_settings(AI_PROMPT_CACHE_WARMUP=True)
+    def test_the_ask_after_a_context_overflow_is_fitted_to_the_allowance_too(self):
+        self.assertEqual(self.turn("What news from the road?"), "Aye (2).")
+        wait_for(self.script.ndb.warming)  # the server's cache holds the whole prompt now
+        self.llm.enqueue(http_error(400, OVERFLOW))  # and refuses it as over its context
+        self.assertEqual(self.turn("And the weather?"), "Aye (4).")
+        refused, asked = (r["messages"] for r in self.llm.requests[-2:])
+        # the control: the refused prompt was whole (its cache made it quick), the one asked
+        # after it shows less
+        self.assertIn("line 0 ", "\n".join(m["content"] for m in refused))
+        self.assertLess(len(asked), len(refused))
+        self.assertIn("And the weather?", self.prompt_of(-1))
+        # half that history starts where nothing is cached: more than the second allowed,
+        # it is built from less too, and the receipt says so
+        self.assertLess(self.server.evaluated[-1], 600)
+        self.assertIsNotNone(self.script.db.reply_receipts[-1]["cut_for_time"]["history_from"])
 
     @override_settings(AI_PROMPT_CACHE_WARMUP=True)
     def test_after_a_short_prompt_the_whole_one_is_warmed_and_the_next_reply_is_whole(self):
