@@ -163,6 +163,36 @@ class TestRentingTheEastRoom(ActionTestCase):
         self.assertEqual(self.key.location, self.npc)
 
 
+class TestGoingThroughAnExit(ActionTestCase):
+    def test_go_runs_the_exits_own_traversal_with_its_message_and_signal(self):
+        from evennia.server.signals import SIGNAL_EXIT_TRAVERSED
+
+        traversed = []
+
+        def heard(sender, traverser, **kwargs):
+            traversed.append((sender, traverser))
+
+        SIGNAL_EXIT_TRAVERSED.connect(heard)
+        self.addCleanup(SIGNAL_EXIT_TRAVERSED.disconnect, heard)
+        gate = create.create_object("evennia.objects.objects.DefaultExit", key="gate",
+                                    location=self.room1, destination=self.room2)
+        gate.locks.add("traverse:false()")
+        gate.db.err_traverse = "The gate is barred for the night."
+        self.script.db.actions = ["go", "look"]
+        self.llm.enqueue(tool_calls([("go", {"args": "gate"})]), reply("Barred."))
+        self.turn("Marta, out by the gate?")
+        self.assertEqual(self.npc.location, self.room1)
+        self.assertIn("go gate: done. The gate is barred for the night.",
+                      tool_messages(self.llm.requests[-1])[0])
+        self.assertEqual(traversed, [])
+        # positive control: the east door, whose key she holds, lets her through with the signal
+        self.script.db.action_cooldown = 0
+        self.llm.enqueue(tool_calls([("go", {"args": "east"})]), reply("Back soon."))
+        self.turn("Marta, show me the east room.")
+        self.assertEqual(self.npc.location, self.room2)
+        self.assertEqual(traversed, [(self.door, self.npc)])
+
+
 class TestWhatNeverRuns(ActionTestCase):
     def test_a_staff_command_in_the_cmdset_is_stopped_by_its_lock(self):
         self.script.db.actions = ["teleport", "look"]
