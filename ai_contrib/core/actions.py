@@ -133,6 +133,22 @@ def parse_action_line(text, index=0) -> ActionCall | None:
     return None
 
 
+def without_action_line(text) -> str:
+    """
+    ``text`` without the ``ACTION:`` line :func:`parse_action_line` reads (its first non-empty
+    line), the rest stripped: what a reply says besides asking for an action. ``text``
+    unchanged (stripped) when it asks for none.
+    """
+    lines = (text or "").splitlines()
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        if _ACTION_LINE.match(line):
+            return "\n".join(lines[index + 1:]).strip()
+        break
+    return (text or "").strip()
+
+
 def tool_schemas(actions) -> list[dict]:
     """
     The OpenAI tool schemas of ``actions`` (``[(name, description)]``, in the order given): one

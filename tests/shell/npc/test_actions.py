@@ -281,15 +281,35 @@ class TestBounds(ActionTestCase):
         self.assertIn("No more actions this turn", tool_messages(last)[-1])
         self.assertEqual(self.llm.pending, 1)  # the fourth behaviour was never asked for
         self.llm.reset()
-        # the next turn is within the cooldown: refused
-        self.llm.enqueue(tool_calls([("look", {"args": ""})]), reply("Later."))
+        # the next turn is within the cooldown: she is offered no action, in one call
+        self.llm.enqueue(reply("Later."))
         self.turn("Marta, look again.")
-        self.assertIn("look: refused. you must wait", tool_messages(self.llm.requests[-1])[0])
-        # positive control: without a cooldown the same call runs
+        self.assertEqual(len(self.llm.requests), 1)
+        self.assertNotIn("tools", self.llm.requests[-1])
+        self.assertEqual(self.script.history[-1]["content"], "Later.")
+        self.assertEqual(len(self.action_records()), 2)
+        # positive control: without a cooldown the tools are offered and the call runs
         self.script.db.action_cooldown = 0
         self.llm.enqueue(tool_calls([("look", {"args": ""})]), reply("Now."))
         self.turn("Marta, look again.")
+        self.assertIn("tools", self.llm.requests[-2])
         self.assertIn("look: done", tool_messages(self.llm.requests[-1])[0])
+
+    def test_an_action_line_past_the_limit_is_dropped_and_the_speech_kept(self):
+        self.script.db.action_max_per_turn = 1
+        with override_settings(AI_ACTION_PROTOCOL="text"):
+            self.llm.enqueue(reply("ACTION: look"),
+                             reply("ACTION: look\nA quiet night, Wren."))
+            self.turn("Marta, look around.")
+        self.assertEqual(len(self.action_records()), 1)
+        self.assertEqual(self.script.history[-1]["content"], "A quiet night, Wren.")
+        # during the cooldown an action line is dropped the same way, nothing run
+        self.script.db.action_cooldown = 600
+        with override_settings(AI_ACTION_PROTOCOL="text"):
+            self.llm.enqueue(reply("ACTION: look\nNot now."))
+            self.turn("Marta, look again.")
+        self.assertEqual(len(self.action_records()), 1)
+        self.assertEqual(self.script.history[-1]["content"], "Not now.")
 
     def test_a_crash_in_a_command_is_a_failed_action_and_the_reply_goes_on(self):
         with override_settings(
@@ -332,6 +352,29 @@ class TestBounds(ActionTestCase):
         self.assertEqual(self.script.history[-1]["content"], "Sleep well.")
         self.assertIn("(You: give east room key to Wren: done.",
                       prompt_text(self.llm.requests[-1]))
+
+
+class TestTaps(ActionTestCase):
+    def test_overlapping_taps_restore_msg_in_whatever_order_they_close(self):
+        from ai_contrib.typeclasses import AssistantCharacter
+
+        bram = create.create_object(AssistantCharacter, key="Bram", location=self.room1)
+        marta_tap = npc_actions._Tap(self.npc)
+        bram_tap = npc_actions._Tap(bram)
+        self.char1.msg("a word")
+        self.assertEqual(marta_tap.told, {self.char1.dbref: "Wren"})
+        self.assertEqual(bram_tap.told, {self.char1.dbref: "Wren"})
+        marta_tap.close()  # the first opened closes first
+        marta_tap.told.clear()
+        bram_tap.told.clear()
+        self.char1.msg("another")
+        self.assertEqual(bram_tap.told, {self.char1.dbref: "Wren"})  # still open: it hears
+        self.assertEqual(marta_tap.told, {})  # closed: it hears no more
+        bram_tap.close()
+        self.assertNotIn("msg", self.char1.__dict__)
+        bram_tap.told.clear()
+        self.char1.msg("after")
+        self.assertEqual(bram_tap.told, {})
 
 
 class TestActionAudience(ActionTestCase):
@@ -413,6 +456,22 @@ class TestProtocols(ActionTestCase):
         self.assertFalse(npc_actions.use_text_protocol())
         with override_settings(AI_LLM_BASE_URL=None):
             self.assertTrue(npc_actions.use_text_protocol())
+
+    def test_a_server_refusing_tools_after_an_action_keeps_it_in_the_retry(self):
+        refusal = {"error": {"message": "tool messages are not supported",
+                             "type": "invalid_request_error"}}
+        self.script.db.action_max_per_turn = 1
+        self.llm.enqueue(tool_calls([("look", {"args": ""})]), json_body(refusal, status=400),
+                         reply("A fine evening."))
+        self.turn("Marta, what do you see?")
+        self.assertIn("look: done", tool_messages(self.llm.requests[-2])[0])
+        retry = self.llm.requests[-1]
+        self.assertNotIn("tools", retry)
+        # the look was done before the refusal: the retry shows it, counts it and stores it once
+        self.assertIn("(RESULT: look: done.", prompt_text(retry))
+        self.assertIn("No more actions this turn", prompt_text(retry))
+        self.assertEqual(len(self.action_records()), 1)
+        self.assertEqual(self.script.history[-1]["content"], "A fine evening.")
 
     def test_the_history_budget_reserves_room_for_the_actions(self):
         self.script.db.actions = []
