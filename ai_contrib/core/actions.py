@@ -210,3 +210,22 @@ def event_line(msg) -> str:
     "Actions").
     """
     return f"(You: {msg.get('content') or ''})"
+
+
+def archived_action_text(msg) -> str | None:
+    """
+    An archived action message as an admin reads it (``aihistory``'s ``/raw``): the call
+    ``"calls give(east room key to Wren)"``, the result ``"(seen by #3) give east room key to
+    Wren: done. You give ..."`` (its audience first, a table crops the end, then its status and
+    text as the model was told);
+    None for a message that is no action (``metadata["type"] != "action"``).
+    """
+    meta = msg.get("metadata") or {}
+    if meta.get("type") != "action":
+        return None
+    seen = ", ".join(meta.get("audience") or []) or "nobody"
+    if msg.get("tool_calls"):
+        calls = [from_tool_call(call, index) for index, call in enumerate(msg["tool_calls"])]
+        return "; ".join(f"calls {call.name}({call.args})" for call in calls)
+    return f"(seen by {seen}) {msg.get('content') or ''}"
+

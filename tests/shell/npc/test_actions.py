@@ -413,6 +413,25 @@ class TestActionAudience(ActionTestCase):
 
 
 class TestActionMemory(ActionTestCase):
+    def test_aihistory_raw_shows_the_call_and_its_result_legibly(self):
+        from ai_contrib.admin.history_command import CmdAIHistory
+
+        self.pay()
+        self.llm.enqueue(tool_calls([("give", {"args": f"{KEY} to Wren"})]), reply("Your key."))
+        self.turn("Marta, the east room please.")
+        self.char1.permissions.add("Developer")
+        # the table wraps its cells: each part is looked for within one cell's line
+        out = self.call(CmdAIHistory(), "Marta/raw", caller=self.char1)
+        self.assertIn("(action)", out)
+        self.assertIn("calls give(east room", out)
+        self.assertIn("(result)", out)
+        self.assertIn("Wren: done.", out)
+        self.assertIn(f"seen by {self.char1.dbref}", out)
+        # positive control: the lines around it are shown as before
+        self.assertIn("Marta, the east room", out)
+        self.assertIn("Your key.", out)
+
+
     def test_a_compaction_summarises_what_was_done_and_never_splits_a_pair(self):
         self.pay()
         self.llm.enqueue(tool_calls([("give", {"args": f"{KEY} to Wren"})]), reply("Your key."))
