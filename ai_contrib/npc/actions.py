@@ -5,8 +5,8 @@ An NPC's actions: the game's commands it runs as itself, in a bounded loop befor
 :func:`ask_acting` stands where a reply asks the model once (:func:`ai_contrib.npc.replies._ask`):
 when the NPC has actions, the model may call them (OpenAI tool calls, or an ``ACTION:`` line where
 the server takes no tools), is told each result, and then speaks; at most
-``action_max_per_turn`` actions a turn, none during ``action_cmdset`` cooldown after a turn
-that acted. :func:`run_action` runs one: the call checked as data
+``action_max_per_turn`` actions a turn, and none offered (no tools sent) for
+``action_cooldown`` seconds after a turn that acted. :func:`run_action` runs one: the call checked as data
 (:mod:`ai_contrib.core.actions`), looked up in the NPC's actions (``AI_ACTIONS`` or its own
 list, of the commands of ``AI_ACTION_CMDSET``), offered to the game's hook
 (``character.at_ai_action``), checked against the command's ``cmd`` lock, and run through
