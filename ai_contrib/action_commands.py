@@ -30,20 +30,29 @@ class CmdGo(MuxCommand):
     arg_regex = r"\s|$"
 
     def func(self):
-        """Find the exit among the room's and traverse it as the exit's own command does."""
+        """
+        Find the exit among the room's and run the exit's own command (``exit.exit_command``,
+        as :meth:`~evennia.objects.objects.DefaultExit.create_exit_cmdset` makes it) through
+        Evennia's command handler: the exit's traverse lock, its ``err_traverse`` message,
+        ``at_traverse`` and ``SIGNAL_EXIT_TRAVERSED`` all apply as when a player types its name.
+
+        Returns:
+            Deferred or None: the exit command's run (waited on by the command handler).
+        """
+        from evennia.commands.cmdhandler import cmdhandler
+
         caller = self.caller
         if not self.args.strip() or caller.location is None:
             caller.msg("Usage: go <exit>")
-            return
+            return None
         exits = [obj for obj in caller.location.contents if obj.destination]
         exit_obj = caller.search(self.args.strip(), candidates=exits,
                                  nofound_string=f"There is no exit '{self.args.strip()}' here.")
         if not exit_obj:
-            return
-        if exit_obj.access(caller, "traverse"):
-            exit_obj.at_traverse(caller, exit_obj.destination)
-        else:
-            exit_obj.at_failed_traverse(caller)
+            return None
+        exit_cmd = exit_obj.create_exit_cmdset(exit_obj).commands[0]
+        return cmdhandler(caller, "", callertype="object", cmdobj=exit_cmd,
+                          cmdobj_key=exit_cmd.key)
 
 
 class ActionCmdSet(CmdSet):

@@ -349,7 +349,7 @@ OPTIONS = (
                "Actions one reply may take before the NPC speaks.", unit="actions",
                per_npc=True),
         Option("ACTION_COOLDOWN", 5, INT,
-               "Time after a turn in which the NPC acted during which its actions are refused.",
+               "Time after a turn in which the NPC acted during which it is offered no actions.",
                unit=SECONDS, per_npc=True),
         Option("ACTION_PROTOCOL", "auto", TEXT,
                "How the model asks for an action: \"tools\" (OpenAI tool calls), \"text\" (an "

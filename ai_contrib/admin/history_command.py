@@ -7,6 +7,7 @@ import time
 
 from evennia.utils.utils import wrap
 
+from ..core.actions import archived_action_text
 from ..core.cascade import cascade_status
 from ..core.compaction import REGISTRY
 from ..core.masking import masked_count
@@ -271,7 +272,9 @@ class CmdAIHistory(StaffCommand):
     the last reply error.
 
     /raw pages through the NPC's lossless archive of everything said, compacted
-    or not, by archive sequence number (default: the last 20 messages).
+    or not, by archive sequence number (default: the last 20 messages). An
+    action the NPC took shows as its call ("calls give(key to Wren)") and its
+    result, with who saw it.
 
     /journal lists the NPC's journal: facts it recorded, compaction syntheses
     and observations, with importance, source and whether they are consolidated
@@ -524,8 +527,14 @@ class CmdAIHistory(StaffCommand):
         table = self.table("seq", "time", "who", "text", "in context")
         for m in messages:
             who = m.get("name") or m.get("role")
+            # an action's call has no text and its result is named by the command: both read
+            # as what the NPC did (core.actions.archived_action_text)
+            action = archived_action_text(m)
+            if action is not None:
+                who = f"{npc.key} (action)" if m.get("tool_calls") else f"{who} (result)"
             table.add_row(m.get("seq"), when_cell(m.get("timestamp")), shown(who),
-                          shown(m.get("content"), 60), "yes" if m["id"] in in_context else "no")
+                          shown(action if action is not None else m.get("content"), 60),
+                          "yes" if m["id"] in in_context else "no")
         self.caller.msg(
             f"|wArchive of {npc.key}|n: seq {messages[0]['seq']}..{messages[-1]['seq']} "
             f"of 0..{last}\n{table}"

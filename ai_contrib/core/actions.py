@@ -133,6 +133,22 @@ def parse_action_line(text, index=0) -> ActionCall | None:
     return None
 
 
+def without_action_line(text) -> str:
+    """
+    ``text`` without the ``ACTION:`` line :func:`parse_action_line` reads (its first non-empty
+    line), the rest stripped: what a reply says besides asking for an action. ``text``
+    unchanged (stripped) when it asks for none.
+    """
+    lines = (text or "").splitlines()
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        if _ACTION_LINE.match(line):
+            return "\n".join(lines[index + 1:]).strip()
+        break
+    return (text or "").strip()
+
+
 def tool_schemas(actions) -> list[dict]:
     """
     The OpenAI tool schemas of ``actions`` (``[(name, description)]``, in the order given): one
@@ -194,3 +210,22 @@ def event_line(msg) -> str:
     "Actions").
     """
     return f"(You: {msg.get('content') or ''})"
+
+
+def archived_action_text(msg) -> str | None:
+    """
+    An archived action message as an admin reads it (``aihistory``'s ``/raw``): the call
+    ``"calls give(east room key to Wren)"``, the result ``"(seen by #3) give east room key to
+    Wren: done. You give ..."`` (its audience first, a table crops the end, then its status and
+    text as the model was told);
+    None for a message that is no action (``metadata["type"] != "action"``).
+    """
+    meta = msg.get("metadata") or {}
+    if meta.get("type") != "action":
+        return None
+    seen = ", ".join(meta.get("audience") or []) or "nobody"
+    if msg.get("tool_calls"):
+        calls = [from_tool_call(call, index) for index, call in enumerate(msg["tool_calls"])]
+        return "; ".join(f"calls {call.name}({call.args})" for call in calls)
+    return f"(seen by {seen}) {msg.get('content') or ''}"
+

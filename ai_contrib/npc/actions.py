@@ -5,8 +5,8 @@ An NPC's actions: the game's commands it runs as itself, in a bounded loop befor
 :func:`ask_acting` stands where a reply asks the model once (:func:`ai_contrib.npc.replies._ask`):
 when the NPC has actions, the model may call them (OpenAI tool calls, or an ``ACTION:`` line where
 the server takes no tools), is told each result, and then speaks; at most
-``action_max_per_turn`` actions a turn, none during ``action_cmdset`` cooldown after a turn
-that acted. :func:`run_action` runs one: the call checked as data
+``action_max_per_turn`` actions a turn, and none offered (no tools sent) for
+``action_cooldown`` seconds after a turn that acted. :func:`run_action` runs one: the call checked as data
 (:mod:`ai_contrib.core.actions`), looked up in the NPC's actions (``AI_ACTIONS`` or its own
 list, of the commands of ``AI_ACTION_CMDSET``), offered to the game's hook
 (``character.at_ai_action``), checked against the command's ``cmd`` lock, and run through
@@ -103,39 +103,60 @@ def _tools_refused(err):
             and "tool" in str(err.body or "").lower())
 
 
+#: ``{id(obj): (obj, its msg before any tap, [taps listening])}``: each object's ``msg`` is
+#: wrapped once however many taps overlap (two NPCs acting in one room), and put back as it was
+#: when the last of them closes, in whatever order they close
+_TAPPED = {}
+
+
 class _Tap:
     """
-    Who the game told something while an action ran: each object in the NPC's room but the
-    NPC has its ``msg`` wrapped for the run (restored by :meth:`close`), and the NPC's own
-    messages are collected through ``ndb.action_output`` (read by ``AssistantCharacter.msg``).
+    Who the game told something while an action ran: each character in the NPC's room but the
+    NPC has its ``msg`` wrapped for the run (restored by :meth:`close`; overlapping taps share
+    one wrapper per object, :data:`_TAPPED`), and the NPC's own messages are collected through
+    ``ndb.action_output`` (read by ``AssistantCharacter.msg``; the collector before is put back
+    on close).
     """
 
     def __init__(self, character):
         self.character, self.told, self.output, self.tapped = character, {}, [], []
+        self.before_output = character.ndb.action_output
         character.ndb.action_output = self.output
         for obj in list(getattr(character.location, "contents", ())):
             if obj != character and isinstance(obj, DefaultCharacter):
-                self._wrap(obj)
+                self._listen(obj)
 
-    def _wrap(self, obj):
-        original = obj.msg
+    def _listen(self, obj):
+        entry = _TAPPED.get(id(obj))
+        if entry is None:
+            # what the instance held before (usually nothing: the class's method) comes back
+            entry = _TAPPED[id(obj)] = (obj, obj.__dict__.get("msg", _ABSENT), [])
+            original, taps = obj.msg, entry[2]
 
-        def msg(*args, **kwargs):
-            self.told[obj.dbref] = obj.key
-            return original(*args, **kwargs)
+            def msg(*args, **kwargs):
+                for tap in list(taps):
+                    tap.told[obj.dbref] = obj.key
+                return original(*args, **kwargs)
 
-        # what the instance held before (usually nothing: the class's method) comes back
-        self.tapped.append((obj, obj.__dict__.get("msg", _ABSENT)))
-        obj.msg = msg
+            obj.msg = msg
+        entry[2].append(self)
+        self.tapped.append(obj)
 
     def close(self):
-        """Restore every wrapped ``msg`` and stop collecting the NPC's messages."""
-        self.character.ndb.action_output = None
-        for obj, before in self.tapped:
+        """Stop listening; an object's ``msg`` is restored once no tap listens to it."""
+        if self.character.ndb.action_output is self.output:
+            self.character.ndb.action_output = self.before_output
+        for obj in self.tapped:
+            _, before, taps = _TAPPED[id(obj)]
+            taps.remove(self)
+            if taps:
+                continue
+            del _TAPPED[id(obj)]
             if before is _ABSENT:
                 obj.__dict__.pop("msg", None)
             else:
                 obj.__dict__["msg"] = before
+        self.tapped = []
 
     def text(self):
         """What the NPC was told, one line, markup stripped."""
@@ -199,10 +220,10 @@ def _run_checked(script, character, call, context):
     if call.name not in offered:
         names = ", ".join(offered) or "none"
         return UNKNOWN, call, f"there is no such action (yours: {names})", {}
-    # the cooldown counts from the last turn that acted, as the option says now
-    rest = (script.ndb.acted_at or float("-inf")) + float(script.cfg("action_cooldown"))
-    if time.monotonic() < rest:
-        return REFUSED, call, f"you must wait {rest - time.monotonic():.0f} s before acting again", {}
+    # a guard: the loop offers no actions during the cooldown (cooldown_left)
+    wait = cooldown_left(script)
+    if wait > 0:
+        return REFUSED, call, f"you must wait {wait:.0f} s before acting again", {}
     call, reason = _ask_hook(character, call, context)
     if reason is None and (call.error or call.name not in offered):
         reason = call.error or f"{call.name} is not one of your actions"
@@ -367,55 +388,69 @@ def ask_acting(script, character, prompt, shown, ask):
     text = use_text_protocol()
     wanted = set(prompt.turn_ids)
     lines = [m for m in script.history if m.get("id") in wanted]
-    listeners = prompt.listeners
+    # the turn's actions, kept across a retry under the text protocol: they happened
+    outcomes, context = [], _turn_context(lines, prompt.listeners)
     try:
-        result = yield _loop(script, character, prompt, shown, ask, lines, listeners, offered,
-                             text)
-    except LLMHTTPError as err:
-        if text or not _tools_refused(err):
-            raise
-        logger.log_warn(f"AI {character}: the model server refused tools; actions are asked "
-                        "for by an ACTION: line from now on")
-        _TOOLS_REFUSED.add(get_setting("LLM_BASE_URL"))
-        result = yield _loop(script, character, prompt, shown, ask, lines, listeners, offered,
-                             True)
-    return result
-
-
-@defer.inlineCallbacks
-def _loop(script, character, prompt, shown, ask, lines, listeners, offered, text):
-    """:func:`ask_acting`'s rounds: ask, run what is called, tell the model, until it speaks."""
-    described = [(name, _describe(cmd)) for name, cmd in offered]
-    request = {} if text else {"tools": core_actions.tool_schemas(described)}
-    limit = int(script.cfg("action_max_per_turn"))
-    outcomes = []
-    context = _turn_context(lines, listeners)
-    # the turn's prompt itself goes to ask, its exchanges after it (the actions' section is in
-    # its system message already, actions_section): what is left out for time is left out of
-    # it, and counted on it for the receipt (ai_contrib.npc.deadline.fit_reply)
-    extra = prompt.exchanges
-    del extra[:]  # a loop asked again (tools refused) starts from the turn's prompt
-    try:
-        while True:
-            final = len(outcomes) >= limit
-            if final and not text:
-                request["tool_choice"] = "none"
-            result = yield ask(script, character, prompt, shown, **request)
-            calls = _calls_of(result, text, len(outcomes))
-            if not calls or final:
-                if calls:
-                    logger.log_info(f"AI {character}: actions past the turn's limit not run")
-                    if text:
-                        result.content = ""
-                return result
-            for call in calls[: limit - len(outcomes)]:
-                outcome = yield run_action(script, character, call, context)
-                outcomes.append(outcome)
-                context["done"].append(outcome)
-                extra.extend(_exchange(outcome["call"], outcome, text, len(outcomes) >= limit))
+        try:
+            result = yield _loop(script, character, prompt, shown, ask, offered, text,
+                                 outcomes, context)
+        except LLMHTTPError as err:
+            if text or not _tools_refused(err):
+                raise
+            logger.log_warn(f"AI {character}: the model server refused tools; actions are "
+                            "asked for by an ACTION: line from now on")
+            _TOOLS_REFUSED.add(get_setting("LLM_BASE_URL"))
+            result = yield _loop(script, character, prompt, shown, ask, offered, True,
+                                 outcomes, context)
     finally:
         if any(outcome["status"] == DONE for outcome in outcomes):
             script.ndb.acted_at = time.monotonic()
         if outcomes:
             acted = store_outcomes(script, outcomes, [m["id"] for m in lines])
             prompt.acted.extend(acted)
+    return result
+
+
+def cooldown_left(script):
+    """Seconds until the NPC of ``script`` may act again (``action_cooldown`` counted from the
+    last turn that acted, as the option says now); 0 or less when it may."""
+    rest = (script.ndb.acted_at or float("-inf")) + float(script.cfg("action_cooldown"))
+    return rest - time.monotonic()
+
+
+@defer.inlineCallbacks
+def _loop(script, character, prompt, shown, ask, offered, text, outcomes, context):
+    """
+    :func:`ask_acting`'s rounds: ask, run what is called, tell the model, until it speaks.
+    ``outcomes`` (the turn's results so far, appended to) count against the turn's limit and
+    are shown to the model again; during the cooldown the limit is 0 and no tools are sent.
+    The turn's prompt itself goes to ``ask``, its exchanges after it in ``prompt.exchanges``
+    (the actions' section is in its system message already, actions_section): what is left
+    out for time is left out of it, and counted on it for the receipt
+    (:func:`ai_contrib.npc.deadline.fit_reply`).
+    """
+    described = [(name, _describe(cmd)) for name, cmd in offered]
+    limit = 0 if cooldown_left(script) > 0 else int(script.cfg("action_max_per_turn"))
+    request = {} if text or not limit else {"tools": core_actions.tool_schemas(described)}
+    extra = prompt.exchanges
+    # a loop asked again (tools refused) shows the actions already done in the new protocol
+    extra[:] = [message for done, outcome in enumerate(outcomes, 1)
+                for message in _exchange(outcome["call"], outcome, text, done >= limit)]
+    while True:
+        final = len(outcomes) >= limit
+        if final and "tools" in request:
+            request["tool_choice"] = "none"
+        result = yield ask(script, character, prompt, shown, **request)
+        calls = _calls_of(result, text, len(outcomes))
+        if not calls or final:
+            if calls:
+                logger.log_info(f"AI {character}: actions past the turn's limit not run")
+                if text:
+                    # the action line goes; what the model says after it is still its reply
+                    result.content = core_actions.without_action_line(result.content)
+            return result
+        for call in calls[: limit - len(outcomes)]:
+            outcome = yield run_action(script, character, call, context)
+            outcomes.append(outcome)
+            context["done"].append(outcome)
+            extra.extend(_exchange(outcome["call"], outcome, text, len(outcomes) >= limit))

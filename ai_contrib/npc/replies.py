@@ -570,7 +570,7 @@ def _answer(script, character, lines, turn_ids, listeners, hearers=None):
     if aloud:
         _say_aloud(character, reply, metadata.get("depth", 1), heard, metadata.get("thread"))
     else:
-        murmur(character, reply, heard, metadata.get("depth", 1))
+        murmur(character, reply, heard, metadata.get("depth", 1), metadata.get("thread"))
     return 1
 
 
@@ -696,13 +696,14 @@ def _names(names):
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def murmur(character, reply, heard, depth=1):
+def murmur(character, reply, heard, depth=1, thread=None):
     """
     Say ``reply`` to ``heard`` alone (``{dbref: name}``, the characters in the room who may hear
     it): each of them gets ``AI_MURMUR_REPLY``, everyone else in the room ``AI_MURMUR_SEEN``
     (that the NPC murmurs, not what). The reply is escaped like a spoken one (``raw()``), the
     NPC's and listeners' names too. An AI NPC among ``heard`` also hears the reply as speech
-    (at ``depth``) with ``heard`` as its audience; one outside it stores nothing.
+    (at ``depth``, in ``thread`` like a reply said aloud, so a murmured exchange between NPCs
+    is bounded as a spoken one) with ``heard`` as its audience; one outside it stores nothing.
     """
     room = character.location
     if room is None:
@@ -717,14 +718,15 @@ def murmur(character, reply, heard, depth=1):
         if obj.dbref in heard:
             obj.msg(whisper, from_obj=character)
             if is_assistant_character(obj):
-                _overheard(character, obj, reply, heard, depth)
+                _overheard(character, obj, reply, heard, depth, thread)
         else:
             obj.msg(seen, from_obj=character)
 
 
-def _overheard(character, npc, reply, heard, depth):
-    """``npc`` (an AI NPC) hears ``reply``, murmured by ``character`` to ``heard``."""
-    character.ndb.speaking = {"depth": depth}
+def _overheard(character, npc, reply, heard, depth, thread=None):
+    """``npc`` (an AI NPC) hears ``reply``, murmured by ``character`` to ``heard``, at
+    ``depth`` in ``thread`` (read from ``ndb.speaking`` as for a reply said aloud)."""
+    character.ndb.speaking = {"depth": depth, "audience": sorted(heard), "thread": thread}
     try:
         npc.at_heard_say(character, reply, audience=list(heard))
     finally:

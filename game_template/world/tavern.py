@@ -35,7 +35,7 @@ LIMBO_DESC = (
 GATE_DESC = (
     "A squat stone gatehouse where the crossroads road enters the town. Iron-bound doors stand "
     "open by day; a brazier smokes beside the arch, and a watchman leans on his halberd under a "
-    "board of posted orders. The crossroads lie back |wwest|n."
+    "board of posted orders. The town gate is |weast|n; the crossroads lie back |wwest|n."
 )
 
 BRAM_KEY = "Bram"
@@ -44,6 +44,9 @@ BRAM_DESC = (
     "A lanky watchman in a dented kettle hat and a green tabard of the town watch, halberd in "
     "hand, eyeing every traveller who comes up the road."
 )
+
+TOWN_DESC = ("A narrow street of shuttered shops inside the town walls; the gate and its "
+             "watch are back |wwest|n.")
 
 BRAM_PERSONA = (
     "You are Bram, a watchman of the town guard at the crossroads gate. You are dutiful, dry and "
@@ -189,8 +192,8 @@ def _build_gate(limbo):
     Returns:
         dict: ``{"gate": room, "bram": npc}``.
     """
-    from ai_contrib.typeclasses import AssistantCharacter
     from evennia.utils import create, logger
+    from typeclasses.gatekeeper import Gatekeeper
 
     gate = _tagged("gate")
     if gate is None:
@@ -207,7 +210,7 @@ def _build_gate(limbo):
     bram = _tagged("guard")
     if bram is None:
         bram = create.create_object(
-            AssistantCharacter,
+            Gatekeeper,
             key=BRAM_KEY,
             location=gate,
             home=gate,
@@ -216,4 +219,30 @@ def _build_gate(limbo):
         )
         bram.db.persona = BRAM_PERSONA
         logger.log_info(f"AI tavern: created NPC {bram.key} ({bram.dbref}) in {gate.key}.")
+    _build_town(gate)
     return {"gate": gate, "bram": bram}
+
+
+def _build_town(gate):
+    """
+    The town inside the walls and the barred gate to it, where missing: a real locked exit
+    (``traverse:false()``) that only the watch may unlock (``commands/gate.py``), which Bram does
+    for the watchword only at night (``typeclasses/gatekeeper.py``).
+
+    Returns:
+        Object: the town's room.
+    """
+    from evennia.utils import create, logger
+
+    town = _tagged("town")
+    if town is None:
+        town = create.create_object(settings.BASE_ROOM_TYPECLASS, key="Market Street",
+                                    tags=[("town", TAG_CATEGORY)],
+                                    attributes=[("desc", TOWN_DESC)])
+        logger.log_info(f"AI tavern: created room {town.key} ({town.dbref}).")
+    if _exit("town_gate", "town gate", ["through", "east", "e"], gate, town):
+        barred = _tagged("town_gate")
+        barred.locks.add("traverse:false();unlock:tag(watch, faction)")
+        barred.db.err_traverse = "The town gate is barred; the watch opens it."
+    _exit("town_gate_back", "gate", ["west", "w", "out"], town, gate)
+    return town

@@ -153,6 +153,13 @@ class TestTemplateWorld(NPCTestCase):
         marta, bram = built["marta"], built["bram"]
         self.assertEqual(bram.location, built["gate"])
         self.assertTrue(bram.tags.has("watch", category="faction"))
+        self.assertTrue(callable(getattr(bram, "game_hour", None)))  # the gatekeeper's hook
+        # the town gate beyond him is barred to a guest and may be unlocked by the watch alone
+        town_gate = [o for o in built["gate"].contents if o.key == "town gate"]
+        self.assertEqual(len(town_gate), 1)
+        self.assertFalse(town_gate[0].access(marta, "traverse"))
+        self.assertFalse(town_gate[0].access(marta, "unlock"))
+        self.assertTrue(town_gate[0].access(bram, "unlock"))
         self.assertEqual(lore.load_lore_modules(["world.lore"])["errors"], [])
 
         def given(npc, line):

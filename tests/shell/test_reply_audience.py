@@ -126,3 +126,29 @@ class AudienceAtSpeakTime(NPCTestCase):
         got = self.tick()
         self.assertNotIn("blue barrel", " ".join(got[self.tamsin]))
         self.assertNotEqual(self.script.history[-1]["role"], "assistant")
+
+
+class MurmurToAnNPC(NPCTestCase):
+    """Marta murmurs to Bram, an AI NPC: he hears it in the thread of the player's line it
+    answers, so a murmured exchange between NPCs counts against the same reply bound
+    (``docs/design.md``, "A room of NPCs") as a spoken one."""
+
+    def test_a_murmured_reply_carries_its_thread_to_the_npc_who_hears_it(self):
+        from evennia.utils import create
+
+        from ai_contrib.npc import hearing, replies
+        from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
+
+        bram = create.create_object(AssistantCharacter, key="Bram", location=self.room1)
+        brams = get_assistant_script(bram)
+        thread = hearing.start_thread(self.room1, 1)
+        replies.murmur(self.npc, "Bram, the ledger is yours to guard.",
+                       {bram.dbref: "Bram"}, depth=2, thread=thread)
+        heard = brams.history[-1]
+        self.assertEqual(heard["content"], "Bram, the ledger is yours to guard.")
+        self.assertEqual(heard["metadata"]["thread"], thread)
+        self.assertEqual(heard["metadata"]["depth"], 2)
+        self.assertEqual(heard["metadata"]["audience"], [self.npc.dbref])
+        # control: said aloud, the same reply reaches him in the same thread
+        replies._say_aloud(self.npc, "Bram, and the gate too.", 2, {bram.dbref: "Bram"}, thread)
+        self.assertEqual(brams.history[-1]["metadata"]["thread"], thread)

@@ -76,6 +76,9 @@ AI_LLM_API_KEY = None
 # What the NPCs know of their world (world/lore.py), loaded into the game on every start; staff
 # add more in the game with `ailore` (docs/design.md of the contrib, "Lore and pins")
 AI_LORE_MODULES = ["world.lore"]
+# The commands an NPC may be given as actions (`aiactions`): the contrib's defaults and the town
+# gate's `unlock` (commands/gate.py), which Bram's hook allows for the watchword at night only
+AI_ACTION_CMDSET = "commands.gate.GateActionCmdSet"
 
 ######################################################################
 # Settings given in secret_settings.py override those in this file.

@@ -163,6 +163,36 @@ class TestRentingTheEastRoom(ActionTestCase):
         self.assertEqual(self.key.location, self.npc)
 
 
+class TestGoingThroughAnExit(ActionTestCase):
+    def test_go_runs_the_exits_own_traversal_with_its_message_and_signal(self):
+        from evennia.server.signals import SIGNAL_EXIT_TRAVERSED
+
+        traversed = []
+
+        def heard(sender, traverser, **kwargs):
+            traversed.append((sender, traverser))
+
+        SIGNAL_EXIT_TRAVERSED.connect(heard)
+        self.addCleanup(SIGNAL_EXIT_TRAVERSED.disconnect, heard)
+        gate = create.create_object("evennia.objects.objects.DefaultExit", key="gate",
+                                    location=self.room1, destination=self.room2)
+        gate.locks.add("traverse:false()")
+        gate.db.err_traverse = "The gate is barred for the night."
+        self.script.db.actions = ["go", "look"]
+        self.llm.enqueue(tool_calls([("go", {"args": "gate"})]), reply("Barred."))
+        self.turn("Marta, out by the gate?")
+        self.assertEqual(self.npc.location, self.room1)
+        self.assertIn("go gate: done. The gate is barred for the night.",
+                      tool_messages(self.llm.requests[-1])[0])
+        self.assertEqual(traversed, [])
+        # positive control: the east door, whose key she holds, lets her through with the signal
+        self.script.db.action_cooldown = 0
+        self.llm.enqueue(tool_calls([("go", {"args": "east"})]), reply("Back soon."))
+        self.turn("Marta, show me the east room.")
+        self.assertEqual(self.npc.location, self.room2)
+        self.assertEqual(traversed, [(self.door, self.npc)])
+
+
 class TestWhatNeverRuns(ActionTestCase):
     def test_a_staff_command_in_the_cmdset_is_stopped_by_its_lock(self):
         self.script.db.actions = ["teleport", "look"]
@@ -251,15 +281,35 @@ class TestBounds(ActionTestCase):
         self.assertIn("No more actions this turn", tool_messages(last)[-1])
         self.assertEqual(self.llm.pending, 1)  # the fourth behaviour was never asked for
         self.llm.reset()
-        # the next turn is within the cooldown: refused
-        self.llm.enqueue(tool_calls([("look", {"args": ""})]), reply("Later."))
+        # the next turn is within the cooldown: she is offered no action, in one call
+        self.llm.enqueue(reply("Later."))
         self.turn("Marta, look again.")
-        self.assertIn("look: refused. you must wait", tool_messages(self.llm.requests[-1])[0])
-        # positive control: without a cooldown the same call runs
+        self.assertEqual(len(self.llm.requests), 1)
+        self.assertNotIn("tools", self.llm.requests[-1])
+        self.assertEqual(self.script.history[-1]["content"], "Later.")
+        self.assertEqual(len(self.action_records()), 2)
+        # positive control: without a cooldown the tools are offered and the call runs
         self.script.db.action_cooldown = 0
         self.llm.enqueue(tool_calls([("look", {"args": ""})]), reply("Now."))
         self.turn("Marta, look again.")
+        self.assertIn("tools", self.llm.requests[-2])
         self.assertIn("look: done", tool_messages(self.llm.requests[-1])[0])
+
+    def test_an_action_line_past_the_limit_is_dropped_and_the_speech_kept(self):
+        self.script.db.action_max_per_turn = 1
+        with override_settings(AI_ACTION_PROTOCOL="text"):
+            self.llm.enqueue(reply("ACTION: look"),
+                             reply("ACTION: look\nA quiet night, Wren."))
+            self.turn("Marta, look around.")
+        self.assertEqual(len(self.action_records()), 1)
+        self.assertEqual(self.script.history[-1]["content"], "A quiet night, Wren.")
+        # during the cooldown an action line is dropped the same way, nothing run
+        self.script.db.action_cooldown = 600
+        with override_settings(AI_ACTION_PROTOCOL="text"):
+            self.llm.enqueue(reply("ACTION: look\nNot now."))
+            self.turn("Marta, look again.")
+        self.assertEqual(len(self.action_records()), 1)
+        self.assertEqual(self.script.history[-1]["content"], "Not now.")
 
     def test_a_crash_in_a_command_is_a_failed_action_and_the_reply_goes_on(self):
         with override_settings(
@@ -304,6 +354,29 @@ class TestBounds(ActionTestCase):
                       prompt_text(self.llm.requests[-1]))
 
 
+class TestTaps(ActionTestCase):
+    def test_overlapping_taps_restore_msg_in_whatever_order_they_close(self):
+        from ai_contrib.typeclasses import AssistantCharacter
+
+        bram = create.create_object(AssistantCharacter, key="Bram", location=self.room1)
+        marta_tap = npc_actions._Tap(self.npc)
+        bram_tap = npc_actions._Tap(bram)
+        self.char1.msg("a word")
+        self.assertEqual(marta_tap.told, {self.char1.dbref: "Wren"})
+        self.assertEqual(bram_tap.told, {self.char1.dbref: "Wren"})
+        marta_tap.close()  # the first opened closes first
+        marta_tap.told.clear()
+        bram_tap.told.clear()
+        self.char1.msg("another")
+        self.assertEqual(bram_tap.told, {self.char1.dbref: "Wren"})  # still open: it hears
+        self.assertEqual(marta_tap.told, {})  # closed: it hears no more
+        bram_tap.close()
+        self.assertNotIn("msg", self.char1.__dict__)
+        bram_tap.told.clear()
+        self.char1.msg("after")
+        self.assertEqual(bram_tap.told, {})
+
+
 class TestActionAudience(ActionTestCase):
     def test_an_action_seen_by_wren_never_reaches_tamsins_prompt(self):
         self.pay()
@@ -340,6 +413,25 @@ class TestActionAudience(ActionTestCase):
 
 
 class TestActionMemory(ActionTestCase):
+    def test_aihistory_raw_shows_the_call_and_its_result_legibly(self):
+        from ai_contrib.admin.history_command import CmdAIHistory
+
+        self.pay()
+        self.llm.enqueue(tool_calls([("give", {"args": f"{KEY} to Wren"})]), reply("Your key."))
+        self.turn("Marta, the east room please.")
+        self.char1.permissions.add("Developer")
+        # the table wraps its cells: each part is looked for within one cell's line
+        out = self.call(CmdAIHistory(), "Marta/raw", caller=self.char1)
+        self.assertIn("(action)", out)
+        self.assertIn("calls give(east room", out)
+        self.assertIn("(result)", out)
+        self.assertIn("Wren: done.", out)
+        self.assertIn(f"seen by {self.char1.dbref}", out)
+        # positive control: the lines around it are shown as before
+        self.assertIn("Marta, the east room", out)
+        self.assertIn("Your key.", out)
+
+
     def test_a_compaction_summarises_what_was_done_and_never_splits_a_pair(self):
         self.pay()
         self.llm.enqueue(tool_calls([("give", {"args": f"{KEY} to Wren"})]), reply("Your key."))
@@ -383,6 +475,22 @@ class TestProtocols(ActionTestCase):
         self.assertFalse(npc_actions.use_text_protocol())
         with override_settings(AI_LLM_BASE_URL=None):
             self.assertTrue(npc_actions.use_text_protocol())
+
+    def test_a_server_refusing_tools_after_an_action_keeps_it_in_the_retry(self):
+        refusal = {"error": {"message": "tool messages are not supported",
+                             "type": "invalid_request_error"}}
+        self.script.db.action_max_per_turn = 1
+        self.llm.enqueue(tool_calls([("look", {"args": ""})]), json_body(refusal, status=400),
+                         reply("A fine evening."))
+        self.turn("Marta, what do you see?")
+        self.assertIn("look: done", tool_messages(self.llm.requests[-2])[0])
+        retry = self.llm.requests[-1]
+        self.assertNotIn("tools", retry)
+        # the look was done before the refusal: the retry shows it, counts it and stores it once
+        self.assertIn("(RESULT: look: done.", prompt_text(retry))
+        self.assertIn("No more actions this turn", prompt_text(retry))
+        self.assertEqual(len(self.action_records()), 1)
+        self.assertEqual(self.script.history[-1]["content"], "A fine evening.")
 
     def test_the_history_budget_reserves_room_for_the_actions(self):
         self.script.db.actions = []

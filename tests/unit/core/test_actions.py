@@ -11,7 +11,9 @@ from ai_contrib.core.actions import (
     check_args,
     from_tool_call,
     make_call,
+    archived_action_text,
     parse_action_line,
+    without_action_line,
     result_text,
     tool_schemas,
 )
@@ -138,3 +140,23 @@ def test_cuts_never_split_an_action_from_its_result_and_masks_keep_the_pair():
     shown = render_for_chat(after[2])
     assert shown["content"].startswith("(You: [TOOL OUTPUT ARCHIVED - seq 2] give:")
     assert make_masked(history[2], "give")["tool_call_id"] == "c0"
+
+
+def test_without_action_line_keeps_what_the_reply_says_besides_the_action():
+    assert without_action_line("ACTION: look\nA quiet night.") == "A quiet night."
+    assert without_action_line("\n**ACTION:** give key to Wren\n\nHere.") == "Here."
+    assert without_action_line("ACTION: look") == ""
+    # a reply asking for no action is kept whole, an ACTION line quoted later included
+    said = "Wren said:\nACTION: give key to Wren"
+    assert without_action_line(said) == said
+
+
+def test_archived_action_text_reads_a_call_and_its_result():
+    meta = {"type": "action", "audience": ["#3"]}
+    call = {"role": "assistant", "content": "", "metadata": meta, "tool_calls": [
+        {"id": "c1", "function": {"name": "give", "arguments": '{"args": "key to Wren"}'}}]}
+    result = {"role": "tool", "content": "give key to Wren: done.", "metadata": meta}
+    assert archived_action_text(call) == "calls give(key to Wren)"
+    assert archived_action_text(result) == "(seen by #3) give key to Wren: done."
+    # a line that is no action is left to the table as it is
+    assert archived_action_text({"role": "user", "content": "hi", "metadata": {}}) is None
