@@ -998,6 +998,9 @@ def ask_in_game(conv, system, npc, args, meter, progress, rows):
         errors += bool(error)
         return text or UNANSWERED_REPLY
 
+    from ai_contrib.core.tokens import count_message_tokens
+
+    previous = None  # the last prompt: what the server's prefix cache holds
     progress.stage(f"{conv.sample_id} {system} in a game", len(conv.questions), "q")
     for i, q in enumerate(conv.questions):
         progress.update(i, llm_calls=meter.of(system))
@@ -1010,6 +1013,8 @@ def ask_in_game(conv, system, npc, args, meter, progress, rows):
             row = question_row(conv, metrics.game_label(system, turn), q, prompt, memories,
                                answered=False, question_line=f"{conv.player_name}: {line}")
             row.update(turn_s=round(time.perf_counter() - started, 3),
+                       evaluated_tokens=metrics.evaluated_tokens(previous, prompt,
+                                                                 count_message_tokens),
                        asks=recall.get("asks"), allowance=recall.get("allowance"),
                        new_memory_tokens=recall.get("new_tokens", 0),
                        left_out_for_time=recall.get("left_out", 0)
@@ -1017,6 +1022,7 @@ def ask_in_game(conv, system, npc, args, meter, progress, rows):
             if args.keep_prompts:
                 row["prompt"] = prompt
             rows.append(row)
+            previous = prompt
     progress.update(len(conv.questions), llm_calls=meter.of(system))
     progress.close()
     return errors

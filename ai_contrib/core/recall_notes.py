@@ -94,11 +94,12 @@ def withdraw(notes, items, withdrawn) -> tuple:
 TOPIC_ITEMS = 3
 
 #: what a question about the past may spend giving up other subjects' notes (the prompt after
-#: them evaluated again), in note allowances, beside the allowance of its own note: without it
-#: the notes of subjects a few questions back, once newer notes sit after them, cost more to
-#: give up than one allowance and keep half the budget for good (tuned on the first 40
-#: questions of LoCoMo conv-26 and conv-41: 1, 2 and 3 tried; docs/benchmarks.md)
-QUESTION_DROP_SHARE = 2
+#: them evaluated again), in note allowances, beside the allowance of its own note: taken from
+#: the note's, the notes of subjects a few questions back, once newer notes sit after them,
+#: cost more to give up than is left and keep half the budget for good. Twice gained a little
+#: evidence and doubled the tokens the second reply on a subject evaluates (docs/design.md,
+#: "Recall notes")
+QUESTION_DROP_SHARE = 1
 
 #: share of the memory budget a note added beside shown notes may take, and a change of subject
 #: frees by giving up the newest notes first: the next subject then finds room without giving

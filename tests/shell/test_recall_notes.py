@@ -146,7 +146,7 @@ def test_a_question_about_the_past_gives_up_old_subjects_and_keeps_its_own():
     assert roomy["new"]["tokens"] <= 36 // QUESTION_DROP_SHARE + 1
 
 
-def test_a_new_subject_in_small_talk_gives_up_notes_within_one_allowance():
+def test_a_question_gives_notes_up_beside_its_notes_allowance():
     def note(anchor, *keys):
         items = [item(key, 8) for key in keys]
         return {"anchor": anchor, "audience": None, "items": items, "text": render(items),
@@ -154,19 +154,20 @@ def test_a_new_subject_in_small_talk_gives_up_notes_within_one_allowance():
 
     notes = [note("m1", "a", "a2", "a3"), note("m2", "b", "b2")]  # 49 of 50 tokens
     ids = {"m1", "m2", "m3"}
-    other = [item("u", 3), item("v", 3)]
+    other = [item("u", 3), item("v", 3)]  # a note of "u" alone: 6 tokens
     costs = {"m1": 28, "m2": 12, "m3": 1}
-    # small talk on a new subject: the newest note (cost 12) fits an allowance of 15, the
-    # older one (cost 28) does not
+    # small talk on a new subject: giving up the newest note (cost 12) fits an allowance of
+    # 15, the older one (cost 28) does not; what is left of the allowance (3) holds no note
     talk = plan_recall(notes, other, "m3", ids, 50, render, count, new_tokens=15,
                        anchor_cost=costs)
-    assert talk["dropped"] == 1
+    assert talk["dropped"] == 1 and talk["new"] is None
     assert [i["key"] for i in talk["shown"][0]["items"]] == ["a", "a2", "a3"]
-    # a question about the past may spend QUESTION_DROP_SHARE allowances giving notes up
-    assert QUESTION_DROP_SHARE * 15 > 28
+    # a question about the past gives notes up from its own QUESTION_DROP_SHARE allowances:
+    # its note keeps the whole allowance
     question = plan_recall(notes, other, "m3", ids, 50, render, count, new_tokens=15,
                            anchor_cost=costs, asking=True)
-    assert question["dropped"] == 2 and question["new"] is not None
+    assert question["dropped"] == (2 if QUESTION_DROP_SHARE * 15 > 28 else 1)
+    assert [i["key"] for i in question["new"]["items"]] == ["u", "v"]
 
 
 def test_follow_up_questions_on_one_subject_keep_its_notes_and_give_up_older_subjects():
