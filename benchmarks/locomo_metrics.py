@@ -871,7 +871,8 @@ def versus_full_rows(rows, systems, reference="full"):
 MEMORY_HEADER = ["system", "conversation", "facts journaled", "facts rejected",
                  "facts replaced by their line", "summaries scored",
                  "fidelity min", "fidelity median", "replaced by an extract",
-                 "rejected", "max unsupported names+numbers %"]
+                 "rejected", "max unsupported names+numbers %",
+                 "invented quotes in context", "invented quotes in journal"]
 
 
 def memory_table_rows(systems, stats):
@@ -890,7 +891,9 @@ def memory_table_rows(systems, stats):
             "rejected", "replaced"} (ints; a plain int, from a run before the check, is the
             journaled count)}, "summary_fidelity": [float], "fidelity_replaced": int,
             "fidelity_rejected": int, "max_unsupported_share": float | None, "facts": int,
-            "facts_rejected": int, "facts_replaced": int}}``; systems without
+            "facts_rejected": int, "facts_replaced": int, "invented_quotes_context": int,
+            "invented_quotes_journal": int (:func:`invented_quotes`)}}``;
+            systems without
             ``facts_by_conversation`` (baselines) get no row.
 
     Returns:
@@ -909,7 +912,7 @@ def memory_table_rows(systems, stats):
                 facts = {"journaled": facts}
             rows.append([system, conversation, facts.get("journaled", 0),
                          facts.get("rejected", "-"), facts.get("replaced", "-"),
-                         "", "", "", "", "", ""])
+                         "", "", "", "", "", "", "", ""])
         scores = s.get("summary_fidelity") or []
         worst = s.get("max_unsupported_share")
         rows.append([
@@ -919,5 +922,33 @@ def memory_table_rows(systems, stats):
             _num(statistics.median(scores), 2) if scores else "-",
             s.get("fidelity_replaced", 0), s.get("fidelity_rejected", 0),
             "-" if worst is None else _pct(worst),
+            s.get("invented_quotes_context", "-"), s.get("invented_quotes_journal", "-"),
         ])
     return rows
+
+
+def invented_quotes(history, archived, entries):
+    """
+    Quotes nobody said that a run left where a prompt reads them (``docs/design.md``, "Summary
+    fidelity", quotes): ``{"context": failed quotes in the summaries in context, "journal":
+    failed quotes in journal entries}``, each checked by
+    :func:`ai_contrib.core.quotes.check_quotes` against every line of the archive and the
+    history (what the speakers said).
+
+    Args:
+        history (list[dict]): the runtime history (summaries are its markers).
+        archived (list[dict]): the archive's messages. entries (list[dict]): journal entries.
+    """
+    from ai_contrib.core.fidelity import message_texts
+    from ai_contrib.core.messages import is_marker
+    from ai_contrib.core.quotes import check_quotes, speaker_lines
+
+    # what was said, never what a summary says was said: a summary's quotes would vouch for
+    # themselves
+    said = speaker_lines([m for m in list(archived) + list(history)
+                          if m.get("role") in ("user", "assistant") and not is_marker(m)])
+    in_context = sum(len(check_quotes(text, said).failures)
+                     for _position, _msg, text, summary in message_texts(history) if summary)
+    in_journal = sum(len(check_quotes(str(e.get("text") or ""), said).failures)
+                     for e in entries)
+    return {"context": in_context, "journal": in_journal}

@@ -350,3 +350,19 @@ def test_the_evaluated_tokens_table_sets_each_reply_beside_the_small_talk():
     assert table["reply 1"][2:] == [3, "450", "600", "6.00", "3.00"]
     assert table["small talk"][5] == "1.00" and table["reply 2"][5] == "2.00"
     assert m.game_evaluated_rows(["mask"], rows[:5]) == []
+
+
+def test_invented_quotes_are_counted_where_a_prompt_reads_them():
+    from ai_contrib.core.summary import make_marker
+
+    said = [{"id": "a1", "role": "user", "name": "Caroline", "content": "My son hurt his leg."},
+            {"id": "a2", "role": "assistant", "name": "Melanie", "content": "Oh no, I am sorry."}]
+    summary = ('- Caroline said: "My son hurt his leg."\n'
+               '- Caroline said: "My brother crashed the car."')
+    marker = make_marker(summary, said, 40, 20)
+    entries = [{"text": 'Melanie said: "Oh no, I am sorry."'},
+               {"text": 'Melanie said: "I will drive him home."'}, {"text": "No quote here."}]
+    counts = m.invented_quotes([marker], said, entries)
+    # one invented quote in the summary, one in the journal; the true quotes pass (control)
+    assert counts == {"context": 1, "journal": 1}
+    assert m.invented_quotes([], said, entries[:1]) == {"context": 0, "journal": 0}
