@@ -80,7 +80,7 @@ bench-locomo: install
 # lines embedded included; BENCH_ARGS="--paths afresh" for the afresh path alone, about 5 min)
 # or the tuning set that defaults are chosen on (conv-26, 41, 43)
 bench-locomo-report: install
-	$(PY) benchmarks/locomo.py --systems mask,full --no-extraction --split report $(BENCH_ARGS)
+	$(PY) benchmarks/locomo.py --systems mask,full --no-extraction --split report --small-talk $(BENCH_ARGS)
 
 bench-locomo-tune: install
 	$(PY) benchmarks/locomo.py --systems mask,full --no-extraction --split tuning $(BENCH_ARGS)

@@ -726,8 +726,10 @@ class PipelineNPC:
         journal = self.npc.db.journal or {}
         entries = list(journal.get("entries") or [])
         facts = sum(1 for e in entries if e.get("source_type") != "compaction")
-        checks = fact_checks(entries, self.script.archive.messages())
+        archived = self.script.archive.messages()
+        checks = fact_checks(entries, archived)
         scores = [f["score"] for f in fidelity]
+        invented = metrics.invented_quotes(self.script.history, archived, entries)
         return {
             "summary_fidelity": scores,
             "fidelity_replaced": sum(1 for f in fidelity if f.get("replaced")),
@@ -747,6 +749,8 @@ class PipelineNPC:
             "facts_rejected": checks["rejected"],
             "facts_replaced": checks["replaced"],
             "journal_entries": len(entries),
+            "invented_quotes_context": invented["context"],
+            "invented_quotes_journal": invented["journal"],
             "final_tokens": self.script.token_count(),
             "messages_in_context": len(self.script.history),
         }
@@ -998,6 +1002,9 @@ def ask_in_game(conv, system, npc, args, meter, progress, rows):
         errors += bool(error)
         return text or UNANSWERED_REPLY
 
+    from ai_contrib.core.tokens import count_message_tokens
+
+    previous = None  # the last prompt: what the server's prefix cache holds
     progress.stage(f"{conv.sample_id} {system} in a game", len(conv.questions), "q")
     for i, q in enumerate(conv.questions):
         progress.update(i, llm_calls=meter.of(system))
@@ -1010,6 +1017,8 @@ def ask_in_game(conv, system, npc, args, meter, progress, rows):
             row = question_row(conv, metrics.game_label(system, turn), q, prompt, memories,
                                answered=False, question_line=f"{conv.player_name}: {line}")
             row.update(turn_s=round(time.perf_counter() - started, 3),
+                       evaluated_tokens=metrics.evaluated_tokens(previous, prompt,
+                                                                 count_message_tokens),
                        asks=recall.get("asks"), allowance=recall.get("allowance"),
                        new_memory_tokens=recall.get("new_tokens", 0),
                        left_out_for_time=recall.get("left_out", 0)
@@ -1017,6 +1026,7 @@ def ask_in_game(conv, system, npc, args, meter, progress, rows):
             if args.keep_prompts:
                 row["prompt"] = prompt
             rows.append(row)
+            previous = prompt
     progress.update(len(conv.questions), llm_calls=meter.of(system))
     progress.close()
     return errors
@@ -1039,7 +1049,8 @@ def run_conversation(sample, systems, args, meter, progress, rows, stats, detail
         entry["wall_s"] += result["replay_s"] + result["qa_s"]
         for key in ("replay_s", "qa_s", "answer_errors", "compactions", "failed_compactions",
                     "evictions", "masks", "facts", "facts_rejected", "facts_replaced",
-                    "final_tokens", "fidelity_replaced", "fidelity_rejected"):
+                    "final_tokens", "fidelity_replaced", "fidelity_rejected",
+                    "invented_quotes_context", "invented_quotes_journal"):
             entry[key] += result.get(key, 0)
         if system not in BASELINES:
             entry.setdefault("summary_fidelity", []).extend(result.get("summary_fidelity", []))

@@ -604,6 +604,66 @@ def game_path_rows(summary, systems, rows):
 
 GAME_TIME_HEADER = ["system", "turn", "n", "reply s median", "reply s p95",
                     "x small talk (median)"]
+GAME_EVALUATED_HEADER = ["system", "turn", "n", "evaluated tokens median",
+                         "evaluated tokens p95", "x small talk (median)",
+                         "evaluation s median at 150 tokens/s"]
+#: the embedded model's prompt speed the client assumes until it has measured one
+#: (``docs/design.md``, "Recall notes"), for the evaluated-tokens table's seconds
+EMBEDDED_PROMPT_SPEED = 150
+
+
+def evaluated_tokens(previous, prompt, count) -> int:
+    """
+    Tokens a server with a prefix cache (llama.cpp's slot cache) evaluates for ``prompt`` after
+    ``previous``: those of the messages from the first one that differs, at message granularity
+    (a message that changed counts whole: an upper bound).
+
+    Args:
+        previous (list[dict] | None): the last prompt sent (None: nothing cached).
+        prompt (list[dict]): message dicts ``{"role", "content", ...}``.
+        count (callable): ``message dict -> int`` tokens.
+
+    Returns:
+        int: tokens.
+    """
+    same = 0
+    for old, new in zip(previous or (), prompt):
+        if old != new:
+            break
+        same += 1
+    return sum(count(message) for message in prompt[same:])
+
+
+def game_evaluated_rows(systems, rows):
+    """
+    Rows of the evaluated-tokens table of the game path (``--small-talk``): the median and p95
+    tokens each turn's prompt made the server evaluate (a row's ``evaluated_tokens``,
+    :func:`evaluated_tokens`) for the replies to a question, its follow-ups and the small talk
+    after them, each median over the small talk's, and the median in seconds at
+    :data:`EMBEDDED_PROMPT_SPEED`. What differs between a memory reply and small talk is this
+    evaluation (the answer's generation is the same on average), so the ratio bounds the ratio
+    of whole reply times from above.
+
+    Returns:
+        list[list]: one row per system and turn; empty when the run had no small talk.
+    """
+    out = []
+    for system in systems:
+        values = {turn: sorted(r["evaluated_tokens"] for r in rows
+                               if r["system"] == game_label(system, turn)
+                               and r.get("evaluated_tokens") is not None)
+                  for turn in (*GAME_TURNS, SMALL_TALK_TURN)}
+        base = _median(values[SMALL_TALK_TURN])
+        if not base:
+            continue
+        for turn, tokens in values.items():
+            if tokens:
+                p95 = tokens[min(len(tokens) - 1, int(0.95 * len(tokens)))]
+                median = _median(tokens)
+                out.append([system, turn if turn == SMALL_TALK_TURN else f"reply {turn}",
+                            len(tokens), _num(median), _num(p95), _num(median / base, 2),
+                            _num(median / EMBEDDED_PROMPT_SPEED, 2)])
+    return out
 
 
 def game_time_rows(systems, rows):
@@ -698,6 +758,10 @@ def format_report(summary, systems, stats, with_f1, rows_by_question=None):
     if game:
         parts += ["", "## In a game: the questions asked in the flow of the talk, categories 1-4",
                   "", markdown_table(GAME_HEADER, game)]
+    evaluated = game_evaluated_rows(systems, rows_by_question or [])
+    if evaluated:
+        parts += ["", "## Prompt evaluation per reply in a game (a prefix cache, message "
+                  "granularity)", "", markdown_table(GAME_EVALUATED_HEADER, evaluated)]
     timed = game_time_rows(systems, rows_by_question or []) if with_f1 else []
     if timed:
         parts += ["", "## Reply time in a game (the model answering each turn)", "",
@@ -807,7 +871,8 @@ def versus_full_rows(rows, systems, reference="full"):
 MEMORY_HEADER = ["system", "conversation", "facts journaled", "facts rejected",
                  "facts replaced by their line", "summaries scored",
                  "fidelity min", "fidelity median", "replaced by an extract",
-                 "rejected", "max unsupported names+numbers %"]
+                 "rejected", "max unsupported names+numbers %",
+                 "invented quotes in context", "invented quotes in journal"]
 
 
 def memory_table_rows(systems, stats):
@@ -826,7 +891,9 @@ def memory_table_rows(systems, stats):
             "rejected", "replaced"} (ints; a plain int, from a run before the check, is the
             journaled count)}, "summary_fidelity": [float], "fidelity_replaced": int,
             "fidelity_rejected": int, "max_unsupported_share": float | None, "facts": int,
-            "facts_rejected": int, "facts_replaced": int}}``; systems without
+            "facts_rejected": int, "facts_replaced": int, "invented_quotes_context": int,
+            "invented_quotes_journal": int (:func:`invented_quotes`)}}``;
+            systems without
             ``facts_by_conversation`` (baselines) get no row.
 
     Returns:
@@ -845,7 +912,7 @@ def memory_table_rows(systems, stats):
                 facts = {"journaled": facts}
             rows.append([system, conversation, facts.get("journaled", 0),
                          facts.get("rejected", "-"), facts.get("replaced", "-"),
-                         "", "", "", "", "", ""])
+                         "", "", "", "", "", "", "", ""])
         scores = s.get("summary_fidelity") or []
         worst = s.get("max_unsupported_share")
         rows.append([
@@ -855,5 +922,33 @@ def memory_table_rows(systems, stats):
             _num(statistics.median(scores), 2) if scores else "-",
             s.get("fidelity_replaced", 0), s.get("fidelity_rejected", 0),
             "-" if worst is None else _pct(worst),
+            s.get("invented_quotes_context", "-"), s.get("invented_quotes_journal", "-"),
         ])
     return rows
+
+
+def invented_quotes(history, archived, entries):
+    """
+    Quotes nobody said that a run left where a prompt reads them (``docs/design.md``, "Summary
+    fidelity", quotes): ``{"context": failed quotes in the summaries in context, "journal":
+    failed quotes in journal entries}``, each checked by
+    :func:`ai_contrib.core.quotes.check_quotes` against every line of the archive and the
+    history (what the speakers said).
+
+    Args:
+        history (list[dict]): the runtime history (summaries are its markers).
+        archived (list[dict]): the archive's messages. entries (list[dict]): journal entries.
+    """
+    from ai_contrib.core.fidelity import message_texts
+    from ai_contrib.core.messages import is_marker
+    from ai_contrib.core.quotes import check_quotes, speaker_lines
+
+    # what was said, never what a summary says was said: a summary's quotes would vouch for
+    # themselves
+    said = speaker_lines([m for m in list(archived) + list(history)
+                          if m.get("role") in ("user", "assistant") and not is_marker(m)])
+    in_context = sum(len(check_quotes(text, said).failures)
+                     for _position, _msg, text, summary in message_texts(history) if summary)
+    in_journal = sum(len(check_quotes(str(e.get("text") or ""), said).failures)
+                     for e in entries)
+    return {"context": in_context, "journal": in_journal}

@@ -93,6 +93,14 @@ def withdraw(notes, items, withdrawn) -> tuple:
 #: the turn's best candidates looked at to tell a change of subject (none of them shown yet)
 TOPIC_ITEMS = 3
 
+#: what a question about the past may spend giving up other subjects' notes (the prompt after
+#: them evaluated again), in note allowances, beside the allowance of its own note: taken from
+#: the note's, the notes of subjects a few questions back, once newer notes sit after them,
+#: cost more to give up than is left and keep half the budget for good. Twice gained a little
+#: evidence and doubled the tokens the second reply on a subject evaluates (docs/design.md,
+#: "Recall notes")
+QUESTION_DROP_SHARE = 1
+
 #: share of the memory budget a note added beside shown notes may take, and a change of subject
 #: frees by giving up the newest notes first: the next subject then finds room without giving
 #: up the oldest note, which costs the cache nearly the whole prompt
@@ -175,12 +183,14 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     allowance too, on every later turn, not only the next (:func:`lost_marks`: the NPC keeps a
     mark of the notes its listeners lost): its notes would otherwise take the whole budget in
     the middle of the talk, again whenever a note had been lost a turn before. When
-    none of the turn's best :data:`TOPIC_ITEMS` candidates is shown, the subject has changed:
-    the newest shown notes are given up, one at a time, until :data:`TOPIC_ROOM` of the budget
-    is free, but only while what giving one up costs (``anchor_cost``: the prompt after its
-    anchor, evaluated again) fits the allowance. The newest first, because giving up a note
-    costs the cache everything after its anchor, and the newest anchor has the least after it;
-    older notes stay in the cached prefix until compaction takes their anchors.
+    none of the turn's best :data:`TOPIC_ITEMS` candidates is shown and no shown note is
+    mostly among its candidates, the subject has changed: the newest shown notes are given
+    up, one at a time, until :data:`TOPIC_ROOM` of the budget is free, but only while what
+    giving one up costs (``anchor_cost``: the prompt after its anchor, evaluated again) fits
+    the allowance (for a question about the past, :data:`QUESTION_DROP_SHARE` allowances of
+    its own, beside its note's). The newest first, because giving up a note costs the cache
+    everything after its anchor, and the newest anchor has the least after it; older notes
+    stay in the cached prefix until compaction takes their anchors.
 
     Args:
         notes (list[dict]): the NPC's notes so far, oldest first.
@@ -217,14 +227,8 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     notes, items, erased = withdraw(notes, items, withdrawn)
     allowance = float("inf") if new_tokens is None else max(0, int(new_tokens))
     alive, gone, compacted, shown = _split(notes, history_ids, listeners)
-    top = {item["key"] for item in items[:TOPIC_ITEMS]}
-    going_on = bool(top & _shown_keys(shown))  # else the subject has changed
-    dropped, spent = [], 0
-    if shown and items and (asking or not going_on):
-        # a change of subject, or a question about the past: the subject's notes stay
-        shown, dropped, spent = _make_room(
-            shown, budget_tokens, allowance, anchor_cost, top,
-            {item["key"] for item in items} if going_on else frozenset())
+    shown, dropped, spent = _room_for_turn(shown, items, asking, budget_tokens, allowance,
+                                           anchor_cost)
     keys = _shown_keys(shown)
     fresh = [item for item in items if item["key"] not in keys]
     rooms = [_note_room(budget_tokens, shown, limit, compacted, dropped, spent)
@@ -239,6 +243,32 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     return {"notes": state, "shown": shown, "new": new, "dropped": len(dropped),
             "left_out": len(fresh) - len(chosen), "withdrawn": erased,
             "room_limited": bool(timed and len(fresh) > len(chosen))}
+
+
+def _room_for_turn(shown, items, asking, budget_tokens, allowance, anchor_cost):
+    """
+    The notes given up for the turn (:func:`plan_recall`): on a change of subject or a
+    question about the past, :func:`_make_room`; a question gives notes up from its own
+    :data:`QUESTION_DROP_SHARE` allowances, so what it spends there is not taken from its
+    note's.
+
+    Returns:
+        tuple: ``(shown, dropped, spent)``: as :func:`_make_room`, ``spent`` being what the new
+        note's room pays for (0 for a question).
+    """
+    top = {item["key"] for item in items[:TOPIC_ITEMS]}
+    candidates = {item["key"] for item in items}
+    # else the subject has changed; a follow-up whose wording moves the best three still
+    # goes on when a shown note is mostly this turn's candidates
+    going_on = bool(top & _shown_keys(shown)) or any(
+        _on_subject(note, candidates) for note in shown)
+    if not (shown and items and (asking or not going_on)):
+        return shown, [], 0
+    # a change of subject, or a question about the past: the subject's notes stay
+    shown, dropped, spent = _make_room(
+        shown, budget_tokens, allowance * QUESTION_DROP_SHARE if asking else allowance,
+        anchor_cost, candidates)
+    return shown, dropped, 0 if asking else spent
 
 
 def _split(notes, history_ids, listeners):
@@ -263,32 +293,35 @@ def _shown_keys(shown):
     return {item["key"] for note in shown for item in note["items"]}
 
 
-def _make_room(shown, budget_tokens, allowance, anchor_cost, keep_keys=frozenset(),
-               subject_keys=frozenset()):
+def _on_subject(note, subject_keys):
+    """Whether a shown ``note`` is on the turn's subject: most of its items are among
+    ``subject_keys`` (the turn's candidates), as the notes of the subject's earlier turns are.
+    One shared item is not enough: the best candidate of many questions is the same few
+    lines, and a note kept for one of them keeps the older notes behind it, which then cost
+    more to give up than a reply may evaluate; the item itself comes back in the new note."""
+    held = _shown_keys([note])
+    return 2 * len(held & subject_keys) > len(held) > 0
+
+
+def _make_room(shown, budget_tokens, allowance, anchor_cost, subject_keys=frozenset()):
     """
     On a change of subject or a question about the past: give up the newest ``shown`` notes,
     one at a time, until :data:`TOPIC_ROOM` of ``budget_tokens`` is free, while what giving one
     up costs (the tokens after its anchor, ``anchor_cost``, and of the notes kept after it;
     None: nothing) stays under ``allowance`` (:func:`plan_recall`). A note on the turn's
-    subject stays: one holding one of ``keep_keys`` (the turn's best candidates), or one most
-    of whose items are among ``subject_keys`` (the turn's candidates, when the talk goes on
-    about a subject: the notes of its earlier turns). So a run of questions on one subject
-    gathers its notes turn after turn, up to the whole budget.
+    subject (:func:`_on_subject` of ``subject_keys``, the turn's candidates) stays. So a run
+    of questions on one subject gathers its notes turn after turn, up to the whole budget.
 
     Returns:
         tuple: ``(shown, dropped, spent)``: the notes still shown (a new list), those given up
         (newest first), and the tokens giving them up costs (the most any one costs: the
         prompt after the oldest anchor given up is evaluated again once).
     """
-    def on_subject(note):
-        held = _shown_keys([note])
-        return bool(keep_keys & held) or 2 * len(held & subject_keys) > len(held) > 0
-
     shown, dropped, spent, kept_after = list(shown), [], 0, 0
     for note in reversed(list(shown)):
         if budget_tokens - sum(n["tokens"] for n in shown) >= budget_tokens * TOPIC_ROOM:
             break
-        if on_subject(note):
+        if _on_subject(note, subject_keys):
             kept_after += note["tokens"]  # evaluated again if an older note is given up
             continue
         cost = (anchor_cost or {}).get(note["anchor"], 0) + kept_after \

@@ -20,7 +20,8 @@ A *receipt*::
      "world_skipped": [{"key": str, "part": str,  # world left out: for room ("budget"), or
                         "reason": str}],          # withdrawn by staff (ai_contrib.npc.world)
      "recall": {"asks": "remember" | "past" | "name" | None, "allowance": int | None,
-                "left_out": int, "room_limited": bool},  # the new note's time allowance
+                "left_out": int, "room_limited": bool,  # the new note's time allowance
+                "follows": bool},  # a follow-up: retrieval asked about the subject in hand
      "cut_for_time": {"new_notes": int, "history_from": str | None},  # built from less: the
                 # server could not evaluate the whole prompt in time (ai_contrib.npc.deadline)
      "memories": [{"source": "archive" | "mem0", "ref": str, "kind": str, "score": float,
@@ -199,11 +200,12 @@ ASKS_WORDS = {"remember": "asks to remember", "past": "asks about the past",
 def describe_recall(recall) -> str:
     """
     The time a reply had for new memories, in words: ``"asks about the past: new memories up
-    to 450 tokens; 6 left out for time"`` (``docs/design.md``, "Recall notes").
+    to 450 tokens; 6 left out for time"``, ending ``"; a follow-up of the subject in hand"``
+    for a follow-up (``docs/design.md``, "Recall notes").
 
     Args:
         recall (dict | None): ``receipt["recall"]``: ``{"asks", "allowance", "left_out",
-            "room_limited"}``.
+            "room_limited", "follows"?}``.
 
     Returns:
         str: ``""`` for a receipt without it.
@@ -216,6 +218,8 @@ def describe_recall(recall) -> str:
     text = f"{asks}: {room}"
     if recall.get("room_limited") and recall.get("left_out"):
         text += f"; {recall['left_out']} left out for time"
+    if recall.get("follows"):
+        text += "; a follow-up of the subject in hand"
     return text
 
 

@@ -18,6 +18,7 @@ from twisted.internet import defer
 
 from ..core.audience import heard_by, may_hear
 from ..core.budget import note_allowance
+from ..core.follow_ups import remember_subject, turn_subject
 from ..core.past_questions import note_seconds, past_question
 from ..core.prompts import (
     assemble_sized_reply_prompt,
@@ -88,8 +89,14 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None):
         turn asks about the past: :func:`ai_contrib.core.past_questions.past_question`),
         "allowance": int | None (tokens the new note could take for time; None: no limit),
         "left_out": int (candidates that found no room), "room_limited": bool (left out for
-        time, not for the budget)} | None (no memory package)}``.
+        time, not for the budget), "follows": bool (a follow-up: retrieval asked about the
+        subject in hand, :func:`ai_contrib.core.follow_ups.turn_subject`)} | None (no memory
+        package)}``.
     """
+    # a follow-up ("What else comes to mind?") asks about the subject in hand, not its own words
+    # (docs/design.md, "Recall notes")
+    audience = None if listeners is None else tuple(sorted(listeners))
+    query, follows = turn_subject(query, script.ndb.recall_subjects or {}, audience)
     d = _optional_retrieval(character, "related_memory_context", script, character, query,
                             listeners)
 
@@ -106,6 +113,9 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None):
         # a question about the past may evaluate more memories than small talk
         # (docs/design.md, "Recall notes")
         asks = past_question(query, (character.db.entity_profiles or {}).keys(), character.key)
+        if asks is not None:
+            script.ndb.recall_subjects = remember_subject(script.ndb.recall_subjects, audience,
+                                                          query)
         allowance = note_allowance(
             note_seconds(asks, script.cfg("memory_note_seconds"),
                          script.cfg("memory_question_seconds")),
@@ -127,7 +137,7 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None):
             "notes": [dict(note, new=note is new) for note in result["shown"]],
             "items": [dict(item, new=item["key"] in fresh) for item in items],
             "recall": {"asks": asks, "allowance": allowance, "left_out": result["left_out"],
-                       "room_limited": result["room_limited"]},
+                       "room_limited": result["room_limited"], "follows": follows},
         }
 
     return d.addCallback(plan)
@@ -731,3 +741,4 @@ def _overheard(character, npc, reply, heard, depth, thread=None):
         npc.at_heard_say(character, reply, audience=list(heard))
     finally:
         character.ndb.speaking = None
+

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ai_contrib.core.prompts import assemble_reply_prompt
-from ai_contrib.core.recall_notes import item_marks, plan_recall, visible_notes, withdraw
+from ai_contrib.core.recall_notes import (
+    QUESTION_DROP_SHARE, item_marks, plan_recall, visible_notes, withdraw)
 
 from tests.support.llm_double import reply
 from tests.support.npc_fixtures import NPCTestCase
@@ -120,26 +121,53 @@ def test_a_question_about_the_past_gives_up_old_subjects_and_keeps_its_own():
 
     notes = [note("m1", "a", "a2"), note("m2", "b", "b2"), note("m3", "q")]  # 51 of 60 tokens
     ids = {"m1", "m2", "m3", "m4"}
-    asked = [item("q", 8), item("b", 8), item("r", 8), item("s", 8)]
+    asked = [item("q", 8), item("b", 8), item("b2", 8), item("r", 8), item("s", 8)]
     # control: the turn's best candidate is shown, so without a question nothing is given up
     # and the full budget leaves the new memories no room
     plain = plan_recall(notes, asked, "m4", ids, 60, render, count)
     assert plain["dropped"] == 0 and plain["new"] is None
     question = plan_recall(notes, asked, "m4", ids, 60, render, count, asking=True)
-    # the note holding "q" and the one holding "b" are what the turn asks about: kept; the
-    # oldest subject is given up for the new memories
+    # the note holding "q" and the one holding "b" are what the turn asks about (all their
+    # items are candidates): kept; the oldest subject is given up for the new memories
     assert question["dropped"] == 1
     kept = [[i["key"] for i in n["items"]] for n in question["shown"]]
     assert kept[:2] == [["b", "b2"], ["q"]] and kept[2][0] == "r"
-    # giving a note up costs what follows it, the notes kept after it included: with an
-    # allowance below that, nothing is given up
+    # giving a note up costs what follows it, the notes kept after it included (5 + 20 + 11
+    # tokens): a question may spend QUESTION_DROP_SHARE allowances on it, beside its note's
     costs = {"m1": 5, "m2": 3, "m3": 1, "m4": 1}
     tight = plan_recall(notes, asked, "m4", ids, 60, render, count, asking=True,
-                        new_tokens=25, anchor_cost=costs)
+                        new_tokens=36 // QUESTION_DROP_SHARE,
+                        anchor_cost=costs)
     assert tight["dropped"] == 0
     roomy = plan_recall(notes, asked, "m4", ids, 60, render, count, asking=True,
-                        new_tokens=60, anchor_cost=costs)
-    assert roomy["dropped"] == 1
+                        new_tokens=36 // QUESTION_DROP_SHARE + 1, anchor_cost=costs)
+    assert roomy["dropped"] == 1 and roomy["new"]["items"][0]["key"] == "r"
+    # the note still has its own allowance: giving up the old note did not use it
+    assert roomy["new"]["tokens"] <= 36 // QUESTION_DROP_SHARE + 1
+
+
+def test_a_question_gives_notes_up_beside_its_notes_allowance():
+    def note(anchor, *keys):
+        items = [item(key, 8) for key in keys]
+        return {"anchor": anchor, "audience": None, "items": items, "text": render(items),
+                "tokens": count(render(items))}
+
+    notes = [note("m1", "a", "a2", "a3"), note("m2", "b", "b2")]  # 49 of 50 tokens
+    ids = {"m1", "m2", "m3"}
+    other = [item("u", 3), item("v", 3)]  # a note of "u" alone: 6 tokens
+    costs = {"m1": 28, "m2": 12, "m3": 1}
+    # small talk on a new subject: giving up the newest note (cost 12) fits an allowance of
+    # 15, the older one (cost 28) does not; what is left of the allowance (3) holds no note
+    talk = plan_recall(notes, other, "m3", ids, 50, render, count, new_tokens=15,
+                       anchor_cost=costs)
+    assert talk["dropped"] == 1 and talk["new"] is None
+    assert [i["key"] for i in talk["shown"][0]["items"]] == ["a", "a2", "a3"]
+    # a question about the past gives notes up from its own QUESTION_DROP_SHARE allowances:
+    # its note keeps the whole allowance
+    question = plan_recall(notes, other, "m3", ids, 50, render, count, new_tokens=15,
+                           anchor_cost=costs, asking=True)
+    assert question["dropped"] == (2 if QUESTION_DROP_SHARE * 15 > 28 else 1)
+    assert [i["key"] for i in question["new"]["items"]] == ["u", "v"]
 
 
 def test_follow_up_questions_on_one_subject_keep_its_notes_and_give_up_older_subjects():
@@ -159,10 +187,16 @@ def test_follow_up_questions_on_one_subject_keep_its_notes_and_give_up_older_sub
     # the older subject is given up for the new memories
     assert ["r", "s"] in kept and ["x", "x2"] not in kept and third["dropped"] == 1
     assert kept[-1][0] == "b"
-    # control: on a new subject (none of its best candidates shown) the same note is given up
-    other = [item(key, 8) for key in ("u", "v", "w", "r", "s")]
+    # control: on a new subject (none of its best candidates shown, no note mostly among its
+    # candidates) the same note is given up
+    other = [item(key, 8) for key in ("u", "v", "w", "r", "t")]
     fresh = plan_recall(notes, other, "m4", ids, 60, render, count, asking=True)
     assert ["r", "s"] not in [[i["key"] for i in n["items"]] for n in fresh["shown"]]
+    # a follow-up whose best three moved still goes on while a shown note is mostly among
+    # its candidates: that note stays
+    moved = [item(key, 8) for key in ("u", "v", "w", "r", "s")]
+    going_on = plan_recall(notes, moved, "m4", ids, 60, render, count, asking=True)
+    assert ["r", "s"] in [[i["key"] for i in n["items"]] for n in going_on["shown"]]
 
 
 def test_the_first_note_may_fill_the_budget_and_a_note_beside_it_takes_at_most_half():
@@ -436,9 +470,29 @@ class AQuestionAboutThePastGetsTime(NPCTestCase):
         # the admin's receipt screen says it in words
         self.call_receipt_screen("asks to remember: new memories up to 200 tokens")
 
+    def test_a_follow_up_asks_about_the_subject_in_hand(self):
+        with override_settings(AI_MEMORY_ENABLED=False, AI_PROMPT_TOKENS_PER_SECOND=100,
+                               AI_MEMORY_NOTE_SECONDS=0.05, AI_MEMORY_QUESTION_SECONDS=2.0,
+                               AI_MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT=0,
+                               AI_MEMORY_RETRIEVAL_SESSION_WEIGHT=0):
+            # control: with no subject in hand, a bare follow-up is small talk
+            idle = self.ask("Anything else?")
+            self.assertIsNone(idle["recall"]["asks"])
+            self.assertEqual(idle["recall"]["allowance"], 5)
+            asked = self.ask("Do you remember where Wren sells her paintings?")
+            self.assertFalse(asked["recall"]["follows"])
+            more = self.ask("Anything else?")
+        # the follow-up is asked as the question was: a question's allowance, its subject
+        self.assertTrue(more["recall"]["follows"], more["recall"])
+        self.assertEqual((more["recall"]["asks"], more["recall"]["allowance"]),
+                         ("remember", 200))
+        shown = [m["text"] for m in more["memories"]]
+        self.assertTrue([t for t in shown if "harvest fair" in t], more["memories"])
+        self.call_receipt_screen("a follow-up of the subject in hand")
+
     def call_receipt_screen(self, expected):
         from ai_contrib.admin.history_command import CmdAIHistory
 
         self.char1.permissions.add("Developer")
         shown = self.call(CmdAIHistory(), "Marta/prompt", caller=self.char1)
-        self.assertIn(expected, shown)
+        self.assertIn(expected, " ".join(shown.split()))  # EvTable wraps long lines

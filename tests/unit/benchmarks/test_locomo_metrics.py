@@ -321,3 +321,48 @@ def test_the_reply_time_table_sets_each_reply_beside_the_small_talk_of_the_same_
     # without small talk in the run there is nothing to compare with: no table
     assert m.game_time_rows(["mask"], rows[:5]) == []
     assert m.game_time_rows(["other"], rows) == []
+
+
+def test_evaluated_tokens_count_the_prompt_after_its_common_prefix():
+    def msg(text):
+        return {"role": "user", "content": text}
+
+    def count(message):
+        return len(message["content"].split())
+
+    first = [msg("persona words here"), msg("one two"), msg("three")]
+    # nothing cached: the whole prompt
+    assert m.evaluated_tokens(None, first, count) == 6
+    # a prompt that goes on from the last: only the new message
+    assert m.evaluated_tokens(first, first + [msg("four five")], count) == 2
+    # a message changed early (a note given up): everything from it
+    changed = [first[0], msg("one"), first[2], msg("four five")]
+    assert m.evaluated_tokens(first, changed, count) == 4
+
+
+def test_the_evaluated_tokens_table_sets_each_reply_beside_the_small_talk():
+    def row(turn, tokens):
+        return {"system": m.game_label("mask", turn), "evaluated_tokens": tokens}
+
+    rows = [row(1, t) for t in (300, 600, 450)] + [row(2, 150), row(3, 75)] + [
+        row(m.SMALL_TALK_TURN, t) for t in (50, 75, 100)]
+    table = {r[1]: r for r in m.game_evaluated_rows(["mask"], rows)}
+    assert table["reply 1"][2:] == [3, "450", "600", "6.00", "3.00"]
+    assert table["small talk"][5] == "1.00" and table["reply 2"][5] == "2.00"
+    assert m.game_evaluated_rows(["mask"], rows[:5]) == []
+
+
+def test_invented_quotes_are_counted_where_a_prompt_reads_them():
+    from ai_contrib.core.summary import make_marker
+
+    said = [{"id": "a1", "role": "user", "name": "Caroline", "content": "My son hurt his leg."},
+            {"id": "a2", "role": "assistant", "name": "Melanie", "content": "Oh no, I am sorry."}]
+    summary = ('- Caroline said: "My son hurt his leg."\n'
+               '- Caroline said: "My brother crashed the car."')
+    marker = make_marker(summary, said, 40, 20)
+    entries = [{"text": 'Melanie said: "Oh no, I am sorry."'},
+               {"text": 'Melanie said: "I will drive him home."'}, {"text": "No quote here."}]
+    counts = m.invented_quotes([marker], said, entries)
+    # one invented quote in the summary, one in the journal; the true quotes pass (control)
+    assert counts == {"context": 1, "journal": 1}
+    assert m.invented_quotes([], said, entries[:1]) == {"context": 0, "journal": 0}
