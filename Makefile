@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-postgres demo demo-keep test test-fast test-core test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-report bench-locomo-tune bench-recall bench-scale bench-mem0 bench-embedded bench-defaults bench-world bench-village clean
+.PHONY: install install-postgres demo demo-keep test test-fast test-core test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-report bench-locomo-tune bench-recall bench-scale bench-mem0 bench-embedded bench-defaults bench-world bench-village bench-actions clean
 
 install: $(STAMP)
 
@@ -119,6 +119,12 @@ bench-world: install
 # and what a sleep's gossip costs (about 7 min on 2 cores)
 bench-village: install
 	$(PY) benchmarks/village.py $(BENCH_ARGS)
+
+# NPC actions: 69 fixed situations said to Marta through the real reply path, actions on and
+# off, on the embedded model (or the server AI_LLM_BASE_URL names); BENCH_ARGS="--max-situations
+# 22" for two of each kind
+bench-actions: install
+	$(PY) benchmarks/actions.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) demo-game demo-output bench-game
