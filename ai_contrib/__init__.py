@@ -5,8 +5,9 @@ Public names (import them from their modules inside a running game, where Evenni
 
 - ``ai_contrib.typeclasses``: ``AssistantCharacter`` (the NPC), ``AssistantScript`` (its mind),
   ``get_assistant_script``;
-- ``ai_contrib.commands``: ``AIContribCmdSet`` (``talk``, ``aihistory``, ``compact``,
-  ``aisleep``, ``aiwake``);
+- ``ai_contrib.commands``: ``AIContribCmdSet`` (``talk``, ``aitalk``, ``aihistory``,
+  ``compact``, ``aisleep``, ``aiwake``, ``aimemory``, ``ailist``, ``aiconfig``, ``aireset``,
+  ``aiforget``, ``destroy``, ``ailore``, ``aipin``, ``aigossip``, ``aiactions``);
 - ``ai_contrib.rag_memory``: ``compact_conversation_history``, ``run_sleep_tick``,
   ``run_pre_compaction_extraction``, ``DEFAULT_COMPACTION_PROMPT``;
 - ``ai_contrib.llm.summariser``: ``generate_context_summary`` (messages and token counts in,
