@@ -280,9 +280,11 @@ async def _strategy_round(game, transcript):
                 )
                 # an automatic compaction under way, or (mask) one that met the fresh output
                 # first and evicted or masked it: try again with a fresh one
-                if "nothing to compact" in outcome["compact"]:
-                    # an automatic compaction with this strategy landed just before and left
-                    # nothing for the forced one: the player says more, and it runs on that
+                if "nothing to compact" in outcome["compact"] or (
+                        "under way" in outcome["compact"] and "skipped" in outcome["compact"]):
+                    # an automatic compaction with this strategy landed just before (or the
+                    # forced one waited for it) and left nothing for the forced one: the
+                    # player says more, and it runs on that
                     await _talk(player, line)
                     continue
                 if "already compacting" not in outcome["compact"] and not (
