@@ -647,23 +647,31 @@ def game_evaluated_rows(systems, rows):
     Returns:
         list[list]: one row per system and turn; empty when the run had no small talk.
     """
-    out = []
+    return [[system, label, len(values), _num(median), _num(p95), _num(median / base, 2),
+             _num(median / EMBEDDED_PROMPT_SPEED, 2)]
+            for system, label, values, median, p95, base
+            in _beside_small_talk(systems, rows, "evaluated_tokens")]
+
+
+def _beside_small_talk(systems, rows, key):
+    """
+    ``(system, turn label, sorted values, median, p95, small talk's median)`` for each system
+    and game-path turn whose rows carry ``key``, the small talk last; none for a system whose
+    run had no small talk (:func:`game_evaluated_rows`, :func:`game_time_rows`).
+    """
     for system in systems:
-        values = {turn: sorted(r["evaluated_tokens"] for r in rows
-                               if r["system"] == game_label(system, turn)
-                               and r.get("evaluated_tokens") is not None)
-                  for turn in (*GAME_TURNS, SMALL_TALK_TURN)}
-        base = _median(values[SMALL_TALK_TURN])
+        by_turn = {turn: sorted(r[key] for r in rows
+                                if r["system"] == game_label(system, turn)
+                                and r.get(key) is not None)
+                   for turn in (*GAME_TURNS, SMALL_TALK_TURN)}
+        base = _median(by_turn[SMALL_TALK_TURN])
         if not base:
             continue
-        for turn, tokens in values.items():
-            if tokens:
-                p95 = tokens[min(len(tokens) - 1, int(0.95 * len(tokens)))]
-                median = _median(tokens)
-                out.append([system, turn if turn == SMALL_TALK_TURN else f"reply {turn}",
-                            len(tokens), _num(median), _num(p95), _num(median / base, 2),
-                            _num(median / EMBEDDED_PROMPT_SPEED, 2)])
-    return out
+        for turn, values in by_turn.items():
+            if values:
+                p95 = values[min(len(values) - 1, int(0.95 * len(values)))]
+                yield (system, turn if turn == SMALL_TALK_TURN else f"reply {turn}", values,
+                       _median(values), p95, base)
 
 
 def game_time_rows(systems, rows):
@@ -676,22 +684,9 @@ def game_time_rows(systems, rows):
     Returns:
         list[list]: one row per system and turn; empty when the run had no small talk.
     """
-    out = []
-    for system in systems:
-        times = {turn: sorted(r["turn_s"] for r in rows
-                              if r["system"] == game_label(system, turn)
-                              and r.get("turn_s") is not None)
-                 for turn in (*GAME_TURNS, SMALL_TALK_TURN)}
-        base = _median(times[SMALL_TALK_TURN])
-        if not base:
-            continue
-        for turn, values in times.items():
-            if values:
-                p95 = values[min(len(values) - 1, int(0.95 * len(values)))]
-                out.append([system, turn if turn == SMALL_TALK_TURN else f"reply {turn}",
-                            len(values), _num(_median(values), 2), _num(p95, 2),
-                            _num(_median(values) / base, 2)])
-    return out
+    return [[system, label, len(values), _num(median, 2), _num(p95, 2), _num(median / base, 2)]
+            for system, label, values, median, p95, base
+            in _beside_small_talk(systems, rows, "turn_s")]
 
 
 def _pct(value):
