@@ -3,8 +3,9 @@ The action cmdset: the game's commands an AI NPC may be given to run as itself
 (``docs/design.md``, "Actions").
 
 :class:`ActionCmdSet` holds the commands every Evennia game has: ``give``, ``get``, ``drop``,
-``pose`` (``emote``), ``look``, ``whisper`` and :class:`CmdGo` (moving through an exit, which
-Evennia otherwise offers as one command per exit). ``AI_ACTION_CMDSET`` names the cmdset the
+``pose`` (``emote``), ``look``, ``whisper``, :class:`CmdGo` (moving through an exit, which
+Evennia otherwise offers as one command per exit) and :class:`CmdRecall` (searching the NPC's own
+memories). ``AI_ACTION_CMDSET`` names the cmdset the
 contrib reads (this one by default); a game adds its own commands (a ``sell``, an ``unlock``) to
 a subclass and names that. Which of its commands one NPC may run is ``AI_ACTIONS``, or the
 NPC's own list (``aiactions``). The commands run through Evennia's command handler with the NPC
@@ -55,6 +56,29 @@ class CmdGo(MuxCommand):
                           cmdobj_key=exit_cmd.key)
 
 
+class CmdRecall(MuxCommand):
+    """
+    search your own memories of what was said and done
+
+    Usage:
+      recall <words>
+
+    Searches what you remember (your archive and your memories) for the words given, and
+    tells you only what everyone listening now could have heard.
+    """
+
+    key = "recall"
+    locks = "cmd:all()"
+    arg_regex = r"\s|$"
+    #: run by the action runner itself, never through the command handler: the search needs
+    #: the turn's listeners, which a command is not given (``ai_contrib.npc.actions``)
+    ai_recall = True
+
+    def func(self):
+        """Only an AI NPC recalls, as an action; typed by anyone else it says so."""
+        self.caller.msg("Only an AI NPC recalls, as one of its actions.")
+
+
 class ActionCmdSet(CmdSet):
     """The commands an NPC may be given by default: never added to anyone's cmdsets, only read
     by the action runner (:mod:`ai_contrib.npc.actions`)."""
@@ -62,7 +86,8 @@ class ActionCmdSet(CmdSet):
     key = "ai_actions"
 
     def at_cmdset_creation(self):
-        """Evennia's own give, get, drop, pose, look and whisper, and :class:`CmdGo`."""
+        """Evennia's own give, get, drop, pose, look and whisper, :class:`CmdGo` and
+        :class:`CmdRecall`."""
         from evennia.commands.default.general import (
             CmdDrop,
             CmdGet,
@@ -72,5 +97,6 @@ class ActionCmdSet(CmdSet):
             CmdWhisper,
         )
 
-        for command in (CmdGive, CmdGet, CmdDrop, CmdPose, CmdLook, CmdWhisper, CmdGo):
+        for command in (CmdGive, CmdGet, CmdDrop, CmdPose, CmdLook, CmdWhisper, CmdGo,
+                        CmdRecall):
             self.add(command())

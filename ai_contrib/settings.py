@@ -351,6 +351,11 @@ OPTIONS = (
         Option("ACTION_COOLDOWN", 5, INT,
                "Time after a turn in which the NPC acted during which it is offered no actions.",
                unit=SECONDS, per_npc=True),
+        Option("ACTION_RECALL_TOKENS", 150, INT,
+               "Longest result of the recall action (what the NPC finds in its memories); "
+               "where recall is offered, reserved in the history budget for each action a "
+               "turn may take.", unit=TOKENS,
+               per_npc=True, minimum=1),
         Option("ACTION_PROTOCOL", "auto", TEXT,
                "How the model asks for an action: \"tools\" (OpenAI tool calls), \"text\" (an "
                "ACTION: line), \"auto\" (text for the embedded model, else tools, text once a "

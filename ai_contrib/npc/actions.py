@@ -10,7 +10,8 @@ the server takes no tools), is told each result, and then speaks; at most
 (:mod:`ai_contrib.core.actions`), looked up in the NPC's actions (``AI_ACTIONS`` or its own
 list, of the commands of ``AI_ACTION_CMDSET``), offered to the game's hook
 (``character.at_ai_action``), checked against the command's ``cmd`` lock, and run through
-Evennia's command handler with the NPC as caller. Whatever goes wrong is the action's result,
+Evennia's command handler with the NPC as caller; the recall action (a search of the NPC's own
+memories for the turn's listeners, :func:`_recall`) is run here instead. Whatever goes wrong is the action's result,
 never the reply's failure. The calls and results are stored in the history as tool-call pairs,
 each with the audience of who was shown it.
 """
@@ -207,8 +208,34 @@ def run_action(script, character, call, context):
         logger.log_trace(f"AI {character}: action {call.name} failed: {err}")
         status, output, told = FAILED, "it went wrong", {}
     audience = sorted(told) if told else sorted(listeners)
+    cap = (int(script.cfg("action_recall_tokens"))
+           if status == DONE and is_recall(dict(offered_actions(script)).get(call.name)) else None)
     return {"call": call, "status": status,
-            "text": core_actions.result_text(call, status, output), "audience": audience}
+            "text": core_actions.result_text(call, status, output, max_tokens=cap),
+            "audience": audience}
+
+
+def is_recall(cmd):
+    """Whether ``cmd`` is the recall action (``action_commands.CmdRecall`` or a game's command
+    marked ``ai_recall = True``), which the runner performs itself (:func:`_recall`)."""
+    return bool(getattr(cmd, "ai_recall", False))
+
+
+@defer.inlineCallbacks
+def _recall(script, character, call, context):
+    """
+    The recall action: the NPC's own memories of ``call.args``, through the reply's retrieval
+    (:func:`ai_contrib.npc.recall.recall_for_action`), only what every listener of the turn
+    could have heard; ``(status, call, output, told)`` as :func:`_run_checked`'s, told nobody.
+    """
+    from .recall import recall_for_action
+
+    if not call.args:
+        return INVALID, call, "say what to recall: the words to look for", {}
+    found = yield recall_for_action(script, character, call.args,
+                                    dict(context.get("listeners") or {}),
+                                    int(script.cfg("action_recall_tokens")))
+    return DONE, call, found or "you remember nothing about that", {}
 
 
 @defer.inlineCallbacks
@@ -232,6 +259,10 @@ def _run_checked(script, character, call, context):
     cmd = offered[call.name]
     if not cmd.access(character, "cmd"):
         return REFUSED, call, f"you may not {call.name}", {}
+    if is_recall(cmd):
+        # the search needs the turn's listeners, which no command is given
+        outcome = yield _recall(script, character, call, context)
+        return outcome
     output, told = yield _execute(character, cmd, call)
     if _UNTRAPPED in output:
         logger.log_err(f"AI {character}: the game's command {call.name} raised (see the trace)")
@@ -344,18 +375,23 @@ def actions_reserve(script, count):
     Tokens an NPC's actions may take in a reply prompt, reserved from its history budget
     (:func:`ai_contrib.npc.world.world_reserve`): the section offering them, as much again for
     the tool schemas where tools are sent, and :data:`EXCHANGE_TOKENS` for each action a turn
-    may take. 0 without actions; counted once per change of the list and the protocol.
+    may take, plus ``action_recall_tokens`` each where the recall action is offered (any of
+    them may be a recall). 0 without actions; counted once per change of the list, the
+    protocol and the two options.
     """
     names = tuple(script.cfg("actions") or ())
     if not names:
         return 0
     text = use_text_protocol()
-    key = (names, text, int(script.cfg("action_max_per_turn")))
+    key = (names, text, int(script.cfg("action_max_per_turn")),
+           int(script.cfg("action_recall_tokens")))
     cached = script.ndb.action_tokens
     if cached is None or cached[0] != key:
         section = actions_section(script, count)
         tokens = section["tokens"] * (1 if text else 2) if section else 0
-        cached = (key, tokens + EXCHANGE_TOKENS * key[2] if section else 0)
+        recalls = any(is_recall(cmd) for _, cmd in offered_actions(script))
+        exchange = EXCHANGE_TOKENS + (key[3] if recalls else 0)
+        cached = (key, tokens + exchange * key[2] if section else 0)
         script.ndb.action_tokens = cached
     return cached[1]
 

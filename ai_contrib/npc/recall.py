@@ -48,7 +48,7 @@ def archived_out_of_context(script) -> ArchiveSearch:
 
 
 def related_memory_context(script, character, query, listeners=None,
-                           include_private=False) -> Deferred:
+                           include_private=False, budget=None) -> Deferred:
     """
     What the NPC remembers about ``query`` for a reply heard by ``listeners`` (``{dbref:
     name}``; only what every one of them could have heard, ``docs/design.md``, "Privacy by
@@ -56,8 +56,9 @@ def related_memory_context(script, character, query, listeners=None,
     :func:`ai_contrib.memory.retrieval.build_memory_context` result (the chosen candidates with
     their scores and sources, and the text). The retrieval options are the NPC's
     (:func:`ai_contrib.memory.retrieval.retrieval_options`: its ``memory_*`` Attributes, else
-    the game's settings), the token budget its :meth:`memory_budget`. ``include_private``:
-    without ``listeners``, the memories private to a player too (staff views).
+    the game's settings), the token budget ``budget`` (tokens; None: its :meth:`memory_budget`).
+    ``include_private``: without ``listeners``, the memories private to a player too (staff
+    views).
 
     Returns:
         Deferred[dict]: ``{"memories", "experiences", "text", "tokens", ...}``.
@@ -68,8 +69,25 @@ def related_memory_context(script, character, query, listeners=None,
         archive_docs=archived_out_of_context(script),
         listeners=dict(listeners) if listeners is not None else None,
         include_private=include_private,
-        options=replace(retrieval_options(script), budget_tokens=script.memory_budget()),
+        options=replace(retrieval_options(script), budget_tokens=(
+            script.memory_budget() if budget is None else int(budget))),
     )
+
+
+def recall_for_action(script, character, query, listeners, max_tokens) -> Deferred:
+    """
+    What the recall action finds (``docs/design.md``, "Actions"): the reply's own retrieval
+    (:func:`related_memory_context`, Mem0 and the archive out of context, with the NPC's
+    options) for ``query``, only what every one of ``listeners`` (``{dbref: name}``) could have
+    heard, chosen within ``max_tokens`` tokens.
+
+    Returns:
+        Deferred[str]: the memories' text as a recall note shows it ("" when nothing is found);
+        the caller crops it to ``max_tokens`` (:func:`ai_contrib.core.actions.result_text`).
+    """
+    return related_memory_context(script, character, query, listeners,
+                                  budget=max_tokens).addCallback(
+        lambda context: (context or {}).get("text") or "")
 
 
 def recall_preview(script, character, query, listeners=None) -> Deferred:

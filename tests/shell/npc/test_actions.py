@@ -498,3 +498,112 @@ class TestProtocols(ActionTestCase):
         self.script.db.actions = ["give", "look"]
         offered = self.script.budgeting.info()["reserved"]
         self.assertGreater(offered - without, 2 * npc_actions.EXCHANGE_TOKENS)
+
+
+class TestRecall(ActionTestCase):
+    """The recall action: Marta searches her own archive (memory off: the archive alone
+    answers) for lines out of her context, under the audience rules of recall notes."""
+
+    def setUp(self):
+        super().setUp()
+        wren, tamsin = self.char1.dbref, self.char2.dbref
+        old = [
+            self.script.add_message("user", "My sister paints herons by the river every spring.",
+                                    name="Wren", metadata={"speaker": wren, "audience": [wren]}),
+            self.script.add_message("user", "I owe the smith twelve silver for the horseshoes.",
+                                    name="Tamsin",
+                                    metadata={"speaker": tamsin, "audience": [tamsin]}),
+        ]
+        self.fill(4, words=6)
+        self.script.runtime.evict([m["id"] for m in old], reason="test")
+        self.script.db.actions = ["recall", "look"]
+        self.script.db.action_cooldown = 0
+        memory_off = override_settings(AI_MEMORY_ENABLED=False,
+                                       AI_MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT=0,
+                                       AI_MEMORY_RETRIEVAL_SESSION_WEIGHT=0)
+        memory_off.enable()
+        self.addCleanup(memory_off.disable)
+
+    def test_a_memory_is_found_and_one_private_to_someone_absent_is_not(self):
+        self.llm.enqueue(tool_calls([("recall", {"args": "sister herons river"}),
+                                     ("recall", {"args": "smith horseshoes silver owe"})]),
+                         reply("Herons, I recall."))
+        self.turn("Marta, what did I tell you about my sister?")
+        first = self.llm.requests[-2]
+        self.assertIn("recall", [t["function"]["name"] for t in first["tools"]])
+        herons, smith = tool_messages(self.llm.requests[-1])
+        self.assertIn("recall sister herons river: done.", herons)
+        self.assertIn("paints herons", herons)
+        # Tamsin's debt was said to her alone: Wren's turn never sees it, in any message
+        self.assertIn("recall smith horseshoes silver owe: done.", smith)
+        self.assertNotIn("twelve silver", prompt_text(self.llm.requests[-1]))
+        # archived as an action result with the turn's listeners as audience
+        records = self.action_records()
+        self.assertEqual([r["metadata"]["action"] for r in records], ["recall", "recall"])
+        self.assertIn("paints herons", records[0]["content"])
+        self.assertEqual(records[0]["metadata"]["audience"], [self.char1.dbref])
+        self.assertTrue(call_trail_intact(self.script.history))
+        # positive control: the same search with Tamsin the one listening finds her debt
+        self.char1.location, self.char2.location = self.room2, self.room1
+        self.llm.enqueue(tool_calls([("recall", {"args": "smith horseshoes silver owe"})]),
+                         reply("The smith, yes."))
+        self.turn("Marta, what do I owe, and to whom?", speaker=self.char2)
+        told = tool_messages(self.llm.requests[-1])
+        self.assertEqual(len(told), 1)
+        self.assertIn("twelve silver", told[0])
+        self.assertEqual(self.action_records()[-1]["metadata"]["audience"], [self.char2.dbref])
+
+    def test_the_turns_limit_the_cooldown_and_the_token_cap_hold(self):
+        from ai_contrib.core.tokens import count_tokens
+
+        self.script.db.action_max_per_turn = 1
+        self.script.db.action_cooldown = 600
+        self.script.db.action_recall_tokens = 6
+        recalls = [tool_calls([("recall", {"args": "sister herons river"})]) for _ in range(2)]
+        self.llm.enqueue(*recalls, reply("Herons."))
+        self.turn("Marta, my sister?")
+        self.assertEqual(len(self.action_records()), 1)
+        last = self.llm.requests[-1]
+        self.assertEqual(last["tool_choice"], "none")
+        self.assertEqual(self.llm.pending, 1)  # the call past the limit ran nothing
+        told = tool_messages(last)[0]
+        found = told.split("done. ", 1)[1].replace(" No more actions this turn: speak now.", "")
+        self.assertLessEqual(count_tokens(found), 6)
+        self.assertTrue(found)
+        # within the cooldown no action is offered, recall among them
+        self.llm.reset()
+        self.llm.enqueue(reply("Later."))
+        self.turn("Marta, my sister again?")
+        self.assertEqual(len(self.llm.requests), 1)
+        self.assertNotIn("tools", self.llm.requests[-1])
+        # positive control: without a cooldown and with a larger cap, the whole line comes back
+        self.script.db.action_cooldown = 0
+        self.script.db.action_recall_tokens = 150
+        self.llm.enqueue(tool_calls([("recall", {"args": "sister herons river"})]),
+                         reply("Herons."))
+        self.turn("Marta, my sister, once more?")
+        self.assertIn("paints herons by the river every spring", tool_messages(
+            self.llm.requests[-1])[0])
+
+    def test_staff_remove_recall_like_any_action_and_the_text_protocol_asks_for_it(self):
+        from ai_contrib.admin.actions_command import CmdAIActions
+
+        self.char1.permissions.add("Developer")
+        self.call(CmdAIActions(), "/remove Marta = recall", caller=self.char1)
+        self.assertEqual(self.script.db.actions, ["look"])
+        self.llm.enqueue(tool_calls([("recall", {"args": "sister herons river"})]),
+                         reply("Hm."))
+        self.turn("Marta, my sister?")
+        self.assertEqual([t["function"]["name"] for t in self.llm.requests[-2]["tools"]],
+                         ["look"])
+        self.assertIn("recall sister herons river: unknown", tool_messages(
+            self.llm.requests[-1])[0])
+        # positive control: added back, it is offered and runs, by an ACTION: line too
+        self.call(CmdAIActions(), "/add Marta = recall", caller=self.char1)
+        with override_settings(AI_ACTION_PROTOCOL="text"):
+            self.llm.enqueue(reply("ACTION: recall sister herons river"), reply("Herons."))
+            self.turn("Marta, my sister?")
+        self.assertIn("- recall: search your own memories", prompt_text(self.llm.requests[-1]))
+        self.assertIn("(RESULT: recall sister herons river: done.", prompt_text(
+            self.llm.requests[-1]))
+        self.assertIn("paints herons", prompt_text(self.llm.requests[-1]))
