@@ -7,7 +7,7 @@ import time
 
 from evennia.utils.utils import wrap
 
-from ..core.actions import archived_action_text
+from ..core.actions import action_view
 from ..core.cascade import cascade_status
 from ..core.compaction import REGISTRY
 from ..core.masking import masked_count
@@ -526,14 +526,12 @@ class CmdAIHistory(StaffCommand):
         in_context = {m["id"] for m in script.history}
         table = self.table("seq", "time", "who", "text", "in context")
         for m in messages:
-            who = m.get("name") or m.get("role")
             # an action's call has no text and its result is named by the command: both read
-            # as what the NPC did (core.actions.archived_action_text)
-            action = archived_action_text(m)
-            if action is not None:
-                who = f"{npc.key} (action)" if m.get("tool_calls") else f"{who} (result)"
+            # as what the NPC did (core.actions.action_view)
+            who, text = action_view(m, npc.key) or (m.get("name") or m.get("role"),
+                                                    m.get("content"))
             table.add_row(m.get("seq"), when_cell(m.get("timestamp")), shown(who),
-                          shown(action if action is not None else m.get("content"), 60),
+                          shown(text, 60),
                           "yes" if m["id"] in in_context else "no")
         self.caller.msg(
             f"|wArchive of {npc.key}|n: seq {messages[0]['seq']}..{messages[-1]['seq']} "

@@ -239,3 +239,19 @@ def archived_action_text(msg) -> str | None:
         return "; ".join(f"calls {call.name}({call.args})" for call in calls)
     return f"(seen by {seen}) {msg.get('content') or ''}"
 
+
+def action_view(msg, npc_name) -> tuple[str, str] | None:
+    """
+    An archived action message as staff read it (``aihistory``'s ``/raw``, the web page's
+    context and archive): ``(who, text)``, the call by ``"<npc_name> (action)"``, the result by
+    ``"<command> (result)"``, ``text`` as :func:`archived_action_text` gives it; None for a
+    message that is no action. The text is data (a player's name, a room's description):
+    whoever shows it escapes it.
+    """
+    text = archived_action_text(msg)
+    if text is None:
+        return None
+    if msg.get("tool_calls"):
+        return f"{npc_name} (action)", text
+    return f"{msg.get('name') or msg.get('role')} (result)", text
+

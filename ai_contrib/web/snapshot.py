@@ -14,6 +14,7 @@ markup.
 from ..admin.npcs import all_ai_npcs
 from ..admin.read_model import compaction_events, journal_page, npc_summary, persona_view
 from ..admin.receipt_views import receipts_by_seq, reply_records
+from ..core.actions import action_view
 from ..core.masking import is_masked
 from ..core.messages import is_marker
 from ..core.receipts import (
@@ -55,11 +56,15 @@ def context_messages(script):
 
     Returns:
         list[dict]: ``{"seq": int | None, "role": str, "name": str | None, "kind": "summary" |
-        "masked" | "message", "tokens": int | None, "content": str, "timestamp": str | None,
+        "masked" | "action" | "message", "tokens": int | None, "content": str, "timestamp": str
+        | None,
         "first_seq": int | None, "last_seq": int | None, "audience": str | None, "left_out":
         int}`` (the seq span for summaries; ``audience`` names who may read a summary,
         :func:`ai_contrib.npc.scene.audience_label`, None for other messages; ``left_out`` the
-        lines a narrower group heard that its summary left out).
+        lines a narrower group heard that its summary left out). An action's call and result
+        (``docs/design.md``, "Actions") are ``"action"``, named and worded as ``aihistory``'s
+        ``/raw`` shows them (:func:`ai_contrib.core.actions.action_view`); ``tokens`` counts the
+        stored content.
     """
     from ..npc.scene import audience_label
     from ..core.tokens import count_tokens
@@ -69,10 +74,13 @@ def context_messages(script):
     for msg in script.history:
         meta = msg.get("metadata") or {}
         kind = "summary" if is_marker(msg) else "masked" if is_masked(msg) else "message"
+        action = action_view(msg, script.obj.key) if kind == "message" else None
+        name, content = action or (msg.get("name"), msg.get("content") or "")
         out.append({
-            "seq": msg.get("seq"), "role": msg.get("role"), "name": msg.get("name"),
-            "kind": kind, "tokens": count_tokens(msg.get("content") or "", model),
-            "content": msg.get("content") or "", "timestamp": msg.get("timestamp"),
+            "seq": msg.get("seq"), "role": msg.get("role"), "name": name,
+            "kind": "action" if action else kind,
+            "tokens": count_tokens(msg.get("content") or "", model),
+            "content": content, "timestamp": msg.get("timestamp"),
             "first_seq": meta.get("first_seq"), "last_seq": meta.get("last_seq"),
             "audience": audience_label(script, meta.get("audience")) if kind == "summary"
             else None,
@@ -219,7 +227,9 @@ def archive_page(script, start=None, count=ARCHIVE_PAGE_SIZE):
     Returns:
         dict: ``{"start": int, "end": int, "last_seq": int, "records": [{"seq": int,
         "kind": str, "role": str | None, "name": str | None, "timestamp": str | None,
-        "content": str, "in_context": bool, "has_receipt": bool}]}``.
+        "content": str, "in_context": bool, "has_receipt": bool}]}``; an action's call and
+        result are named and worded as ``aihistory``'s ``/raw`` shows them
+        (:func:`ai_contrib.core.actions.action_view`), the kind ``"action"``.
     """
     count = max(1, min(200, int(count)))
     archive = script.archive
@@ -233,15 +243,19 @@ def archive_page(script, start=None, count=ARCHIVE_PAGE_SIZE):
     records = []
     for rec in archive.records(start, end):
         msg = rec.get("msg") or {}
-        if rec.get("kind") == "message":
+        name, kind = msg.get("name"), rec.get("kind")
+        action = action_view(msg, script.obj.key) if kind == "message" else None
+        if action:
+            (name, content), kind = action, "action"
+        elif kind == "message":
             content = msg.get("content") or ""
         elif rec.get("kind") == "compaction":
             content = ((rec.get("marker") or {}).get("content") or "")
         else:
             content = rec.get("reason") or ", ".join(str(x) for x in rec.get("ids") or [])
         records.append({
-            "seq": rec["seq"], "kind": rec.get("kind"), "role": msg.get("role"),
-            "name": msg.get("name"), "timestamp": msg.get("timestamp"),
+            "seq": rec["seq"], "kind": kind, "role": msg.get("role"),
+            "name": name, "timestamp": msg.get("timestamp"),
             "content": content, "in_context": bool(msg) and msg.get("id") in in_context,
             "has_receipt": msg.get("seq") in receipts,
         })

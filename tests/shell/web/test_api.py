@@ -345,3 +345,38 @@ class TestLongPages(WebTestCase):
         self.assertEqual(api["receipts"][0]["answered"][0]["content"], "Question number 6?")
         self.assertEqual(api["journal_page"], {"page": 2, "pages": 3, "total": 45,
                                                "consolidated": 0})
+
+
+class TestActionsShown(WebTestCase):
+    """An action's call and result read on the page and in the API as ``aihistory``'s
+    ``/raw`` shows them (``docs/design.md``, "Actions"), the game's text escaped."""
+
+    def test_the_page_and_the_archive_show_a_call_and_its_result_escaped(self):
+        from tests.support.llm_double import tool_calls
+
+        self.staff()
+        self.room1.db.desc = "<script>alert('x')</script> A quiet taproom."
+        self.script.db.actions = ["look"]
+        self.llm.enqueue(tool_calls([("look", {"args": ""})]), reply("A quiet night."))
+        self.script.receive_speech(self.char1, "Marta, what do you see?")
+        wait_for(self.script.run_tick())
+        page = self.client.get(f"/ai/{self.npc.id}/").content.decode()
+        self.assertIn('class="msg action role-assistant"', page)
+        self.assertIn("ACTION &middot; Marta (action)", page)
+        self.assertIn("<pre>calls look()</pre>", page)
+        self.assertIn("ACTION &middot; look (result)", page)
+        seen = f"(seen by {self.char1.dbref}, {self.char2.dbref}) look: done."
+        self.assertIn(seen, page)
+        self.assertIn("&lt;script&gt;alert", page)
+        self.assertNotIn("<script>alert", page)
+        # the raw archive, on the page and through the API, names them alike
+        records = self.api.get(self.base + "archive/").json()["records"]
+        actions = [(r["name"], r["content"][:len(seen)]) for r in records
+                   if r["kind"] == "action"]
+        self.assertEqual(actions, [("Marta (action)", "calls look()"),
+                                   ("look (result)", seen)])
+        # positive control: the player's line and the reply are plain messages, as before
+        said = [r for r in records if r["kind"] == "message"]
+        self.assertEqual([r["content"] for r in said][-2:],
+                         ["Marta, what do you see?", "A quiet night."])
+        self.assertIn('class="msg message role-user"', page)
