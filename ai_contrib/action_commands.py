@@ -32,16 +32,13 @@ class CmdGo(MuxCommand):
 
     def func(self):
         """
-        Find the exit among the room's and run the exit's own command (``exit.exit_command``,
-        as :meth:`~evennia.objects.objects.DefaultExit.create_exit_cmdset` makes it) through
-        Evennia's command handler: the exit's traverse lock, its ``err_traverse`` message,
-        ``at_traverse`` and ``SIGNAL_EXIT_TRAVERSED`` all apply as when a player types its name.
+        Find the exit among the room's and go through it by its own command (:func:`traverse`):
+        its traverse lock, ``err_traverse``, ``at_traverse`` and ``SIGNAL_EXIT_TRAVERSED`` all
+        apply as when a player types its name.
 
         Returns:
             Deferred or None: the exit command's run (waited on by the command handler).
         """
-        from evennia.commands.cmdhandler import cmdhandler
-
         caller = self.caller
         if not self.args.strip() or caller.location is None:
             caller.msg("Usage: go <exit>")
@@ -51,9 +48,25 @@ class CmdGo(MuxCommand):
                                  nofound_string=f"There is no exit '{self.args.strip()}' here.")
         if not exit_obj:
             return None
-        exit_cmd = exit_obj.create_exit_cmdset(exit_obj).commands[0]
-        return cmdhandler(caller, "", callertype="object", cmdobj=exit_cmd,
-                          cmdobj_key=exit_cmd.key)
+        return traverse(caller, exit_obj)
+
+
+def traverse(walker, exit_obj):
+    """
+    Take ``walker`` through ``exit_obj`` by the exit's own command (``exit.exit_command``, as
+    :meth:`~evennia.objects.objects.DefaultExit.create_exit_cmdset` makes it), run through
+    Evennia's command handler as ``walker``: the exit's traverse lock, its ``err_traverse``,
+    ``at_traverse`` and ``SIGNAL_EXIT_TRAVERSED`` apply as when a player types its name. What
+    :class:`CmdGo` runs, and a game's commands that walk someone (``game_template``'s
+    ``lead``).
+
+    Returns:
+        Deferred: the exit command's run.
+    """
+    from evennia.commands.cmdhandler import cmdhandler
+
+    exit_cmd = exit_obj.create_exit_cmdset(exit_obj).commands[0]
+    return cmdhandler(walker, "", callertype="object", cmdobj=exit_cmd, cmdobj_key=exit_cmd.key)
 
 
 class CmdRecall(MuxCommand):

@@ -3,8 +3,9 @@ The town gate's command and the game's action cmdset (``ai_contrib`` docs, "Acti
 
 :class:`CmdUnlock` unbars a locked exit for whoever passes the exit's ``unlock`` lock (the gate's
 is ``tag(watch, faction)``: the watch). :class:`GateActionCmdSet` is the contrib's default action
-cmdset plus ``unlock``; ``server/conf/settings.py`` names it as ``AI_ACTION_CMDSET`` so that staff
-can give Bram ``aiactions Bram = unlock, look``. Whether he may unlock it now is his typeclass's
+cmdset plus ``unlock``; ``server/conf/settings.py`` names its subclass
+``commands.lead.TavernActionCmdSet`` as ``AI_ACTION_CMDSET`` so that staff can give Bram
+``aiactions Bram = unlock, look``. Whether he may unlock it now is his typeclass's
 hook (``typeclasses/gatekeeper.py``).
 """
 

@@ -3,7 +3,7 @@ The gatekeeper: Bram of the watch, an AI NPC who opens the town gate for the wat
 night (``ai_contrib`` docs, "Actions"; the curfew is ``world/lore.py``'s ``watch-curfew``).
 
 Bram may be given actions (``aiactions Bram = unlock, look``, with ``AI_ACTION_CMDSET`` naming
-``commands.gate.GateActionCmdSet``); :meth:`Gatekeeper.at_ai_action` applies the watch's order
+a cmdset holding ``commands.gate.CmdUnlock``: the template's ``commands.lead.TavernActionCmdSet``); :meth:`Gatekeeper.at_ai_action` applies the watch's order
 before ``unlock`` runs: only between the tenth bell (:data:`TENTH_BELL`, game time) and dawn, and
 only when someone in the turn gave :data:`WATCHWORD`. A refusal's reason is what the model is
 told, so he can say why.

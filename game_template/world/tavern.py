@@ -156,15 +156,16 @@ def build_tavern():
 
 def _build_east_room(tavern, marta):
     """
-    The east room up the stairs, its door (passable only holding the east room key) and the key
-    in Marta's hands, where missing: the rent of ``typeclasses/innkeeper.py``, which gives the
-    key only to a guest who paid, once Marta has actions (``aiactions Marta = give, look``).
+    The east room up the stairs, its door (passable only holding the east room key, or for
+    Marta herself) and the key in Marta's hands, where missing: the rent of
+    ``typeclasses/innkeeper.py``, which gives the key only to a guest who paid, once Marta has
+    actions (``aiactions Marta = give, lead, look``: she shows the guest up and comes back).
 
     Returns:
         Object: the room.
     """
     from evennia.utils import create, logger
-    from typeclasses.innkeeper import KEY_NAME
+    from typeclasses.innkeeper import EAST_DOOR_LOCK, KEY_NAME
 
     east = _tagged("east_room")
     if east is None:
@@ -174,7 +175,7 @@ def _build_east_room(tavern, marta):
         logger.log_info(f"AI tavern: created room {east.key} ({east.dbref}).")
     if _exit("east_door", "east", ["e", "stairs"], tavern, east):
         door = _tagged("east_door")
-        door.locks.add(f"traverse:holds({KEY_NAME})")
+        door.locks.add(EAST_DOOR_LOCK)
         door.db.err_traverse = "The east room's door is locked; Marta has the key."
     _exit("east_room_exit", "down", ["west", "w", "out"], east, tavern)
     if _tagged("east_key") is None:

@@ -160,6 +160,14 @@ class TestTemplateWorld(NPCTestCase):
         self.assertFalse(town_gate[0].access(marta, "traverse"))
         self.assertFalse(town_gate[0].access(marta, "unlock"))
         self.assertTrue(town_gate[0].access(bram, "unlock"))
+        # the east door lets Marta show a guest up, and a guest through only with the key
+        east_door = [o for o in built["tavern"].contents if o.key == "east"][0]
+        self.assertFalse(east_door.access(self.char1, "traverse"))
+        [key] = [o for o in marta.contents if o.key == "east room key"]
+        key.location = self.char1
+        self.assertTrue(east_door.access(self.char1, "traverse"))
+        self.assertTrue(east_door.access(marta, "traverse"))  # the key given away
+        self.assertFalse(east_door.access(self.char2, "traverse"))
         self.assertEqual(lore.load_lore_modules(["world.lore"])["errors"], [])
 
         def given(npc, line):

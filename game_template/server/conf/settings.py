@@ -76,9 +76,10 @@ AI_LLM_API_KEY = None
 # What the NPCs know of their world (world/lore.py), loaded into the game on every start; staff
 # add more in the game with `ailore` (docs/design.md of the contrib, "Lore and pins")
 AI_LORE_MODULES = ["world.lore"]
-# The commands an NPC may be given as actions (`aiactions`): the contrib's defaults and the town
-# gate's `unlock` (commands/gate.py), which Bram's hook allows for the watchword at night only
-AI_ACTION_CMDSET = "commands.gate.GateActionCmdSet"
+# The commands an NPC may be given as actions (`aiactions`): the contrib's defaults, the town
+# gate's `unlock` (commands/gate.py), which Bram's hook allows for the watchword at night only,
+# and `lead` (commands/lead.py), with which Marta shows a guest up to the east room
+AI_ACTION_CMDSET = "commands.lead.TavernActionCmdSet"
 
 ######################################################################
 # Settings given in secret_settings.py override those in this file.
