@@ -36,7 +36,8 @@ model"):
 8. a room of NPCs: :func:`test_a_room_of_npcs_answers_like_a_room` (the NPC named in the
    vocative answers, the one only mentioned does not; NPCs that spoke are in each other's
    people records; ``aireset`` names and removes them). The reply bound and the unnamed
-   follow-up are ``tests/e2e/test_village.py``'s;
+   follow-up are ``tests/e2e/test_village.py``'s, no NPC-to-NPC reply asked for while a
+   player's line waits ``tests/shell/test_village.py``'s;
 9. ``compact/force`` journals the facts of what it replaces first:
    :func:`test_compact_force_extracts_facts_before_it_summarises`. The recall note's
    "archived, out of context" snapshot taken before the lines heard meanwhile has no telnet
@@ -89,7 +90,7 @@ from tests.support.llm_double import (
 from tests.support.tavern_e2e import wait_idle
 from tests.support.waiting import HANG_GUARD
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 PLAYERS = {"Wren": "wren-pw-4571", "Tamsin": "tamsin-pw-8832"}
 TOBIN_PERSONA = ("You are Tobin, a carter drinking at The Sleeping Stag. You answer in one "
