@@ -18,8 +18,6 @@ telnet, an LLM double on 127.0.0.1 whose recorded requests are the prompts the g
    too.
 """
 
-import asyncio
-import re
 import threading
 import time
 
@@ -36,6 +34,7 @@ from tests.support.e2e_util import (
     run_scenario,
     table_rows,
 )
+from tests.support.gossip_e2e import cited, npc_of, sleep_until_journaled
 from tests.support.llm_double import tool_calls
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -65,13 +64,6 @@ ENV = {
 SLEEP_WORK_TIMEOUT = 150  # seconds for extraction and Mem0 (loading its embedder)
 
 
-def npc_of(body):
-    """The NPC a request is for: the first word after "You are" in its messages."""
-    text = "\n".join(str(m.get("content") or "") for m in body.get("messages") or [])
-    match = re.search(r"You are (\w+)", text)
-    return match.group(1) if match else None
-
-
 def text_of(body):
     return "\n".join(str(m.get("content") or "") for m in body.get("messages") or [])
 
@@ -80,15 +72,6 @@ def is_extraction(body):
     messages = body.get("messages") or []
     system = str(messages[0].get("content") or "") if messages else ""
     return bool(body.get("tools")) or DEFAULT_PRE_COMPACTION_PROMPT[:60] in system
-
-
-def cited(body, words):
-    """The archive seq the extraction request shows for the line holding ``words``."""
-    for message in body.get("messages") or []:
-        match = re.match(r"\[(\d+)\] ", str(message.get("content") or ""))
-        if match and words in str(message.get("content")):
-            return int(match.group(1))
-    return None
 
 
 class GossipModel:
@@ -138,22 +121,6 @@ async def _talk(player, npc, text):
     return match.group(1)
 
 
-async def _sleep(admin, npc, until_rows, deadline):
-    """Put ``npc`` to sleep, then poll its journal until every word of ``until_rows`` has a
-    row consolidated into Mem0; wake it. Returns the last journal listing."""
-    await ask(admin, f"aisleep {npc}", rf"{npc} (falls asleep|is already asleep|dozes off)")
-    journal = ""
-    while time.monotonic() < deadline:
-        journal = await ask(admin, f"aihistory {npc}/journal",
-                            rf"Journal of {npc}|journal is empty")
-        rows = [rows_with(journal, word) for word in until_rows]
-        if all(found and found[0][4] == "yes" for found in rows):
-            break
-        await asyncio.sleep(1.0)
-    await ask(admin, f"aiwake {npc}", rf"{npc} (wakes up|is already awake)")
-    return journal
-
-
 async def _scenario(game, llm):
     out = {}
     wren = await logged_in(game, "Wren", "Wren", PLAYERS["Wren"])
@@ -178,10 +145,10 @@ async def _scenario(game, llm):
             await _talk(wren, "Marta", line)
 
         deadline = time.monotonic() + SLEEP_WORK_TIMEOUT
-        out["marta_journal"] = await _sleep(
+        out["marta_journal"] = await sleep_until_journaled(
             admin, "Marta", ("old mill", "vault code", "silver spoons", "abbey bell"), deadline)
         deadline = time.monotonic() + SLEEP_WORK_TIMEOUT
-        out["bram_journal"] = await _sleep(admin, "Bram", ("old mill",), deadline)
+        out["bram_journal"] = await sleep_until_journaled(admin, "Bram", ("old mill",), deadline)
         out["gossip"] = await ask(admin, "aigossip Bram", r"Gossip of Bram")
         out["bram_vault"] = await ask(admin, "aimemory/mem0 Bram vault code blue stone key",
                                       r"Memories of Bram for|remembers nothing|search failed",

@@ -53,7 +53,7 @@ def started_game(tmp_path_factory, name, env, timeout=240, prepare=None):
 
 
 def game_fixtures(name, env, model, players=(), then=None, prepare=None, timeout=240,
-                  attribute="model", release=None):
+                  attribute="model", release=None, double=None):
     """
     The module-scoped ``llm`` and ``game`` fixtures of an end-to-end module whose game talks to
     an LLM double: ``llm, game = game_fixtures(...)`` at the module's top level.
@@ -70,6 +70,8 @@ def game_fixtures(name, env, model, players=(), then=None, prepare=None, timeout
         attribute (str): the name of the model on the double.
         release (callable, optional): ``release(model)`` before the double stops, to let go of
             answers a test still holds.
+        double (dict, optional): keyword arguments of :class:`LLMDouble` (``{"strict": True}``:
+            a server that refuses fields outside OpenAI's API, as OpenAI's API does).
 
     Returns:
         tuple: the ``llm`` and ``game`` fixture functions.
@@ -80,7 +82,7 @@ def game_fixtures(name, env, model, players=(), then=None, prepare=None, timeout
     def llm_fixture():
         made = model()
         stop = (lambda: release(made)) if release is not None else None
-        yield from serve_model(made, attribute=attribute, before_stop=stop)
+        yield from serve_model(made, attribute=attribute, before_stop=stop, options=double)
 
     async def ready(game):
         await create_players(game, players, then=then)
@@ -208,14 +210,15 @@ async def ask(admin, command, first_line, timeout=30):
     return strip_ansi(head + await admin.read_quiet(quiet=0.5, timeout=10))
 
 
-def serve_model(model, attribute="model", before_stop=None):
+def serve_model(model, attribute="model", before_stop=None, options=None):
     """
     The body of a test module's ``llm`` fixture (``yield from serve_model(MyModel())``): an
     LLM double on 127.0.0.1 answering with ``model`` (a callable of the request body), which
     the tests reach as ``llm.<attribute>``; ``before_stop`` runs before the double stops (to
-    release answers a test still holds).
+    release answers a test still holds); ``options``: more keyword arguments of
+    :class:`LLMDouble` (``strict``...).
     """
-    double = LLMDouble(default=model).start()
+    double = LLMDouble(default=model, **(options or {})).start()
     setattr(double, attribute, model)
     try:
         yield double
