@@ -13,7 +13,8 @@ The package's imports run one way (``docs/design.md``, "Overview"): the Evennia 
   typeclass path games store): never ``rag_memory`` (the memory work is ``npc/``'s own, the
   face re-exports it), ``admin``, ``web``, ``typeclasses``, ``commands`` or ``startup``;
 - ``ai_contrib.admin`` (what admins see) imports anything below ``commands``: not ``commands``,
-  ``web`` or ``startup`` (it reads the NPC classes of ``typeclasses`` to find and show NPCs).
+  ``web``, ``startup`` or ``rag_memory`` (a re-export of ``npc/``'s memory work: admin/ imports
+  it where it lives); it reads the NPC classes of ``typeclasses`` to find and show NPCs.
 """
 
 import ast
@@ -29,7 +30,8 @@ LOW_LAYERS = ("ai_contrib.core", "ai_contrib.memory", "ai_contrib.llm", "ai_cont
 #: what npc/ may import of the package
 NPC_MAY_IMPORT = LOW_LAYERS + ("ai_contrib.npc", "ai_contrib.lore")
 #: what admin/ must not import of the package
-ADMIN_MUST_NOT_IMPORT = ("ai_contrib.commands", "ai_contrib.web", "ai_contrib.startup")
+ADMIN_MUST_NOT_IMPORT = ("ai_contrib.commands", "ai_contrib.web", "ai_contrib.startup",
+                         "ai_contrib.rag_memory")
 
 
 def _modules():
