@@ -1,12 +1,14 @@
 """
 The sleep phase (``docs/design.md``, "Journal and Mem0", "Sleep phase"): the memory work an NPC
-does while no one waits for an answer, step by step, each step's failure logged and recorded
-without stopping the next. Whether it journals is :func:`ai_contrib.core.tick.due`'s
+does while no one waits for an answer: a registry of housekeeping steps (:class:`SleepStep`)
+around the journaling and the compaction, each step's failure logged and recorded without
+stopping the next. Whether it journals is :func:`ai_contrib.core.tick.due`'s
 ``sleep_extraction``; the compaction and the fact extraction are
 :mod:`ai_contrib.npc.compacting`'s.
 """
 
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from evennia.utils import logger
 from twisted.internet import defer
@@ -23,7 +25,14 @@ from .quote_repair import repair_quotes
 from .recall import embed_archive
 from .scene import update_impressions
 
-__all__ = ["SLEEP_JOURNAL_MIN_MESSAGES", "consolidate_into_mem0", "run_sleep_tick"]
+__all__ = [
+    "AFTER_COMPACTION",
+    "BEFORE_COMPACTION",
+    "SLEEP_JOURNAL_MIN_MESSAGES",
+    "SleepStep",
+    "consolidate_into_mem0",
+    "run_sleep_tick",
+]
 
 
 def _consolidate_entities(character):
@@ -57,6 +66,44 @@ def consolidate_into_mem0(character) -> defer.Deferred:
     return consolidate_journal(character)
 
 
+@dataclass(frozen=True)
+class SleepStep:
+    """
+    One housekeeping step of the sleep phase (``docs/design.md``, "Sleep phase").
+
+    Attributes:
+        name (str): the :class:`~ai_contrib.core.outcome.SleepResults` field its result goes to.
+        run (callable): ``(script, character) ->`` its result, or a Deferred firing it.
+        guarded (bool): a failure (raised or errback) is logged and recorded as
+            ``{"success": False, "error": str}`` and the sleep goes on; an unguarded step
+            reports its own failures in its result.
+    """
+
+    name: str
+    run: Callable
+    guarded: bool = True
+
+
+#: the steps before the journaling and the compaction, in order
+BEFORE_COMPACTION = (
+    SleepStep("entity_consolidation", lambda script, character: _consolidate_entities(character)),
+    SleepStep("episodic_prune", lambda script, character: _prune_episodic(character)),
+)
+#: the steps after it, in order: gossip and the quote repair before the consolidation, so what
+#: the NPC heard and what the repair leaves of an entry reach Mem0 in this sleep; the archived
+#: lines said since the last sleep get their vectors; the impressions come after the
+#: extraction, so this sleep's facts count (docs/design.md, "Scene, events and people")
+AFTER_COMPACTION = (
+    SleepStep("gossip", lambda script, character: receive_gossip(script, character)),
+    SleepStep("quote_repair", lambda script, character: repair_quotes(script, character)),
+    SleepStep("memory_consolidation",
+              lambda script, character: consolidate_into_mem0(character), guarded=False),
+    SleepStep("archive_vectors", lambda script, character: embed_archive(script, character)),
+    SleepStep("people_impressions",
+              lambda script, character: update_impressions(script, character)),
+)
+
+
 @defer.inlineCallbacks
 def run_sleep_tick(script, character) -> defer.Deferred:
     """
@@ -79,20 +126,42 @@ def run_sleep_tick(script, character) -> defer.Deferred:
     has met, made from the journal's facts (:func:`ai_contrib.npc.scene.update_impressions`; no LLM
     call). There are no memory-link steps: Mem0's vector
     index is the only link structure, so there is no link graph to build or clean.
-    A failing step is logged and recorded; the next steps still run.
+    The steps are :data:`BEFORE_COMPACTION`, the journaling and compaction, then
+    :data:`AFTER_COMPACTION`; a failing housekeeping step is logged and recorded as
+    ``{"success": False, "error": str}``, and the next steps still run.
 
     Returns:
         Deferred firing a :class:`~ai_contrib.core.outcome.SleepResults`: what each step run
         did.
     """
     results = SleepResults()
-    for name, step in (("entity_consolidation", _consolidate_entities),
-                       ("episodic_prune", _prune_episodic)):
+    yield _run_steps(BEFORE_COMPACTION, script, character, results)
+    yield _journal_and_compact(script, character, results)
+    yield _run_steps(AFTER_COMPACTION, script, character, results)
+    return results
+
+
+@defer.inlineCallbacks
+def _run_steps(steps, script, character, results):
+    """Run ``steps`` in order, each result into its field of ``results``."""
+    for step in steps:
+        if not step.guarded:
+            setattr(results, step.name, (yield step.run(script, character)))
+            continue
         try:
-            setattr(results, name, step(character))
+            outcome = yield defer.maybeDeferred(step.run, script, character)
         except Exception as err:  # housekeeping must never stop the sleep phase
-            logger.log_trace(f"AI {character}: sleep step {name} failed")
-            setattr(results, name, {"success": False, "error": str(err)})
+            logger.log_trace(f"AI {character}: sleep step {step.name} failed")
+            outcome = {"success": False, "error": str(err)}
+        setattr(results, step.name, outcome)
+
+
+@defer.inlineCallbacks
+def _journal_and_compact(script, character, results):
+    """
+    The sleep's fact extraction, when :func:`ai_contrib.core.tick.due` says it journals, then
+    its compaction (``results.pre_compaction_extraction``, ``results.context_compaction``).
+    """
     said = [m.get("seq") for m in script.history
             if m.get("role") in ("user", "assistant") and not m.get("tool_calls")
             and m.get("seq") is not None]
@@ -112,28 +181,6 @@ def run_sleep_tick(script, character) -> defer.Deferred:
     )
     if results.pre_compaction_extraction is not None:
         _drop_journaling(script, character)
-    try:  # before consolidation, so what it heard reaches Mem0 in this sleep
-        results.gossip = receive_gossip(script, character)
-    except Exception as err:  # housekeeping must never stop the sleep phase
-        logger.log_trace(f"AI {character}: sleep step gossip failed")
-        results.gossip = {"success": False, "error": str(err)}
-    try:  # before consolidation, so what it leaves of an entry reaches Mem0 in this sleep
-        results.quote_repair = yield repair_quotes(script, character)
-    except Exception as err:  # housekeeping must never stop the sleep phase
-        logger.log_trace(f"AI {character}: sleep step quote_repair failed")
-        results.quote_repair = {"success": False, "error": str(err)}
-    results.memory_consolidation = yield consolidate_into_mem0(character)
-    try:  # the lines said since the last sleep get their vectors (docs/design.md)
-        results.archive_vectors = yield embed_archive(script, character)
-    except Exception as err:  # housekeeping must never stop the sleep phase
-        logger.log_trace(f"AI {character}: sleep step archive_vectors failed")
-        results.archive_vectors = {"success": False, "error": str(err)}
-    try:  # after extraction, so this sleep's facts count (docs/design.md, "Scene, events and people")
-        results.people_impressions = update_impressions(script, character)
-    except Exception as err:  # housekeeping must never stop the sleep phase
-        logger.log_trace(f"AI {character}: sleep step people_impressions failed")
-        results.people_impressions = {"success": False, "error": str(err)}
-    return results
 
 
 def _drop_journaling(script, character):
