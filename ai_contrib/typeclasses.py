@@ -3,7 +3,7 @@ Typeclasses: the Evennia shell around the compaction core.
 
 ``AssistantCharacter`` is the NPC players talk to. ``AssistantScript`` (a persistent Script on
 it) is the NPC's mind; it reads as its lifecycle (creation, the timer, server start, reload,
-shutdown, deletion) plus delegation to four handlers, reached as Evennia reaches its own
+shutdown, deletion) plus delegation to five handlers, reached as Evennia reaches its own
 (``lazy_property``, like ``CooldownHandler`` or ``TraitHandler``; ``docs/design.md``, "The
 script's handlers"):
 
@@ -13,8 +13,10 @@ script's handlers"):
   queue of lines to answer, turn taking between the AI NPCs of a room;
 - ``script.budgeting`` (:mod:`ai_contrib.npc.budgeting`): the token budgets and the discovery of
   the model's context window;
-- ``script.ticking`` (:mod:`ai_contrib.npc.ticking`): the tick, memory work, the warm-up, sleep and
-  wake.
+- ``script.ticking`` (:mod:`ai_contrib.npc.ticking`): the tick, the start of memory work, the
+  warm-up, sleep and wake;
+- ``script.memory`` (:mod:`ai_contrib.npc.memory_work`): the memory work itself, the emergency
+  compaction, the sleep phase, eviction and the work after a turn.
 
 Storage: every message goes first to the NPC's append-only archive
 (:mod:`ai_contrib.memory.archive`), then into the runtime history held in ``ndb``;
@@ -47,6 +49,7 @@ from .npc.hearing import (  # noqa: F401  (re-exported: the commands and the doc
     room_listeners,
     room_npcs,
 )
+from .npc.memory_work import MemoryHandler
 from .npc.notify import notify_admins
 from .npc.ticking import TickHandler
 from .settings import get_setting, option_value
@@ -247,11 +250,12 @@ class AssistantCharacter(DefaultCharacter):
 
 class AssistantScript(DefaultScript):
     """
-    The NPC's mind: its lifecycle, its configuration, and four handlers that do the work
+    The NPC's mind: its lifecycle, its configuration, and five handlers that do the work
     (``docs/design.md``, "The script's handlers"): ``conversation`` (history, archive,
     checkpoint), ``hearing`` (speech, addressing, the queue, turn taking), ``budgeting``
-    (token budgets, context-window discovery) and ``ticking`` (tick, memory work, warm-up,
-    sleep and wake). The names below them are delegations
+    (token budgets, context-window discovery), ``ticking`` (tick, start of memory work,
+    warm-up, sleep and wake) and ``memory`` (emergency compaction, sleep phase, eviction, the
+    work after a turn). The names below them are delegations
     (:class:`ai_contrib.npc.delegation.delegate`: ``script.budget`` is
     ``script.budgeting.tokens``) kept for the code, tests and games that call them on the
     script; handlers call one another through these names too, so that patching or wrapping
@@ -301,8 +305,15 @@ class AssistantScript(DefaultScript):
 
     @lazy_property
     def ticking(self):
-        """:class:`ai_contrib.npc.ticking.TickHandler`: tick, memory work, warm-up, sleep."""
+        """:class:`ai_contrib.npc.ticking.TickHandler`: tick, start of memory work, warm-up,
+        sleep."""
         return TickHandler(self)
+
+    @lazy_property
+    def memory(self):
+        """:class:`ai_contrib.npc.memory_work.MemoryHandler`: emergency compaction, sleep phase,
+        eviction, the work after a turn."""
+        return MemoryHandler(self)
 
     # -- lifecycle -----------------------------------------------------------------------------
 

@@ -359,15 +359,15 @@ def instrument(meter, state):
     from twisted.internet import defer
     from twisted.python.failure import Failure
 
-    from ai_contrib import rag_memory
     from ai_contrib.llm.client import LLMClient
+    from ai_contrib.npc import memory_work
     from ai_contrib.typeclasses import AssistantScript
 
     orig_run_tick = AssistantScript.run_tick
     orig_receive = AssistantScript.receive_speech
     orig_add = AssistantScript.add_message
     orig_checkpoint = AssistantScript.checkpoint
-    orig_check = rag_memory.check_emergency_compaction
+    orig_check = memory_work.check_emergency_compaction
     orig_post_once = LLMClient._post_once
 
     def run_tick(self):
@@ -422,7 +422,8 @@ def instrument(meter, state):
     AssistantScript.receive_speech = receive_speech
     AssistantScript.add_message = add_message
     AssistantScript.checkpoint = checkpoint
-    rag_memory.check_emergency_compaction = check_emergency_compaction
+    # wrapped where it is defined: the tick's memory handler calls it there
+    memory_work.check_emergency_compaction = check_emergency_compaction
     LLMClient._post_once = _post_once
 
 

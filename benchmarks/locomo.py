@@ -468,7 +468,7 @@ class CallMeter:
     ``"memory"``: every other request, summaries, extraction and the rest), with their wall
     time; memory work is also split by :func:`memory_call_kind` of the request's ``purpose``
     tag (calls and generated tokens). It also times each
-    outermost ``rag_memory.compact_conversation_history`` (the summary LLM calls and the
+    outermost ``npc.compacting.compact_conversation_history`` (the summary LLM calls and the
     bookkeeping; the fact extraction that runs before it is counted apart, as calls).
     """
 
@@ -483,15 +483,17 @@ class CallMeter:
         self.installed = None
 
     def install(self):
-        from ai_contrib import rag_memory
         from ai_contrib.llm.client import get_client
+        from ai_contrib.npc import compacting
 
         client = get_client()
         if self.installed is client:
             return
         for name in ("chat", "complete"):
             setattr(client, name, self._metered(getattr(client, name)))
-        compact = rag_memory.compact_conversation_history
+        # wrapped where it is defined, so the sleep phase's, the emergency's and the per-turn
+        # hook's calls are timed too
+        compact = compacting.compact_conversation_history
 
         def timed_compaction(*args, **kwargs):
             # nested calls (hybrid's summary step) are inside the outer one's time
@@ -512,7 +514,7 @@ class CallMeter:
 
             return d.addBoth(_done)
 
-        rag_memory.compact_conversation_history = timed_compaction
+        compacting.compact_conversation_history = timed_compaction
         self.installed = client
 
     def _metered(self, original):

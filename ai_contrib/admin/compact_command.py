@@ -8,10 +8,10 @@ import re
 from evennia.utils.utils import wrap
 
 from ..core.compaction import REGISTRY, context_change
+from ..npc.compacting import compact_after_extraction
 from ..npc.compaction_report import describe_result
 from ..npc.compaction_runner import STRATEGIES, resolve_strategy
 from ..npc.memory_wait import memory_under_way, when_memory_idle
-from ..rag_memory import compact_after_extraction
 from .command_util import StaffCommand, shown, split_npc_switch
 from .npcs import find_npc
 from .history_command import fidelity_cell
@@ -109,7 +109,8 @@ CmdCompact.__doc__ = CmdCompact.__doc__.replace("{strategies}", _strategy_help()
 
 def format_compaction_result(npc, result):
     """One line for an admin describing a compaction result (a
-    :class:`~ai_contrib.core.compaction.CompactionResult`, see ``rag_memory``)."""
+    :class:`~ai_contrib.core.compaction.CompactionResult`, see
+    :mod:`ai_contrib.npc.compacting`)."""
     return describe_result(
         npc.key, result,
         skipped=lambda r: f"Compaction of {npc.key} skipped: {r.reason}.",

@@ -12,6 +12,7 @@ from ..core.cascade import cascade_status
 from ..core.compaction import REGISTRY
 from ..core.masking import masked_count
 from ..core.messages import is_marker
+from ..core.tick import usage_zone
 from ..memory.journal import ensure_journal, synthesis_entries
 from ..npc.compaction_runner import prompt_style, resolve_strategy
 from ..npc.replies import describe_reply
@@ -32,6 +33,8 @@ from .read_model import compaction_events, journal_page, npc_summary
 RAW_PAGE_SIZE = 20
 EVENTS_LISTED = 10  # compaction events in aihistory's overview
 BAR_WIDTH = 20  # characters of the usage bar
+#: the usage bar's colour in each zone of :func:`ai_contrib.core.tick.usage_zone`
+ZONE_COLOURS = {"below": "|g", "sleep": "|y", "emergency": "|r"}
 
 
 def describe_strategy(script):
@@ -93,7 +96,7 @@ def usage_bar(script, usage):
     """
     sleep_at = float(script.cfg("compact_sleep_threshold"))
     emergency_at = float(script.cfg("compact_emergency_threshold"))
-    colour = "|g" if usage < sleep_at else "|y" if usage < emergency_at else "|r"
+    colour = ZONE_COLOURS[usage_zone(usage, sleep_at, emergency_at)]
     filled = min(BAR_WIDTH, int(round(usage * BAR_WIDTH)))
     rest = ["."] * (BAR_WIDTH - filled)
     for at, mark in ((sleep_at, "|y:|n"), (emergency_at, "|r!|n")):

@@ -12,7 +12,7 @@ Nothing here changes anything. On the website the functions run in the reactor t
 from ..core.gossip import chain_text
 from ..memory.journal import ensure_journal
 from ..npc.compaction_runner import resolve_strategy
-from ..rag_memory import breaker_open
+from ..memory.compaction_log import breaker_open
 from ..settings import NPC_SOURCE, resolve_option
 
 EVENTS_SHOWN = 50

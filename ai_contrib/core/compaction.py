@@ -35,6 +35,7 @@ from .fidelity import message_texts
 from .outcome import FAILED, SKIPPED, SUCCESS, Outcome
 from .structured import plan_replace_all
 from .summary import check_summary, make_marker
+from .tick import reaches
 from .tokens import count_message_tokens, count_tokens
 
 #: a compaction cutting less than this share of the history's tokens is a stall
@@ -274,7 +275,8 @@ class Snapshot:
         return float(self.options[name])
 
     def over_threshold(self) -> bool:
-        return self.force or self.usage >= self.threshold()
+        """Forced, or at the threshold (:func:`ai_contrib.core.tick.reaches`)."""
+        return self.force or reaches(self.usage, self.threshold())
 
 
 #: the summary of a span in which no one spoke (tool calls and their results only): written

@@ -134,7 +134,7 @@ class ConsolidationResult(Outcome):
 class SleepResults:
     """
     What each step of a sleep phase did (``docs/design.md``, "Sleep phase";
-    :func:`ai_contrib.rag_memory.run_sleep_tick`), in the order the steps run. A step not run
+    :func:`ai_contrib.npc.sleep_phase.run_sleep_tick`), in the order the steps run. A step not run
     is None (the fact extraction runs only when compaction is due or enough was said). The
     housekeeping steps give their own dicts, ``{"success": False, "error": str}`` when they
     broke off: ``entity_consolidation`` (the entity stats), ``episodic_prune``

@@ -5,18 +5,37 @@ deriving it again (``docs/design.md``, "The tick").
 
 The shell takes a :class:`TickState` (reading Attributes, ``ndb`` and settings, all O(1)), asks
 :func:`due` and does what the :class:`Due` says, in its order: wake, start memory work, keep the
-history bounded, answer, fall asleep. Nothing here reads the clock, the database or the room.
+history bounded, answer, fall asleep. The memory work it starts asks it too: whether the
+emergency check compacts or (its breaker open) evicts, whether the sleep phase journals, and
+how far an eviction goes (:func:`overflow_target`, :func:`in_flight_target`). Every comparison
+of a history's usage with a threshold (the sleep and emergency thresholds, the budget) is made
+here (:func:`reaches`; ``tests/unit/test_thresholds.py`` holds the package to it). Nothing here
+reads the clock, the database or the room.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Due", "OVER_BUDGET", "TickState", "due", "tick_needed"]
+__all__ = [
+    "Due",
+    "OVER_BUDGET",
+    "SLEEP_JOURNAL_MIN_MESSAGES",
+    "TickState",
+    "due",
+    "in_flight_target",
+    "overflow_target",
+    "reaches",
+    "tick_needed",
+    "usage_zone",
+]
 
 #: the share of the budget at which the history is over it: no warm-up (the prompt's window is
 #: still moving) and, with no memory work under way to bring it back, the oldest lines go
 OVER_BUDGET = 1.0
+#: lines said since the NPC last journaled that make a sleep journal them even when no
+#: compaction is due (docs/design.md, "Sleep phase")
+SLEEP_JOURNAL_MIN_MESSAGES = 10
 
 
 @dataclass(frozen=True)
@@ -29,9 +48,18 @@ class TickState:
         usage (float): runtime history tokens over the effective budget (0.0 - ...).
         compact_enabled (bool): ``compact_enabled``.
         emergency_threshold (float): ``compact_emergency_threshold`` (fraction of the budget).
+        sleep_threshold (float): ``compact_sleep_threshold`` (fraction of the budget).
+        breaker_open (bool): automatic compaction is paused after too many failures in a row
+            (:func:`ai_contrib.memory.compaction_log.breaker_open`).
+        summarises (bool): the NPC's compaction strategy writes summaries (``mask`` does not),
+            so a compaction due in its sleep has facts to journal first; read for the sleep
+            phase only.
+        unjournaled (int): lines said since the NPC last journaled (``db.journaled_through_seq``);
+            read for the sleep phase only.
         pending (bool): lines are queued for an answer.
         waiting_for_players (bool): the queue holds only AI NPCs' lines and a player's turn in
-            the room goes first (``AssistantScript.players_first``).
+            the room goes first (``AssistantScript.players_first``; without a look at the
+            room, what the last tick found).
         listeners (bool): someone in the room could hear a reply (False after a turn found
             nobody: its lines wait).
         memory_work (bool): the NPC's own memory work (its emergency compaction or its sleep
@@ -56,6 +84,10 @@ class TickState:
     usage: float = 0.0
     compact_enabled: bool = True
     emergency_threshold: float = 0.8
+    sleep_threshold: float = 0.7
+    breaker_open: bool = False
+    summarises: bool = True
+    unjournaled: int = 0
     pending: bool = False
     waiting_for_players: bool = False
     listeners: bool = True
@@ -78,8 +110,10 @@ class Due:
     """
     What is due now, in the order a tick does it. A tick of a sleeping NPC acts on
     ``checkpoint``, ``wake`` and ``memory_work``; woken by speech it asks again, awake. What
-    follows a reply or memory work (``bound_in_flight``, ``evict_overflow``, ``kick``,
-    ``warm_up``) holds asleep too: the sleep phase's compaction is warmed like any other.
+    follows a reply or memory work (``bound_in_flight``, ``evict_overflow``,
+    ``kick_after_work``, ``warm_up``) holds asleep too: the sleep phase's compaction is warmed
+    like any other. ``emergency``, ``over_budget`` and ``sleep_extraction`` are what the memory
+    work, once started, asks (:mod:`ai_contrib.npc.memory_work`).
 
     Attributes:
         checkpoint (bool): save the runtime history (``AssistantScript.checkpoint``, queued).
@@ -89,14 +123,27 @@ class Due:
         memory_work (str | None): start ``"sleep"`` (the sleep phase, once per sleep) or
             ``"emergency"`` (the emergency compaction) in the background.
         bound_in_flight (bool): a compaction is under way: keep the history within its
-            in-flight cap (``rag_memory.bound_in_flight``).
+            in-flight cap (:func:`ai_contrib.npc.eviction.bound_in_flight`).
         evict_overflow (bool): over the budget with no compaction to bring it back: move the
-            oldest lines out (``rag_memory.evict_overflow``).
+            oldest lines out (:func:`ai_contrib.npc.eviction.evict_overflow`).
+        emergency (str | None): what the emergency check does now: ``"compact"`` (compaction
+            on, none being written, at the emergency threshold, the breaker closed),
+            ``"evict"`` (the same with the breaker open and the history over its budget: no
+            summary can be made, the oldest lines go) or None.
+        over_budget (bool): the history is over its budget (:data:`OVER_BUDGET`), whatever
+            runs: after an emergency compaction the oldest lines go, and the reply prompt shows
+            a window of it.
+        sleep_extraction (bool): the sleep phase journals before its compaction: a compaction
+            is due at the sleep threshold and the strategy summarises, or at least
+            :data:`SLEEP_JOURNAL_MIN_MESSAGES` lines were said since the NPC last journaled.
         answer (bool): answer the queued lines now.
         fall_asleep (bool): idle for ``AI_SLEEP_AFTER_IDLE`` with nothing queued.
         start_clock (bool): the awake clock has not started (idleness counts from now).
-        kick (bool): when a reply or memory work ends: lines wait for an answer that can be
-            given now, so another tick runs at once.
+        kick (bool): when a reply ends, awake: lines wait for an answer that can be given now
+            (someone can hear, no player's turn goes first), so another tick runs at once.
+        kick_after_work (bool): when memory work ends: lines wait and someone can hear, so a
+            tick runs at once (asleep, it wakes the NPC to answer; the tick itself looks at
+            the room for a player's turn).
         warm_up (bool): when a reply or memory work ends and nothing is to be answered: the
             start of the prompt changed, so the next prompt is sent ahead to the server's cache
             (``docs/design.md``, "Warming the cache after a compaction"; the shell still asks
@@ -108,15 +155,79 @@ class Due:
     memory_work: str | None = None
     bound_in_flight: bool = False
     evict_overflow: bool = False
+    emergency: str | None = None
+    over_budget: bool = False
+    sleep_extraction: bool = False
     answer: bool = False
     fall_asleep: bool = False
     start_clock: bool = False
     kick: bool = False
+    kick_after_work: bool = False
     warm_up: bool = False
 
 
+def reaches(usage, threshold) -> bool:
+    """
+    Whether ``usage`` (a history's tokens over its budget) is at or above ``threshold`` (a
+    fraction of the budget: the sleep or emergency threshold, :data:`OVER_BUDGET`): the one
+    comparison of usage with a threshold the package makes.
+    """
+    return usage >= threshold
+
+
+def usage_zone(usage, sleep_threshold, emergency_threshold) -> str:
+    """
+    Where ``usage`` stands against the thresholds (fractions of the budget): ``"below"`` the
+    sleep threshold, ``"sleep"`` from it up to the emergency threshold, ``"emergency"`` from
+    that on (``aihistory``'s usage bar, ``docs/design.md``, "The budget fits the model").
+    """
+    if not reaches(usage, sleep_threshold):
+        return "below"
+    return "emergency" if reaches(usage, emergency_threshold) else "sleep"
+
+
+def overflow_target(emergency_threshold, budget) -> float:
+    """
+    Tokens an over-budget history with no summary to bring it back is evicted down to
+    (``docs/design.md``, "Memory work is never starved"): the emergency threshold's share of
+    ``budget`` (tokens).
+    """
+    return float(emergency_threshold) * budget
+
+
+def in_flight_target(tokens, budget, cap) -> float | None:
+    """
+    How far a history that memory work leaves growing is evicted (``docs/design.md``, "Bounded
+    while a compaction is written"): None while ``tokens`` is under ``cap`` (a multiple of at
+    least 1.0) times ``budget`` (tokens), else halfway between the budget and the cap, so the
+    eviction runs once per half a budget of new lines.
+
+    Returns:
+        float | None: the token target, or None when nothing is to go.
+    """
+    if tokens < cap * budget:
+        return None
+    return (1.0 + cap) / 2 * budget
+
+
 def _emergency(state):
-    return state.compact_enabled and state.usage >= state.emergency_threshold
+    return state.compact_enabled and reaches(state.usage, state.emergency_threshold)
+
+
+def _emergency_check(state, over):
+    """What the emergency check does (:attr:`Due.emergency`)."""
+    if state.compacting or not _emergency(state):
+        return None
+    if state.breaker_open:
+        return "evict" if over else None
+    return "compact"
+
+
+def _sleep_extraction(state):
+    """Whether the sleep phase journals (:attr:`Due.sleep_extraction`)."""
+    compaction_due = (state.compact_enabled and reaches(state.usage, state.sleep_threshold)
+                      and state.summarises)
+    return bool(compaction_due or state.unjournaled >= SLEEP_JOURNAL_MIN_MESSAGES)
 
 
 def _idle_long_enough(state):
@@ -150,21 +261,29 @@ def due(state) -> Due:
     history over its budget loses its oldest lines; queued lines are answered unless they are
     AI NPCs' lines waiting for a player's turn; an NPC idle for ``sleep_after_idle`` with
     nothing queued falls asleep. When a reply or memory work ends, lines that can be answered
-    are answered at once (``kick``: someone can hear, no player's turn goes first), else a
+    are answered at once (``kick``: someone can hear, no player's turn goes first; after memory
+    work, ``kick_after_work``, asleep too), else a
     changed prompt start is warmed (never while over budget, while a reply is written or a
-    warm-up runs, or before the NPC's first prompt since the server started).
+    warm-up runs, or before the NPC's first prompt since the server started). The memory work
+    asks it too: the emergency check compacts at its threshold, or evicts over budget while the
+    breaker is open; the sleep phase journals when its compaction is due or enough was said.
 
     Returns:
         Due
     """
-    over = state.usage >= OVER_BUDGET
+    over = reaches(state.usage, OVER_BUDGET)
     in_flight = state.memory_work or state.compacting
     # what holds asleep or awake: the history stays bounded, and what to do when work ends
     common = {
         "checkpoint": state.checkpoint_due,
         "bound_in_flight": in_flight,
         "evict_overflow": over and not in_flight,
-        "kick": state.pending and state.listeners and not state.waiting_for_players,
+        "emergency": _emergency_check(state, over),
+        "over_budget": over,
+        "sleep_extraction": _sleep_extraction(state),
+        "kick": (state.awake and state.pending and state.listeners
+                 and not state.waiting_for_players),
+        "kick_after_work": state.pending and state.listeners,
         "warm_up": (not state.pending and not over and not state.busy and not state.warming
                     and state.prompted and state.head_changed),
     }

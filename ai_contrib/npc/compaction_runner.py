@@ -78,6 +78,7 @@ from ..core.messages import is_marker
 from ..core.replay import apply_record
 from ..core.structured import BASE_SUMMARY_INSTRUCTION
 from ..core.summary import DEFAULT_COMPACTION_PROMPT, benefit_decision, estimate_summary_tokens
+from ..core.tick import reaches
 from ..llm import summariser
 from ..llm.client import LLMError, LLMResponseError
 from ..memory.archive import ArchiveError
@@ -329,7 +330,7 @@ def evict_for_emergency(script, character, masked, trigger, strategy="mask"):
         CompactionResult: the result of masking and eviction together.
     """
     threshold = float(script.cfg("compact_emergency_threshold"))
-    if script.token_usage() < threshold:
+    if not reaches(script.token_usage(), threshold):
         return masked
     before = masked.get("original_tokens", script.token_count())
     try:
@@ -522,7 +523,7 @@ def _summarise_plan(script, character, plan):
     minimum = int(script.cfg("compact_min_saving_tokens"))
     script.ndb.compacting = True
     # what the splice will replace: lines outside it may leave for the archive meanwhile
-    # (rag_memory.bound_in_flight); their tokens are counted for the result's report
+    # (npc.eviction.bound_in_flight); their tokens are counted for the result's report
     script.ndb.compacting_ids = frozenset(m["id"] for span in plan.spans for m in span.messages)
     script.ndb.compacting_evicted = 0
     try:
@@ -592,7 +593,7 @@ def run_strategy(script, character, strategy, force=False, trigger="sleep", hold
     Run one compaction with ``strategy`` (one of :data:`STRATEGIES`), as its record in
     :data:`ai_contrib.core.compaction.REGISTRY` says: mask first, then the plan's summaries,
     or emergency eviction for a strategy that only masks. Called by
-    :func:`ai_contrib.rag_memory.compact_conversation_history` after its shared checks
+    :func:`ai_contrib.npc.compacting.compact_conversation_history` after its shared checks
     (already compacting, disabled, circuit breaker). ``hold_from``: :func:`snapshot`.
 
     Returns:

@@ -12,7 +12,7 @@ Reads the script's ``ndb`` only: ``memory_work`` (the NPC's own memory work, a D
 ``memory_work_kind`` (``"sleep"`` or ``"emergency"``, set beside it by
 :meth:`ai_contrib.npc.ticking.TickHandler.start_memory_work`) and ``compacting`` (a compaction
 of any origin is being written, or the fact extraction before an admin's ``compact`` runs:
-:func:`ai_contrib.rag_memory.compact_after_extraction` sets it from the extraction's start).
+:func:`ai_contrib.npc.compacting.compact_after_extraction` sets it from the extraction's start).
 """
 
 from twisted.internet import defer

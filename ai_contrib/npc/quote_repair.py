@@ -1,7 +1,7 @@
 """
 The quote repair: invented quotes stored before they were checked are found and taken out
 (``docs/design.md``, "Summary fidelity", quotes; a sleep step,
-:func:`ai_contrib.rag_memory.run_sleep_tick`).
+:func:`ai_contrib.npc.sleep_phase.run_sleep_tick`).
 
 A summary, synthesis or fact is checked quote by quote before it is stored
 (:func:`ai_contrib.core.quotes.check_quotes`); what was stored before, or by older code, may

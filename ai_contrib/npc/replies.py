@@ -27,6 +27,7 @@ from ..core.prompts import (
     overload_window,
 )
 from ..core.receipts import kept_receipts, lean_receipt, make_receipt
+from ..core.tick import OVER_BUDGET, reaches
 from ..core.tokens import count_message_tokens
 from ..core.turns import turn_query
 from ..llm.client import LLMContextOverflowError, LLMError, get_client
@@ -307,7 +308,7 @@ def prompt_window(script, turn_ids=()):
         kept in ``script.ndb.prompt_start_id``.
     """
     budget = script.budget()
-    if script.token_usage() < 1.0:
+    if not reaches(script.token_usage(), OVER_BUDGET):
         script.ndb.prompt_start_id = None
         return None, budget
     history = script.history

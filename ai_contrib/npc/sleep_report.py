@@ -2,7 +2,7 @@
 What a sleep phase did, in one line for admins: the ``aisleep`` report and ``aihistory``'s
 "Last sleep" row.
 
-The sleep phase (:func:`ai_contrib.rag_memory.run_sleep_tick`) returns a
+The sleep phase (:func:`ai_contrib.npc.sleep_phase.run_sleep_tick`) returns a
 :class:`~ai_contrib.core.outcome.SleepResults`;
 :func:`sleep_finished` is chained to it by the ``AssistantScript``, records the line in
 ``script.db.last_sleep`` (``{"at": ISO-8601 UTC str, "summary": str}``, kept across reloads)

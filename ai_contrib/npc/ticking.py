@@ -1,7 +1,8 @@
 """
 When an AI NPC acts, as a handler of its ``AssistantScript`` (``script.ticking``): the tick
-(answer what was heard, wake, fall asleep, bound the history), the memory work started beside
-it (the sleep phase, an emergency compaction), the warm-up of the reply server's cache after a
+(answer what was heard, wake, fall asleep, bound the history), the start of the memory work
+beside it (the sleep phase, an emergency compaction, run by ``script.memory``,
+:mod:`ai_contrib.npc.memory_work`), the warm-up of the reply server's cache after a
 compaction, and the NPC's mode, awake or asleep (``docs/design.md``, "The tick", "Memory work
 is never starved" and "Warming the cache after a compaction").
 
@@ -26,6 +27,7 @@ from evennia.utils import logger
 
 from ..core.prompts import prompt_head
 from ..core.tick import TickState, due, tick_needed
+from ..memory.compaction_log import breaker_open
 from ..settings import get_setting
 from . import sleep_report
 from .conversation import queue_checkpoint
@@ -89,10 +91,11 @@ class TickHandler:
     def state(self, room=False, head=False):
         """
         The NPC's state as the tick policy reads it (:class:`ai_contrib.core.tick.TickState`;
-        ``docs/design.md``, "The tick"). O(1) unless asked for more: ``room`` adds whether the
-        queued lines wait for a player's turn (``script.players_first``, a look at the room's
-        NPCs), ``head`` whether the start of the reply prompt changed since the NPC's last
-        prompt (:func:`ai_contrib.core.prompts.prompt_head`).
+        ``docs/design.md``, "The tick"). O(1) unless asked for more: ``room`` looks at whether
+        the queued lines wait for a player's turn (``script.players_first``, a look at the
+        room's NPCs; without it, what the last tick found, ``ndb.waiting_for_players``),
+        ``head`` whether the start of the reply prompt changed since the NPC's last prompt
+        (:func:`ai_contrib.core.prompts.prompt_head`).
 
         Returns:
             TickState
@@ -109,8 +112,12 @@ class TickHandler:
             usage=script.token_usage(),
             compact_enabled=bool(script.cfg("compact_enabled")),
             emergency_threshold=float(script.cfg("compact_emergency_threshold")),
+            sleep_threshold=float(script.cfg("compact_sleep_threshold")),
+            breaker_open=breaker_open(script),
             pending=pending,
-            waiting_for_players=bool(room and pending and script.players_first()),
+            # looked at now, or as the last tick found it
+            waiting_for_players=(bool(pending and script.players_first()) if room
+                                 else bool(ndb.waiting_for_players)),
             listeners=not ndb.no_listeners,
             memory_work=ndb.memory_work is not None,
             compacting=bool(ndb.compacting),
@@ -153,14 +160,11 @@ class TickHandler:
 
         def _done(result):
             script.ndb.busy = False
-            state = self.state()
-            now = due(state)
+            now = due(self.state())
             if now.bound_in_flight:
-                from .. import rag_memory
-
-                rag_memory.bound_in_flight(script, script.obj)  # the reply just added counts too
+                script.memory.bound_in_flight()  # the reply just added counts too
             # NPCs' lines waiting for a player's turn are kicked when that turn ends
-            if now.kick and state.awake and not script.ndb.waiting_for_players:
+            if now.kick:
                 script.kick()  # lines heard while the reply was written
             else:
                 script.warm_if_due()
@@ -180,8 +184,6 @@ class TickHandler:
         Returns:
             Deferred: fires when the answer (if any) is done.
         """
-        from .. import rag_memory
-
         script = self.obj
         character = script.obj
         if character is None:
@@ -196,10 +198,10 @@ class TickHandler:
         now = due(self.state(room=True))
         if now.bound_in_flight:
             # a compaction is under way but its summariser may hang: bounded meanwhile
-            rag_memory.bound_in_flight(script, character)
+            script.memory.bound_in_flight()
         elif now.evict_overflow:
             # over budget with no compaction under way to bring it back (breaker open)
-            rag_memory.evict_overflow(script, character)
+            script.memory.evict_overflow()
         said = 0
         # read by the room's other NPCs (players_first) and when the tick ends
         script.ndb.waiting_for_players = bool(script.pending_ids()) and not now.answer
@@ -209,7 +211,7 @@ class TickHandler:
         if said:
             record_usage(script)  # the staff web page's usage chart (ai_contrib.npc.usage_log)
             # micro-compaction after the turn; a cascade cycle's LLM calls run in the background
-            script.ndb.after_turn = rag_memory.after_turn_compaction(script, character)
+            script.ndb.after_turn = script.memory.after_turn()
             script.start_memory_work()  # the reply may have crossed the threshold
         now = due(self.state())
         if now.start_clock and script.ndb.awake_since is None:
@@ -299,8 +301,6 @@ class TickHandler:
         Returns:
             Deferred or None: the running memory work (None if none is due).
         """
-        from .. import rag_memory
-
         script = self.obj
         running = script.ndb.memory_work
         if running is not None or script.obj is None:
@@ -309,7 +309,7 @@ class TickHandler:
         what = due(self.state()).memory_work
         if what == "sleep":
             script.ndb.slept = True
-            work = rag_memory.run_sleep_tick(script, character)
+            work = script.memory.sleep_phase()
 
             def _slept(result):
                 script.ndb.last_sleep_result = result
@@ -319,7 +319,7 @@ class TickHandler:
             # the admin who ran aisleep, and aihistory, get a line about what it did
             work.addBoth(sleep_report.sleep_finished, script)
         elif what == "emergency":
-            work = rag_memory.check_emergency_compaction(script, character)
+            work = script.memory.emergency()
         else:
             return None
         script.ndb.memory_work = work
@@ -329,8 +329,8 @@ class TickHandler:
             script.ndb.memory_work = script.ndb.memory_work_kind = None
             now = due(self.state())
             if now.evict_overflow:
-                rag_memory.evict_overflow(script, character)
-            if script.ndb.pending and not script.ndb.no_listeners:
+                script.memory.evict_overflow()
+            if now.kick_after_work:
                 script.kick()  # a sleeping NPC's tick wakes it to answer
             else:
                 script.warm_if_due()

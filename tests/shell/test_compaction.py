@@ -4,10 +4,14 @@ written by a real HTTP LLM double on 127.0.0.1.
 """
 
 import threading
+from unittest import mock
+
+from twisted.internet import defer
 
 from ai_contrib import rag_memory
 from ai_contrib.core.cuts import is_extraction_traffic
 from ai_contrib.core.messages import is_marker
+from ai_contrib.npc import sleep_phase
 
 from tests.support.llm_double import hold, http_error, reply, tool_calls
 from tests.support.npc_fixtures import NPCTestCase
@@ -196,6 +200,28 @@ class TestCompaction(NPCTestCase):
         results = stored(wait_for(rag_memory.run_sleep_tick(self.script, self.npc)))
         self.assertTrue(results["context_compaction"]["success"], results)
         self.assertEqual(results["context_compaction"]["trigger"], "sleep")
+
+    def test_a_failing_sleep_step_is_recorded_and_the_next_steps_still_run(self):
+        self.script.db.pre_compact_extraction_enabled = False
+        self.llm.enqueue(reply(SUMMARY))
+
+        def broken_gossip(script, character):
+            raise RuntimeError("gossip broke")
+
+        with mock.patch.object(sleep_phase, "receive_gossip", broken_gossip), \
+                mock.patch.object(sleep_phase, "embed_archive",
+                                  lambda script, character: defer.fail(OSError("no vectors"))):
+            results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc))
+        # a step that raised and one whose Deferred failed are recorded alike...
+        self.assertEqual(results.gossip, {"success": False, "error": "gossip broke"})
+        self.assertEqual(results.archive_vectors, {"success": False, "error": "no vectors"})
+        # ...and the steps between and after them ran, as did the compaction before them
+        self.assertIsNotNone(results.quote_repair)
+        self.assertNotIn("error", results.quote_repair or {})
+        self.assertIsNotNone(results.memory_consolidation)
+        self.assertIsNotNone(results.people_impressions)
+        self.assertNotIn("error", results.people_impressions or {})
+        self.assertTrue(results.context_compaction.success, results)
 
     def test_a_sleep_keeps_the_conversation_in_the_window_and_the_extraction_traffic_leaves(self):
         self.script.db.pre_compact_max_iterations = 4

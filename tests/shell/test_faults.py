@@ -38,6 +38,7 @@ from ai_contrib.core.tokens import (
 )
 from ai_contrib.llm.client import reset_client
 from ai_contrib.memory.archive import close_archive
+from ai_contrib.npc import compacting
 from ai_contrib.settings import get_setting
 
 from tests.support.llm_double import (
@@ -155,7 +156,7 @@ class FaultCase(NPCTestCase):
 
     def compact(self, trigger="sleep", force=False):
         """Run a compaction; return (result, the warnings logged)."""
-        with mock.patch.object(rag_memory.logger, "log_warn") as warn:
+        with mock.patch.object(compacting.logger, "log_warn") as warn:
             result = stored(wait_for(
                 rag_memory.compact_conversation_history(
                     self.script, self.npc, force=force, trigger=trigger

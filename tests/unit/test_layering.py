@@ -9,11 +9,12 @@ The package's imports run one way (``docs/design.md``, "Overview"): the Evennia 
 - ``ai_contrib.memory`` and ``ai_contrib.llm`` import only ``core``, ``memory``, ``llm`` and
   ``ai_contrib.settings`` of the package (no arrow up into the shell);
 - ``ai_contrib.npc`` (the services acting on one NPC) imports ``core``, ``memory``, ``llm``,
-  ``settings``, itself and, of the Evennia faces, only ``rag_memory`` (the memory work the tick
-  starts) and ``lore`` (the lore Script, whose typeclass path games store): never ``admin``,
-  ``web``, ``typeclasses``, ``commands`` or ``startup``;
+  ``settings``, itself and, of the Evennia faces, only ``lore`` (the lore Script, whose
+  typeclass path games store): never ``rag_memory`` (the memory work is ``npc/``'s own, the
+  face re-exports it), ``admin``, ``web``, ``typeclasses``, ``commands`` or ``startup``;
 - ``ai_contrib.admin`` (what admins see) imports anything below ``commands``: not ``commands``,
-  ``web`` or ``startup`` (it reads the NPC classes of ``typeclasses`` to find and show NPCs).
+  ``web``, ``startup`` or ``rag_memory`` (a re-export of ``npc/``'s memory work: admin/ imports
+  it where it lives); it reads the NPC classes of ``typeclasses`` to find and show NPCs.
 """
 
 import ast
@@ -27,9 +28,10 @@ FRAMEWORKS = ("evennia", "twisted", "django")
 #: what memory/ and llm/ may import of the package
 LOW_LAYERS = ("ai_contrib.core", "ai_contrib.memory", "ai_contrib.llm", "ai_contrib.settings")
 #: what npc/ may import of the package
-NPC_MAY_IMPORT = LOW_LAYERS + ("ai_contrib.npc", "ai_contrib.rag_memory", "ai_contrib.lore")
+NPC_MAY_IMPORT = LOW_LAYERS + ("ai_contrib.npc", "ai_contrib.lore")
 #: what admin/ must not import of the package
-ADMIN_MUST_NOT_IMPORT = ("ai_contrib.commands", "ai_contrib.web", "ai_contrib.startup")
+ADMIN_MUST_NOT_IMPORT = ("ai_contrib.commands", "ai_contrib.web", "ai_contrib.startup",
+                         "ai_contrib.rag_memory")
 
 
 def _modules():
@@ -203,8 +205,8 @@ def test_memory_and_llm_import_nothing_of_the_shell():
 
 def test_npc_services_import_no_admin_web_or_face_above_them():
     folders = ("ai_contrib.npc",)
-    # positive control: the rule sees npc/'s imports of memory/ and of rag_memory
-    assert any(b.endswith("imports ai_contrib.rag_memory")
+    # positive control: the rule sees npc/'s imports of memory/ and of the lore face
+    assert any(b.endswith("imports ai_contrib.lore")
                for b in _breaches(folders, allowed=LOW_LAYERS + ("ai_contrib.npc",)))
     assert _breaches(folders, allowed=("ai_contrib.npc",))
     wrong = _breaches(folders, allowed=NPC_MAY_IMPORT)

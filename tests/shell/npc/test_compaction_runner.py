@@ -27,7 +27,7 @@ from ai_contrib.core.summary import DEFAULT_COMPACTION_PROMPT
 from ai_contrib.core.tokens import count_conversation_tokens
 from ai_contrib.memory.archive import ArchiveError
 from ai_contrib.memory.runtime import RuntimeHistory
-from ai_contrib.npc import compaction_runner
+from ai_contrib.npc import compacting, compaction_runner
 from ai_contrib.npc.compaction_report import format_result
 
 from tests.support.llm_double import http_error, reply
@@ -355,7 +355,7 @@ class TestHybrid(StrategyTestCase):
             return defer.succeed(ExtractionResult(SUCCESS, read_ids=gone))
 
         self.llm.enqueue(reply(SUMMARY))
-        with mock.patch.object(rag_memory, "run_pre_compaction_extraction",
+        with mock.patch.object(compacting, "run_pre_compaction_extraction",
                                extraction_beside_a_forced_compaction):
             result = stored(wait_for(rag_memory.check_emergency_compaction(self.script,
                                                                            self.npc)))

@@ -6,7 +6,18 @@ every state hypothesis draws, and the cases that decide an NPC's day.
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ai_contrib.core.tick import OVER_BUDGET, Due, TickState, due, tick_needed
+from ai_contrib.core.tick import (
+    OVER_BUDGET,
+    SLEEP_JOURNAL_MIN_MESSAGES,
+    Due,
+    TickState,
+    due,
+    in_flight_target,
+    overflow_target,
+    reaches,
+    tick_needed,
+    usage_zone,
+)
 
 seconds = st.floats(min_value=0, max_value=10_000, allow_nan=False)
 states = st.builds(
@@ -15,6 +26,10 @@ states = st.builds(
     usage=st.floats(min_value=0, max_value=3, allow_nan=False),
     compact_enabled=st.booleans(),
     emergency_threshold=st.floats(min_value=0.1, max_value=1.0, allow_nan=False),
+    sleep_threshold=st.floats(min_value=0.1, max_value=1.0, allow_nan=False),
+    breaker_open=st.booleans(),
+    summarises=st.booleans(),
+    unjournaled=st.integers(min_value=0, max_value=3 * SLEEP_JOURNAL_MIN_MESSAGES),
     pending=st.booleans(),
     waiting_for_players=st.booleans(),
     listeners=st.booleans(),
@@ -94,7 +109,11 @@ def test_a_reply_comes_before_a_warm_up_and_a_warm_up_only_for_a_changed_idle_pr
         assert state.prompted and state.head_changed and not state.pending
         assert state.usage < OVER_BUDGET and not state.busy and not state.warming
     if now.kick:
-        assert state.pending and state.listeners and not state.waiting_for_players
+        assert state.awake and state.pending and state.listeners
+        assert not state.waiting_for_players
+    assert not (now.kick_after_work and now.warm_up)
+    assert now.kick_after_work == (state.pending and state.listeners)
+    assert now.kick <= now.kick_after_work  # what a reply's end kicks, memory work's end does
     if state.awake:
         assert now.answer == (state.pending and not state.waiting_for_players)
 
@@ -139,3 +158,70 @@ def test_a_day_of_an_npc():
     assert due(TickState(idle_for=901, sleep_after_idle=900)).fall_asleep
     assert not due(TickState(idle_for=901, sleep_after_idle=900, pending=True)).fall_asleep
     assert not tick_needed(TickState(idle_for=10, sleep_after_idle=900))
+
+
+@given(states)
+def test_the_emergency_check_compacts_at_its_threshold_and_evicts_only_behind_the_breaker(state):
+    now = due(state)
+    at = (state.compact_enabled and not state.compacting
+          and state.usage >= state.emergency_threshold)
+    assert (now.emergency is not None) <= at  # nothing below the threshold or beside a compaction
+    assert (now.emergency == "compact") == (at and not state.breaker_open)
+    assert (now.emergency == "evict") == (at and state.breaker_open and now.over_budget)
+    assert now.over_budget == (state.usage >= OVER_BUDGET)
+    # the check it starts is the emergency memory work's: due awake at the same threshold
+    if now.memory_work == "emergency" and not state.compacting and not state.breaker_open:
+        assert now.emergency == "compact"
+
+
+@given(states)
+def test_the_sleep_phase_journals_when_its_compaction_is_due_or_enough_was_said(state):
+    now = due(state)
+    compaction_due = (state.compact_enabled and state.summarises
+                      and state.usage >= state.sleep_threshold)
+    enough = state.unjournaled >= SLEEP_JOURNAL_MIN_MESSAGES
+    assert now.sleep_extraction == (compaction_due or enough)
+
+
+@given(st.floats(min_value=0, max_value=3, allow_nan=False),
+       st.floats(min_value=0.1, max_value=1.0, allow_nan=False),
+       st.floats(min_value=0.1, max_value=1.0, allow_nan=False))
+def test_the_usage_bar_zones_follow_the_thresholds(usage, sleep_at, emergency_at):
+    zone = usage_zone(usage, sleep_at, emergency_at)
+    assert (zone == "below") == (usage < sleep_at)
+    if zone == "emergency":
+        assert usage >= emergency_at and reaches(usage, emergency_at)
+    if zone == "sleep":
+        assert sleep_at <= usage < emergency_at
+
+
+@given(st.integers(min_value=0, max_value=100_000), st.integers(min_value=1, max_value=50_000),
+       st.floats(min_value=1.0, max_value=4.0, allow_nan=False),
+       st.floats(min_value=0.1, max_value=1.0, allow_nan=False))
+def test_evictions_go_below_what_set_them_off(tokens, budget, cap, threshold):
+    target = in_flight_target(tokens, budget, cap)
+    if tokens < cap * budget:
+        assert target is None  # under the cap nothing goes
+    else:
+        # halfway between the budget and the cap: under the cap, never under the budget
+        assert budget <= target <= cap * budget
+    assert overflow_target(threshold, budget) == threshold * budget <= budget
+
+
+def test_memory_work_in_an_npcs_day():
+    # at the emergency threshold: compact; behind an open breaker: evict only over budget
+    assert due(TickState(usage=0.85)).emergency == "compact"
+    assert due(TickState(usage=0.85, breaker_open=True)).emergency is None
+    assert due(TickState(usage=1.2, breaker_open=True)).emergency == "evict"
+    assert due(TickState(usage=0.85, compacting=True)).emergency is None
+    assert due(TickState(usage=0.5)).emergency is None
+    # asleep at 75 %: the summary compaction is due, so the sleep journals first; mask writes no
+    # summary, so only ten lines said since the last journaling make it journal
+    assert due(TickState(awake=False, usage=0.75)).sleep_extraction
+    assert not due(TickState(awake=False, usage=0.75, summarises=False)).sleep_extraction
+    assert due(TickState(awake=False, usage=0.1, unjournaled=10)).sleep_extraction
+    assert not due(TickState(awake=False, usage=0.1, unjournaled=9)).sleep_extraction
+    # lines waiting when memory work ends wake a sleeping NPC; a reply's end kicks only awake
+    asleep = due(TickState(awake=False, pending=True))
+    assert asleep.kick_after_work and not asleep.kick
+    assert due(TickState(pending=True, idle_for=1)).kick
