@@ -275,6 +275,31 @@ def withdraw_recall(script, journal_ids=(), keys=()) -> int:
     return left
 
 
+#: erased facts an NPC keeps refusing, the newest (``character.db.erased_facts``)
+ERASED_KEPT = 512
+
+
+def mark_erased(character, contents) -> None:
+    """
+    Staff erased facts ``contents`` (str each) from ``character`` (``aigossip/erase``): it keeps
+    them, the newest :data:`ERASED_KEPT`, in its ``erased_facts`` Attribute and refuses them
+    from then on, as ``aiforget``'s ``forgotten_players`` refuses a forgotten player's gossip:
+    an extraction that proposes one again from lines still in context journals nothing
+    (:meth:`ai_contrib.npc.extraction._Extraction.erased`), and gossip does not bring it back
+    (:func:`ai_contrib.core.gossip.select_gossip`; ``docs/design.md``, "Gossip").
+    """
+    kept = [str(c) for c in (character.db.erased_facts or ())]
+    new = [str(c) for c in contents if str(c) not in kept]
+    if new:
+        character.db.erased_facts = (kept + new)[-ERASED_KEPT:]
+
+
+def erased_facts(character) -> list:
+    """The facts staff erased from ``character`` that it refuses (:func:`mark_erased`):
+    list[str], oldest first."""
+    return [str(c) for c in (character.db.erased_facts or ())]
+
+
 #: lists that :func:`watching_retirements` hands out, innermost last: each gets the
 #: retirements started while it is open
 _watchers = []
