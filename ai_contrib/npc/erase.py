@@ -182,7 +182,8 @@ def reset_memory(script, character) -> Deferred:
     """
     Wipe the NPC's memory: runtime history and checkpoint, journal, entity profiles, the people
     records (whom it has met), archive and index files, Mem0 memories, compaction log, counters
-    and the last reply/sleep records. Persona, configuration Attributes and mode stay.
+    and the last reply/sleep records. Persona, configuration Attributes and mode stay, and so
+    do the refusals staff set (``forgotten_players``, ``erased_facts``: :func:`mark_erased`).
 
     The state is reset at once on the calling (reactor) thread, and the NPC writes to a new
     archive file from then on (a new ``archive_id``); the old files are deleted and the Mem0
