@@ -270,6 +270,20 @@ def _describe_reset(npc, report):
     return "; ".join(parts)
 
 
+def _refusals_note(npc):
+    """What ``aireset`` keeps of staff's refusals, ``""`` when none: the players ``aiforget``
+    made the NPC forget and the facts ``aigossip/erase`` erased from it (its
+    ``forgotten_players`` and ``erased_facts`` Attributes), which it still refuses after a reset
+    (``docs/design.md``, "Gossip")."""
+    from ..npc.erase import erased_facts
+
+    forgotten, erased = len(npc.db.forgotten_players or ()), len(erased_facts(npc))
+    if not forgotten and not erased:
+        return ""
+    return (f". It still refuses the gossip of the {forgotten} players it was made to forget "
+            f"and the {erased} facts erased from it (they stay)")
+
+
 class CmdAIReset(StaffCommand):
     """
     Wipe an AI NPC's memory.
@@ -285,7 +299,8 @@ class CmdAIReset(StaffCommand):
     and full-text index (deleted, not
     kept), its Mem0 memories, its compaction log and counters, and reports
     each. Its persona, configuration, mode and pins (aipin) stay; with
-    /pins its pins are removed too. Refused while it is writing a reply or
+    /pins its pins are removed too. What staff made it refuse stays: the
+    players aiforget made it forget, the facts aigossip/erase erased. Refused while it is writing a reply or
     doing memory work: try again a moment later.
     """
 
@@ -312,7 +327,7 @@ class CmdAIReset(StaffCommand):
             switches = "/confirm/pins" if clear else "/confirm"
             caller.msg(
                 f"|yThis removes from {npc.key}|n: {_describe_reset(npc, report)}; {memory}"
-                f"{pin_note}. It cannot be undone.\nType |waireset{switches} {npc.key}|n to do it."
+                f"{pin_note}{_refusals_note(npc)}. It cannot be undone.\nType |waireset{switches} {npc.key}|n to do it."
             )
             return
         if _not_now(caller, npc, busy_reason(script)):

@@ -49,6 +49,8 @@ __all__ = [
     "fact_problem",
     "items_of",
     "message_texts",
+    "same_fact",
+    "says_one_of",
     "section_heading",
     "score_summary",
     "source_text",
@@ -259,6 +261,19 @@ def same_fact(a, b, overlap=SAME_FACT_OVERLAP) -> bool:
     if not stems_a or not stems_b:
         return content_key(a) == content_key(b)
     return len(stems_a & stems_b) / len(stems_a | stems_b) >= overlap
+
+
+def says_one_of(content, facts) -> bool:
+    """
+    True when ``content`` says what one of ``facts`` says, in these or other words
+    (:func:`same_fact`): the one test of "already held" for a fact about to be journaled
+    again, and of "erased by staff" for one about to come back (``docs/design.md``, "Gossip").
+
+    Args:
+        content (str): a fact.
+        facts (iterable[str]): facts held or refused. O(len(facts)) comparisons.
+    """
+    return any(same_fact(str(fact or ""), content) for fact in facts)
 
 
 def _source_vocabulary(text):

@@ -35,6 +35,7 @@ Pure functions over plain values.
 from __future__ import annotations
 
 from .dates import aware_datetime
+from .fidelity import says_one_of
 from .text import content_key
 
 #: the Tag (category ``gossip``) of a room where everything said aloud is public
@@ -218,7 +219,7 @@ def came_from(entry, origin, receiver_dbref, receiver_name=None) -> bool:
 
 def select_gossip(sender_entries, sender_name, sender_dbref, receiver_entries, receiver_dbref,
                   now, max_hops, max_age_days, limit=None, forgotten=(), npcs=(),
-                  receiver_name=None) -> list[dict]:
+                  receiver_name=None, erased=()) -> list[dict]:
     """
     What one NPC hears from another in one sleep: copies of the sender's facts that may pass
     (:func:`may_pass`), that the receiver does not hold yet (by origin, or by the same words,
@@ -238,6 +239,8 @@ def select_gossip(sender_entries, sender_name, sender_dbref, receiver_entries, r
             (``aiforget``): what one of them said first is not passed to it again.
         npcs (iterable[str]): dbrefs of the AI NPCs (:func:`learned_in_public`).
         receiver_name (str, optional): the receiver's name (:func:`came_from`).
+        erased (iterable[str]): facts staff erased from the receiver (``aigossip/erase``):
+            one saying the same (:func:`ai_contrib.core.fidelity.says_one_of`) is not passed.
 
     Returns:
         list[dict]: :func:`gossip_copy` dicts, oldest first.
@@ -251,6 +254,8 @@ def select_gossip(sender_entries, sender_name, sender_dbref, receiver_entries, r
             continue
         first = first_speaker(entry)
         if first and str(first).strip().lower() in refused:
+            continue
+        if erased and says_one_of(entry.get("content") or "", erased):
             continue
         origin = origin_of(entry, sender_dbref)
         key = content_key(entry.get("content"))

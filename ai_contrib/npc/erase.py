@@ -182,7 +182,8 @@ def reset_memory(script, character) -> Deferred:
     """
     Wipe the NPC's memory: runtime history and checkpoint, journal, entity profiles, the people
     records (whom it has met), archive and index files, Mem0 memories, compaction log, counters
-    and the last reply/sleep records. Persona, configuration Attributes and mode stay.
+    and the last reply/sleep records. Persona, configuration Attributes and mode stay, and so
+    do the refusals staff set (``forgotten_players``, ``erased_facts``: :func:`mark_erased`).
 
     The state is reset at once on the calling (reactor) thread, and the NPC writes to a new
     archive file from then on (a new ``archive_id``); the old files are deleted and the Mem0
@@ -273,6 +274,31 @@ def withdraw_recall(script, journal_ids=(), keys=()) -> int:
                                    script.ndb.withdrawn_memories)
     script.ndb.recall_notes = notes
     return left
+
+
+#: erased facts an NPC keeps refusing, the newest (``character.db.erased_facts``)
+ERASED_KEPT = 512
+
+
+def mark_erased(character, contents) -> None:
+    """
+    Staff erased facts ``contents`` (str each) from ``character`` (``aigossip/erase``): it keeps
+    them, the newest :data:`ERASED_KEPT`, in its ``erased_facts`` Attribute and refuses them
+    from then on, as ``aiforget``'s ``forgotten_players`` refuses a forgotten player's gossip:
+    an extraction that proposes one again from lines still in context journals nothing
+    (:meth:`ai_contrib.npc.extraction._Extraction.erased`), and gossip does not bring it back
+    (:func:`ai_contrib.core.gossip.select_gossip`; ``docs/design.md``, "Gossip").
+    """
+    kept = [str(c) for c in (character.db.erased_facts or ())]
+    new = [str(c) for c in contents if str(c) not in kept]
+    if new:
+        character.db.erased_facts = (kept + new)[-ERASED_KEPT:]
+
+
+def erased_facts(character) -> list:
+    """The facts staff erased from ``character`` that it refuses (:func:`mark_erased`):
+    list[str], oldest first."""
+    return [str(c) for c in (character.db.erased_facts or ())]
 
 
 #: lists that :func:`watching_retirements` hands out, innermost last: each gets the

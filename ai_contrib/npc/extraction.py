@@ -55,7 +55,7 @@ from twisted.internet import defer
 from ..core.audience import common_audience, heard_by, listener_views
 from ..core.cuts import EXTRACTION_TYPE
 from ..core.fact_policy import capped_importance, said_by_npc, said_by_player
-from ..core.fidelity import fact_problem, same_fact, source_text
+from ..core.fidelity import fact_problem, says_one_of, source_text
 from ..core.grounding import (Grounding, attributed_line, check_fact, line_entity,
                               source_lines)
 from ..core.outcome import FAILED, SUCCESS, ExtractionResult
@@ -376,6 +376,9 @@ class _Extraction:
         # per fact call: stored in the model's words (npc/extractor.py judges the model by it)
         self.outcomes = []
         self.audiences = []  # the audience of each fact recorded by the current reply
+        from .erase import erased_facts
+
+        self.refused = erased_facts(character)  # staff erased them (aigossip/erase)
         self.show(self.views[0] if self.views else [])
 
     def show(self, view):
@@ -668,6 +671,12 @@ class _Extraction:
             return self.journal_fact(journal, args, importance, changed)
         return self.note_observation(journal, profiles, args, known_names, changed)
 
+    def erased(self, text):
+        """True when staff erased ``text`` from this NPC (``aigossip/erase``,
+        :func:`ai_contrib.npc.erase.mark_erased`): lines still in context say it, but it is
+        not journaled again, nor gossiped from the journal the next night."""
+        return says_one_of(text, self.refused)
+
     def journal_fact(self, journal, args, importance, changed):
         """
         Add an ``add_journal_entry`` call's fact to ``journal`` (a plain copy), its speaker
@@ -682,6 +691,8 @@ class _Extraction:
         from ..memory.journal import add_entry
 
         content = args["content"]
+        if self.erased(content):
+            return "error: not recorded: staff erased this fact from your memory."
         if _already_journaled(journal, content):
             return "ok: already in your journal."
         source = provenance(content, self.span, args.get("source"))
@@ -720,6 +731,8 @@ class _Extraction:
         from ..memory.mem0_store import memory_setting
 
         entity, observation = args["entity"], args["observation"]
+        if self.erased(f"{entity}: {observation}") or self.erased(observation):
+            return "error: not recorded: staff erased this fact from your memory."
         added = update_entity_observation(
             profiles,
             entity,
@@ -889,7 +902,7 @@ def _already_journaled(journal, content):
     """True when the journal holds ``content`` already, in these or other words
     (:func:`ai_contrib.core.fidelity.same_fact`): a small model journals the same news three
     times over as many compactions."""
-    return any(same_fact(e.get("content", ""), content) for e in journal.get("entries", []))
+    return says_one_of(content, [e.get("content", "") for e in journal.get("entries", [])])
 
 
 def _set_signal(script, value):

@@ -31,7 +31,7 @@ from evennia.utils.search import search_tag
 from ..core.gossip import networks, origin_of, select_gossip
 from ..memory.journal import add_entry, ensure_journal
 from ..settings import get_setting
-from .erase import withdraw_recall
+from .erase import erased_facts, mark_erased, withdraw_recall
 
 #: entries of ``db.gossip_passed`` kept
 PASSED_KEPT = 20
@@ -124,7 +124,7 @@ def _hear_from(character, journal, peer, peer_entries, now, max_hops, route, npc
         peer_entries, peer.key, peer.dbref, journal["entries"],
         character.dbref, now, max_hops, float(get_setting("GOSSIP_MAX_AGE_DAYS")),
         limit=int(get_setting("GOSSIP_MAX_PER_SLEEP")),
-        forgotten=character.db.forgotten_players or (),
+        forgotten=character.db.forgotten_players or (), erased=erased_facts(character),
         npcs=npcs, receiver_name=character.key,
     )
     received, passed = [], []
@@ -296,6 +296,8 @@ def erase_everywhere(origin, script_key):
     for npc, ids in by_npc.values():
         journal = _journal_of(npc)
         gone = set(ids)
+        # refused from now on: lines still in its context must not journal it again
+        mark_erased(npc, [e.get("content") for e in journal["entries"] if e.get("id") in gone])
         journal["entries"] = [e for e in journal["entries"] if e.get("id") not in gone]
         journal["consolidated_entry_ids"] = [
             jid for jid in journal["consolidated_entry_ids"] if jid not in gone]

@@ -39,7 +39,8 @@ model"):
    follow-up are ``tests/e2e/test_village.py``'s, no NPC-to-NPC reply asked for while a
    player's line waits ``tests/shell/test_village.py``'s;
 9. ``compact/force`` journals the facts of what it replaces first:
-   :func:`test_compact_force_extracts_facts_before_it_summarises`. The recall note's
+   :func:`test_compact_force_extracts_facts_before_it_summarises` (and not the mill fact
+   erased in item 3, proposed again from Wren's line in Marta's context). The recall note's
    "archived, out of context" snapshot taken before the lines heard meanwhile has no telnet
    test: it needs a retrieval held open between two lines (``tests/shell/memory/
    test_fulltext.py``, ``test_lines_heard_after_the_snapshot_are_not_recalled_as_archived``);
@@ -619,7 +620,9 @@ def test_compact_force_extracts_facts_before_it_summarises(game, llm):
         try:
             await _walk(wren, "tavern")
             await _talk(game, llm, wren, "Marta", HORSE_LINE)
-            for line in ("The road was muddy today, Marta.", "Is the stew ready yet, Marta?"):
+            # the mill fact staff erased from Marta (item 3) is in her context again
+            for line in (MILL_LINE, "The road was muddy today, Marta.",
+                         "Is the stew ready yet, Marta?"):
                 await _talk(game, llm, wren, "Marta", line)
             await wait_idle(admin, timeout=HANG_GUARD)
             before = len(llm.requests)
@@ -638,6 +641,11 @@ def test_compact_force_extracts_facts_before_it_summarises(game, llm):
     assert "extraction" in kinds and kinds.index("extraction") < kinds.index("summary"), kinds
     assert not rows_with(journal_before, "Bramble"), journal_before
     assert rows_with(journal, "Bramble"), journal
+    # the same extraction proposed the erased mill fact again (the double journals what it
+    # sees), and it was refused: Marta's next sleep has nothing of it to gossip
+    asked = [b for b in _for(llm, "Marta", before) if request_kind(b) == "extraction"]
+    assert any(cited(b, "old mill") is not None for b in asked), kinds
+    assert not rows_with(journal, "old mill"), journal
 
 
 # -- item 11: a server that refuses unknown fields --------------------------------------------

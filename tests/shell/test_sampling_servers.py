@@ -129,3 +129,20 @@ class ALlamaCppServer(WholePath, NPCTestCase):
         body = self.summary_path()
         self.assertEqual(body["repeat_penalty"], 1.25)
         self.assertNotIn("dry_multiplier", body)
+
+
+class ALlamaCppServerOfAnotherModel(WholePath, NPCTestCase):
+    """The profile follows the model the server reports, not the one the game asks for: a
+    llama.cpp server serving a model no profile names gets only OpenAI's fields, though
+    ``AI_LLM_MODEL`` names the embedded model (whose profile :class:`ALlamaCppServer` gets)."""
+
+    llm_options = {"model_path": "/models/qwen2.5-1.5b-instruct-q4_k_m.gguf"}
+
+    @override_settings(AI_LLM_MODEL="SmolLM2-135M-Instruct.Q4_1.gguf")
+    def test_a_reply_carries_no_profile_of_another_model(self):
+        body = self.reply_path()
+        self.assertIn("/props", self.llm.gets)  # the server was asked what it serves
+        self.assertEqual(body["model"], "SmolLM2-135M-Instruct.Q4_1.gguf")
+        self.assertNotIn("repeat_penalty", body)
+        self.assertNotIn("dry_multiplier", body)
+        self.assert_standard([body])

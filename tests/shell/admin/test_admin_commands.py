@@ -163,6 +163,20 @@ class TestAIReset(AdminCase):
         self.assertIn("aireset/confirm Marta", out)
         self.assertEqual(len(self.script.history), 6)
         self.assertTrue(os.path.exists(self.path))
+        self.assertNotIn("still refuses", out)  # nothing refused yet: nothing said to stay
+
+    def test_what_staff_made_it_refuse_stays_and_the_preview_says_so(self):
+        from ai_contrib.npc.erase import erased_facts, mark_erased
+
+        self.npc.db.forgotten_players = ["Wren"]
+        mark_erased(self.npc, ["The back door password is heron-gate."])
+        out = self.call(CmdAIReset(), "Marta")
+        self.assertIn("still refuses the gossip of the 1 players it was made to forget and the "
+                      "1 facts erased from it (they stay)", out)
+        self.said(CmdAIReset(), "/confirm Marta", "Reset Marta")
+        self.assertEqual(self.script.history, [])  # the control: the memory went
+        self.assertEqual(self.npc.db.forgotten_players, ["Wren"])
+        self.assertEqual(erased_facts(self.npc), ["The back door password is heron-gate."])
 
     def test_confirm_wipes_every_store_and_says_what_went(self):
         store = self.use_store(FakeStore(memories=4))

@@ -140,6 +140,22 @@ class TestNPCLines(ExtractorTestCase):
         self.assertEqual((entry["speaker"], entry["audience"]), ("Carol", [self.char1.dbref]))
         self.assertEqual(entry["importance"], 9)  # a player's fact: not capped
 
+    def test_a_fact_only_the_npc_s_line_and_a_summary_stand_behind_is_capped(self):
+        from ai_contrib.core.fact_policy import NPC_LINE_MAX_IMPORTANCE
+        from ai_contrib.core.messages import MARKER_TYPE, SUMMARY_PREFIX
+
+        # what a summary says passes the players' check (no NPC said it in a line of its own),
+        # but no player's line stands behind the fact: the NPC's line it cites is its source
+        self.script.add_message("system", f"{SUMMARY_PREFIX}\n- {self.ROAD}",
+                                metadata={"type": MARKER_TYPE})
+        said = self.npc_says(self.ROAD)
+        result = self.cite(said)
+        self.assertEqual(result["facts_recorded"], 1, result)
+        (entry,) = self.facts()
+        self.assertEqual(entry["source_ids"], [said["id"]])
+        self.assertLess(NPC_LINE_MAX_IMPORTANCE, 9)
+        self.assertEqual(entry["importance"], NPC_LINE_MAX_IMPORTANCE)  # 9 asked, capped
+
 
 class TestReplacedByAQuestion(ExtractorTestCase):
     #: every word is in the talk (the word-level check passes), no line holds 70 % of them

@@ -435,3 +435,74 @@ class TestEraseReachesThePrompt(GossipCase):
             after = self.bram_says("Anything else tonight?")
             self.assertNotIn(PUBLIC, after)
             self.assertIn("Anything else tonight?", after)  # the prompt is Bram's reply's
+
+
+class TestErasedFactStaysErased(GossipCase):
+    """``aigossip/erase`` then a fact extraction (``compact/force`` runs one first) over lines
+    still in the NPC's context: the erased fact is proposed again and refused, as ``aiforget``
+    refuses a forgotten player's gossip; a new fact of the same extraction is journaled, goes to
+    Mem0 and travels (the real store, the offline embedder)."""
+
+    NEWS = "The ferry at Hollow Bend runs again from the first frost."
+
+    def test_an_erased_fact_is_not_journaled_again_by_the_next_extraction(self):
+        from ai_contrib.memory.mem0_store import consolidate_journal, get_store, npc_agent_id
+        from ai_contrib.npc.extraction import run_pre_compaction_extraction
+
+        from tests.support.llm_double import tool_calls
+
+        audience = {"speaker": self.wren.dbref,
+                    "audience": sorted([self.wren.dbref, self.tamsin.dbref])}
+        script = get_assistant_script(self.npc)
+        self.fill(6, words=6)
+        mill = script.add_message("user", PUBLIC, name=self.wren.key, metadata=dict(audience))
+        ferry = script.add_message("user", self.NEWS, name=self.wren.key,
+                                   metadata=dict(audience))
+        with override_settings(AI_MEMORY_ENABLED=True):
+            agent = npc_agent_id(self.npc)
+            wait_for(get_store().delete_agent(agent), 120)
+            stored(wait_for(consolidate_journal(self.npc), 120))
+            memories = lambda: " | ".join(h["text"] for h in get_store().list_sync(agent))
+            self.assertIn("mill", memories())  # control: the fact was in Mem0
+            said = self.said(CmdAIGossip(), f"/erase Marta = {self.public['id']}",
+                             "memories deleted")
+            self.assertIn("Mem0: 1 memories deleted", said)
+            self.assertNotIn(PUBLIC, self.contents(self.npc))
+            # the lines it came from are still in her context: the model proposes it again
+            self.llm.enqueue(
+                tool_calls([("add_journal_entry", {"content": PUBLIC, "importance": 7,
+                                                   "source": [mill["seq"]]}),
+                            ("add_journal_entry", {"content": self.NEWS, "importance": 6,
+                                                   "source": [ferry["seq"]]})]),
+                tool_calls([("noop", {})]))
+            result = stored(wait_for(run_pre_compaction_extraction(script, self.npc), 120))
+            self.assertEqual(result["facts_recorded"], 1, result)
+            self.assertIn(self.NEWS, self.contents(self.npc))  # control: the new fact is in
+            self.assertNotIn(PUBLIC, self.contents(self.npc))
+            refusals = [m["content"] for m in script.history if m["role"] == "tool"]
+            self.assertIn("error: not recorded: staff erased this fact from your memory.",
+                          refusals)
+            stored(wait_for(consolidate_journal(self.npc), 120))
+            self.assertIn("ferry", memories())  # control: consolidation stores its facts
+            self.assertNotIn("mill", memories())
+        # and her next sleep passes the new fact on, not the erased one
+        receive_gossip(get_assistant_script(self.bram), self.bram)
+        self.assertIn(self.NEWS, self.contents(self.bram))
+        self.assertNotIn(PUBLIC, self.contents(self.bram))
+
+    def test_gossip_does_not_bring_an_erased_fact_back(self):
+        # Cole heard the same news first-hand (his own origin): erasing Marta's copy does not
+        # reach his, but Marta takes it from him no more
+        self.cole.location = self.room2
+        journal = ensure_journal(None)
+        add_entry(journal, "The old mill by the ford has burned down last night.", 6,
+                  speaker=self.tamsin.key, audience=sorted([self.wren.dbref, self.tamsin.dbref]),
+                  said_in_public=True)
+        add_entry(journal, self.NEWS, 6, speaker=self.tamsin.key,
+                  audience=sorted([self.wren.dbref, self.tamsin.dbref]), said_in_public=True)
+        self.cole.db.journal = journal
+        self.call(CmdAIGossip(), f"/erase Marta = {self.public['id']}", "Erased fact")
+        self.npc.location = self.room2
+        receive_gossip(get_assistant_script(self.npc), self.npc)
+        self.assertIn(self.NEWS, self.contents(self.npc))  # control: Cole's other news came
+        self.assertFalse([c for c in self.contents(self.npc) if "mill" in c])

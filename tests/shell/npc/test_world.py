@@ -78,13 +78,19 @@ class TestLore(WorldCase):
     def test_entries_that_do_not_fit_are_named_in_the_receipt(self):
         lore.add_entry("Ale costs 2 copper a mug at the Goat, and a jug costs 7 copper.",
                        keys="ale", priority=5)
-        lore.add_entry("Ale at the Boar across the square is watered and costs 1 copper.",
-                       keys="ale", priority=1)
+        boar = lore.add_entry("Ale at the Boar across the square is watered and costs 1 "
+                              "copper.", keys="ale", priority=1)
         request = self.talk("What does ale cost?")
         self.assertIn("7 copper", text_of(request))
         self.assertNotIn("watered", text_of(request))
         receipt = self.script.db.reply_receipts[-1]
-        self.assertTrue(any(s["part"] == "lore" for s in receipt["world_skipped"]))
+        # what was left out, and why: the one that did not fit, for the budget
+        self.assertIn({"key": f"lore:{boar['id']}", "part": "lore", "reason": "budget"},
+                      receipt["world_skipped"])
+        from ai_contrib.commands import CmdAIHistory
+
+        out = self.call(CmdAIHistory(), "Marta/prompt")
+        self.assertIn(f"lore:{boar['id']} (budget)", out)
 
 
     def test_constant_lore_is_charged_once_so_a_triggered_entry_that_fits_is_shown(self):
