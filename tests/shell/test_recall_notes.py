@@ -479,6 +479,7 @@ class AQuestionAboutThePastGetsTime(NPCTestCase):
             idle = self.ask("Anything else?")
             self.assertIsNone(idle["recall"]["asks"])
             self.assertEqual(idle["recall"]["allowance"], 5)
+            self.assertFalse(idle["recall"]["follows"], idle["recall"])
             asked = self.ask("Do you remember where Wren sells her paintings?")
             self.assertFalse(asked["recall"]["follows"])
             more = self.ask("Anything else?")
