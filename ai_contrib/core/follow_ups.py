@@ -77,12 +77,15 @@ def turn_subject(text, subjects, audience_key) -> tuple[str, bool]:
 
     Returns:
         tuple: ``(query, follows)``: the words to retrieve for, and whether the turn is a
-        follow-up (of the subject in hand when it named none).
+        follow-up that retrieval asks about something (the rest of the turn, or the subject
+        in hand when it named none). A bare follow-up with no subject in hand follows nothing:
+        it is asked as it is, and ``follows`` is False, so the receipt does not claim a subject.
     """
     rest = follow_up_rest(text)
     if rest is None:
         return text, False
-    return (rest or subjects.get(audience_key) or text), True
+    query = rest or subjects.get(audience_key)
+    return (query, True) if query else (text, False)
 
 
 def remember_subject(subjects, audience_key, query) -> dict:

@@ -870,8 +870,11 @@ class ArchiveSearch:
     A message is left out when the context holds a message with its ``id`` and the same
     ``content`` (a masked message, whose context copy was shortened, stays searchable), and
     when it was archived after ``through_seq``: heard after the snapshot of the context was
-    taken, it is in the context the prompt is built from, not a memory. The index's
-    statistics cover the whole archive, in context or not.
+    taken, it is in the context the prompt is built from, not a memory. A message whose id is
+    in ``answered`` is left out too: a question the NPC answered from its memories holds no
+    memory of its own, only the words of what it asked about, which would win every later
+    search on that subject (``docs/design.md``, "Recall notes"). The index's statistics cover
+    the whole archive, in context or not.
 
     Args:
         index (FullTextIndex): the archive's index.
@@ -880,13 +883,16 @@ class ArchiveSearch:
             the archive is searched by its words only.
         through_seq (int, optional): the archive's last seq when ``in_context`` was taken;
             None: no bound.
+        answered (iterable[str], optional): ids of the messages left out as questions the
+            NPC answered from its memories.
     """
 
-    def __init__(self, index, in_context=None, embedder=None, through_seq=None):
+    def __init__(self, index, in_context=None, embedder=None, through_seq=None, answered=()):
         self.index = index
         self.in_context = dict(in_context or {})
         self.embedder = embedder
         self.through_seq = through_seq
+        self.answered = frozenset(answered or ())
         # a reply searches the vectors of its question twice (with and without the names in
         # it): the question is embedded once and the rows read once
         self._queries = {}
@@ -907,9 +913,12 @@ class ArchiveSearch:
 
     def with_embedder(self, embedder) -> ArchiveSearch:
         """This source searching its vectors with ``embedder`` (None: words only)."""
-        return ArchiveSearch(self.index, self.in_context, embedder, self.through_seq)
+        return ArchiveSearch(self.index, self.in_context, embedder, self.through_seq,
+                             self.answered)
 
     def _in_context(self, doc):
+        if doc.get("id") in self.answered:
+            return True  # a question answered from memory: left out like a line in context
         if self.through_seq is not None and isinstance(doc.get("seq"), int) \
                 and doc["seq"] > self.through_seq:
             return True  # heard after the snapshot: in the context the prompt is built from
@@ -918,7 +927,8 @@ class ArchiveSearch:
     def _exclude(self):
         """The ``exclude`` of the index's searches: :meth:`_in_context`, or None when it
         leaves nothing out."""
-        return self._in_context if self.in_context or self.through_seq is not None else None
+        leaves_out = self.in_context or self.answered or self.through_seq is not None
+        return self._in_context if leaves_out else None
 
     def doc_count(self) -> int:
         """Docs in the index (after catching up with the archive)."""

@@ -22,6 +22,35 @@ from ..memory.retrieval import queue_embedding, retrieval_options, retrieve_memo
 #: "Archived lines' vectors").
 SLEEP_EMBED_LINES = 1024
 
+#: ids of the questions answered from memory an NPC keeps (``db.answered_questions``), the
+#: newest: an older question may come back as a candidate, at one line's cost
+ANSWERED_KEPT = 256
+
+
+def mark_answered_questions(script, lines) -> int:
+    """
+    Keep the ids of a turn's lines that ask about the past (questions: each holds a "?") and
+    are being answered from the NPC's memories, so that later retrieval leaves them out
+    (:class:`ai_contrib.memory.fulltext.ArchiveSearch`'s ``answered``): such a line repeats
+    the words of its subject and holds nothing remembered, and a player who asks about one
+    subject often would otherwise find their own questions filling the recall note. The NPC's
+    answer stays searchable. Kept in ``script.db.answered_questions`` (a list of ids, the
+    newest :data:`ANSWERED_KEPT`), so a reload keeps them (``docs/design.md``, "Recall notes").
+
+    Args:
+        lines (list[dict]): the turn's lines (history message dicts ``{"id", "role",
+            "content", ...}``); only the ``user`` lines holding a "?" are marked.
+
+    Returns:
+        int: lines newly marked.
+    """
+    kept = list(script.db.answered_questions or [])
+    new = [m["id"] for m in lines if m.get("role") == "user" and m.get("id") not in kept
+           and "?" in str(m.get("content") or "")]
+    if new:
+        script.db.answered_questions = (kept + new)[-ANSWERED_KEPT:]
+    return len(new)
+
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
 
@@ -37,14 +66,16 @@ def archived_out_of_context(script) -> ArchiveSearch:
     read of the whole archive). Lines archived after the snapshot, heard while the search
     waited for the memory thread, are left out: they are in the context the reply's prompt is
     built from, and shown as memories they would read as remembered (``docs/design.md``,
-    "Recall notes").
+    "Recall notes"); so are the questions it answered from memory
+    (:func:`mark_answered_questions`).
 
     Returns:
         ArchiveSearch: for :func:`ai_contrib.memory.retrieval.retrieve_memory_context`.
     """
     in_context = {m["id"]: m.get("content") for m in script.history}
     archive = script.archive
-    return ArchiveSearch(index_for(archive), in_context, through_seq=archive.last_seq)
+    return ArchiveSearch(index_for(archive), in_context, through_seq=archive.last_seq,
+                         answered=script.db.answered_questions or ())
 
 
 def related_memory_context(script, character, query, listeners=None,

@@ -104,6 +104,7 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None):
     def plan(context):
         try:
             from ..memory.retrieval import note_items, render_note
+            from .recall import mark_answered_questions
         except ImportError:
             return {"notes": [], "items": [], "recall": None}
         from ..core.recall_notes import anchor_costs, plan_recall
@@ -117,6 +118,8 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None):
         if asks is not None:
             script.ndb.recall_subjects = remember_subject(script.ndb.recall_subjects, audience,
                                                           query)
+            # the question itself is no memory: later retrieval leaves it out
+            mark_answered_questions(script, _turn_lines(script.history, anchor))
         allowance = note_allowance(
             note_seconds(asks, script.cfg("memory_note_seconds"),
                          script.cfg("memory_question_seconds")),
@@ -142,6 +145,16 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None):
         }
 
     return d.addCallback(plan)
+
+
+def _turn_lines(history, anchor):
+    """The messages of ``history`` from the one whose id is ``anchor`` to the end (the turn
+    being answered; [] when the anchor is not in the history), found from the end: O(the
+    turn's lines)."""
+    for i in range(len(history) - 1, -1, -1):
+        if history[i].get("id") == anchor:
+            return list(history[i:])
+    return []
 
 
 def _redacted(err):

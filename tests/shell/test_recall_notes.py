@@ -479,6 +479,7 @@ class AQuestionAboutThePastGetsTime(NPCTestCase):
             idle = self.ask("Anything else?")
             self.assertIsNone(idle["recall"]["asks"])
             self.assertEqual(idle["recall"]["allowance"], 5)
+            self.assertFalse(idle["recall"]["follows"], idle["recall"])
             asked = self.ask("Do you remember where Wren sells her paintings?")
             self.assertFalse(asked["recall"]["follows"])
             more = self.ask("Anything else?")
@@ -496,3 +497,49 @@ class AQuestionAboutThePastGetsTime(NPCTestCase):
         self.char1.permissions.add("Developer")
         shown = self.call(CmdAIHistory(), "Marta/prompt", caller=self.char1)
         self.assertIn(expected, " ".join(shown.split()))  # EvTable wraps long lines
+
+
+class AnsweredQuestionsAreNoMemories(NPCTestCase):
+    """A player's question that the NPC answered from its memories holds only the words of its
+    subject: once archived, later retrieval leaves it out, while a statement of the same words
+    and the fact itself stay candidates (``docs/design.md``, "Recall notes")."""
+
+    llm_default = staticmethod(lambda request: reply("Aye, under the mill stone."))
+
+    def setUp(self):
+        super().setUp()
+        fact = self.script.add_message(
+            "user", "The silver key lies under the old mill stone by the weir.", name="Bob")
+        self.fill(4, words=6)
+        self.script.runtime.evict([fact["id"]], reason="test")
+
+    def ask(self, text):
+        self.script.receive_speech(self.char1, text)
+        wait_for(self.script.run_tick())
+        return self.script.db.reply_receipts[-1]
+
+    def test_a_question_answered_from_memory_is_not_recalled_but_a_statement_is(self):
+        with override_settings(AI_MEMORY_ENABLED=False, AI_MEMORY_RETRIEVAL_MIN_RELATIVE_SCORE=0,
+                               AI_MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT=0,
+                               AI_MEMORY_RETRIEVAL_SESSION_WEIGHT=0):
+            first = self.ask("Do you remember where the silver key lies?")
+            self.assertEqual(first["recall"]["asks"], "remember")
+            question = next(m for m in reversed(self.script.history)
+                            if m["role"] == "user" and "silver key lies?" in m["content"])
+            self.assertEqual(list(self.script.db.answered_questions), [question["id"]])
+            # a statement with the subject's words is no question: not marked
+            statement = self.script.add_message(
+                "user", "I saw the silver key by the mill stone at the weir.",
+                name=self.char1.key)
+            self.script.runtime.evict(
+                [m["id"] for m in self.script.history
+                 if m["id"] in (question["id"], statement["id"])], reason="test")
+            self.assertNotIn(statement["id"], self.script.db.answered_questions)
+            later = self.ask("Where does the silver key lie by the weir?")
+        recalled = " | ".join(m["text"] for m in later["memories"])
+        self.assertIn("old mill stone by the weir", recalled)  # the fact
+        self.assertIn("I saw the silver key", recalled)  # positive control: a statement
+        self.assertNotIn("Do you remember where the silver key lies?", recalled)
+        # the question is still in the archive, read by staff, only recall leaves it out
+        archived = [m["content"] for m in self.script.archive.messages()]
+        self.assertIn(question["content"], archived)

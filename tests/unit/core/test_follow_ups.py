@@ -44,7 +44,8 @@ def test_a_bare_follow_up_asks_about_the_listeners_last_subject():
     assert turn_subject("Anything else?", subjects, ("#3",)) == \
         ("When did Wren buy the horse?", True)
     # another audience has no subject in hand: its own words are all there is
-    assert turn_subject("Anything else?", subjects, ("#4",)) == ("Anything else?", True)
+    # (and the turn follows nothing: the receipt names no subject in hand)
+    assert turn_subject("Anything else?", subjects, ("#4",)) == ("Anything else?", False)
     # a line that names its subject is asked as it is
     assert turn_subject("Who shod the horse?", subjects, ("#3",)) == \
         ("Who shod the horse?", False)
