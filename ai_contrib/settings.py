@@ -292,11 +292,11 @@ OPTIONS = (
         Option("SLEEP_AFTER_IDLE", 600, INT,
                "Time without player speech before the NPC falls asleep (0 = never).",
                unit=SECONDS),
-        # a compaction running when the NPC fell asleep never makes it wake before its own
-        # work began (core.tick.due)
+        # counted from the start of the sleep work: a compaction running when the NPC fell
+        # asleep neither wakes it before its work began nor shortens its sleep (core.tick.due)
         Option("SLEEP_DURATION", 120, INT,
-               "Time an idle NPC sleeps before waking by itself, never before its sleep work "
-               "started (0 = until spoken to).",
+               "Time an idle NPC sleeps before waking by itself, counted from the start of its "
+               "sleep work (0 = until spoken to).",
                unit=SECONDS),
         Option("FALLBACK_REPLY", "{name} seems lost in thought.", TEXT,
                "What the NPC says when no model answers ({name} = the NPC)."),

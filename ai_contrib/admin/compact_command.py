@@ -5,13 +5,16 @@
 
 import re
 
+from evennia.utils import logger
 from evennia.utils.utils import wrap
 
-from ..core.compaction import REGISTRY, context_change
+from ..core.compaction import REGISTRY, CompactionResult, context_change
+from ..core.outcome import SleepResults
 from ..npc.compacting import compact_after_extraction
 from ..npc.compaction_report import describe_result
 from ..npc.compaction_runner import STRATEGIES, resolve_strategy
 from ..npc.memory_wait import memory_under_way, when_memory_idle
+from ..npc.sleep_report import describe_sleep
 from .command_util import StaffCommand, shown, split_npc_switch
 from .npcs import find_npc
 from .history_command import fidelity_cell
@@ -41,7 +44,8 @@ class CmdCompact(StaffCommand):
     before -> after, or why nothing was done. Everything removed from the
     context stays in the archive (aihistory /raw). While the NPC's memory work
     runs (an emergency compaction, its sleep work, another compaction) you are
-    told so at once, and the compaction runs when that work ends.
+    told so at once, then what that work did, and the compaction runs when it
+    ends.
     """
 
     key = "compact"
@@ -83,6 +87,9 @@ class CmdCompact(StaffCommand):
         if running:
             # beside it, both would compete for the memory server and time out together
             caller.msg(f"{npc.key}'s {running} is under way: compacting{how} when it ends...")
+            work = script.ndb.memory_work
+            if work is not None:  # the NPC's own work: its outcome is told before this one's
+                work.addCallback(_report_waited, caller, npc, running)
         else:
             caller.msg(f"Compacting {npc.key}'s history{how}{' (forced)' if force else ''}...")
         # the fact extraction first, as before every compaction
@@ -92,6 +99,30 @@ class CmdCompact(StaffCommand):
         d.addCallback(lambda result: caller.msg(format_compaction_result(npc, result)))
         d.addErrback(lambda failure: caller.msg(f"Compaction of {npc.key} failed: "
                                                 f"{shown(failure.getErrorMessage())}"))
+
+
+def _report_waited(result, caller, npc, running):
+    """
+    Tell ``caller`` what the memory work a ``compact`` waited for did (a Deferred callback on
+    that work: returns ``result`` untouched, and never raises into a chain others share).
+
+    Args:
+        result: the work's result: a :class:`~ai_contrib.core.compaction.CompactionResult`
+            (an emergency compaction), a :class:`~ai_contrib.core.outcome.SleepResults` (the
+            sleep work), or None (nothing was needed, or the work failed and was logged).
+        running (str): the work in words (:func:`ai_contrib.npc.memory_wait.memory_under_way`).
+    """
+    try:
+        if isinstance(result, SleepResults):
+            line = f": {shown(describe_sleep(result, npc.key))}"
+        elif isinstance(result, CompactionResult):
+            line = f". {format_compaction_result(npc, result)}"
+        else:
+            line = ": nothing compacted."
+        caller.msg(f"{npc.key}'s {running} ended{line}")
+    except Exception as err:  # a report must never break the memory work's chain
+        logger.log_warn(f"AI {npc}: compact could not report the work it waited for: {err}")
+    return result
 
 
 def _strategy_help(width=78, indent=6, column=13):

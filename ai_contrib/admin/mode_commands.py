@@ -3,6 +3,7 @@
 (``docs/design.md``, "Memory work is never starved").
 """
 
+from ..settings import get_setting
 from .command_util import StaffCommand, shown
 
 
@@ -43,8 +44,9 @@ class CmdAISleep(_CmdSetMode):
     to, after its sleep duration, or with aiwake. When its sleep work ends you
     get one line: the compaction's result, the facts journaled and the journal
     entries consolidated into Mem0 (aihistory shows it too). While a compaction
-    runs, its sleep work starts when that ends (you are told so at once); it
-    never wakes by itself before its sleep work has started.
+    runs, its sleep work starts when that ends (you are told so at once); the
+    sleep duration counts from the start of the sleep work, so it never wakes
+    by itself before that work has started.
     """
 
     key = "aisleep"
@@ -61,9 +63,12 @@ class CmdAISleep(_CmdSetMode):
         caller = self.caller
         running = memory_under_way(script)
         if running:
-            # the sleep work starts when that ends (core.tick.due): said now, not when it's over
+            # the sleep work starts when that ends, and AI_SLEEP_DURATION counts from then
+            # (core.tick.due): said now, not when it's over
+            duration = float(get_setting("SLEEP_DURATION") or 0)
             caller.msg(f"{npc.key}'s {running} is under way: the sleep work starts when it "
-                       "ends.")
+                       "ends" + (f", and {npc.key} sleeps {duration:g} s from then."
+                                 if duration else "."))
         watch_sleep(script).addCallback(
             lambda line: caller.msg(f"{npc.key}'s sleep: {shown(line)}"))
 

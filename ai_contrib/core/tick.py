@@ -67,9 +67,11 @@ class TickState:
         compacting (bool): a compaction of any origin (an admin's ``compact`` too) is being
             written.
         slept (bool): this sleep's memory work has started.
-        asleep_for (float): seconds since the NPC fell asleep (0 when awake).
-        sleep_duration (float): ``AI_SLEEP_DURATION`` in seconds (0: sleeps until woken or
-            spoken to).
+        slept_for (float): seconds since this sleep's memory work started (0 before it started
+            and when awake): what ``sleep_duration`` counts, so a sleep whose work waited for a
+            compaction still lasts its duration once that work runs.
+        sleep_duration (float): ``AI_SLEEP_DURATION`` in seconds, counted from the start of the
+            sleep's memory work (0: sleeps until woken or spoken to).
         idle_for (float | None): seconds since the last activity, None before the awake clock
             started (a tick starts it).
         sleep_after_idle (float): ``AI_SLEEP_AFTER_IDLE`` in seconds (0: never).
@@ -94,7 +96,7 @@ class TickState:
     memory_work: bool = False
     compacting: bool = False
     slept: bool = False
-    asleep_for: float = 0.0
+    slept_for: float = 0.0
     sleep_duration: float = 0.0
     idle_for: float | None = None
     sleep_after_idle: float = 0.0
@@ -118,7 +120,7 @@ class Due:
     Attributes:
         checkpoint (bool): save the runtime history (``AssistantScript.checkpoint``, queued).
         wake (str | None): wake up, and why: ``"spoken to"`` (the tick goes on, awake) or
-            ``"rested"`` (``AI_SLEEP_DURATION`` passed and the sleep work started; the tick
+            ``"rested"`` (``AI_SLEEP_DURATION`` passed since the sleep work started; the tick
             ends there).
         memory_work (str | None): start ``"sleep"`` (the sleep phase, once per sleep) or
             ``"emergency"`` (the emergency compaction) in the background.
@@ -253,9 +255,9 @@ def due(state) -> Due:
 
     Asleep: the sleep phase starts once per sleep, when no compaction is being written (an
     admin's ``compact``, a cascade cycle: the sleep's own would be skipped beside it); spoken
-    to, the NPC wakes and the tick goes on awake; rested (``sleep_duration`` passed, its sleep
-    work started: memory work still waiting for its turn is never cut off), it wakes and the
-    tick ends. Awake: the
+    to, the NPC wakes and the tick goes on awake; rested (``sleep_duration`` passed since its
+    sleep work started: a sleep whose work waits for a compaction is never cut off, and still
+    lasts its duration once the work runs), it wakes and the tick ends. Awake: the
     emergency compaction starts at its threshold unless the NPC's memory work is running; while
     a compaction is written the history is kept within its in-flight cap, and without one a
     history over its budget loses its oldest lines; queued lines are answered unless they are
@@ -289,7 +291,7 @@ def due(state) -> Due:
     }
     if not state.awake:
         rested = (bool(state.sleep_duration) and state.slept
-                  and state.asleep_for >= state.sleep_duration)
+                  and state.slept_for >= state.sleep_duration)
         return Due(
             wake="spoken to" if state.pending else "rested" if rested else None,
             memory_work=(None if state.slept or state.memory_work or state.compacting

@@ -64,7 +64,7 @@ def _consolidation(result):
     return text
 
 
-def describe_sleep(result, name="the NPC"):
+def describe_sleep(result, name="the NPC", woken=None):
     """
     One line about a sleep phase's result.
 
@@ -73,6 +73,8 @@ def describe_sleep(result, name="the NPC"):
             :class:`~ai_contrib.core.outcome.SleepResults`; a Failure when the phase broke
             off; None when the NPC woke before its sleep work started.
         name (str): the NPC's name, for the compaction strategies' wording.
+        woken (str, optional): why the NPC woke, when ``result`` is None (``"Bob speaks"``,
+            ``"woken by Ann"``): the admin who waits learns what cut the sleep short.
 
     Returns:
         str: e.g. ``"compaction skipped (below threshold); no fact extraction (below the sleep
@@ -80,7 +82,8 @@ def describe_sleep(result, name="the NPC"):
         Error texts come from the LLM client and the store, which mask keys.
     """
     if result is None:
-        return "woke before the sleep work started: nothing done"
+        why = f" ({inert_markup(woken)})" if woken else ""
+        return f"woke before the sleep work started{why}: nothing done"
     if isinstance(result, Failure):
         return f"sleep work failed: {result.getErrorMessage()}"
     parts = [
@@ -122,16 +125,17 @@ def watch_sleep(script):
     return d
 
 
-def sleep_finished(result, script):
+def sleep_finished(result, script, woken=None):
     """
     Record and report the end of a sleep phase (a Deferred callback: returns ``result``).
 
     Args:
         result: as :func:`describe_sleep`.
         script: the ``AssistantScript``.
+        woken (str, optional): as :func:`describe_sleep`.
     """
     try:
-        line = describe_sleep(result, script.obj.key if script.obj else "the NPC")
+        line = describe_sleep(result, script.obj.key if script.obj else "the NPC", woken)
         if result is not None:
             at = datetime.now(timezone.utc).isoformat(timespec="seconds")
             script.db.last_sleep = {"at": at, "summary": line}

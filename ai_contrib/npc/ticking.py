@@ -11,7 +11,7 @@ not Evennia's ``TickerHandler``: the script's own timer calls ``at_repeat``, whi
 
 The handler holds nothing of its own: the state is the script's ``db.operating_mode`` and its
 ``ndb`` Attributes as before (``ndb.busy``, ``ndb.memory_work``, ``ndb.memory_work_kind``,
-``ndb.slept``, ``ndb.asleep_since``, ``ndb.awake_since``, ``ndb.last_activity``,
+``ndb.slept``, ``ndb.sleep_work_since``, ``ndb.awake_since``, ``ndb.last_activity``,
 ``ndb.waiting_for_players``, ``ndb.cached_head``, ``ndb.warming``, ``ndb.warming_for``,
 ``ndb.warming_request``, ``ndb.after_turn``, ``ndb.turn``, ``ndb.turn_kind``, ...). What it
 asks of the other handlers it asks through the script's own names (``script.run_tick``,
@@ -122,7 +122,8 @@ class TickHandler:
             memory_work=ndb.memory_work is not None,
             compacting=bool(ndb.compacting),
             slept=bool(ndb.slept),
-            asleep_for=0.0 if awake else now - (ndb.asleep_since or now),
+            # AI_SLEEP_DURATION counts from the start of the sleep work, not from falling asleep
+            slept_for=0.0 if awake else now - (ndb.sleep_work_since or now),
             sleep_duration=float(get_setting("SLEEP_DURATION") or 0),
             idle_for=None if last is None else now - last,
             sleep_after_idle=float(get_setting("SLEEP_AFTER_IDLE") or 0),
@@ -309,6 +310,7 @@ class TickHandler:
         what = due(self.state()).memory_work
         if what == "sleep":
             script.ndb.slept = True
+            script.ndb.sleep_work_since = time.time()
             work = script.memory.sleep_phase()
 
             def _slept(result):
@@ -408,7 +410,7 @@ class TickHandler:
             return False
         script.db.operating_mode = "sleep"
         script.ndb.slept = False
-        script.ndb.asleep_since = time.time()
+        script.ndb.sleep_work_since = None
         logger.log_info(f"AI {npc}: falls asleep ({reason})")
         if npc and npc.location:
             npc.location.msg_contents(f"{npc.key} dozes off.", exclude=[npc])
@@ -434,5 +436,5 @@ class TickHandler:
         if npc and npc.location:
             npc.location.msg_contents(f"{npc.key} wakes up.", exclude=[npc])
         if not script.ndb.slept:  # woken before its sleep work started: tell who waits for it
-            sleep_report.sleep_finished(None, script)
+            sleep_report.sleep_finished(None, script, woken=reason)
         return True

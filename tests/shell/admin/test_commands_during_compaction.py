@@ -74,29 +74,48 @@ class TestCommandsDuringACompaction(AdminWatchCase):
         self.assertIsNotNone(self.emergency, "no emergency compaction started")
         self.until(lambda: self.model.asked == 1, "the summary was never asked for")
 
-    def test_aisleep_says_at_once_the_sleep_work_waits_and_its_duration_cuts_nothing_off(self):
+    def test_aisleep_says_at_once_the_sleep_work_waits_and_its_duration_counts_from_it(self):
         with mock.patch.object(self.char1, "msg") as msg:
             out = self.call(CmdAISleep(), "Marta")
             self.assertIn("Marta's emergency compaction is under way: the sleep work starts "
-                          "when it ends.", out)
-            # the sleep duration passes while the summary is held: the NPC sleeps on
-            self.script.ndb.asleep_since = time.time() - 600
-            wait_for(self.script.run_tick())
+                          "when it ends, and Marta sleeps 60 s from then.", out)
+            # ten minutes pass while the summary is held: the NPC sleeps on
+            later = time.time() + 600
+            with mock.patch("time.time", return_value=later):
+                wait_for(self.script.run_tick())
             self.assertEqual(self.script.db.operating_mode, "sleep")
             self.assertFalse(self.script.ndb.slept)
             self.assertNotIn("woke before the sleep work started", self.told(msg))
             # the summary comes: the compaction lands; the next tick starts the sleep work,
-            # and the duration, long past, wakes the NPC while that work goes on
+            # and the NPC sleeps on: its duration counts from now, not from the aisleep
             self.model.release.set()
             self.assertTrue(wait_for(self.emergency).success)
-            wait_for(self.script.run_tick())
-            self.assertTrue(self.script.ndb.slept)
-            self.assertEqual(self.script.db.operating_mode, "awake")  # positive control
-            self.until(lambda: "Marta's sleep:" in self.told(msg),
-                       "the sleep work never reported")
+            with mock.patch("time.time", return_value=later):
+                wait_for(self.script.run_tick())
+                self.assertTrue(self.script.ndb.slept)
+                self.until(lambda: "Marta's sleep:" in self.told(msg),
+                           "the sleep work never reported")
+                wait_for(self.script.run_tick())
+            self.assertEqual(self.script.db.operating_mode, "sleep")
+            # positive control: 60 s after the sleep work started, the NPC wakes by itself
+            with mock.patch("time.time", return_value=later + 61):
+                wait_for(self.script.run_tick())
+            self.assertEqual(self.script.db.operating_mode, "awake")
             report = self.told(msg)
         self.assertIn("Marta's sleep: compaction skipped (below threshold", report)
         self.assertNotIn("woke before the sleep work started", report)
+
+    def test_spoken_to_while_its_sleep_work_waits_the_report_says_why_it_woke(self):
+        with mock.patch.object(self.char1, "msg") as msg:
+            self.call(CmdAISleep(), "Marta")
+            with mock.patch("time.time", return_value=time.time() + 600):
+                wait_for(self.script.run_tick())
+            self.assertNotIn("Marta's sleep:", self.told(msg))  # the duration did not wake it
+            self.script.receive_speech(self.char1, "Marta, are you awake?")
+            self.assertEqual(self.script.db.operating_mode, "awake")
+            report = self.told(msg)
+        self.assertIn(f"Marta's sleep: woke before the sleep work started ({self.char1.key} "
+                      "speaks): nothing done", report)
 
     def test_compact_says_at_once_it_waits_and_runs_after_the_running_compaction(self):
         with mock.patch.object(self.char1, "msg") as msg:
@@ -110,8 +129,10 @@ class TestCommandsDuringACompaction(AdminWatchCase):
                        "compact never reported")
             report = self.told(msg)
         # it ran after the emergency compaction, which brought the history under threshold:
-        # beside it, it would have asked for a summary of its own
-        self.assertIn("Compaction of Marta skipped: below threshold", report)
+        # beside it, it would have asked for a summary of its own; the admin is told what
+        # the emergency compaction did first, so the skip reads as what it is
+        waited = report.index("Marta's emergency compaction ended. Compacted Marta: ")
+        self.assertLess(waited, report.index("Compaction of Marta skipped: below threshold"))
         self.assertNotIn("failed", report)
         self.assertEqual(self.model.asked, 1)
         # positive control: with nothing running, compact/force compacts at once
@@ -188,7 +209,7 @@ class TestCommandsDuringACompactsExtraction(AdminWatchCase):
             self.assertEqual(self.model.asked["summary"], 0)  # still extracting
             out = self.call(CmdAISleep(), "Marta")
             self.assertIn("Marta's compaction is under way: the sleep work starts when it "
-                          "ends.", out)
+                          "ends, and Marta sleeps 60 s from then.", out)
             out = self.call(CmdCompact(), "Marta")
             self.assertIn("Marta's compaction is under way: compacting when it ends...", out)
             self.assertNotIn("Compacting Marta's history", out)

@@ -36,7 +36,7 @@ states = st.builds(
     memory_work=st.booleans(),
     compacting=st.booleans(),
     slept=st.booleans(),
-    asleep_for=seconds,
+    slept_for=seconds,
     sleep_duration=st.sampled_from([0.0, 60.0, 3600.0]),
     idle_for=st.none() | seconds,
     sleep_after_idle=st.sampled_from([0.0, 60.0, 900.0]),
@@ -86,9 +86,11 @@ def test_sleep_work_waits_for_a_compaction_and_is_never_cut_off_before_it_starts
         assert now.memory_work is None  # its own compaction would be skipped beside that one
     if not state.awake and not state.slept:
         assert now.wake != "rested"  # AI_SLEEP_DURATION counts once the sleep work started
+    if not state.awake and state.slept_for < state.sleep_duration:
+        assert now.wake != "rested"  # ... and from when it started
     # positive control: started and past its duration, a sleeping NPC wakes by itself
     if not state.awake and state.slept and not state.pending and state.sleep_duration \
-            and state.asleep_for >= state.sleep_duration:
+            and state.slept_for >= state.sleep_duration:
         assert now.wake == "rested"
 
 
@@ -128,19 +130,24 @@ def test_an_npc_falls_asleep_only_idle_with_nothing_queued(state):
 
 def test_a_day_of_an_npc():
     # spoken to while asleep: wakes and the tick goes on (awake, it answers)
-    asleep = TickState(awake=False, pending=True, slept=True, asleep_for=5)
+    asleep = TickState(awake=False, pending=True, slept=True, slept_for=5)
     assert due(asleep).wake == "spoken to"
     assert due(TickState(pending=True, idle_for=0)).answer
     # rested: wakes, nothing else; not yet: its sleep phase starts once
-    assert due(TickState(awake=False, asleep_for=61, sleep_duration=60, slept=True)) == Due(
+    assert due(TickState(awake=False, slept_for=61, sleep_duration=60, slept=True)) == Due(
         wake="rested")
-    assert due(TickState(awake=False, asleep_for=10, sleep_duration=60)).memory_work == "sleep"
-    # an emergency compaction still running when the sleep duration has passed: the sleep
-    # work has not started, so the NPC sleeps on until it has
-    waits = due(TickState(awake=False, asleep_for=130, sleep_duration=60, memory_work=True))
+    assert due(TickState(awake=False, sleep_duration=60)).memory_work == "sleep"
+    # an emergency compaction still running: the sleep work has not started, so the NPC
+    # sleeps on whatever the time, and once it starts the duration counts from then
+    waits = due(TickState(awake=False, sleep_duration=60, memory_work=True))
     assert waits.wake is None and waits.memory_work is None
-    after = due(TickState(awake=False, asleep_for=130, sleep_duration=60))
+    after = due(TickState(awake=False, sleep_duration=60))
     assert after.wake is None and after.memory_work == "sleep"
+    started = TickState(awake=False, sleep_duration=60, slept=True, memory_work=True,
+                        slept_for=10)
+    assert due(started).wake is None
+    assert due(TickState(awake=False, sleep_duration=60, slept=True, memory_work=True,
+                         slept_for=60)).wake == "rested"  # the work goes on, awake
     # at the emergency threshold with a compaction running: no second one, the history bounded
     busy = due(TickState(usage=0.85, memory_work=True, idle_for=1))
     assert busy.memory_work is None and busy.bound_in_flight

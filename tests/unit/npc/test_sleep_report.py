@@ -66,3 +66,9 @@ def test_a_refused_summary_and_removed_quotes_are_said():
     line = describe_sleep(SleepResults(context_compaction=kept,
                                        quote_repair={"checked": 0, "quotes_removed": 0}))
     assert "refused" not in line and "quote" not in line
+
+
+def test_a_sleep_cut_short_before_its_work_says_what_woke_the_npc():
+    assert describe_sleep(None) == "woke before the sleep work started: nothing done"
+    line = describe_sleep(None, "Marta", woken="B|rob speaks")
+    assert line == "woke before the sleep work started (B\u00a6rob speaks): nothing done"
