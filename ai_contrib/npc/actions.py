@@ -402,7 +402,7 @@ def ask_acting(script, character, prompt, shown, ask):
     The model's answer to a turn, acting first where the NPC has actions.
 
     Args:
-        prompt (ai_contrib.npc.replies._TurnPrompt): the turn's prompt, ``prompt(budget,
+        prompt (ai_contrib.npc.reply_prompt.ReplyPrompt): the turn's prompt, ``prompt(budget,
             window=None) -> messages``, passed to ``ask`` as it is so that a prompt over its
             time allowance is built from less and says so (``cut``); each action's exchange
             (the model's call and what it is told) is added to its ``exchanges``, sent after

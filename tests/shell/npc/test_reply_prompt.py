@@ -57,11 +57,11 @@ class TestPinnedPrompts(NPCTestCase):
         return warmup_messages(self.script, self.npc, listeners)
 
     def turn(self, said, listeners, budget=None, standing=()):
-        from ai_contrib.npc import replies
+        from ai_contrib.npc.reply_prompt import ReplyPrompt
 
         notes = list(self.script.ndb.recall_notes)
-        prompt = replies._TurnPrompt(self.script, self.npc, [said["id"]], listeners, notes,
-                                     list(standing))
+        prompt = ReplyPrompt(self.script, self.npc, [said["id"]], listeners, notes,
+                             list(standing))
         return prompt(budget or self.script.budget())
 
     def test_the_prompts_are_those_pinned(self):
