@@ -28,6 +28,7 @@ from twisted.internet import defer
 
 from ..core import actions as core_actions
 from ..core.actions import DONE, FAILED, INVALID, REFUSED, UNKNOWN
+from ..core.lines import speaker_of
 from ..llm.errors import LLMHTTPError
 from ..settings import get_setting
 
@@ -293,7 +294,7 @@ def _execute(character, cmd, call):
 def _turn_context(lines, listeners):
     """The hook's context of a turn (see :func:`run_action`)."""
     return {"listeners": dict(listeners),
-            "speakers": [(m.get("metadata") or {}).get("speaker") for m in lines],
+            "speakers": [speaker_of(m) for m in lines],
             "lines": [m.get("content") or "" for m in lines], "done": []}
 
 

@@ -19,6 +19,7 @@ from twisted.internet import defer
 from ..core.audience import heard_by, may_hear
 from ..core.budget import note_allowance
 from ..core.follow_ups import remember_subject, turn_subject
+from ..core.lines import line_to_answer
 from ..core.past_questions import note_seconds, past_question
 from ..core.prompts import clean_reply, conversation_order, overload_window
 from ..core.receipts import kept_receipts, lean_receipt, make_receipt
@@ -385,9 +386,7 @@ def answer_turn(script, character, hearers):
     lines = [m for m in script.history if m["id"] in wanted]
     # another AI NPC is no listener (no reply is built for its ears) but may be spoken to
     here = {getattr(obj, "dbref", None) for obj in getattr(character.location, "contents", ())}
-    gone = [m for m in lines if (m.get("metadata") or {}).get("speaker") not in listeners
-            and not ((m.get("metadata") or {}).get("npc")
-                     and (m.get("metadata") or {}).get("speaker") in here)]
+    gone = [m for m in lines if _speaker_left(line_to_answer(m), listeners, here)]
     if gone:
         logger.log_info(f"AI {character}: {len(gone)} lines not answered: their speakers left")
         script.set_aside([m["id"] for m in gone])
@@ -402,6 +401,15 @@ def answer_turn(script, character, hearers):
     finally:
         script.ndb.answering = None
     return said
+
+
+def _speaker_left(line, listeners, here):
+    """Whether the speaker of ``line`` (a :class:`~ai_contrib.core.lines.LineToAnswer`, or None
+    for a message that is no line) is gone: no listener, nor an AI NPC still in the room
+    (``here``, dbrefs)."""
+    if line is None:
+        return True
+    return line.speaker not in listeners and not (line.from_npc and line.speaker in here)
 
 
 def world_for_turn(script, character, lines, listeners, anchor, window):
@@ -484,8 +492,8 @@ def _answer(script, character, lines, turn_ids, listeners, hearers=None):
     said = script.add_message("assistant", reply, name=character.key, metadata=metadata)
     keep_receipt(script, said, receipt, prompt.messages)
     # the NPC spoke with the people it answered (docs/design.md, "Scene, events and people")
-    note_exchange(script, {m["metadata"]["speaker"]: m.get("name") for m in lines
-                           if (m.get("metadata") or {}).get("speaker") in heard})
+    note_exchange(script, {line.speaker: line.name for line in map(line_to_answer, lines)
+                           if line is not None and line.name and line.speaker in heard})
     if aloud:
         _say_aloud(character, reply, metadata.get("depth", 1), heard, metadata.get("thread"))
     else:
