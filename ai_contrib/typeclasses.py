@@ -174,16 +174,17 @@ class AssistantCharacter(DefaultCharacter):
     #: adds them here.
     observed_types = ("pose", "move", "traverse", "teleport")
 
-    def at_observed(self, actor, text, event, audience=None):
+    def at_observed(self, actor, text, event, audience=None, to_npc=False):
         """
         Called when the NPC sees ``actor`` do something in its room: ``text`` is the game's
         line for it (markup stripped), ``event`` ``"pose"``, ``"move"`` or ``"give"``,
         ``audience`` the dbrefs of who else saw it (default: everyone in the room). It is
-        recorded as an event (:meth:`AssistantScript.observe`): never a line to answer.
+        recorded as an event (:meth:`AssistantScript.observe`); one done to the NPC
+        (``to_npc``, a gift) is a line to answer, the others are not.
         """
         script = self.assistant
         if script:
-            script.observe(actor, text, event, audience=audience)
+            script.observe(actor, text, event, audience=audience, to_npc=to_npc)
 
     def at_post_move(self, source_location, move_type="move", **kwargs):
         """
@@ -202,14 +203,15 @@ class AssistantCharacter(DefaultCharacter):
     def at_object_receive(self, moved_obj, source_location, move_type="move", **kwargs):
         """
         A character gave the NPC something: recorded as an event whose audience is the giver
-        alone (Evennia's ``give`` tells no one else in the room).
+        alone (Evennia's ``give`` tells no one else in the room), and answered like a line said
+        to the NPC.
         """
         super().at_object_receive(moved_obj, source_location, move_type=move_type, **kwargs)
         if (move_type == "give" and isinstance(source_location, DefaultCharacter)
                 and source_location != self):
             self.at_observed(source_location,
                              f"{source_location.key} gives you {moved_obj.key}.", "give",
-                             audience=[source_location.dbref])
+                             audience=[source_location.dbref], to_npc=True)
 
     def at_ai_action(self, action, args, context):
         """

@@ -5,8 +5,8 @@ Turns: the NPC answers what it heard since it last spoke, in one reply (``docs/d
 A person in a busy tavern does not answer twenty lines one by one. Each player line is a user
 message whose ``metadata["speaker"]`` names the speaker's dbref; each reply is an assistant
 message whose ``metadata["reply_to"]`` lists the ids of the lines it answers. What is still to
-be answered is therefore a function of the history alone, which is restored after a crash from
-the checkpoint and the archive: the queue needs no storage of its own.
+be answered (:mod:`ai_contrib.core.lines`, speech and events alike) is therefore a function of
+the history alone, which is restored after a crash from the checkpoint and the archive: the queue needs no storage of its own.
 
 Pure functions over message lists (shape in :mod:`ai_contrib.core.messages`).
 """
@@ -14,17 +14,14 @@ Pure functions over message lists (shape in :mod:`ai_contrib.core.messages`).
 from __future__ import annotations
 
 from .dates import epoch_seconds
-
-
-def is_player_line(msg) -> bool:
-    """True for a line a player said to the NPC (a user message with a ``speaker``)."""
-    return msg.get("role") == "user" and bool((msg.get("metadata") or {}).get("speaker"))
+from .lines import is_line_to_answer
 
 
 def unanswered_lines(history, now, max_age=0) -> tuple:
     """
-    The player lines in ``history`` that no reply answered yet, split into those still worth
-    answering and those too old.
+    The lines to answer in ``history`` (:func:`ai_contrib.core.lines.line_to_answer`: speech,
+    and events with an actor addressed to the NPC) that no reply answered yet, split into those
+    still worth answering and those too old.
 
     A line is answered when a reply's ``metadata["reply_to"]`` names it, or when an assistant
     reply without ``reply_to`` (written before replies recorded it) comes after it. Assistant
@@ -43,9 +40,8 @@ def unanswered_lines(history, now, max_age=0) -> tuple:
     answered = set()
     candidates = []
     for msg in history:
-        if is_player_line(msg):
-            if (msg.get("metadata") or {}).get("addressed") is not False:
-                candidates.append(msg)
+        if is_line_to_answer(msg):
+            candidates.append(msg)
             continue
         if msg.get("role") != "assistant" or not (msg.get("content") or "").strip():
             continue

@@ -28,6 +28,7 @@ from twisted.internet import defer
 
 from ..core import actions as core_actions
 from ..core.actions import DONE, FAILED, INVALID, REFUSED, UNKNOWN
+from ..core.lines import speaker_of
 from ..llm.errors import LLMHTTPError
 from ..settings import get_setting
 
@@ -293,7 +294,7 @@ def _execute(character, cmd, call):
 def _turn_context(lines, listeners):
     """The hook's context of a turn (see :func:`run_action`)."""
     return {"listeners": dict(listeners),
-            "speakers": [(m.get("metadata") or {}).get("speaker") for m in lines],
+            "speakers": [speaker_of(m) for m in lines],
             "lines": [m.get("content") or "" for m in lines], "done": []}
 
 
@@ -402,7 +403,7 @@ def ask_acting(script, character, prompt, shown, ask):
     The model's answer to a turn, acting first where the NPC has actions.
 
     Args:
-        prompt (ai_contrib.npc.replies._TurnPrompt): the turn's prompt, ``prompt(budget,
+        prompt (ai_contrib.npc.reply_prompt.ReplyPrompt): the turn's prompt, ``prompt(budget,
             window=None) -> messages``, passed to ``ask`` as it is so that a prompt over its
             time allowance is built from less and says so (``cut``); each action's exchange
             (the model's call and what it is told) is added to its ``exchanges``, sent after

@@ -40,8 +40,8 @@ def fit_reply(script, character, prompt, shown):
     Args:
         script (AssistantScript): the NPC's script.
         character: the NPC (for the log line).
-        prompt: the turn's prompt builder (``ai_contrib.npc.replies._TurnPrompt``): called as
-            ``prompt(budget, window)`` it returns chat messages and sets ``sizes`` (their
+        prompt: the turn's prompt builder (``ai_contrib.npc.reply_prompt.ReplyPrompt``):
+            called as ``prompt(budget, window)`` it returns chat messages and sets ``sizes`` (their
             tokens, nothing counted here); its ``notes`` (each with ``"new"``) and
             ``turn_ids`` are read, ``notes`` may be cut, and ``cut`` is set to what was left
             out (``{"new_notes": int, "history_from": str | None}``) or None.

@@ -349,12 +349,19 @@ class HearingHandler:
         if dbref:
             # the NPC's record of this person or AI NPC (docs/design.md, "Scene, events and people")
             note_exchange(script, {dbref: name})
+        self._queue(pending, msg, f"{name} speaks")
+        return msg
+
+    def _queue(self, pending, msg, why):
+        """Queue ``msg``, a line to answer (:func:`ai_contrib.core.lines.is_line_to_answer`),
+        onto ``pending`` (:meth:`pending_ids`, read before it joined the history), wake the NPC
+        (``why`` the reason) and kick its turn."""
+        script = self.obj
         pending.append(msg["id"])
         script.ndb.last_activity = time.time()
         if script.db.operating_mode == "sleep":
-            script.wake(reason=f"{name} speaks")
+            script.wake(reason=why)
         script.kick()
-        return msg
 
     def _speech_metadata(self, speaker, text, audience, to):
         """The stored line's ``metadata`` (see :meth:`receive_speech`); decides, before the line
@@ -402,14 +409,16 @@ class HearingHandler:
         shared = room.ndb.ai_line if room is not None and addressed else None
         return (shared or {}).get("thread")
 
-    def observe(self, actor, text, event, audience=None):
+    def observe(self, actor, text, event, audience=None, to_npc=False):
         """
         Record something the NPC saw (``docs/design.md``, "Scene, events and people"): an
         *event* record, a ``system`` message whose text is the game's line in parentheses
         (:func:`ai_contrib.core.scene.event_text`, normalised like a player's words) and whose
         ``metadata`` is ``{"kind": "event", "event": event, "actor": dbref, "audience":
-        [dbrefs]}``. It is never a line to answer: it joins no turn, wakes no one and kicks no
-        tick. At most :data:`ai_contrib.core.scene.EVENTS_PER_MINUTE` events are recorded in
+        [dbrefs], "addressed": bool}``. An event the NPC only saw is no line to answer: it joins
+        no turn, wakes no one and kicks no tick. One done to the NPC (``to_npc``: a gift handed
+        to it) by an actor is a line to answer (:func:`ai_contrib.core.lines.line_to_answer`),
+        queued like speech addressed to it. At most :data:`ai_contrib.core.scene.EVENTS_PER_MINUTE` events are recorded in
         any 60 seconds; the rest of a flood is counted in ``ndb.events_dropped`` and logged
         once per minute.
 
@@ -417,6 +426,7 @@ class HearingHandler:
             actor (Object): who did it (not this NPC).
             text (str): the game's line, markup stripped.
             event (str): ``"pose"``, ``"move"``, ``"give"`` or a game's own kind.
+            to_npc (bool): the event is done to this NPC and asks an answer (a gift).
             audience (iterable[str], optional): dbrefs of who saw it; default the characters in
                 the NPC's room, AI NPCs included (:func:`room_audience`), and the actor unless
                 it is an AI NPC.
@@ -445,10 +455,17 @@ class HearingHandler:
             return None  # no player saw it: no reply could ever show it
         if self._event_flood():
             return None
-        return script.add_message(
+        addressed = bool(to_npc and dbref)
+        pending = self.pending_ids() if addressed else None  # before the event joins history
+        msg = script.add_message(
             "system", content,
-            metadata={"kind": EVENT_KIND, "event": event, "actor": dbref, "audience": audience},
+            metadata={"kind": EVENT_KIND, "event": event, "actor": dbref, "audience": audience,
+                      "addressed": addressed},
         )
+        if addressed:
+            note_exchange(script, {dbref: getattr(actor, "key", str(actor))})
+            self._queue(pending, msg, f"{getattr(actor, 'key', dbref)} {event}s")
+        return msg
 
     def _event_flood(self):
         """True when :data:`~ai_contrib.core.scene.EVENTS_PER_MINUTE` events were recorded in

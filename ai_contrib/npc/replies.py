@@ -19,16 +19,11 @@ from twisted.internet import defer
 from ..core.audience import heard_by, may_hear
 from ..core.budget import note_allowance
 from ..core.follow_ups import remember_subject, turn_subject
+from ..core.lines import line_to_answer
 from ..core.past_questions import note_seconds, past_question
-from ..core.prompts import (
-    assemble_sized_reply_prompt,
-    clean_reply,
-    conversation_order,
-    overload_window,
-)
+from ..core.prompts import clean_reply, conversation_order, overload_window
 from ..core.receipts import kept_receipts, lean_receipt, make_receipt
 from ..core.tick import OVER_BUDGET, reaches
-from ..core.tokens import count_message_tokens
 from ..core.turns import turn_query
 from ..llm.client import LLMContextOverflowError, LLMError, get_client
 from ..memory.archive import ArchiveError
@@ -37,6 +32,7 @@ from .actions import ask_acting
 from .deadline import fit_reply, worth_waiting
 from .hearing import is_assistant_character, room_npcs, with_npcs
 from .notify import notify_admins
+from .reply_prompt import ReplyPrompt, notes_in_order, window_messages
 from .scene import note_exchange
 
 #: while the history is over its budget (:func:`ai_contrib.core.prompts.overload_window`): share
@@ -282,26 +278,6 @@ def starts_with(messages, prefix):
                for a, b in zip(messages, prefix))
 
 
-def window_messages(history, window):
-    """
-    The messages of ``history`` a prompt window shows (:func:`prompt_window`): all of them for
-    None, else the head up to and including ``window[0]`` and the tail from ``window[1]``. A
-    window whose messages are no longer there (a compaction landed meanwhile) shows all.
-
-    Returns:
-        list[dict]: the messages, oldest first.
-    """
-    if window is None:
-        return history
-    head_last, tail_first = window
-    index = {msg.get("id"): i for i, msg in enumerate(history)}
-    tail = index.get(tail_first)
-    head = index.get(head_last, -1) + 1 if head_last is not None else 0
-    if tail is None or (head_last is not None and head == 0) or head > tail:
-        return history
-    return history[:head] + history[tail:]
-
-
 def prompt_window(script, turn_ids=()):
     """
     Which history messages the reply prompt shows and the tokens they may take, chosen once
@@ -348,9 +324,9 @@ def _ask(script, character, prompt, shown, **request):
     (:func:`ai_contrib.npc.deadline.fit_reply`), asking again once with half the history the
     refused prompt showed when the server says it exceeds its context window (our token count
     and the server's can differ), fitted to the time allowance the same way.
-    ``prompt`` is the turn's :class:`_TurnPrompt` (``prompt(budget, window=None)`` builds
-    the messages :func:`window_messages` gives for ``window``, its action exchanges after
-    them); ``shown`` is :func:`prompt_window`'s ``(window, budget)``; ``request`` more fields
+    ``prompt`` is the turn's :class:`~ai_contrib.npc.reply_prompt.ReplyPrompt`
+    (``prompt(budget, window=None)`` builds the messages :func:`window_messages` gives for
+    ``window``, its action exchanges after them); ``shown`` is :func:`prompt_window`'s ``(window, budget)``; ``request`` more fields
     of the request (the actions' ``tools``).
     """
     model = script.cfg("llm_model")
@@ -423,9 +399,7 @@ def answer_turn(script, character, hearers):
     lines = [m for m in script.history if m["id"] in wanted]
     # another AI NPC is no listener (no reply is built for its ears) but may be spoken to
     here = {getattr(obj, "dbref", None) for obj in getattr(character.location, "contents", ())}
-    gone = [m for m in lines if (m.get("metadata") or {}).get("speaker") not in listeners
-            and not ((m.get("metadata") or {}).get("npc")
-                     and (m.get("metadata") or {}).get("speaker") in here)]
+    gone = [m for m in lines if _speaker_left(line_to_answer(m), listeners, here)]
     if gone:
         logger.log_info(f"AI {character}: {len(gone)} lines not answered: their speakers left")
         script.set_aside([m["id"] for m in gone])
@@ -440,6 +414,15 @@ def answer_turn(script, character, hearers):
     finally:
         script.ndb.answering = None
     return said
+
+
+def _speaker_left(line, listeners, here):
+    """Whether the speaker of ``line`` (a :class:`~ai_contrib.core.lines.LineToAnswer`, or None
+    for a message that is no line) is gone: no listener, nor an AI NPC still in the room
+    (``here``, dbrefs)."""
+    if line is None:
+        return True
+    return line.speaker not in listeners and not (line.from_npc and line.speaker in here)
 
 
 def world_for_turn(script, character, lines, listeners, anchor, window):
@@ -474,73 +457,6 @@ def world_for_turn(script, character, lines, listeners, anchor, window):
         return {"standing": [], "notes": [], "skipped": []}
 
 
-#: the order of notes anchored at the same line: memories, then the world, the scene last,
-#: right before the lines being answered
-NOTE_ORDER = {"memories": 0, "lore": 1, "pins": 2, "scene": 3}
-
-
-def notes_in_order(recall_notes, world_notes):
-    """Recall notes and world notes as one list for the prompt, by anchor in the order given and
-    :data:`NOTE_ORDER` within an anchor."""
-    merged = list(recall_notes) + list(world_notes)
-    first_seen = {}
-    for i, note in enumerate(merged):
-        first_seen.setdefault(note["anchor"], i)
-    return sorted(merged, key=lambda n: (first_seen[n["anchor"]],
-                                         NOTE_ORDER.get(n.get("part") or "memories", 0)))
-
-
-class _TurnPrompt:
-    """
-    The reply prompt of one turn, built for a history budget and window: called as
-    ``prompt(budget, window=None)`` (:func:`_ask` asks again with less), it returns the chat
-    messages and keeps what the last build was: ``messages`` (the exchanges included),
-    ``parts`` (the receipt's), ``sizes`` (the tokens of each message, from the counts the
-    prompt was built with: :func:`ai_contrib.npc.deadline.fit_reply` weighs it without
-    counting it again) and ``sources`` (what the prompt was built from, for
-    :func:`ai_contrib.core.audience.may_hear`); all None before the first build. ``exchanges``:
-    the chat messages of this turn's actions so far (:func:`ai_contrib.npc.actions.ask_acting`
-    extends it), sent after the built prompt; ``acted``: the action messages stored this turn,
-    whose audience counts like ``sources``'; ``cut``, what was left out for time
-    (:func:`ai_contrib.npc.deadline.fit_reply`).
-    """
-
-    def __init__(self, script, character, turn_ids, listeners, notes, standing):
-        self.script, self.character = script, character
-        self.turn_ids, self.listeners = turn_ids, listeners
-        self.notes, self.standing = notes, standing
-        self.messages = self.parts = self.sizes = self.sources = self.cut = None
-        self.exchanges, self.acted = [], []
-        self._exchange_sizes = []
-
-    def __call__(self, budget, window=None):
-        history = window_messages(self.script.history, window)
-        # the NPC's history budget now, at build time, is what the history may take at most,
-        # whatever memory work is doing (a hung summary, an eviction pending)
-        messages, parts, sizes = assemble_sized_reply_prompt(
-            self.character.db.persona, self.character.key, history,
-            self.script.runtime.token_counts(history), budget, notes=self.notes,
-            listeners=list(self.listeners), keep_ids=self.turn_ids, standing=self.standing,
-            max_tokens=min(budget, self.script.budget()) if window is None
-            else self.script.budget())
-        # what the prompt was built from, for the check of who may hear the reply when it is
-        # spoken (may_hear): what the listeners could all hear, the turn's lines, the notes
-        keep = set(self.turn_ids)
-        sources = [m for m in history if m.get("id") in keep or heard_by(m, self.listeners)]
-        self.messages, self.parts = messages + self.exchanges, parts
-        self.sizes = sizes + self._exchanges_sized()
-        self.sources = sources + list(self.notes)
-        return self.messages
-
-    def _exchanges_sized(self):
-        """The tokens of each of :attr:`exchanges`, each counted once (they only grow)."""
-        del self._exchange_sizes[len(self.exchanges):]  # a loop asked again from the start
-        model = self.script.cfg("llm_model")
-        for message in self.exchanges[len(self._exchange_sizes):]:
-            self._exchange_sizes.append(count_message_tokens(message, model))
-        return list(self._exchange_sizes)
-
-
 @defer.inlineCallbacks
 def _answer(script, character, lines, turn_ids, listeners, hearers=None):
     """
@@ -561,7 +477,7 @@ def _answer(script, character, lines, turn_ids, listeners, hearers=None):
     recall = yield recall_for_turn(script, character, turn_query(lines), listeners, turn_ids[0],
                                    window=shown[0])
     world = world_for_turn(script, character, lines, listeners, turn_ids[0], shown[0])
-    prompt = _TurnPrompt(script, character, turn_ids, listeners,
+    prompt = ReplyPrompt(script, character, turn_ids, listeners,
                          notes_in_order(recall["notes"], world["notes"]), world["standing"])
     reply, receipt = yield _write_reply(script, character, prompt, shown, recall, world)
     if not reply:
@@ -589,8 +505,8 @@ def _answer(script, character, lines, turn_ids, listeners, hearers=None):
     said = script.add_message("assistant", reply, name=character.key, metadata=metadata)
     keep_receipt(script, said, receipt, prompt.messages)
     # the NPC spoke with the people it answered (docs/design.md, "Scene, events and people")
-    note_exchange(script, {m["metadata"]["speaker"]: m.get("name") for m in lines
-                           if (m.get("metadata") or {}).get("speaker") in heard})
+    note_exchange(script, {line.speaker: line.name for line in map(line_to_answer, lines)
+                           if line is not None and line.name and line.speaker in heard})
     if aloud:
         _say_aloud(character, reply, metadata.get("depth", 1), heard, metadata.get("thread"))
     else:
@@ -602,7 +518,8 @@ def _answer(script, character, lines, turn_ids, listeners, hearers=None):
 def _share_warm_up(script, prompt, shown):
     """
     Before a reply is asked for: wait for a cache warm-up evaluating the start of this
-    ``prompt`` (a :class:`_TurnPrompt`; ``shown`` is :func:`prompt_window`'s ``(window,
+    ``prompt`` (a :class:`~ai_contrib.npc.reply_prompt.ReplyPrompt`; ``shown`` is
+    :func:`prompt_window`'s ``(window,
     budget)``) when it is expected to end within the reply's time allowance
     (:func:`ai_contrib.npc.deadline.worth_waiting`), or give the server up to the reply.
 
@@ -629,7 +546,8 @@ def _share_warm_up(script, prompt, shown):
 @defer.inlineCallbacks
 def _write_reply(script, character, prompt, shown, recall, world):
     """
-    The model's reply to the turn ``prompt`` (:class:`_TurnPrompt`) is built for, cleaned, and
+    The model's reply to the turn ``prompt``
+    (:class:`~ai_contrib.npc.reply_prompt.ReplyPrompt`) is built for, cleaned, and
     its receipt; the room is shown that the NPC is thinking when it takes long
     (:func:`show_thinking_later`). A failure (an LLM error, no usable text) is recorded
     (:func:`_record_failure`).

@@ -25,6 +25,7 @@ from twisted.internet import defer, reactor
 
 from evennia.utils import logger
 
+from ..core.lines import speaker_of
 from ..core.prompts import prompt_head
 from ..core.tick import TickState, due, tick_needed
 from ..memory.compaction_log import breaker_open
@@ -274,11 +275,11 @@ class TickHandler:
         reply = history[-1] if history else {}
         answered = set((reply.get("metadata") or {}).get("reply_to") or ())
         lines = [m for m in history[-(len(answered) + 60):] if m.get("id") in answered]
-        speakers = {(m.get("metadata") or {}).get("speaker")
+        speakers = {speaker_of(m)
                     for m in lines if not (m.get("metadata") or {}).get("npc")}
         for speaker in speakers - {None}:
             note_room_reply(character.location, speaker, character.dbref)
-        npcs = {(m.get("metadata") or {}).get("speaker") for m in lines
+        npcs = {speaker_of(m) for m in lines
                 if (m.get("metadata") or {}).get("npc")}
         for other in room_npcs(character):
             mind = other.assistant

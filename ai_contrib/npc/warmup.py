@@ -18,12 +18,12 @@ import time
 from evennia.utils import logger
 from twisted.internet import defer
 
-from ..core.prompts import assemble_reply_prompt
 from ..core.recall_notes import visible_notes
 from ..llm.client import get_client
 from ..settings import auto_or_bool
 from .deadline import request_timeout, warm_up_lost, warm_up_sent
-from .replies import describe_reply, notes_in_order
+from .replies import describe_reply
+from .reply_prompt import ReplyPrompt, notes_in_order
 
 
 def warmup_enabled():
@@ -41,11 +41,11 @@ def warmup_enabled():
     return enabled
 
 
-def warmup_messages(script, character, listeners):
+def warmup_messages(script, character, listeners) -> list:
     """
     The chat messages the NPC's next reply prompt starts with, for ``listeners``: the reply
-    prompt (:func:`ai_contrib.core.prompts.assemble_reply_prompt`) of the whole history within
-    the NPC's budget, with the recall notes it shows, and no turn yet.
+    prompt's opening (:meth:`ai_contrib.npc.reply_prompt.ReplyPrompt.opening`, the builder the
+    reply uses), with the recall notes and world it shows, and no turn yet.
 
     Args:
         script (AssistantScript): the NPC's script.
@@ -57,22 +57,12 @@ def warmup_messages(script, character, listeners):
     """
     from .world import shown_world
 
-    history = script.history
     listeners = list(listeners)
-    ids = {m.get("id") for m in history}
+    ids = {m.get("id") for m in script.history}
     notes = visible_notes(script.ndb.recall_notes or [], ids, listeners)
     standing, world_notes = shown_world(script, character, listeners, ids)
-    messages, _parts = assemble_reply_prompt(
-        character.db.persona, character.key, history, script.runtime.token_counts(history),
-        script.budget(), notes=notes_in_order(notes, world_notes), listeners=list(listeners),
-        standing=standing)
-    # with no turn, the prompt may end with the NPC's replies; llama.cpp refuses two or more
-    # assistant messages at the end (HTTP 400), and one is taken as a reply to continue: the
-    # warm-up stops after the first of them, still the start of the next reply's prompt
-    while len(messages) >= 2 and messages[-1]["role"] == "assistant" \
-            and messages[-2]["role"] == "assistant":
-        messages.pop()
-    return messages
+    return ReplyPrompt(script, character, (), listeners, notes_in_order(notes, world_notes),
+                       standing).opening()
 
 
 def warm_reply_cache(script, character, listeners):

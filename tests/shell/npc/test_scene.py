@@ -1,6 +1,7 @@
 """
 Scene, events and people in Evennia's test world (``docs/design.md``, "Scene, events and
-people"): what the NPC sees becomes event records with an audience and never a line to answer;
+people"): what the NPC sees becomes event records with an audience, a line to answer only when
+done to it (a gift);
 an event one player could not see stays out of another's prompt; the NPC keeps a record of each
 person it speaks with; the scene names the room and who is present; staff see the records.
 """
@@ -26,7 +27,7 @@ from ai_contrib.npc.scene import (
 
 from tests.support.llm_double import reply
 from tests.support.npc_fixtures import NPCTestCase
-from tests.support.twisted_util import wait_for
+from tests.support.twisted_util import wait_for, wait_until
 
 
 class SceneTestCase(NPCTestCase):
@@ -92,6 +93,35 @@ class TestEvents(SceneTestCase):
         both = {"role": "user", "content": "(Wren grins.)"}
         self.assertIn(both, self.prompt_for([self.tamsin]))
         self.assertIn(both, self.prompt_for([self.wren, self.tamsin]))
+
+    def test_a_gift_to_the_npc_is_answered_and_an_event_without_an_actor_is_not(self):
+        # an event without an actor is never a line to answer, even marked addressed; a pose is
+        # seen, not done to the NPC
+        self.script.add_message("system", "(A bell rings.)", metadata={
+            "kind": "event", "event": "bell", "actor": None,
+            "audience": [self.wren, self.tamsin], "addressed": True})
+        self.call(CmdPose(), "grins.", caller=self.char1)
+        self.script.ndb.pending = None  # derived again from the history
+        self.assertEqual(self.script.pending_ids(), [])
+        # the gift handed to the NPC is a line to answer: queued, answered, named by the reply
+        self.llm.enqueue(reply("Thank you, Wren!"))
+        self.obj1.move_to(self.char1, quiet=True)
+        self.call(CmdGive(), f"{self.obj1.key} = Marta", caller=self.char1)
+        gift = self.events()[-1]
+        self.assertEqual((gift["metadata"]["event"], gift["metadata"]["addressed"]),
+                         ("give", True))
+        self.assertEqual(self.script.pending_ids(), [gift["id"]])
+        wait_for(self.script.run_tick())
+        answer = wait_until(lambda: [m for m in self.script.history
+                                     if m["role"] == "assistant"])[-1]
+        self.assertEqual(answer["content"], "Thank you, Wren!")
+        self.assertEqual(answer["metadata"]["reply_to"], [gift["id"]])
+        self.assertEqual(self.llm.requests[-1]["messages"][-1]["content"],
+                         f"(Wren gives you {self.obj1.key}.)")
+        # the bell and the pose are still no line to answer after it
+        self.script.ndb.pending = None
+        self.assertEqual(self.script.pending_ids(), [])
+        self.assertEqual(people_record(self.script, self.wren)["name"], "Wren")
 
     def test_hostile_pose_text_is_normalised(self):
         # || is how a player types a bar Evennia does not read as markup
