@@ -1,5 +1,5 @@
 """
-The reply prompt's one builder (``ai_contrib.npc.replies.ReplyPrompt``, ``docs/design.md``,
+The reply prompt's one builder (``ai_contrib.npc.reply_prompt.ReplyPrompt``, ``docs/design.md``,
 "Warming the cache after a compaction"): the reply and the cache warm-up build their messages
 with it, and for the same listeners they build the same messages, for a few NPC states: the
 warm-up's prompt and a turn's, with a recall note, a private line, a standing section and a
