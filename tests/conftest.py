@@ -24,7 +24,13 @@ def pytest_configure(config):
         "(it copies or restores the database file)",
     )
     import django
+    from twisted.trial import util as trial_util
 
+    from tests.support.waiting import HANG_GUARD
+
+    # trial's own limit on a test (120 s) would end a slow test on a busy machine: its test
+    # cases wait on their events under the suite's one hang guard instead
+    trial_util.DEFAULT_TIMEOUT_DURATION = HANG_GUARD
     django.setup()
 
 

@@ -143,8 +143,8 @@ class TestRetrievalIntoPrompt(MemoryTestCase):
         wait_for(rag_memory._consolidate_into_mem0(self.npc))
         store = get_store()
         agent = npc_agent_id(self.npc)
-        other = wait_for(store.search(agent, "Where are the savings hidden?", user_id="bob"), 120)
-        owner = wait_for(store.search(agent, "Where are the savings hidden?", user_id="alice"), 120)
+        other = wait_for(store.search(agent, "Where are the savings hidden?", user_id="bob"))
+        owner = wait_for(store.search(agent, "Where are the savings hidden?", user_id="alice"))
         self.assertNotIn("chimney", " ".join(h["text"] for h in other))
         self.assertIn("chimney", " ".join(h["text"] for h in owner))
 

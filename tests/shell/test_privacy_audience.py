@@ -266,7 +266,7 @@ class RelatedMemoriesForAReply(NPCTestCase):
 
         listeners = {char.dbref: char.key for char in characters}
         query = "Ann buried the silver key under the old mill stone; the lantern fair at the mill"
-        found = wait_for(related_memory_context(self.script, self.npc, query, listeners), 120)
+        found = wait_for(related_memory_context(self.script, self.npc, query, listeners))
         return (found or {}).get("text") or ""
 
     def test_each_reply_hears_only_what_all_its_listeners_heard(self):
@@ -307,7 +307,7 @@ class RelatedMemoriesForAReply(NPCTestCase):
         (synthesis,) = [e for e in self.npc.db.journal["entries"]
                         if e["source_type"] == "compaction"]
         self.assertEqual((synthesis["audience"], synthesis["visibility"]), (both, "private"))
-        consolidated = stored(wait_for(consolidate_journal(self.npc), 120))
+        consolidated = stored(wait_for(consolidate_journal(self.npc)))
         self.assertEqual(consolidated["added"], 3, consolidated)
 
         secret_line = 'Ann: "I buried the silver key under the old mill stone."'
@@ -332,7 +332,7 @@ class RelatedMemoriesForAReply(NPCTestCase):
         from ai_contrib.npc.recall import recall_preview
 
         everything = wait_for(recall_preview(
-            self.script, self.npc, "Ann buried the silver key under the old mill stone"), 120)
+            self.script, self.npc, "Ann buried the silver key under the old mill stone"))
         self.assertIn(secret_line, everything["text"])
         self.assertIn(secret_fact, everything["text"])
 

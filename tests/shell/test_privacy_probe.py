@@ -103,7 +103,7 @@ class TestPrivacyProbe(NPCTestCase):
         self.scripts = {key: get_assistant_script(npc) for key, npc in self.npcs.items()}
         for npc in self.npcs.values():
             # database ids repeat across tests; the process-wide store does not
-            wait_for(get_store().delete_agent(npc_agent_id(npc)), 120)
+            wait_for(get_store().delete_agent(npc_agent_id(npc)))
         self.char1.key, self.char2.key = "Wren", "Ann"
         cole = create.create_object("evennia.objects.objects.DefaultCharacter", key="Cole",
                                     location=self.room1, home=self.room1)
@@ -184,7 +184,7 @@ class TestPrivacyProbe(NPCTestCase):
         for key, npc in self.npcs.items():
             receive_gossip(self.scripts[key], npc)
         for npc in self.npcs.values():
-            stored(wait_for(consolidate_journal(npc), 120))
+            stored(wait_for(consolidate_journal(npc)))
 
     # --- what is known ---------------------------------------------------------------------
 

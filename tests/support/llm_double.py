@@ -677,6 +677,13 @@ class LLMDouble:
             return list(self._gets)
 
     @property
+    def open_connections(self):
+        """Number of client connections the server holds open (kept alive or answering); 0
+        once an ``idle_timeout`` has closed every idle one."""
+        with self._lock:
+            return len(self._sockets)
+
+    @property
     def pending(self):
         """Number of queued behaviours not used yet."""
         with self._lock:

@@ -7,8 +7,11 @@ read from the source with ``ast`` (nothing is imported):
 - ``tests/e2e/``: every module that starts a real game or carries the ``e2e`` marker, and every
   module there carries the marker (so ``-m "not e2e"`` leaves out every real game);
 - ``tests/model/``: the real embedded model, no game;
-- ``tests/bench/``: every module that runs a benchmark script (``benchmarks/``) in a
-  subprocess, and nothing else (so ``make test-fast`` runs none);
+- ``tests/bench/``: every module that runs a benchmark script (``benchmarks/``), in a
+  subprocess or in the test's own process, and nothing else (so ``make test-fast`` runs none);
+- ``tests/unit/`` and ``tests/shell/`` wait on events, never for a fixed number of seconds
+  (``docs/development.md``, "Waiting in tests"): no wait is given a number of seconds, and no
+  test reckons a deadline of its own; a wait's limit is the hang guard, ``HANG_GUARD``;
 - no test module at ``tests/`` itself, and no test module imports another (what tests share
   lives in ``tests/support/``).
 """
@@ -68,13 +71,64 @@ def _has_marker(tree, marker):
                for node in ast.walk(tree))
 
 
-def _runs_a_benchmark(tree, imports):
-    """True if the source starts a subprocess and names the ``benchmarks`` folder (a path to a
-    benchmark script built from it)."""
-    return "subprocess" in imports and any(
-        isinstance(node, ast.Constant) and isinstance(node.value, str)
-        and (node.value == "benchmarks" or node.value.startswith("benchmarks/"))
-        for node in ast.walk(tree))
+#: what runs a script: in a subprocess, or in this process (``runpy``)
+SCRIPT_RUNNERS = {"subprocess", "runpy", "asyncio.create_subprocess_exec",
+                  "asyncio.create_subprocess_shell"}
+
+
+def _names_benchmarks(tree):
+    """True if the source names the ``benchmarks`` folder in a string: a path built from it
+    (``ROOT / "benchmarks"``, ``"benchmarks/locomo.py"``) or a module of it
+    (``"benchmarks.locomo"``, as ``python -m`` or ``runpy.run_module`` take it)."""
+    return any(isinstance(node, ast.Constant) and isinstance(node.value, str)
+               and (node.value == "benchmarks"
+                    or node.value.startswith(("benchmarks/", "benchmarks.")))
+               for node in ast.walk(tree))
+
+
+def _calls_main(tree):
+    """True if the source calls a ``main`` of a module (``script.main([...])``)."""
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+               and node.func.attr == "main" for node in ast.walk(tree))
+
+
+def _runs_a_benchmark(tree, imports, names):
+    """True if the source names the ``benchmarks`` folder and runs a script (a subprocess,
+    ``runpy``) or calls a module's ``main``: a benchmark run, not a test of its pure parts."""
+    runs = bool(imports & SCRIPT_RUNNERS or {"create_subprocess_exec",
+                                             "create_subprocess_shell"} & names)
+    return _names_benchmarks(tree) and (runs or _calls_main(tree))
+
+
+#: the waits that take a limit in seconds, and where that limit goes among their positional
+#: arguments (None: only as ``timeout=``)
+WAITS = {"wait": 0, "join": 0, "wait_for": 1, "wait_for_requests": 1, "until": 2,
+         "communicate": 1, "run": None, "check_output": None, "call": None}
+
+
+def _is_number(node):
+    return (isinstance(node, ast.Constant) and isinstance(node.value, (int, float))
+            and not isinstance(node.value, bool))
+
+
+def _fixed_wait(node):
+    """True if ``node`` waits a number of seconds written in the test: a wait given a number
+    (``event.wait(30)``, ``wait_for(d, 20)``, ``timeout=5``) or a deadline reckoned from the
+    clock (``time.monotonic() + 20``)."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = (func.attr if isinstance(func, ast.Attribute)
+                else func.id if isinstance(func, ast.Name) else None)
+        if name not in WAITS:
+            return False
+        at = WAITS[name]
+        return ((at is not None and len(node.args) > at and _is_number(node.args[at]))
+                or any(k.arg == "timeout" and _is_number(k.value) for k in node.keywords))
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return any(isinstance(clock, ast.Call) and isinstance(clock.func, ast.Attribute)
+                   and clock.func.attr in ("monotonic", "time", "seconds") and _is_number(other)
+                   for clock, other in ((node.left, node.right), (node.right, node.left)))
+    return False
 
 
 def _uses_evennia(imports):
@@ -107,6 +161,7 @@ def describe(source):
         dict: ``harness`` (Evennia's test cases, its database or modules, or a support module
         built on them), ``game`` (starts a real game), ``e2e`` (carries the marker), ``model``
         (the real embedded model), ``bench`` (runs a benchmark script in a subprocess),
+        ``fixed_waits`` (the lines where it waits a fixed number of seconds),
         ``test_imports`` (other test modules it imports).
     """
     tree = ast.parse(source)
@@ -119,7 +174,8 @@ def describe(source):
         "e2e": _has_marker(tree, "e2e"),
         "model": any(name == EMBEDDED_MODEL or name.startswith(EMBEDDED_MODEL + ".")
                      for name in imports),
-        "bench": _runs_a_benchmark(tree, imports),
+        "bench": _runs_a_benchmark(tree, imports, names),
+        "fixed_waits": sorted(node.lineno for node in ast.walk(tree) if _fixed_wait(node)),
         "test_imports": sorted(name for name in imports
                                if name.startswith("tests.")
                                and name.rsplit(".", 1)[-1].startswith("test_")),
@@ -166,6 +222,32 @@ def test_the_scan_tells_the_kinds_apart():
     assert bench["bench"] and not bench["harness"], bench
     assert not describe("import subprocess\nsubprocess.run(['python', '-c', 'pass'])\n")["bench"]
     assert not describe("from benchmarks import locomo_metrics\n")["bench"]
+    # a benchmark run as a module, by runpy, or through its main() in the test's process
+    assert describe("import subprocess, sys\n"
+                    "subprocess.run([sys.executable, '-m', 'benchmarks.locomo'])\n")["bench"]
+    assert describe("import runpy\nrunpy.run_path('benchmarks/tavern.py')\n")["bench"]
+    loaded = ("import importlib.util\nfrom tests.support.paths import ROOT\n"
+              "spec = importlib.util.spec_from_file_location('d', ROOT / 'benchmarks' / 'd.py')\n"
+              "d = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(d)\n")
+    assert not describe(loaded + "assert d.parse_log('') == []\n")["bench"]  # its pure parts
+    assert describe(loaded + "d.main(['--quick'])\n")["bench"]
+
+
+def test_the_scan_finds_fixed_waits():
+    waits = describe("import threading, time\nfrom tests.support.twisted_util import wait_for\n"
+                     "gate = threading.Event()\n"
+                     "gate.wait(30)\n"  # line 4
+                     "wait_for(d, 20)\n"
+                     "llm.wait_for_requests(2, timeout=5.0)\n"
+                     "deadline = time.monotonic() + 20\n"
+                     "subprocess.run(['x'], timeout=120)\n")
+    assert waits["fixed_waits"] == [4, 5, 6, 7, 8], waits
+    # waits on the event under the hang guard, and a count that is not a limit, are not
+    events = describe("from tests.support.waiting import HANG_GUARD\n"
+                      "gate.wait(HANG_GUARD)\nwait_for(d)\nllm.wait_for_requests(3)\n"
+                      "deadline = time.monotonic() + HANG_GUARD\n"
+                      "subprocess.run(['x'], timeout=HANG_GUARD)\nspin(0.05)\n")
+    assert events["fixed_waits"] == [], events
 
 
 def test_every_test_file_is_in_a_folder_of_its_kind():
@@ -214,6 +296,13 @@ def test_benchmark_runs_are_in_bench_only():
     runs = sorted(path for path, what in FILES.items() if what["bench"])
     assert "bench/test_locomo.py" in runs
     assert runs == sorted(_in("bench")), (runs, sorted(_in("bench")))
+
+
+def test_unit_and_shell_tests_wait_on_events_not_for_fixed_seconds():
+    fast = {path: what for path, what in FILES.items() if _kind(path) in ("unit", "shell")}
+    assert len(fast) > 60, len(fast)  # the scan reads the fast lane at all
+    fixed = {path: what["fixed_waits"] for path, what in fast.items() if what["fixed_waits"]}
+    assert not fixed, fixed
 
 
 def test_no_test_module_imports_another():

@@ -209,6 +209,8 @@ class TestAIReset(AdminCase):
 
     def test_refused_while_a_reply_is_written(self):
         self.script.ndb.busy = True
+        # no reply is really under way: the cleanup would wait for it to end
+        self.addCleanup(setattr, self.script.ndb, "busy", False)
         self.call(CmdAIReset(), "/confirm Marta", "Not now: a reply is being written")
         self.assertEqual(len(self.script.history), 6)
 

@@ -135,7 +135,7 @@ class ForgetAPlayer(NPCTestCase):
         self._journal()
         add_pin(self.npc, "Wren is the miller's daughter.", player=self.wren)
         add_pin(self.npc, "Tamsin sells lanterns.", player=self.tamsin)
-        consolidated = stored(wait_for(consolidate_journal(self.npc), 120))
+        consolidated = stored(wait_for(consolidate_journal(self.npc)))
         self.assertGreaterEqual(consolidated["added"], 3, consolidated)
         agent = npc_agent_id(self.npc)
         self.assertIn(self.secret["id"], self._search("ledger blue barrel"))
@@ -148,7 +148,7 @@ class ForgetAPlayer(NPCTestCase):
         self.assertIn("1 summaries made from them", preview)
         self.assertIn(self.secret["id"], self._search("ledger blue barrel"))  # nothing yet
 
-        report = wait_for(forget_player(self.script, self.npc, self.wren, "Wren"), 120)
+        report = wait_for(forget_player(self.script, self.npc, self.wren, "Wren"))
         self.assertEqual((report["lines"], report["summaries"], report["journal_entries"],
                           report["people"], report["pins"], report["profiles"]),
                          (4 + 4 + 2, 1, 2, True, 1, 1), report)
@@ -170,7 +170,7 @@ class ForgetAPlayer(NPCTestCase):
         self.assertIn("The lantern fair opens on Sunday.", contents)
         self.assertFalse([e for e in self.npc.db.journal["entries"]
                           if e["source_type"] == "compaction"])  # its summary's synthesis
-        memories = [hit["text"] for hit in wait_for(get_store().list(agent, 100), 120)]
+        memories = [hit["text"] for hit in wait_for(get_store().list(agent, 100))]
         self.assertFalse([t for t in memories if "blue barrel" in t], memories)
         self.assertTrue([t for t in memories if "lantern fair" in t], memories)
         self.assertIsNone(people_record(self.script, self.wren))
@@ -201,7 +201,7 @@ class ForgetAPlayer(NPCTestCase):
         # the job was written, then the server died before anything else
         self.script.db.forget_pending = [{"player": self.wren, "name": "Wren", "at": ""}]
         self.assertIn(self.secret["id"], [m["id"] for m in self.script.history])
-        reports = wait_for(resume_pending(self.script), 120)
+        reports = wait_for(resume_pending(self.script))
         self.assertEqual(len(reports), 1, reports)
         self.assertEqual(reports[0]["lines_in_context"], 4 + 4 + 2, reports)
         self.assertNotIn(self.secret["id"], [m["id"] for m in self.script.history])

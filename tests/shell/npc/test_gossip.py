@@ -403,7 +403,7 @@ class TestEraseReachesThePrompt(GossipCase):
         script = get_assistant_script(self.bram)
         self.llm.enqueue(reply("Aye."))
         script.receive_speech(self.wren, text, to=self.bram)
-        wait_for(script.run_tick(), 120)
+        wait_for(script.run_tick())
         [request] = [r for r in self.llm.requests[-1:]
                      if r["messages"][0]["content"].startswith("You are ")]
         return "\n".join(m["content"] for m in request["messages"])
@@ -415,12 +415,12 @@ class TestEraseReachesThePrompt(GossipCase):
 
         with override_settings(AI_MEMORY_ENABLED=True):
             # database ids repeat across tests; the process-wide store does not
-            wait_for(get_store().delete_agent(npc_agent_id(self.bram)), 120)
+            wait_for(get_store().delete_agent(npc_agent_id(self.bram)))
             script = get_assistant_script(self.bram)
             script.db.pre_compact_extraction_enabled = False
             receive_gossip(script, self.bram)
             [heard] = self.journal(self.bram)
-            stored(wait_for(consolidate_journal(self.bram), 120))
+            stored(wait_for(consolidate_journal(self.bram)))
             self.wren.location = self.room2
             heard_from = f"you heard from Marta that {PUBLIC}"
             # positive control: recalled for the turn that asks, carried over on the next
@@ -428,7 +428,7 @@ class TestEraseReachesThePrompt(GossipCase):
             self.assertIn(heard_from, self.bram_says("And is the ford road open?"))
             # aigossip/erase Bram = <id>'s work (the command answers when Mem0 has)
             report = stored(wait_for(erase_everywhere(origin_of(heard, self.bram.dbref),
-                                                      script.key), 120))
+                                                      script.key)))
             self.assertEqual(len(report["journals"]), 2)  # Marta's and Bram's
             self.assertEqual(report["memories"], 1)
             self.assertEqual(get_store().list_sync(npc_agent_id(self.bram)), [])

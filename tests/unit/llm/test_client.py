@@ -5,6 +5,7 @@ parsing, error mapping, the one retry on a dropped keep-alive connection, the qu
 
 import json
 import socket
+import threading
 
 import pytest
 from django.test import override_settings
@@ -26,6 +27,7 @@ from ai_contrib.llm.client import (
 )
 from tests.support.llm_double import (
     drop,
+    hold,
     http_error,
     json_body,
     malformed,
@@ -276,7 +278,7 @@ class TestErrors(ClientTestBase):
     @defer.inlineCallbacks
     def test_timeout(self):
         client = self.make_client(timeout=0.3)
-        self.llm.enqueue(sleep(10))
+        self.llm.enqueue(hold(threading.Event()))  # never answered: the double stops first
         err = yield self.assertFailsWith(client.chat(USER), errors.LLMTimeoutError)
         self.assertIn("0.3 s", str(err))
         self.assertIn(self.llm.base_url, str(err))
@@ -284,9 +286,11 @@ class TestErrors(ClientTestBase):
 
     @defer.inlineCallbacks
     def test_client_works_again_after_a_timeout(self):
-        client = self.make_client(timeout=0.3)
-        self.llm.enqueue(sleep(10), reply("back"))
-        yield self.assertFailsWith(client.chat(USER), errors.LLMTimeoutError)
+        # the first request alone has the short limit: the second one, answered at once, is
+        # given the client's own (AI_LLM_TIMEOUT), so a busy machine cannot time it out too
+        client = self.make_client()
+        self.llm.enqueue(hold(threading.Event()), reply("back"))
+        yield self.assertFailsWith(client.chat(USER, timeout=0.3), errors.LLMTimeoutError)
         result = yield client.chat(USER)
         self.assertEqual(result.content, "back")
 
@@ -361,8 +365,11 @@ class TestKeepAlive(ClientTestBase):
         for _ in range(3):
             result = yield client.chat(USER)
             self.assertEqual(result.content, "echo: Hello there")
-            yield task.deferLater(reactor, 0.4, lambda: None)
+            while llm.open_connections:  # until the server has closed the idle connection
+                yield task.deferLater(reactor, 0.01, lambda: None)
         self.assertEqual(len(llm.requests), 3)
+        # each request came on a new connection: the server did close the one before
+        self.assertEqual(len({call.connection for call in llm.calls}), 3)
 
 
 class TestHostName(ClientTestBase):

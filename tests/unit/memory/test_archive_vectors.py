@@ -37,6 +37,8 @@ from ai_contrib.memory.lexical import doc_text
 from ai_contrib.memory.sqlite_ext import load_vec, sqlite3
 from ai_contrib.settings import option_value
 
+from tests.support.waiting import HANG_GUARD
+
 A, B = "#21", "#22"
 
 LINES = [
@@ -433,6 +435,7 @@ class RetrievalEmbedsTest(trial.TestCase):
         import threading
 
         gate, embedding = threading.Event(), threading.Event()
+        self.addCleanup(gate.set)  # a failed test frees the held thread
 
         class HeldEmbedder(_RecordingEmbedder):
             """Holds the thread in its first batch of lines until the gate opens."""
@@ -440,7 +443,7 @@ class RetrievalEmbedsTest(trial.TestCase):
             def encode(self, texts, is_query=False):
                 if not is_query and not embedding.is_set():
                     embedding.set()
-                    gate.wait(30)
+                    gate.wait(HANG_GUARD)
                 return super().encode(texts, is_query)
 
         source = ArchiveSearch(self.index).with_embedder(HeldEmbedder())
@@ -458,7 +461,7 @@ class RetrievalEmbedsTest(trial.TestCase):
         batch = math.ceil(option_value("MEMORY_ARCHIVE_EMBED_BATCH") / retrieval.EMBED_JOB_LINES)
         with mock.patch.object(self.store, "run_background", side_effect=recording_run):
             yield reply()
-            self.assertTrue(embedding.wait(30))  # its first job runs, the others wait
+            self.assertTrue(embedding.wait(HANG_GUARD))  # its first job runs, the others wait
             self.archive.append_message(message(len(LINES), "Caroline adopted a kitten."))
             second = reply()
             gate.set()
@@ -723,14 +726,16 @@ class RetrievalFirstTest(trial.TestCase):
 
         ran = []
         gate, holding = threading.Event(), threading.Event()
+        self.addCleanup(gate.set)  # a failed test frees the held thread
 
         def held():
             holding.set()
-            gate.wait(30)
+            gate.wait(HANG_GUARD)
             ran.append("held")
 
         held_job = self.worker.run_background(held)
-        self.assertTrue(holding.wait(30))  # the thread is busy: what follows waits in its queue
+        # the thread is busy: what follows waits in its queue
+        self.assertTrue(holding.wait(HANG_GUARD))
         source = ArchiveSearch(self.index)
         embedding = retrieval.queue_embedding(
             self.worker, [source.with_embedder(_OrderEmbedder(ran))], "npc-f", 16)

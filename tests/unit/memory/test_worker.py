@@ -13,6 +13,8 @@ from twisted.trial import unittest as trial
 
 from ai_contrib.memory.worker import BACKGROUND, FIRST, ORDERED, WorkerThread, next_job
 
+from tests.support.waiting import HANG_GUARD
+
 
 def kinds(*names):
     return [SimpleNamespace(kind=name) for name in names]
@@ -45,17 +47,18 @@ class WorkerQueueTest(trial.TestCase):
         self.ran = []  # appended on the worker thread only
         self.gate = threading.Event()
         self.holding = threading.Event()
+        self.addCleanup(self.gate.set)  # before the worker stops: a failed test frees it
 
     def hold(self):
         """Queue a background job that holds the thread until the gate opens; return once it
         runs, so every job queued after it waits in the queue."""
         def held():
             self.holding.set()
-            self.gate.wait(30)
+            self.gate.wait(HANG_GUARD)
             self.ran.append("held")
 
         d = self.worker.run_background(held)
-        self.assertTrue(self.holding.wait(30))
+        self.assertTrue(self.holding.wait(HANG_GUARD))
         return d
 
     def job(self, name):
