@@ -40,8 +40,9 @@ class CmdAIActions(StaffCommand):
 
     An action is one of the game's commands (those of the cmdset the
     AI_ACTION_CMDSET setting names: give, get, drop, pose, look, whisper, go
-    and recall, a search of its own memories, by default) that the NPC may run as itself before it answers. Its own
-    locks and the NPC's permissions apply, and the game's at_ai_action hook
+    and recall, a search of its own memories, by default) that the NPC may
+    run as itself before it answers. Its own locks and the NPC's permissions
+    apply, and the game's at_ai_action hook
     may refuse it. Without a value: the NPC's actions, where they come from
     (its own list, or the game's AI_ACTIONS) and the commands it could be
     given. With one: the NPC's own list becomes exactly those; /add and
