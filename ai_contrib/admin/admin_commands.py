@@ -300,8 +300,9 @@ class CmdAIReset(StaffCommand):
     kept), its Mem0 memories, its compaction log and counters, and reports
     each. Its persona, configuration, mode and pins (aipin) stay; with
     /pins its pins are removed too. What staff made it refuse stays: the
-    players aiforget made it forget, the facts aigossip/erase erased. Refused while it is writing a reply or
-    doing memory work: try again a moment later.
+    players aiforget made it forget, the facts aigossip/erase erased.
+    Refused while it is writing a reply or doing memory work: try again a
+    moment later.
     """
 
     key = "aireset"
