@@ -22,6 +22,9 @@ from tests.support.waiting import HANG_GUARD
 
 SUMMARY = "Bob asked about rooms; Marta offered the east room for two silver."
 
+#: seconds the clock the tests hold is moved on: far past any sleep duration they set
+TEN_MINUTES = 600
+
 
 class HeldSummaries:
     """The double's answers: summaries wait for :attr:`release` (the hang guard at most), and say
@@ -80,7 +83,7 @@ class TestCommandsDuringACompaction(AdminWatchCase):
             self.assertIn("Marta's emergency compaction is under way: the sleep work starts "
                           "when it ends, and Marta sleeps 60 s from then.", out)
             # ten minutes pass while the summary is held: the NPC sleeps on
-            later = time.time() + 600
+            later = time.time() + TEN_MINUTES
             with mock.patch("time.time", return_value=later):
                 wait_for(self.script.run_tick())
             self.assertEqual(self.script.db.operating_mode, "sleep")
@@ -108,7 +111,7 @@ class TestCommandsDuringACompaction(AdminWatchCase):
     def test_spoken_to_while_its_sleep_work_waits_the_report_says_why_it_woke(self):
         with mock.patch.object(self.char1, "msg") as msg:
             self.call(CmdAISleep(), "Marta")
-            with mock.patch("time.time", return_value=time.time() + 600):
+            with mock.patch("time.time", return_value=time.time() + TEN_MINUTES):
                 wait_for(self.script.run_tick())
             self.assertNotIn("Marta's sleep:", self.told(msg))  # the duration did not wake it
             self.script.receive_speech(self.char1, "Marta, are you awake?")

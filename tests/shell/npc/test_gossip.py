@@ -460,8 +460,8 @@ class TestErasedFactStaysErased(GossipCase):
                                    metadata=dict(audience))
         with override_settings(AI_MEMORY_ENABLED=True):
             agent = npc_agent_id(self.npc)
-            wait_for(get_store().delete_agent(agent), 120)
-            stored(wait_for(consolidate_journal(self.npc), 120))
+            wait_for(get_store().delete_agent(agent))
+            stored(wait_for(consolidate_journal(self.npc)))
             memories = lambda: " | ".join(h["text"] for h in get_store().list_sync(agent))
             self.assertIn("mill", memories())  # control: the fact was in Mem0
             said = self.said(CmdAIGossip(), f"/erase Marta = {self.public['id']}",
@@ -475,14 +475,14 @@ class TestErasedFactStaysErased(GossipCase):
                             ("add_journal_entry", {"content": self.NEWS, "importance": 6,
                                                    "source": [ferry["seq"]]})]),
                 tool_calls([("noop", {})]))
-            result = stored(wait_for(run_pre_compaction_extraction(script, self.npc), 120))
+            result = stored(wait_for(run_pre_compaction_extraction(script, self.npc)))
             self.assertEqual(result["facts_recorded"], 1, result)
             self.assertIn(self.NEWS, self.contents(self.npc))  # control: the new fact is in
             self.assertNotIn(PUBLIC, self.contents(self.npc))
             refusals = [m["content"] for m in script.history if m["role"] == "tool"]
             self.assertIn("error: not recorded: staff erased this fact from your memory.",
                           refusals)
-            stored(wait_for(consolidate_journal(self.npc), 120))
+            stored(wait_for(consolidate_journal(self.npc)))
             self.assertIn("ferry", memories())  # control: consolidation stores its facts
             self.assertNotIn("mill", memories())
         # and her next sleep passes the new fact on, not the erased one
