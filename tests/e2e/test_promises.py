@@ -42,13 +42,14 @@ model"):
    :func:`test_compact_force_extracts_facts_before_it_summarises` (and not the mill fact
    erased in item 3, proposed again from Wren's line in Marta's context). The recall note's
    "archived, out of context" snapshot taken before the lines heard meanwhile has no telnet
-   test: it needs a retrieval held open between two lines (``tests/shell/memory/
+   test: it needs a retrieval held open between two lines, and retrieval (the full-text
+   index, in the game's process) asks the double nothing it could hold (``tests/shell/memory/
    test_fulltext.py``, ``test_lines_heard_after_the_snapshot_are_not_recalled_as_archived``);
-10. a reply prompt over its budget during a hung summary has no telnet test here: in the game,
-    Marta's emergency compaction after a ``compact/force`` moved lines to the archive and asked
-    no summary a held double could keep open, so the hung state was not reached; the shell test
-    ``tests/shell/test_turns.py`` (``test_while_the_summariser_hangs_no_reply_prompt_exceeds_its_
-    budget``) and ``tests/e2e/test_tavern.py`` (the stored history within its cap) cover it;
+10. no reply prompt over its budget while a summary hangs:
+    :func:`test_no_reply_prompt_exceeds_its_budget_while_a_summary_hangs` (the admin sets
+    Marta's budget small and her strategy to ``summary`` with ``aiconfig``; the double holds her
+    compaction's summary open while Wren and Tamsin go on talking; every reply's history is
+    within the budget, asked while the summary was open and her stored history over it);
 11. replies, extraction and summaries against a server that refuses unknown fields:
     :func:`test_a_server_refusing_unknown_fields_gets_only_openai_fields` (every request of the
     whole module held only OpenAI's fields; the double does refuse ``repeat_penalty``; the
@@ -57,6 +58,7 @@ model"):
 The tests share the game and run in this order (each reads what the ones before it made).
 """
 
+import asyncio
 import itertools
 import json
 import re
@@ -152,7 +154,7 @@ class PromiseModel:
     it, the ledger's lines merged into one fact citing only the public one when both are
     shown, and Marta's babble as a fact of importance 10; Tobin journals no mill and Marta no
     fair, so each hears that one from the other. Summaries:
-    :data:`SUMMARY`.
+    :data:`SUMMARY`, held open between :meth:`hold_summaries` and :meth:`release`.
     """
 
     def __init__(self):
@@ -160,11 +162,15 @@ class PromiseModel:
         self.count = itertools.count(1)
         self.lines = {}
         self.replied = []
+        self.summary_gate = threading.Event()
+        self.summary_gate.set()
+        self.summary_asked = threading.Event()
+        self.summaries_open = 0
 
     def __call__(self, body):
         kind = request_kind(body)
         if kind == "summary":
-            return SUMMARY
+            return self.summarise()
         if kind == "extraction":
             return self.extract(body)
         return self.answer(body)
@@ -180,8 +186,29 @@ class PromiseModel:
                 text = BABBLE
             else:
                 text = self.lines.get(name, "Aye ({n}).").format(n=next(self.count))
-            self.replied.append((name, text, body))
+            self.replied.append((name, text, body, self.summaries_open))
         return text
+
+    def summarise(self):
+        """:data:`SUMMARY`, once :attr:`summary_gate` is set (held open while it is clear)."""
+        with self.lock:
+            self.summaries_open += 1
+        self.summary_asked.set()
+        try:
+            self.summary_gate.wait(HANG_GUARD)
+            return SUMMARY
+        finally:
+            with self.lock:
+                self.summaries_open -= 1
+
+    def hold_summaries(self):
+        """Hold the next summary requests open until :meth:`release`."""
+        self.summary_asked.clear()
+        self.summary_gate.clear()
+
+    def release(self):
+        """Let held summary requests (and later ones) answer."""
+        self.summary_gate.set()
 
     def extract(self, body):
         if any(m.get("role") == "tool" for m in body.get("messages") or []):
@@ -218,7 +245,7 @@ async def _prepare(game):
 
 llm, game = game_fixtures("e2e-promises", ENV, PromiseModel, players=PLAYERS.items(),
                           prepare=_prepare, timeout=HANG_GUARD,
-                          double={"strict": True})
+                          release=PromiseModel.release, double={"strict": True})
 
 
 def text_of(body):
@@ -248,7 +275,7 @@ async def _talk(game, llm, player, npc, text, private=False):
         if match is None:
             break
         said = match.group(1)
-        mine = [body for name, reply, body in model.replied[before:]
+        mine = [body for name, reply, body, _ in model.replied[before:]
                 if name == npc and _same_words(reply, said)]
         if mine:
             return said, mine[-1]
@@ -646,6 +673,78 @@ def test_compact_force_extracts_facts_before_it_summarises(game, llm):
     asked = [b for b in _for(llm, "Marta", before) if request_kind(b) == "extraction"]
     assert any(cited(b, "old mill") is not None for b in asked), kinds
     assert not rows_with(journal, "old mill"), journal
+
+
+# -- item 10: no reply prompt over its budget while a summary hangs ---------------------------
+
+#: a line of about 60 tokens: five of them fill the small budget set below
+FERRY_LINE = "the ferry to Eastport is late again and the miller blames the tide " * 4
+#: the parts of a reply prompt that hold the conversation (``tests/shell/test_turns.py``)
+HISTORY_PARTS = ("history", "turn", "summary")
+
+
+def test_no_reply_prompt_exceeds_its_budget_while_a_summary_hangs(game, llm):
+    settings = {"max_context_tokens": "300", "compact_strategy": "summary",
+                "compact_preserve_window": "4", "pre_compact_extraction_enabled": "no"}
+
+    async def scenario():
+        wren, tamsin = await _player(game, "Wren"), await _player(game, "Tamsin")
+        admin = await logged_in_admin(game)
+        out = {"turns": []}
+        try:
+            await _walk(wren, "tavern")
+            await _walk(tamsin, "tavern")
+            await wait_idle(admin, timeout=HANG_GUARD)
+            # the summary item 9's compact/force left is larger than the small budget below,
+            # and no compaction replaces a summary alone: Marta starts again from no history
+            await ask(admin, "aireset Marta", r"This removes from Marta")
+            await ask(admin, "aireset/confirm Marta", r"Reset Marta: [^\n]*", timeout=HANG_GUARD)
+            llm.model.hold_summaries()
+            for option, value in settings.items():  # as an admin would, over telnet
+                said = await ask(admin, f"aiconfig Marta/{option}={value}",
+                                 rf"{option} = [^\n]*|Unknown[^\n]*|[Uu]sage[^\n]*")
+                assert f"{option} = " in said, said
+            out["budget"] = await _on_script(admin, "Marta", "s.budget()")
+            for i in range(5):
+                await _talk(game, llm, wren, "Marta", f"Line {i}: {FERRY_LINE}")
+            # the history is over the emergency threshold: its compaction asks for a summary
+            if not await asyncio.to_thread(llm.model.summary_asked.wait, 60):
+                fail_with_logs(game, "no summary asked of Marta's full history")
+            for i in range(6):  # players keep talking while the summariser hangs
+                player = tamsin if i % 2 else wren
+                line = f"More talk {i}: {FERRY_LINE}"
+                _, body = await _talk(game, llm, player, "Marta", line)
+                receipt = await _on_script(admin, "Marta", "s.db.reply_receipts[-1]")
+                state = await _on_script(admin, "Marta", "[s.token_usage(), "
+                                         "s.ndb.memory_work is not None]")
+                open_then = [o for _, _, b, o in llm.model.replied if b is body][0]
+                out["turns"].append((line, body, receipt, state, open_then))
+        finally:
+            llm.model.release()
+            try:
+                await wait_idle(admin, timeout=HANG_GUARD)
+                for option in settings:
+                    await ask(admin, f"aiconfig/reset Marta/{option}", rf"{option}[^\n]*")
+            finally:
+                await close_all(wren, tamsin, admin)
+        return out
+
+    out = run_scenario(game, scenario())
+    budget, shown = out["budget"], []
+    for line, body, receipt, (usage, working), open_then in out["turns"]:
+        assert line.split(":")[0] in text_of(body), text_of(body)  # the turn is always there
+        # the controls: the summary was held open, and memory work under way, when the reply
+        # was asked and read back
+        assert open_then >= 1, (line, open_then)
+        assert working, line
+        shown.append(sum(int(p["tokens"]) for p in receipt["parts"]
+                         if p["part"] in HISTORY_PARTS))
+        out.setdefault("usage", []).append(usage)
+    # the control: the stored history itself was over its budget while the summary hung
+    assert max(out["usage"]) > 1.0, out["usage"]
+    assert max(shown) <= budget, (shown, budget)
+    # released, the compaction finished: a summary came back and the game went idle
+    assert llm.model.summaries_open == 0
 
 
 # -- item 11: a server that refuses unknown fields --------------------------------------------
