@@ -40,11 +40,12 @@ model"):
    player's line waits ``tests/shell/test_village.py``'s;
 9. ``compact/force`` journals the facts of what it replaces first:
    :func:`test_compact_force_extracts_facts_before_it_summarises` (and not the mill fact
-   erased in item 3, proposed again from Wren's line in Marta's context). The recall note's
-   "archived, out of context" snapshot taken before the lines heard meanwhile has no telnet
-   test: it needs a retrieval held open between two lines, and retrieval (the full-text
-   index, in the game's process) asks the double nothing it could hold (``tests/shell/memory/
-   test_fulltext.py``, ``test_lines_heard_after_the_snapshot_are_not_recalled_as_archived``);
+   erased in item 3, proposed again from Wren's line in Marta's context); a line heard while
+   a reply's retrieval waits is no memory:
+   :func:`test_a_line_heard_while_the_reply_waits_for_its_memory_is_no_memory` (the admin's
+   ``py`` holds Marta's memory thread with one background job, so her reply's search waits
+   behind it; Tamsin speaks of the same ferry meanwhile; the note recalls the ferry lines
+   item 10's compaction archived, not Tamsin's);
 10. no reply prompt over its budget while a summary hangs:
     :func:`test_no_reply_prompt_exceeds_its_budget_while_a_summary_hangs` (the admin sets
     Marta's budget small and her strategy to ``summary`` with ``aiconfig``; the double holds her
@@ -69,6 +70,7 @@ import urllib.request
 
 import pytest
 
+from ai_contrib.core.prompts import EXPERIENCES_HEADING, MEMORIES_HEADING
 from ai_contrib.llm.sampling import LLAMA_CPP, sampling_fields
 from tests.support.e2e_util import (
     archive_records,
@@ -266,9 +268,15 @@ async def _talk(game, llm, player, npc, text, private=False):
     ``talk[/private] <npc> = <text>``; wait until ``player`` hears the NPC say (or murmur) the
     reply the double wrote for it. Returns ``(said, body)``: the words and the reply request.
     """
-    model = llm.model
-    before = len(model.replied)
+    before = len(llm.model.replied)
     player.send(f"talk{'/private' if private else ''} {npc} = {text}")
+    return await _answer(game, llm, player, npc, text, before)
+
+
+async def _answer(game, llm, player, npc, text, before):
+    """Wait until ``player`` hears ``npc`` say the reply the double wrote for it after its
+    ``before``-th reply; ``(said, body)`` as :func:`_talk`'s."""
+    model = llm.model
     deadline = time.monotonic() + HANG_GUARD
     while time.monotonic() < deadline:
         match, _ = await player.read_until(rf"{npc} {SAYS}", timeout=HANG_GUARD)
@@ -745,6 +753,92 @@ def test_no_reply_prompt_exceeds_its_budget_while_a_summary_hangs(game, llm):
     assert max(shown) <= budget, (shown, budget)
     # released, the compaction finished: a summary came back and the game went idle
     assert llm.model.summaries_open == 0
+
+
+# -- item 9: a line heard while a reply's retrieval waits is no memory ------------------------
+
+#: said in the room while Marta's reply to Wren waits for the memory thread (about the ferry
+#: of item 10's lines, which its compaction took out of her context into the archive)
+DAWN_LINE = "The ferry to Eastport leaves at dawn today, mark my words."
+#: the admin's ``py``: one background job holds Marta's memory thread until released
+HOLD_MEMORY_THREAD = (
+    "import threading; from ai_contrib.memory.mem0_store import get_store; "
+    "from evennia.utils.search import search_object as so; m = so('Marta')[0]; "
+    "m.ndb.memory_released, m.ndb.memory_held = threading.Event(), threading.Event(); "
+    "get_store().run_background(lambda r=m.ndb.memory_released, h=m.ndb.memory_held: "
+    f"(h.set(), r.wait({HANG_GUARD})))")
+RELEASE_MEMORY_THREAD = ("from evennia.utils.search import search_object as so; "
+                         "so('Marta')[0].ndb.memory_released.set()")
+#: Marta's reply under way, its retrieval queued behind the held job
+RETRIEVAL_WAITS = ("bool(s.ndb.busy) and any(job.kind == 'first' for job in __import__("
+                   "'ai_contrib.memory.mem0_store').memory.mem0_store.get_store()._worker._queue)")
+
+
+async def _run_in_game(admin, code):
+    """Run the statements ``code`` with the admin's ``py``, and wait until they ran."""
+    _, out = await admin.expect(f"py {code}; print('RAN=' + 'yes')",
+                                r"(?m)^RAN=yes|Error[^\n]*|Traceback[^\n]*", timeout=HANG_GUARD)
+    assert re.search(r"(?m)^RAN=yes", out), out
+
+
+async def _until(admin, npc, expression):
+    """Wait until ``expression`` over ``npc``'s script ``s`` is true in the game."""
+    deadline = time.monotonic() + HANG_GUARD
+    while time.monotonic() < deadline:
+        if await _on_script(admin, npc, expression):
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"never true for {npc}: {expression}")
+
+
+def _notes_of(body):
+    """The text of the reply prompt's recall notes (the messages under a memory heading)."""
+    return "\n".join(m.get("content") or "" for m in body.get("messages") or []
+                     if EXPERIENCES_HEADING in (m.get("content") or "")
+                     or MEMORIES_HEADING in (m.get("content") or ""))
+
+
+def test_a_line_heard_while_the_reply_waits_for_its_memory_is_no_memory(game, llm):
+    question = "Marta, do you remember when the ferry to Eastport goes?"
+
+    async def scenario():
+        wren, tamsin = await _player(game, "Wren"), await _player(game, "Tamsin")
+        admin = await logged_in_admin(game)
+        try:
+            await _walk(wren, "tavern")
+            await _walk(tamsin, "tavern")
+            await wait_idle(admin, timeout=HANG_GUARD)
+            await _run_in_game(admin, HOLD_MEMORY_THREAD)
+            released = False
+            try:
+                await _until(admin, "Marta", "s.obj.ndb.memory_held.is_set()")
+                before = len(llm.model.replied)
+                wren.send(f"talk Marta = {question}")
+                # the reply's snapshot is taken, its search queued behind the held job...
+                await _until(admin, "Marta", RETRIEVAL_WAITS)
+                # ...when Tamsin says something of the same ferry, heard into Marta's context
+                tamsin.send(f"say {DAWN_LINE}")
+                await _until(admin, "Marta", "any('leaves at dawn' in (m.get('content') or '') "
+                                             "for m in s.history)")
+                await _run_in_game(admin, RELEASE_MEMORY_THREAD)
+                released = True
+                _, body = await _answer(game, llm, wren, "Marta", question, before)
+            finally:
+                if not released:
+                    await _run_in_game(admin, RELEASE_MEMORY_THREAD)
+            await wait_idle(admin, timeout=HANG_GUARD)
+        finally:
+            await close_all(wren, tamsin, admin)
+        return body
+
+    body = run_scenario(game, scenario())
+    notes, prompt = _notes_of(body), text_of(body)
+    assert question in prompt, prompt
+    # the control: the ferry lines that left Marta's context are recalled...
+    assert "ferry to Eastport is late" in notes, notes
+    # ...and Tamsin's line, heard into her context (the scenario waited for it) after the
+    # reply's snapshot, is not recalled as a memory
+    assert "leaves at dawn" not in notes, notes
 
 
 # -- item 11: a server that refuses unknown fields --------------------------------------------
