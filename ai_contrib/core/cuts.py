@@ -34,6 +34,11 @@ __all__ = [
 SKIP_WITHIN_WINDOW = "history within preserve window"
 SKIP_NOTHING = "nothing to compact"
 
+#: share of the budget above which the summary markers at the head of the history are folded
+#: into a new summary alone, whatever the preserve window keeps (``docs/design.md``, "Preserve
+#: window and cuts": a summary larger than a budget an admin lowered)
+MARKER_FOLD_SHARE = 0.5
+
 #: ``metadata["type"]`` of the tool calls and results that pre-compaction fact extraction
 #: writes into the history (``ai_contrib.npc.extraction``)
 EXTRACTION_TYPE = "pre_compaction"
@@ -257,7 +262,10 @@ def plan_compaction(
     Returns:
         CompactionPlan: skipped with reason ``"history within preserve window"`` when
         ``len(history) <= preserve_window``, or ``"nothing to compact"`` when the safe cut
-        leaves nothing but earlier summary markers before it.
+        leaves nothing but earlier summary markers before it; except that the summary markers
+        at the head, when they hold more than :data:`MARKER_FOLD_SHARE` of
+        ``max_context_tokens``, are then compacted alone (a summary of the summary), the rest
+        kept whatever the window.
 
     Raises:
         ValueError: on mismatched lengths or out-of-range limits.
@@ -267,6 +275,10 @@ def plan_compaction(
         raise ValueError("need max_context_tokens >= 0 and 0 <= preserve_fraction <= 1")
 
     def skip(reason):
+        head = _marker_head(history)
+        if sum(token_counts[:head]) > max_context_tokens * MARKER_FOLD_SHARE:
+            return CompactionPlan(head, list(history[:head]), list(history[head:]),
+                                  sum(token_counts[:head]), sum(token_counts[head:]))
         return CompactionPlan(0, [], list(history), 0, sum(token_counts), reason)
 
     if sum(1 for msg in history if not is_extraction_traffic(msg)) <= preserve_window:
@@ -285,6 +297,14 @@ def plan_compaction(
         sum(token_counts[:cut]),
         sum(token_counts[cut:]),
     )
+
+
+def _marker_head(history) -> int:
+    """How many summary markers open ``history`` (before its first other message)."""
+    head = 0
+    while head < len(history) and is_marker(history[head]):
+        head += 1
+    return head
 
 
 def eviction_ids(history, token_counts, target_tokens, keep_ids=frozenset(),

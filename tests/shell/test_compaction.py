@@ -11,6 +11,7 @@ from twisted.internet import defer
 from ai_contrib import rag_memory
 from ai_contrib.core.cuts import is_extraction_traffic
 from ai_contrib.core.messages import is_marker
+from ai_contrib.core.tokens import count_message_tokens
 from ai_contrib.npc import sleep_phase
 
 from tests.support.llm_double import hold, http_error, reply, tool_calls
@@ -268,6 +269,45 @@ class TestCompaction(NPCTestCase):
         gate.set()
         self.assertTrue(wait_for(compaction)["success"])
         self.assertEqual([m for m in self.script.history if is_extraction_traffic(m)], [])
+
+
+class TestLoweredBudget(NPCTestCase):
+    #: a first summary as long as the lines it replaced say (every word is theirs)
+    LONG_SUMMARY = " ".join(
+        f"Bob asked about rooms and Marta offered the east room for two silver; Alice asked "
+        f"about stew and patrons talked of ale, weather and the north road (line {i})."
+        for i in range(0, 12, 2))
+
+    def test_a_summary_over_half_a_lowered_budget_is_summarised_again(self):
+        self.fill(12)
+        self.script.db.max_context_tokens = 400
+        self.script.db.compact_preserve_window = 2
+        self.script.db.compact_preserve_max_fraction = 1.0
+        self.script.db.pre_compact_extraction_enabled = False
+        self.llm.enqueue(reply(self.LONG_SUMMARY))
+        result = stored(wait_for(rag_memory.compact_conversation_history(
+            self.script, self.npc, force=True, trigger="manual")))
+        self.assertTrue(result["success"], result)
+        first = [m for m in self.script.history if is_marker(m)]
+        kept = [m["id"] for m in self.script.history if not is_marker(m)]
+        self.assertEqual((len(first), len(kept)), (1, 2))
+        tokens = count_message_tokens(first[0])
+        # the admin lowers the budget under the summary; the preserve window holds every line
+        # after it, so only the summary can be compacted
+        self.script.db.max_context_tokens = tokens * 3 // 2
+        self.script.db.compact_preserve_window = 4
+        self.llm.enqueue(reply("Marta offered Bob the east room for two silver."))
+        result = stored(wait_for(rag_memory.compact_conversation_history(
+            self.script, self.npc, trigger="emergency")))
+        self.assertTrue(result["success"], result)
+        # the summary was the source of the new one, and the lines after it stayed verbatim
+        body = first[0]["content"].split("\n", 1)[-1].strip()
+        self.assertIn(body[:40], self.llm.requests[-1]["messages"][-1]["content"])
+        markers = [m for m in self.script.history if is_marker(m)]
+        self.assertEqual(len(markers), 1)
+        self.assertNotEqual(markers[0]["id"], first[0]["id"])
+        self.assertLess(count_message_tokens(markers[0]), tokens)
+        self.assertEqual([m["id"] for m in self.script.history if not is_marker(m)], kept)
 
 
 class TestEmergencyExtraction(NPCTestCase):

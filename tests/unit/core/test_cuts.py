@@ -145,6 +145,22 @@ def test_plan_skips_when_only_an_old_marker_would_be_compacted():
     assert plan.skipped and plan.reason == "nothing to compact"
 
 
+def test_a_summary_over_half_the_budget_is_folded_alone_whatever_the_window():
+    # an admin lowered the budget under a summary: nothing but the summary precedes the window
+    history = [marker(), user("a"), npc("b")]
+    plan = plan_compaction(history, [300, 10, 10], 300, 4, 0.0)
+    assert not plan.skipped
+    assert plan.to_compact == history[:1] and plan.to_preserve == history[1:]
+    assert (plan.compact_tokens, plan.preserve_tokens) == (300, 20)
+    # the control: the same summary within half the budget is left alone
+    plan = plan_compaction(history, [150, 10, 10], 300, 4, 0.0)
+    assert plan.skipped and plan.reason == "history within preserve window"
+    # and with lines before the window, it is folded with them as before
+    history = [marker(), user("a"), npc("b"), user("c"), npc("d")]
+    plan = plan_compaction(history, [300, 10, 10, 10, 10], 300, 2, 0.0)
+    assert plan.to_compact == history[:3]
+
+
 def test_plan_splits_with_marker_folded_in_and_token_sums():
     history = [marker(), user("a"), npc("b"), user("c"), npc("d"), user("e")]
     counts = [40, 10, 20, 30, 40, 50]

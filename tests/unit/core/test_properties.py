@@ -8,7 +8,7 @@ ids on each side of the cut instead of blocked spans).
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from ai_contrib.core.cuts import is_safe_cut, plan_compaction, safe_cut
+from ai_contrib.core.cuts import MARKER_FOLD_SHARE, is_safe_cut, plan_compaction, safe_cut
 from ai_contrib.core.messages import SUMMARY_PREFIX, is_marker
 from ai_contrib.core.splice import splice
 from ai_contrib.core.summary import (
@@ -159,7 +159,14 @@ def test_plan_is_safe_keeps_order_and_honours_the_window(history, data, budget, 
     counts = data.draw(st.lists(st.integers(0, 300), min_size=len(history), max_size=len(history)))
     plan = plan_compaction(history, counts, budget, window, fraction)
     n = len(history)
+    head = next((i for i, m in enumerate(history) if not is_marker(m)), n)
+    if plan.to_compact and all(is_marker(m) for m in plan.to_compact):
+        # the summary markers at the head, over their share of the budget, folded alone
+        assert plan.to_compact == history[:head] and plan.to_preserve == history[head:]
+        assert plan.compact_tokens == sum(counts[:head]) > budget * MARKER_FOLD_SHARE
+        return
     if plan.skipped:
+        assert sum(counts[:head]) <= budget * MARKER_FOLD_SHARE
         assert plan.to_compact == [] and plan.to_preserve == history
         if plan.reason == "nothing to compact":
             assert n > window
