@@ -589,7 +589,9 @@ def _seq_order(seq):
 
 
 def format_experience_line(candidate, max_chars=600) -> str:
-    """One ``RELATED PAST EXPERIENCES`` bullet: the summary and the message range it covers."""
+    """One ``RELATED PAST EXPERIENCES`` bullet: the summary and the message range it covers. A
+    summary written as bullets (``- Wren said: ...``) reads as one bullet, its points in a run
+    (:func:`_one_point`): the prompt showed them as ``- - Wren said: ... - Marta said: ...``."""
     meta = candidate.get("metadata") or {}
     first, last = meta.get("first_seq"), meta.get("last_seq")
     if first is not None and last is not None:
@@ -598,7 +600,16 @@ def format_experience_line(candidate, max_chars=600) -> str:
         span = f" (summarised {short_time(meta['timestamp'])})"
     else:
         span = ""
-    return f"- {_clip(candidate['text'], max_chars)}{span}"
+    return f"- {_clip(_one_point(candidate['text']), max_chars)}{span}"
+
+
+def _one_point(text) -> str:
+    """The points of a bulleted text as one sentence run: bullets dropped, a point that ends
+    without a stop closed with a semicolon."""
+    points = [line.strip().removeprefix("- ").strip() for line in str(text).splitlines()]
+    points = [point for point in points if point]
+    return " ".join(point if i == len(points) - 1 or point[-1] in ".!?;:" else point + ";"
+                    for i, point in enumerate(points))
 
 
 def format_line(candidate) -> str:

@@ -322,6 +322,10 @@ def test_sections_format():
     assert (
         format_related_memories([experience]) == "" and format_related_experiences([memory]) == ""
     )
+    # a summary written as bullets is one bullet, its points joined
+    bulleted = dict(experience, text="- Wren said: the ferry is late\n- Marta said: Aye.\n")
+    assert format_related_experiences([bulleted]).splitlines()[1:] == [
+        "- Wren said: the ferry is late; Marta said: Aye. (messages 120-180)"]
 
 
 def _said_at(key, text, name, timestamp, seq, score=1.0):
