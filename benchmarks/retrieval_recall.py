@@ -262,9 +262,10 @@ class ShippedRetrieval:
         fused candidates or not, and if so in the note ``build_memory_context`` chooses or not.
 
         Returns:
-            tuple[list[str], list[tuple[str, int | None]], int]: the ranked turn ids (every
+            tuple[list[str], list[tuple[str, int | None]], dict]: the ranked turn ids (every
             candidate), one ``(place, rank)`` per evidence turn (rank from 1 among all
-            candidates; None for ``"never"``), and the number of candidates.
+            candidates; None for ``"never"``), and ``{"candidates": int, "items": int (in the
+            note), "tokens": int (the note's)}``.
         """
         from ai_contrib.memory.retrieval import build_memory_context
 
@@ -274,7 +275,7 @@ class ShippedRetrieval:
         return (
             [c["metadata"]["id"] for c in fused if c["kind"] == "message"],
             [note_place(fused, chosen, turn, self.settings) for turn in evidence],
-            len(fused),
+            {"candidates": len(fused), "items": len(chosen), "tokens": note["tokens"]},
         )
 
 
@@ -460,7 +461,7 @@ def run(data_path, conversations=None, k=5, depth=20, via_mem0=False, cache_path
     methods = ("bm25_nostop", "bm25", "rank_bm25", "vector", "fused_k60", "fused", "fused_rank",
                "contextual", "shipped")
     per_question = []  # (method scores dict, category, conversation)
-    placements = []  # ([(place, rank)] per evidence turn, candidates, category)
+    placements = []  # ([(place, rank)] per evidence turn, sizes, category)
     unresolved = 0
     malformed = 0
     stats = {"turns": 0, "embed_seconds": 0.0, "questions": 0}
@@ -499,8 +500,8 @@ def run(data_path, conversations=None, k=5, depth=20, via_mem0=False, cache_path
             fused_k60 = [key for key, _score in rrf_fuse([semantic, lexical], k=60)]
             fused_rank = [key for key, _score in rrf_fuse([semantic, former], k=k)]
             plain = bm25_nostop.rank(question, depth)
-            ranked, places, count = shipped.placement(question, evidence)
-            placements.append((places, count, qa.get("category")))
+            ranked, places, sizes = shipped.placement(question, evidence)
+            placements.append((places, sizes, qa.get("category")))
             per_question.append(
                 (
                     {
@@ -570,12 +571,14 @@ def placement_results(placements, settings):
     and over the answerable questions (categories 1-4), for the JSON output.
 
     Args:
-        placements (list[tuple]): ``([(place, rank)], candidates, category)`` per question.
+        placements (list[tuple]): ``([(place, rank)], sizes, category)`` per question (sizes:
+            :meth:`ShippedRetrieval.placement`'s).
         settings (RetrievalOptions): the shipped options the note was chosen with.
 
     Returns:
         dict: ``{"max_items", "budget_tokens", "min_relative_score": the options,
-        "mean_candidates": fused candidates a question (answerable), "answerable": summary,
+        "mean_candidates", "mean_items", "mean_tokens": fused candidates, items and tokens of
+        the note a question (answerable questions), "answerable": summary,
         "by_category": {name: summary}}``, each summary :func:`placement_summary`'s.
     """
     answerable = [q for q in placements if q[2] != 5]
@@ -583,7 +586,8 @@ def placement_results(placements, settings):
         "max_items": settings.max_items,
         "budget_tokens": settings.budget_tokens,
         "min_relative_score": settings.min_relative_score,
-        "mean_candidates": statistics.fmean(q[1] for q in answerable) if answerable else 0.0,
+        **{f"mean_{size}": statistics.fmean(q[1][size] for q in answerable) if answerable
+           else 0.0 for size in ("candidates", "items", "tokens")},
         "answerable": placement_summary([p for q in answerable for p in q[0]]),
         "by_category": {},
     }
@@ -599,7 +603,8 @@ def print_placement(placement):
         f"\nWhere the shipped ranking puts each evidence turn (no Mem0 facts; note of at most "
         f"{placement['max_items']} items, {placement['budget_tokens']} tokens, minimum relative "
         f"score {placement['min_relative_score']:g}; {placement['mean_candidates']:.1f} fused "
-        f"candidates a question on average):\n"
+        f"candidates a question on average, {placement['mean_items']:.1f} items and "
+        f"{placement['mean_tokens']:.0f} tokens in its note):\n"
     )
     print("| category | evidence turns | never a candidate | cut by the item limit "
           "(median rank) | under the relative score | over the token budget | in the note |")
