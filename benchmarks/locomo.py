@@ -771,7 +771,8 @@ class PipelineNPC:
         last = script.ndb.last_reply or {}
         reply = {"seconds": seconds, "prompt": last.get("prompt") if answered else None,
                  "waited": last.get("waited") if answered else None,
-                 "cut_for_time": receipt.get("cut_for_time"), "answered": answered}
+                 "cut_for_time": dict(receipt["cut_for_time"]) if receipt.get("cut_for_time")
+                 else None, "answered": answered}
         return prompt, memories, dict(receipt.get("recall") or {}, new_tokens=new_tokens), reply
 
     def stats(self):
