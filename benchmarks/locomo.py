@@ -59,14 +59,22 @@ Scores (:mod:`benchmarks.locomo_metrics`):
 * with ``--answer``: the LLM answers from that prompt (temperature 0, ``LLM_SEED``) and the answer
   gets LoCoMo's token F1. A prompt the model cannot take (over its context window) scores 0.
 
+On the game path (``--paths game``: the questions asked one after another in a talk that goes
+on, ``docs/benchmarks.md``, "In a game") ``--answer`` makes each turn the NPC's own, as a game
+runs it (:meth:`PipelineNPC.say_in_game`): the line is heard (``receive_speech``) and the NPC's
+tick answers it with the reply's own request (``replies.answer_turn``: the prompt fitted to
+``AI_REPLY_EVALUATION_SECONDS``, ``purpose="reply"``, the reply's sampling and
+``AI_LLM_MAX_REPLY_TOKENS``), the cache warm-up included; the rows keep the server's prompt
+figures (tokens evaluated and reused) beside the turn's time.
+
 Category 5 (adversarial) is reported apart: ``adversarial_answer`` is what must not be asserted
 (its presence in the prompt, and with ``--answer`` whether the answer contains it and whether it
 declines the way LoCoMo scores).
 
 **LLM.** By default the embedded model (SmolLM2-135M-Instruct, ``EmbeddedServerProcess``);
 ``--base-url``/``--model``/``--api-key`` point summaries, extraction and answers at any
-OpenAI-compatible server. Temperature 0 for answers (summaries and extraction use the
-contrib's own settings) and a fixed ``--seed``: the same model outputs give the same tables.
+OpenAI-compatible server. Temperature 0 for the afresh path's answers (summaries, extraction
+and the game path's replies use the contrib's own settings) and a fixed ``--seed``.
 
 Usage::
 
@@ -456,6 +464,11 @@ class AskingView:
 MEMORY_CALL_KINDS = ("summary", "extraction", "importance")
 
 
+#: purposes of the requests that answer the questions: ``"answer"`` (the afresh path),
+#: ``"reply"`` and ``"warm"`` (the game path's turns, ``PipelineNPC.say_in_game``)
+ANSWER_PURPOSES = frozenset({"answer", "reply", "warm"})
+
+
 def memory_call_kind(purpose):
     """``"summary"``, ``"extraction"``, ``"importance"`` or ``"other"`` for a request's ``purpose``."""
     return purpose if purpose in MEMORY_CALL_KINDS else "other"
@@ -464,7 +477,8 @@ def memory_call_kind(purpose):
 class CallMeter:
     """
     Counts the LLM requests made through the contrib's process-wide client, per system and
-    purpose (``"answer"``: the answers of ``--answer``, requests tagged ``purpose="answer"``;
+    purpose (``"answer"``: the answers of ``--answer``, requests whose ``purpose`` is in
+    :data:`ANSWER_PURPOSES`;
     ``"memory"``: every other request, summaries, extraction and the rest), with their wall
     time; memory work is also split by :func:`memory_call_kind` of the request's ``purpose``
     tag (calls and generated tokens). It also times each
@@ -522,8 +536,10 @@ class CallMeter:
 
         def request(*args, **kwargs):
             tag = kwargs.get("purpose")
-            key = (self.system, "answer" if tag == "answer" else "memory")
-            kind = None if tag == "answer" else memory_call_kind(tag)
+            # the game path's replies and cache warm-ups are the answers' work, not memory's
+            answering = tag in ANSWER_PURPOSES
+            key = (self.system, "answer" if answering else "memory")
+            kind = None if answering else memory_call_kind(tag)
             start = time.perf_counter()
             d = original(*args, **kwargs)
 
@@ -706,6 +722,58 @@ class PipelineNPC:
         self._tally("turn", wait(rag_memory.after_turn_compaction(script, npc)))
         self._tally("emergency", wait(rag_memory.check_emergency_compaction(script, npc)))
         return prompt, memories, dict(recall.get("recall") or {}, new_tokens=new_tokens)
+
+    def say_in_game(self, text):
+        """
+        One turn of the game path with the model answering (``--answer``), as a game runs it:
+        the player says ``text`` to the NPC (``receive_speech``, which stores and queues the
+        line) and the NPC's tick answers it (``script.run_tick``: the emergency check, then
+        :func:`ai_contrib.npc.replies.answer_turn`, whose prompt is the reply's own
+        ``ReplyPrompt`` fitted to ``AI_REPLY_EVALUATION_SECONDS``, sent by the client as a
+        ``"reply"`` with the reply's sampling, then the per-turn hook, and the cache warm-up
+        when the prompt's start changed). The turn is over when the reply is stored; the memory
+        work it started is waited for, the warm-up is not: the next line comes at once, and a
+        reply whose prompt starts as the warm-up's waits for it (or gives it up) as in a game.
+
+        Returns:
+            tuple: ``(prompt, memories text or None, recall, reply)``: ``prompt`` the messages
+            sent, ``recall`` the receipt's ``recall`` plus ``"new_tokens"`` (the tokens of the
+            memories first shown in the prompt), ``reply`` ``{"seconds" (the turn's, from
+            the line said to the reply stored), "prompt" (the server's prompt figures,
+            ``ChatResult.prompt_stats``, or None), "waited" (seconds spent on a warm-up),
+            "cut_for_time" (the receipt's, or None), "answered" (bool)}``.
+        """
+        script = self.script
+        started = time.perf_counter()
+        msg = script.receive_speech(self.player, text, to=self.npc)
+        # the tick receive_speech kicked, run now: its Deferred fires when the reply is stored
+        tick = script.run_tick()
+        if tick is not None:
+            wait(tick)
+        seconds = time.perf_counter() - started
+        for work in (script.ndb.after_turn, script.ndb.memory_work):
+            if work is not None and not work.called:
+                wait(work)
+        said = next((m for m in reversed(script.history[-4:]) if m.get("role") == "assistant"
+                     and msg["id"] in ((m.get("metadata") or {}).get("reply_to") or ())), None)
+        answered = said is not None
+        receipt = next((r for r in reversed(script.db.reply_receipts or ())
+                        if answered and r.get("seq") == said.get("seq")), {})
+        # the reply's prompt as sent (replies.keep_receipt); ndb.server_prompt may already be
+        # the warm-up's that the tick started after the reply
+        sent = list(script.ndb.recent_prompts or ())
+        prompt = list(sent[-1]["messages"]) if answered and sent else []
+        shown = {m.get("content") for m in prompt}
+        memories = "\n\n".join(note["text"] for note in script.ndb.recall_notes or ()
+                                if note["text"] in shown) or None
+        new_tokens = sum(int(part.get("tokens") or 0) for part in receipt.get("parts") or ()
+                         if part.get("part") == "memories" and part.get("new"))
+        last = script.ndb.last_reply or {}
+        reply = {"seconds": seconds, "prompt": last.get("prompt") if answered else None,
+                 "waited": last.get("waited") if answered else None,
+                 "cut_for_time": dict(receipt["cut_for_time"]) if receipt.get("cut_for_time")
+                 else None, "answered": answered}
+        return prompt, memories, dict(receipt.get("recall") or {}, new_tokens=new_tokens), reply
 
     def stats(self):
         """``{"compactions", "compactions_by_trigger", "evictions", "masks", "facts",
@@ -963,6 +1031,9 @@ def run_system(conv, system, args, meter, progress, rows):
     result = {"replay_s": replay_s, "qa_s": time.perf_counter() - started, "answer_errors": errors}
     if npc is not None:
         result.update(npc.stats(), sleep_results=npc.sleeps)
+        # the next system's NPC talks to the player alone: a turn's reply is built for the
+        # room's AI NPCs too, and they hear it
+        npc.npc.location = None
     progress.note(
         f"{conv.sample_id} {system}: replay {replay_s:.1f} s, questions {result['qa_s']:.1f} s, "
         f"{meter.of(system)} LLM calls so far"
@@ -986,24 +1057,20 @@ def ask_in_game(conv, system, npc, args, meter, progress, rows):
     """
     The game path (``docs/benchmarks.md``): after the replay, the questions are asked one after
     another in the same talk, each followed by :data:`FOLLOW_UPS`, through
-    :meth:`PipelineNPC.ask_in_game`; the lines and replies stay in the history and the recall
-    notes shown stay shown, so each turn is one of an ongoing conversation. Rows are appended
-    to ``rows`` with ``system`` :func:`benchmarks.locomo_metrics.game_label` ``(system, turn)``
-    and the turn's recall figures.
+    :meth:`PipelineNPC.ask_in_game` (the prompt built as a reply builds it, the stored reply
+    :data:`UNANSWERED_REPLY`) or, with ``--answer``, :meth:`PipelineNPC.say_in_game` (the
+    NPC's own turn answers: the reply's request, the one a game sends); the lines and replies
+    stay in the history and the recall notes shown stay shown, so each turn is one of an
+    ongoing conversation. Rows are appended to ``rows`` with ``system``
+    :func:`benchmarks.locomo_metrics.game_label` ``(system, turn)`` and the turn's recall
+    figures; with ``--answer`` also ``server_prompt`` (the server's prompt figures:
+    ``evaluated_tokens``, ``cached_tokens``, ``prompt_ms``...), ``warm_up_waited_s`` and
+    ``cut_for_time``.
 
     Returns:
         int: answers that failed (``--answer``).
     """
     errors = 0
-
-    def answer(prompt):
-        nonlocal errors
-        if not args.answer:
-            return UNANSWERED_REPLY
-        text, error = answer_question(prompt, conv.npc_name, args.model, args.answer_tokens)
-        errors += bool(error)
-        return text or UNANSWERED_REPLY
-
     from ai_contrib.core.tokens import count_message_tokens
 
     previous = None  # the last prompt: what the server's prefix cache holds
@@ -1015,10 +1082,18 @@ def ask_in_game(conv, system, npc, args, meter, progress, rows):
                                              if args.small_talk else [])
         for turn, line in turns:
             started = time.perf_counter()
-            prompt, memories, recall = npc.ask_in_game(line, answer)
+            if args.answer:
+                prompt, memories, recall, reply = npc.say_in_game(line)
+                errors += not reply["answered"]
+            else:
+                prompt, memories, recall = npc.ask_in_game(line, lambda _: UNANSWERED_REPLY)
+                reply = {"seconds": time.perf_counter() - started}
             row = question_row(conv, metrics.game_label(system, turn), q, prompt, memories,
                                answered=False, question_line=f"{conv.player_name}: {line}")
-            row.update(turn_s=round(time.perf_counter() - started, 3),
+            if args.answer:
+                row.update(server_prompt=reply["prompt"], warm_up_waited_s=reply["waited"],
+                           cut_for_time=reply["cut_for_time"])
+            row.update(turn_s=round(reply["seconds"], 3),
                        evaluated_tokens=metrics.evaluated_tokens(previous, prompt,
                                                                  count_message_tokens),
                        asks=recall.get("asks"), allowance=recall.get("allowance"),
@@ -1117,13 +1192,15 @@ def parse_args(argv=None):
                         "flow of a talk that goes on, each with two follow-ups) and/or 'afresh' "
                         "(each question alone, no notes from earlier ones); default both")
     parser.add_argument("--answer", action="store_true",
-                        help="let the LLM answer from each prompt and score LoCoMo's F1")
+                        help="let the LLM answer from each prompt and score LoCoMo's F1; on "
+                        "the game path the NPC's own turn answers, as in a game")
     parser.add_argument("--small-talk", action="store_true",
                         help="on the game path, a line of small talk after each question's "
                         "follow-ups: with --answer, the reply-time table sets the replies to "
                         "questions beside it")
     parser.add_argument("--answer-tokens", type=int, default=ANSWER_MAX_TOKENS,
-                        help="max_tokens of each answer (default %(default)s)")
+                        help="max_tokens of each answer on the afresh path (default "
+                        "%(default)s; the game path's replies take AI_LLM_MAX_REPLY_TOKENS)")
     parser.add_argument("--base-url", default=None,
                         help="OpenAI-compatible /v1 URL (default: the embedded model)")
     parser.add_argument("--model", default=None, help="model name sent to that server")

@@ -88,6 +88,17 @@ def test_benchmark_end_to_end(tmp_path):
             assert f"| {system} | {path} | 5 |" in game
         assert result["summary"][m.game_label(system, 3)]["1-4"]["n"] == 5
     assert "| full |" not in game
+    # each game-path turn is the NPC's own reply, sent as a game sends it: at the reply's
+    # temperature (the afresh answers' is 0), the follow-up line the newest of its prompt
+    follow_ups = [r for r in requests if not r.get("tools")
+                  and "talking with your friend" in str(r["messages"][0].get("content"))
+                  and r["messages"][-1].get("role") == "user"
+                  and "What else comes to mind?" in str(r["messages"][-1].get("content"))]
+    assert len(follow_ups) == 6 * len(STRATEGIES)  # the five questions and the adversarial one
+    assert all(r["temperature"] == 0.7 for r in follow_ups)
+    assert all(r["max_tokens"] == 96 for r in follow_ups)
+    game_rows = [r for r in result["questions"] if " in a game" in r["system"]]
+    assert all(r["prompt_tokens"] > 0 for r in game_rows)
     summary_stats = result["stats"]["summary"]
     assert summary_stats["compactions"] >= 1
     assert summary_stats["memory_calls"] >= 1
