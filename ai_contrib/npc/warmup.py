@@ -65,6 +65,40 @@ def warmup_messages(script, character, listeners) -> list:
                        standing).opening()
 
 
+def warm_in_turn(scripts) -> defer.Deferred:
+    """
+    Warm the reply server's cache for each of ``scripts`` (``AssistantScript``) in turn, the
+    next once the server has evaluated the one before (``docs/design.md``, "Warming the cache
+    after a restart"): a restarted server's cache is empty, and the first reply to an NPC with a
+    long history would evaluate its whole prompt. Each NPC's prompt start is taken as new
+    (``ndb.cached_head`` empty, as if its last prompt had started otherwise), so the warm-up
+    goes through :meth:`ai_contrib.npc.ticking.TickHandler.warm_if_due` and its rules: an NPC
+    that is busy, has a line to answer or nobody in its room now warms itself at its first idle
+    tick with someone to hear it.
+
+    Returns:
+        Deferred[int]: fires, once the last warm-up sent has ended, with how many were sent
+        now; never errbacks (a failure is logged).
+    """
+    waiting, sent = list(scripts), []
+
+    def next_one(_=None):
+        while waiting:
+            script = waiting.pop(0)
+            script.ndb.cached_head = ()
+            warming = script.warm_if_due()
+            if warming is not None:
+                sent.append(script)
+                return warming.addBoth(next_one)
+        return len(sent)
+
+    def failed(failure):
+        logger.log_warn(f"AI cache warm-ups after the restart stopped: {failure.value}")
+        return len(sent)
+
+    return defer.maybeDeferred(next_one).addErrback(failed)
+
+
 def warm_reply_cache(script, character, listeners):
     """
     Send :func:`warmup_messages` to the reply server with ``max_tokens`` 1 (``purpose``
