@@ -91,12 +91,33 @@ def npcs_beside_players() -> list[tuple]:
             script = get_assistant_script(obj) if obj.id not in found else None
             if script is not None:
                 found[obj.id] = (obj, script)
+    return by_last_reply(found.values())
+
+
+def ai_npcs_with_ids(ids) -> list[tuple]:
+    """
+    The AI NPCs among the objects with these ids (one query), as ``(npc, script)`` pairs in no
+    particular order; ids of objects gone or no longer AI NPCs are left out.
+    """
+    from evennia.objects.models import ObjectDB
+
+    pairs = []
+    for obj in ObjectDB.objects.filter(id__in=list(ids)):
+        script = get_assistant_script(obj)
+        if script is not None:
+            pairs.append((obj, script))
+    return pairs
+
+
+def by_last_reply(pairs) -> list[tuple]:
+    """``(npc, script)`` pairs by the time of the NPC's last reply (its last receipt's
+    ``"at"``, an ISO-8601 UTC string), latest first; NPCs that never replied last."""
 
     def last_reply(pair):
         receipts = pair[1].db.reply_receipts or []
         return str(receipts[-1].get("at") or "") if receipts else ""
 
-    return sorted(found.values(), key=last_reply, reverse=True)
+    return sorted(pairs, key=last_reply, reverse=True)
 
 
 def all_ai_npcs():

@@ -247,6 +247,27 @@ class TestWarmupAfterRestart(WarmupCase):
         after = self.talk("Marta, a room for the night?")
         self.assertEqual(after[:len(warm)], warm)
 
+    def test_after_a_stop_and_start_the_npc_is_warmed_for_those_it_last_answered(self):
+        from ai_contrib.npc.last_active import last_active_ids
+        from ai_contrib.startup import warm_after_restart
+
+        tobin = self.npc_beside("Tobin")
+        tobin.obj.location = None  # no player beside him, and he has not replied
+        self.talk("Marta, a room for the night?")
+        self.assertEqual(last_active_ids(), [self.npc.id])  # noted as she replied
+        # it starts again before the player is back in the tavern
+        self.script.ndb.cached_head = None
+        self.char1.location = self.room2
+        self.llm.enqueue(reply("A"))
+        self.assertEqual(wait_for(warm_after_restart()), 1)  # Marta only
+        warm = warmups(self.llm)[0]["messages"]
+        self.assertTrue(warm[0]["content"].startswith("You are Marta"), warm)
+        self.assertIn("a room for the night", " ".join(m["content"] for m in warm))
+        # the player comes back: the reply prompt starts with what the warm-up sent
+        self.char1.location = self.room1
+        after = self.talk("And supper?")
+        self.assertEqual(after[:len(warm)], warm)
+
     def test_no_npc_beside_a_player_no_warm_up(self):
         from ai_contrib.startup import warm_after_restart
 
