@@ -3,6 +3,8 @@
 "Actions"; ``docs/admin-commands.md``).
 """
 
+from __future__ import annotations
+
 from ..npc.actions import action_cmdset, command_names, offered_actions
 from ..settings import NPC_SOURCE, resolve_option
 from .command_util import StaffCommand
@@ -53,7 +55,7 @@ class CmdAIActions(StaffCommand):
     key = "aiactions"
     switch_options = ("add", "remove", "reset")
 
-    def func(self):
+    def func(self) -> None:
         """Parse ``<npc>[ = <actions>]`` and show or change (see the class doc)."""
         name, equals, value = self.args.partition("=")
         npc, script = self.npc_named(name, "aiactions <npc>[ = <action>, ...]")
@@ -82,7 +84,7 @@ class CmdAIActions(StaffCommand):
             script.db.actions = wanted
         self.show(npc, script, known)
 
-    def show(self, npc, script, known):
+    def show(self, npc, script, known) -> None:
         """Tell the caller the NPC's actions, their source and what else it could be given."""
         names, source = resolve_option("actions", script)
         offered = [name for name, _ in offered_actions(script)]

@@ -5,6 +5,8 @@ one NPC's memory) and ``aiforget`` (make it forget one player). They join the co
 cmdset in :mod:`ai_contrib.commands` and share its helpers in :mod:`ai_contrib.admin.command_util`.
 """
 
+from __future__ import annotations
+
 import textwrap
 
 from ..npc.npc_config import (
@@ -62,7 +64,7 @@ class CmdAIList(StaffCommand):
 
     key = "ailist"
 
-    def func(self):
+    def func(self) -> None:
         npcs = all_ai_npcs()
         if not npcs:
             self.caller.msg("There are no AI NPCs.")
@@ -308,7 +310,7 @@ class CmdAIReset(StaffCommand):
     key = "aireset"
     switch_options = ("confirm", "pins")
 
-    def func(self):
+    def func(self) -> None:
         from ..npc.erase import busy_reason, reset_memory, reset_preview
 
         caller = self.caller
@@ -421,7 +423,7 @@ class CmdAIForget(StaffCommand):
     key = "aiforget"
     switch_options = ("confirm",)
 
-    def func(self):
+    def func(self) -> None:
         from ..npc.forget import forget_player, preview_forget
         from ..npc.erase import busy_reason
 

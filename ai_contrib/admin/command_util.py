@@ -4,6 +4,8 @@ What the in-game commands share (:mod:`ai_contrib.commands` and
 that fit the caller's client.
 """
 
+from __future__ import annotations
+
 from evennia.commands.default.muxcommand import MuxCommand
 from evennia.utils.evtable import EvTable
 from evennia.utils.ansi import strip_ansi
@@ -38,7 +40,7 @@ class StaffCommand(MuxCommand):
             return None, None
         return find_npc(self.caller, name)
 
-    def table(self, *headers):
+    def table(self, *headers) -> AdminTable:
         """An :func:`admin_table` as wide as this command's caller may take
         (:func:`table_width`), with ``headers``."""
         return admin_table(table_width(self), *headers)
@@ -47,7 +49,7 @@ class StaffCommand(MuxCommand):
 MIN_TABLE_WIDTH = 40  # columns; narrower clients get this and wrap
 
 
-def shown(text, width=None):
+def shown(text, width=None) -> str:
     """
     Stored text as an admin may see it: markup made inert (``docs/design.md``, "Player text is
     data"), cropped to ``width`` characters (None: whole).
@@ -56,13 +58,13 @@ def shown(text, width=None):
     return crop(text, width) if width else text
 
 
-def when_cell(iso):
+def when_cell(iso) -> str:
     """An ISO time for a table cell: ``"2026-01-01 10:00:00"`` (seconds, no zone), so that a
     narrow column wraps it between the date and the time; ``""`` for None."""
     return str(iso or "")[:19].replace("T", " ")
 
 
-def table_width(cmd):
+def table_width(cmd) -> int:
     """
     Columns the tables of ``cmd`` may take: the caller's client width
     (:meth:`~evennia.commands.command.Command.client_width`; Evennia's
@@ -76,7 +78,7 @@ def table_width(cmd):
     return max(MIN_TABLE_WIDTH, width)
 
 
-def column_widths(natural, words, room):
+def column_widths(natural, words, room) -> list[int]:
     """
     Widths of a table's columns that wrap text at word boundaries wherever the room allows.
 
@@ -155,7 +157,7 @@ class AdminTable(EvTable):
                 column.options.pop("width", None)
 
 
-def admin_table(width, *headers):
+def admin_table(width, *headers) -> AdminTable:
     """
     An :class:`AdminTable` with cell borders whose lines are at most ``width`` columns. Cells
     are aligned to the top, so a row whose cells wrap onto several lines still starts on

@@ -3,6 +3,8 @@
 "One compaction engine").
 """
 
+from __future__ import annotations
+
 import re
 
 from evennia.utils import logger
@@ -51,7 +53,7 @@ class CmdCompact(StaffCommand):
     key = "compact"
     switch_options = ("force", "set")
 
-    def parse(self):
+    def parse(self) -> None:
         # "strategy=<name>" may come as a switch or after the NPC's name; take it out before
         # MuxCommand sees it (it would drop it as an unknown switch)
         match = _STRATEGY_ARG.search(self.args)
@@ -61,7 +63,7 @@ class CmdCompact(StaffCommand):
             self.args = rest.lstrip() if rest.lstrip().startswith("/") else " " + rest.strip()
         super().parse()
 
-    def func(self):
+    def func(self) -> None:
         caller = self.caller
         words, switches = split_npc_switch(self)
         if not words:
@@ -138,7 +140,7 @@ def _strategy_help(width=78, indent=6, column=13):
 CmdCompact.__doc__ = CmdCompact.__doc__.replace("{strategies}", _strategy_help())
 
 
-def format_compaction_result(npc, result):
+def format_compaction_result(npc, result) -> str:
     """One line for an admin describing a compaction result (a
     :class:`~ai_contrib.core.compaction.CompactionResult`, see
     :mod:`ai_contrib.npc.compacting`)."""

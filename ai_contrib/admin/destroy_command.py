@@ -8,14 +8,20 @@ A module of its own: Evennia's building commands can be imported only once Evenn
 and the cmdset imports this when it is built.
 """
 
+from __future__ import annotations
+
 import os
+from typing import TYPE_CHECKING
 
 from evennia.commands.default.building import CmdDestroy as _EvenniaDestroy
 
 from .command_util import shown
 
+if TYPE_CHECKING:
+    from collections.abc import Generator
 
-def describe_retired(name, report):
+
+def describe_retired(name, report) -> str:
     """
     The line telling an admin what became of a deleted NPC's memory.
 
@@ -72,7 +78,7 @@ class CmdDestroy(_EvenniaDestroy):
     Mem0 memories are deleted; the command says which, once done.
     """
 
-    def func(self):
+    def func(self) -> Generator:
         """Evennia's ``destroy`` step by step (it asks for confirmation with ``yield``), each
         step watched for NPC retirements, whose reports the caller is told when they come."""
         from ..npc.erase import watching_retirements
@@ -90,7 +96,7 @@ class CmdDestroy(_EvenniaDestroy):
                 return
             answer = yield prompt
 
-    def tell_retired(self, report, name):
+    def tell_retired(self, report, name) -> dict:
         """Tell the caller what became of ``name``'s memory (:func:`describe_retired`)."""
         self.caller.msg(describe_retired(name, report))
         return report

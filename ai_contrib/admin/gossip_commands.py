@@ -4,6 +4,8 @@ its last sleep heard and what others heard from it, switching its gossip off and
 erasing a fact everywhere it travelled. Joins the contrib's cmdset in :mod:`ai_contrib.commands`.
 """
 
+from __future__ import annotations
+
 from ..core.gossip import chain_text, origin_of
 from ..memory.journal import ensure_journal, find_entry
 from ..npc.gossip import erase_everywhere, gossip_on, npc_networks, peers
@@ -38,7 +40,7 @@ class CmdAIGossip(StaffCommand):
     key = "aigossip"
     switch_options = ("off", "on", "erase")
 
-    def func(self):
+    def func(self) -> None:
         caller = self.caller
         name = self.lhs if "erase" in self.switches else self.args
         npc, script = self.npc_named(
@@ -58,7 +60,7 @@ class CmdAIGossip(StaffCommand):
             return
         self.show(npc, script)
 
-    def erase(self, npc, script):
+    def erase(self, npc, script) -> None:
         caller = self.caller
         entry_id = (self.rhs or "").strip()
         if not entry_id:
@@ -84,7 +86,7 @@ class CmdAIGossip(StaffCommand):
 
         erase_everywhere(origin, script.key).addCallback(_done)
 
-    def show(self, npc, script):
+    def show(self, npc, script) -> None:
         caller = self.caller
         width = table_width(self)
         try:

@@ -3,6 +3,8 @@
 receipts for admins, from the read model (:mod:`ai_contrib.admin.read_model`).
 """
 
+from __future__ import annotations
+
 import time
 
 from evennia.utils.utils import wrap
@@ -37,7 +39,7 @@ BAR_WIDTH = 20  # characters of the usage bar
 ZONE_COLOURS = {"below": "|g", "sleep": "|y", "emergency": "|r"}
 
 
-def describe_strategy(script):
+def describe_strategy(script) -> str:
     """One line for ``aihistory``: the strategy and where it stands (its record's ``status``
     wording, :data:`ai_contrib.core.compaction.REGISTRY`)."""
     strategy = resolve_strategy(script)
@@ -61,7 +63,7 @@ def describe_strategy(script):
     return f"{shown_name} ({detail})"
 
 
-def describe_benefit(script):
+def describe_benefit(script) -> str:
     """One line for ``aihistory``: the last benefit-guard decision, or that none was made."""
     decision = script.db.compact_benefit
     if not decision:
@@ -74,7 +76,7 @@ def describe_benefit(script):
     )
 
 
-def usage_bar(script, usage):
+def usage_bar(script, usage) -> str:
     """
     A coloured bar of ``usage`` for ``aihistory``: green below the sleep threshold, yellow from
     it up to the emergency threshold, red from that on (``docs/design.md``, "The budget fits the
@@ -227,7 +229,7 @@ def _syntheses_section(npc, width):
     return ["|wRecent journal syntheses|n", str(jt)]
 
 
-def fidelity_cell(event):
+def fidelity_cell(event) -> str:
     """A compaction event's summary fidelity for ``aihistory``: ``"0.94"`` (the score of the
     summary used: an extract's when the model's failed and was replaced, which the row says), ``"-"`` when none was scored (``docs/design.md``, "Summary fidelity")."""
     score = event.get("fidelity")
@@ -308,7 +310,7 @@ class CmdAIHistory(StaffCommand):
 
     key = "aihistory"
 
-    def func(self):
+    def func(self) -> None:
         words, switches = split_npc_switch(self)
         if not words:
             self.caller.msg("Usage: aihistory <npc>[/raw [from] [to] | /journal [<page> | <id>] "
@@ -335,7 +337,7 @@ class CmdAIHistory(StaffCommand):
         else:
             self.show_overview(npc, script)
 
-    def show_overview(self, npc, script):
+    def show_overview(self, npc, script) -> None:
         history = script.history
         markers = [m for m in history if is_marker(m)]
         figures = npc_summary(npc, script)
@@ -355,7 +357,7 @@ class CmdAIHistory(StaffCommand):
         lines += _syntheses_section(npc, width)
         self.caller.msg("\n".join(lines))
 
-    def show_prompt(self, npc, script, args, full=False):
+    def show_prompt(self, npc, script, args, full=False) -> None:
         from .receipt_views import recent_prompt, reply_records
 
         try:
@@ -373,7 +375,7 @@ class CmdAIHistory(StaffCommand):
         else:
             self.caller.msg(self.format_receipt(npc, reply))
 
-    def format_receipt(self, npc, reply):
+    def format_receipt(self, npc, reply) -> str:
         from ..core.receipts import (
             describe_cost,
             describe_cut,
@@ -421,7 +423,7 @@ class CmdAIHistory(StaffCommand):
             lines.append("No memories were retrieved for this reply.")
         return "\n".join(lines)
 
-    def format_full_prompt(self, npc, reply, prompt):
+    def format_full_prompt(self, npc, reply, prompt) -> str:
         if prompt is None:
             return (f"The prompt of {npc.key}'s reply #{reply['seq']} is no longer kept (only "
                     "the last five replies since the server started are).")
@@ -435,7 +437,7 @@ class CmdAIHistory(StaffCommand):
                       for line in shown(msg.get("content") or "").splitlines()]
         return "\n".join(lines)
 
-    def show_record(self, npc, script, args):
+    def show_record(self, npc, script, args) -> None:
         from .item_views import archive_item, find_archive_record
 
         if not args:
@@ -448,7 +450,7 @@ class CmdAIHistory(StaffCommand):
             return
         self.caller.msg(archive_item(npc, script, record))
 
-    def show_journal_entry(self, npc, entry_id):
+    def show_journal_entry(self, npc, entry_id) -> None:
         from .item_views import journal_item
         from ..memory.journal import find_entry
 
@@ -461,7 +463,7 @@ class CmdAIHistory(StaffCommand):
         consolidated = entry_id in set(journal["consolidated_entry_ids"])
         self.caller.msg(journal_item(npc, entry, consolidated))
 
-    def show_people(self, npc, script):
+    def show_people(self, npc, script) -> None:
         """The people ``npc`` has met (``docs/design.md``, "Scene, events and people")."""
         from ..npc.scene import all_people
 
@@ -482,7 +484,7 @@ class CmdAIHistory(StaffCommand):
             )
         self.caller.msg(f"|wPeople {npc.key} has met|n: {len(people)}\n{table}")
 
-    def show_journal(self, npc, page=1):
+    def show_journal(self, npc, page=1) -> None:
         """A page of ``npc``'s journal, newest first (:func:`ai_contrib.admin.read_model.
         journal_page`, the web page's pages)."""
         found = journal_page(npc, page)
@@ -508,7 +510,7 @@ class CmdAIHistory(StaffCommand):
             f"consolidated (page {found['page']} of {pages}, newest first{more})\n{table}"
         )
 
-    def show_raw(self, npc, script, bounds):
+    def show_raw(self, npc, script, bounds) -> None:
         archive = script.archive
         try:
             numbers = [int(b) for b in bounds[:2]]

@@ -10,6 +10,8 @@ Every field is shown except secrets (keys named like ``api_key``, ``authorizatio
 (``docs/design.md``, "Player text is data").
 """
 
+from __future__ import annotations
+
 import json
 import re
 import textwrap
@@ -25,7 +27,7 @@ _SECRET_KEY = re.compile(r"(?i)api_?key|authori[sz]ation|password|secret")
 _TEXT_FIELDS = ("content", "text")
 
 
-def safe(value):
+def safe(value) -> str:
     """``value`` as a string fit for an admin's screen: secrets masked, markup inert."""
     if isinstance(value, Mapping):
         value = dict(value)
@@ -54,7 +56,7 @@ def _flatten(data, prefix=""):
     return rows
 
 
-def render(title, data, text=None):
+def render(title, data, text=None) -> str:
     """
     An item as lines: the title, one ``key: value`` line per field (nested dicts as
     ``metadata.speaker``), then the full text wrapped to :data:`WIDTH` columns.
@@ -80,7 +82,7 @@ def render(title, data, text=None):
     return "\n".join(lines)
 
 
-def find_archive_record(script, key):
+def find_archive_record(script, key) -> dict | None:
     """
     An archive record of the NPC by ``seq`` (digits) or by the id of a message or summary.
 
@@ -118,7 +120,7 @@ def find_archive_record(script, key):
     return None
 
 
-def archive_item(npc, script, record):
+def archive_item(npc, script, record) -> str:
     """The full view of an archive record found by :func:`find_archive_record`."""
     in_context = {m["id"] for m in script.history}
     kind = record.get("kind")
@@ -139,14 +141,14 @@ def archive_item(npc, script, record):
     return render(f"|wArchive record {record.get('seq')} of {npc.key}|n: {kind}", fields, "")
 
 
-def journal_item(npc, entry, consolidated):
+def journal_item(npc, entry, consolidated) -> str:
     """The full view of journal entry ``entry`` (a dict); ``consolidated``: in Mem0 or not."""
     title = (f"|wJournal entry of {npc.key}|n "
              f"({'consolidated into Mem0' if consolidated else 'not in Mem0 yet'})")
     return render(title, dict(entry))
 
 
-def memory_item(npc, hit):
+def memory_item(npc, hit) -> str:
     """The full view of a Mem0 memory (:meth:`~ai_contrib.memory.mem0_store.Mem0Store.get`)."""
     data = {k: v for k, v in hit.items() if k not in ("score", "text")}
     return render(f"|wMemory of {npc.key}|n", data, hit.get("text") or "")

@@ -5,6 +5,8 @@ cmdset in :mod:`ai_contrib.commands`. Everything stored is shown through
 :func:`ai_contrib.admin.command_util.shown`, admin-written text included.
 """
 
+from __future__ import annotations
+
 from evennia.utils.utils import at_search_result
 
 from ..core import lore as core
@@ -85,7 +87,7 @@ class CmdAILore(StaffCommand):
     key = "ailore"
     switch_options = ("show", "add", "set", "edit", "del", "test", "reload")
 
-    def func(self):
+    def func(self) -> None:
         switch = self.switches[0] if self.switches else None
         args = self.args.strip()
         left, equals, right = args.partition("=")
@@ -121,7 +123,7 @@ class CmdAILore(StaffCommand):
         except ValueError as err:
             self.caller.msg(shown(str(err)))
 
-    def list(self):
+    def list(self) -> None:
         entries = lore_entries()
         if not entries:
             self.caller.msg("There is no lore yet. Add some: ailore/add <keys> = <text>")
@@ -134,7 +136,7 @@ class CmdAILore(StaffCommand):
         self.caller.msg(f"|wLore|n: {len(entries)} entries\n{table}\n"
                         "ailore/show <id> for one in full, help ailore for the rest.")
 
-    def show(self, entry_id):
+    def show(self, entry_id) -> None:
         entry = get_entry(entry_id)
         if entry is None:
             raise KeyError(entry_id)
@@ -148,12 +150,12 @@ class CmdAILore(StaffCommand):
                  f"text: {shown(entry['text'])}"]
         self.caller.msg("\n".join(lines))
 
-    def done(self, what, entry):
+    def done(self, what, entry) -> None:
         self.caller.msg(f"{what} lore entry {entry['id']}: {shown(_keys_text(entry), 40)}; "
                         f"who knows: {shown(', '.join(entry['condition']))}; "
                         f"priority {entry['priority']}.")
 
-    def add(self, keys, text):
+    def add(self, keys, text) -> None:
         constant = keys.strip().lower() == CONSTANT_WORD
         entry = add_entry(text, keys=None if constant else keys, constant=constant,
                           by=self.caller.key)
@@ -161,7 +163,7 @@ class CmdAILore(StaffCommand):
         self.caller.msg(f"Who knows it: ailore/set {entry['id']}/condition = <clauses> "
                         "(default: all).")
 
-    def set(self, entry_id, field, value):
+    def set(self, entry_id, field, value) -> None:
         if field not in SET_FIELDS:
             self.caller.msg(f"Fields: {', '.join(SET_FIELDS)} (not '{shown(field, 20)}').")
             return
@@ -171,7 +173,7 @@ class CmdAILore(StaffCommand):
             entry = update_entry(entry_id, by=self.caller.key, **{field: value})
         self.done("Changed", entry)
 
-    def test(self, name, text):
+    def test(self, name, text) -> None:
         npc, _script = find_npc(self.caller, name)
         if not npc:
             return
@@ -202,7 +204,7 @@ class CmdAILore(StaffCommand):
             out.append(f"Not known to {npc.key} (condition): {', '.join(hidden)}")
         self.caller.msg("\n".join(out))
 
-    def reload(self):
+    def reload(self) -> None:
         report = load_lore_modules()
         errors = "".join(f"\n|r{shown(error)}|n" for error in report["errors"])
         store = get_lore_store()
@@ -243,7 +245,7 @@ class CmdAIPin(StaffCommand):
     key = "aipin"
     switch_options = ("player", "del")
 
-    def func(self):
+    def func(self) -> None:
         caller = self.caller
         left, equals, text = self.args.partition("=")
         left, text = left.strip(), text.strip()
@@ -288,7 +290,7 @@ class CmdAIPin(StaffCommand):
         about = f" about {player.key}" if player else ""
         caller.msg(f"Pinned on {npc.key}{about} as {pin['id']}: {shown(pin['text'], 60)}")
 
-    def list(self, npc):
+    def list(self, npc) -> None:
         pins = get_pins(npc)
         if not pins:
             self.caller.msg(f"{npc.key} has no pins. Add one: aipin {npc.key} = <text>")

@@ -3,6 +3,8 @@
 (``docs/design.md``, "Retrieval and embedders").
 """
 
+from __future__ import annotations
+
 from .command_util import StaffCommand, shown, split_npc_switch, support_tail
 from .npcs import find_npc
 
@@ -37,7 +39,7 @@ class CmdAIMemory(StaffCommand):
     key = "aimemory"
     switch_options = ("for", "mem0", "show")
 
-    def func(self):
+    def func(self) -> None:
         caller = self.caller
         words, switches = split_npc_switch(self)
         if "show" in switches:
@@ -68,7 +70,7 @@ class CmdAIMemory(StaffCommand):
         else:
             self.recall(npc, script, query.strip(), listener)
 
-    def recall(self, npc, script, query, listener):
+    def recall(self, npc, script, query, listener) -> None:
         from ..npc.recall import recall_preview
 
         caller = self.caller
@@ -93,7 +95,7 @@ class CmdAIMemory(StaffCommand):
             _show, lambda failure: caller.msg(
                 f"Memory search failed: {shown(failure.getErrorMessage())}"))
 
-    def list_mem0(self, npc, query):
+    def list_mem0(self, npc, query) -> None:
         from ..memory.mem0_store import get_store, npc_agent_id
 
         caller = self.caller
@@ -115,7 +117,7 @@ class CmdAIMemory(StaffCommand):
         d.addCallbacks(_show, lambda failure: caller.msg(
             f"Memory search failed: {shown(failure.getErrorMessage())}"))
 
-    def show_memory(self, words):
+    def show_memory(self, words) -> None:
         caller = self.caller
         if len(words) < 2:
             caller.msg("Usage: aimemory <npc>/show <memory id>")

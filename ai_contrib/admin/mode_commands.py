@@ -3,6 +3,8 @@
 (``docs/design.md``, "Memory work is never starved").
 """
 
+from __future__ import annotations
+
 from ..settings import get_setting
 from .command_util import StaffCommand, shown
 
@@ -53,10 +55,10 @@ class CmdAISleep(_CmdSetMode):
     done_message = "{npc} falls asleep."
     already_message = "{npc} is already asleep."
 
-    def switch(self, script):
+    def switch(self, script) -> bool:
         return script.sleep(reason=f"put to sleep by {self.caller.key}")
 
-    def after_switch(self, npc, script):
+    def after_switch(self, npc, script) -> None:
         from ..npc.memory_wait import memory_under_way
         from ..npc.sleep_report import watch_sleep
 
@@ -85,5 +87,5 @@ class CmdAIWake(_CmdSetMode):
     done_message = "{npc} wakes up."
     already_message = "{npc} is already awake."
 
-    def switch(self, script):
+    def switch(self, script) -> bool:
         return script.wake(reason=f"woken by {self.caller.key}")

@@ -8,12 +8,14 @@ to. Matching on the exact typeclass path would miss all but the first, so lookup
 inheritance and the script, never the path.
 """
 
+from __future__ import annotations
+
 from evennia.utils.utils import at_search_result
 
 from ..typeclasses import AssistantCharacter, AssistantScript, get_assistant_script
 
 
-def class_paths(cls):
+def class_paths(cls) -> list[str]:
     """
     The typeclass paths of ``cls`` and of every subclass of it imported so far.
 
@@ -30,12 +32,12 @@ def class_paths(cls):
     return paths
 
 
-def is_ai_npc(obj):
+def is_ai_npc(obj) -> bool:
     """True if ``obj`` is an ``AssistantCharacter`` (any subclass) or carries an AssistantScript."""
     return isinstance(obj, AssistantCharacter) or get_assistant_script(obj) is not None
 
 
-def find_npc(caller, name):
+def find_npc(caller, name) -> tuple:
     """
     Find an AI NPC by name anywhere in the game; report failures to ``caller``.
 
@@ -120,7 +122,7 @@ def by_last_reply(pairs) -> list[tuple]:
     return sorted(pairs, key=last_reply, reverse=True)
 
 
-def all_ai_npcs():
+def all_ai_npcs() -> list[tuple]:
     """
     Every AI NPC in the game, by name: one query for the scripts (by typeclass path, the
     ``AssistantScript`` and its subclasses) and one for ``AssistantCharacter`` objects whose

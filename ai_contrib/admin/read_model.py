@@ -9,6 +9,8 @@ Nothing here changes anything. On the website the functions run in the reactor t
 (:func:`ai_contrib.web.bridge.in_reactor`), where the runtime history is changed.
 """
 
+from __future__ import annotations
+
 from ..core.gossip import chain_text
 from ..memory.journal import ensure_journal
 from ..npc.compaction_runner import resolve_strategy
@@ -25,7 +27,7 @@ BUDGET_FROM_WINDOW = "model window"
 BUDGET_FROM_NPC, BUDGET_FROM_GAME, BUDGET_FROM_DEFAULT = "NPC", "game", "default"
 
 
-def breaker_view(script):
+def breaker_view(script) -> dict:
     """The compaction breaker: ``{"state": "closed" | "closed, failing" | "open",
     "failures": int, "last_error": str | None}``."""
     failures = int(script.db.compact_failures or 0)
@@ -38,7 +40,7 @@ def breaker_view(script):
     return {"state": state, "failures": failures, "last_error": script.db.compact_last_error}
 
 
-def budget_view(script):
+def budget_view(script) -> dict:
     """
     The NPC's effective history budget and why it is what it is
     (:meth:`ai_contrib.npc.budgeting.BudgetHandler.info`; ``docs/design.md``, "The budget fits the
@@ -73,7 +75,7 @@ def budget_view(script):
             "window": info["window"], "source": source, "why": why}
 
 
-def persona_view(npc):
+def persona_view(npc) -> dict:
     """
     The NPC's persona, the first system message of its reply prompts.
 
@@ -88,7 +90,7 @@ def persona_view(npc):
     return {"text": text, "source": "default" if text in ("", default) else "NPC"}
 
 
-def npc_summary(npc, script):
+def npc_summary(npc, script) -> dict:
     """
     One NPC's figures: its line on the index page and in ``ailist``, the head of its page and
     of ``aihistory``.
@@ -124,7 +126,7 @@ def npc_summary(npc, script):
     }
 
 
-def compaction_events(script, count=EVENTS_SHOWN):
+def compaction_events(script, count=EVENTS_SHOWN) -> list[dict]:
     """
     The compaction log's last ``count`` events, oldest first.
 
@@ -151,7 +153,7 @@ def compaction_events(script, count=EVENTS_SHOWN):
     return events
 
 
-def journal_page(npc, page=1, size=JOURNAL_PAGE_SIZE):
+def journal_page(npc, page=1, size=JOURNAL_PAGE_SIZE) -> dict:
     """
     One page of the NPC's journal, newest first: page 1 holds the newest ``size`` entries.
 

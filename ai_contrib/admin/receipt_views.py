@@ -5,8 +5,10 @@ exact prompts of the last few replies in ``script.ndb.recent_prompts``. Shapes i
 :mod:`ai_contrib.core.receipts`.
 """
 
+from __future__ import annotations
 
-def receipts_by_seq(script):
+
+def receipts_by_seq(script) -> dict:
     """``{reply seq: receipt}`` of the receipts the script keeps (the last 20 replies), as plain
     dicts (an Attribute gives nested containers that json refuses)."""
     from evennia.utils.dbserialize import deserialize
@@ -15,7 +17,7 @@ def receipts_by_seq(script):
     return {r.get("seq"): r for r in kept if r.get("seq") is not None}
 
 
-def reply_records(script, count=5):
+def reply_records(script, count=5) -> list[dict]:
     """
     The NPC's last ``count`` replies (archived assistant messages), newest last, each with the
     lines it answered.
@@ -60,7 +62,7 @@ def reply_records(script, count=5):
     return found
 
 
-def recent_prompt(script, seq=None):
+def recent_prompt(script, seq=None) -> dict | None:
     """
     The exact prompt of a recent reply, from ``script.ndb.recent_prompts`` (lost at a server
     restart; at most the last five replies).

@@ -16,8 +16,11 @@ never the reply's failure. The calls and results are stored in the history as to
 each with the audience of who was shown it.
 """
 
+from __future__ import annotations
+
 import json
 import time
+from typing import TYPE_CHECKING
 
 from evennia.commands.cmdhandler import cmdhandler
 from evennia.objects.objects import DefaultCharacter
@@ -32,6 +35,9 @@ from ..core.lines import speaker_of
 from ..llm.errors import LLMHTTPError
 from ..settings import get_setting
 
+if TYPE_CHECKING:
+    from evennia.commands.cmdset import CmdSet
+
 #: text of Evennia's message for a command that raised (``cmdhandler._ERROR_UNTRAPPED``)
 _UNTRAPPED = "An untrapped error occurred"
 #: base URLs of servers that refused ``tools=`` (asked with the text protocol from then on)
@@ -42,7 +48,7 @@ ACTION_SECONDS = 10
 _ABSENT = object()
 
 
-def action_cmdset():
+def action_cmdset() -> CmdSet:
     """The cmdset ``AI_ACTION_CMDSET`` names, made once per path. Raises ImportError (or
     AttributeError) when the path names no class."""
     path = get_setting("ACTION_CMDSET")
@@ -57,7 +63,7 @@ def _describe(cmd):
     return lines[0] if lines else cmd.key
 
 
-def offered_actions(script):
+def offered_actions(script) -> list[tuple]:
     """
     The actions the NPC of ``script`` may take now: ``[(name, command)]``, the names of its
     ``actions`` option (``AI_ACTIONS`` or its own list) that name a command (key or alias) of
@@ -82,14 +88,14 @@ def offered_actions(script):
     return found
 
 
-def command_names(cmd):
+def command_names(cmd) -> list[str]:
     """The names an action may call ``cmd`` by: its key and aliases, lower case, without
     Evennia's ``@`` staff prefix (an action's name never has one,
     :func:`ai_contrib.core.actions.check_name`)."""
     return [name.lower().lstrip("@") for name in [cmd.key, *cmd.aliases]]
 
 
-def use_text_protocol():
+def use_text_protocol() -> bool:
     """Whether the model asks for actions by an ``ACTION:`` line (``AI_ACTION_PROTOCOL``):
     ``"text"``, or ``"auto"`` with the embedded model or a server that refused tools."""
     protocol = get_setting("ACTION_PROTOCOL")
@@ -188,7 +194,7 @@ def _ask_hook(character, call, context):
 
 
 @defer.inlineCallbacks
-def run_action(script, character, call, context):
+def run_action(script, character, call, context) -> defer.Deferred:
     """
     Run one action the model asked for, as the NPC.
 
@@ -216,7 +222,7 @@ def run_action(script, character, call, context):
             "audience": audience}
 
 
-def is_recall(cmd):
+def is_recall(cmd) -> bool:
     """Whether ``cmd`` is the recall action (``action_commands.CmdRecall`` or a game's command
     marked ``ai_recall = True``), which the runner performs itself (:func:`_recall`)."""
     return bool(getattr(cmd, "ai_recall", False))
@@ -298,7 +304,7 @@ def _turn_context(lines, listeners):
             "lines": [m.get("content") or "" for m in lines], "done": []}
 
 
-def actions_section(script, count):
+def actions_section(script, count) -> dict | None:
     """
     The system message's section on the NPC's actions (:func:`ai_contrib.core.actions.
     actions_section`), as a standing section of :func:`ai_contrib.npc.world.standing_sections`:
@@ -339,7 +345,7 @@ def _wire_call(call):
             "function": {"name": call.name, "arguments": json.dumps({"args": call.args})}}
 
 
-def store_outcomes(script, outcomes, turn_ids):
+def store_outcomes(script, outcomes, turn_ids) -> list[dict]:
     """
     Store each action of a turn in the history as a tool-call pair: an assistant message with
     the call and a tool message with its result, both ``metadata["type"] == "action"`` with the
@@ -371,7 +377,7 @@ def store_outcomes(script, outcomes, turn_ids):
 EXCHANGE_TOKENS = 120
 
 
-def actions_reserve(script, count):
+def actions_reserve(script, count) -> int:
     """
     Tokens an NPC's actions may take in a reply prompt, reserved from its history budget
     (:func:`ai_contrib.npc.world.world_reserve`): the section offering them, as much again for
@@ -398,7 +404,7 @@ def actions_reserve(script, count):
 
 
 @defer.inlineCallbacks
-def ask_acting(script, character, prompt, shown, ask):
+def ask_acting(script, character, prompt, shown, ask) -> defer.Deferred:
     """
     The model's answer to a turn, acting first where the NPC has actions.
 
@@ -448,7 +454,7 @@ def ask_acting(script, character, prompt, shown, ask):
     return result
 
 
-def cooldown_left(script):
+def cooldown_left(script) -> float:
     """Seconds until the NPC of ``script`` may act again (``action_cooldown`` counted from the
     last turn that acted, as the option says now); 0 or less when it may."""
     rest = (script.ndb.acted_at or float("-inf")) + float(script.cfg("action_cooldown"))

@@ -14,11 +14,17 @@ The handler holds nothing of its own beyond the caches ``ndb`` held before:
 (Unix seconds of this NPC's last discovery request).
 """
 
+from __future__ import annotations
+
 import time
+from typing import TYPE_CHECKING
 
 from ..core.budget import effective_budget
 from ..core.tokens import count_tokens
 from ..settings import get_setting
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
 
 #: seconds before the same NPC starts another discovery of an unknown context window
 WINDOW_ASK_INTERVAL = 60
@@ -36,7 +42,7 @@ class BudgetHandler:
     def __init__(self, script):
         self.obj = script
 
-    def discover_window(self):
+    def discover_window(self) -> Deferred | None:
         """
         Start a request for the model's context window when the LLM client does not know it
         yet (:meth:`ai_contrib.llm.client.LLMClient.context_window`: ``GET /props``, else
@@ -61,7 +67,7 @@ class BudgetHandler:
         ndb.window_asked = time.time()
         return client.context_window()
 
-    def info(self):
+    def info(self) -> dict:
         """
         The NPC's effective history budget and where it comes from
         (:func:`ai_contrib.core.budget.effective_budget`): ``max_context_tokens``, cut to the
@@ -105,7 +111,7 @@ class BudgetHandler:
             script.ndb.system_tokens = cached
         return cached[1]
 
-    def memory_budget(self):
+    def memory_budget(self) -> int:
         """
         Tokens the recall notes of a reply prompt may take
         (:func:`ai_contrib.core.budget.memory_budget`: ``memory_retrieval_token_budget``, at most
@@ -117,11 +123,11 @@ class BudgetHandler:
         return memory_budget(script.cfg("memory_retrieval_token_budget"),
                              script.cfg("max_context_tokens"))
 
-    def tokens(self):
+    def tokens(self) -> int:
         """The effective history budget in tokens (see :meth:`info`)."""
         return self.info()["tokens"]
 
-    def usage(self):
+    def usage(self) -> float:
         """Fraction of the effective budget the runtime history uses (0.0 - ..., O(1))."""
         script = self.obj
         return script.token_count() / max(1, script.budget())

@@ -5,6 +5,8 @@ of its record in :data:`ai_contrib.core.compaction.REGISTRY`): the ``compact`` c
 (:mod:`ai_contrib.npc.sleep_report`).
 """
 
+from __future__ import annotations
+
 from ..core.compaction import REGISTRY, context_change, get_strategy
 from ..core.text import inert_markup
 
@@ -19,7 +21,7 @@ def _tokens(result):
     )
 
 
-def format_result(npc_key, result):
+def format_result(npc_key, result) -> str | None:
     """
     A line for an admin describing ``result`` (a
     :class:`~ai_contrib.core.compaction.CompactionResult`) of a strategy with its own wording,
@@ -50,7 +52,7 @@ def format_result(npc_key, result):
     return record.done.format(**values)
 
 
-def describe_result(npc_key, result, *, skipped, failed, done, own=lambda line: line):
+def describe_result(npc_key, result, *, skipped, failed, done, own=lambda line: line) -> str:
     """
     An admin's line for any compaction result (a
     :class:`~ai_contrib.core.compaction.CompactionResult`): :func:`format_result`'s wording

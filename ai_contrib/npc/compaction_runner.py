@@ -50,6 +50,8 @@ threshold); ``cycle``, ``waterfall``, ``short_term_marker_id``, ``long_term_mark
 (cascade). Tokens are model tokens.
 """
 
+from __future__ import annotations
+
 from evennia.utils import logger
 from twisted.internet import defer
 
@@ -113,7 +115,7 @@ PROMPT_STYLES = ("chat", "base")
 # -- choosing --------------------------------------------------------------------------------
 
 
-def resolve_strategy(script, name=None):
+def resolve_strategy(script, name=None) -> str:
     """
     The strategy to use: ``name`` if given, else the NPC's ``compact_strategy`` (Attribute or
     ``AI_COMPACT_STRATEGY``).
@@ -136,20 +138,20 @@ def resolve_strategy(script, name=None):
     return DEFAULT_STRATEGY
 
 
-def prompt_style(script):
+def prompt_style(script) -> str:
     """``"chat"`` or ``"base"`` from ``summary_prompt_style`` (unknown values mean chat)."""
     value = str(script.cfg("summary_prompt_style") or "chat").strip().lower()
     return value if value in PROMPT_STYLES else "chat"
 
 
-def summarises(script, strategy=None):
+def summarises(script, strategy=None) -> bool:
     """Whether the NPC's strategy (or ``strategy``, run once instead) writes summaries
     (``mask`` does not, so pre-compaction fact extraction has nothing to protect then).
     Raises ValueError for an unknown ``strategy``."""
     return get_strategy(resolve_strategy(script, strategy)).summarises
 
 
-def snapshot(script, force=False, trigger="sleep", hold_from=None):
+def snapshot(script, force=False, trigger="sleep", hold_from=None) -> Snapshot:
     """
     The :class:`~ai_contrib.core.compaction.Snapshot` of ``script``'s history and compaction
     options now, which the pure plans read. ``hold_from`` (a message id) joins the ids no plan
@@ -172,7 +174,7 @@ def snapshot(script, force=False, trigger="sleep", hold_from=None):
     )
 
 
-def planned_span(script, trigger="emergency", force=True, strategy=None):
+def planned_span(script, trigger="emergency", force=True, strategy=None) -> tuple | None:
     """
     What the NPC's next compaction would replace if it were planned now (forced unless
     ``force`` is False; with ``strategy`` run once instead of the NPC's): the span the fact
@@ -201,7 +203,7 @@ def planned_span(script, trigger="emergency", force=True, strategy=None):
 # -- the benefit guard -------------------------------------------------------------------------
 
 
-def check_benefit(script, trigger, current_tokens, force=False):
+def check_benefit(script, trigger, current_tokens, force=False) -> dict:
     """
     The benefit guard (``docs/design.md``, "Summary compaction"), logged and kept for
     ``aihistory``: a summary runs only when
@@ -241,7 +243,7 @@ def check_benefit(script, trigger, current_tokens, force=False):
 # -- masking (micro-compaction) ---------------------------------------------------------------
 
 
-def apply_masks_to_runtime(runtime, replacements, **info):
+def apply_masks_to_runtime(runtime, replacements, **info) -> list[str]:
     """
     Swap placeholders (from :func:`ai_contrib.core.masking.plan_masks`) into a
     :class:`~ai_contrib.memory.runtime.RuntimeHistory`.
@@ -275,7 +277,7 @@ def apply_masks_to_runtime(runtime, replacements, **info):
     return ids
 
 
-def micro_compact(script, trigger="turn", strategy="mask"):
+def micro_compact(script, trigger="turn", strategy="mask") -> CompactionResult:
     """
     Mask old tool outputs now (micro-compaction, ``docs/design.md``, "Observation masking"): no
     LLM call, O(n) in the history.
@@ -316,7 +318,7 @@ def micro_compact(script, trigger="turn", strategy="mask"):
     return result
 
 
-def evict_for_emergency(script, character, masked, trigger, strategy="mask"):
+def evict_for_emergency(script, character, masked, trigger, strategy="mask") -> CompactionResult:
     """
     Masking alone cannot bound a conversation that goes on for ever: at the emergency threshold
     the oldest messages leave the context first-in first-out (MemGPT's queue eviction), to the
@@ -366,7 +368,7 @@ def _summariser_model(script):
     return script.cfg("compact_model") or script.cfg("llm_model")
 
 
-def summarise(script, messages, prompt=None, instruction=None, structured=True):
+def summarise(script, messages, prompt=None, instruction=None, structured=True) -> defer.Deferred:
     """
     Summarise ``messages`` with the NPC's summariser options: its prompt style
     (``summary_prompt_style``), ``compact_prompt``, ``compact_model`` or ``llm_model``
@@ -399,7 +401,7 @@ def summarise(script, messages, prompt=None, instruction=None, structured=True):
     )
 
 
-def guard_summary(script, messages, text):
+def guard_summary(script, messages, text) -> tuple[str, dict]:
     """
     The fidelity guard (``docs/design.md``, "Summary fidelity"): score ``text`` against
     ``messages`` (:func:`ai_contrib.core.fidelity.score_summary`, then sentence by sentence
@@ -479,7 +481,7 @@ def _write_summaries(script, plan):
     return texts
 
 
-def apply_plan(runtime, plan, markers, **info):
+def apply_plan(runtime, plan, markers, **info) -> None:
     """
     Replace each span of ``plan`` (:class:`~ai_contrib.core.compaction.Plan`) in a
     :class:`~ai_contrib.memory.runtime.RuntimeHistory` with its marker (from
@@ -588,7 +590,8 @@ def _run_plan(script, character, record, force, trigger, hold_from=None):
 
 
 @defer.inlineCallbacks
-def run_strategy(script, character, strategy, force=False, trigger="sleep", hold_from=None):
+def run_strategy(script, character, strategy, force=False, trigger="sleep",
+                 hold_from=None) -> defer.Deferred:
     """
     Run one compaction with ``strategy`` (one of :data:`STRATEGIES`), as its record in
     :data:`ai_contrib.core.compaction.REGISTRY` says: mask first, then the plan's summaries,
@@ -614,7 +617,7 @@ def run_strategy(script, character, strategy, force=False, trigger="sleep", hold
     return result
 
 
-def apply_cascade(runtime, cycle, long_marker, short_marker, **info):
+def apply_cascade(runtime, cycle, long_marker, short_marker, **info) -> None:
     """
     Apply a cascade cycle to a :class:`~ai_contrib.memory.runtime.RuntimeHistory`: one
     ``compaction`` archive record per tier (the fold range becomes ``long_marker``, then the
@@ -641,7 +644,7 @@ def apply_cascade(runtime, cycle, long_marker, short_marker, **info):
 # -- after each turn ---------------------------------------------------------------------------
 
 
-def after_turn(script, character, compact):
+def after_turn(script, character, compact) -> defer.Deferred:
     """
     The per-turn hook (``docs/design.md``: micro-compaction after each turn, "Observation masking";
     the cascade's cycle check on each new message, "Cascade summaries"): the strategy's

@@ -16,10 +16,13 @@ as before (``db.conversation_history``, ``db.checkpoint_seq``, ``db.archive_id``
 :mod:`ai_contrib.typeclasses`, which imports it.
 """
 
+from __future__ import annotations
+
 import os
 import time
 import uuid
 from collections import deque
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from twisted.internet import reactor
@@ -32,8 +35,11 @@ from ..memory.archive import get_archive
 from ..memory.runtime import RuntimeHistory
 from ..settings import get_setting
 
+if TYPE_CHECKING:
+    from ..memory.archive import MessageArchive
 
-def archive_dir():
+
+def archive_dir() -> str:
     """The folder of the NPCs' archives: ``AI_ARCHIVE_DIR``, else ``<game>/server/ai_archive``."""
     configured = get_setting("ARCHIVE_DIR")
     if configured:
@@ -41,7 +47,7 @@ def archive_dir():
     return os.path.join(getattr(settings, "GAME_DIR", os.getcwd()), "server", "ai_archive")
 
 
-def archive_behind_warning(script, last, checkpoint):
+def archive_behind_warning(script, last, checkpoint) -> str:
     """
     The admins' line when ``script``'s archive ends at record ``last`` but the database was
     saved at record ``checkpoint`` (a database restored without its archive folder).
@@ -73,7 +79,7 @@ class ConversationHandler:
     def __init__(self, script):
         self.obj = script
 
-    def archive_path(self):
+    def archive_path(self) -> str:
         """Path of this NPC's JSONL archive (``db.archive_id`` is given one if it has none)."""
         script = self.obj
         if not script.db.archive_id:
@@ -82,12 +88,12 @@ class ConversationHandler:
         return os.path.join(archive_dir(), f"npc{owner}-{script.db.archive_id}.jsonl")
 
     @property
-    def archive(self):
+    def archive(self) -> MessageArchive:
         """This NPC's :class:`~ai_contrib.memory.archive.MessageArchive` (opened once per path)."""
         return get_archive(self.archive_path())
 
     @property
-    def runtime(self):
+    def runtime(self) -> RuntimeHistory:
         """
         The :class:`~ai_contrib.memory.runtime.RuntimeHistory` in ``ndb.runtime``, loaded on
         first use from ``db.conversation_history`` plus the archive records after
@@ -113,11 +119,11 @@ class ConversationHandler:
         return runtime
 
     @property
-    def history(self):
+    def history(self) -> list[dict]:
         """The live runtime history (list of message dicts); read it, do not mutate it."""
         return self.runtime.messages
 
-    def add_message(self, role, content, name=None, **fields):
+    def add_message(self, role, content, name=None, **fields) -> dict:
         """
         Add a message: archived first, then appended to the runtime history; the token total is
         updated from this message alone (O(1) in the history length).
@@ -138,11 +144,11 @@ class ConversationHandler:
         msg = make_message(role, content, name=name, **fields)
         return self.runtime.append(msg)
 
-    def token_count(self):
+    def token_count(self) -> int:
         """Tokens in the runtime history (running total, O(1))."""
         return self.runtime.tokens
 
-    def checkpoint(self):
+    def checkpoint(self) -> None:
         """
         Save the runtime history into ``db.conversation_history`` and the archive seq it
         reflects into ``db.checkpoint_seq`` (O(n): call sparingly). Nothing happens before the
@@ -164,7 +170,7 @@ class ConversationHandler:
         runtime.dirty = False
         script.ndb.last_checkpoint = time.time()
 
-    def checkpoint_due(self):
+    def checkpoint_due(self) -> bool:
         """True when the history changed since the last checkpoint, none is queued, and
         ``AI_CHECKPOINT_INTERVAL`` seconds have passed since it (O(1))."""
         ndb = self.obj.ndb
@@ -180,7 +186,7 @@ _checkpoint_queue = deque()
 _drain_call = None  # the pending drain (an IDelayedCall), if any
 
 
-def queue_checkpoint(script):
+def queue_checkpoint(script) -> None:
     """
     Checkpoint ``script`` soon, one script per reactor turn: a checkpoint re-pickles the whole
     history (O(n), ~10-30 ms for long ones), and many NPCs due at once must not stall the

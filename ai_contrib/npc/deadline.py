@@ -17,6 +17,8 @@ by the token counts it was built with (``prompt.sizes``): nothing of it is count
 however many windows are tried and action rounds asked.
 """
 
+from __future__ import annotations
+
 import time
 
 from evennia.utils import logger
@@ -31,7 +33,7 @@ from ..settings import get_setting
 MAX_WINDOW_TRIES = 6
 
 
-def fit_reply(script, character, prompt, shown):
+def fit_reply(script, character, prompt, shown) -> tuple[list[dict], float]:
     """
     The reply prompt to send and its time limit. Called for each request of a turn (each
     action round, the ask after a context overflow): what an earlier one left out for time
@@ -99,7 +101,7 @@ def request_timeout(script, messages, sizes=None) -> float:
     return reply_timeout(tokens, speed, base)
 
 
-def warm_up_sent(script, messages):
+def warm_up_sent(script, messages) -> None:
     """
     Note a cache warm-up of ``messages`` sent now (:mod:`ai_contrib.npc.warmup`): the server
     holds them next (``ndb.server_prompt``), and its evaluation of what it does not hold yet is
@@ -115,7 +117,7 @@ def warm_up_sent(script, messages):
     script.ndb.server_prompt = messages
 
 
-def warm_up_lost(script):
+def warm_up_lost(script) -> None:
     """A warm-up failed or was cancelled part way: what the server holds is not known."""
     script.ndb.server_prompt = script.ndb.warming_until = None
 

@@ -45,7 +45,7 @@ def extractor_setting(script) -> str:
 
 
 @defer.inlineCallbacks
-def run_extraction(run):
+def run_extraction(run) -> defer.Deferred:
     """
     Run one extraction (``run``: the extraction's state, :class:`ai_contrib.npc.extraction.
     _Extraction`, which reads its views one listener group at a time) by the model, the rules,

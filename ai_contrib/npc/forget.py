@@ -23,6 +23,8 @@ left pending by a crash runs again when the server starts (:func:`resume_pending
 is idempotent.
 """
 
+from __future__ import annotations
+
 from datetime import datetime, timezone
 
 from evennia.utils import logger
@@ -49,7 +51,7 @@ def _plan(script, character, archived, dbref, name):
     return forget_plan(script.history, archived, journal["entries"], dbref, name)
 
 
-def preview_forget(script, character, dbref, name):
+def preview_forget(script, character, dbref, name) -> defer.Deferred:
     """
     What :func:`forget_player` would remove, changing nothing.
 
@@ -142,7 +144,7 @@ def _delete_memories(character, name, plan):
     return d
 
 
-def forget_player(script, character, dbref, name):
+def forget_player(script, character, dbref, name) -> defer.Deferred:
     """
     Make the NPC forget the player ``dbref`` called ``name`` (module docstring).
 
@@ -189,7 +191,7 @@ def forget_player(script, character, dbref, name):
     return _read_archive(script).addCallback(_now)
 
 
-def resume_pending(script):
+def resume_pending(script) -> defer.Deferred:
     """
     Run again the forget jobs a crash (or a Mem0 failure) left in ``script.db.forget_pending``
     (called when the server starts). Every step is idempotent.

@@ -23,7 +23,10 @@ Cost: one sleep reads the journals of the NPCs in the NPC's own networks only (f
 never of the NPCs outside them.
 """
 
+from __future__ import annotations
+
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from evennia.utils import logger
 from evennia.utils.search import search_tag
@@ -33,16 +36,19 @@ from ..memory.journal import add_entry, ensure_journal
 from ..settings import get_setting
 from .erase import erased_facts, mark_erased, withdraw_recall
 
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+
 #: entries of ``db.gossip_passed`` kept
 PASSED_KEPT = 20
 
 
-def gossip_on(character):
+def gossip_on(character) -> bool:
     """False when staff stopped the NPC's gossip (``aigossip/off``)."""
     return not character.attributes.get("gossip_off", default=False)
 
 
-def npc_networks(character):
+def npc_networks(character) -> frozenset:
     """
     The gossip networks of ``character`` now (:func:`ai_contrib.core.gossip.networks`).
 
@@ -75,7 +81,7 @@ def _members(network):
     return []
 
 
-def peers(character, script_key):
+def peers(character, script_key) -> list:
     """
     The other AI NPCs (objects carrying a script keyed ``script_key``) that share a gossip
     network with ``character`` and have gossip on, sorted by dbref.
@@ -100,7 +106,7 @@ def _journal_of(character):
     return ensure_journal(plain_entry(character.db.journal or {}))
 
 
-def ai_npc_ids(script_key):
+def ai_npc_ids(script_key) -> frozenset[str]:
     """The dbrefs of every AI NPC (objects carrying a script keyed ``script_key``): never
     counted among a fact's hearers when deciding whether it was learned in public."""
     from evennia.scripts.models import ScriptDB
@@ -150,7 +156,7 @@ def _off_reason(character, max_hops):
     return None
 
 
-def receive_gossip(script, character, now=None):
+def receive_gossip(script, character, now=None) -> dict:
     """
     The sleep step "gossip": ``character`` hears from its peers (:func:`peers`) what they
     learned in public, into its journal (``docs/design.md``, "Gossip").
@@ -191,7 +197,7 @@ def receive_gossip(script, character, now=None):
             "networks": sorted(own)}
 
 
-def meet(character, script_key, now=None):
+def meet(character, script_key, now=None) -> dict[str, int]:
     """
     Gossip when NPCs meet (``docs/design.md``, "Gossip"): ``character`` has just entered its
     room, and it and every AI NPC already there that shares a gossip network with it (both
@@ -247,7 +253,7 @@ def meet(character, script_key, now=None):
     return counts
 
 
-def travelled_copies(origin, script_key):
+def travelled_copies(origin, script_key) -> list[tuple]:
     """
     Every journal entry of every AI NPC that is ``origin`` (:func:`ai_contrib.core.gossip.
     origin_of`) or a copy of it.
@@ -274,7 +280,7 @@ def travelled_copies(origin, script_key):
     return found
 
 
-def erase_everywhere(origin, script_key):
+def erase_everywhere(origin, script_key) -> Deferred:
     """
     Erase a fact from every NPC it travelled to (``aigossip/erase``): the journal entries of
     :func:`travelled_copies` are removed at once, with the recall notes that quote them

@@ -18,6 +18,8 @@ The handler holds nothing of its own: the queue and the turn-taking state are th
 must outlive a reload, are the ``lines_set_aside`` Attribute (:meth:`HearingHandler.set_aside`).
 """
 
+from __future__ import annotations
+
 import time
 from collections import deque
 
@@ -31,7 +33,7 @@ from ..core.text import normalise_player_text
 from ..settings import get_setting
 from .scene import note_exchange
 
-def is_assistant_character(obj):
+def is_assistant_character(obj) -> bool:
     """
     True if ``obj`` is an ``AssistantCharacter`` or a subclass of it: the class says so
     (:attr:`ai_contrib.typeclasses.AssistantCharacter.ai_npc`), whatever package name the
@@ -41,7 +43,7 @@ def is_assistant_character(obj):
     return getattr(type(obj), "ai_npc", False) is True
 
 
-def player_text(text):
+def player_text(text) -> str:
     """
     What a player typed, as the game stores and repeats it: Evennia's colour and MXP codes
     stripped, then :func:`ai_contrib.core.text.normalise_player_text` (one line, no control
@@ -65,7 +67,7 @@ def player_text(text):
     return normalise_player_text(text, int(get_setting("PLAYER_TEXT_MAX_CHARS")))
 
 
-def room_listeners(character):
+def room_listeners(character) -> dict[str, str]:
     """
     Who hears what ``character`` says now: ``{dbref: name}`` of the characters in its room,
     itself and other AI NPCs left out: a reply is built for the players' ears, and waits while
@@ -85,7 +87,7 @@ def room_listeners(character):
     }
 
 
-def room_audience(character):
+def room_audience(character) -> dict[str, str]:
     """
     Who overhears what ``character`` says now: ``{dbref: name}`` of every other character in
     its room, the players of :func:`room_listeners` and the other AI NPCs. A line's audience
@@ -95,7 +97,7 @@ def room_audience(character):
     return with_npcs(character, room_listeners(character))
 
 
-def with_npcs(character, people):
+def with_npcs(character, people) -> dict[str, str]:
     """``people`` (``{dbref: name}``, a copy) and the other AI NPCs in ``character``'s room
     (:func:`room_npcs`), counted like players: who a reply is built for and said to."""
     everyone = dict(people)
@@ -103,7 +105,7 @@ def with_npcs(character, people):
     return everyone
 
 
-def room_npcs(character):
+def room_npcs(character) -> list:
     """The other AI NPCs in ``character``'s room (a list; empty without a room)."""
     room = getattr(character, "location", None)
     if room is None:
@@ -111,7 +113,7 @@ def room_npcs(character):
     return [obj for obj in room.contents if obj != character and is_assistant_character(obj)]
 
 
-def npc_names(npc):
+def npc_names(npc) -> list[str]:
     """An NPC's key and aliases: the words that address it."""
     return [npc.key] + list(npc.aliases.all())
 
@@ -120,7 +122,7 @@ def npc_names(npc):
 ROOM_RECORD_SPEAKERS = 200
 
 
-def room_exchanges(room):
+def room_exchanges(room) -> dict:
     """
     The room's record of exchanges: ``{speaker dbref: {npc dbref: unix seconds}}``, when each
     speaker last spoke with each AI NPC of the room (a line answered by it, or its reply), in
@@ -133,7 +135,7 @@ def room_exchanges(room):
     return record
 
 
-def note_room_exchange(room, speaker, npcs, when=None):
+def note_room_exchange(room, speaker, npcs, when=None) -> None:
     """Record in :func:`room_exchanges` that ``speaker`` (dbref) exchanged with ``npcs``
     (dbrefs) at ``when`` (Unix seconds, default now); the record keeps the newest
     :data:`ROOM_RECORD_SPEAKERS` speakers."""
@@ -152,7 +154,7 @@ def note_room_exchange(room, speaker, npcs, when=None):
 ROOM_THREADS = 200
 
 
-def start_thread(room, replies):
+def start_thread(room, replies) -> str:
     """
     A player's line was taken by ``replies`` AI NPCs of ``room``: it starts a *thread*, the
     replies it costs in all, its own and those of NPCs answering NPCs after it, counted in
@@ -174,7 +176,7 @@ def start_thread(room, replies):
     return thread
 
 
-def take_thread_reply(room, thread, limit):
+def take_thread_reply(room, thread, limit) -> bool:
     """
     Take one more reply of ``thread`` (:func:`start_thread`) for an NPC answering an NPC, if
     fewer than ``limit`` (``1 + npc_reply_depth``) are taken: so one player's line costs at
@@ -196,7 +198,7 @@ def take_thread_reply(room, thread, limit):
     return True
 
 
-def note_room_reply(room, speaker, npc, when=None):
+def note_room_reply(room, speaker, npc, when=None) -> bool:
     """
     Record in :func:`room_exchanges` that ``npc`` (dbref) replied to ``speaker`` (dbref): the
     reply keeps their conversation open, but only while ``npc`` is among the NPCs ``speaker``
@@ -221,7 +223,7 @@ def note_room_reply(room, speaker, npc, when=None):
     return True
 
 
-def line_answerers(npc, speaker, text, to=None):
+def line_answerers(npc, speaker, text, to=None) -> tuple[tuple[str, ...], str | None]:
     """
     Which AI NPCs of ``npc``'s room answer a line (:func:`ai_contrib.core.room_talk.answerers`),
     decided once per line for the whole room: the first NPC to hear it decides, records the
@@ -297,7 +299,7 @@ class HearingHandler:
     def __init__(self, script):
         self.obj = script
 
-    def receive_speech(self, speaker, text, audience=None, to=None):
+    def receive_speech(self, speaker, text, audience=None, to=None) -> dict | None:
         """
         A player, or another AI NPC, said ``text`` to or near the NPC: record it, and queue an
         answer when the line is addressed to this NPC.
@@ -409,7 +411,7 @@ class HearingHandler:
         shared = room.ndb.ai_line if room is not None and addressed else None
         return (shared or {}).get("thread")
 
-    def observe(self, actor, text, event, audience=None, to_npc=False):
+    def observe(self, actor, text, event, audience=None, to_npc=False) -> dict | None:
         """
         Record something the NPC saw (``docs/design.md``, "Scene, events and people"): an
         *event* record, a ``system`` message whose text is the game's line in parentheses
@@ -488,7 +490,7 @@ class HearingHandler:
         recent.append(now)
         return False
 
-    def addressed(self, speaker, text, to=None):
+    def addressed(self, speaker, text, to=None) -> bool:
         """
         Whether a line ``speaker`` says is for this NPC to answer: the room's one decision for
         the line (:func:`line_answerers`, the rules of :func:`ai_contrib.core.room_talk.answerers`
@@ -510,7 +512,7 @@ class HearingHandler:
         chosen, _reason = line_answerers(npc, speaker, text, to)
         return npc.dbref in chosen
 
-    def may_answer_npc(self, depth, thread=None):
+    def may_answer_npc(self, depth, thread=None) -> bool:
         """
         Whether this NPC may answer a line another AI NPC said to it: the line is at most
         ``npc_reply_depth`` NPC lines deep after the player's line that started the exchange
@@ -547,7 +549,7 @@ class HearingHandler:
         script.ndb.npc_answered_at = now
         return True
 
-    def give_up_npc_turn(self):
+    def give_up_npc_turn(self) -> bool:
         """
         Give up the reply being written when it answers only AI NPCs' lines: a player's line
         was just said to an NPC of the room, and the model server goes to it first. The lines
@@ -564,7 +566,7 @@ class HearingHandler:
         turn.cancel()
         return True
 
-    def players_first(self):
+    def players_first(self) -> bool:
         """
         True when this NPC's queue holds only AI NPCs' lines while some AI NPC in its room
         (itself included) has a player's line queued or is answering one: its turn waits, so
@@ -585,7 +587,7 @@ class HearingHandler:
                 return True
         return False
 
-    def pending_ids(self):
+    def pending_ids(self) -> list[str]:
         """
         Ids of the lines heard and not yet answered, oldest first (``ndb.pending``, a list to
         append to).
@@ -618,7 +620,7 @@ class HearingHandler:
             script.ndb.pending = pending
         return pending
 
-    def set_aside(self, ids):
+    def set_aside(self, ids) -> None:
         """
         Record that the lines ``ids`` were dealt with although no stored reply names them (the
         model failed and the fallback line was said, nobody in the room could hear the reply,
@@ -638,7 +640,7 @@ class HearingHandler:
         newest = sorted(kept.items(), key=lambda item: item[1])[-SET_ASIDE_MAX:]
         script.db.lines_set_aside = dict(newest)
 
-    def awaiting_answer_ids(self):
+    def awaiting_answer_ids(self) -> list[str]:
         """
         Ids of the player lines that no stored reply answers yet: those of the turn being
         answered now (``ndb.answering``, set by :func:`ai_contrib.npc.replies.answer_turn`) and

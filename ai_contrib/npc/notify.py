@@ -2,10 +2,12 @@
 Telling admins: the server log and Evennia's MudInfo channel, where staff see it in game.
 """
 
+from __future__ import annotations
+
 from evennia.utils import logger
 
 
-def notify_admins(text):
+def notify_admins(text) -> None:
     """
     Send ``text`` to the log (as a warning) and to the game's MudInfo channel, if it has one.
 

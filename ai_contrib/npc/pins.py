@@ -17,6 +17,8 @@ A pin about a player is given only while that player is among the listeners (``d
 part of the prompt: pins change only when staff edit them, so they stay in the cached prefix.
 """
 
+from __future__ import annotations
+
 from datetime import datetime, timezone
 
 #: the Attribute of the NPC character that holds its pins
@@ -25,7 +27,7 @@ PINS_ATTRIBUTE = "ai_pins"
 MAX_PIN_CHARS = 500
 
 
-def get_pins(npc):
+def get_pins(npc) -> list[dict]:
     """
     The NPC's pins, oldest first, as plain dicts (shape in the module docstring).
 
@@ -35,7 +37,7 @@ def get_pins(npc):
     return [dict(pin) for pin in (npc.attributes.get(PINS_ATTRIBUTE) or [])]
 
 
-def add_pin(npc, text, player=None, by=None, budget_tokens=None, count=None):
+def add_pin(npc, text, player=None, by=None, budget_tokens=None, count=None) -> dict:
     """
     Pin a fact on ``npc``.
 
@@ -79,7 +81,7 @@ def add_pin(npc, text, player=None, by=None, budget_tokens=None, count=None):
     return pin
 
 
-def remove_pin(npc, pin_id):
+def remove_pin(npc, pin_id) -> dict | None:
     """
     Remove pin ``pin_id`` (its number) from ``npc``.
 
@@ -94,7 +96,7 @@ def remove_pin(npc, pin_id):
     return next(pin for pin in pins if pin not in kept)
 
 
-def remove_player_pins(npc, dbref):
+def remove_player_pins(npc, dbref) -> list[dict]:
     """
     Remove every pin of ``npc`` about the player ``dbref`` (forgetting a player,
     ``docs/design.md``, "Forgetting a player").
@@ -109,14 +111,14 @@ def remove_player_pins(npc, dbref):
     return removed
 
 
-def clear_pins(npc):
+def clear_pins(npc) -> int:
     """Remove every pin of ``npc``; returns how many there were."""
     count = len(get_pins(npc))
     npc.attributes.remove(PINS_ATTRIBUTE)
     return count
 
 
-def pins_for(npc, listeners):
+def pins_for(npc, listeners) -> list[str]:
     """
     The pin texts for a prompt (``docs/design.md``, "Lore and pins"): the NPC's own pins, then
     the pins about players among the listeners, each group oldest first. A pin about a player

@@ -161,7 +161,7 @@ def _worker():
 
 
 @defer.inlineCallbacks
-def repair_quotes(script, character, limit=REPAIR_ITEMS):
+def repair_quotes(script, character, limit=REPAIR_ITEMS) -> defer.Deferred:
     """
     Check up to ``limit`` stored texts with a quote (module docstring) and take out the
     quotes that are not their speaker's words.

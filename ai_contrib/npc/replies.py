@@ -10,7 +10,10 @@ in-character fallback line, is counted on the script (``db.reply_failures``,
 of failures.
 """
 
+from __future__ import annotations
+
 import time
+from typing import TYPE_CHECKING
 
 from evennia.utils import logger
 from evennia.utils.ansi import raw
@@ -35,6 +38,9 @@ from .last_active import note_reply
 from .notify import notify_admins
 from .reply_prompt import ReplyPrompt, notes_in_order, window_messages
 from .scene import note_exchange
+
+if TYPE_CHECKING:
+    from twisted.internet.base import DelayedCall
 
 #: while the history is over its budget (:func:`ai_contrib.core.prompts.overload_window`): share
 #: of the history budget the oldest messages kept in the prompt may take
@@ -64,7 +70,7 @@ def _optional_retrieval(character, name, *args):
     return d.addErrback(_failed)
 
 
-def recall_for_turn(script, character, query, listeners, anchor, window=None):
+def recall_for_turn(script, character, query, listeners, anchor, window=None) -> defer.Deferred:
     """
     Retrieve for a turn and update the NPC's recall notes (``docs/design.md``, "Recall notes").
 
@@ -182,7 +188,7 @@ def _record_success(script, character):
         script.db.reply_failures = 0
 
 
-def describe_reply(stats):
+def describe_reply(stats) -> str:
     """
     One line about a reply's cost, for the server log and ``aihistory``:
     ``"1.21 s, prompt 812 tokens, 770 reused (95%), 42 generated"`` (the cache figures only
@@ -211,7 +217,7 @@ def describe_reply(stats):
 RECENT_PROMPTS = 5
 
 
-def keep_receipt(script, said, receipt, messages):
+def keep_receipt(script, said, receipt, messages) -> None:
     """
     Keep a reply's receipt: in the NPC's archive (a ``receipt`` record naming the reply's seq,
     :func:`ai_contrib.core.receipts.lean_receipt`, unless ``AI_ARCHIVE_RECEIPTS`` is False;
@@ -246,7 +252,7 @@ def _report_reply(script, character, result, seconds, waited=0.0):
     logger.log_info(f"AI reply {character.key}: {describe_reply(stats)}")
 
 
-def show_thinking_later(character):
+def show_thinking_later(character) -> DelayedCall | None:
     """
     Schedule the room's sign that ``character`` is thinking (``AI_THINKING_EMOTE``, said once)
     for when a reply has taken ``AI_THINKING_EMOTE_AFTER`` seconds; the caller cancels it when
@@ -269,7 +275,7 @@ def show_thinking_later(character):
     return reactor.callLater(float(after), emote)
 
 
-def starts_with(messages, prefix):
+def starts_with(messages, prefix) -> bool:
     """
     Whether chat ``messages`` start with ``prefix`` (a warm-up's messages), its last message
     included: the server's cached prefix then covers all of ``prefix``. False for no prefix.
@@ -280,7 +286,7 @@ def starts_with(messages, prefix):
                for a, b in zip(messages, prefix))
 
 
-def prompt_window(script, turn_ids=()):
+def prompt_window(script, turn_ids=()) -> tuple:
     """
     Which history messages the reply prompt shows and the tokens they may take, chosen once
     per turn before retrieval, so that the recall notes are planned for what the prompt shows.
@@ -360,7 +366,7 @@ def _ask(script, character, prompt, shown, **request):
 
 
 @defer.inlineCallbacks
-def answer_turn(script, character, hearers):
+def answer_turn(script, character, hearers) -> defer.Deferred:
     """
     Answer everything heard since the NPC last spoke, in one reply said aloud in its room.
 
@@ -427,7 +433,7 @@ def _speaker_left(line, listeners, here):
     return line.speaker not in listeners and not (line.from_npc and line.speaker in here)
 
 
-def world_for_turn(script, character, lines, listeners, anchor, window):
+def world_for_turn(script, character, lines, listeners, anchor, window) -> dict:
     """
     The NPC's world for one turn's prompt (:func:`ai_contrib.npc.world.plan_world`): standing
     sections, world notes, and what did not fit. A failure is logged and the reply goes on
@@ -640,7 +646,7 @@ def _names(names):
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def murmur(character, reply, heard, depth=1, thread=None):
+def murmur(character, reply, heard, depth=1, thread=None) -> None:
     """
     Say ``reply`` to ``heard`` alone (``{dbref: name}``, the characters in the room who may hear
     it): each of them gets ``AI_MURMUR_REPLY``, everyone else in the room ``AI_MURMUR_SEEN``

@@ -22,6 +22,8 @@ Event records (what the NPC saw) are written by
 :meth:`ai_contrib.typeclasses.AssistantScript.observe`.
 """
 
+from __future__ import annotations
+
 import time
 
 from django.conf import settings
@@ -44,7 +46,7 @@ PEOPLE_CATEGORY = "ai_people"
 SCRIPT_KEY = "assistant_script"
 
 
-def game_seconds():
+def game_seconds() -> float | None:
     """
     The game's time now, seconds since its epoch (``gametime.gametime(absolute=True)``), or
     None when the game's clock cannot be read (no server epoch yet, a broken setting).
@@ -57,7 +59,7 @@ def game_seconds():
         return None
 
 
-def game_clock():
+def game_clock() -> dict:
     """
     The game's clock in words (:func:`ai_contrib.core.scene.clock_from_game_seconds`): the
     custom calendar of the game's ``TIME_UNITS`` setting when it defines one, else the real
@@ -70,7 +72,7 @@ def game_clock():
     return clock_at(game_seconds())
 
 
-def clock_at(seconds):
+def clock_at(seconds) -> dict:
     """
     The game's clock at ``seconds`` of game time (as :func:`game_clock`; ``{}`` for None).
     """
@@ -87,7 +89,7 @@ def clock_at(seconds):
 # -- people ---------------------------------------------------------------------------------------
 
 
-def people_record(script, dbref):
+def people_record(script, dbref) -> dict | None:
     """The people record of ``dbref`` on ``script`` (a plain dict), or None."""
     value = script.attributes.get(str(dbref), category=PEOPLE_CATEGORY)
     return deserialize(value) if value else None
@@ -99,7 +101,7 @@ def _new_record(dbref, name, now, game_now):
             "impression_audience": None}
 
 
-def note_exchange(script, people, lines=1, now=None):
+def note_exchange(script, people, lines=1, now=None) -> list[dict]:
     """
     A line passed between the NPC and each of ``people`` (``docs/design.md``, "Scene, events
     and people"): their records are created when new (first met now), ``lines`` is added to
@@ -129,7 +131,7 @@ def note_exchange(script, people, lines=1, now=None):
     return updated
 
 
-def people_for(script, dbrefs):
+def people_for(script, dbrefs) -> dict:
     """
     The records of ``dbrefs`` (those the NPC has met; ``docs/design.md``, "Scene, events and
     people"). One Attribute read per dbref.
@@ -145,7 +147,7 @@ def people_for(script, dbrefs):
     return found
 
 
-def audience_label(script, audience):
+def audience_label(script, audience) -> str:
     """
     Who may read something with ``audience`` (a list of dbrefs, or None: public), named from
     the NPC's people records (:func:`ai_contrib.core.audience.describe_audience`): e.g.
@@ -156,14 +158,14 @@ def audience_label(script, audience):
     return describe_audience(audience, names)
 
 
-def all_people(script):
+def all_people(script) -> list[dict]:
     """Every record on ``script``, the most recently spoken to first (a list of dicts)."""
     records = [deserialize(attr.value) for attr in script.attributes.all(category=PEOPLE_CATEGORY)]
     records = [r for r in records if isinstance(r, dict)]
     return sorted(records, key=lambda r: -(r.get("last_spoke") or r.get("first_met") or 0))
 
 
-def update_impressions(script, character):
+def update_impressions(script, character) -> dict:
     """
     The sleep phase's step (``docs/design.md``, "Scene, events and people"): each person's
     impression made again from the newest journal facts
@@ -193,7 +195,7 @@ def update_impressions(script, character):
 # -- the scene ------------------------------------------------------------------------------------
 
 
-def scene_for(npc, listeners, now=None):
+def scene_for(npc, listeners, now=None) -> tuple:
     """
     What ``npc`` sees now, as :func:`ai_contrib.core.scene.render_scene` takes it
     (``docs/design.md``, "Scene, events and people").
@@ -241,7 +243,7 @@ def scene_for(npc, listeners, now=None):
     return place, present, clock
 
 
-def scene_text(npc, listeners, now=None, max_tokens=None):
+def scene_text(npc, listeners, now=None, max_tokens=None) -> str:
     """
     The ``[SCENE]`` system text for a reply heard by ``listeners`` (:func:`scene_for` rendered
     by :func:`ai_contrib.core.scene.render_scene`; ``max_tokens`` default

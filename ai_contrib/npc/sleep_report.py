@@ -9,7 +9,10 @@ The sleep phase (:func:`ai_contrib.npc.sleep_phase.run_sleep_tick`) returns a
 and fires the Deferreds :func:`watch_sleep` handed out.
 """
 
+from __future__ import annotations
+
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from twisted.internet import defer
 from twisted.python.failure import Failure
@@ -18,6 +21,9 @@ from evennia.utils import logger
 
 from ..core.text import inert_markup
 from .compaction_report import describe_result
+
+if TYPE_CHECKING:
+    from ..core.outcome import SleepResults
 
 
 def _compaction(result, name):
@@ -64,7 +70,7 @@ def _consolidation(result):
     return text
 
 
-def describe_sleep(result, name="the NPC", woken=None):
+def describe_sleep(result, name="the NPC", woken=None) -> str:
     """
     One line about a sleep phase's result.
 
@@ -112,7 +118,7 @@ def describe_sleep(result, name="the NPC", woken=None):
     return "; ".join(parts)
 
 
-def watch_sleep(script):
+def watch_sleep(script) -> defer.Deferred:
     """
     A Deferred that fires with the line of the next sleep phase of ``script`` to end
     (:func:`describe_sleep`), or when the NPC wakes before its sleep work started. It never
@@ -125,7 +131,7 @@ def watch_sleep(script):
     return d
 
 
-def sleep_finished(result, script, woken=None):
+def sleep_finished(result, script, woken=None) -> SleepResults | Failure | None:
     """
     Record and report the end of a sleep phase (a Deferred callback: returns ``result``).
 

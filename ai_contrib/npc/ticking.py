@@ -19,7 +19,10 @@ asks of the other handlers it asks through the script's own names (``script.run_
 patches or wraps those names sees every call.
 """
 
+from __future__ import annotations
+
 import time
+from typing import TYPE_CHECKING
 
 from twisted.internet import defer, reactor
 
@@ -36,8 +39,11 @@ from .hearing import note_room_reply, room_audience, room_listeners, room_npcs
 from .scene import note_exchange
 from .usage_log import record_usage
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-def log_failure(what):
+
+def log_failure(what) -> Callable:
     """
     An errback that logs ``"<what> failed: <error>"`` with the traceback and swallows the
     failure (returns None): background work must never leave an unhandled error in a Deferred.
@@ -65,7 +71,7 @@ class TickHandler:
 
     # -- the tick ------------------------------------------------------------------------------
 
-    def repeat(self):
+    def repeat(self) -> None:
         """
         The script's timer fired (``at_repeat``): run a tick when :meth:`needs_tick` says it has
         work, else only start discovering the model's context window if it is unknown
@@ -78,18 +84,18 @@ class TickHandler:
         else:
             script.budgeting.discover_window()
 
-    def needs_tick(self):
+    def needs_tick(self) -> bool:
         """The cheap synchronous test before a tick (:func:`ai_contrib.core.tick.tick_needed`):
         idle NPCs cost a few Attribute reads per tick instead of a Deferred chain."""
         return tick_needed(self.state())
 
-    def kick(self):
+    def kick(self) -> None:
         """Run a tick soon (``script.run_tick`` on the next reactor turn) unless one is
         running."""
         if not self.obj.ndb.busy:
             reactor.callLater(0, self.obj.run_tick)
 
-    def state(self, room=False, head=False):
+    def state(self, room=False, head=False) -> TickState:
         """
         The NPC's state as the tick policy reads it (:class:`ai_contrib.core.tick.TickState`;
         ``docs/design.md``, "The tick"). O(1) unless asked for more: ``room`` looks at whether
@@ -136,7 +142,7 @@ class TickHandler:
                               and prompt_head(script.history) != cached),
         )
 
-    def run(self):
+    def run(self) -> defer.Deferred | None:
         """
         Run one tick: start due memory work in the background, then answer what was heard.
 
@@ -177,7 +183,7 @@ class TickHandler:
         return d
 
     @defer.inlineCallbacks
-    def tick(self):
+    def tick(self) -> defer.Deferred:
         """
         The tick's own work (``docs/design.md``, "The tick"): queue a due checkpoint, wake a
         rested NPC, bound or trim an over-budget history, answer the queued lines
@@ -222,7 +228,7 @@ class TickHandler:
             script.sleep(reason="idle")
 
     @defer.inlineCallbacks
-    def answer_pending(self, character):
+    def answer_pending(self, character) -> defer.Deferred:
         """
         Answer the queued lines (:func:`ai_contrib.npc.replies.answer_turn`). A turn of AI NPCs'
         lines only is kept in ``ndb.turn`` (``ndb.turn_kind`` ``"npc"``) so that a player's
@@ -289,7 +295,7 @@ class TickHandler:
 
     # -- memory work and warm-up ---------------------------------------------------------------
 
-    def start_memory_work(self):
+    def start_memory_work(self) -> defer.Deferred | None:
         """
         Start the memory work that is due, unless some is running (``ndb.memory_work``): the
         sleep phase when asleep, else an emergency compaction at ``compact_emergency_threshold``
@@ -345,7 +351,7 @@ class TickHandler:
             return None
         return work
 
-    def warm_if_due(self, listeners=None):
+    def warm_if_due(self, listeners=None) -> defer.Deferred | None:
         """
         Warm the reply server's cache when the start of the reply prompt has changed since the
         NPC's last prompt (a compaction or an eviction landed) and the NPC is idle: no reply
@@ -403,7 +409,7 @@ class TickHandler:
 
     # -- awake / asleep ------------------------------------------------------------------------
 
-    def sleep(self, reason="admin"):
+    def sleep(self, reason="admin") -> bool:
         """
         Put the NPC to sleep (``db.operating_mode`` ``"sleep"``): the next tick runs the sleep
         phase (memory work, compaction); the room sees it doze off.
@@ -424,7 +430,7 @@ class TickHandler:
         script.kick()
         return True
 
-    def wake(self, reason="admin"):
+    def wake(self, reason="admin") -> bool:
         """
         Wake the NPC up (``db.operating_mode`` ``"awake"``); queued speech is answered on the
         next tick. Woken before its sleep work started, whoever waits for that work is told.

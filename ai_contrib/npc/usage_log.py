@@ -7,12 +7,14 @@ between them; this series does: one point per answered turn, in ``script.db.usag
 last :data:`USAGE_LOG_SIZE` kept (a few KB re-pickled per turn).
 """
 
+from __future__ import annotations
+
 from datetime import datetime, timezone
 
 USAGE_LOG_SIZE = 200  # points; at one per turn, a long evening of conversation
 
 
-def record_usage(script):
+def record_usage(script) -> dict:
     """
     Append ``{"at": ISO time (UTC), "tokens": int, "budget": int}`` (tokens in the runtime
     history and the effective budget) to ``script.db.usage_log``, keeping the last
@@ -29,6 +31,6 @@ def record_usage(script):
     return point
 
 
-def usage_series(script):
+def usage_series(script) -> list[dict]:
     """The recorded points, oldest first (list of dicts as :func:`record_usage` writes)."""
     return [dict(point) for point in (script.db.usage_log or [])]

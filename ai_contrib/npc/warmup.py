@@ -13,6 +13,8 @@ waits for it instead of evaluating the same prompt beside it (``ai_contrib.npc.r
 time counts the wait.
 """
 
+from __future__ import annotations
+
 import time
 
 from evennia.utils import logger
@@ -27,7 +29,7 @@ from .replies import describe_reply
 from .reply_prompt import ReplyPrompt, notes_in_order
 
 
-def warmup_enabled():
+def warmup_enabled() -> bool:
     """
     Whether compactions are followed by a warm-up: ``AI_PROMPT_CACHE_WARMUP`` True or False, or
     ``"auto"`` (the default): with the embedded model only, since a hosted API bills a
@@ -116,7 +118,7 @@ def last_audience(script) -> list:
     return []
 
 
-def warm_reply_cache(script, character, listeners):
+def warm_reply_cache(script, character, listeners) -> defer.Deferred:
     """
     Send :func:`warmup_messages` to the reply server with ``max_tokens`` 1 (``purpose``
     ``"warm"``) and log one line about it (``"AI cache warm-up Marta: 9.80 s, prompt 1132

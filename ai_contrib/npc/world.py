@@ -19,6 +19,8 @@ Shapes: a *section* is ``{"part": "pins" | "lore" | "scene", "key": str, "text":
 :mod:`ai_contrib.core.world_notes`.
 """
 
+from __future__ import annotations
+
 from ..core.lore import format_lore, npc_scopes, withdrawn_reason
 from ..core.prompts import PINS_HEADING
 from ..core.scene import SCENE_MAX_TOKENS, render_scene
@@ -41,7 +43,7 @@ def _pin_lines(pins):
     return "\n".join(f"- {pin['text']}" for pin in pins)
 
 
-def standing_sections(script, character):
+def standing_sections(script, character) -> list[dict]:
     """
     The sections of the system message: the NPC's own pins (staff-written, never summarised,
     never cut: ``docs/design.md``, "Lore and pins"), the constant lore entries it may know,
@@ -71,7 +73,7 @@ def standing_sections(script, character):
     return sections
 
 
-def turn_sections(script, character, lines, earlier, listeners):
+def turn_sections(script, character, lines, earlier, listeners) -> tuple:
     """
     What this turn brings into the prompt: the lore entries its words (and the last few lines
     before it) trigger, the pins about players who listen, and the scene.
@@ -127,13 +129,13 @@ def turn_sections(script, character, lines, earlier, listeners):
     return sections, lore
 
 
-def world_budgets(script):
+def world_budgets(script) -> dict[str, int]:
     """``{part: tokens}`` the shown world notes of each part may take together."""
     return {"lore": int(script.cfg("lore_token_budget") or 0), "scene": SCENE_MAX_TOKENS,
             "pins": int(script.cfg("pins_token_budget") or 0)}
 
 
-def world_reserve(script):
+def world_reserve(script) -> int:
     """
     Tokens the NPC's world may take in a reply prompt, reserved from its history budget
     (``docs/design.md``, "The budget fits the model"): the lore budget, the scene's cap and
@@ -173,7 +175,7 @@ def _note_reason(note, character, found):
     return None
 
 
-def standing_notes(character, notes):
+def standing_notes(character, notes) -> tuple[list[dict], list[dict]]:
     """
     The world notes that still stand against their source, and those that do not: a lore
     entry deleted, edited (text, keys) or whose condition no longer holds for the NPC (it
@@ -196,7 +198,7 @@ def standing_notes(character, notes):
 
 
 def plan_world(script, character, lines, earlier, listeners, anchor, shown_ids,
-               visible_ids=None):
+               visible_ids=None) -> dict:
     """
     The world part of one reply prompt: standing sections and the world notes to show, with
     this turn's new ones added to ``script.ndb.world_notes`` (a reload starts afresh), and the
@@ -232,7 +234,7 @@ def plan_world(script, character, lines, earlier, listeners, anchor, shown_ids,
             "lore": lore, "skipped": skipped}
 
 
-def shown_world(script, character, listeners, history_ids):
+def shown_world(script, character, listeners, history_ids) -> tuple:
     """
     The world part of the prompt a cache warm-up sends: the standing sections and the world
     notes already shown, nothing new (no turn yet).

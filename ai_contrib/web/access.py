@@ -4,12 +4,14 @@ account with Evennia's ``Builder`` permission or above (the permission of the ``
 command), or Django's ``is_staff``.
 """
 
+from __future__ import annotations
+
 from rest_framework.permissions import BasePermission
 
 STAFF_PERMISSION = "Builder"
 
 
-def is_ai_staff(user):
+def is_ai_staff(user) -> bool:
     """
     True if ``user`` (a request's user: an Evennia account or Django's anonymous user) may see
     AI NPCs' minds. Superusers pass; a quelled superuser too (quelling is for in-game tests).
@@ -27,5 +29,5 @@ class IsAIStaff(BasePermission):
 
     message = "Builder permission or staff status is needed to see AI NPCs."
 
-    def has_permission(self, request, view):
+    def has_permission(self, request, view) -> bool:
         return is_ai_staff(request.user)

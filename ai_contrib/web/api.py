@@ -13,6 +13,8 @@ the rest of the game's website.
 A missing NPC answers 404; a bad number 400.
 """
 
+from __future__ import annotations
+
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.renderers import JSONRenderer
@@ -32,7 +34,7 @@ class StaffAPIView(APIView):
     renderer_classes = [JSONRenderer]
 
     @staticmethod
-    def npc_and_script(npc_id):
+    def npc_and_script(npc_id) -> tuple:
         npc, script = in_reactor(snapshot.find_npc_by_id, npc_id)
         if npc is None:
             raise NotFound(f"no AI NPC with id {npc_id}")
@@ -41,7 +43,7 @@ class StaffAPIView(APIView):
         return npc, script
 
     @staticmethod
-    def int_param(request, name, default=None):
+    def int_param(request, name, default=None) -> int | None:
         raw = request.query_params.get(name)
         if raw in (None, ""):
             return default
@@ -52,12 +54,12 @@ class StaffAPIView(APIView):
 
 
 class NPCListAPI(StaffAPIView):
-    def get(self, request):
+    def get(self, request) -> Response:
         return Response({"npcs": in_reactor(snapshot.all_npcs)})
 
 
 class NPCDetailAPI(StaffAPIView):
-    def get(self, request, npc_id):
+    def get(self, request, npc_id) -> Response:
         npc, script = self.npc_and_script(npc_id)
         return Response(in_reactor(snapshot.npc_detail, npc, script,
                                    max(1, self.int_param(request, "receipts", 1)),
@@ -65,7 +67,7 @@ class NPCDetailAPI(StaffAPIView):
 
 
 class ArchiveAPI(StaffAPIView):
-    def get(self, request, npc_id):
+    def get(self, request, npc_id) -> Response:
         npc, script = self.npc_and_script(npc_id)
         start = self.int_param(request, "start")
         count = self.int_param(request, "count", snapshot.ARCHIVE_PAGE_SIZE)
@@ -73,7 +75,7 @@ class ArchiveAPI(StaffAPIView):
 
 
 class SearchAPI(StaffAPIView):
-    def get(self, request, npc_id):
+    def get(self, request, npc_id) -> Response:
         npc, script = self.npc_and_script(npc_id)
         query = (request.query_params.get("q") or "").strip()
         if not query:

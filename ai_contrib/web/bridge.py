@@ -5,7 +5,10 @@ therefore gathered in the reactor thread by :func:`in_reactor`, one short call p
 where no reactor runs, :func:`wait_for_deferred` iterates it by hand until a Deferred fires.
 """
 
+from __future__ import annotations
+
 import time
+from typing import Any
 
 from twisted.internet import defer, reactor
 from twisted.internet.threads import blockingCallFromThread
@@ -13,7 +16,7 @@ from twisted.python import threadable
 from twisted.python.failure import Failure
 
 
-def in_reactor(fn, *args, timeout=30.0, **kwargs):
+def in_reactor(fn, *args, timeout=30.0, **kwargs) -> Any:
     """
     Call ``fn(*args, **kwargs)`` in the reactor thread and return its result, waiting for it
     when it is a Deferred.
@@ -33,7 +36,7 @@ def in_reactor(fn, *args, timeout=30.0, **kwargs):
     return wait_for_deferred(fn(*args, **kwargs), timeout=timeout)
 
 
-def wait_for_deferred(d, timeout=30.0):
+def wait_for_deferred(d, timeout=30.0) -> Any:
     """
     Iterate the reactor by hand until Deferred ``d`` fires, outside a running reactor; return
     its result (``d`` itself when it is not a Deferred).

@@ -4,6 +4,8 @@ The context-usage chart of an NPC's page, drawn on the server as SVG (``docs/des
 offline. A pure function of its arguments.
 """
 
+from __future__ import annotations
+
 from datetime import datetime, timezone
 from html import escape
 
@@ -13,7 +15,7 @@ WIDTH, HEIGHT = 760, 260  # SVG user units (pixels at 100 %)
 LEFT, RIGHT, TOP, BOTTOM = 56, 16, 16, 40  # margins
 
 
-def timeline(points, events):
+def timeline(points, events) -> list[dict]:
     """
     Merge usage points and compaction events into one time-ordered list.
 
@@ -45,7 +47,7 @@ def timeline(points, events):
     return [{"at": at, **entry} for at, _, _, entry in entries]
 
 
-def usage_chart_svg(points, events, budget, sleep_threshold, emergency_threshold):
+def usage_chart_svg(points, events, budget, sleep_threshold, emergency_threshold) -> str:
     """
     The chart: context tokens over time (a line through the recorded points, dropping at each
     compaction), the budget and the sleep and emergency thresholds as horizontal lines, and each
@@ -163,7 +165,7 @@ def _place(lanes, left, right):
     return None
 
 
-def label_layout(plot_left, plot_right, marks):
+def label_layout(plot_left, plot_right, marks) -> list[dict | None]:
     """
     Where the compactions' labels go so that no two overlap (``docs/design.md``, "Seeing the
     NPC's mind"): each gets the first of :data:`LABEL_LANES` rows where its full text fits;

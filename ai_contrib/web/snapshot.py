@@ -11,6 +11,10 @@ templates escape it (Django's autoescape) and the page's script inserts it as te
 markup.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from ..admin.npcs import all_ai_npcs
 from ..admin.read_model import compaction_events, journal_page, npc_summary, persona_view
 from ..admin.receipt_views import receipts_by_seq, reply_records
@@ -27,16 +31,19 @@ from ..core.receipts import (
 )
 from ..npc.usage_log import usage_series
 
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+
 ARCHIVE_PAGE_SIZE = 50  # records per page of the raw archive
 RECEIPTS_PAGE_SIZE = 5  # replies per page of the receipts
 
 
-def all_npcs():
+def all_npcs() -> list[dict]:
     """:func:`npc_summary` of every AI NPC, by name (list of dicts)."""
     return [npc_summary(npc, script) for npc, script in all_ai_npcs()]
 
 
-def find_npc_by_id(npc_id):
+def find_npc_by_id(npc_id) -> tuple:
     """
     The AI NPC with object id ``npc_id`` and its script.
 
@@ -50,7 +57,7 @@ def find_npc_by_id(npc_id):
     return None, None
 
 
-def context_messages(script):
+def context_messages(script) -> list[dict]:
     """
     The runtime context, message by message, oldest first.
 
@@ -89,7 +96,7 @@ def context_messages(script):
     return out
 
 
-def receipt_view(reply):
+def receipt_view(reply) -> dict:
     """
     A reply record (:func:`ai_contrib.admin.receipt_views.reply_records`) with its receipt
     described.
@@ -113,7 +120,7 @@ def receipt_view(reply):
             "figures": token_figures(receipt)}
 
 
-def audiences(script):
+def audiences(script) -> list[dict]:
     """
     The audiences a memory search can be made for: every character who ever spoke to the NPC
     (from the archive's message log, so speakers whose lines were compacted count too).
@@ -129,7 +136,7 @@ def audiences(script):
     return [{"dbref": d, "name": n} for d, n in sorted(names.items(), key=lambda x: x[1].lower())]
 
 
-def people_view(script):
+def people_view(script) -> list[dict]:
     """
     The people the NPC has met (``docs/design.md``, "Scene, events and people"), the most
     recently spoken to first.
@@ -152,7 +159,7 @@ def people_view(script):
              "impression": r.get("impression") or ""} for r in all_people(script)]
 
 
-def journal_view(npc, page=1):
+def journal_view(npc, page=1) -> list[dict]:
     """
     One page of the NPC's journal (:func:`ai_contrib.admin.read_model.journal_page`), oldest first.
 
@@ -163,7 +170,7 @@ def journal_view(npc, page=1):
     return list(reversed(journal_page(npc, page)["entries"]))
 
 
-def receipts_page(script, page=1, size=RECEIPTS_PAGE_SIZE):
+def receipts_page(script, page=1, size=RECEIPTS_PAGE_SIZE) -> dict:
     """
     One page of the NPC's replies with their receipts (:func:`receipt_view`), newest first:
     page 1 holds the newest ``size``.
@@ -178,7 +185,7 @@ def receipts_page(script, page=1, size=RECEIPTS_PAGE_SIZE):
     return {"receipts": [receipt_view(r) for r in newest], "page": page, "more": more}
 
 
-def npc_detail(npc, script, receipts=1, journal=1):
+def npc_detail(npc, script, receipts=1, journal=1) -> dict:
     """
     Everything the NPC's page shows but the archive pages and the memory search.
 
@@ -216,7 +223,7 @@ def npc_detail(npc, script, receipts=1, journal=1):
     return detail
 
 
-def archive_page(script, start=None, count=ARCHIVE_PAGE_SIZE):
+def archive_page(script, start=None, count=ARCHIVE_PAGE_SIZE) -> dict:
     """
     One page of the raw archive (every kind of record), by seq.
 
@@ -262,7 +269,7 @@ def archive_page(script, start=None, count=ARCHIVE_PAGE_SIZE):
     return {"start": start, "end": end, "last_seq": last, "records": records}
 
 
-def search_memories(npc, script, query, audience=None):
+def search_memories(npc, script, query, audience=None) -> Deferred:
     """
     What the NPC would recall for ``query`` heard by ``audience``, read-only
     (:func:`ai_contrib.npc.recall.recall_preview`: the reply's own retrieval over Mem0 and

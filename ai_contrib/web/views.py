@@ -12,8 +12,11 @@ views themselves (a private template engine, :func:`django.views.static.serve`),
 no ``INSTALLED_APPS`` entry, no ``collectstatic`` and no network access for them.
 """
 
+from __future__ import annotations
+
 import functools
 import os
+from typing import TYPE_CHECKING
 
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpResponse, HttpResponseForbidden, HttpResponseNotFound
@@ -27,12 +30,16 @@ from .access import is_ai_staff
 from .bridge import in_reactor
 from .chart import usage_chart_svg
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from django.http.response import HttpResponseBase
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 STATIC_DIR = os.path.join(HERE, "static", "ai_contrib")
 _engine = Engine(dirs=[os.path.join(HERE, "templates")], autoescape=True)
 
 
-def staff_only(view):
+def staff_only(view) -> Callable:
     """Decorator: the login redirect for anonymous visitors, 403 for accounts not staff."""
 
     @functools.wraps(view)
@@ -47,7 +54,7 @@ def staff_only(view):
     return wrapper
 
 
-def render(name, context):
+def render(name, context) -> str:
     """Render one of the package's templates (str)."""
     return _engine.get_template(name).render(Context(context))
 
@@ -59,7 +66,7 @@ def _common(request):
 
 
 @staff_only
-def index(request):
+def index(request) -> HttpResponse:
     npcs = in_reactor(snapshot.all_npcs)
     for npc in npcs:
         npc["url"] = reverse("ai_contrib:npc", args=[npc["id"]])
@@ -99,7 +106,7 @@ def _context_page(messages, page):
 
 
 @staff_only
-def npc_page(request, npc_id):
+def npc_page(request, npc_id) -> HttpResponse:
     """One NPC's page: the figures and chart unfolded, the long lists folded (``<details>``)
     and paged by query parameters ``receipts``, ``journal`` and ``context`` (1 = newest)."""
     npc, script = in_reactor(snapshot.find_npc_by_id, npc_id)
@@ -131,6 +138,6 @@ def npc_page(request, npc_id):
     }))
 
 
-def static(request, path):
+def static(request, path) -> HttpResponseBase:
     """The pages' stylesheet and script, from the package (no login needed: nothing private)."""
     return serve(request, path, document_root=STATIC_DIR)
