@@ -6,14 +6,16 @@ What it measures: a real game made from ``game_template/`` as ``make demo`` make
 ``AI_*`` setting at its default (the embedded model, SmolLM2-135M-Instruct) unless ``--set``
 says otherwise. One telnet player walks into the tavern and says ``--lines`` (60) lines of a
 LoCoMo conversation to Marta (``--conversation``, conv-30), each after her answer, so that her
-history is long; then the game is rebooted (``evennia reboot``: the Portal and the Server
+history is long; after ``--quiet`` seconds (0) with nobody speaking, the game is rebooted (``evennia reboot``: the Portal and the Server
 stop, the player's connection with them, and both start again, the embedded model server with
 an empty prompt cache). Once the new model server is ready, the player logs in again (back in
 the tavern), waits ``--think`` seconds (8: the time to read and type) and says ``--after`` (5)
 more lines, each after the
 answer before. Printed: the server's reply seconds, prompt tokens and tokens reused from the
 cache of the last ``--before`` (10) replies before the reboot (median) and of each reply after
-it, the first one's seconds over that median, the warm-ups logged after the reboot, and the
+it, the first one's seconds over that median, the context usage the restart found (the first
+emergency trigger after it: memory work cut off by the reboot leaves the history over its
+budget, and no warm-up is sent over budget), the warm-ups logged after the reboot, and the
 fallback lines and timeouts the player saw (``docs/design.md``, "Warming the cache after a
 restart").
 
@@ -58,6 +60,9 @@ def parse_args(argv=None):
     parser.add_argument("--before", type=int, default=10,
                         help="replies before the reboot the first one after it is weighed against")
     parser.add_argument("--after", type=int, default=5, help="lines said after the reboot")
+    parser.add_argument("--quiet", type=float, default=0.0,
+                        help="seconds nobody speaks before the reboot (an admin's announcement: "
+                             "memory work under way may finish)")
     parser.add_argument("--think", type=float, default=8.0,
                         help="seconds between the new model server being ready and the next line")
     parser.add_argument("--reply-timeout", type=float, default=180.0)
@@ -100,6 +105,7 @@ async def session(game, args, texts):
         await player.login(name, password, create=True)
         await player.command("tavern")
         await say_lines(player, texts[: args.lines], args.reply_timeout, outcomes)
+        await asyncio.sleep(args.quiet)
         offset = len(game.read_log("server"))
         progress("evennia reboot ...")  # the player still connected, as players are
         game.evennia("reboot", timeout=300)
@@ -127,7 +133,10 @@ def report(args, events_before, events_after, outcomes):
     warmups = [e for e in events_after if e["kind"] == "warm-up"]
     normal = median([r["seconds"] for r in before])
     print(f"\n## First replies after `evennia reboot` ({args.lines} lines of "
-          f"{args.conversation} before, settings: {args.set or 'every default'})\n")
+          f"{args.conversation} before, {args.quiet:.0f} s quiet before the reboot, "
+          f"settings: {args.set or 'every default'})\n")
+    usage = [e["usage"] for e in events_after if e["kind"] == "emergency"][:1]
+    print(f"Context usage found at the restart: {f'{usage[0]:.0f} %' if usage else 'under 80 %'}")
     print(f"Median of the last {len(before)} replies before the reboot: {normal:.2f} s, "
           f"prompt {median([r['prompt'] for r in before if r['prompt']])} tokens")
     took = ", ".join(f"{w['seconds']:.1f} s" for w in warmups) or "-"
