@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-postgres demo demo-keep test test-fast test-core test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-report bench-locomo-tune bench-recall bench-scale bench-mem0 bench-embedded bench-defaults bench-world bench-village bench-actions clean
+.PHONY: install install-postgres demo demo-keep test test-fast test-core test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-report bench-locomo-tune bench-recall bench-scale bench-mem0 bench-embedded bench-defaults bench-restart bench-world bench-village bench-actions clean
 
 install: $(STAMP)
 
@@ -108,6 +108,12 @@ bench-embedded: install
 # cores, plus the compactions; BENCH_ARGS="--lines 80 --json out.json" for a shorter run)
 bench-defaults: install
 	$(PY) benchmarks/defaults.py $(BENCH_ARGS)
+
+# the first replies after `evennia reboot` beside those before it, on the defaults (one telnet
+# player, 60 LoCoMo lines; about 6 min on 2 cores; BENCH_ARGS="--set prompt_cache_warmup=false"
+# for the same without warm-ups)
+bench-restart: install
+	$(PY) benchmarks/restart.py $(BENCH_ARGS)
 
 # the NPC's world in the reply prompt: lore matching per turn at 500 entries vs 50, prompt
 # tokens per section, prefix-cache reuse and in-character figures on the embedded model (about

@@ -122,6 +122,7 @@ def at_server_start():
         logger.log_info(
             f"ai_contrib: embedded model server ready at {server.base_url} (pid {server.pid})"
         )
+        warm_after_restart()
         return server
 
     def failed(failure):
@@ -134,6 +135,40 @@ def at_server_start():
         return None
 
     return start_embedded_server().addCallbacks(ready, failed)
+
+
+def warm_after_restart():
+    """
+    Warm the new embedded server's cache for the AI NPCs players are likely to speak to first:
+    those in a room with a connected player (after a ``reload``, the players are still there)
+    and those that replied last before the restart
+    (:func:`ai_contrib.npc.last_active.last_active_ids`), the last to reply first, as many as
+    the server has slots (``AI_EMBEDDED_SLOTS``: one more would push the first out of its
+    cache), one after another (``docs/design.md``, "Warming the cache after a restart"). An
+    external server keeps its cache over the game's restart and is not warmed.
+
+    Returns:
+        Deferred[int]: the warm-ups sent (:func:`ai_contrib.npc.warmup.warm_in_turn`); 0, at
+        once, when no NPC is beside a player. Never errbacks.
+    """
+    from ai_contrib.admin.npcs import ai_npcs_with_ids, by_last_reply, npcs_beside_players
+    from ai_contrib.npc.last_active import last_active_ids
+    from ai_contrib.npc.warmup import warm_in_turn
+
+    try:
+        found = dict((npc.id, (npc, script))
+                     for npc, script in ai_npcs_with_ids(last_active_ids()))
+        found.update((npc.id, (npc, script)) for npc, script in npcs_beside_players())
+        slots = max(1, int(get_setting("EMBEDDED_SLOTS") or 1))
+        chosen = by_last_reply(found.values())[:slots]
+    except Exception as err:  # a restart must go on whatever the rooms hold
+        logger.log_err(f"ai_contrib: no cache warm-up after the restart: {err}")
+        chosen = []
+    if not chosen:
+        return defer.succeed(0)
+    logger.log_info("ai_contrib: warming the prompt cache of "
+                    f"{', '.join(npc.key for npc, _ in chosen)} after the restart")
+    return warm_in_turn([script for _, script in chosen])
 
 
 def at_server_stop():

@@ -69,6 +69,59 @@ def find_npc(caller, name) -> tuple:
     return npc, script
 
 
+def npcs_beside_players() -> list[tuple]:
+    """
+    The AI NPCs in a room with a connected player's character, the one that replied last first:
+    those players are likely to speak to first after a restart (``docs/design.md``, "Warming
+    the cache after a restart"). Costs the connected sessions and their rooms' contents, never
+    a search of every object.
+
+    Returns:
+        list[tuple]: ``(npc, script)`` pairs, by the time of the NPC's last reply (its last
+        receipt's ``"at"``), latest first; NPCs that never replied last.
+    """
+    from evennia.server.sessionhandler import SESSION_HANDLER
+
+    rooms = {}
+    for session in SESSION_HANDLER.get_sessions():
+        room = getattr(session.get_puppet(), "location", None)
+        if room is not None:
+            rooms[room.id] = room
+    found = {}
+    for room in rooms.values():
+        for obj in room.contents:
+            script = get_assistant_script(obj) if obj.id not in found else None
+            if script is not None:
+                found[obj.id] = (obj, script)
+    return by_last_reply(found.values())
+
+
+def ai_npcs_with_ids(ids) -> list[tuple]:
+    """
+    The AI NPCs among the objects with these ids (one query), as ``(npc, script)`` pairs in no
+    particular order; ids of objects gone or no longer AI NPCs are left out.
+    """
+    from evennia.objects.models import ObjectDB
+
+    pairs = []
+    for obj in ObjectDB.objects.filter(id__in=list(ids)):
+        script = get_assistant_script(obj)
+        if script is not None:
+            pairs.append((obj, script))
+    return pairs
+
+
+def by_last_reply(pairs) -> list[tuple]:
+    """``(npc, script)`` pairs by the time of the NPC's last reply (its last receipt's
+    ``"at"``, an ISO-8601 UTC string), latest first; NPCs that never replied last."""
+
+    def last_reply(pair):
+        receipts = pair[1].db.reply_receipts or []
+        return str(receipts[-1].get("at") or "") if receipts else ""
+
+    return sorted(pairs, key=last_reply, reverse=True)
+
+
 def all_ai_npcs() -> list[tuple]:
     """
     Every AI NPC in the game, by name: one query for the scripts (by typeclass path, the

@@ -34,6 +34,7 @@ from ..settings import get_setting
 from .actions import ask_acting
 from .deadline import fit_reply, worth_waiting
 from .hearing import is_assistant_character, room_npcs, with_npcs
+from .last_active import note_reply
 from .notify import notify_admins
 from .reply_prompt import ReplyPrompt, notes_in_order, window_messages
 from .scene import note_exchange
@@ -237,6 +238,7 @@ def keep_receipt(script, said, receipt, messages) -> None:
         except ArchiveError as err:  # the reply is said and stored; its receipt is a by-product
             logger.log_warn(f"AI {script.obj}: the reply's receipt was not archived: {err}")
     script.db.reply_receipts = kept_receipts(script.db.reply_receipts, receipt)
+    note_reply(script.obj)  # for the warm-ups after a restart
     prompts = list(script.ndb.recent_prompts or ())
     prompts.append({"seq": said.get("seq"), "messages": messages or []})
     script.ndb.recent_prompts = prompts[-RECENT_PROMPTS:]

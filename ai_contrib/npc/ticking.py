@@ -351,7 +351,7 @@ class TickHandler:
             return None
         return work
 
-    def warm_if_due(self) -> defer.Deferred | None:
+    def warm_if_due(self, listeners=None) -> defer.Deferred | None:
         """
         Warm the reply server's cache when the start of the reply prompt has changed since the
         NPC's last prompt (a compaction or an eviction landed) and the NPC is idle: no reply
@@ -361,6 +361,11 @@ class TickHandler:
         at once. ``ndb.warming`` (a Deferred a reply may wait on) and ``ndb.warming_for`` (the
         listeners' dbrefs) are set while it runs; when it ends, a head changed meanwhile is
         warmed in turn. A bad ``AI_PROMPT_CACHE_WARMUP`` is logged and warms nothing.
+
+        Args:
+            listeners (iterable[str], optional): the dbrefs to build the prompt for, whoever is
+                in the room (after a restart, :func:`ai_contrib.npc.warmup.warm_in_turn`);
+                default the room's audience, and no warm-up with no player in the room.
 
         Returns:
             Deferred or None: the warm-up (it never errbacks), or None when none is due.
@@ -379,10 +384,11 @@ class TickHandler:
         except ValueError as err:
             logger.log_err(f"AI {script.obj}: no cache warm-up: {err}")
             return None
-        if not room_listeners(script.obj):
-            return None
-        # the reply's prompt is built for the room's AI NPCs too (npc.hearing.with_npcs)
-        listeners = room_audience(script.obj)
+        if listeners is None:
+            if not room_listeners(script.obj):
+                return None
+            # the reply's prompt is built for the room's AI NPCs too (npc.hearing.with_npcs)
+            listeners = room_audience(script.obj)
         script.ndb.cached_head = head
         warming = defer.Deferred()
         script.ndb.warming = warming

@@ -24,6 +24,7 @@ from ..core.recall_notes import visible_notes
 from ..llm.client import get_client
 from ..settings import auto_or_bool
 from .deadline import request_timeout, warm_up_lost, warm_up_sent
+from .hearing import room_listeners
 from .replies import describe_reply
 from .reply_prompt import ReplyPrompt, notes_in_order
 
@@ -65,6 +66,56 @@ def warmup_messages(script, character, listeners) -> list:
     standing, world_notes = shown_world(script, character, listeners, ids)
     return ReplyPrompt(script, character, (), listeners, notes_in_order(notes, world_notes),
                        standing).opening()
+
+
+def warm_in_turn(scripts) -> defer.Deferred:
+    """
+    Warm the reply server's cache for each of ``scripts`` (``AssistantScript``) in turn, the
+    next once the server has evaluated the one before (``docs/design.md``, "Warming the cache
+    after a restart"): a restarted server's cache is empty, and the first reply to an NPC with a
+    long history would evaluate its whole prompt. Each NPC's prompt start is taken as new
+    (``ndb.cached_head`` empty, as if its last prompt had started otherwise), so the warm-up
+    goes through :meth:`ai_contrib.npc.ticking.TickHandler.warm_if_due` and its rules: an NPC
+    that is busy, has a line to answer or nobody in its room now warms itself at its first idle
+    tick with someone to hear it. One with nobody in its room now (after a stop and start, the
+    players are not back yet) is warmed for the listeners of its last reply
+    (:func:`last_audience`).
+
+    Returns:
+        Deferred[int]: fires, once the last warm-up sent has ended, with how many were sent
+        now; never errbacks (a failure is logged).
+    """
+    waiting, sent = list(scripts), []
+
+    def next_one(_=None):
+        while waiting:
+            script = waiting.pop(0)
+            script.ndb.cached_head = ()
+            # nobody back in the room yet (a stop and start): the prompt of the listeners of
+            # its last reply, who are likely to come back to it
+            listeners = None if room_listeners(script.obj) else last_audience(script) or None
+            warming = script.warm_if_due(listeners=listeners)
+            if warming is not None:
+                sent.append(script)
+                return warming.addBoth(next_one)
+        return len(sent)
+
+    def failed(failure):
+        logger.log_warn(f"AI cache warm-ups after the restart stopped: {failure.value}")
+        return len(sent)
+
+    return defer.maybeDeferred(next_one).addErrback(failed)
+
+
+def last_audience(script) -> list:
+    """The dbrefs the NPC's last reply in its history was built for (its
+    ``metadata["audience"]``), or [] when it holds no reply. Costs the messages after it."""
+    for message in reversed(script.history):
+        if message.get("role") == "assistant":
+            audience = (message.get("metadata") or {}).get("audience")
+            if audience:
+                return list(audience)
+    return []
 
 
 def warm_reply_cache(script, character, listeners) -> defer.Deferred:

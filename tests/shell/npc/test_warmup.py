@@ -12,6 +12,7 @@ from evennia.objects.objects import DefaultCharacter
 from evennia.utils import create
 
 from ai_contrib.core.prompts import prompt_head
+from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
 from tests.support.llm_double import reply, respond
 from tests.support.npc_fixtures import NPCTestCase
@@ -207,6 +208,77 @@ class TestWarmup(WarmupCase):
         # positive control: the same head, someone to hear her, and the warm-up goes out
         self.npc.location = self.room1
         self.assertEqual(len(self.warm_now()), 1)
+
+
+@override_settings(AI_PROMPT_CACHE_WARMUP=True)
+class TestWarmupAfterRestart(WarmupCase):
+    def npc_beside(self, key, replied_at=None):
+        """Another AI NPC in the room, with a line heard and, at ``replied_at``, a reply."""
+        npc = create.create_object(AssistantCharacter, key=key, location=self.room1)
+        npc.db.persona = f"You are {key}, a regular of the Prancing Goat."
+        script = get_assistant_script(npc)
+        script.add_message("user", f"Evening, {key}.", name=self.char1.key)
+        if replied_at:
+            script.db.reply_receipts = [{"at": replied_at}]
+        return script
+
+    def test_the_npcs_beside_players_are_warmed_in_turn_the_last_to_reply_first(self):
+        from ai_contrib.startup import warm_after_restart
+
+        self.script.db.reply_receipts = [{"at": "2026-12-01T10:00:00+00:00"}]
+        tobin = self.npc_beside("Tobin", "2026-12-01T11:00:00+00:00")  # replied last
+        self.npc_beside("Petra")  # never replied: a third, beyond the server's two slots
+        events, gate = [], threading.Event()
+        self.llm.enqueue(*held_warmup_then_reply(events, gate, "A"))
+        # a restart: the server's cache is empty and no NPC has sent a prompt to it yet
+        warmed = warm_after_restart()
+        wait_until(lambda: "warm-up starts" in events)
+        # Tobin first; Marta's warm-up waits until the server has evaluated his
+        first = warmups(self.llm)
+        self.assertEqual(len(first), 1)
+        self.assertTrue(first[0]["messages"][0]["content"].startswith("You are Tobin"), first)
+        self.assertIsNotNone(tobin.ndb.warming)
+        gate.set()
+        self.assertEqual(wait_for(warmed), 2)
+        sent = [r["messages"][0]["content"].split(",")[0] for r in warmups(self.llm)]
+        self.assertEqual(sent, ["You are Tobin", "You are Marta"])
+        # the cache holds the start of Marta's next reply prompt
+        warm = warmups(self.llm)[1]["messages"]
+        after = self.talk("Marta, a room for the night?")
+        self.assertEqual(after[:len(warm)], warm)
+
+    def test_after_a_stop_and_start_the_npc_is_warmed_for_those_it_last_answered(self):
+        from ai_contrib.npc.last_active import last_active_ids
+        from ai_contrib.startup import warm_after_restart
+
+        tobin = self.npc_beside("Tobin")
+        tobin.obj.location = None  # no player beside him, and he has not replied
+        self.talk("Marta, a room for the night?")
+        self.assertEqual(last_active_ids(), [self.npc.id])  # noted as she replied
+        # it starts again before the player is back in the tavern
+        self.script.ndb.cached_head = None
+        self.char1.location = self.room2
+        self.llm.enqueue(reply("A"))
+        self.assertEqual(wait_for(warm_after_restart()), 1)  # Marta only
+        warm = warmups(self.llm)[0]["messages"]
+        self.assertTrue(warm[0]["content"].startswith("You are Marta"), warm)
+        self.assertIn("a room for the night", " ".join(m["content"] for m in warm))
+        # the player comes back: the reply prompt starts with what the warm-up sent
+        self.char1.location = self.room1
+        after = self.talk("And supper?")
+        self.assertEqual(after[:len(warm)], warm)
+
+    def test_no_npc_beside_a_player_no_warm_up(self):
+        from ai_contrib.startup import warm_after_restart
+
+        self.npc.location = self.room2
+        self.assertEqual(wait_for(warm_after_restart()), 0)
+        self.assertEqual(warmups(self.llm), [])
+        # positive control: back beside the player, she is warmed
+        self.npc.location = self.room1
+        self.llm.enqueue(reply("A"))
+        self.assertEqual(wait_for(warm_after_restart()), 1)
+        self.assertEqual(len(warmups(self.llm)), 1)
 
 
 class TestWarmupSetting(WarmupCase):
