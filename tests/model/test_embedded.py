@@ -5,7 +5,6 @@ through LLMClient; its failure modes; the subprocess variant for scripts; the se
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -305,68 +304,3 @@ def test_the_real_model_answers_with_each_flash_attention_mode(mode):
         with EmbeddedServerProcess() as server:
             data = _chat(server, server.api_key)
     assert data["choices"][0]["message"]["content"].strip()
-
-
-def test_the_child_evaluates_prompts_in_short_steps():
-    """Both servers evaluate PROMPT_BATCH prompt tokens a step, well under llama.cpp's 2,048:
-    a cancelled request holds the server for one step at most (docs/design.md, "Warming the
-    cache after a compaction")."""
-    for role in ("reply", "memory"):
-        argv, _env = embedded.child_invocation("key", role)
-        assert json.loads(argv[2])["n_batch"] == embedded.PROMPT_BATCH, role
-    assert embedded.PROMPT_BATCH <= 256
-
-
-def _post(server, messages, max_tokens=1, timeout=600):
-    """``(seconds, timings)`` of one chat request to ``server``."""
-    body = json.dumps({"messages": messages, "max_tokens": max_tokens, "temperature": 0})
-    req = urllib.request.Request(
-        server.base_url + "/chat/completions", data=body.encode(),
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {server.api_key}"})
-    started = time.monotonic()
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        data = json.loads(resp.read())
-    return time.monotonic() - started, data["timings"]
-
-
-def _processing(server):
-    """Whether a slot of ``server`` is evaluating or generating (llama.cpp's ``GET /slots``,
-    answered between the steps of an evaluation)."""
-    req = urllib.request.Request(server.base_url.rsplit("/v1", 1)[0] + "/slots",
-                                 headers={"Authorization": f"Bearer {server.api_key}"})
-    with urllib.request.urlopen(req, timeout=600) as resp:
-        return any(slot.get("is_processing") for slot in json.loads(resp.read()))
-
-
-def _long_prompt(lines, tag):
-    line = "the quick brown fox jumps over the lazy dog and runs far away " * 5
-    return [{"role": "system", "content": f"You are Gina ({tag})."}] + [
-        {"role": "user" if i % 2 == 0 else "assistant", "content": f"Line {i}: {line}"}
-        for i in range(lines)]
-
-
-def test_a_cancelled_prompt_frees_the_server_within_a_step():
-    """A request whose client goes away (a cache warm-up a reply cancels) holds the server for
-    the rest of one evaluation step, not for the rest of its prompt: the next request is
-    answered in less time than 1,024 prompt tokens take. At llama.cpp's 2,048-token step the
-    next request waited for most of a 3,000-token prompt."""
-    with EmbeddedServerProcess() as server:
-        short = [{"role": "user", "content": "Hello there, how are you?"}]
-        _post(server, short)
-        _seconds, timings = _post(server, _long_prompt(14, "speed"))  # about 1,000 tokens
-        per_token = timings["prompt_ms"] / 1000 / timings["prompt_n"]
-        # a 3,700-token prompt, sent on a socket closed once the server evaluates it
-        body = json.dumps({"messages": _long_prompt(50, "cancelled"), "max_tokens": 1})
-        host, port = server.base_url.split("//", 1)[1].split("/", 1)[0].split(":")
-        sock = socket.create_connection((host, int(port)))
-        sock.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\n"
-                      f"Authorization: Bearer {server.api_key}\r\n"
-                      f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-                      f"{body}").encode())
-        try:
-            while not _processing(server):  # each answer waits for a step of the evaluation
-                pass
-        finally:
-            sock.close()
-        waited, _timings = _post(server, short)
-    assert waited < 1024 * per_token, (waited, per_token)
