@@ -73,14 +73,6 @@ ROLES = ("reply", "memory")
 #: shared them equally with a summary took 2-4x as long. Linux's scheduler gives a process at
 #: niceness 10 about a tenth of a contended core, and all of an idle one.
 MEMORY_SERVER_NICE = 10
-#: tokens of a prompt the embedded server evaluates in one step (llama.cpp's ``n_batch`` and
-#: ``n_ubatch``): the server takes a new request, and drops one whose client went away (a
-#: cancelled cache warm-up, ``ai_contrib.npc.warmup``), only between steps. At llama.cpp's
-#: 2,048 a reply sent as a warm-up was cancelled waited for the rest of its 2,048-token step:
-#: 32 s at 66 tokens/s on 2 busy cores; at 256, 2.5 s, with the same prompt speed (62-70
-#: tokens/s for a 3,058-token prompt at 2048, 512 and 256; ``docs/design.md``, "Warming the
-#: cache after a compaction")
-PROMPT_BATCH = 256
 
 _log = Logger(namespace="ai_contrib.llm.embedded")
 
@@ -210,8 +202,7 @@ def child_invocation(api_key, role="reply") -> tuple:
     Return ``(argv, env)`` to start the child script with the configured model.
 
     ``argv`` is ``[sys.executable, CHILD_SCRIPT, config_json]`` (config: model_path, n_ctx, slots,
-    threads, batch_threads, n_batch (:data:`PROMPT_BATCH`), flash_attn, nice, parent_pid);
-    ``env`` is a copy of ``os.environ`` plus the API
+    threads, batch_threads, flash_attn, nice, parent_pid); ``env`` is a copy of ``os.environ`` plus the API
     key. The ``"memory"`` role's server has one slot and one thread: memory work runs one request
     at a time per game and must leave the other cores to replies; it runs at
     :data:`MEMORY_SERVER_NICE`, so a reply's prompt evaluation takes the cores first.
@@ -233,7 +224,6 @@ def child_invocation(api_key, role="reply") -> tuple:
         "slots": int(get_setting("EMBEDDED_SLOTS") or 1),
         "threads": int(get_setting("EMBEDDED_THREADS") or 1),
         "batch_threads": batch_threads(),
-        "n_batch": PROMPT_BATCH,
         "flash_attn": flash_attention(),
         "parent_pid": os.getpid(),
     }

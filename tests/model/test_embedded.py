@@ -304,14 +304,3 @@ def test_the_real_model_answers_with_each_flash_attention_mode(mode):
         with EmbeddedServerProcess() as server:
             data = _chat(server, server.api_key)
     assert data["choices"][0]["message"]["content"].strip()
-
-
-def test_the_child_evaluates_prompts_in_short_steps():
-    """Both servers evaluate PROMPT_BATCH prompt tokens a step, well under llama.cpp's 2,048:
-    a cancelled request holds the server for one step at most (docs/design.md, "Warming the
-    cache after a compaction")."""
-    for role in ("reply", "memory"):
-        argv, _env = embedded.child_invocation("key", role)
-        assert json.loads(argv[2])["n_batch"] == embedded.PROMPT_BATCH, role
-    assert embedded.PROMPT_BATCH <= 256
-
