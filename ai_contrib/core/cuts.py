@@ -274,7 +274,8 @@ def plan_compaction(
     if max_context_tokens < 0 or not 0 <= preserve_fraction <= 1:
         raise ValueError("need max_context_tokens >= 0 and 0 <= preserve_fraction <= 1")
 
-    def skip(reason):
+    def skip_or_fold(reason):
+        # nothing but markers to compact: skipped, unless the markers alone are too big
         head = _marker_head(history)
         if sum(token_counts[:head]) > max_context_tokens * MARKER_FOLD_SHARE:
             return CompactionPlan(head, list(history[:head]), list(history[head:]),
@@ -282,14 +283,14 @@ def plan_compaction(
         return CompactionPlan(0, [], list(history), 0, sum(token_counts), reason)
 
     if sum(1 for msg in history if not is_extraction_traffic(msg)) <= preserve_window:
-        return skip(SKIP_WITHIN_WINDOW)
+        return skip_or_fold(SKIP_WITHIN_WINDOW)
     min_tokens = int(max_context_tokens * preserve_fraction)
     max_tokens = None if max_preserve_fraction is None \
         else max(min_tokens, int(max_context_tokens * max_preserve_fraction))
     cut = hold_cut(history, preserve_start(history, token_counts, preserve_window, min_tokens,
                                            max_tokens), keep_ids)
     if all(is_marker(msg) for msg in history[:cut]):
-        return skip(SKIP_NOTHING)
+        return skip_or_fold(SKIP_NOTHING)
     return CompactionPlan(
         cut,
         list(history[:cut]),
