@@ -8,7 +8,9 @@ Protocol with the parent:
 
 - argv[1]: JSON ``{"model_path": str, "n_ctx": int (tokens per slot, 0 = the model's own),
   "slots": int (requests served at once), "threads": int (generation),
-  "batch_threads": int (prompt evaluation, default ``threads``), "flash_attn": "off" | "on" |
+  "batch_threads": int (prompt evaluation, default ``threads``), "n_batch": int (prompt
+  tokens evaluated in one step, llama.cpp's ``n_batch``; default llama.cpp's), "flash_attn":
+  "off" | "on" |
   "auto" (llama.cpp's flash attention, default "auto"), "nice": int (added to the
   process's scheduling niceness, default 0), "parent_pid": int}``;
 - environment ``AI_EMBEDDED_API_KEY``: the API key the server demands (passed this way so it never
@@ -96,6 +98,10 @@ def main(argv) -> int:
         # used slot. llama.cpp's 10 % sent the first reply after a compaction (only the persona
         # in common: ~8 %) to the other slot, and the NPC's cache then alternated between the two
         params.slot_prompt_similarity = 0.01
+    if config.get("n_batch"):
+        # the server takes a new request, and drops a cancelled one, only between steps of this
+        # many prompt tokens: the client weighs a cancel against it
+        params.n_batch = int(config["n_batch"])
     threads = int(config.get("threads", 1))
     params.cpuparams.n_threads = threads
     # prompt evaluation is compute-bound and scales with cores; generation is memory-bound and

@@ -728,6 +728,20 @@ class LLMClient:
             return self.measured_prompt_speed
         return self.EMBEDDED_PROMPT_SPEED if self.embedded else None
 
+    @property
+    def evaluation_step(self) -> int | None:
+        """
+        Prompt tokens the reply server evaluates in one step, between which alone it takes a
+        new request or drops a cancelled one: the embedded server's
+        :data:`ai_contrib.llm.embedded.EVALUATION_STEP_TOKENS`; None (unknown) for another
+        server (``docs/design.md``, "Warming the cache after a compaction").
+        """
+        if not self.embedded:
+            return None
+        from ai_contrib.llm.embedded import EVALUATION_STEP_TOKENS
+
+        return EVALUATION_STEP_TOKENS
+
     # --- the server and the fields it takes ----------------------------------------------------
 
     def known_server(self) -> dict:

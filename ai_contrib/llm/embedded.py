@@ -73,6 +73,13 @@ ROLES = ("reply", "memory")
 #: shared them equally with a summary took 2-4x as long. Linux's scheduler gives a process at
 #: niceness 10 about a tenth of a contended core, and all of an idle one.
 MEMORY_SERVER_NICE = 10
+#: prompt tokens the embedded server evaluates in one step (llama.cpp's ``n_batch``, set to
+#: llama.cpp's own default so that the client can rely on it): the server takes a new request,
+#: and drops one whose client went away, only between steps, so a cache warm-up whose prompt
+#: is in its last step cannot be stopped before it ends (``docs/design.md``, "Warming the cache
+#: after a compaction"). A 256-token step freed the server sooner but left cancelled warm-ups
+#: nothing cached (``make demo`` 2.70x after the first compaction against 1.87x at 2,048).
+EVALUATION_STEP_TOKENS = 2048
 
 _log = Logger(namespace="ai_contrib.llm.embedded")
 
@@ -202,8 +209,8 @@ def child_invocation(api_key, role="reply") -> tuple:
     Return ``(argv, env)`` to start the child script with the configured model.
 
     ``argv`` is ``[sys.executable, CHILD_SCRIPT, config_json]`` (config: model_path, n_ctx, slots,
-    threads, batch_threads, flash_attn, nice, parent_pid); ``env`` is a copy of ``os.environ`` plus the API
-    key. The ``"memory"`` role's server has one slot and one thread: memory work runs one request
+    threads, batch_threads, n_batch (:data:`EVALUATION_STEP_TOKENS`), flash_attn, nice,
+    parent_pid); ``env`` is a copy of ``os.environ`` plus the API key. The ``"memory"`` role's server has one slot and one thread: memory work runs one request
     at a time per game and must leave the other cores to replies; it runs at
     :data:`MEMORY_SERVER_NICE`, so a reply's prompt evaluation takes the cores first.
 
@@ -224,6 +231,7 @@ def child_invocation(api_key, role="reply") -> tuple:
         "slots": int(get_setting("EMBEDDED_SLOTS") or 1),
         "threads": int(get_setting("EMBEDDED_THREADS") or 1),
         "batch_threads": batch_threads(),
+        "n_batch": EVALUATION_STEP_TOKENS,
         "flash_attn": flash_attention(),
         "parent_pid": os.getpid(),
     }

@@ -24,7 +24,13 @@ import time
 from evennia.utils import logger
 
 from ..core.budget import note_allowance
-from ..core.deadline import cached_messages, evaluation_tokens, reply_timeout, window_start
+from ..core.deadline import (
+    cached_messages,
+    evaluation_tokens,
+    reply_timeout,
+    stoppable,
+    window_start,
+)
 from ..core.tokens import count_conversation_tokens
 from ..llm.client import get_client
 from ..settings import get_setting
@@ -106,20 +112,38 @@ def warm_up_sent(script, messages) -> None:
     Note a cache warm-up of ``messages`` sent now (:mod:`ai_contrib.npc.warmup`): the server
     holds them next (``ndb.server_prompt``), and its evaluation of what it does not hold yet is
     expected to end at ``ndb.warming_until`` (``time.monotonic()`` seconds; None when the
-    server's speed is unknown).
+    server's speed is unknown), after ``ndb.warming_tokens`` tokens evaluated from
+    ``ndb.warming_since``.
     """
     speed = get_client().prompt_speed
-    script.ndb.warming_until = None
+    script.ndb.warming_until = script.ndb.warming_tokens = None
+    script.ndb.warming_since = time.monotonic()
     if speed:
         held = cached_messages(messages, script.ndb.server_prompt)
         tokens = count_conversation_tokens(messages[held:], script.cfg("llm_model"))
-        script.ndb.warming_until = time.monotonic() + tokens / speed
+        script.ndb.warming_tokens = tokens
+        script.ndb.warming_until = script.ndb.warming_since + tokens / speed
     script.ndb.server_prompt = messages
 
 
 def warm_up_lost(script) -> None:
     """A warm-up failed or was cancelled part way: what the server holds is not known."""
     script.ndb.server_prompt = script.ndb.warming_until = None
+
+
+def warm_up_stoppable(script) -> bool:
+    """
+    Whether cancelling the warm-up under way would free the server before it ends
+    (:func:`ai_contrib.core.deadline.stoppable`): its evaluation goes on past the step the
+    server is in (``get_client().evaluation_step``). True when that cannot be told (the speed,
+    the step or the warm-up's tokens unknown).
+    """
+    client = get_client()
+    speed, since = client.prompt_speed, script.ndb.warming_since
+    if not speed or since is None:
+        return True
+    done = (time.monotonic() - since) * speed
+    return stoppable(script.ndb.warming_tokens, done, client.evaluation_step)
 
 
 def worth_waiting(script) -> bool:

@@ -32,7 +32,7 @@ from ..llm.client import LLMContextOverflowError, LLMError, get_client
 from ..memory.archive import ArchiveError
 from ..settings import get_setting
 from .actions import ask_acting
-from .deadline import fit_reply, worth_waiting
+from .deadline import fit_reply, warm_up_stoppable, worth_waiting
 from .hearing import is_assistant_character, room_npcs, with_npcs
 from .last_active import note_reply
 from .notify import notify_admins
@@ -527,23 +527,28 @@ def _share_warm_up(script, prompt, shown):
     """
     Before a reply is asked for: wait for a cache warm-up evaluating the start of this
     ``prompt`` (a :class:`~ai_contrib.npc.reply_prompt.ReplyPrompt`; ``shown`` is
-    :func:`prompt_window`'s ``(window,
-    budget)``) when it is expected to end within the reply's time allowance
-    (:func:`ai_contrib.npc.deadline.worth_waiting`), or give the server up to the reply.
+    :func:`prompt_window`'s ``(window, budget)``) when it is expected to end within the reply's
+    time allowance (:func:`ai_contrib.npc.deadline.worth_waiting`) or when the server could not
+    drop it before it ends anyway (:func:`ai_contrib.npc.deadline.warm_up_stoppable`: it is in
+    its last evaluation step); else cancel it when that frees the server sooner
+    (``docs/design.md``, "Warming the cache after a compaction").
 
     Returns:
         Deferred[bool]: whether it waited.
     """
     if script.ndb.warming is None:
         return False
+    # a warm-up in its last evaluation step ends before the server takes the reply, cancelled
+    # or not: cancelling it would only lose what it leaves in the cache
+    stoppable = warm_up_stoppable(script)
     if starts_with(prompt(shown[1], shown[0]), script.ndb.warming_messages) \
-            and worth_waiting(script):
+            and (worth_waiting(script) or not stoppable):
         # a cache warm-up is evaluating the start of this prompt (ai_contrib.npc.warmup): the
         # server would evaluate the same tokens again beside it, so the reply takes its
         # work instead; the wait counts in the reply's time
         yield script.ndb.warming
         return True
-    if script.ndb.warming_request is not None:
+    if script.ndb.warming_request is not None and stoppable:
         # a prompt that starts otherwise (other listeners, a window, a note given up) gains
         # nothing from it, and one that would wait past its time allowance goes on from what
         # it can have in time (npc.deadline): the warm-up gives the server up to the reply
@@ -571,11 +576,12 @@ def _write_reply(script, character, prompt, shown, recall, world):
     """
     started = time.monotonic()
     waited = 0.0
-    if (yield _share_warm_up(script, prompt, shown)):
-        waited = time.monotonic() - started
+    # the room is told she is thinking while she waits for a warm-up too
     thinking = show_thinking_later(character)
     receipt = None
     try:
+        if (yield _share_warm_up(script, prompt, shown)):
+            waited = time.monotonic() - started
         # the NPC may act before it speaks (docs/design.md, "Actions")
         result = yield ask_acting(script, character, prompt, shown, _ask)
         _report_reply(script, character, result, time.monotonic() - started, waited)

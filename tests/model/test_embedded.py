@@ -279,6 +279,18 @@ def test_prompt_evaluation_threads_apart_from_generation_threads():
         assert config()["batch_threads"] == 3
 
 
+def test_the_client_weighs_cancels_against_the_step_the_child_is_given():
+    """The embedded server's evaluation step is set, not left to llama.cpp, and it is the one
+    the client counts on when it weighs cancelling a warm-up; another server's is unknown."""
+    from ai_contrib.llm.client import LLMClient
+
+    argv, _env = embedded.child_invocation("key")
+    step = json.loads(argv[2])["n_batch"]
+    assert step == embedded.EVALUATION_STEP_TOKENS
+    assert LLMClient(base_url="http://127.0.0.1:9/v1", embedded=True).evaluation_step == step
+    assert LLMClient(base_url="http://127.0.0.1:9/v1").evaluation_step is None
+
+
 def test_flash_attention_setting_reaches_the_child():
     """AI_EMBEDDED_FLASH_ATTENTION is off by default (slower generation on a CPU), and True,
     "auto" and environment strings map to the child's flash_attn; anything else is refused."""

@@ -12,6 +12,7 @@ from evennia.objects.objects import DefaultCharacter
 from evennia.utils import create
 
 from ai_contrib.core.prompts import prompt_head
+from ai_contrib.llm.client import get_client
 from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
 from tests.support.llm_double import reply, respond
@@ -178,6 +179,64 @@ class TestWarmup(WarmupCase):
         gate.set()
         wait_until(lambda: "warm-up ends" in events)
         self.assertEqual(events, ["warm-up starts", "reply", "warm-up ends"])
+
+    def held_past_the_allowance(self, answer, step):
+        """Talk once, then, with the server at 5 tokens/s evaluating ``step`` tokens a step,
+        compact with a held warm-up that would end long after the reply's 8 s allowance.
+        Returns ``(events, gate, warming)``."""
+        self.talk("Marta, a room for the night?")
+        # the server's speed from here on: the talk before was not built from less
+        for name, value in (("prompt_speed", 5.0), ("evaluation_step", step)):
+            patch = mock.patch.object(type(get_client()), name, new_callable=mock.PropertyMock,
+                                      return_value=value)
+            patch.start()
+            self.addCleanup(patch.stop)
+        events, gate = [], threading.Event()
+        self.compact(*held_warmup_then_reply(events, gate, answer))
+        self.assertIsNotNone(self.script.ndb.warming)
+        # the test's own control: the warm-up is past the allowance, so only the step decides
+        self.assertGreater(self.script.ndb.warming_tokens / 5.0, 8.0)
+        return events, gate, self.script.ndb.warming
+
+    @override_settings(AI_REPLY_EVALUATION_SECONDS=8.0)
+    def test_a_warm_up_in_its_last_step_is_waited_for_even_past_the_allowance(self):
+        # the server ends a step before it takes the reply: a cancel would lose the cache
+        events, gate, warming = self.held_past_the_allowance("Supper is stew.", step=10 ** 6)
+        self.script.receive_speech(self.char1, "And supper?")
+        turn = self.script.run_tick()
+        wait_until(lambda: warming.callbacks)  # the reply waits on the warm-up
+        self.assertFalse(turn.called)
+        gate.set()
+        wait_for(turn)
+        self.assertEqual(events, ["warm-up starts", "warm-up ends", "reply"])
+        self.assertGreater(self.script.ndb.last_reply["waited"], 0)
+
+    @override_settings(AI_REPLY_EVALUATION_SECONDS=8.0)
+    def test_a_warm_up_with_steps_left_past_the_allowance_is_given_up(self):
+        # a cancel in the first of many steps spares the server the rest
+        events, gate, warming = self.held_past_the_allowance("Supper is stew.", step=1)
+        self.script.receive_speech(self.char1, "And supper?")
+        wait_for(self.script.run_tick())  # with the warm-up still held
+        self.assertEqual(self.script.history[-1]["content"], "Supper is stew.")
+        self.assertEqual(events, ["warm-up starts", "reply"])
+        self.assertIsNone(wait_for(warming))  # cancelled
+        gate.set()
+        wait_until(lambda: "warm-up ends" in events)
+
+    def test_a_newcomer_leaves_a_warm_up_in_its_last_step_to_end(self):
+        # it cannot be stopped before it ends: cancelling it would free nothing
+        events, gate, warming = self.held_past_the_allowance("Welcome, stranger.", step=10 ** 6)
+        ann = create.create_object(DefaultCharacter, key="Ann", location=self.room1)
+        self.script.receive_speech(ann, "Marta, is there a room?")
+        wait_for(self.script.run_tick())  # the newcomer's reply goes on beside it
+        self.assertEqual(self.script.history[-1]["content"], "Welcome, stranger.")
+        self.assertEqual(events, ["warm-up starts", "reply"])
+        self.assertFalse(warming.called)  # not cancelled: still under way
+        self.assertIs(self.script.ndb.warming, warming)
+        gate.set()
+        wait_for(warming)
+        self.assertEqual(events, ["warm-up starts", "reply", "warm-up ends"])
+        self.assertIsNone(self.script.ndb.warming)
 
     def test_a_warm_up_that_cannot_be_built_costs_only_the_cache(self):
         self.talk("Marta, a room for the night?")
