@@ -800,6 +800,7 @@ class PipelineNPC:
         checks = fact_checks(entries, archived)
         scores = [f["score"] for f in fidelity]
         invented = metrics.invented_quotes(self.script.history, archived, entries)
+        kinds = metrics.journal_kinds(entries, archived)
         return {
             "summary_fidelity": scores,
             "fidelity_replaced": sum(1 for f in fidelity if f.get("replaced")),
@@ -821,6 +822,10 @@ class PipelineNPC:
             "journal_entries": len(entries),
             "invented_quotes_context": invented["context"],
             "invented_quotes_journal": invented["journal"],
+            "journal_junk": kinds["junk"],
+            "journal_classified": kinds["player"] + kinds["npc"] + kinds["junk"],
+            # each fact with its kind, for a check by hand (the --json file's details)
+            "journal_facts": kinds["contents"],
             "final_tokens": self.script.token_count(),
             "messages_in_context": len(self.script.history),
         }
@@ -1127,7 +1132,8 @@ def run_conversation(sample, systems, args, meter, progress, rows, stats, detail
         for key in ("replay_s", "qa_s", "answer_errors", "compactions", "failed_compactions",
                     "evictions", "masks", "facts", "facts_rejected", "facts_replaced",
                     "final_tokens", "fidelity_replaced", "fidelity_rejected",
-                    "invented_quotes_context", "invented_quotes_journal"):
+                    "invented_quotes_context", "invented_quotes_journal", "journal_junk",
+                    "journal_classified"):
             entry[key] += result.get(key, 0)
         if system not in BASELINES:
             entry.setdefault("summary_fidelity", []).extend(result.get("summary_fidelity", []))

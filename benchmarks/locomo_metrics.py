@@ -867,7 +867,8 @@ MEMORY_HEADER = ["system", "conversation", "facts journaled", "facts rejected",
                  "facts replaced by their line", "summaries scored",
                  "fidelity min", "fidelity median", "replaced by an extract",
                  "rejected", "max unsupported names+numbers %",
-                 "invented quotes in context", "invented quotes in journal"]
+                 "invented quotes in context", "invented quotes in journal",
+                 "junk facts (of facts classified)"]
 
 
 def memory_table_rows(systems, stats):
@@ -887,7 +888,8 @@ def memory_table_rows(systems, stats):
             journaled count)}, "summary_fidelity": [float], "fidelity_replaced": int,
             "fidelity_rejected": int, "max_unsupported_share": float | None, "facts": int,
             "facts_rejected": int, "facts_replaced": int, "invented_quotes_context": int,
-            "invented_quotes_journal": int (:func:`invented_quotes`)}}``;
+            "invented_quotes_journal": int (:func:`invented_quotes`), "journal_junk": int,
+            "journal_classified": int (:func:`journal_kinds`)}}``;
             systems without
             ``facts_by_conversation`` (baselines) get no row.
 
@@ -907,7 +909,7 @@ def memory_table_rows(systems, stats):
                 facts = {"journaled": facts}
             rows.append([system, conversation, facts.get("journaled", 0),
                          facts.get("rejected", "-"), facts.get("replaced", "-"),
-                         "", "", "", "", "", "", "", ""])
+                         "", "", "", "", "", "", "", "", ""])
         scores = s.get("summary_fidelity") or []
         worst = s.get("max_unsupported_share")
         rows.append([
@@ -918,8 +920,16 @@ def memory_table_rows(systems, stats):
             s.get("fidelity_replaced", 0), s.get("fidelity_rejected", 0),
             "-" if worst is None else _pct(worst),
             s.get("invented_quotes_context", "-"), s.get("invented_quotes_journal", "-"),
+            _junk_cell(s.get("journal_junk"), s.get("journal_classified")),
         ])
     return rows
+
+
+def _junk_cell(junk, classified):
+    """``"3 of 21 (14.3%)"``; ``"-"`` when nothing was classified."""
+    if not classified:
+        return "-"
+    return f"{junk} of {classified} ({_pct(junk / classified)}%)"
 
 
 def invented_quotes(history, archived, entries):
@@ -944,6 +954,63 @@ def invented_quotes(history, archived, entries):
                           if m.get("role") in ("user", "assistant") and not is_marker(m)])
     in_context = sum(len(check_quotes(text, said).failures)
                      for _position, _msg, text, summary in message_texts(history) if summary)
-    in_journal = sum(len(check_quotes(str(e.get("text") or ""), said).failures)
+    in_journal = sum(len(check_quotes(str(e.get("content") or ""), said).failures)
                      for e in entries)
     return {"context": in_context, "journal": in_journal}
+
+
+#: share of an entry's stemmed words one line must hold for the entry to be that line's fact
+#: (a restatement in the third person adds a name and changes a pronoun or two)
+FACT_SUPPORT = 0.6
+#: journal entries that hold what someone said (a synthesis or a compaction's entry is a
+#: summary, checked by the fidelity check instead)
+FACT_SOURCES = ("fact", "observation")
+
+
+def journal_kinds(entries, archived):
+    """
+    What the journal's facts are, by the benchmark's classifier (``docs/benchmarks.md``, "What
+    the journal holds"): ``"player"`` when one archived player line (role ``user``) holds at
+    least :data:`FACT_SUPPORT` of the entry's stemmed words, its speaker's name aside;
+    ``"npc"`` when one of the NPC's own lines does;
+    ``"junk"`` otherwise (a prompt's example, a question, words no one said together).
+
+    Args:
+        entries (list[dict]): journal entries (``ai_contrib.memory.journal`` shape: ``content``,
+            ``source_type``, optional ``speaker``); only :data:`FACT_SOURCES` are classified.
+        archived (list[dict]): the archive's messages (``role``, ``content``, ``name``).
+
+    Returns:
+        dict: ``{"player": int, "npc": int, "junk": int, "junk_share": float (0.0 with no
+        fact), "contents": [(kind, content), ...]}``.
+    """
+    lines = [(m.get("role"), set(stemmed_tokens(str(m.get("content") or ""))),
+              set(stemmed_tokens(str(m.get("name") or ""))))
+             for m in archived if m.get("role") in ("user", "assistant")]
+    counts, contents = {"player": 0, "npc": 0, "junk": 0}, []
+    for entry in entries:
+        if entry.get("source_type") not in FACT_SOURCES:
+            continue
+        kind = _fact_kind(entry, lines)
+        counts[kind] += 1
+        contents.append((kind, str(entry.get("content") or "")))
+    total = sum(counts.values())
+    return {**counts, "junk_share": counts["junk"] / total if total else 0.0,
+            "contents": contents}
+
+
+def _fact_kind(entry, lines):
+    """:func:`journal_kinds`'s kind of one entry; ``lines``: ``(role, words, name words)``."""
+    words = stemmed_tokens(str(entry.get("content") or ""))
+    best = {"user": 0.0, "assistant": 0.0}
+    for role, said, name in lines:
+        wanted = [w for w in words if w not in name]
+        if not wanted:
+            continue
+        share = sum(1 for w in wanted if w in said) / len(wanted)
+        best[role] = max(best[role], share)
+    if best["user"] >= FACT_SUPPORT and best["user"] >= best["assistant"]:
+        return "player"
+    if best["assistant"] >= FACT_SUPPORT:
+        return "npc"
+    return "junk"

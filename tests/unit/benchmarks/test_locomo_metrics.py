@@ -360,9 +360,36 @@ def test_invented_quotes_are_counted_where_a_prompt_reads_them():
     summary = ('- Caroline said: "My son hurt his leg."\n'
                '- Caroline said: "My brother crashed the car."')
     marker = make_marker(summary, said, 40, 20)
-    entries = [{"text": 'Melanie said: "Oh no, I am sorry."'},
-               {"text": 'Melanie said: "I will drive him home."'}, {"text": "No quote here."}]
+    # journal entries as ai_contrib.memory.journal.add_entry writes them
+    entries = [{"content": 'Melanie said: "Oh no, I am sorry."'},
+               {"content": 'Melanie said: "I will drive him home."'},
+               {"content": "No quote here."}]
     counts = m.invented_quotes([marker], said, entries)
     # one invented quote in the summary, one in the journal; the true quotes pass (control)
     assert counts == {"context": 1, "journal": 1}
     assert m.invented_quotes([], said, entries[:1]) == {"context": 0, "journal": 0}
+
+
+def test_journal_facts_are_a_player_line_an_npc_line_or_junk():
+    archived = [
+        {"role": "user", "name": "Caroline", "content": "I went to a LGBTQ support group "
+         "yesterday and it was so powerful."},
+        {"role": "assistant", "name": "Marta", "content": "Aye, that sounds like a good day."},
+        {"role": "tool", "content": "ok: recorded"},
+    ]
+    entries = [
+        {"source_type": "fact", "content": "Caroline went to an LGBTQ support group."},
+        {"source_type": "observation", "content": "That sounds like a good day."},
+        {"source_type": "fact", "content": "Alice is allergic to peanuts."},
+        {"source_type": "fact", "content": "How have you been feeling lately?"},
+        {"source_type": "synthesis", "content": "Alice is allergic to peanuts."},  # not a fact
+    ]
+    kinds = m.journal_kinds(entries, archived)
+    assert [k for k, _ in kinds["contents"]] == ["player", "npc", "junk", "junk"]
+    assert (kinds["player"], kinds["npc"], kinds["junk"]) == (1, 1, 2)
+    assert kinds["junk_share"] == 0.5
+    assert m.journal_kinds([], archived)["junk_share"] == 0.0
+    stats = {"summary": {"facts_by_conversation": {"conv-1": 4}, "facts": 4,
+                         "journal_junk": 2, "journal_classified": 4}}
+    cells = dict(zip(m.MEMORY_HEADER, m.memory_table_rows(["summary"], stats)[-1]))
+    assert cells["junk facts (of facts classified)"] == "2 of 4 (50.0%)"
