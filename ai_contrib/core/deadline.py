@@ -64,27 +64,29 @@ def evaluation_tokens(messages, previous, sizes) -> int:
     return sum(sizes[cached_messages(messages, previous):])
 
 
-def stoppable(tokens, done, step) -> bool:
+def after_step(tokens, done, step) -> float:
     """
-    Whether a request evaluating ``tokens`` prompt tokens, ``done`` of them evaluated so far,
-    can still be dropped before its evaluation ends, by a server that drops a cancelled request
-    only between steps of ``step`` tokens (llama.cpp's ``n_batch``): the step under way always
-    ends, so a request in its last step costs the server as much cancelled as finished, and its
-    client keeps nothing of it (``docs/design.md``, "Warming the cache after a compaction").
+    Tokens a request evaluating ``tokens`` prompt tokens, ``done`` of them evaluated so far,
+    has left after the step under way, on a server that drops a cancelled request only between
+    steps of ``step`` tokens (llama.cpp's ``n_batch``): all that a cancel now spares the server.
+    The step under way always ends, so a request in its last step costs the server as much
+    cancelled as finished, and its client keeps nothing of it (``docs/design.md``, "Warming the
+    cache after a compaction").
 
     Args:
-        tokens (int | None): the tokens the request evaluates; None: unknown.
+        tokens (int): the tokens the request evaluates.
         done (float): tokens evaluated so far (elapsed seconds times the prompt speed).
-        step (int | None): tokens per step; None: unknown.
+        step (int | None): tokens per step; None (unknown): every step is as small as can be,
+            and all that is left may be spared.
 
     Returns:
-        bool: True when the evaluation goes on past the step under way, or when ``tokens`` or
-        ``step`` is unknown (a cancel may then free the server).
+        float: tokens, 0.0 in the last step.
     """
-    if tokens is None or not step:
-        return True
+    done = max(0.0, float(done))
+    if not step:
+        return max(0.0, float(tokens) - done)
     step = int(step)
-    return (int(max(0.0, done)) // step + 1) * step < int(tokens)
+    return max(0.0, float(tokens) - (int(done) // step + 1) * step)
 
 
 def reply_timeout(tokens, speed, base, margin=DEADLINE_MARGIN) -> float:

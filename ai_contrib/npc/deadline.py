@@ -28,7 +28,7 @@ from ..core.deadline import (
     cached_messages,
     evaluation_tokens,
     reply_timeout,
-    stoppable,
+    after_step,
     window_start,
 )
 from ..core.tokens import count_conversation_tokens
@@ -131,33 +131,45 @@ def warm_up_lost(script) -> None:
     script.ndb.server_prompt = script.ndb.warming_until = None
 
 
-def warm_up_stoppable(script) -> bool:
+def warm_up_spared(script) -> float | None:
     """
-    Whether cancelling the warm-up under way would free the server before it ends
-    (:func:`ai_contrib.core.deadline.stoppable`): its evaluation goes on past the step the
-    server is in (``get_client().evaluation_step``). True when that cannot be told (the speed,
-    the step or the warm-up's tokens unknown).
+    Seconds of the server's work a cancel of the warm-up under way would spare: its evaluation
+    after the step the server is in (:func:`ai_contrib.core.deadline.after_step`, with
+    ``get_client().evaluation_step``) at the measured prompt speed. None when that cannot be
+    told (the speed or the warm-up's tokens unknown).
     """
     client = get_client()
-    speed, since = client.prompt_speed, script.ndb.warming_since
-    if not speed or since is None:
-        return True
+    speed, since, tokens = client.prompt_speed, script.ndb.warming_since, \
+        script.ndb.warming_tokens
+    if not speed or since is None or tokens is None:
+        return None
     done = (time.monotonic() - since) * speed
-    return stoppable(script.ndb.warming_tokens, done, client.evaluation_step)
+    return after_step(tokens, done, client.evaluation_step) / speed
+
+
+def warm_up_stoppable(script) -> bool:
+    """
+    Whether cancelling the warm-up under way would free the server before it ends: it has
+    evaluation left after the step the server is in (:func:`warm_up_spared`); True when that
+    cannot be told.
+    """
+    spared = warm_up_spared(script)
+    return spared is None or spared > 0
 
 
 def worth_waiting(script) -> bool:
     """
-    Whether a reply whose prompt starts with the warm-up under way may wait for it: the rest of
-    its evaluation is expected within ``AI_REPLY_EVALUATION_SECONDS`` (always, when either is
-    unknown). Otherwise the reply goes on from the prompt it can have in time, and the warm-up
-    is tried again when the NPC is idle.
+    Whether a reply whose prompt starts with the warm-up under way may wait for it: what a
+    cancel would spare the server (:func:`warm_up_spared`: the rest of its evaluation after the
+    step under way, which ends either way) is within ``AI_REPLY_EVALUATION_SECONDS`` (always,
+    when either is unknown). Otherwise the reply goes on from the prompt it can have in time,
+    and the warm-up is tried again when the NPC is idle.
     """
     seconds = script.cfg("reply_evaluation_seconds")
-    until = script.ndb.warming_until
-    if seconds is None or until is None:
+    spared = warm_up_spared(script)
+    if seconds is None or spared is None:
         return True
-    return until - time.monotonic() <= float(seconds)
+    return spared <= float(seconds)
 
 
 def _fits(prompt, messages, previous, allowance):
@@ -165,16 +177,19 @@ def _fits(prompt, messages, previous, allowance):
 
 
 def _built_from_less(script, prompt, shown, previous, allowance):
-    """The turn's prompt without its new notes, then with a shorter window, until what the
-    server must evaluate fits ``allowance`` (or only the turn is left). Sets ``prompt.cut``."""
+    """The turn's prompt without its new notes; else the short window the server holds (the
+    last one kept), with its new notes, then without; else a shorter window without them,
+    until what the server must evaluate fits ``allowance`` (or only the turn is left). Sets
+    ``prompt.cut``; the new notes left out leave the NPC's notes."""
     window, budget = shown
     notes = list(prompt.notes)
-    prompt.notes = [note for note in notes if not note.get("new")]
-    prompt.cut = {"new_notes": len(notes) - len(prompt.notes), "history_from": None}
-    _forget_unshown(script, notes, prompt.notes)
+    old_notes = [note for note in notes if not note.get("new")]
+    prompt.cut = {"new_notes": len(notes) - len(old_notes), "history_from": None}
+    prompt.notes = old_notes
     messages = prompt(budget, window)
     if _fits(prompt, messages, previous, allowance):
         script.ndb.short_start_id = None
+        _forget_unshown(script, notes, prompt.notes)
         return messages
     history = script.history
     ids = [m.get("id") for m in history]
@@ -182,11 +197,16 @@ def _built_from_less(script, prompt, shown, previous, allowance):
     last_start = next((i for i, line in enumerate(ids) if line in turn), len(ids) - 1)
     kept = script.ndb.short_start_id
     if kept in ids and ids.index(kept) <= last_start:
-        # the start of the last short window: the server's cache holds what follows it
-        messages = prompt(budget, (None, kept))
-        if _fits(prompt, messages, previous, allowance):
-            prompt.cut["history_from"] = kept
-            return messages
+        # the start of the last short window: the server's cache holds what follows it, so
+        # the new notes (what a question about the past needs) may still fit after it
+        for trial in (notes, old_notes):
+            prompt.notes = trial
+            messages = prompt(budget, (None, kept))
+            if _fits(prompt, messages, previous, allowance):
+                prompt.cut = {"new_notes": len(notes) - len(trial), "history_from": kept}
+                _forget_unshown(script, notes, prompt.notes)
+                return messages
+    _forget_unshown(script, notes, prompt.notes)
     counts = script.runtime.token_counts(history)
     system = prompt.sizes[0]  # the system message, and its standing sections
     start = window_start(counts, max(0, allowance - system), last_start)

@@ -527,28 +527,27 @@ def _share_warm_up(script, prompt, shown):
     """
     Before a reply is asked for: wait for a cache warm-up evaluating the start of this
     ``prompt`` (a :class:`~ai_contrib.npc.reply_prompt.ReplyPrompt`; ``shown`` is
-    :func:`prompt_window`'s ``(window, budget)``) when it is expected to end within the reply's
-    time allowance (:func:`ai_contrib.npc.deadline.worth_waiting`) or when the server could not
-    drop it before it ends anyway (:func:`ai_contrib.npc.deadline.warm_up_stoppable`: it is in
-    its last evaluation step); else cancel it when that frees the server sooner
-    (``docs/design.md``, "Warming the cache after a compaction").
+    :func:`prompt_window`'s ``(window, budget)``) when what a cancel would spare the server is
+    within the reply's time allowance (:func:`ai_contrib.npc.deadline.worth_waiting`: the
+    evaluation step under way ends either way); else cancel it when that frees the server
+    sooner (:func:`ai_contrib.npc.deadline.warm_up_stoppable`: it has steps left), and leave it
+    to end otherwise (``docs/design.md``, "Warming the cache after a compaction").
 
     Returns:
         Deferred[bool]: whether it waited.
     """
     if script.ndb.warming is None:
         return False
-    # a warm-up in its last evaluation step ends before the server takes the reply, cancelled
-    # or not: cancelling it would only lose what it leaves in the cache
-    stoppable = warm_up_stoppable(script)
+    # the step the server is evaluating ends before it takes the reply, cancelled or not: a
+    # cancel spares only what comes after it, and loses what the warm-up leaves in the cache
     if starts_with(prompt(shown[1], shown[0]), script.ndb.warming_messages) \
-            and (worth_waiting(script) or not stoppable):
+            and worth_waiting(script):
         # a cache warm-up is evaluating the start of this prompt (ai_contrib.npc.warmup): the
         # server would evaluate the same tokens again beside it, so the reply takes its
         # work instead; the wait counts in the reply's time
         yield script.ndb.warming
         return True
-    if script.ndb.warming_request is not None and stoppable:
+    if script.ndb.warming_request is not None and warm_up_stoppable(script):
         # a prompt that starts otherwise (other listeners, a window, a note given up) gains
         # nothing from it, and one that would wait past its time allowance goes on from what
         # it can have in time (npc.deadline): the warm-up gives the server up to the reply

@@ -145,6 +145,39 @@ class TestDeadline(NPCTestCase):
         self.assertEqual(self.script.db.reply_receipts[-1]["cut_for_time"]["history_from"],
                          cut["history_from"])
 
+    def fitted_with_note(self, text, words):
+        """The next turn's prompt fitted by :func:`deadline.fit_reply` with one new recall
+        note of ``words`` words anchored at the turn (as a retrieval for it makes one);
+        returns ``(messages, prompt)``."""
+        from ai_contrib.npc.replies import prompt_window
+        from ai_contrib.npc.reply_prompt import ReplyPrompt
+
+        self.script.receive_speech(self.char2, text)
+        turn = self.script.history[-1]["id"]
+        note = {"anchor": turn, "audience": None, "items": [], "new": True,
+                "text": "[MEMORY] " + " ".join(f"ferry{i}" for i in range(words)),
+                "tokens": words}
+        prompt = ReplyPrompt(self.script, self.npc, [turn], [self.char2.dbref], [note], [])
+        messages, _timeout = deadline.fit_reply(self.script, self.npc, prompt,
+                                                prompt_window(self.script, [turn]))
+        return messages, prompt
+
+    def test_a_new_note_is_kept_in_the_short_window_the_server_holds(self):
+        self.assertEqual(self.turn("What news from the road?"), "Aye (2).")
+        kept = self.script.ndb.short_start_id
+        self.assertIsNotNone(kept)  # built from less: the server holds a short window
+        messages, prompt = self.fitted_with_note("Do you remember the ferry?", 40)
+        sent = "\n".join(m["content"] for m in messages)
+        # the whole window does not fit even without the note: the short window the server
+        # holds is tried with the note before without it
+        self.assertIn("ferry39", sent)
+        self.assertNotIn("line 0 ", sent)
+        self.assertEqual(prompt.cut, {"new_notes": 0, "history_from": kept})
+        # control: a note the allowance cannot take is left out, in the same window
+        messages, prompt = self.fitted_with_note("And the ferryman?", 2000)
+        self.assertNotIn("ferry1999", "\n".join(m["content"] for m in messages))
+        self.assertEqual(prompt.cut, {"new_notes": 1, "history_from": kept})
+
     def test_an_acting_reply_over_its_allowance_is_built_from_less_and_says_so(self):
         self.script.db.actions = ["look"]
         self.server.act = True  # the model looks around before it speaks

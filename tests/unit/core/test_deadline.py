@@ -8,7 +8,7 @@ from ai_contrib.core.deadline import (
     cached_messages,
     evaluation_tokens,
     reply_timeout,
-    stoppable,
+    after_step,
     window_start,
 )
 from ai_contrib.core.tokens import PER_MESSAGE_OVERHEAD
@@ -60,15 +60,15 @@ def test_a_window_takes_the_newest_lines_that_fit_and_never_starts_after_the_tur
     assert window_start(counts, 0, 4) == 4
 
 
-def test_a_request_in_its_last_evaluation_step_cannot_be_stopped_before_it_ends():
+def test_a_cancel_spares_only_what_follows_the_evaluation_step_under_way():
     # one 2,048-token step: the server ends it whatever the client does
-    assert not stoppable(900, 0, 2048)
-    assert not stoppable(2048, 10, 2048)
-    # a longer evaluation: a cancel in its first step spares the rest, not in its last
-    assert stoppable(3000, 0, 2048)
-    assert stoppable(3000, 2047, 2048)
-    assert not stoppable(3000, 2048, 2048)
-    assert not stoppable(3000, 2900.5, 2048)
-    # nothing known: a cancel may free the server
-    assert stoppable(900, 0, None)
-    assert stoppable(None, 0, 2048)
+    assert after_step(900, 0, 2048) == 0
+    assert after_step(2048, 10, 2048) == 0
+    # a longer evaluation: a cancel in its first step spares the rest, none in its last
+    assert after_step(3000, 0, 2048) == 952
+    assert after_step(3000, 2047.9, 2048) == 952
+    assert after_step(3000, 2048, 2048) == 0
+    assert after_step(3000, 2900.5, 2048) == 0
+    # the step unknown: all that is left may be spared
+    assert after_step(900, 100, None) == 800
+    assert after_step(900, 1000, None) == 0
