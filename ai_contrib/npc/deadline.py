@@ -177,37 +177,85 @@ def _fits(prompt, messages, previous, allowance):
 
 
 def _built_from_less(script, prompt, shown, previous, allowance):
-    """The turn's prompt without its new notes; else the short window the server holds (the
-    last one kept), with its new notes, then without; else a shorter window without them,
-    until what the server must evaluate fits ``allowance`` (or only the turn is left). Sets
-    ``prompt.cut``; the new notes left out leave the NPC's notes."""
+    """The turn's prompt with fewer new notes (:func:`_fewer_notes`); else the short window
+    the server holds (the last one kept), with as many of them as fit; else a shorter window
+    without them, until what the server must evaluate fits ``allowance`` (or only the turn is
+    left). Sets ``prompt.cut``; the new notes left out leave the NPC's notes."""
     window, budget = shown
     notes = list(prompt.notes)
-    old_notes = [note for note in notes if not note.get("new")]
-    prompt.cut = {"new_notes": len(notes) - len(old_notes), "history_from": None}
-    prompt.notes = old_notes
-    messages = prompt(budget, window)
-    if _fits(prompt, messages, previous, allowance):
+    messages = _fewer_notes(prompt, budget, window, notes, previous, allowance)
+    history_from = None
+    if messages is None:
+        history = script.history
+        ids = [m.get("id") for m in history]
+        turn = set(prompt.turn_ids)
+        last_start = next((i for i, line in enumerate(ids) if line in turn), len(ids) - 1)
+        kept = script.ndb.short_start_id
+        if kept in ids and ids.index(kept) <= last_start:
+            # the start of the last short window: the server's cache holds what follows it,
+            # so the new notes (what a question about the past needs) may still fit after it
+            messages = _fewer_notes(prompt, budget, (None, kept), notes, previous, allowance)
+            history_from = kept
+        if messages is None:
+            prompt.notes = [note for note in notes if not note.get("new")]
+            history_from, messages = _shorter_window(script, prompt, budget, ids, last_start,
+                                                     previous, allowance)
+            script.ndb.short_start_id = history_from
+    else:
         script.ndb.short_start_id = None
-        _forget_unshown(script, notes, prompt.notes)
-        return messages
-    history = script.history
-    ids = [m.get("id") for m in history]
-    turn = set(prompt.turn_ids)
-    last_start = next((i for i, line in enumerate(ids) if line in turn), len(ids) - 1)
-    kept = script.ndb.short_start_id
-    if kept in ids and ids.index(kept) <= last_start:
-        # the start of the last short window: the server's cache holds what follows it, so
-        # the new notes (what a question about the past needs) may still fit after it
-        for trial in (notes, old_notes):
-            prompt.notes = trial
-            messages = prompt(budget, (None, kept))
-            if _fits(prompt, messages, previous, allowance):
-                prompt.cut = {"new_notes": len(notes) - len(trial), "history_from": kept}
-                _forget_unshown(script, notes, prompt.notes)
-                return messages
+    prompt.cut = {"new_notes": len(notes) - len(prompt.notes), "history_from": history_from}
+    _keep_trimmed(script, prompt.notes)
     _forget_unshown(script, notes, prompt.notes)
-    counts = script.runtime.token_counts(history)
+    return messages
+
+
+def _fewer_notes(prompt, budget, window, notes, previous, allowance):
+    """The prompt of ``window`` with ``notes``, the largest new note made smaller one step at a
+    time (:func:`_trimmed`: a recall note keeps its best half; a note without items is left
+    out: a large world note need not cost a question its memories), until what the server must
+    evaluate fits ``allowance``: the messages, ``prompt.notes`` set to those shown; None when
+    it does not fit even with no new note."""
+    trial = list(notes)
+    while True:
+        prompt.notes = trial
+        messages = prompt(budget, window)
+        if _fits(prompt, messages, previous, allowance):
+            return messages
+        new = [note for note in trial if note.get("new")]
+        if not new:
+            return None
+        largest = max(new, key=lambda note: int(note.get("tokens") or 0))
+        smaller = _trimmed(largest)
+        if smaller is None:
+            trial = [note for note in trial if note is not largest]
+        else:
+            trial = [smaller if note is largest else note for note in trial]
+
+
+def _trimmed(note):
+    """A new recall note with the better half of its items (best first), rendered again and
+    marked with the text it replaces (``"trimmed_from"``); None for a note of fewer than two
+    items or one without items (a world note), or without the memory package."""
+    items = note.get("items") or []
+    if len(items) < 2:
+        return None
+    try:
+        from ..memory.retrieval import render_note
+    except ImportError:
+        return None
+    from ..core.tokens import count_tokens
+
+    kept = items[:len(items) // 2]
+    text = render_note(kept)
+    return dict(note, items=kept, text=text, tokens=count_tokens(text),
+                trimmed_from=note.get("trimmed_from", note["text"]))
+
+
+def _shorter_window(script, prompt, budget, ids, last_start, previous, allowance):
+    """The newest history window that fits ``allowance``, tried from where the allowance
+    says and one message later at a time, at most :data:`MAX_WINDOW_TRIES` times, then the
+    turn alone: ``(id of its first message, messages)``."""
+    counts = script.runtime.token_counts(script.history)
     system = prompt.sizes[0]  # the system message, and its standing sections
     start = window_start(counts, max(0, allowance - system), last_start)
     for _ in range(MAX_WINDOW_TRIES):
@@ -218,8 +266,23 @@ def _built_from_less(script, prompt, shown, previous, allowance):
     else:
         start = last_start
         messages = prompt(budget, (None, ids[start]))
-    script.ndb.short_start_id = prompt.cut["history_from"] = ids[start]
-    return messages
+    return ids[start], messages
+
+
+def _keep_trimmed(script, shown):
+    """Put the trimmed notes the prompt shows (:func:`_trimmed`) in ``ndb.recall_notes`` in
+    place of the notes they were made from: the next turn shows them as the server holds
+    them."""
+    trims = {(note["anchor"], note["trimmed_from"]): note for note in shown
+             if note.get("trimmed_from") is not None}
+    if not trims:
+        return
+    kept = []
+    for note in script.ndb.recall_notes or []:
+        trim = trims.get((note.get("anchor"), note.get("text")))
+        kept.append(note if trim is None else {key: value for key, value in trim.items()
+                                               if key not in ("new", "trimmed_from")})
+    script.ndb.recall_notes = kept
 
 
 def _forget_unshown(script, notes, shown):

@@ -145,38 +145,80 @@ class TestDeadline(NPCTestCase):
         self.assertEqual(self.script.db.reply_receipts[-1]["cut_for_time"]["history_from"],
                          cut["history_from"])
 
-    def fitted_with_note(self, text, words):
-        """The next turn's prompt fitted by :func:`deadline.fit_reply` with one new recall
-        note of ``words`` words anchored at the turn (as a retrieval for it makes one);
-        returns ``(messages, prompt)``."""
+    def fitted_with_notes(self, text, *sizes):
+        """The next turn's prompt fitted by :func:`deadline.fit_reply` with new notes anchored
+        at the turn (as a retrieval and the NPC's world make them), the ``i``-th of
+        ``sizes[i]`` words ``note<i>w0 note<i>w1 ...``; returns ``(sent text, prompt)``."""
         from ai_contrib.npc.replies import prompt_window
         from ai_contrib.npc.reply_prompt import ReplyPrompt
 
         self.script.receive_speech(self.char2, text)
         turn = self.script.history[-1]["id"]
-        note = {"anchor": turn, "audience": None, "items": [], "new": True,
-                "text": "[MEMORY] " + " ".join(f"ferry{i}" for i in range(words)),
-                "tokens": words}
-        prompt = ReplyPrompt(self.script, self.npc, [turn], [self.char2.dbref], [note], [])
+        notes = [{"anchor": turn, "audience": None, "items": [], "new": True,
+                  "text": "[MEMORY] " + " ".join(f"note{i}w{w}" for w in range(words)),
+                  "tokens": words} for i, words in enumerate(sizes)]
+        prompt = ReplyPrompt(self.script, self.npc, [turn], [self.char2.dbref], notes, [])
         messages, _timeout = deadline.fit_reply(self.script, self.npc, prompt,
                                                 prompt_window(self.script, [turn]))
-        return messages, prompt
+        return "\n".join(m["content"] for m in messages), prompt
 
     def test_a_new_note_is_kept_in_the_short_window_the_server_holds(self):
         self.assertEqual(self.turn("What news from the road?"), "Aye (2).")
         kept = self.script.ndb.short_start_id
         self.assertIsNotNone(kept)  # built from less: the server holds a short window
-        messages, prompt = self.fitted_with_note("Do you remember the ferry?", 40)
-        sent = "\n".join(m["content"] for m in messages)
+        sent, prompt = self.fitted_with_notes("Do you remember the ferry?", 40)
         # the whole window does not fit even without the note: the short window the server
         # holds is tried with the note before without it
-        self.assertIn("ferry39", sent)
+        self.assertIn("note0w39", sent)
         self.assertNotIn("line 0 ", sent)
         self.assertEqual(prompt.cut, {"new_notes": 0, "history_from": kept})
-        # control: a note the allowance cannot take is left out, in the same window
-        messages, prompt = self.fitted_with_note("And the ferryman?", 2000)
-        self.assertNotIn("ferry1999", "\n".join(m["content"] for m in messages))
+        # a note the allowance cannot take is left out, and only it: the small one stays
+        sent, prompt = self.fitted_with_notes("And the ferryman?", 40, 2000)
+        self.assertIn("note0w39", sent)
+        self.assertNotIn("note1w1999", sent)
         self.assertEqual(prompt.cut, {"new_notes": 1, "history_from": kept})
+        self.assertEqual([note["tokens"] for note in prompt.notes if note.get("new")], [40])
+
+    def test_a_recall_note_too_large_for_the_allowance_keeps_its_best_items(self):
+        from ai_contrib.npc.replies import prompt_window
+        from ai_contrib.npc.reply_prompt import ReplyPrompt
+
+        self.assertEqual(self.turn("What news from the road?"), "Aye (2).")
+        self.assertIsNotNone(self.script.ndb.short_start_id)
+        self.script.receive_speech(self.char2, "Do you remember the ferry?")
+        turn = self.script.history[-1]["id"]
+        filler = " ".join(["the ferry crossed the grey river at dawn"] * 4)
+        items = [{"key": f"a:{i}", "kind": "archive", "line": f"- Wren said: item{i} {filler}"}
+                 for i in range(16)]  # best first; about 1,000 tokens in all
+        stored = {"anchor": turn, "audience": None, "items": items, "tokens": 1000,
+                  "text": "\n".join(item["line"] for item in items)}
+        self.script.ndb.recall_notes = [stored]
+        prompt = ReplyPrompt(self.script, self.npc, [turn], [self.char2.dbref],
+                             [dict(stored, new=True)], [])
+        messages, _timeout = deadline.fit_reply(self.script, self.npc, prompt,
+                                                prompt_window(self.script, [turn]))
+        sent = "\n".join(m["content"] for m in messages)
+        # the best items are shown, the worst are not (the control: both were in the note)
+        self.assertIn("item0 ", sent)
+        self.assertNotIn("item15 ", sent)
+        self.assertEqual(prompt.cut["new_notes"], 0)
+        self.assertLessEqual(self.server_tokens(messages), 1.5 * self.SPEED)
+        # the NPC keeps the note as shown: the next turn finds it in the server's cache
+        (note,) = self.script.ndb.recall_notes
+        self.assertIn(note["text"], sent)
+        self.assertLess(len(note["items"]), len(items))
+        self.assertNotIn("trimmed_from", note)
+
+    def server_tokens(self, messages):
+        """What the double's server would evaluate of ``messages`` now (its own counts)."""
+        from tests.support.llm_double import rough_tokens
+
+        same = 0
+        for new, old in zip(messages, self.server.previous):
+            if (new["role"], new["content"]) != (old["role"], old["content"]):
+                break
+            same += 1
+        return sum(rough_tokens(m["content"]) + 4 for m in messages[same:])
 
     def test_an_acting_reply_over_its_allowance_is_built_from_less_and_says_so(self):
         self.script.db.actions = ["look"]
