@@ -5,9 +5,11 @@ A reply prompt the server can evaluate in time, and the time its request may tak
 Before a reply is asked for, the tokens the server must evaluate (what follows the prefix of the
 NPC's last prompt, which its cache holds: ``ndb.server_prompt``) are weighed against the
 server's measured prompt speed. When they would take longer than ``AI_REPLY_EVALUATION_SECONDS``
-the prompt is built from less: first without the memories it would show for the first time,
-then with a shorter history window, the newest lines that fit, whose start is kept for the next
-replies (``ndb.short_start_id``) so that the server's cache covers it again. The request's time
+the prompt is built from less: first with less of the memories it would show for the first
+time (the largest new note halved or left out, one step at a time), then in the short window
+the server holds with as many of them as fit, then without them in a shorter history window,
+the newest lines that fit, whose start is kept for the next replies (``ndb.short_start_id``)
+so that the server's cache covers it again. The request's time
 limit is ``AI_LLM_TIMEOUT`` plus twice the evaluation of the whole prompt, so a slow server
 doing the work is waited for, and only one that answers nothing gets the fallback line. After a
 reply built from less, the prompt's start the server holds is the short window's
