@@ -27,10 +27,10 @@ from evennia.utils import logger
 
 from ..core.budget import note_allowance
 from ..core.deadline import (
+    after_step,
     cached_messages,
     evaluation_tokens,
     reply_timeout,
-    after_step,
     window_start,
 )
 from ..core.tokens import count_conversation_tokens
@@ -112,25 +112,22 @@ def request_timeout(script, messages, sizes=None) -> float:
 def warm_up_sent(script, messages) -> None:
     """
     Note a cache warm-up of ``messages`` sent now (:mod:`ai_contrib.npc.warmup`): the server
-    holds them next (``ndb.server_prompt``), and its evaluation of what it does not hold yet is
-    expected to end at ``ndb.warming_until`` (``time.monotonic()`` seconds; None when the
-    server's speed is unknown), after ``ndb.warming_tokens`` tokens evaluated from
-    ``ndb.warming_since``.
+    holds them next (``ndb.server_prompt``), and evaluates ``ndb.warming_tokens`` of them (what
+    it does not hold yet; None when the server's speed is unknown) from ``ndb.warming_since``
+    (``time.monotonic()`` seconds).
     """
-    speed = get_client().prompt_speed
-    script.ndb.warming_until = script.ndb.warming_tokens = None
+    script.ndb.warming_tokens = None
     script.ndb.warming_since = time.monotonic()
-    if speed:
+    if get_client().prompt_speed:
         held = cached_messages(messages, script.ndb.server_prompt)
-        tokens = count_conversation_tokens(messages[held:], script.cfg("llm_model"))
-        script.ndb.warming_tokens = tokens
-        script.ndb.warming_until = script.ndb.warming_since + tokens / speed
+        script.ndb.warming_tokens = count_conversation_tokens(messages[held:],
+                                                              script.cfg("llm_model"))
     script.ndb.server_prompt = messages
 
 
 def warm_up_lost(script) -> None:
     """A warm-up failed or was cancelled part way: what the server holds is not known."""
-    script.ndb.server_prompt = script.ndb.warming_until = None
+    script.ndb.server_prompt = script.ndb.warming_tokens = None
 
 
 def warm_up_spared(script) -> float | None:
