@@ -38,7 +38,7 @@ def memory_budget(memory_tokens, configured) -> int:
 
 
 def effective_budget(configured, window=None, reply_tokens=0, system_tokens=0, memory_tokens=0,
-                     window_source=None, world_tokens=0) -> dict:
+                     window_source=None, world_tokens=0, lent_tokens=0) -> dict:
     """
     The history budget of an NPC, in tokens, and where it comes from.
 
@@ -53,12 +53,17 @@ def effective_budget(configured, window=None, reply_tokens=0, system_tokens=0, m
             (``"llama.cpp /props"``, ``"AI_LLM_CONTEXT_WINDOW"``, ...).
         world_tokens (int): tokens the NPC's world may take (lore, pins, scene:
             :func:`ai_contrib.npc.world.world_reserve`; ``docs/design.md``, "The NPC's world").
+        lent_tokens (int): tokens the recall notes shown now take beyond ``memory_tokens``
+            (:func:`ai_contrib.core.recall_notes.notes_over_budget`): the history lends them,
+            so its budget is that much smaller until compaction takes the notes' anchors
+            (``docs/design.md``, "Recall notes", "Room lent by the history").
 
     Returns:
         dict: ``{"tokens": int, "configured": int, "window": int | None, "reserved": int,
-        "source": str}``: ``tokens`` is ``min(configured, window - reserved)`` (at least
-        :data:`MIN_HISTORY_BUDGET`), ``reserved`` the sum of reply, system, memory and
-        :data:`TEMPLATE_HEADROOM_TOKENS`, ``source`` a one-line human-readable account.
+        "lent": int, "source": str}``: ``tokens`` is ``min(configured, window - reserved)``
+        less ``lent`` (at least :data:`MIN_HISTORY_BUDGET`), ``reserved`` the sum of reply,
+        system, memory and :data:`TEMPLATE_HEADROOM_TOKENS`, ``source`` a one-line
+        human-readable account.
 
     Raises:
         ValueError: ``configured`` below 1, or a negative part.
@@ -66,9 +71,22 @@ def effective_budget(configured, window=None, reply_tokens=0, system_tokens=0, m
     configured = int(configured)
     if configured < 1:
         raise ValueError(f"max_context_tokens must be at least 1, got {configured}")
-    parts = (reply_tokens, system_tokens, memory_tokens, world_tokens)
+    parts = (reply_tokens, system_tokens, memory_tokens, world_tokens, lent_tokens)
     if any(int(p) < 0 for p in parts):
-        raise ValueError("reply, system, memory and world tokens must not be negative")
+        raise ValueError("reply, system, memory, world and lent tokens must not be negative")
+    info = _fitted(configured, window, reply_tokens, system_tokens, memory_tokens,
+                   window_source, world_tokens)
+    lent = int(lent_tokens)
+    info["lent"] = lent
+    if lent:
+        info["tokens"] = max(MIN_HISTORY_BUDGET, info["tokens"] - lent)
+        info["source"] += f" - {lent} lent to recall notes over their budget"
+    return info
+
+
+def _fitted(configured, window, reply_tokens, system_tokens, memory_tokens, window_source,
+            world_tokens):
+    """:func:`effective_budget` before any tokens are lent to the recall notes."""
     reserved = (int(reply_tokens) + int(system_tokens) + int(memory_tokens) + int(world_tokens)
                 + TEMPLATE_HEADROOM_TOKENS)
     info = {"tokens": configured, "configured": configured, "window": None, "reserved": reserved,

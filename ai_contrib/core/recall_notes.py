@@ -160,6 +160,49 @@ def lost_marks(gone) -> list[dict]:
     return list(marks.values())[-LOST_MARKS:]
 
 
+def notes_over_budget(notes, history_ids, budget_tokens) -> int:
+    """
+    Tokens the notes a prompt may show take beyond the memory budget: the most, over the
+    audiences of the ``notes`` anchored in the history, that the notes :func:`visible_notes`
+    gives one audience hold above ``budget_tokens`` (a question's note may borrow that room
+    from the history, :func:`plan_recall`'s ``lent_tokens``; ``docs/design.md``, "Recall
+    notes", "Room lent by the history"). O(notes x audiences); a few dozen notes at most.
+
+    Args:
+        notes (list[dict]): the NPC's notes (module docstring).
+        history_ids (container[str]): ids of the messages in the runtime history (``in`` only).
+        budget_tokens (int): the memory budget (``AI_MEMORY_RETRIEVAL_TOKEN_BUDGET``).
+
+    Returns:
+        int: tokens, 0 when every audience's notes fit the budget.
+    """
+    alive = [note for note in notes if note["anchor"] in history_ids]
+    audiences = {None if note.get("audience") is None else tuple(sorted(note["audience"]))
+                 for note in alive}
+    most = max((sum(note["tokens"] for note in alive if _covers(note.get("audience"), who))
+                for who in audiences), default=0)
+    return max(0, int(most) - int(budget_tokens))
+
+
+def lendable_tokens(history_budget, history_tokens, threshold) -> int:
+    """
+    Tokens the history can lend a question's note beyond the memory budget
+    (:func:`plan_recall`'s ``lent_tokens``): what its budget can lose before ``history_tokens``
+    reach ``threshold`` of it (the emergency compaction threshold), so a loan never starts a
+    compaction by itself; the compaction it brings nearer takes the notes' anchors and pays
+    it back (``docs/design.md``, "Recall notes", "Room lent by the history").
+
+    Args:
+        history_budget (int): the history's budget now, less what it lent already (tokens).
+        history_tokens (int): the history's tokens.
+        threshold (float): the fraction of the budget at which compaction is due, above 0.
+
+    Returns:
+        int: tokens, at least 0.
+    """
+    return max(0, int(history_budget - history_tokens / float(threshold)) - 1)
+
+
 def _covers(audience, listeners):
     """Whether every listener heard what ``audience`` heard (None on either side: no filter,
     yes): the one test of :func:`visible_notes` and of a lost note (:func:`plan_recall`)."""
@@ -169,7 +212,8 @@ def _covers(audience, listeners):
 
 
 def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count, listeners=None,
-                new_tokens=None, anchor_cost=None, asking=False, withdrawn=None) -> dict:
+                new_tokens=None, anchor_cost=None, asking=False, withdrawn=None,
+                lent_tokens=0) -> dict:
     """
     The notes after a turn's retrieval.
 
@@ -214,6 +258,8 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
             full of the notes of the last ones.
         withdrawn (set[str], optional): marks of sources staff erased (:func:`withdraw`): the
             notes holding one leave, and such a candidate is not added.
+        lent_tokens (int): tokens the history lends a question about the past beyond
+            ``budget_tokens`` (:func:`lendable_tokens`), within the same allowance.
 
     Returns:
         dict: ``{"notes": list[dict]`` (the new state: notes whose anchor left the history and
@@ -231,7 +277,8 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
                                            anchor_cost)
     keys = _shown_keys(shown)
     fresh = [item for item in items if item["key"] not in keys]
-    rooms = [_note_room(budget_tokens, shown, limit, compacted, dropped, spent)
+    lent = max(0, int(lent_tokens)) if asking else 0
+    rooms = [_note_room(budget_tokens, shown, limit, compacted, dropped, spent, lent)
              for limit in (allowance, float("inf"))]
     chosen, text, tokens = _fill(fresh, rooms[0], render, count)
     timed = rooms[0] < rooms[1]  # the allowance, not the budget, set the room: for the receipt
@@ -334,11 +381,12 @@ def _make_room(shown, budget_tokens, allowance, anchor_cost, subject_keys=frozen
     return shown, dropped, spent
 
 
-def _note_room(budget_tokens, shown, allowance, compacted, dropped, spent):
+def _note_room(budget_tokens, shown, allowance, compacted, dropped, spent, lent=0):
     """
     Tokens the turn's new note may take (:func:`plan_recall`), beside the ``shown`` notes:
     ``compacted`` when the listeners lost notes before, ``dropped`` the notes just given up,
-    which cost ``spent`` of the ``allowance``.
+    which cost ``spent`` of the ``allowance``, ``lent`` the tokens the history lends beyond
+    the budget.
 
     Returns:
         float: tokens (possibly negative: no room).
@@ -348,7 +396,8 @@ def _note_room(budget_tokens, shown, allowance, compacted, dropped, spent):
     # finds room without giving a note up; neither takes more than the reply may evaluate
     room = budget_tokens - sum(note["tokens"] for note in shown)
     if shown or compacted:
-        room = min(room, budget_tokens * TOPIC_ROOM, allowance)
+        # the history lends room only beside shown notes: a first note has the whole budget
+        room = min(room + (lent if shown else 0), budget_tokens * TOPIC_ROOM, allowance)
     if dropped:
         room = min(room, allowance - spent)
     return room

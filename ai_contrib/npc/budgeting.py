@@ -72,11 +72,13 @@ class BudgetHandler:
         The NPC's effective history budget and where it comes from
         (:func:`ai_contrib.core.budget.effective_budget`): ``max_context_tokens``, cut to the
         model's context window less the reply, the system prompt and the memory sections when
-        the window is known to the LLM client. Starts no request (see
-        :meth:`discover_window`). O(1): the system prompt's tokens are cached per persona text.
+        the window is known to the LLM client, less what the history lends the recall notes
+        (:meth:`lent`). Starts no request (see :meth:`discover_window`). O(1) in the history:
+        the system prompt's tokens are cached per persona text.
 
         Returns:
-            dict: ``{"tokens", "configured", "window", "reserved", "source"}`` (tokens).
+            dict: ``{"tokens", "configured", "window", "reserved", "lent", "source"}``
+            (tokens).
         """
         from ..llm.client import get_client
         from .world import world_reserve
@@ -93,6 +95,7 @@ class BudgetHandler:
             memory_tokens=memory,
             window_source=getattr(client, "context_window_source", None),
             world_tokens=world_reserve(script),
+            lent_tokens=self.lent(),
         )
 
     def _system_tokens(self):
@@ -122,6 +125,35 @@ class BudgetHandler:
         script = self.obj
         return memory_budget(script.cfg("memory_retrieval_token_budget"),
                              script.cfg("max_context_tokens"))
+
+    def lent(self) -> int:
+        """
+        Tokens the recall notes a prompt may show take beyond the memory budget, lent by the
+        history (:func:`ai_contrib.core.recall_notes.notes_over_budget`; ``docs/design.md``,
+        "Recall notes", "Room lent by the history"): the history's budget is that much smaller
+        until compaction takes the notes' anchors. O(notes); loads nothing while the NPC has
+        no notes.
+        """
+        from ..core.recall_notes import notes_over_budget
+
+        script = self.obj
+        notes = script.ndb.recall_notes
+        if not notes:
+            return 0
+        return notes_over_budget(notes, script.runtime.ledger, self.memory_budget())
+
+    def lendable(self) -> int:
+        """
+        Tokens the history could lend a question's note now, beside what it lent already
+        (:func:`ai_contrib.core.recall_notes.lendable_tokens`, up to the emergency compaction
+        threshold): the ``lent_tokens`` of :func:`ai_contrib.core.recall_notes.plan_recall`.
+        """
+        from ..core.recall_notes import lendable_tokens
+
+        script = self.obj
+        info = self.info()
+        return info["lent"] + lendable_tokens(
+            info["tokens"], script.token_count(), script.cfg("compact_emergency_threshold"))
 
     def tokens(self) -> int:
         """The effective history budget in tokens (see :meth:`info`)."""

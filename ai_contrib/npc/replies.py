@@ -132,6 +132,8 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None) ->
             script.memory_budget(), render_note, count_tokens,
             listeners=None if listeners is None else list(listeners),
             new_tokens=allowance, asking=asks is not None,
+            # docs/design.md, "Recall notes", "Room lent by the history"
+            lent_tokens=script.budgeting.lendable() if asks is not None else 0,
             anchor_cost=anchor_costs([m["id"] for m in shown],
                                      script.runtime.token_counts(shown)),
             # what staff erased since a note was shown leaves it (npc.erase.withdraw_recall)
@@ -555,6 +557,14 @@ def _share_warm_up(script, prompt, shown):
     return False
 
 
+def _items_shown(items, notes) -> list:
+    """The turn's retrieval ``items`` for its receipt, each ``new`` only while a new note the
+    prompt shows holds it: a reply built from less for time (:func:`ai_contrib.npc.deadline.
+    fit_reply`) may have trimmed a new note or left it out."""
+    shown = {item["key"] for note in notes if note.get("new") for item in note.get("items") or ()}
+    return [dict(item, new=bool(item.get("new")) and item["key"] in shown) for item in items]
+
+
 @defer.inlineCallbacks
 def _write_reply(script, character, prompt, shown, recall, world):
     """
@@ -587,7 +597,8 @@ def _write_reply(script, character, prompt, shown, recall, world):
         receipt = make_receipt(
             script.cfg("llm_model") or getattr(result, "model", None),
             script.ndb.last_reply["seconds"], script.ndb.last_reply.get("prompt"),
-            prompt.parts, recall["items"], prompt.listeners.values())
+            prompt.parts, _items_shown(recall["items"], prompt.notes),
+            prompt.listeners.values())
         if world["skipped"]:
             receipt["world_skipped"] = world["skipped"]
         if recall.get("recall"):

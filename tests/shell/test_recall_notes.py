@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from ai_contrib.core.prompts import assemble_reply_prompt
 from ai_contrib.core.recall_notes import (
-    QUESTION_DROP_SHARE, item_marks, plan_recall, visible_notes, withdraw)
+    QUESTION_DROP_SHARE, item_marks, lendable_tokens, notes_over_budget, plan_recall,
+    visible_notes, withdraw)
 
 from tests.support.llm_double import reply
 from tests.support.npc_fixtures import NPCTestCase
@@ -197,6 +198,59 @@ def test_follow_up_questions_on_one_subject_keep_its_notes_and_give_up_older_sub
     moved = [item(key, 8) for key in ("u", "v", "w", "r", "s")]
     going_on = plan_recall(notes, moved, "m4", ids, 60, render, count, asking=True)
     assert ["r", "s"] in [[i["key"] for i in n["items"]] for n in going_on["shown"]]
+
+
+def _note(anchor, *keys, audience=None):
+    items = [item(key, 8) for key in keys]
+    return {"anchor": anchor, "audience": audience, "items": items, "text": render(items),
+            "tokens": count(render(items))}
+
+
+def test_a_question_that_finds_the_budget_full_borrows_the_historys_room():
+    # the budget is full and giving up either older note costs more than the allowance
+    notes = [_note("m1", "a", "a2", "a3"), _note("m2", "b", "b2")]  # 49 of 50 tokens
+    ids = {"m1", "m2", "m3"}
+    costs = {"m1": 80, "m2": 40, "m3": 1}
+    asked = [item(key, 8) for key in ("u", "v", "w")]  # 9 tokens each, 28 for all three
+
+    def ask(lent, asking=True, allowance=30):
+        return plan_recall(notes, asked, "m3", ids, 50, render, count, new_tokens=allowance,
+                           anchor_cost=costs, asking=asking, lent_tokens=lent)
+
+    # control: nothing lent, nothing given up, no room for the question's memories
+    assert ask(0)["new"] is None and ask(0)["dropped"] == 0
+    lent = ask(20)
+    assert lent["dropped"] == 0 and [i["key"] for i in lent["new"]["items"]] == ["u", "v"]
+    assert lent["new"]["tokens"] <= 20 + 1  # the room left in the budget and the loan
+    # the allowance still bounds it: a large loan adds no more than the reply may evaluate
+    capped = ask(500, allowance=12)
+    assert [i["key"] for i in capped["new"]["items"]] == ["u"]
+    # small talk never borrows (same allowance: only the loan differs)
+    assert ask(500, asking=False)["new"] is None
+    # a first note is not lent to: it has the whole budget and no more
+    first = plan_recall([], [item(k, 8) for k in "abcdefg"], "m3", ids, 50, render, count,
+                        asking=True, lent_tokens=500)
+    assert first["new"]["tokens"] <= 50 < 50 + 500
+
+
+def test_notes_over_budget_are_counted_per_audience_and_leave_with_their_anchor():
+    notes = [_note("m1", "a", "a2", "a3", audience=["#1"]),          # 29 tokens
+             _note("m2", "b", "b2", audience=["#1", "#2"]),          # 20
+             _note("m3", "c", "c2", "c3", "c4", audience=["#2"])]   # 38
+    ids = {"m1", "m2", "m3"}
+    # #1 is shown 29 + 20 = 49, #2 20 + 38 = 58: the most one prompt shows counts
+    assert notes_over_budget(notes, ids, 50) == 8
+    assert notes_over_budget(notes, ids, 60) == 0
+    # compaction took m3's line: its note no longer counts
+    assert notes_over_budget(notes, {"m1", "m2"}, 40) == 9
+    assert notes_over_budget([], ids, 10) == 0
+
+
+def test_the_history_lends_only_what_keeps_it_under_the_compaction_threshold():
+    # budget 1,000 tokens, 600 used, threshold 0.8: it may lose 1,000 - 750 = 250 (less one)
+    loan = lendable_tokens(1000, 600, 0.8)
+    assert loan == 249 and 600 / (1000 - loan) < 0.8
+    assert lendable_tokens(1000, 800, 0.8) == 0 and lendable_tokens(1000, 900, 0.8) == 0
 
 
 def test_the_first_note_may_fill_the_budget_and_a_note_beside_it_takes_at_most_half():
@@ -490,6 +544,48 @@ class AQuestionAboutThePastGetsTime(NPCTestCase):
         shown = [m["text"] for m in more["memories"]]
         self.assertTrue([t for t in shown if "harvest fair" in t], more["memories"])
         self.call_receipt_screen("a follow-up of the subject in hand")
+
+    def test_a_question_borrows_room_when_older_subjects_fill_the_memory_budget(self):
+        kettle = self.script.add_message(
+            "user", "The copper kettle cracked when the smith dropped it.", name="Bob")
+        self.script.runtime.evict([kettle["id"]], reason="test")
+        # small talk and questions get the same 50 tokens (0.5 s at 100 tokens/s): only the
+        # loan tells them apart; the memory budget holds two notes of a line, a note beside
+        # others half of it
+        with override_settings(AI_MEMORY_ENABLED=False, AI_PROMPT_TOKENS_PER_SECOND=100,
+                               AI_MEMORY_NOTE_SECONDS=0.5, AI_MEMORY_QUESTION_SECONDS=0.5,
+                               AI_MEMORY_RETRIEVAL_TOKEN_BUDGET=80,
+                               AI_MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT=0,
+                               AI_MEMORY_RETRIEVAL_SESSION_WEIGHT=0):
+            self.ask("Where is the silver key, Marta?")
+            self.ask("Who cracked the copper kettle?")
+            self.assertEqual(len(self.script.ndb.recall_notes), 2)
+            # both notes are far back now: giving either up costs more than 50 tokens
+            self.fill(6, words=12)
+            budget = self.script.budget()
+            self.assertEqual(self.script.budget_info()["lent"], 0)
+            small = self.ask("Wren and her river paintings, lovely weather for it.")
+            self.assertIsNone(small["recall"]["asks"])
+            self.assertFalse([m for m in small["memories"] if m["new"]], small["memories"])
+            asked = self.ask("Do you remember what Wren paints by the river?")
+            # the history lent the room, and its budget is that much smaller
+            info = self.script.budget_info()
+            self.assertGreater(info["lent"], 0)
+            self.assertLessEqual(info["lent"], 50)
+            self.assertEqual(self.script.budget(), budget - info["lent"])
+            self.assertIn("lent to recall notes", info["source"])
+            # compaction takes the key's line out of the context: the loan is paid back
+            self.script.runtime.evict([self.script.ndb.recall_notes[0]["anchor"]],
+                                      reason="test")
+            self.assertEqual(self.script.budget_info()["lent"], 0)
+            self.assertEqual(self.script.budget(), budget)
+        self.assertEqual(asked["recall"]["asks"], "remember")
+        new = [m["text"] for m in asked["memories"] if m["new"]]
+        self.assertTrue([t for t in new if "paints herons" in t], asked["memories"])
+        prompt = "\n".join(m["content"] for m in self.llm.requests[-1]["messages"])
+        # the older notes stayed (the cached prefix holds them) beside the new one
+        for words in ("paints herons", "silver key lies", "copper kettle cracked"):
+            self.assertIn(words, prompt)
 
     def call_receipt_screen(self, expected):
         from ai_contrib.admin.history_command import CmdAIHistory

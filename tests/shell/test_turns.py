@@ -84,6 +84,20 @@ def test_a_budget_within_the_window_and_an_unknown_window_keep_the_setting():
         effective_budget(10, reply_tokens=-1)
 
 
+def test_tokens_lent_to_recall_notes_come_off_the_history_budget():
+    base = effective_budget(100_000, window=4096, reply_tokens=96, memory_tokens=600)
+    lent = effective_budget(100_000, window=4096, reply_tokens=96, memory_tokens=600,
+                            lent_tokens=150)
+    assert base["lent"] == 0 and lent["lent"] == 150
+    assert lent["tokens"] == base["tokens"] - 150 and "150 lent" in lent["source"]
+    assert "lent" not in base["source"]
+    # a window the setting does not reach lends from the setting
+    assert effective_budget(4000, window=128_000, lent_tokens=100)["tokens"] == 3900
+    assert effective_budget(300, lent_tokens=200)["tokens"] == MIN_HISTORY_BUDGET
+    with pytest.raises(ValueError):
+        effective_budget(1000, lent_tokens=-1)
+
+
 # -- core.prompts: the listener filter and the cut ----------------------------------------------
 
 def _contents(messages):

@@ -208,6 +208,12 @@ class TestDeadline(NPCTestCase):
         self.assertIn(note["text"], sent)
         self.assertLess(len(note["items"]), len(items))
         self.assertNotIn("trimmed_from", note)
+        # the receipt calls new only what the trimmed note shows
+        from ai_contrib.npc.replies import _items_shown
+
+        marked = _items_shown([dict(item, new=True) for item in items], prompt.notes)
+        self.assertEqual([item["new"] for item in marked],
+                         [i < len(note["items"]) for i in range(len(items))])
 
     def server_tokens(self, messages):
         """What the double's server would evaluate of ``messages`` now (its own counts)."""
