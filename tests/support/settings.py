@@ -8,7 +8,9 @@ The database is chosen by the environment alone: ``AI_DATABASE_URL`` (see
 directory is saved and restored around the import.
 """
 
+import atexit
 import os
+import shutil
 import tempfile
 
 from ai_contrib.database_url import databases_from_env
@@ -19,7 +21,16 @@ try:
 finally:
     os.chdir(_cwd)
 
-_LOG_DIR = tempfile.mkdtemp(prefix="ai-contrib-test-logs-")
+
+def _throwaway(prefix):
+    """A new directory under the system's temporary directory, removed when this process
+    exits (each test process imports these settings once and has directories of its own)."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+_LOG_DIR = _throwaway("ai-contrib-test-logs-")
 LOG_DIR = _LOG_DIR
 SERVER_LOG_FILE = os.path.join(_LOG_DIR, "server.log")
 PORTAL_LOG_FILE = os.path.join(_LOG_DIR, "portal.log")
@@ -36,7 +47,7 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 SECRET_KEY = "ai-contrib-tests-only"
 
 # the archive of raw messages goes to a throwaway directory
-AI_ARCHIVE_DIR = tempfile.mkdtemp(prefix="ai-contrib-test-archive-")
-AI_MEMORY_DIR = tempfile.mkdtemp(prefix="ai-contrib-test-memory-")
+AI_ARCHIVE_DIR = _throwaway("ai-contrib-test-archive-")
+AI_MEMORY_DIR = _throwaway("ai-contrib-test-memory-")
 AI_LLM_BASE_URL = "http://127.0.0.1:9/v1"  # tests point this at their own HTTP doubles
 AI_TICK_INTERVAL = 3600  # tests drive ticks by hand
