@@ -723,6 +723,28 @@ class PipelineNPC:
         self._tally("emergency", wait(rag_memory.check_emergency_compaction(script, npc)))
         return prompt, memories, dict(recall.get("recall") or {}, new_tokens=new_tokens)
 
+    def warm_reply_cache(self):
+        """
+        Before the game path's first question with ``--answer``: the reply server's cache
+        warmed with the NPC's reply prompt (:func:`ai_contrib.npc.warmup.warm_reply_cache`, the
+        warm-up a game's tick sends after a reply whose prompt start changed, and after a
+        restart to the NPCs last spoken to), waited for, where a game warms
+        (:func:`ai_contrib.npc.warmup.warmup_enabled`: the embedded model by default). The
+        replay stores the lines but sends no reply, so without it the first question would
+        meet a server that has never seen the prompt, which no talk under way has; it also
+        measures the server's prompt speed, as a game's replies have by then.
+
+        Returns:
+            list[dict] | None: the messages warmed (what the server's prefix cache holds now),
+            None where a game does not warm.
+        """
+        from ai_contrib.npc.warmup import warm_reply_cache, warmup_enabled
+
+        if not warmup_enabled():
+            return None
+        wait(warm_reply_cache(self.script, self.npc, [self.player.dbref]))
+        return list(self.script.ndb.warming_messages or ())
+
     def say_in_game(self, text):
         """
         One turn of the game path with the model answering (``--answer``), as a game runs it:
@@ -751,11 +773,13 @@ class PipelineNPC:
         if tick is not None:
             wait(tick)
         seconds = time.perf_counter() - started
+        # found before the memory work the turn started ends: a compaction right after the
+        # reply may take it out of the history (replace_all takes the whole history)
+        said = next((m for m in reversed(script.history[-4:]) if m.get("role") == "assistant"
+                     and msg["id"] in ((m.get("metadata") or {}).get("reply_to") or ())), None)
         for work in (script.ndb.after_turn, script.ndb.memory_work):
             if work is not None and not work.called:
                 wait(work)
-        said = next((m for m in reversed(script.history[-4:]) if m.get("role") == "assistant"
-                     and msg["id"] in ((m.get("metadata") or {}).get("reply_to") or ())), None)
         answered = said is not None
         receipt = next((r for r in reversed(script.db.reply_receipts or ())
                         if answered and r.get("seq") == said.get("seq")), {})
@@ -1079,6 +1103,8 @@ def ask_in_game(conv, system, npc, args, meter, progress, rows):
     from ai_contrib.core.tokens import count_message_tokens
 
     previous = None  # the last prompt: what the server's prefix cache holds
+    if args.answer:
+        previous = npc.warm_reply_cache()  # a talk under way: its last reply left it warm
     progress.stage(f"{conv.sample_id} {system} in a game", len(conv.questions), "q")
     for i, q in enumerate(conv.questions):
         progress.update(i, llm_calls=meter.of(system))
