@@ -54,6 +54,7 @@ __all__ = [
     "sentences",
     "source_lines",
     "source_names",
+    "summary_speaker",
     "unknown_items",
 ]
 
@@ -353,16 +354,32 @@ _UNNAMED = {"the game": "", "someone": ""}
 _PRONOUNS = frozenset("i we you he she they".split())
 
 
+def summary_speaker(text) -> str | None:
+    """
+    Whose words a summary's line gives (``"- Marta said: ..."``, the extract's form too).
+
+    Args:
+        text (str): one line of a summary (:attr:`SourceLine.text`).
+
+    Returns:
+        str | None: the speaker's name, case-folded (``""`` for the game's lines); None when
+        the line gives no one's words or opens with a pronoun ("I said: ...").
+    """
+    said = _SAID.match((text or "").strip().lstrip("-*\u2022 ").strip())
+    if not said:
+        return None
+    who = said.group("who").casefold()
+    return None if who in _PRONOUNS else _UNNAMED.get(who, who)
+
+
 def _claims(summary):
     """``(speaker, sentence)`` per sentence of ``summary``: ``speaker`` is the case-folded name
     a line opening ``"Name said:"`` gives its words (``""`` for the game's lines), else None."""
     for raw in (summary or "").splitlines():
         body = raw.strip().lstrip("-*\u2022 ").strip()
         said = _SAID.match(body)
-        speaker = None
+        speaker = summary_speaker(body)
         if said:
-            who = said.group("who").casefold()
-            speaker = None if who in _PRONOUNS else _UNNAMED.get(who, who)
             body = body[said.end():]
         for sentence in sentences(body):
             yield speaker, sentence

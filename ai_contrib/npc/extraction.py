@@ -57,7 +57,7 @@ from ..core.cuts import EXTRACTION_TYPE
 from ..core.fact_policy import capped_importance, said_by_npc, said_by_player
 from ..core.fidelity import fact_problem, says_one_of, source_text
 from ..core.grounding import (Grounding, attributed_line, check_fact, line_entity,
-                              source_lines)
+                              source_lines, summary_speaker)
 from ..core.outcome import FAILED, SUCCESS, ExtractionResult
 from ..core.quotes import check_quotes, speaker_lines
 from ..core.rule_facts import states_nothing
@@ -565,8 +565,8 @@ class _Extraction:
     def players_verdict(self, text, verdict):
         """
         ``verdict`` (:func:`check_fact` of ``text`` on the span) checked again without the NPCs'
-        lines (the NPC's own replies, other NPCs' lines; ``docs/design.md``, "Facts players
-        said"): an NPC's words are a fact only where a player's line says them too, and a fact
+        lines (the NPC's own replies, other NPCs' lines, a summary's lines giving an NPC's
+        words; ``docs/design.md``, "Facts players said"): an NPC's words are a fact only where a player's line says them too, and a fact
         that fails is replaced only by a line no NPC said.
 
         Returns:
@@ -575,8 +575,11 @@ class _Extraction:
             archive seq of its line where that line took the place of an NPC's as the best (the
             fact then cites it), else None.
         """
+        npcs = self._npc_names()
+        # a summary's line stands for its speaker: "Marta said: ..." is still Marta's words
         others = [i for i, line in enumerate(self.lines)
-                  if line.summary or not said_by_npc(self.span[line.index])]
+                  if (summary_speaker(line.text) not in npcs if line.summary
+                      else not said_by_npc(self.span[line.index]))]
         if len(others) == len(self.lines):
             return verdict, None
         own = check_fact(text, [self.lines[i] for i in others])
@@ -587,6 +590,14 @@ class _Extraction:
         switched = own.passed and line is not None and line != verdict.line
         seq = self.span[self.lines[line].index].get("seq") if switched else None
         return Grounding(own.support, line, own.reason), seq if isinstance(seq, int) else None
+
+    def _npc_names(self):
+        """The NPCs' names, case-folded: this NPC's and every speaker of an NPC's line in the
+        view (:func:`ai_contrib.core.fact_policy.said_by_npc`)."""
+        names = {str(getattr(self.character, "key", "") or "").casefold()}
+        names.update(str(msg.get("name") or "").casefold() for msg in self.span
+                     if said_by_npc(msg))
+        return names - {""}
 
     @defer.inlineCallbacks
     def execute(self, calls, mode=None):

@@ -157,6 +157,24 @@ class TestNPCLines(ExtractorTestCase):
         self.assertEqual(entry["importance"], NPC_LINE_MAX_IMPORTANCE)  # 9 asked, capped
 
 
+    def test_an_npc_s_words_in_a_summary_are_still_the_npc_s(self):
+        from ai_contrib.core.messages import MARKER_TYPE, SUMMARY_PREFIX
+
+        # an extract quotes the NPC's reply as her words: they pass no more than her line does
+        self.script.add_message("system", f"{SUMMARY_PREFIX}\n- {self.npc.key} said: "
+                                f"{self.ROAD}", metadata={"type": MARKER_TYPE})
+        said = self.npc_says("The weather turns tomorrow.")
+        result = self.cite(said)
+        self.assertEqual((result["facts_recorded"], result["facts_rejected"]), (0, 1), result)
+        self.assertEqual(self.facts(), [])
+        # positive control: the same summary line giving a player's words is a fact
+        self.script.add_message("system", f"{SUMMARY_PREFIX}\n- Carol said: {self.ROAD}",
+                                metadata={"type": MARKER_TYPE})
+        result = self.cite(said)
+        self.assertEqual(result["facts_recorded"], 1, result)
+        self.assertEqual([e["content"] for e in self.facts()], [self.ROAD])
+
+
 class TestReplacedByAQuestion(ExtractorTestCase):
     #: every word is in the talk (the word-level check passes), no line holds 70 % of them
     GLUED = "Carol's sister Anwen is coming for the good mutton stew tonight."
