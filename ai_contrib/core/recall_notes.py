@@ -211,9 +211,55 @@ def _covers(audience, listeners):
     return frozenset(listeners) <= frozenset(audience)
 
 
+def plan_ahead(notes, items, history_ids, budget_tokens, render, count, listeners=None,
+               lent_tokens=0, withdrawn=None) -> dict | None:
+    """
+    The note a follow-up on the subject in hand would show, fetched ahead while the player
+    types (``docs/design.md``, "Recall notes", "Fetched ahead"): the last question's
+    candidates that no shown note holds (the ones left out for time), best first, within the
+    room a note beside the shown ones has (:data:`TOPIC_ROOM` of the budget, and what is left
+    of it and of ``lent_tokens``), with no time limit. The shell has the server evaluate it
+    after the prompt's opening; the next turn shows it first if it goes on with the subject
+    (:func:`plan_recall`'s ``ahead``).
+
+    Args:
+        notes, items, history_ids, budget_tokens, render, count, listeners, lent_tokens,
+            withdrawn: as :func:`plan_recall` (``items``: the last turn's candidates).
+
+    Returns:
+        dict | None: a note (module docstring) with ``"anchor": None`` (the turn to come),
+        or None when no candidate fits.
+    """
+    notes, items, _ = withdraw(notes, items, withdrawn)
+    _alive, _gone, _compacted, shown = _split(notes, history_ids, listeners)
+    keys = _shown_keys(shown)
+    fresh = [item for item in items if item["key"] not in keys]
+    room = _note_room(budget_tokens, shown, float("inf"), True, [], 0, max(0, int(lent_tokens)))
+    chosen, text, tokens = _fill(fresh, room, render, count)
+    if not chosen:
+        return None
+    return {"anchor": None, "audience": None if listeners is None else sorted(listeners),
+            "items": chosen, "text": text, "tokens": tokens}
+
+
+def _ready(ahead, items, anchor, listeners, withdrawn, shown_keys):
+    """The note fetched ahead (:func:`plan_ahead`), anchored at ``anchor``, when the turn goes
+    on with its subject (most of its items among the turn's ``items``), it was made for the
+    ``listeners``, nothing in it was erased and no shown note holds its items (an ahead
+    note is shown once); else None."""
+    if not ahead or not ahead.get("items"):
+        return None
+    audience = None if listeners is None else sorted(listeners)
+    if ahead.get("audience") != audience or not withdraw([ahead], [], withdrawn)[0]:
+        return None
+    if _shown_keys([ahead]) & shown_keys or not _on_subject(ahead, {i["key"] for i in items}):
+        return None
+    return dict(ahead, anchor=anchor)
+
+
 def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count, listeners=None,
                 new_tokens=None, anchor_cost=None, asking=False, withdrawn=None,
-                lent_tokens=0) -> dict:
+                lent_tokens=0, ahead=None) -> dict:
     """
     The notes after a turn's retrieval.
 
@@ -222,11 +268,8 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     far as the room left in the budget allows: all of it when no note is shown and none was lost
     (a question asked afresh pays once for what the NPC remembers), else at most
     :data:`TOPIC_ROOM` of the budget and ``new_tokens``, the tokens a reply may spend evaluating
-    memories (``docs/design.md``, "Recall notes": the latency allowance). A conversation whose
-    notes a compaction has just taken away (their anchors left the history) goes on under the
-    allowance too, on every later turn, not only the next (:func:`lost_marks`: the NPC keeps a
-    mark of the notes its listeners lost): its notes would otherwise take the whole budget in
-    the middle of the talk, again whenever a note had been lost a turn before. When
+    memories (``docs/design.md``, "Recall notes": the latency allowance), also on every turn
+    after a compaction took notes these listeners were shown (:func:`lost_marks`). When
     none of the turn's best :data:`TOPIC_ITEMS` candidates is shown and no shown note is
     mostly among its candidates, the subject has changed: the newest shown notes are given
     up, one at a time, until :data:`TOPIC_ROOM` of the budget is free, but only while what
@@ -246,25 +289,26 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
             (``AI_MEMORY_RETRIEVAL_TOKEN_BUDGET``).
         render (callable): ``list[item] -> str``, the prompt text of a note.
         count (callable): ``str -> int``, tokens of a text.
-        listeners (iterable[str], optional): dbrefs of who will hear the reply (see
-            :func:`visible_notes`).
+        listeners (iterable[str], optional): who will hear the reply (:func:`visible_notes`).
         new_tokens (int, optional): tokens this reply may newly evaluate for memories: the new
             note and the prompt after any note given up (None: no limit, for a fast server).
         anchor_cost (dict, optional): ``{anchor id: tokens after it}`` (:func:`anchor_costs`);
             None: giving up a note costs nothing.
         asking (bool): the turn asks about the past (:mod:`ai_contrib.core.past_questions`):
-            room is made for its note as on a change of subject even when some of its
-            candidates are shown, so that a run of questions does not find the memory budget
-            full of the notes of the last ones.
+            room is made as on a change of subject (a run of questions fills the budget).
         withdrawn (set[str], optional): marks of sources staff erased (:func:`withdraw`): the
             notes holding one leave, and such a candidate is not added.
         lent_tokens (int): tokens the history lends a question about the past beyond
             ``budget_tokens`` (:func:`lendable_tokens`), within the same allowance.
+        ahead (dict, optional): a note fetched ahead (:func:`plan_ahead`), evaluated by the
+            server right before this turn's first line: shown first, outside ``new_tokens``,
+            when the turn goes on with its subject (:func:`_ready`); else let go.
 
     Returns:
         dict: ``{"notes": list[dict]`` (the new state: notes whose anchor left the history and
         notes given up are gone, marked by :func:`lost_marks`), ``"shown": list[dict]`` (what
         the prompt shows, in order), ``"new": dict | None`` (the note added for this turn),
+        ``"ahead": dict | None`` (the note fetched ahead, shown at ``anchor``),
         ``"dropped": int`` (notes given up), ``"left_out": int`` (new candidates that found no
         room), ``"room_limited": bool`` (``new_tokens``, not the budget, left them out: the
         reply had no time to evaluate them), ``"withdrawn": int`` (notes that left because
@@ -273,6 +317,8 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     notes, items, erased = withdraw(notes, items, withdrawn)
     allowance = float("inf") if new_tokens is None else max(0, int(new_tokens))
     alive, gone, compacted, shown = _split(notes, history_ids, listeners)
+    ready = _ready(ahead, items, anchor, listeners, withdrawn, _shown_keys(shown))
+    alive, shown = (alive + [ready], shown + [ready]) if ready else (alive, shown)
     shown, dropped, spent = _room_for_turn(shown, items, asking, budget_tokens, allowance,
                                            anchor_cost)
     keys = _shown_keys(shown)
@@ -281,13 +327,14 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     rooms = [_note_room(budget_tokens, shown, limit, compacted, dropped, spent, lent)
              for limit in (allowance, float("inf"))]
     chosen, text, tokens = _fill(fresh, rooms[0], render, count)
+    ready = ready if any(note is ready for note in shown) else None
     timed = rooms[0] < rooms[1]  # the allowance, not the budget, set the room: for the receipt
     given_up = {id(note) for note in dropped}
     state = lost_marks(gone + dropped) + [note for note in alive if id(note) not in given_up]
     new = {"anchor": anchor, "audience": None if listeners is None else sorted(listeners),
            "items": chosen, "text": text, "tokens": tokens} if chosen else None
     state, shown = (state + [new], shown + [new]) if new else (state, shown)
-    return {"notes": state, "shown": shown, "new": new, "dropped": len(dropped),
+    return {"notes": state, "shown": shown, "new": new, "ahead": ready, "dropped": len(dropped),
             "left_out": len(fresh) - len(chosen), "withdrawn": erased,
             "room_limited": bool(timed and len(fresh) > len(chosen))}
 

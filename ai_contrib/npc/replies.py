@@ -33,6 +33,7 @@ from ..memory.archive import ArchiveError
 from ..settings import get_setting
 from .actions import ask_acting
 from .deadline import fit_reply, warm_up_stoppable, worth_waiting
+from .fetch_ahead import ahead_for_turn, remember_left_out
 from .hearing import is_assistant_character, room_npcs, with_npcs
 from .last_active import note_reply
 from .notify import notify_admins
@@ -137,13 +138,13 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None) ->
             anchor_cost=anchor_costs([m["id"] for m in shown],
                                      script.runtime.token_counts(shown)),
             # what staff erased since a note was shown leaves it (npc.erase.withdraw_recall)
-            withdrawn=script.ndb.withdrawn_memories,
-        )
+            withdrawn=script.ndb.withdrawn_memories, ahead=ahead_for_turn(script, anchor))
         script.ndb.recall_notes = result["notes"]
-        new = result["new"]
-        fresh = {item["key"] for item in new["items"]} if new else set()
+        remember_left_out(script, items, result, asks, listeners)
+        new = [note for note in (result["ahead"], result["new"]) if note]
+        fresh = {item["key"] for note in new for item in note["items"]}
         return {
-            "notes": [dict(note, new=note is new) for note in result["shown"]],
+            "notes": [dict(note, new=any(note is n for n in new)) for note in result["shown"]],
             "items": [dict(item, new=item["key"] in fresh) for item in items],
             "recall": {"asks": asks, "allowance": allowance, "left_out": result["left_out"],
                        "room_limited": result["room_limited"], "follows": follows},

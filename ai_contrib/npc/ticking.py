@@ -140,6 +140,7 @@ class TickHandler:
             prompted=cached is not None,
             head_changed=bool(head and cached is not None
                               and prompt_head(script.history) != cached),
+            fetch_ahead=ndb.fetch_ahead is not None,
         )
 
     def run(self) -> defer.Deferred | None:

@@ -24,6 +24,7 @@ from ..core.recall_notes import visible_notes
 from ..llm.client import get_client
 from ..settings import auto_or_bool
 from .deadline import request_timeout, warm_up_lost, warm_up_sent
+from .fetch_ahead import ahead_message, forget_ahead
 from .hearing import room_listeners
 from .replies import describe_reply
 from .reply_prompt import ReplyPrompt, notes_in_order
@@ -55,6 +56,10 @@ def warmup_messages(script, character, listeners) -> list:
         character: the NPC (its ``db.persona`` and ``key``).
         listeners (iterable[str]): dbrefs of who is in the room to speak next.
 
+    After a question about the past whose reply left candidates out for time, the note of
+    them follows (:func:`ai_contrib.npc.fetch_ahead.ahead_message`), where the next turn would
+    show it: the opening must then end with the history's last message.
+
     Returns:
         list[dict]: ``{"role", "content"}`` chat messages.
     """
@@ -64,8 +69,15 @@ def warmup_messages(script, character, listeners) -> list:
     ids = {m.get("id") for m in script.history}
     notes = visible_notes(script.ndb.recall_notes or [], ids, listeners)
     standing, world_notes = shown_world(script, character, listeners, ids)
-    return ReplyPrompt(script, character, (), listeners, notes_in_order(notes, world_notes),
-                       standing).opening()
+    prompt = ReplyPrompt(script, character, (), listeners, notes_in_order(notes, world_notes),
+                         standing)
+    opening = prompt.opening()
+    ahead = ahead_message(script, listeners)
+    # the opening left out NPC replies at its end: the next turn's note would come after them
+    if ahead is not None and len(opening) == len(prompt.messages):
+        return opening + [ahead]
+    forget_ahead(script)
+    return opening
 
 
 def warm_in_turn(scripts) -> defer.Deferred:
@@ -159,6 +171,7 @@ def warm_reply_cache(script, character, listeners) -> defer.Deferred:
 
     def failed(failure):
         warm_up_lost(script)
+        forget_ahead(script)
         if failure.check(defer.CancelledError):
             logger.log_info(f"AI cache warm-up {character.key}: cancelled after "
                             f"{time.monotonic() - started:.2f} s (a reply needed the server)")

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from ai_contrib.core.prompts import assemble_reply_prompt
 from ai_contrib.core.recall_notes import (
-    QUESTION_DROP_SHARE, item_marks, lendable_tokens, notes_over_budget, plan_recall,
-    visible_notes, withdraw)
+    QUESTION_DROP_SHARE, item_marks, lendable_tokens, notes_over_budget, plan_ahead,
+    plan_recall, visible_notes, withdraw)
 
 from tests.support.llm_double import reply
 from tests.support.npc_fixtures import NPCTestCase
@@ -232,6 +232,38 @@ def test_a_question_that_finds_the_budget_full_borrows_the_historys_room():
     first = plan_recall([], [item(k, 8) for k in "abcdefg"], "m3", ids, 50, render, count,
                         asking=True, lent_tokens=500)
     assert first["new"]["tokens"] <= 50 and first["left_out"] == 2
+
+
+def test_a_note_fetched_ahead_is_shown_free_when_the_turn_goes_on_with_its_subject():
+    shown = [_note("m1", "a", "b")]  # 20 of 100 tokens
+    ids = {"m1", "m2", "m3"}
+    asked = [item(key, 8) for key in ("a", "b", "c", "d", "e", "f")]
+    ahead = plan_ahead(shown, asked, ids, 100, render, count, listeners=["#1"])
+    # what no shown note holds, within half the budget, with no time limit
+    assert [i["key"] for i in ahead["items"]] == ["c", "d", "e", "f"]
+    assert ahead["tokens"] <= 50 and ahead["anchor"] is None
+    # half the budget bounds it: of twice as many candidates, not all fit
+    more = plan_ahead(shown, asked + [item(k, 8) for k in "ghij"], ids, 100, render, count)
+    assert 4 <= len(more["items"]) < 8 and more["tokens"] <= 50
+
+    def turn(items, listeners=("#1",), note=ahead, allowance=10):
+        return plan_recall(shown, items, "m3", ids, 100, render, count, asking=True,
+                           listeners=list(listeners), new_tokens=allowance, ahead=note)
+
+    # control: with nothing fetched ahead, 10 tokens of allowance hold no 9-token line's note
+    assert turn(asked, note=None)["new"] is None
+    on = turn(asked)
+    assert on["ahead"]["anchor"] == "m3" and on["ahead"]["text"] == ahead["text"]
+    assert on["shown"][-1] is on["ahead"] and on["ahead"] in on["notes"]  # kept, shown last
+    assert on["new"] is None and on["left_out"] == 0  # nothing else found room beside it
+    # another subject, or other listeners: it is let go
+    other = [item(key, 8) for key in ("x", "y", "z")]
+    assert turn(other)["ahead"] is None and turn(other)["shown"] == shown
+    assert turn(asked, listeners=("#1", "#2"))["ahead"] is None
+    # an ahead note whose item staff erased is let go too
+    erased = plan_recall(shown, asked, "m3", ids, 100, render, count, asking=True,
+                         listeners=["#1"], new_tokens=10, ahead=ahead, withdrawn={"c"})
+    assert erased["ahead"] is None
 
 
 def test_notes_over_budget_are_counted_per_audience_and_leave_with_their_anchor():
@@ -587,6 +619,52 @@ class AQuestionAboutThePastGetsTime(NPCTestCase):
         # the older notes stayed (the cached prefix holds them) beside the new one
         for words in ("paints herons", "silver key lies", "copper kettle cracked"):
             self.assertIn(words, prompt)
+
+    def test_what_a_question_left_out_for_time_is_fetched_ahead_for_its_follow_up(self):
+        more = self.script.add_message(
+            "user", "Wren also carves wooden herons for the children of the mill.", name="Bob")
+        self.script.runtime.evict([more["id"]], reason="test")
+
+        def warmups():
+            return [r["messages"] for r in self.llm.requests if r.get("max_tokens") == 1]
+
+        def talk(warm):
+            # 100 tokens/s: a question may evaluate 25 tokens of new memories, one line
+            with override_settings(AI_MEMORY_ENABLED=False, AI_PROMPT_TOKENS_PER_SECOND=100,
+                                   AI_MEMORY_NOTE_SECONDS=0.05, AI_MEMORY_QUESTION_SECONDS=0.25,
+                                   AI_PROMPT_CACHE_WARMUP=warm,
+                                   AI_MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT=0,
+                                   AI_MEMORY_RETRIEVAL_SESSION_WEIGHT=0):
+                self.ask("Where is the silver key, Marta?")  # the talk's first note
+                asked = self.ask("Do you remember what Wren does with herons?")
+                if self.script.ndb.warming is not None:
+                    wait_for(self.script.ndb.warming)
+                follow = self.ask("Anything else?")
+            return asked, follow
+
+        # control: no warm-ups (a hosted API), the follow-up keeps to its own allowance
+        asked, follow = talk(False)
+        self.assertTrue(asked["recall"]["room_limited"], asked["recall"])
+        self.assertEqual(warmups(), [])
+        cold = [m for m in follow["memories"] if m["new"]]
+        self.script.ndb.recall_notes = self.script.ndb.recall_subjects = None
+        self.fill(2, words=6)
+        asked, follow = talk(True)
+        self.assertTrue(asked["recall"]["room_limited"], asked["recall"])
+        # once the reply was spoken, the candidates left out were sent after the opening
+        (warm,) = warmups()
+        note = warm[-1]["content"]
+        self.assertEqual(warm[-1]["role"], "system")
+        self.assertIn("RELATED MEMORIES", note)
+        # the follow-up shows that note right before its line, new, beyond its own allowance
+        self.assertTrue(follow["recall"]["follows"], follow["recall"])
+        prompt = self.llm.requests[-1]["messages"]
+        self.assertEqual(prompt[:len(warm)], warm)
+        self.assertIn("Anything else?", prompt[-1]["content"])
+        new = [m for m in follow["memories"] if m["new"]]
+        self.assertGreater(len(new), max(1, len(cold)), (new, cold))
+        for memory in new:  # each in the note fetched ahead
+            self.assertIn(memory["text"].split("] ", 1)[1], note)
 
     def call_receipt_screen(self, expected):
         from ai_contrib.admin.history_command import CmdAIHistory

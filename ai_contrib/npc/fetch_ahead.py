@@ -1,0 +1,103 @@
+"""
+Memories fetched ahead while the player types (``docs/design.md``, "Recall notes", "Fetched
+ahead").
+
+A question about the past gets the note its reply has time to evaluate; what retrieval found and
+the allowance left out waits. The player's next line is most often on the same subject, so once
+the reply is spoken and the NPC is idle, the cache warm-up (:mod:`ai_contrib.npc.warmup`) sends
+the prompt's opening followed by a note of those candidates
+(:func:`ai_contrib.core.recall_notes.plan_ahead`): the server evaluates it while the player
+types. When the next turn goes on with the subject and begins right where that note was warmed,
+the note is shown first, at no cost in the reply's allowance
+(:func:`ai_contrib.core.recall_notes.plan_recall`'s ``ahead``); otherwise it is let go and the
+cache still holds the opening.
+
+State on ``script.ndb`` (lost on reload, like the notes): ``fetch_ahead`` ``{"items": [item],
+"listeners": list[str] | None}`` (the last question's candidates left out for time, until the
+warm-up takes them) and ``ahead_note`` (the note warmed, with ``"after"``: the id of the history
+message it follows).
+"""
+
+from __future__ import annotations
+
+
+def remember_left_out(script, items, result, asks, listeners) -> None:
+    """
+    After a turn's recall plan: keep the candidates a question about the past left out for
+    time (``result["room_limited"]``), for the warm-up to fetch ahead; any other turn clears
+    them.
+
+    Args:
+        script (AssistantScript): the NPC's script.
+        items (list[dict]): the turn's retrieval candidates, best first
+            (:func:`ai_contrib.memory.retrieval.note_items`).
+        result (dict): :func:`ai_contrib.core.recall_notes.plan_recall`'s result.
+        asks (str | None): why the turn asks about the past (None: it does not).
+        listeners (iterable[str] | None): dbrefs of who hears the reply.
+    """
+    wanted = asks is not None and result.get("room_limited") and result.get("left_out")
+    script.ndb.fetch_ahead = {
+        "items": list(items), "listeners": None if listeners is None else sorted(listeners),
+    } if wanted else None
+
+
+def ahead_for_turn(script, anchor) -> dict | None:
+    """
+    The note warmed ahead when the turn whose first line is ``anchor`` begins right after the
+    message it was warmed after (so the server's cache holds it where the prompt shows it);
+    else None. Either way it is used once: cleared here. O(the turn's lines).
+    """
+    note, script.ndb.ahead_note = script.ndb.ahead_note, None
+    if not note:
+        return None
+    history = script.history
+    for i in range(len(history) - 1, 0, -1):
+        if history[i].get("id") == anchor:
+            return note if history[i - 1].get("id") == note.get("after") else None
+    return None
+
+
+def ahead_message(script, listeners) -> dict | None:
+    """
+    The system message to warm after the prompt's opening for ``listeners``: the note of the
+    candidates :func:`remember_left_out` kept, planned beside the shown notes
+    (:func:`ai_contrib.core.recall_notes.plan_ahead`, with the room the history can lend);
+    recorded as ``ndb.ahead_note`` for the next turn. The kept candidates are taken (a
+    warm-up fetches them once).
+
+    Args:
+        script (AssistantScript): the NPC's script.
+        listeners (iterable[str]): dbrefs the warm-up's prompt is built for.
+
+    Returns:
+        dict | None: ``{"role": "system", "content": str}``, or None when nothing was kept for
+        these listeners, no candidate fits or the memory package is not installed.
+    """
+    kept, script.ndb.fetch_ahead = script.ndb.fetch_ahead, None
+    script.ndb.ahead_note = None
+    listeners = sorted(listeners)
+    if not kept or kept.get("listeners") not in (None, listeners) or not script.history:
+        return None
+    try:
+        from ..memory.retrieval import render_note
+    except ImportError:
+        return None
+    from ..core.recall_notes import plan_ahead
+    from ..core.tokens import count_tokens
+
+    note = plan_ahead(script.ndb.recall_notes or [], kept["items"],
+                      {m.get("id") for m in script.history}, script.memory_budget(),
+                      render_note, count_tokens,
+                      listeners=None if kept.get("listeners") is None else listeners,
+                      lent_tokens=script.budgeting.lendable(),
+                      withdrawn=script.ndb.withdrawn_memories)
+    if note is None:
+        return None
+    script.ndb.ahead_note = dict(note, after=script.history[-1].get("id"))
+    return {"role": "system", "content": note["text"]}
+
+
+def forget_ahead(script) -> None:
+    """The warm-up that held the note ahead failed or was cancelled: the server's cache does
+    not hold it, so the next turn must not take it as evaluated."""
+    script.ndb.ahead_note = None
