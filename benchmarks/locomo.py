@@ -600,6 +600,7 @@ class PipelineNPC:
         self.errors = Counter()  # error text of failed compactions -> count
         self.skips = Counter()  # reason of skipped compactions -> count
         self.fidelity_rejected = 0  # summaries that failed the fidelity check with no extract
+        self.replied_at = None  # when say_in_game last stored a reply (perf_counter seconds)
 
     def _tally(self, trigger, result):
         """Record what one compaction attempt of the pipeline returned (a ``CompactionResult``,
@@ -745,6 +746,27 @@ class PipelineNPC:
         wait(warm_reply_cache(self.script, self.npc, [self.player.dbref]))
         return list(self.script.ndb.warming_messages or ())
 
+    def type_line(self, text, wpm):
+        """
+        The player typing ``text`` at ``wpm`` words a minute (``--typing-wpm``) from the moment
+        the NPC's last reply was stored (:meth:`say_in_game`): the reactor runs meanwhile, so
+        the NPC's warm-ups go on as while a player types; the time already spent waiting for
+        the turn's memory work counts. Nothing for 0 or before the first reply.
+
+        Returns:
+            float: seconds waited now.
+        """
+        from twisted.internet import reactor, task
+
+        since = self.replied_at
+        if not wpm or since is None:
+            return 0.0
+        left = len(text.split()) * 60.0 / float(wpm) - (time.perf_counter() - since)
+        if left <= 0:
+            return 0.0
+        wait(task.deferLater(reactor, left, lambda: None))
+        return left
+
     def say_in_game(self, text):
         """
         One turn of the game path with the model answering (``--answer``), as a game runs it:
@@ -772,7 +794,8 @@ class PipelineNPC:
         tick = script.run_tick()
         if tick is not None:
             wait(tick)
-        seconds = time.perf_counter() - started
+        self.replied_at = time.perf_counter()
+        seconds = self.replied_at - started
         # found before the memory work the turn started ends: a compaction right after the
         # reply may take it out of the history (replace_all takes the whole history)
         said = next((m for m in reversed(script.history[-4:]) if m.get("role") == "assistant"
@@ -1112,6 +1135,7 @@ def ask_in_game(conv, system, npc, args, meter, progress, rows):
         turns = list(enumerate(lines, 1)) + ([(metrics.SMALL_TALK_TURN, SMALL_TALK)]
                                              if args.small_talk else [])
         for turn, line in turns:
+            typed = npc.type_line(line, args.typing_wpm) if args.answer else 0.0
             started = time.perf_counter()
             if args.answer:
                 prompt, memories, recall, reply = npc.say_in_game(line)
@@ -1124,7 +1148,7 @@ def ask_in_game(conv, system, npc, args, meter, progress, rows):
             if args.answer:
                 row.update(server_prompt=reply["prompt"], warm_up_waited_s=reply["waited"],
                            cut_for_time=reply["cut_for_time"])
-            row.update(turn_s=round(reply["seconds"], 3),
+            row.update(turn_s=round(reply["seconds"], 3), typing_s=round(typed, 3),
                        evaluated_tokens=metrics.evaluated_tokens(previous, prompt,
                                                                  count_message_tokens),
                        asks=recall.get("asks"), allowance=recall.get("allowance"),
@@ -1230,6 +1254,11 @@ def parse_args(argv=None):
                         help="on the game path, a line of small talk after each question's "
                         "follow-ups: with --answer, the reply-time table sets the replies to "
                         "questions beside it")
+    parser.add_argument("--typing-wpm", type=float, default=0,
+                        help="on the game path with --answer, the player types each line at "
+                        "this many words a minute after the NPC's reply: the line is said "
+                        "that long after the reply was stored, or when the turn's memory work "
+                        "ends if later (default 0: at once, the strictest)")
     parser.add_argument("--answer-tokens", type=int, default=ANSWER_MAX_TOKENS,
                         help="max_tokens of each answer on the afresh path (default "
                         "%(default)s; the game path's replies take AI_LLM_MAX_REPLY_TOKENS)")
@@ -1379,6 +1408,7 @@ def run(args):
         "max_questions": args.max_questions,
         "answer": args.answer,
         "small_talk": args.small_talk,
+        "typing_wpm": args.typing_wpm,
         "llm": args.base_url or "embedded",
         "model": args.model,
         "seed": args.seed,
