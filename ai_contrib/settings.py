@@ -598,6 +598,13 @@ OPTIONS = (
                "Prompt evaluation a reply to a question about the past (\"remember\", a past "
                "event, someone by name) may spend on memories it shows for the first time.",
                unit=SECONDS, per_npc=True, none="no limit"),
+        # what a question's allowance left out, evaluated while the player types, with the
+        # cache warm-ups (docs/design.md, "Recall notes", "Fetched ahead")
+        Option("MEMORY_FETCH_AHEAD", True, BOOL,
+               "After a reply to a question about the past left memories out for time, let the "
+               "server evaluate them while the player types (where cache warm-ups are sent), "
+               "so that a follow-up on the subject shows them at no cost in time.",
+               per_npc=True),
         # a reply's time follows its work: what the server cannot evaluate in time is left out
         # (new notes, then the oldest lines), never the reply (docs/design.md, "Time limits
         # that follow the work")

@@ -26,8 +26,8 @@ from .deadline import warm_up_spared
 def remember_left_out(script, items, result, asks, listeners) -> None:
     """
     After a turn's recall plan: keep the candidates a question about the past left out for
-    time (``result["room_limited"]``), for the warm-up to fetch ahead; any other turn clears
-    them.
+    time (``result["room_limited"]``), for the warm-up to fetch ahead
+    (``AI_MEMORY_FETCH_AHEAD``, per NPC); any other turn clears them.
 
     Args:
         script (AssistantScript): the NPC's script.
@@ -37,7 +37,8 @@ def remember_left_out(script, items, result, asks, listeners) -> None:
         asks (str | None): why the turn asks about the past (None: it does not).
         listeners (iterable[str] | None): dbrefs of who hears the reply.
     """
-    wanted = asks is not None and result.get("room_limited") and result.get("left_out")
+    wanted = asks is not None and result.get("room_limited") and result.get("left_out") \
+        and script.cfg("memory_fetch_ahead")
     script.ndb.fetch_ahead = {
         "items": list(items), "listeners": None if listeners is None else sorted(listeners),
     } if wanted else None

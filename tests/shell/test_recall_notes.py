@@ -4,6 +4,9 @@ retrieval returns stays where it was first shown, so the reply prompt's prefix s
 from one reply to the next; and the prompt assembly places and accounts for them.
 """
 
+import threading
+from unittest import mock
+
 from django.test import override_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,9 +16,12 @@ from ai_contrib.core.recall_notes import (
     QUESTION_DROP_SHARE, item_marks, lendable_tokens, notes_over_budget, plan_ahead,
     plan_recall, visible_notes, withdraw)
 
-from tests.support.llm_double import reply
+from ai_contrib.llm.client import get_client
+
+from tests.support.llm_double import reply, respond
 from tests.support.npc_fixtures import NPCTestCase
-from tests.support.twisted_util import wait_for
+from tests.support.twisted_util import wait_for, wait_until
+from tests.support.waiting import HANG_GUARD
 
 
 def render(items):
@@ -621,34 +627,30 @@ class AQuestionAboutThePastGetsTime(NPCTestCase):
             self.assertIn(words, prompt)
 
     def test_what_a_question_left_out_for_time_is_fetched_ahead_for_its_follow_up(self):
-        more = self.script.add_message(
-            "user", "Wren also carves wooden herons for the children of the mill.", name="Bob")
-        self.script.runtime.evict([more["id"]], reason="test")
-
         def warmups():
             return [r["messages"] for r in self.llm.requests if r.get("max_tokens") == 1]
 
-        def talk(warm):
-            # 100 tokens/s: a question may evaluate 25 tokens of new memories, one line
-            with override_settings(AI_MEMORY_ENABLED=False, AI_PROMPT_TOKENS_PER_SECOND=100,
-                                   AI_MEMORY_NOTE_SECONDS=0.05, AI_MEMORY_QUESTION_SECONDS=0.25,
-                                   AI_PROMPT_CACHE_WARMUP=warm,
-                                   AI_MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT=0,
-                                   AI_MEMORY_RETRIEVAL_SESSION_WEIGHT=0):
+        def talk(warm, ahead=True):
+            with self.herons(AI_PROMPT_CACHE_WARMUP=warm, AI_MEMORY_FETCH_AHEAD=ahead):
                 self.ask("Where is the silver key, Marta?")  # the talk's first note
                 asked = self.ask("Do you remember what Wren does with herons?")
                 if self.script.ndb.warming is not None:
                     wait_for(self.script.ndb.warming)
                 follow = self.ask("Anything else?")
+            self.script.ndb.recall_notes = self.script.ndb.recall_subjects = None
+            self.fill(2, words=6)
             return asked, follow
 
-        # control: no warm-ups (a hosted API), the follow-up keeps to its own allowance
+        # controls: no warm-ups (a hosted API), or fetching ahead turned off: the follow-up
+        # keeps to its own allowance
         asked, follow = talk(False)
         self.assertTrue(asked["recall"]["room_limited"], asked["recall"])
         self.assertEqual(warmups(), [])
         cold = [m for m in follow["memories"] if m["new"]]
-        self.script.ndb.recall_notes = self.script.ndb.recall_subjects = None
-        self.fill(2, words=6)
+        asked, follow = talk(True, ahead=False)
+        self.assertTrue(asked["recall"]["room_limited"], asked["recall"])
+        self.assertEqual(warmups(), [])  # nothing changed at the front: nothing to warm
+        self.assertEqual(len([m for m in follow["memories"] if m["new"]]), len(cold))
         asked, follow = talk(True)
         self.assertTrue(asked["recall"]["room_limited"], asked["recall"])
         # once the reply was spoken, the candidates left out were sent after the opening
@@ -665,6 +667,48 @@ class AQuestionAboutThePastGetsTime(NPCTestCase):
         self.assertGreater(len(new), max(1, len(cold)), (new, cold))
         for memory in new:  # each in the note fetched ahead
             self.assertIn(memory["text"].split("] ", 1)[1], note)
+
+    def herons(self, **more):
+        """Settings where a question may evaluate 25 tokens of new memories (0.25 s at 100
+        tokens/s): one line; a third line about Wren and her herons is in the archive."""
+        carves = self.script.add_message(
+            "user", "Wren also carves wooden herons for the children of the mill.", name="Bob")
+        self.script.runtime.evict([carves["id"]], reason="test")
+        return override_settings(AI_MEMORY_ENABLED=False, AI_PROMPT_TOKENS_PER_SECOND=100,
+                                 AI_MEMORY_NOTE_SECONDS=0.05, AI_MEMORY_QUESTION_SECONDS=0.25,
+                                 AI_MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT=0,
+                                 AI_MEMORY_RETRIEVAL_SESSION_WEIGHT=0, **more)
+
+    def test_a_follow_up_typed_before_its_note_is_evaluated_does_not_wait_for_it(self):
+        events, gate = [], threading.Event()
+        self.addCleanup(gate.set)
+
+        def held_warm_up(request):
+            events.append(request["messages"][-1]["content"])
+            gate.wait(HANG_GUARD)
+            return "A"
+
+        # the server evaluates a token a step: all of the note is left while it is held
+        patch = mock.patch.object(type(get_client()), "evaluation_step",
+                                  new_callable=mock.PropertyMock, return_value=1)
+        patch.start()
+        self.addCleanup(patch.stop)
+        with self.herons(AI_PROMPT_CACHE_WARMUP=True):
+            self.ask("Where is the silver key, Marta?")
+            self.llm.enqueue(reply("Aye."), respond(held_warm_up))
+            self.ask("Do you remember what Wren does with herons?")
+            warming = self.script.ndb.warming
+            wait_until(lambda: events)
+            # the note is being fetched ahead: about 60 tokens, 0.6 s at 100 tokens/s
+            self.assertIn("carves wooden herons", events[0])
+            self.assertGreater(self.script.ndb.warming_tokens / 100, 0.25)
+            follow = self.ask("Anything else?")
+        # the follow-up did not wait for the rest: its note keeps to its allowance, without
+        # the note fetched ahead, and the warm-up was given up
+        self.assertTrue(follow["recall"]["follows"], follow["recall"])
+        prompt = "\n".join(m["content"] for m in self.llm.requests[-1]["messages"])
+        self.assertNotIn("carves wooden herons", prompt)
+        self.assertIsNone(wait_for(warming))
 
     def call_receipt_screen(self, expected):
         from ai_contrib.admin.history_command import CmdAIHistory
