@@ -585,9 +585,7 @@ class AQuestionAboutThePastGetsTime(NPCTestCase):
         self.call_receipt_screen("a follow-up of the subject in hand")
 
     def test_a_question_borrows_room_when_older_subjects_fill_the_memory_budget(self):
-        kettle = self.script.add_message(
-            "user", "The copper kettle cracked when the smith dropped it.", name="Bob")
-        self.script.runtime.evict([kettle["id"]], reason="test")
+        self.archived("The copper kettle cracked when the smith dropped it.")
         # small talk and questions get the same 50 tokens (0.5 s at 100 tokens/s): only the
         # loan tells them apart; the memory budget holds two notes of a line, a note beside
         # others half of it
@@ -668,12 +666,15 @@ class AQuestionAboutThePastGetsTime(NPCTestCase):
         for memory in new:  # each in the note fetched ahead
             self.assertIn(memory["text"].split("] ", 1)[1], note)
 
+    def archived(self, text):
+        """A line of Bob's, moved out of the context into the archive (a retrieval candidate)."""
+        msg = self.script.add_message("user", text, name="Bob")
+        self.script.runtime.evict([msg["id"]], reason="test")
+
     def herons(self, **more):
         """Settings where a question may evaluate 25 tokens of new memories (0.25 s at 100
         tokens/s): one line; a third line about Wren and her herons is in the archive."""
-        carves = self.script.add_message(
-            "user", "Wren also carves wooden herons for the children of the mill.", name="Bob")
-        self.script.runtime.evict([carves["id"]], reason="test")
+        self.archived("Wren also carves wooden herons for the children of the mill.")
         return override_settings(AI_MEMORY_ENABLED=False, AI_PROMPT_TOKENS_PER_SECOND=100,
                                  AI_MEMORY_NOTE_SECONDS=0.05, AI_MEMORY_QUESTION_SECONDS=0.25,
                                  AI_MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT=0,
