@@ -45,6 +45,7 @@ states = st.builds(
     warming=st.booleans(),
     prompted=st.booleans(),
     head_changed=st.booleans(),
+    fetch_ahead=st.booleans(),
 )
 
 
@@ -108,7 +109,8 @@ def test_a_reply_comes_before_a_warm_up_and_a_warm_up_only_for_a_changed_idle_pr
     now = due(state)
     assert not (now.kick and now.warm_up)
     if now.warm_up:
-        assert state.prompted and state.head_changed and not state.pending
+        assert state.prompted and (state.head_changed or state.fetch_ahead)
+        assert not state.pending
         assert state.usage < OVER_BUDGET and not state.busy and not state.warming
     if now.kick:
         assert state.awake and state.pending and state.listeners
@@ -161,6 +163,10 @@ def test_a_day_of_an_npc():
     assert due(idle).warm_up
     assert not due(TickState(idle_for=1, prompted=False, head_changed=True)).warm_up
     assert not due(TickState(idle_for=1, prompted=True, head_changed=True, usage=1.2)).warm_up
+    # a question's reply left memories out for time: they are fetched ahead the same way
+    assert not due(TickState(idle_for=1, prompted=True)).warm_up
+    assert due(TickState(idle_for=1, prompted=True, fetch_ahead=True)).warm_up
+    assert not due(TickState(idle_for=1, prompted=True, fetch_ahead=True, pending=True)).warm_up
     # idle long enough, nothing queued: falls asleep
     assert due(TickState(idle_for=901, sleep_after_idle=900)).fall_asleep
     assert not due(TickState(idle_for=901, sleep_after_idle=900, pending=True)).fall_asleep
