@@ -20,8 +20,6 @@ message it follows).
 
 from __future__ import annotations
 
-from .deadline import warm_up_spared
-
 
 def remember_left_out(script, items, result, asks, listeners) -> None:
     """
@@ -44,24 +42,21 @@ def remember_left_out(script, items, result, asks, listeners) -> None:
     } if wanted else None
 
 
-def ahead_for_turn(script, anchor, seconds=None) -> dict | None:
+def ahead_for_turn(script, anchor) -> dict | None:
     """
     The note warmed ahead when the turn whose first line is ``anchor`` begins right after the
     message it was warmed after (so the server's cache holds it where the prompt shows it);
     else None. Either way it is used once: cleared here. O(the turn's lines).
 
-    A player who typed faster than the server evaluated it does not wait for the rest: while
-    the warm-up has more than ``seconds`` (the turn's note allowance) of evaluation left
-    (:func:`ai_contrib.npc.deadline.warm_up_spared`), the note is let go, and the reply,
-    whose prompt then does not start with the warm-up's, gives the warm-up up.
+    A player who typed faster than the server evaluates the note finds it still being
+    evaluated: the reply waits for the warm-up as for any whose messages start its prompt
+    (:func:`ai_contrib.npc.replies._share_warm_up`, within its time allowance), whether it
+    shows the note or not, since the server would otherwise evaluate the reply's prompt beside
+    it.
     """
     note, script.ndb.ahead_note = script.ndb.ahead_note, None
     if not note:
         return None
-    if script.ndb.warming is not None and seconds is not None:
-        left = warm_up_spared(script)
-        if left is not None and left > float(seconds):
-            return None
     history = script.history
     for i in range(len(history) - 1, 0, -1):
         if history[i].get("id") == anchor:

@@ -124,9 +124,10 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None) ->
                                                           query)
             # the question itself is no memory: later retrieval leaves it out
             mark_answered_questions(script, _turn_lines(script.history, anchor))
-        seconds = note_seconds(asks, script.cfg("memory_note_seconds"),
-                               script.cfg("memory_question_seconds"))
-        allowance = note_allowance(seconds, get_client().prompt_speed)
+        allowance = note_allowance(
+            note_seconds(asks, script.cfg("memory_note_seconds"),
+                         script.cfg("memory_question_seconds")),
+            get_client().prompt_speed)
         result = plan_recall(
             script.ndb.recall_notes or [], items, anchor, {m["id"] for m in shown},
             script.memory_budget(), render_note, count_tokens,
@@ -137,7 +138,7 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None) ->
             anchor_cost=anchor_costs([m["id"] for m in shown],
                                      script.runtime.token_counts(shown)),
             # what staff erased since a note was shown leaves it (npc.erase.withdraw_recall)
-            withdrawn=script.ndb.withdrawn_memories, ahead=ahead_for_turn(script, anchor, seconds))
+            withdrawn=script.ndb.withdrawn_memories, ahead=ahead_for_turn(script, anchor))
         script.ndb.recall_notes = result["notes"]
         remember_left_out(script, items, result, asks, listeners)
         new = [note for note in (result["ahead"], result["new"]) if note]

@@ -150,8 +150,12 @@ def warm_reply_cache(script, character, listeners) -> defer.Deferred:
     def send():
         messages = warmup_messages(script, character, listeners)
         # a reply compares its prompt with these: it waits for the warm-up only when they are
-        # the start of its own prompt (ai_contrib.npc.replies)
-        script.ndb.warming_messages = messages
+        # the start of its own prompt (ai_contrib.npc.replies); a note fetched ahead is left
+        # out, so that a reply on another subject waits too, rather than have the server
+        # evaluate its whole prompt beside the warm-up in a slot that holds none of it
+        ahead = script.ndb.ahead_note
+        shared = messages[:-1] if ahead and messages[-1]["content"] == ahead["text"] else messages
+        script.ndb.warming_messages = shared
         # what the server's cache holds next, and when: a reply's time is weighed against it
         # (ai_contrib.npc.deadline)
         warm_up_sent(script, messages)

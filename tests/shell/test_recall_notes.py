@@ -5,7 +5,6 @@ from one reply to the next; and the prompt assembly places and accounts for them
 """
 
 import threading
-from unittest import mock
 
 from django.test import override_settings
 from hypothesis import given, settings
@@ -15,8 +14,6 @@ from ai_contrib.core.prompts import assemble_reply_prompt
 from ai_contrib.core.recall_notes import (
     QUESTION_DROP_SHARE, item_marks, lendable_tokens, notes_over_budget, plan_ahead,
     plan_recall, visible_notes, withdraw)
-
-from ai_contrib.llm.client import get_client
 
 from tests.support.llm_double import reply, respond
 from tests.support.npc_fixtures import NPCTestCase
@@ -680,36 +677,38 @@ class AQuestionAboutThePastGetsTime(NPCTestCase):
                                  AI_MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT=0,
                                  AI_MEMORY_RETRIEVAL_SESSION_WEIGHT=0, **more)
 
-    def test_a_follow_up_typed_before_its_note_is_evaluated_does_not_wait_for_it(self):
+    def test_a_line_said_while_the_note_is_fetched_waits_for_it_and_another_subject_drops_it(
+            self):
         events, gate = [], threading.Event()
         self.addCleanup(gate.set)
 
         def held_warm_up(request):
             events.append(request["messages"][-1]["content"])
             gate.wait(HANG_GUARD)
+            events.append("warm-up ends")
             return "A"
 
-        # the server evaluates a token a step: all of the note is left while it is held
-        patch = mock.patch.object(type(get_client()), "evaluation_step",
-                                  new_callable=mock.PropertyMock, return_value=1)
-        patch.start()
-        self.addCleanup(patch.stop)
         with self.herons(AI_PROMPT_CACHE_WARMUP=True):
             self.ask("Where is the silver key, Marta?")
             self.llm.enqueue(reply("Aye."), respond(held_warm_up))
             self.ask("Do you remember what Wren does with herons?")
             warming = self.script.ndb.warming
             wait_until(lambda: events)
-            # the note is being fetched ahead: about 60 tokens, 0.6 s at 100 tokens/s
-            self.assertIn("carves wooden herons", events[0])
-            self.assertGreater(self.script.ndb.warming_tokens / 100, 0.25)
-            follow = self.ask("Anything else?")
-        # the follow-up did not wait for the rest: its note keeps to its allowance, without
-        # the note fetched ahead, and the warm-up was given up
-        self.assertTrue(follow["recall"]["follows"], follow["recall"])
+            self.assertIn("carves wooden herons", events[0])  # the note is being fetched
+            self.script.receive_speech(self.char1, "Lovely weather tonight, is the stew on?")
+            turn = self.script.run_tick()
+            # the reply waits for the warm-up rather than have the server evaluate its prompt
+            # beside it, though it will not show the note
+            wait_until(lambda: warming.callbacks)
+            self.assertFalse(turn.called)
+            gate.set()
+            wait_for(turn)
+        self.assertEqual(events[1], "warm-up ends")
+        self.assertGreater(self.script.ndb.last_reply["waited"], 0)
+        # small talk does not go on with the subject: the note was let go
         prompt = "\n".join(m["content"] for m in self.llm.requests[-1]["messages"])
+        self.assertIn("Lovely weather tonight", prompt)
         self.assertNotIn("carves wooden herons", prompt)
-        self.assertIsNone(wait_for(warming))
 
     def call_receipt_screen(self, expected):
         from ai_contrib.admin.history_command import CmdAIHistory
