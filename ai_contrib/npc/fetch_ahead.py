@@ -20,6 +20,10 @@ message it follows).
 
 from __future__ import annotations
 
+import time
+
+from ..llm.client import get_client
+
 
 def remember_left_out(script, items, result, asks, listeners) -> None:
     """
@@ -62,6 +66,27 @@ def ahead_for_turn(script, anchor) -> dict | None:
         if history[i].get("id") == anchor:
             return note if history[i - 1].get("id") == note.get("after") else None
     return None
+
+
+def within_fetch(script, allowance) -> int | None:
+    """
+    A turn's note allowance (tokens; None: no limit) less what the warm-up fetching a note
+    ahead has left to evaluate, as far as the server's measured speed tells
+    (``ndb.warming_tokens`` since ``ndb.warming_since``): the reply waits for that first
+    (:func:`ahead_for_turn`), so a player who typed faster than the fetch waits no longer
+    than the allowance says, and not for the wait and a new note of its own on top.
+    Call it before :func:`ahead_for_turn`, which forgets the note.
+
+    Returns:
+        int | None: tokens, at least 0.
+    """
+    speed, since, tokens = get_client().prompt_speed, script.ndb.warming_since, \
+        script.ndb.warming_tokens
+    if allowance is None or script.ndb.warming is None or not script.ndb.ahead_note \
+            or not speed or since is None or tokens is None:
+        return allowance
+    left = tokens - (time.monotonic() - since) * speed
+    return max(0, int(allowance - max(0.0, left)))
 
 
 def ahead_message(script, listeners) -> dict | None:

@@ -33,7 +33,7 @@ from ..memory.archive import ArchiveError
 from ..settings import get_setting
 from .actions import ask_acting
 from .deadline import fit_reply, warm_up_stoppable, worth_waiting
-from .fetch_ahead import ahead_for_turn, remember_left_out
+from .fetch_ahead import ahead_for_turn, remember_left_out, within_fetch
 from .hearing import is_assistant_character, room_npcs, with_npcs
 from .last_active import note_reply
 from .notify import notify_admins
@@ -124,10 +124,10 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None) ->
                                                           query)
             # the question itself is no memory: later retrieval leaves it out
             mark_answered_questions(script, _turn_lines(script.history, anchor))
-        allowance = note_allowance(
+        allowance = within_fetch(script, note_allowance(
             note_seconds(asks, script.cfg("memory_note_seconds"),
                          script.cfg("memory_question_seconds")),
-            get_client().prompt_speed)
+            get_client().prompt_speed))
         result = plan_recall(
             script.ndb.recall_notes or [], items, anchor, {m["id"] for m in shown},
             script.memory_budget(), render_note, count_tokens,

@@ -710,6 +710,35 @@ class AQuestionAboutThePastGetsTime(NPCTestCase):
         self.assertIn("Lovely weather tonight", prompt)
         self.assertNotIn("carves wooden herons", prompt)
 
+    def test_a_follow_up_said_while_its_note_is_fetched_counts_the_wait_in_its_allowance(self):
+        events, gate = [], threading.Event()
+        self.addCleanup(gate.set)
+
+        def held_warm_up(request):
+            events.append(request["messages"][-1]["content"])
+            gate.wait(HANG_GUARD)
+            return "A"
+
+        with self.herons(AI_PROMPT_CACHE_WARMUP=True):
+            self.ask("Where is the silver key, Marta?")
+            self.llm.enqueue(reply("Aye."), respond(held_warm_up))
+            asked = self.ask("Do you remember what Wren does with herons?")
+            warming = self.script.ndb.warming
+            wait_until(lambda: events)
+            self.script.receive_speech(self.char1, "Anything else?")
+            turn = self.script.run_tick()
+            wait_until(lambda: warming.callbacks)  # it waits for the note
+            gate.set()
+            wait_for(turn)
+        follow = self.script.db.reply_receipts[-1]
+        # the question had its 25 tokens; the follow-up waited for the note's 60-odd, more
+        # than its own allowance, so it adds no note of its own beside the one fetched ahead
+        self.assertEqual(asked["recall"]["allowance"], 25)
+        self.assertEqual(follow["recall"]["allowance"], 0)
+        prompt = "\n".join(m["content"] for m in self.llm.requests[-1]["messages"])
+        self.assertIn("carves wooden herons", prompt)
+        self.assertIn(events[0], [m["content"] for m in self.llm.requests[-1]["messages"]])
+
     def call_receipt_screen(self, expected):
         from ai_contrib.admin.history_command import CmdAIHistory
 
