@@ -566,8 +566,9 @@ class _Extraction:
         """
         ``verdict`` (:func:`check_fact` of ``text`` on the span) checked again without the NPCs'
         lines (the NPC's own replies, other NPCs' lines, a summary's lines giving an NPC's
-        words; ``docs/design.md``, "Facts players said"): an NPC's words are a fact only where a player's line says them too, and a fact
-        that fails is replaced only by a line no NPC said.
+        words; ``docs/design.md``, "Facts players said"): an NPC's words are a fact only where
+        a player's line says them too, and a fact that fails is replaced only by a line no NPC
+        said.
 
         Returns:
             tuple: ``(verdict, seq)``: the :class:`Grounding` on the other lines (its line an
