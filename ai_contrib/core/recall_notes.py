@@ -327,7 +327,6 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     rooms = [_note_room(budget_tokens, shown, limit, compacted, dropped, spent, lent)
              for limit in (allowance, float("inf"))]
     chosen, text, tokens = _fill(fresh, rooms[0], render, count)
-    ready = ready if any(note is ready for note in shown) else None
     timed = rooms[0] < rooms[1]  # the allowance, not the budget, set the room: for the receipt
     given_up = {id(note) for note in dropped}
     state = lost_marks(gone + dropped) + [note for note in alive if id(note) not in given_up]

@@ -220,7 +220,10 @@ def _fewer_notes(prompt, budget, window, notes, previous, allowance):
         messages = prompt(budget, window)
         if _fits(prompt, messages, previous, allowance):
             return messages
-        new = [note for note in trial if note.get("new")]
+        # a note fetched ahead that the server holds costs nothing: trimming it would add
+        held = {m.get("content") for m in previous or ()}
+        new = [note for note in trial if note.get("new")
+               and not (note.get("fetched") and note["text"] in held)]
         if not new:
             return None
         largest = max(new, key=lambda note: int(note.get("tokens") or 0))

@@ -219,7 +219,8 @@ def reset_memory(script, character) -> Deferred:
     script.db.context_signals = {}
     # the notes shown in the prompt quote what is erased: they go with it
     for name in ("runtime", "pending", "last_reply", "last_sleep_result", "after_turn",
-                 "recall_notes", "world_notes", "withdrawn_memories"):
+                 "recall_notes", "world_notes", "withdrawn_memories", "fetch_ahead",
+                 "ahead_note"):
         setattr(script.ndb, name, None)
     character.db.journal = new_journal()
     character.db.entity_profiles = {}

@@ -15,14 +15,20 @@ cache still holds the opening.
 State on ``script.ndb`` (lost on reload, like the notes): ``fetch_ahead`` ``{"items": [item],
 "listeners": list[str] | None}`` (the last question's candidates left out for time, until the
 warm-up takes them) and ``ahead_note`` (the note warmed, with ``"after"``: the id of the history
-message it follows).
+message it follows, and ``"head"``: :func:`ai_contrib.core.prompts.prompt_head` then).
 """
 
 from __future__ import annotations
 
 import time
 
+from ..core.prompts import prompt_head
 from ..llm.client import get_client
+from .deadline import worth_waiting
+
+#: the clock :func:`within_fetch` reads (``time.monotonic``, as ``npc.deadline`` stamps the
+#: warm-up's start with)
+_monotonic = time.monotonic
 
 
 def remember_left_out(script, items, result, asks, listeners) -> None:
@@ -59,7 +65,11 @@ def ahead_for_turn(script, anchor) -> dict | None:
     it.
     """
     note, script.ndb.ahead_note = script.ndb.ahead_note, None
-    if not note:
+    # a compaction since moved the prompt's start: the cache holds the note after another one
+    if not note or note.get("head") != prompt_head(script.history):
+        return None
+    # a reply that will not wait for the rest of the fetch would show it uncached
+    if script.ndb.warming is not None and not worth_waiting(script):
         return None
     history = script.history
     for i in range(len(history) - 1, 0, -1):
@@ -83,9 +93,9 @@ def within_fetch(script, allowance) -> int | None:
     speed, since, tokens = get_client().prompt_speed, script.ndb.warming_since, \
         script.ndb.warming_tokens
     if allowance is None or script.ndb.warming is None or not script.ndb.ahead_note \
-            or not speed or since is None or tokens is None:
+            or not speed or since is None or tokens is None or not worth_waiting(script):
         return allowance
-    left = tokens - (time.monotonic() - since) * speed
+    left = tokens - (_monotonic() - since) * speed
     return max(0, int(allowance - max(0.0, left)))
 
 
@@ -125,11 +135,14 @@ def ahead_message(script, listeners) -> dict | None:
                       withdrawn=script.ndb.withdrawn_memories)
     if note is None:
         return None
-    script.ndb.ahead_note = dict(note, after=script.history[-1].get("id"))
+    script.ndb.ahead_note = dict(note, after=script.history[-1].get("id"),
+                                 head=prompt_head(script.history))
     return {"role": "system", "content": note["text"]}
 
 
 def forget_ahead(script) -> None:
-    """The warm-up that held the note ahead failed or was cancelled: the server's cache does
-    not hold it, so the next turn must not take it as evaluated."""
-    script.ndb.ahead_note = None
+    """The warm-up that held the note ahead failed or was cancelled, or what it quotes was
+    forgotten (``aiforget``, ``aireset``): the server's cache does not hold it, so the next
+    turn must not take it as evaluated, and the candidates kept for it are let go (a warm-up
+    that failed before taking them would otherwise be due again at once)."""
+    script.ndb.ahead_note = script.ndb.fetch_ahead = None

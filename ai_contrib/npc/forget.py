@@ -35,6 +35,7 @@ from ..core.forget import forget_plan
 from ..memory.journal import ensure_journal
 from ..settings import get_setting
 from .erase import _worker, busy_reason
+from .fetch_ahead import forget_ahead
 from .pins import remove_player_pins
 from .scene import PEOPLE_CATEGORY, people_record, update_impressions
 
@@ -109,6 +110,7 @@ def _forget_now(script, character, archived, dbref, name):
     # the pins about them
     script.ndb.recall_notes = None
     script.ndb.world_notes = None
+    forget_ahead(script)  # a note fetched ahead may quote them too
     if script.ndb.pending:  # their lines still waiting for an answer are not answered
         forgotten = set(plan["context_ids"])
         script.ndb.pending[:] = [i for i in script.ndb.pending if i not in forgotten]

@@ -141,16 +141,31 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None) ->
             withdrawn=script.ndb.withdrawn_memories, ahead=ahead_for_turn(script, anchor))
         script.ndb.recall_notes = result["notes"]
         remember_left_out(script, items, result, asks, listeners)
-        new = [note for note in (result["ahead"], result["new"]) if note]
-        fresh = {item["key"] for note in new for item in note["items"]}
+        notes, fresh = _marked(result)
         return {
-            "notes": [dict(note, new=any(note is n for n in new)) for note in result["shown"]],
+            "notes": notes,
             "items": [dict(item, new=item["key"] in fresh) for item in items],
             "recall": {"asks": asks, "allowance": allowance, "left_out": result["left_out"],
                        "room_limited": result["room_limited"], "follows": follows},
         }
 
     return d.addCallback(plan)
+
+
+def _marked(result):
+    """
+    The notes a turn shows (:func:`ai_contrib.core.recall_notes.plan_recall`'s ``"shown"``),
+    each marked ``new`` when first shown now (the turn's new note, the one fetched ahead) and
+    ``fetched`` for the one fetched ahead; and the keys of the items the new ones hold.
+
+    Returns:
+        tuple: ``(notes: list[dict], keys: set[str])``.
+    """
+    ahead = result["ahead"]
+    new = [note for note in (ahead, result["new"]) if note]
+    notes = [dict(note, new=any(note is n for n in new), fetched=note is ahead)
+             for note in result["shown"]]
+    return notes, {item["key"] for note in new for item in note["items"]}
 
 
 def _turn_lines(history, anchor):

@@ -5,12 +5,14 @@ from one reply to the next; and the prompt assembly places and accounts for them
 """
 
 import threading
+from unittest import mock
 
 from django.test import override_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ai_contrib.core.prompts import assemble_reply_prompt
+from ai_contrib.npc import fetch_ahead
 from ai_contrib.core.recall_notes import (
     QUESTION_DROP_SHARE, item_marks, lendable_tokens, notes_over_budget, plan_ahead,
     plan_recall, visible_notes, withdraw)
@@ -670,12 +672,38 @@ class AQuestionAboutThePastGetsTime(NPCTestCase):
 
     def herons(self, **more):
         """Settings where a question may evaluate 25 tokens of new memories (0.25 s at 100
-        tokens/s): one line; a third line about Wren and her herons is in the archive."""
-        self.archived("Wren also carves wooden herons for the children of the mill.")
+        tokens/s): one line; a third line about Wren and her herons is archived (once)."""
+        if not self.script.ndb.carves_archived:
+            self.archived("Wren also carves wooden herons for the children of the mill.")
+            self.script.ndb.carves_archived = True
         return override_settings(AI_MEMORY_ENABLED=False, AI_PROMPT_TOKENS_PER_SECOND=100,
                                  AI_MEMORY_NOTE_SECONDS=0.05, AI_MEMORY_QUESTION_SECONDS=0.25,
                                  AI_MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT=0,
                                  AI_MEMORY_RETRIEVAL_SESSION_WEIGHT=0, **more)
+
+    def test_a_note_fetched_ahead_serves_only_the_line_right_after_it_on_the_same_start(self):
+        from ai_contrib.core.prompts import prompt_head
+        from ai_contrib.npc.fetch_ahead import ahead_for_turn
+
+        with self.herons(AI_PROMPT_CACHE_WARMUP=True):
+            self.ask("Where is the silver key, Marta?")
+            self.ask("Do you remember what Wren does with herons?")
+            wait_for(self.script.ndb.warming)
+        note = dict(self.script.ndb.ahead_note)
+        self.assertEqual(note["after"], self.script.history[-1]["id"])  # the reply
+        first = self.script.add_message("user", "Anything else?", name="Bob")
+        self.assertEqual(ahead_for_turn(self.script, first["id"]), note)
+        self.assertIsNone(ahead_for_turn(self.script, first["id"]))  # used once
+        # a line came between: the note was warmed after the reply, not after that line
+        self.script.ndb.ahead_note = note
+        second = self.script.add_message("user", "And the herons?", name="Bob")
+        self.assertIsNone(ahead_for_turn(self.script, second["id"]))
+        # the prompt's start moved (a compaction, an eviction): the cache holds it elsewhere
+        self.script.ndb.ahead_note = dict(note, after=second["id"],
+                                          head=prompt_head(self.script.history))
+        third = self.script.add_message("user", "Go on.", name="Bob")
+        self.script.runtime.evict([self.script.history[0]["id"]], reason="test")
+        self.assertIsNone(ahead_for_turn(self.script, third["id"]))
 
     def test_a_line_said_while_the_note_is_fetched_waits_for_it_and_another_subject_drops_it(
             self):
@@ -726,8 +754,12 @@ class AQuestionAboutThePastGetsTime(NPCTestCase):
             warming = self.script.ndb.warming
             wait_until(lambda: events)
             self.script.receive_speech(self.char1, "Anything else?")
-            turn = self.script.run_tick()
-            wait_until(lambda: warming.callbacks)  # it waits for the note
+            # the follow-up comes as the fetch starts: none of the note is evaluated yet
+            # (the clock stands still at the warm-up's start)
+            with mock.patch.object(fetch_ahead, "_monotonic",
+                                   lambda: self.script.ndb.warming_since):
+                turn = self.script.run_tick()
+                wait_until(lambda: warming.callbacks)  # it waits for the note
             gate.set()
             wait_for(turn)
         follow = self.script.db.reply_receipts[-1]
