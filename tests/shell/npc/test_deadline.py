@@ -215,6 +215,39 @@ class TestDeadline(NPCTestCase):
         self.assertEqual([item["new"] for item in marked],
                          [i < len(note["items"]) for i in range(len(items))])
 
+    def test_a_note_fetched_ahead_that_the_server_holds_is_not_trimmed_for_time(self):
+        from ai_contrib.npc.replies import prompt_window
+        from ai_contrib.npc.reply_prompt import ReplyPrompt
+
+        self.assertEqual(self.turn("What news from the road?"), "Aye (2).")
+        self.script.receive_speech(self.char2, "Do you remember the ferry?")
+        turn = self.script.history[-1]["id"]
+
+        def note(name, count, **more):
+            items = [{"key": f"{name}:{i}", "kind": "archive",
+                      "line": f"- Wren said: {name}{i} " + "the grey ferry at dawn " * 6}
+                     for i in range(count)]
+            text = "\n".join(item["line"] for item in items)
+            return dict({"anchor": turn, "audience": None, "items": items, "new": True,
+                         "text": text, "tokens": 40 * count}, **more)
+
+        # the fetch evaluated the larger note after the prompt's opening (the warm-up's
+        # messages are what the server holds); a note of the turn's own is over the allowance
+        fetched, own = note("fetched", 16, fetched=True), note("own", 12)
+        opening = ReplyPrompt(self.script, self.npc, [], [self.char2.dbref], [], []).opening()
+        self.script.ndb.server_prompt = opening[:-1] + [{"role": "system",
+                                                         "content": fetched["text"]}]
+        prompt = ReplyPrompt(self.script, self.npc, [turn], [self.char2.dbref],
+                             [fetched, own], [])
+        messages, _timeout = deadline.fit_reply(self.script, self.npc, prompt,
+                                                prompt_window(self.script, [turn]))
+        sent = "\n".join(m["content"] for m in messages)
+        # the turn's own note gave way (the control: it was in the prompt asked for); the
+        # fetched one, which costs nothing to show, is whole
+        self.assertIn("own0 ", sent)
+        self.assertNotIn("own11 ", sent)
+        self.assertIn(fetched["text"], sent)
+
     def server_tokens(self, messages):
         """What the double's server would evaluate of ``messages`` now (its own counts)."""
         from tests.support.llm_double import rough_tokens
