@@ -37,6 +37,9 @@ from ..core.tokens import count_conversation_tokens
 from ..llm.client import get_client
 from ..settings import get_setting
 
+#: the clock warm-ups are timed by (``time.monotonic``)
+_monotonic = time.monotonic
+
 #: how many times a shorter window is tried before the shortest one (the turn alone) is taken
 MAX_WINDOW_TRIES = 6
 
@@ -117,7 +120,7 @@ def warm_up_sent(script, messages) -> None:
     (``time.monotonic()`` seconds).
     """
     script.ndb.warming_tokens = None
-    script.ndb.warming_since = time.monotonic()
+    script.ndb.warming_since = _monotonic()
     if get_client().prompt_speed:
         held = cached_messages(messages, script.ndb.server_prompt)
         script.ndb.warming_tokens = count_conversation_tokens(messages[held:],
@@ -138,12 +141,24 @@ def warm_up_spared(script) -> float | None:
     told (the speed or the warm-up's tokens unknown).
     """
     client = get_client()
-    speed, since, tokens = client.prompt_speed, script.ndb.warming_since, \
+    left = warm_up_left(script)
+    if left is None:
+        return None
+    tokens = script.ndb.warming_tokens
+    return after_step(tokens, tokens - left, client.evaluation_step) / client.prompt_speed
+
+
+def warm_up_left(script) -> float | None:
+    """
+    Tokens the warm-up under way has left to evaluate (``ndb.warming_tokens`` less what the
+    measured prompt speed evaluated since ``ndb.warming_since``; at least 0), or None when
+    that cannot be told (no warm-up's tokens, no speed).
+    """
+    speed, since, tokens = get_client().prompt_speed, script.ndb.warming_since, \
         script.ndb.warming_tokens
     if not speed or since is None or tokens is None:
         return None
-    done = (time.monotonic() - since) * speed
-    return after_step(tokens, done, client.evaluation_step) / speed
+    return max(0.0, tokens - (_monotonic() - since) * speed)
 
 
 def warm_up_stoppable(script) -> bool:

@@ -20,15 +20,8 @@ message it follows, and ``"head"``: :func:`ai_contrib.core.prompts.prompt_head` 
 
 from __future__ import annotations
 
-import time
-
 from ..core.prompts import prompt_head
-from ..llm.client import get_client
-from .deadline import worth_waiting
-
-#: the clock :func:`within_fetch` reads (``time.monotonic``, as ``npc.deadline`` stamps the
-#: warm-up's start with)
-_monotonic = time.monotonic
+from .deadline import warm_up_left, worth_waiting
 
 
 def remember_left_out(script, items, result, asks, listeners) -> None:
@@ -82,7 +75,7 @@ def within_fetch(script, allowance) -> int | None:
     """
     A turn's note allowance (tokens; None: no limit) less what the warm-up fetching a note
     ahead has left to evaluate, as far as the server's measured speed tells
-    (``ndb.warming_tokens`` since ``ndb.warming_since``): the reply waits for that first
+    (:func:`ai_contrib.npc.deadline.warm_up_left`): the reply waits for that first
     (:func:`ahead_for_turn`), so a player who typed faster than the fetch waits no longer
     than the allowance says, and not for the wait and a new note of its own on top.
     Call it before :func:`ahead_for_turn`, which forgets the note.
@@ -90,16 +83,14 @@ def within_fetch(script, allowance) -> int | None:
     Returns:
         int | None: tokens, at least 0.
     """
-    speed, since, tokens = get_client().prompt_speed, script.ndb.warming_since, \
-        script.ndb.warming_tokens
     if allowance is None or script.ndb.warming is None or not script.ndb.ahead_note \
-            or not speed or since is None or tokens is None or not worth_waiting(script):
+            or not worth_waiting(script):
         return allowance
-    left = tokens - (_monotonic() - since) * speed
-    return max(0, int(allowance - max(0.0, left)))
+    left = warm_up_left(script)
+    return allowance if left is None else max(0, int(allowance - left))
 
 
-def ahead_message(script, listeners) -> dict | None:
+def ahead_message(script, listeners, history_ids) -> dict | None:
     """
     The system message to warm after the prompt's opening for ``listeners``: the note of the
     candidates :func:`remember_left_out` kept, planned beside the shown notes
@@ -110,6 +101,7 @@ def ahead_message(script, listeners) -> dict | None:
     Args:
         script (AssistantScript): the NPC's script.
         listeners (iterable[str]): dbrefs the warm-up's prompt is built for.
+        history_ids (set[str]): ids of the messages in the runtime history.
 
     Returns:
         dict | None: ``{"role": "system", "content": str}``, or None when nothing was kept for
@@ -128,7 +120,7 @@ def ahead_message(script, listeners) -> dict | None:
     from ..core.tokens import count_tokens
 
     note = plan_ahead(script.ndb.recall_notes or [], kept["items"],
-                      {m.get("id") for m in script.history}, script.memory_budget(),
+                      history_ids, script.memory_budget(),
                       render_note, count_tokens,
                       listeners=None if kept.get("listeners") is None else listeners,
                       lent_tokens=script.budgeting.lendable(),

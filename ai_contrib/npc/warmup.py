@@ -72,7 +72,7 @@ def warmup_messages(script, character, listeners) -> list:
     prompt = ReplyPrompt(script, character, (), listeners, notes_in_order(notes, world_notes),
                          standing)
     opening = prompt.opening()
-    ahead = ahead_message(script, listeners)
+    ahead = ahead_message(script, listeners, ids)
     # the opening left out NPC replies at its end: the next turn's note would come after them
     if ahead is not None and len(opening) == len(prompt.messages):
         return opening + [ahead]

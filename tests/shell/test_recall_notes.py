@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ai_contrib.core.prompts import assemble_reply_prompt
-from ai_contrib.npc import fetch_ahead
+from ai_contrib.npc import deadline
 from ai_contrib.core.recall_notes import (
     QUESTION_DROP_SHARE, item_marks, lendable_tokens, notes_over_budget, plan_ahead,
     plan_recall, visible_notes, withdraw)
@@ -756,7 +756,7 @@ class AQuestionAboutThePastGetsTime(NPCTestCase):
             self.script.receive_speech(self.char1, "Anything else?")
             # the follow-up comes as the fetch starts: none of the note is evaluated yet
             # (the clock stands still at the warm-up's start)
-            with mock.patch.object(fetch_ahead, "_monotonic",
+            with mock.patch.object(deadline, "_monotonic",
                                    lambda: self.script.ndb.warming_since):
                 turn = self.script.run_tick()
                 wait_until(lambda: warming.callbacks)  # it waits for the note
