@@ -480,19 +480,30 @@ class GameDir:
             self.stop(timeout=timeout)
             return True
         except GameError:
-            self.kill("server")
-            self.kill("portal")
+            for which in ("server", "portal"):
+                try:
+                    self.kill(which)
+                except GameError:
+                    pass  # retiring is best effort: the caller moves on either way
             return False
 
-    def kill(self, which="server"):
+    def kill(self, which="server", timeout=120.0):
         """
         SIGKILL the Server (or Portal) process, as a crash would: no shutdown hooks run.
 
+        Returns once the process is gone and the ports it listened on can be bound again, so a
+        ``start`` right after cannot meet its own predecessor's sockets (a killed process that is
+        slow to exit on a loaded machine keeps them).
+
         Args:
             which (str): "server" or "portal".
+            timeout (float): seconds to wait for the process to end and its ports to be free.
 
         Returns:
             int | None: the pid killed, or None if none was running.
+
+        Raises:
+            GameError: if the process or its ports outlive ``timeout``.
         """
         pid = self.server_pid() if which == "server" else self.portal_pid()
         if pid is None:
@@ -501,9 +512,15 @@ class GameDir:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             return None
-        for _ in range(100):
-            if not _pid_alive(pid):
-                break
+        ports = (
+            [self.ports.internal_web]
+            if which == "server"
+            else [self.ports.telnet, self.ports.web, self.ports.websocket, self.ports.amp]
+        )
+        end = time.monotonic() + timeout
+        while _pid_alive(pid) or not all(_port_free(port) for port in ports):
+            if time.monotonic() > end:
+                raise GameError(f"the {which} (pid {pid}) or its ports outlived SIGKILL by {timeout} s")
             time.sleep(0.05)
         return pid
 
