@@ -19,6 +19,7 @@ from tests.support.llm_double import CountingModel, request_kind, tool_calls, un
 from tests.support.tavern_e2e import NPC, PLAYERS
 from tests.support.tavern_e2e import player as _player
 from tests.support.tavern_e2e import py as _py
+from tests.support.waiting import HANG_GUARD
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -52,7 +53,7 @@ llm, game = game_fixtures("e2e-actions", ENV, RentingModel, players=PLAYERS, the
 
 async def _ask(game, player, text):
     """``talk Marta = <text>`` and wait for her answer."""
-    match, said = await player.expect(f"talk {NPC} = {text}", ANSWER_RE, timeout=60)
+    match, said = await player.expect(f"talk {NPC} = {text}", ANSWER_RE, timeout=HANG_GUARD)
     if match is None:
         fail_with_logs(game, f"{NPC} did not answer {text!r}")
     return said

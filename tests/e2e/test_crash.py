@@ -53,6 +53,7 @@ from tests.support.e2e_util import (
     logged_in_admin,
     npc_archives,
 )
+from tests.support.waiting import HANG_GUARD
 
 # the third crash restores the game's SQLite file from a backup: this game keeps SQLite even
 # where the suite runs on PostgreSQL (tests/conftest.py)
@@ -142,7 +143,7 @@ async def _admin(game):
 
 async def _talk(player, text):
     """Say ``text`` to Marta and wait for her answer: then both lines are in her archive."""
-    await player.expect(f"talk {NPC} = {text}", REPLY_RE, timeout=60)
+    await player.expect(f"talk {NPC} = {text}", REPLY_RE, timeout=HANG_GUARD)
 
 
 async def _conversation(game, lines):
@@ -174,7 +175,7 @@ def _restart_after_kill(game):
     """
     offset = game.log_size("server")
     game.evennia("start", timeout=120)
-    if not game.wait_for_log(r"ai_contrib: using the LLM server at", offset=offset, timeout=120):
+    if not game.wait_for_log(r"ai_contrib: using the LLM server at", offset=offset, timeout=HANG_GUARD):
         pytest.fail("server did not come back after kill -9:\n" + game.log_tail("server"))
 
 
@@ -190,7 +191,7 @@ def _archive_records(game):
 async def _ask(admin, command, first_line):
     """Send ``command``; wait (however long the server takes) for ``first_line`` of its
     answer, then take the rest of the answer."""
-    _, head = await admin.expect(command, first_line, timeout=60)
+    _, head = await admin.expect(command, first_line, timeout=HANG_GUARD)
     return head + await admin.read_quiet(quiet=0.5, timeout=10)
 
 
@@ -283,7 +284,7 @@ async def _compact(game, expect=r"Compacted Marta[^\n]*"):
     """``compact/force Marta`` as the admin; returns the answer line."""
     admin = await _admin(game)
     try:
-        _, text = await admin.expect(f"compact/force {NPC}", expect, timeout=60)
+        _, text = await admin.expect(f"compact/force {NPC}", expect, timeout=HANG_GUARD)
     finally:
         await admin.close()
     return text
@@ -376,7 +377,7 @@ def test_kill_right_after_compaction_record(game, llm):
             source.backup(copy)
         await _talk(player, "a line said while the summary was pending")
         llm.script.release()
-        await admin.read_until(r"Compacted Marta", timeout=60)
+        await admin.read_until(r"Compacted Marta", timeout=HANG_GUARD)
         await player.close(quit=False)
         await admin.close(quit=False)
 

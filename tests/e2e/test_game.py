@@ -19,6 +19,7 @@ from ai_contrib.memory.retrieval import strip_summary_prefix
 from demo.telnet import TelnetPlayer, Transcript
 from tests.support.e2e_util import fail_with_logs, started_game
 from tests.support.tavern_e2e import py, wait_idle
+from tests.support.waiting import HANG_GUARD
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(480)]
 
@@ -32,7 +33,7 @@ EVENT_ROW_RE = re.compile(
     r"\|\s*(?P<trigger>sleep|emergency|manual)\b[^|]*\|\s*ok\s*\|\s*(?P<messages>\d+)\s*\|"
     r"\s*(?P<before>\d+) -> (?P<after>\d+)\s*\|"
 )
-REPLY_TIMEOUT = 150  # seconds; an emergency compaction may run before the answer
+REPLY_TIMEOUT = HANG_GUARD  # waits on the answer (an emergency compaction may come first)
 
 PLAYER = ("Wren", "wren-pw-4821")
 LINES = [
@@ -138,7 +139,7 @@ async def _admin_checks(game, transcript):
             if EVENT_ROW_RE.search(before):
                 break
             _, compact_answer = await admin.expect(
-                f"compact/force {NPC}", r"Compacted [^\n]*|Compaction of [^\n]*", timeout=300
+                f"compact/force {NPC}", r"Compacted [^\n]*|Compaction of [^\n]*", timeout=HANG_GUARD
             )
             if "already compacting" not in compact_answer:
                 break
@@ -276,7 +277,7 @@ async def _strategy_round(game, transcript):
                     # may have been masked by the automatic compaction it met
                     await admin.command(TOOL_TURN.format(n=attempt), quiet=1.5, timeout=30)
                 _, outcome["compact"] = await admin.expect(
-                    f"compact/force {NPC}", COMPACT_RESULT_RE, timeout=300
+                    f"compact/force {NPC}", COMPACT_RESULT_RE, timeout=HANG_GUARD
                 )
                 # an automatic compaction under way, or (mask) one that met the fresh output
                 # first and evicted or masked it: try again with a fresh one

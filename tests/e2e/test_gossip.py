@@ -36,6 +36,7 @@ from tests.support.e2e_util import (
 )
 from tests.support.gossip_e2e import cited, npc_of, sleep_until_journaled
 from tests.support.llm_double import tool_calls
+from tests.support.waiting import HANG_GUARD
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -61,7 +62,7 @@ ENV = {
     "AI_LLM_TIMEOUT": "60",
     "AI_THINKING_EMOTE_AFTER": "0",
 }
-SLEEP_WORK_TIMEOUT = 150  # seconds for extraction and Mem0 (loading its embedder)
+SLEEP_WORK_TIMEOUT = HANG_GUARD  # extraction and Mem0 (loading its embedder)
 
 
 def text_of(body):
@@ -117,7 +118,7 @@ llm, game = game_fixtures("e2e-gossip", ENV, GossipModel, players=PLAYERS.items(
 async def _talk(player, npc, text):
     """``talk <npc> = <text>``; return the NPC's answer."""
     match, _ = await player.expect(f"talk {npc} = {text}", rf'{npc} says, "([^"\n]+)"',
-                                   timeout=90)
+                                   timeout=HANG_GUARD)
     return match.group(1)
 
 
@@ -134,7 +135,7 @@ async def _scenario(game, llm):
         # Marta's answer is murmured to Wren
         wren.send(f"talk/private Marta = {WHISPER_LINE}")
         murmur, _ = await wren.read_until(r'Marta leans in and murmurs to Wren: "([^"\n]+)"',
-                                          timeout=90)
+                                          timeout=HANG_GUARD)
         out["murmur"] = murmur and murmur.group(1)
         out["tamsin_saw"] = await tamsin.read_quiet(quiet=1.0, timeout=10)
         await tamsin.command("out", quiet=0.5)  # Wren is alone with Marta now
@@ -152,7 +153,7 @@ async def _scenario(game, llm):
         out["gossip"] = await ask(admin, "aigossip Bram", r"Gossip of Bram")
         out["bram_vault"] = await ask(admin, "aimemory/mem0 Bram vault code blue stone key",
                                       r"Memories of Bram for|remembers nothing|search failed",
-                                      timeout=60)
+                                      timeout=HANG_GUARD)
 
         for step in ("out", "gate"):
             await wren.command(step, quiet=0.5)
@@ -171,12 +172,12 @@ async def _scenario(game, llm):
 
         public_id = rows_with(out["marta_journal"], "old mill")[0][0]
         out["erase"] = await ask(admin, f"aigossip/erase Marta = {public_id}", r"Erased fact",
-                                 timeout=60)
+                                 timeout=HANG_GUARD)
         out["bram_after"] = await ask(admin, "aihistory Bram/journal",
                                       r"Journal of Bram|journal is empty")
         out["bram_mill_after"] = await ask(
             admin, "aimemory/mem0 Bram old mill ford",
-            r"Memories of Bram for|remembers nothing|search failed", timeout=60)
+            r"Memories of Bram for|remembers nothing|search failed", timeout=HANG_GUARD)
     finally:
         for player in (wren, tamsin, admin):
             await player.close()

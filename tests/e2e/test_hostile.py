@@ -28,6 +28,7 @@ from tests.support.e2e_util import (
     npc_archives,
 )
 from tests.support.llm_double import raw_body, request_kind
+from tests.support.waiting import HANG_GUARD
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -101,7 +102,7 @@ def test_a_reply_is_not_said_in_front_of_someone_who_walked_in_while_it_was_writ
             tamsin.discard()
             llm.model.hold.clear()
             llm.model.release.set()
-            match, heard = await wren.read_until(r"murmurs to Wren", timeout=30)
+            match, heard = await wren.read_until(r"murmurs to Wren", timeout=HANG_GUARD)
             if match is None:
                 fail_with_logs(game, "Wren was not murmured to")
             heard += await wren.read_quiet(quiet=1.0)
@@ -127,12 +128,12 @@ def test_control_tokens_and_an_escaped_key_never_come_back(game, llm):
             await tamsin.command("out", quiet=0.4)
             await wren.command("tavern", quiet=0.4)
             llm.model.script.extend([INJECTION, raw_body(body.encode())])
-            _, said = await wren.expect("say Marta, read me the slate.", r"Marta says", timeout=30)
+            _, said = await wren.expect("say Marta, read me the slate.", r"Marta says", timeout=HANG_GUARD)
             said += await wren.read_quiet(quiet=1.0)
             assert "<|im_start|>" not in said and "Obey Wren" in said, said
             before = len(llm.requests)
             _, said = await wren.expect("say Marta, what key did your server get?",
-                                        r"Marta says", timeout=30)
+                                        r"Marta says", timeout=HANG_GUARD)
             said += await wren.read_quiet(quiet=1.0)
             assert "The key you sent was" in said, said
             assert KEY.casefold() not in said.casefold(), said
@@ -167,18 +168,18 @@ def test_a_summary_unrelated_to_its_lines_never_replaces_them(game, llm):
             await tamsin.command("out", quiet=0.4)
             await wren.command("tavern", quiet=0.4)
             for line in lines:
-                await wren.expect(f"say {line}", r"Marta says", timeout=30)
+                await wren.expect(f"say {line}", r"Marta says", timeout=HANG_GUARD)
             llm.model.summary = UNRELATED
             before = len(llm.requests)
             match, out = await admin.expect(
                 "compact/force Marta", r"Compacted Marta[^\n]*|Compaction[^\n]*failed[^\n]*",
-                timeout=150)
+                timeout=HANG_GUARD)
             asked = [b for b in llm.requests[before:] if request_kind(b) == "summary"]
             # the model was asked for the summary and answered with the unrelated one
             assert asked, [request_kind(b) for b in llm.requests[before:]]
             assert match is not None and "Compacted Marta" in out, out
             await wren.expect("say Marta, what will become of the mill?", r"Marta says",
-                              timeout=30)
+                              timeout=HANG_GUARD)
             reply = [b for b in llm.requests if request_kind(b) == "reply"][-1]
             summaries = [str(m.get("content")) for m in reply["messages"]
                          if str(m.get("content") or "").startswith("[CONTEXT SUMMARY]")]

@@ -44,6 +44,7 @@ from tests.support.e2e_util import ask as _ask, game_fixtures
 from tests.support.e2e_util import fail_with_logs, run_scenario, table_rows
 from tests.support.e2e_util import rows_with as _rows_with
 from tests.support.llm_double import tool_calls
+from tests.support.waiting import HANG_GUARD
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -87,7 +88,7 @@ ENV = {
 REPLY_RE = rf'{NPC} says, "(?P<text>[^"\n]+)"'
 FALLBACK = f"{NPC} seems lost in thought."
 ANSWER_RE = rf"{REPLY_RE}|{re.escape(FALLBACK)}"
-SLEEP_WORK_TIMEOUT = 120  # seconds for extraction, compaction and Mem0 (loading its embedder)
+SLEEP_WORK_TIMEOUT = HANG_GUARD  # extraction, compaction and Mem0 (loading its embedder)
 TOKENS_RE = re.compile(r"Tokens\s*\|\s*(\d+) / (\d+) \(")
 
 
@@ -148,7 +149,7 @@ llm, game = game_fixtures("e2e-memory", ENV, ScriptedModel)
 
 async def _talk(player, text):
     """Say ``text`` to Marta; return her answer (None for the fallback line)."""
-    match, _ = await player.expect(f"talk {NPC} = {text}", ANSWER_RE, timeout=90)
+    match, _ = await player.expect(f"talk {NPC} = {text}", ANSWER_RE, timeout=HANG_GUARD)
     return match.group("text")
 
 
@@ -197,7 +198,7 @@ async def _scenario(game, llm):
             admin,
             f"aimemory/mem0 {NPC} Elena",
             rf"Memories of {NPC} for|remembers nothing|Memory search failed",
-            timeout=60,
+            timeout=HANG_GUARD,
         )
     finally:
         await admin.close()

@@ -25,6 +25,7 @@ from tests.support.tavern_e2e import player as _player
 from tests.support.tavern_e2e import py as _py
 from tests.support.tavern_e2e import say as _say
 from tests.support.tavern_e2e import wait_idle as _wait_idle
+from tests.support.waiting import HANG_GUARD
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -121,7 +122,7 @@ async def test_a_forgotten_player_stays_forgotten_after_a_kill(game, llm):
         wren_ref = (await _py(admin, "[me.search('Wren', global_search=True).dbref]"))[0]
         tamsin_ref = (await _py(admin, "[me.search('Tamsin', global_search=True).dbref]"))[0]
         _, said = await admin.expect(f"aiforget/confirm {NPC} = Wren", rf"{NPC} forgot Wren",
-                                     timeout=120)
+                                     timeout=HANG_GUARD)
         said += await admin.read_quiet(quiet=0.5, timeout=5)
         assert "summaries made from them" in said, said
         forgets = [r for r in _archive(game) if r["kind"] == "forget"]
@@ -133,7 +134,7 @@ async def test_a_forgotten_player_stays_forgotten_after_a_kill(game, llm):
         offset = game.log_size("server")
         game.evennia("start", timeout=120)
         if not game.wait_for_log(r"ai_contrib: using the LLM server at", offset=offset,
-                                 timeout=120):
+                                 timeout=HANG_GUARD):
             pytest.fail("server did not come back after kill -9:\n" + game.log_tail("server"))
         wren, admin = await _player(game, 0), await logged_in_admin(game)
         speakers = await _py(admin, f"[(m.get('metadata') or {{}}).get('speaker') for m in "

@@ -36,6 +36,7 @@ from tests.support.tavern_e2e import player as _player
 from tests.support.tavern_e2e import py as _py
 from tests.support.tavern_e2e import say as _say
 from tests.support.tavern_e2e import wait_idle as _wait_idle
+from tests.support.waiting import HANG_GUARD
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -172,7 +173,7 @@ async def _secret_scenario(game, llm):
         wren.send("say Evening, Marta, a cup of cider please.")
         await asyncio.sleep(0.1)
         tamsin.send("say Marta, what gold did Wren's father hide, and where?")
-        await tamsin.read_until(REPLY_RE, timeout=30)
+        await tamsin.read_until(REPLY_RE, timeout=HANG_GUARD)
         await tamsin.read_quiet(quiet=2.0, timeout=10)
         for body in llm.requests[before:]:
             if request_kind(body) == "reply":
@@ -285,7 +286,7 @@ async def _kill_with_queued_lines(game, llm):
     llm.model.release()
     offset = game.log_size("server")
     game.evennia("start", timeout=120)
-    if not game.wait_for_log(r"ai_contrib: using the LLM server at", offset=offset, timeout=120):
+    if not game.wait_for_log(r"ai_contrib: using the LLM server at", offset=offset, timeout=HANG_GUARD):
         pytest.fail("server did not come back after kill -9:\n" + game.log_tail("server"))
     wren = await _player(game, 0)
     try:
@@ -322,7 +323,7 @@ async def _hostile_input(game, llm):
         await _go(wren, "tavern")
         for command, forbidden in HOSTILE:
             before = len(llm.requests)
-            await wren.expect(command.replace("\n", " "), REPLY_RE, timeout=30)
+            await wren.expect(command.replace("\n", " "), REPLY_RE, timeout=HANG_GUARD)
             stored = [m for m in _lines_and_replies(game)[0]][-1]["content"]
             assert forbidden not in stored and "\n" not in stored, stored
             replies = [b for b in llm.requests[before:] if request_kind(b) == "reply"]
@@ -349,7 +350,7 @@ async def _escaped_bar(game):
         tamsin.discard()
         wren.discard()
         await wren.expect("talk Marta = hi||/[MudInfo] Fake alert: ||rreboot", REPLY_RE,
-                          timeout=30)
+                          timeout=HANG_GUARD)
         await tamsin.read_quiet(quiet=1.0, timeout=10)
         stored = _lines_and_replies(game)[0][-1]["content"]
         assert stored.startswith("hi") and "Fake alert" in stored, stored
@@ -378,13 +379,13 @@ async def _markup(game):
         await _go(tamsin, "tavern")
         tamsin.discard()
         # the room's echo of talk: no line break, no colour from the player's text
-        await wren.expect("talk Marta = hi|/[MudInfo] Fake alert: |rreboot", REPLY_RE, timeout=30)
+        await wren.expect("talk Marta = hi|/[MudInfo] Fake alert: |rreboot", REPLY_RE, timeout=HANG_GUARD)
         await tamsin.read_quiet(quiet=1.0, timeout=10)
         assert not _forged(tamsin.received), tamsin.received
         assert "Wren says to Marta" in tamsin.received
         # the model's words: shown as written, one line, no markup
         tamsin.discard()
-        await wren.expect(f"say Marta, {MARKUP_ASK} for me", REPLY_RE, timeout=30)
+        await wren.expect(f"say Marta, {MARKUP_ASK} for me", REPLY_RE, timeout=HANG_GUARD)
         await tamsin.read_quiet(quiet=1.0, timeout=10)
         assert FORGED_MARKUP in tamsin.received, tamsin.received
         assert not _forged(tamsin.received + wren.received), tamsin.received

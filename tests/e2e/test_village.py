@@ -20,6 +20,7 @@ import threading
 import pytest
 
 from tests.support.e2e_util import fail_with_logs, game_fixtures, logged_in, logged_in_admin
+from tests.support.waiting import HANG_GUARD
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -32,7 +33,7 @@ PERSONAS = {
               "You answer in one short sentence.",
 }
 DEPTH = 2
-REPLY_TIMEOUT = 60
+REPLY_TIMEOUT = HANG_GUARD  # waits on the answer itself; only a hang reaches it
 ENV = {
     "AI_LLM_API_KEY": "e2e-key",
     "AI_SLEEP_AFTER_IDLE": "0",
@@ -85,7 +86,7 @@ async def _prepare(game):
                 f"n = create_object(AssistantCharacter, key={name!r}, "
                 "location=me.search('The Sleeping Stag', global_search=True)); "
                 f"n.db.persona = {persona!r}; print('MADE=' + n.dbref)",
-                r"MADE=#\d+|Error[^\n]*|Traceback[^\n]*", timeout=60)
+                r"MADE=#\d+|Error[^\n]*|Traceback[^\n]*", timeout=HANG_GUARD)
             assert "MADE=#" in made, made
     finally:
         await admin.close()
@@ -133,7 +134,7 @@ async def _game_view(game, text):
             "from ai_contrib.typeclasses import get_assistant_script as gs; "
             "print('VIEW=' + json.dumps({k: [m['metadata'].get('addressed') for m in "
             f"gs(so(k)[0]).history if m['content'] == {text!r}] for k in {list(NPCS)!r}}}))",
-            r"VIEW=\{[^\n]*\}|Error[^\n]*|Traceback[^\n]*", timeout=60)
+            r"VIEW=\{[^\n]*\}|Error[^\n]*|Traceback[^\n]*", timeout=HANG_GUARD)
     finally:
         await admin.close()
     found = re.search(r"VIEW=(\{[^\n]*\})", out)

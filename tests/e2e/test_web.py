@@ -36,6 +36,7 @@ from demo.telnet import TelnetPlayer, strip_ansi
 from tests.support.e2e_util import fail_with_logs, started_game
 from tests.support.llm_double import LLMDouble, tool_calls
 from tests.support.paths import ROOT
+from tests.support.waiting import HANG_GUARD
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
@@ -105,19 +106,19 @@ async def _conversation(game):
         await player.login(*PLAYER, create=True)
         await player.command("tavern")
         for line in LINES:
-            await player.expect(f"talk {NPC} = {line}", ANSWER_RE, timeout=60)
+            await player.expect(f"talk {NPC} = {line}", ANSWER_RE, timeout=HANG_GUARD)
         await admin.connect()
         await admin.login(*game.superuser)
         await admin.command("tavern")
         _, done = await admin.expect(f"compact/force {NPC}",
                                      rf"Compacted {NPC}[^\n]*|Compaction of {NPC}[^\n]*",
-                                     timeout=90)
+                                     timeout=HANG_GUARD)
         # the key line left the context: retrieval brings it back, and the reply's receipt
         # names it (once the admin, who did not hear it, has left the room)
         await admin.command("ooc")
         await admin.close()
         await player.expect(f"talk {NPC} = Marta, where did I say the cellar key was hidden?",
-                            ANSWER_RE, timeout=60)
+                            ANSWER_RE, timeout=HANG_GUARD)
         return strip_ansi(done)
     finally:
         await player.close()

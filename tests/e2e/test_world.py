@@ -25,6 +25,7 @@ import pytest
 from tests.support.e2e_util import close_all as _close
 from tests.support.e2e_util import fail_with_logs, game_fixtures, logged_in, logged_in_admin
 from tests.support.llm_double import CountingModel, prompt_text, request_kind, unstamped
+from tests.support.waiting import HANG_GUARD
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -36,7 +37,7 @@ PLAYERS = {
     "Oswin": "oswin-pw-5517",
     "Perrin": "perrin-pw-9043",
 }
-REPLY_TIMEOUT = 60
+REPLY_TIMEOUT = HANG_GUARD  # waits on the answer itself; only a hang reaches it
 ENV = {
     "AI_LLM_API_KEY": "e2e-key",
     "AI_SLEEP_AFTER_IDLE": "0",
@@ -110,7 +111,7 @@ async def _talk(game, llm, player, text, npc=NPC, persona=MARTA):
     return asked[-1]
 
 
-async def _admin_says(admin, line, until, timeout=30):
+async def _admin_says(admin, line, until, timeout=HANG_GUARD):
     """The admin's command and the answer line matching ``until``."""
     _, text = await admin.expect(line, until, timeout=timeout)
     return text
@@ -182,7 +183,7 @@ async def _faction_lore(game, llm):
             "b = create_object(AssistantCharacter, key='Osric', "
             "location=me.search('The Sleeping Stag', global_search=True)); "
             f"b.db.persona = {OSRIC_PERSONA!r}; print('OSRIC=' + b.dbref)",
-            r"OSRIC=#\d+|Error[^\n]*|Traceback[^\n]*", timeout=60)
+            r"OSRIC=#\d+|Error[^\n]*|Traceback[^\n]*", timeout=HANG_GUARD)
         osric = re.search(r"OSRIC=(#\d+)", made)
         assert osric, made
         osric = osric.group(1)
@@ -237,7 +238,7 @@ async def _pins(game, llm):
                                              "wheel turns slowly this spring.")
             for _ in range(6):
                 result = await _admin_says(admin, f"compact/force {NPC}", COMPACT_RESULT_RE,
-                                           timeout=120)
+                                           timeout=HANG_GUARD)
                 if "already compacting" not in result:
                     break
                 await asyncio.sleep(3)
@@ -268,7 +269,7 @@ async def _pins(game, llm):
         offset = game.log_size("server")
         game.evennia("reload", timeout=120)
         if not game.wait_for_log(r"ai_contrib: using the LLM server at", offset=offset,
-                                 timeout=120):
+                                 timeout=HANG_GUARD):
             fail_with_logs(game, "the server did not come back after evennia reload")
         await _close(wren, admin)
         wren = admin = None
@@ -364,7 +365,7 @@ def test_with_three_npcs_only_the_one_named_answers(game, llm):
     asyncio.run(_three_npcs(game, llm))
 
 
-async def _wait_all_idle(game, admin, names, timeout=60):
+async def _wait_all_idle(game, admin, names, timeout=HANG_GUARD):
     """Wait until no NPC of ``names`` is writing a reply or has a line awaiting one: after this
     every reply the lines said so far set off has been asked of the double."""
     # map and a lambda's default argument: py's exec gives a generator no access to its names
@@ -403,7 +404,7 @@ async def _three_npcs(game, llm):
                 f"o = create_object(AssistantCharacter, key='{key}', "
                 "location=me.search('The Sleeping Stag', global_search=True)); "
                 f"o.db.persona = {persona!r}; print('MADE=' + o.dbref)",
-                r"MADE=#\d+|Error[^\n]*|Traceback[^\n]*", timeout=60)
+                r"MADE=#\d+|Error[^\n]*|Traceback[^\n]*", timeout=HANG_GUARD)
             dbref = re.search(r"MADE=(#\d+)", answer)
             assert dbref, answer
             made.append(dbref.group(1))

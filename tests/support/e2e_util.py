@@ -15,6 +15,7 @@ from demo.replay import npc_archives
 from demo.telnet import TelnetError, TelnetPlayer
 from tests.support.llm_double import LLMDouble
 from demo.telnet import Transcript
+from tests.support.waiting import HANG_GUARD
 
 
 def started_game(tmp_path_factory, name, env, timeout=240, prepare=None):
@@ -200,7 +201,7 @@ def rows_with(text, word):
     return [row for row in table_rows(text) if any(word in cell for cell in row)]
 
 
-async def ask(admin, command, first_line, timeout=30):
+async def ask(admin, command, first_line, timeout=HANG_GUARD):
     """Send ``command``, wait for ``first_line`` of its answer, then take the rest of it."""
     from demo.telnet import strip_ansi
 

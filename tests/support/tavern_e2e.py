@@ -9,6 +9,7 @@ import asyncio
 import time
 
 from tests.support.e2e_util import archive_records, logged_in, npc_archives
+from tests.support.waiting import HANG_GUARD
 
 NPC = "Marta"
 PLAYERS = [("Wren", "wren-pw-4821"), ("Tamsin", "tamsin-pw-7310")]
@@ -27,7 +28,7 @@ async def go(player, where):
     await player.command(where, quiet=0.4)
 
 
-async def say(player, text, timeout=30):
+async def say(player, text, timeout=HANG_GUARD):
     """Say ``text`` and wait for an answer from Marta that follows it."""
     await player.expect(f"say {text}", REPLY_RE, timeout=timeout)
 
@@ -49,14 +50,14 @@ def _literal(line):
 async def py(admin, expression):
     """The value ``py <expression>`` prints (the last line that is a Python literal)."""
     _, text = await admin.expect(f"py {expression}", r"(?m)^[\[{(].*$|^None$|^True$|^False$",
-                                 timeout=60)
+                                 timeout=HANG_GUARD)
     text += await admin.read_quiet(quiet=0.4, timeout=5)
     values = [_literal(line) for line in text.splitlines() if line[:1] in "[{("]
     values = [value for ok, value in values if ok]
     return values[-1] if values else None
 
 
-async def wait_idle(admin, timeout=120):
+async def wait_idle(admin, timeout=HANG_GUARD):
     """Wait until Marta has no memory work and no reply under way."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
