@@ -17,7 +17,6 @@ the speed.
 
 from __future__ import annotations
 
-from .tokens import PER_MESSAGE_OVERHEAD
 
 #: how much slower than measured the server may be before a reply to it is given up: the load
 #: of a shared machine can rise between two measurements
@@ -116,7 +115,9 @@ def window_start(token_counts, allowance, last_start) -> int:
     window always shows).
 
     Args:
-        token_counts (list[int]): tokens of each history message, oldest first.
+        token_counts (list[int]): what each history message costs in a request, oldest first,
+            its per-message overhead included (:func:`ai_contrib.core.tokens.
+            count_message_tokens`, as the history's ledger counts it).
         allowance (int): tokens the window may take.
         last_start (int): the latest index the window may start at.
 
@@ -124,7 +125,7 @@ def window_start(token_counts, allowance, last_start) -> int:
         int: index into the history, 0 .. ``last_start``.
     """
     start, used = len(token_counts), 0
-    while start > 0 and used + token_counts[start - 1] + PER_MESSAGE_OVERHEAD <= allowance:
+    while start > 0 and used + token_counts[start - 1] <= allowance:
         start -= 1
-        used += token_counts[start] + PER_MESSAGE_OVERHEAD
+        used += token_counts[start]
     return min(start, max(0, last_start))

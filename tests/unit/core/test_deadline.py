@@ -11,7 +11,7 @@ from ai_contrib.core.deadline import (
     after_step,
     window_start,
 )
-from ai_contrib.core.tokens import PER_MESSAGE_OVERHEAD
+from ai_contrib.core.tokens import PER_MESSAGE_OVERHEAD, count_message_tokens
 
 
 def _count(text):
@@ -50,8 +50,11 @@ def test_the_time_limit_grows_with_the_prompt_and_is_flat_when_the_speed_is_unkn
 
 
 def test_a_window_takes_the_newest_lines_that_fit_and_never_starts_after_the_turn():
-    counts = [100, 100, 20, 20, 20]
-    step = 20 + PER_MESSAGE_OVERHEAD
+    # the history's counts already hold each message's overhead (count_message_tokens)
+    messages = [{"role": "user", "content": "word " * n} for n in (100, 100, 20, 20, 20)]
+    counts = [count_message_tokens(m) for m in messages]
+    step = counts[-1]
+    assert step > 20  # the overhead is in the count, and not added a second time below
     assert window_start(counts, 3 * step, 4) == 2
     assert window_start(counts, 3 * step - 1, 4) == 3
     assert window_start(counts, 10_000, 4) == 0  # everything fits
