@@ -68,6 +68,7 @@ from ..memory.entities import find_entity, update_entity_observation
 from ..memory.importance import heuristic_importance, score_importance
 from ..memory.provenance import (provenance, said_in_public, source_messages,
                                  without_visibility_tags)
+from .ai_npcs import ai_npc_names
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
@@ -358,6 +359,7 @@ class _Extraction:
         self.views = list(views) if views is not None else [self.read]
         self.build = build
         self.character = character
+        self._npcs = None  # _npc_names, read once
         self.max_iterations = max_iterations
         self.client = client
         self.model = _cfg(script, "llm_model")
@@ -593,12 +595,17 @@ class _Extraction:
         return Grounding(own.support, line, own.reason), seq if isinstance(seq, int) else None
 
     def _npc_names(self):
-        """The NPCs' names, case-folded: this NPC's and every speaker of an NPC's line in the
-        view (:func:`ai_contrib.core.fact_policy.said_by_npc`)."""
-        names = {str(getattr(self.character, "key", "") or "").casefold()}
-        names.update(str(msg.get("name") or "").casefold() for msg in self.span
-                     if said_by_npc(msg))
-        return names - {""}
+        """The NPCs' names, case-folded: this NPC's, every speaker of an NPC's line in the view
+        (:func:`ai_contrib.core.fact_policy.said_by_npc`) and every AI NPC of the game
+        (:func:`ai_contrib.npc.ai_npcs.ai_npc_names`, read once per extraction), so that a
+        summary quoting an NPC who has left is still that NPC's words."""
+        if self._npcs is None:
+            names = {str(getattr(self.character, "key", "") or "").casefold()}
+            names.update(str(msg.get("name") or "").casefold() for msg in self.span
+                         if said_by_npc(msg))
+            names.update(ai_npc_names(self.script.key))
+            self._npcs = frozenset(names - {""})
+        return self._npcs
 
     @defer.inlineCallbacks
     def execute(self, calls, mode=None):

@@ -34,6 +34,7 @@ from evennia.utils.search import search_tag
 from ..core.gossip import networks, origin_of, select_gossip
 from ..memory.journal import add_entry, ensure_journal
 from ..settings import get_setting
+from .ai_npcs import ai_npc_ids
 from .erase import erased_facts, mark_erased, withdraw_recall
 
 if TYPE_CHECKING:
@@ -104,16 +105,6 @@ def _journal_of(character):
     from ..memory.mem0_store import plain_entry
 
     return ensure_journal(plain_entry(character.db.journal or {}))
-
-
-def ai_npc_ids(script_key) -> frozenset[str]:
-    """The dbrefs of every AI NPC (objects carrying a script keyed ``script_key``): never
-    counted among a fact's hearers when deciding whether it was learned in public."""
-    from evennia.scripts.models import ScriptDB
-
-    return frozenset(
-        f"#{obj_id}" for obj_id in ScriptDB.objects.filter(
-            db_key=script_key, db_obj__isnull=False).values_list("db_obj__id", flat=True))
 
 
 def _hear_from(character, journal, peer, peer_entries, now, max_hops, route, npcs=()):

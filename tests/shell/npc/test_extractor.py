@@ -6,10 +6,12 @@ unless a player said it too.
 """
 
 from django.test import override_settings
+from evennia.utils import create
 
 from ai_contrib.core.fact_policy import GROUNDING_MIN_FACTS
 from ai_contrib.llm.client import reset_client
 from ai_contrib.npc.extraction import run_pre_compaction_extraction
+from ai_contrib.typeclasses import AssistantCharacter
 
 from tests.support.llm_double import structured
 from tests.support.npc_fixtures import NPCTestCase
@@ -169,6 +171,26 @@ class TestNPCLines(ExtractorTestCase):
         self.assertEqual(self.facts(), [])
         # positive control: the same summary line giving a player's words is a fact
         self.script.add_message("system", f"{SUMMARY_PREFIX}\n- Carol said: {self.ROAD}",
+                                metadata={"type": MARKER_TYPE})
+        result = self.cite(said)
+        self.assertEqual(result["facts_recorded"], 1, result)
+        self.assertEqual([e["content"] for e in self.facts()], [self.ROAD])
+
+
+    def test_a_summary_quoting_an_npc_who_has_left_is_still_an_npc_s_words(self):
+        from ai_contrib.core.messages import MARKER_TYPE, SUMMARY_PREFIX
+
+        # Fenwick, another AI NPC, spoke here once; his lines are summarised and he is away
+        create.create_object(AssistantCharacter, key="Fenwick", location=self.room2)
+        self.assertFalse([m for m in self.script.history if m.get("name") == "Fenwick"])
+        self.script.add_message("system", f"{SUMMARY_PREFIX}\n- Fenwick said: {self.ROAD}",
+                                metadata={"type": MARKER_TYPE})
+        said = self.npc_says("The weather turns tomorrow.")
+        result = self.cite(said)
+        self.assertEqual((result["facts_recorded"], result["facts_rejected"]), (0, 1), result)
+        self.assertEqual(self.facts(), [])
+        # positive control: the same line giving the words of someone who is no AI NPC
+        self.script.add_message("system", f"{SUMMARY_PREFIX}\n- Hobb said: {self.ROAD}",
                                 metadata={"type": MARKER_TYPE})
         result = self.cite(said)
         self.assertEqual(result["facts_recorded"], 1, result)
