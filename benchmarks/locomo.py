@@ -110,6 +110,18 @@ from benchmarks import locomo_metrics as metrics  # noqa: E402
 from benchmarks._cli import setting_overrides  # noqa: E402
 
 DEFAULT_DATA = os.path.join(ROOT, "data", "locomo", "locomo_dev.json")
+
+
+def typing_left(text, wpm, since, now) -> float:
+    """
+    Seconds a player typing ``text`` at ``wpm`` words a minute (``--typing-wpm``) still types
+    at ``now``, having started when the NPC's last reply was stored (``since``; both
+    ``time.perf_counter()`` seconds): ``words x 60 / wpm`` less the time gone, at least 0.
+    0 for ``wpm`` 0 (lines said at once) or before any reply (``since`` None).
+    """
+    if not wpm or since is None:
+        return 0.0
+    return max(0.0, len(text.split()) * 60.0 / float(wpm) - (now - since))
 #: the shipped conversations split once, for good: defaults are chosen on the tuning set and
 #: the README reports the report set (``--split``), so no reported figure is one a setting was
 #: fitted to (``docs/design.md``, "Recall notes")
@@ -758,13 +770,9 @@ class PipelineNPC:
         """
         from twisted.internet import reactor, task
 
-        since = self.replied_at
-        if not wpm or since is None:
-            return 0.0
-        left = len(text.split()) * 60.0 / float(wpm) - (time.perf_counter() - since)
-        if left <= 0:
-            return 0.0
-        wait(task.deferLater(reactor, left, lambda: None))
+        left = typing_left(text, wpm, self.replied_at, time.perf_counter())
+        if left > 0:
+            wait(task.deferLater(reactor, left, lambda: None))
         return left
 
     def say_in_game(self, text):
