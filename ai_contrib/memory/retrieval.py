@@ -76,6 +76,7 @@ from ..core.dates import resolve_relative_dates, short_time
 from ..core.gossip import chain_text, heard_from_text
 from ..core.prompts import EXPERIENCES_HEADING, MEMORIES_HEADING
 from .lexical import STOP_WORDS, bm25, doc_text, terms, tokenize  # noqa: F401
+from .mem0_config import MemoryStoreError
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
@@ -930,7 +931,7 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
     """
     from .archive import ArchiveError
     from .fulltext import FullTextError
-    from .mem0_store import MemoryStoreError, get_store
+    from .mem0_store import get_store
 
     settings = replace(options or retrieval_options(), **overrides)
     searchable = bool(settings.enabled) and bool(query and str(query).strip())

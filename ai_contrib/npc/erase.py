@@ -199,7 +199,7 @@ def reset_memory(script, character) -> Deferred:
         ``"file_error"`` on failure). Never errbacks.
     """
     from ..memory.journal import new_journal
-    from ..memory.mem0_store import npc_agent_id
+    from ..memory.mem0_payload import npc_agent_id
 
     report = reset_preview(script, character)
     old_path = script.archive_path()
@@ -344,7 +344,7 @@ def retire_memory(script) -> Deferred:
                            lambda failure: {"moved": [], "file_error": failure.getErrorMessage()})
         jobs.append(moved)
     if character is not None and _memories_stored(character):
-        from ..memory.mem0_store import npc_agent_id
+        from ..memory.mem0_payload import npc_agent_id
 
         jobs.append(_delete_memories(npc_agent_id(character), drop_collection=True))
 

@@ -747,7 +747,7 @@ class _Extraction:
             str: the call's result text.
         """
         from ..memory.journal import add_entry
-        from ..memory.mem0_store import memory_setting
+        from ..memory.mem0_config import memory_setting
 
         entity, observation = args["entity"], args["observation"]
         if self.erased(f"{entity}: {observation}") or self.erased(observation):

@@ -134,7 +134,8 @@ def _delete_memories(character, name, plan):
     when Mem0 is off) or with ``"memory_error"``; never errbacks."""
     if not get_setting("MEMORY_ENABLED"):
         return defer.succeed({"memories": None})
-    from ..memory.mem0_store import get_store, npc_agent_id, player_key
+    from ..memory.mem0_payload import npc_agent_id, player_key
+    from ..memory.mem0_store import get_store
 
     try:
         d = get_store().delete_derived(npc_agent_id(character), plan["journal_ids"],

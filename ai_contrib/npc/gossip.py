@@ -102,7 +102,7 @@ def peers(character, script_key) -> list:
 
 
 def _journal_of(character):
-    from ..memory.mem0_store import plain_entry
+    from ..memory.mem0_payload import plain_entry
 
     return ensure_journal(plain_entry(character.db.journal or {}))
 
@@ -284,7 +284,8 @@ def erase_everywhere(origin, script_key) -> Deferred:
     """
     from twisted.internet import defer
 
-    from ..memory.mem0_store import get_store, npc_agent_id
+    from ..memory.mem0_payload import npc_agent_id
+    from ..memory.mem0_store import get_store
 
     copies = travelled_copies(origin, script_key)
     by_npc = {}

@@ -146,7 +146,8 @@ def _forget_memories(character, journal_ids):
     off, or it failed: logged by the caller's report)."""
     if not journal_ids or not get_setting("MEMORY_ENABLED"):
         return defer.succeed(None)
-    from ..memory.mem0_store import get_store, npc_agent_id
+    from ..memory.mem0_payload import npc_agent_id
+    from ..memory.mem0_store import get_store
 
     d = get_store().delete_derived(npc_agent_id(character), journal_ids)
     return d.addErrback(lambda _failure: None)

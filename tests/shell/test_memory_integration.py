@@ -10,7 +10,8 @@ from unittest import mock
 from ai_contrib import rag_memory
 from ai_contrib.commands import CmdAIHistory, CmdAIMemory
 from ai_contrib.memory.journal import add_entry, ensure_journal
-from ai_contrib.memory.mem0_store import get_store, npc_agent_id
+from ai_contrib.memory.mem0_payload import npc_agent_id
+from ai_contrib.memory.mem0_store import get_store
 
 from tests.support.llm_double import reply, tool_calls
 from tests.support.npc_fixtures import NPCTestCase

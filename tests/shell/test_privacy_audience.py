@@ -13,7 +13,7 @@ from twisted.internet import defer
 from ai_contrib.core.audience import common_audience, heard_by
 from ai_contrib.core.messages import is_marker
 from ai_contrib.memory import retrieval
-from ai_contrib.memory.mem0_store import audible_to, entry_visibility
+from ai_contrib.memory.mem0_payload import audible_to, entry_visibility
 from ai_contrib.memory.provenance import dictates_tools, provenance, without_visibility_tags
 from ai_contrib.npc.extraction import run_pre_compaction_extraction
 
@@ -243,7 +243,8 @@ class RelatedMemoriesForAReply(NPCTestCase):
     def setUp(self):
         from evennia.utils import create
 
-        from ai_contrib.memory.mem0_store import get_store, npc_agent_id
+        from ai_contrib.memory.mem0_payload import npc_agent_id
+        from ai_contrib.memory.mem0_store import get_store
 
         super().setUp()
         # database ids repeat across tests; the process-wide store does not

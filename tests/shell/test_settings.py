@@ -10,7 +10,7 @@ from unittest import mock
 from django.test import override_settings
 
 from ai_contrib import settings as ai_settings
-from ai_contrib.memory.mem0_store import MEMORY_DEFAULTS, memory_config
+from ai_contrib.memory.mem0_config import MEMORY_DEFAULTS, memory_config
 from ai_contrib.npc import recall
 from ai_contrib.typeclasses import CONFIG_ATTRIBUTES
 

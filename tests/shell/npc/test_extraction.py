@@ -656,7 +656,8 @@ class TestConsolidation(ExtractionTestCase):
         import tempfile
 
         from ai_contrib.memory.journal import unconsolidated
-        from ai_contrib.memory.mem0_store import Mem0Store, consolidate_journal, npc_agent_id
+        from ai_contrib.memory.mem0_payload import npc_agent_id
+        from ai_contrib.memory.mem0_store import Mem0Store, consolidate_journal
 
         together = self.script.add_message(
             "user", "Carol, the Prancing Goat opens at dawn.", name="Bob",

@@ -120,13 +120,15 @@ class TestQuoteRepair(StoredQuotes):
 
 class TestQuoteRepairInMem0(StoredQuotes):
     def before_storing(self):
-        from ai_contrib.memory.mem0_store import get_store, npc_agent_id
+        from ai_contrib.memory.mem0_payload import npc_agent_id
+        from ai_contrib.memory.mem0_store import get_store
 
         # database ids repeat across tests; the process-wide store does not
         wait_for(get_store().delete_agent(npc_agent_id(self.npc)))
 
     def memories(self):
-        from ai_contrib.memory.mem0_store import get_store, npc_agent_id
+        from ai_contrib.memory.mem0_payload import npc_agent_id
+        from ai_contrib.memory.mem0_store import get_store
 
         return [h["text"] for h in wait_for(get_store().list(npc_agent_id(self.npc)))]
 

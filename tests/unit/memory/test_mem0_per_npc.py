@@ -13,8 +13,8 @@ from twisted.internet import defer
 from twisted.trial import unittest as trial
 
 from ai_contrib.memory import mem0_store
-from ai_contrib.memory.mem0_store import (
-    Mem0Store,
+from ai_contrib.memory.mem0_store import Mem0Store
+from ai_contrib.memory.mem0_config import (
     MemoryStoreError,
     collection_per_npc,
     memory_config,

@@ -8,14 +8,16 @@ import os
 import pytest
 from twisted.internet import defer
 
-from ai_contrib.memory.mem0_store import (
+from ai_contrib.memory.mem0_store import Mem0Store
+from ai_contrib.memory.mem0_config import (
     MEMORY_DEFAULTS,
-    Mem0Store,
     MemoryStoreError,
     build_mem0_config,
+    memory_config,
+)
+from ai_contrib.memory.mem0_payload import (
     entry_metadata,
     entry_visibility,
-    memory_config,
     player_key,
     scope_filters,
 )

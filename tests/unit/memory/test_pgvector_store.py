@@ -9,7 +9,8 @@ its own. Skipped, with the reason, when no PostgreSQL is configured; failed inst
 
 import pytest
 
-from ai_contrib.memory.mem0_store import Mem0Store, npc_collection_name
+from ai_contrib.memory.mem0_config import npc_collection_name
+from ai_contrib.memory.mem0_store import Mem0Store
 from tests.support.postgres_util import (
     PGVECTOR_VAR,
     create_database,
