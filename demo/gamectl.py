@@ -520,7 +520,8 @@ class GameDir:
         end = time.monotonic() + timeout
         while _pid_alive(pid) or not all(_port_free(port) for port in ports):
             if time.monotonic() > end:
-                raise GameError(f"the {which} (pid {pid}) or its ports outlived SIGKILL by {timeout} s")
+                raise GameError(
+                    f"the {which} (pid {pid}) or its ports outlived SIGKILL by {timeout} s")
             time.sleep(0.05)
         return pid
 

