@@ -158,43 +158,36 @@ class TestNPCLines(ExtractorTestCase):
         self.assertLess(NPC_LINE_MAX_IMPORTANCE, 9)
         self.assertEqual(entry["importance"], NPC_LINE_MAX_IMPORTANCE)  # 9 asked, capped
 
-
-    def test_an_npc_s_words_in_a_summary_are_still_the_npc_s(self):
+    def summarised(self, speaker):
+        """A line of an earlier summary giving ``speaker``'s words: the road fact."""
         from ai_contrib.core.messages import MARKER_TYPE, SUMMARY_PREFIX
 
-        # an extract quotes the NPC's reply as her words: they pass no more than her line does
-        self.script.add_message("system", f"{SUMMARY_PREFIX}\n- {self.npc.key} said: "
-                                f"{self.ROAD}", metadata={"type": MARKER_TYPE})
+        self.script.add_message("system", f"{SUMMARY_PREFIX}\n- {speaker} said: {self.ROAD}",
+                                metadata={"type": MARKER_TYPE})
+
+    def assert_an_npc_s_summarised_words_are_no_fact(self, npc, player):
+        """The road fact that only ``npc``'s summarised words stand behind is refused; the same
+        line giving ``player``'s words is journaled (the positive control)."""
+        self.summarised(npc)
         said = self.npc_says("The weather turns tomorrow.")
         result = self.cite(said)
         self.assertEqual((result["facts_recorded"], result["facts_rejected"]), (0, 1), result)
         self.assertEqual(self.facts(), [])
-        # positive control: the same summary line giving a player's words is a fact
-        self.script.add_message("system", f"{SUMMARY_PREFIX}\n- Carol said: {self.ROAD}",
-                                metadata={"type": MARKER_TYPE})
+        self.summarised(player)
         result = self.cite(said)
         self.assertEqual(result["facts_recorded"], 1, result)
         self.assertEqual([e["content"] for e in self.facts()], [self.ROAD])
 
+    def test_an_npc_s_words_in_a_summary_are_still_the_npc_s(self):
+        # an extract quotes the NPC's reply as her words: they pass no more than her line does
+        self.assert_an_npc_s_summarised_words_are_no_fact(self.npc.key, "Carol")
 
     def test_a_summary_quoting_an_npc_who_has_left_is_still_an_npc_s_words(self):
-        from ai_contrib.core.messages import MARKER_TYPE, SUMMARY_PREFIX
-
         # Fenwick, another AI NPC, spoke here once; his lines are summarised and he is away
         create.create_object(AssistantCharacter, key="Fenwick", location=self.room2)
         self.assertFalse([m for m in self.script.history if m.get("name") == "Fenwick"])
-        self.script.add_message("system", f"{SUMMARY_PREFIX}\n- Fenwick said: {self.ROAD}",
-                                metadata={"type": MARKER_TYPE})
-        said = self.npc_says("The weather turns tomorrow.")
-        result = self.cite(said)
-        self.assertEqual((result["facts_recorded"], result["facts_rejected"]), (0, 1), result)
-        self.assertEqual(self.facts(), [])
-        # positive control: the same line giving the words of someone who is no AI NPC
-        self.script.add_message("system", f"{SUMMARY_PREFIX}\n- Hobb said: {self.ROAD}",
-                                metadata={"type": MARKER_TYPE})
-        result = self.cite(said)
-        self.assertEqual(result["facts_recorded"], 1, result)
-        self.assertEqual([e["content"] for e in self.facts()], [self.ROAD])
+        # Hobb is no AI NPC: his summarised words are a player's
+        self.assert_an_npc_s_summarised_words_are_no_fact("Fenwick", "Hobb")
 
 
 class TestReplacedByAQuestion(ExtractorTestCase):
