@@ -32,12 +32,12 @@ import re
 from ..core.audience import heard_by
 
 PAYLOAD_FIELDS = ("speaker", "entity", "marker_id", "first_seq", "last_seq", "first_id", "last_id",
-                   "audience", "origin", "origin_speaker", "said_at", "heard_from", "hops", "chain",
-                   # a fact's one-line check (docs/design.md, "Facts you can trust")
-                   "support", "grounding", "model_support",
-                   # the lines it came from: a forget finds it by them once the journal entry
-                   # has been pruned (docs/design.md, "Forgetting a player")
-                   "source_ids")
+                  "audience", "origin", "origin_speaker", "said_at", "heard_from", "hops", "chain",
+                  # a fact's one-line check (docs/design.md, "Facts you can trust")
+                  "support", "grounding", "model_support",
+                  # the lines it came from: a forget finds it by them once the journal entry
+                  # has been pruned (docs/design.md, "Forgetting a player")
+                  "source_ids")
 
 
 def player_key(name) -> str | None:
