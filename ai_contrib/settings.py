@@ -612,6 +612,12 @@ OPTIONS = (
                "Prompt evaluation one reply may take at the server's measured speed: a prompt "
                "whose new tokens would take longer is built from less (no new memories, then "
                "fewer history lines).", unit=SECONDS, per_npc=True, none="no limit"),
+        # a warm-up in steps: a reply that comes meanwhile waits for one step, then is built
+        # on what the server holds (docs/design.md, "Warming the cache after a compaction")
+        Option("PROMPT_CACHE_WARMUP_STEP_SECONDS", 2.0, FLOAT,
+               "Prompt evaluation one request of a cache warm-up may add at the server's "
+               "measured speed: a reply that comes during a warm-up waits about this long.",
+               unit=SECONDS, per_npc=True, none="one request"),
         # llama.cpp's timings; a server that reports none puts no limit on new notes
         Option("PROMPT_TOKENS_PER_SECOND", None, FLOAT,
                "The reply server's prompt evaluation speed.", unit="tokens per second",

@@ -129,3 +129,45 @@ def window_start(token_counts, allowance, last_start) -> int:
         start -= 1
         used += token_counts[start]
     return min(start, max(0, last_start))
+
+
+def warm_up_steps(sizes, roles, held, step_tokens) -> list:
+    """
+    Where a cache warm-up sent in steps ends each request: the prompt's leading messages, each
+    request adding at most ``step_tokens`` to the one before, at least one message
+    (``docs/design.md``, "Warming the cache after a compaction"). The server caches each
+    request's prompt, so the next request evaluates only what it adds, and a reply that comes
+    during the warm-up waits for one step, not for the whole prompt. No request ends with two
+    assistant messages (llama.cpp refuses such a prompt): such a step takes the next message too.
+
+    Args:
+        sizes (list[int]): the tokens of each message of the whole prompt, oldest first.
+        roles (list[str]): the role of each message, same order.
+        held (int): leading messages the server holds already (:func:`cached_messages`).
+        step_tokens (int | None): tokens a request may add; None or 0: one request.
+
+    Returns:
+        list[int]: message counts, increasing, the last ``len(sizes)``; empty when the server
+        holds the whole prompt.
+
+    Raises:
+        ValueError: ``sizes`` and ``roles`` differ in length.
+    """
+    if len(sizes) != len(roles):
+        raise ValueError(f"{len(sizes)} sizes for {len(roles)} roles")
+    total = len(sizes)
+    held = max(0, min(int(held), total))
+    if held >= total:
+        return []
+    if not step_tokens or step_tokens <= 0:
+        return [total]
+    ends, end = [], held
+    while end < total:
+        start, added = end, 0
+        while end < total and (end == start or added + sizes[end] <= step_tokens):
+            added += sizes[end]
+            end += 1
+        while end < total and end >= 2 and roles[end - 1] == roles[end - 2] == "assistant":
+            end += 1
+        ends.append(end)
+    return ends

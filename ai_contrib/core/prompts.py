@@ -206,7 +206,7 @@ def assemble_sized_reply_prompt(persona, npc_name, history, token_counts, budget
             it alone is cut to fit (:func:`_newest_within`).
 
     Returns:
-        tuple: ``(messages, parts, sizes)``: ``messages`` as :func:`build_reply_messages`;
+        tuple: ``(messages, parts, sizes, ids)``: ``messages`` as :func:`build_reply_messages`;
         ``parts`` the prompt's parts in order, each ``{"part": "system" | "summary" | "history" |
         "memories" | "turn", "tokens": int}`` plus, for summary, history and turn runs,
         ``"first_seq"``, ``"last_seq"`` (archive seqs, None where unknown) and ``"messages"``,
@@ -215,7 +215,9 @@ def assemble_sized_reply_prompt(persona, npc_name, history, token_counts, budget
         added), the system message's and each note's text tokens (the parts') plus
         :data:`ai_contrib.core.tokens.PER_MESSAGE_OVERHEAD`. With the runtime history's counts
         (:func:`ai_contrib.core.tokens.count_message_tokens`) they come within a few tokens a
-        message of counting the rendered messages afresh.
+        message of counting the rendered messages afresh. ``ids`` the history id each message
+        shows, same order (None for the system message and the notes): where a prompt's
+        leading messages end in the history (a cache warm-up sent in steps).
     """
     if count is None:
         from .tokens import count_tokens as count
@@ -228,7 +230,9 @@ def assemble_sized_reply_prompt(persona, npc_name, history, token_counts, budget
                           budget_tokens if max_tokens is None else max_tokens)
     markers = [(msg, rendered, tokens) for msg, rendered, tokens in kept if is_marker(msg)]
     tail = [(msg, rendered, tokens) for msg, rendered, tokens in kept if not is_marker(msg)]
+    shows = {}  # message index -> the history id it shows
     for msg, rendered, tokens in markers:
+        shows[len(out)] = msg.get("id")
         out.append(rendered)
         sizes.append(tokens)
         _add_part(parts, "summary", msg, tokens)
@@ -239,12 +243,13 @@ def assemble_sized_reply_prompt(persona, npc_name, history, token_counts, budget
     by_anchor = _notes_by_anchor(notes, tail)
     for msg, rendered, tokens in tail:
         _show_notes(by_anchor.get(msg.get("id"), ()), out, parts, count, sizes)
+        shows[len(out)] = msg.get("id")
         out.append(rendered)
         sizes.append(tokens)
         _add_part(parts, "turn" if msg.get("id") in keep else "history", msg, tokens)
     if not tail:
         _show_notes(by_anchor.get(None, ()), out, parts, count, sizes)
-    return out, parts, sizes
+    return out, parts, sizes, [shows.get(i) for i in range(len(out))]
 
 
 def _prompt_history(history, token_counts, keep, listeners):

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .fidelity import message_texts

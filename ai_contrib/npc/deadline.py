@@ -73,7 +73,7 @@ def fit_reply(script, character, prompt, shown) -> tuple[list[dict], float]:
     messages = prompt(budget, window)
     needed = None if allowance is None else evaluation_tokens(messages, previous, prompt.sizes)
     if needed is None or needed <= allowance:
-        script.ndb.short_start_id = None
+        script.ndb.short_start_id = script.ndb.held_head_id = None
         prompt.cut = {"new_notes": earlier, "history_from": None} if earlier else None
     else:
         messages = _built_from_less(script, prompt, shown, previous, allowance)
@@ -112,15 +112,17 @@ def request_timeout(script, messages, sizes=None) -> float:
     return reply_timeout(tokens, speed, base)
 
 
-def warm_up_sent(script, messages) -> None:
+def warm_up_sent(script, messages, step=None) -> None:
     """
     Note a cache warm-up of ``messages`` sent now (:mod:`ai_contrib.npc.warmup`): the server
     holds them next (``ndb.server_prompt``), and evaluates ``ndb.warming_tokens`` of them (what
     it does not hold yet; None when the server's speed is unknown) from ``ndb.warming_since``
-    (``time.monotonic()`` seconds).
+    (``time.monotonic()`` seconds), in requests of ``step`` tokens at most
+    (``ndb.warming_step``; None: one request).
     """
     script.ndb.warming_tokens = None
     script.ndb.warming_since = _monotonic()
+    script.ndb.warming_step = step
     if get_client().prompt_speed:
         held = cached_messages(messages, script.ndb.server_prompt)
         script.ndb.warming_tokens = count_conversation_tokens(messages[held:],
@@ -128,9 +130,20 @@ def warm_up_sent(script, messages) -> None:
     script.ndb.server_prompt = messages
 
 
+def warm_up_stopped(script, held, head_id) -> None:
+    """
+    A warm-up sent in steps stopped for a reply: the server holds ``held`` (its leading
+    messages) and a reply may be built on them up to the history message ``head_id``
+    (``ndb.held_head_id``; :func:`fit_reply`).
+    """
+    script.ndb.server_prompt = held
+    script.ndb.held_head_id = head_id
+    script.ndb.warming_tokens = None
+
+
 def warm_up_lost(script) -> None:
     """A warm-up failed or was cancelled part way: what the server holds is not known."""
-    script.ndb.server_prompt = script.ndb.warming_tokens = None
+    script.ndb.server_prompt = script.ndb.warming_tokens = script.ndb.held_head_id = None
 
 
 def warm_up_spared(script) -> float | None:
@@ -145,7 +158,9 @@ def warm_up_spared(script) -> float | None:
     if left is None:
         return None
     tokens = script.ndb.warming_tokens
-    return after_step(tokens, tokens - left, client.evaluation_step) / client.prompt_speed
+    # a warm-up in steps stops after the request under way, however the server steps
+    step = script.ndb.warming_step or client.evaluation_step
+    return after_step(tokens, tokens - left, step) / client.prompt_speed
 
 
 def warm_up_left(script) -> float | None:
@@ -175,11 +190,15 @@ def worth_waiting(script) -> bool:
     """
     Whether a reply whose prompt starts with the warm-up under way may wait for it: what a
     cancel would spare the server (:func:`warm_up_spared`: the rest of its evaluation after the
-    step under way, which ends either way) is within ``AI_REPLY_EVALUATION_SECONDS`` (always,
-    when either is unknown). Otherwise the reply goes on from the prompt it can have in time,
-    and the warm-up is tried again when the NPC is idle.
+    step under way, which ends either way) is within ``AI_REPLY_EVALUATION_SECONDS``, or
+    ``AI_PROMPT_CACHE_WARMUP_STEP_SECONDS`` for a warm-up sent in steps (always, when either is
+    unknown). Otherwise the reply goes on from the prompt it can have in time, and the warm-up
+    is tried again when the NPC is idle.
     """
-    seconds = script.cfg("reply_evaluation_seconds")
+    # a warm-up in steps gives the server up after the step under way: the reply waits for
+    # the rest only when it is about one step more
+    seconds = script.cfg("prompt_cache_warmup_step_seconds") if script.ndb.warming_step \
+        else script.cfg("reply_evaluation_seconds")
     spared = warm_up_spared(script)
     if seconds is None or spared is None:
         return True
@@ -192,9 +211,11 @@ def _fits(prompt, messages, previous, allowance):
 
 def _built_from_less(script, prompt, shown, previous, allowance):
     """The turn's prompt with fewer new notes (:func:`_fewer_notes`); else the short window
-    the server holds (the last one kept), with as many of them as fit; else a shorter window
-    without them, until what the server must evaluate fits ``allowance`` (or only the turn is
-    left). Sets ``prompt.cut``; the new notes left out leave the NPC's notes."""
+    the server holds (the last one kept), with as many of them as fit; else, after a warm-up
+    stopped part way, the leading messages it left in the server's cache and the newest lines,
+    with as many of them as fit; else a shorter window without them, until what the server
+    must evaluate fits ``allowance`` (or only the turn is left). Sets ``prompt.cut``; the new
+    notes left out leave the NPC's notes."""
     window, budget = shown
     notes = list(prompt.notes)
     messages = _fewer_notes(prompt, budget, window, notes, previous, allowance)
@@ -204,16 +225,27 @@ def _built_from_less(script, prompt, shown, previous, allowance):
         ids = [m.get("id") for m in history]
         turn = set(prompt.turn_ids)
         last_start = next((i for i, line in enumerate(ids) if line in turn), len(ids) - 1)
+        head = _held_head(script, ids, last_start)
+        first = ids.index(head) + 1 if head is not None else 0  # where a window's tail may start
         kept = script.ndb.short_start_id
-        if kept in ids and ids.index(kept) <= last_start:
+        if kept in ids and first <= ids.index(kept) <= last_start:
             # the start of the last short window: the server's cache holds what follows it,
             # so the new notes (what a question about the past needs) may still fit after it
-            messages = _fewer_notes(prompt, budget, (None, kept), notes, previous, allowance)
+            messages = _fewer_notes(prompt, budget, (head, kept), notes, previous, allowance)
             history_from = kept
+        if messages is None and head is not None:
+            # the head a stopped warm-up left costs nothing: the newest lines after it, with
+            # the new notes where they fit
+            start = max(first, window_start(script.runtime.token_counts(history), allowance,
+                                            last_start))
+            messages = _fewer_notes(prompt, budget, (head, ids[start]), notes, previous,
+                                    allowance)
+            history_from = script.ndb.short_start_id = ids[start]
         if messages is None:
             prompt.notes = [note for note in notes if not note.get("new")]
-            history_from, messages = _shorter_window(script, prompt, budget, ids, last_start,
-                                                     previous, allowance)
+            history_from, messages = _shorter_window(script, prompt, budget, ids,
+                                                     (head, first, last_start), previous,
+                                                     allowance)
             script.ndb.short_start_id = history_from
     else:
         script.ndb.short_start_id = None
@@ -221,6 +253,16 @@ def _built_from_less(script, prompt, shown, previous, allowance):
     _keep_trimmed(script, prompt.notes)
     _forget_unshown(script, notes, prompt.notes)
     return messages
+
+
+def _held_head(script, ids, last_start):
+    """The id of the last history message a warm-up stopped part way left in the server's
+    cache (``ndb.held_head_id``), when it is still in the history (``ids``) before the turn's
+    first line (index ``last_start``); else None."""
+    head = script.ndb.held_head_id
+    if head is None or head not in ids or ids.index(head) >= last_start:
+        return None
+    return head
 
 
 def _fewer_notes(prompt, budget, window, notes, previous, allowance):
@@ -268,21 +310,25 @@ def _trimmed(note):
                 trimmed_from=note.get("trimmed_from", note["text"]))
 
 
-def _shorter_window(script, prompt, budget, ids, last_start, previous, allowance):
+def _shorter_window(script, prompt, budget, ids, bounds, previous, allowance):
     """The newest history window that fits ``allowance``, tried from where the allowance
     says and one message later at a time, at most :data:`MAX_WINDOW_TRIES` times, then the
-    turn alone: ``(id of its first message, messages)``."""
+    turn alone: ``(id of its first message, messages)``. ``bounds`` is ``(head, first,
+    last_start)``: the id of the last leading history message the window keeps (None: none),
+    the first index its newest lines may start at, the last (the turn's first line)."""
+    head, first, last_start = bounds
     counts = script.runtime.token_counts(script.history)
-    system = prompt.sizes[0]  # the system message, and its standing sections
-    start = window_start(counts, max(0, allowance - system), last_start)
+    # the system message, and its standing sections, unless the server holds a head after it
+    system = 0 if head is not None else prompt.sizes[0]
+    start = max(first, window_start(counts, max(0, allowance - system), last_start))
     for _ in range(MAX_WINDOW_TRIES):
-        messages = prompt(budget, (None, ids[start]))
+        messages = prompt(budget, (head, ids[start]))
         if start >= last_start or _fits(prompt, messages, previous, allowance):
             break
         start += 1
     else:
         start = last_start
-        messages = prompt(budget, (None, ids[start]))
+        messages = prompt(budget, (head, ids[start]))
     return ids[start], messages
 
 

@@ -54,7 +54,7 @@ from twisted.internet import defer
 
 from ..core.audience import common_audience, heard_by, listener_views
 from ..core.cuts import EXTRACTION_TYPE
-from ..core.fact_policy import capped_importance, said_by_npc, said_by_player
+from ..core.fact_policy import capped_importance, said_by_npc
 from ..core.fidelity import fact_problem, says_one_of, source_text
 from ..core.grounding import (Grounding, attributed_line, check_fact, line_entity,
                               source_lines, summary_speaker)

@@ -547,9 +547,11 @@ def _share_warm_up(script, prompt, shown):
     ``prompt`` (a :class:`~ai_contrib.npc.reply_prompt.ReplyPrompt`; ``shown`` is
     :func:`prompt_window`'s ``(window, budget)``) when what a cancel would spare the server is
     within the reply's time allowance (:func:`ai_contrib.npc.deadline.worth_waiting`: the
-    evaluation step under way ends either way); else cancel it when that frees the server
-    sooner (:func:`ai_contrib.npc.deadline.warm_up_stoppable`: it has steps left), and leave it
-    to end otherwise (``docs/design.md``, "Warming the cache after a compaction").
+    evaluation step under way ends either way); else, for a warm-up sent in steps, ask it to
+    stop after the request under way (``ndb.warm_yield``) and wait for that; else cancel it
+    when that frees the server sooner (:func:`ai_contrib.npc.deadline.warm_up_stoppable`: it
+    has steps left), and leave it to end otherwise (``docs/design.md``, "Warming the cache
+    after a compaction").
 
     Returns:
         Deferred[bool]: whether it waited.
@@ -563,6 +565,13 @@ def _share_warm_up(script, prompt, shown):
         # a cache warm-up is evaluating the start of this prompt (ai_contrib.npc.warmup): the
         # server would evaluate the same tokens again beside it, so the reply takes its
         # work instead; the wait counts in the reply's time
+        yield script.ndb.warming
+        return True
+    if script.ndb.warming_step:
+        # a warm-up in steps stops after the step under way (ai_contrib.npc.warmup): the
+        # server then holds its leading messages, which the reply is built on, and takes the
+        # reply with nothing evaluated beside it
+        script.ndb.warm_yield = True
         yield script.ndb.warming
         return True
     if script.ndb.warming_request is not None and warm_up_stoppable(script):

@@ -57,7 +57,8 @@ class ReplyPrompt:
     it returns the chat messages and keeps what the last build was: ``messages`` (the
     exchanges included), ``parts`` (the receipt's), ``sizes`` (the tokens of each message, from
     the counts the prompt was built with: :func:`ai_contrib.npc.deadline.fit_reply` weighs it
-    without counting it again) and ``sources`` (what the prompt was built from, for
+    without counting it again), ``ids`` (the history id each message shows, None for the system
+    message, notes and exchanges) and ``sources`` (what the prompt was built from, for
     :func:`ai_contrib.core.audience.may_hear`); all None before the first build. ``exchanges``:
     the chat messages of this turn's actions so far (:func:`ai_contrib.npc.actions.ask_acting`
     extends it), sent after the built prompt; ``acted``: the action messages stored this turn,
@@ -79,7 +80,7 @@ class ReplyPrompt:
         self.script, self.character = script, character
         self.turn_ids, self.listeners = turn_ids, listeners
         self.notes, self.standing = notes, standing
-        self.messages = self.parts = self.sizes = self.sources = self.cut = None
+        self.messages = self.parts = self.sizes = self.sources = self.cut = self.ids = None
         self.exchanges, self.acted = [], []
         self._exchange_sizes = []
 
@@ -87,7 +88,7 @@ class ReplyPrompt:
         history = window_messages(self.script.history, window)
         # the NPC's history budget now, at build time, is what the history may take at most,
         # whatever memory work is doing (a hung summary, an eviction pending)
-        messages, parts, sizes = assemble_sized_reply_prompt(
+        messages, parts, sizes, ids = assemble_sized_reply_prompt(
             self.character.db.persona, self.character.key, history,
             self.script.runtime.token_counts(history), budget, notes=self.notes,
             listeners=list(self.listeners), keep_ids=self.turn_ids, standing=self.standing,
@@ -98,6 +99,7 @@ class ReplyPrompt:
         keep = set(self.turn_ids)
         sources = [m for m in history if m.get("id") in keep or heard_by(m, self.listeners)]
         self.messages, self.parts = messages + self.exchanges, parts
+        self.ids = ids + [None] * len(self.exchanges)
         self.sizes = sizes + self._exchanges_sized()
         self.sources = sources + list(self.notes)
         return self.messages

@@ -399,6 +399,7 @@ class TickHandler:
         def _warmed(stats):  # warm_reply_cache never errbacks
             script.ndb.warming = script.ndb.warming_for = None
             script.ndb.warming_request = script.ndb.warming_messages = None
+            script.ndb.warming_step = None
             warming.callback(stats)  # a waiting reply goes on here (its tick keeps the NPC busy)
             # a compaction that landed meanwhile changed the head again: warm that one too
             script.warm_if_due()

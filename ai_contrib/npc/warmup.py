@@ -20,10 +20,12 @@ import time
 from evennia.utils import logger
 from twisted.internet import defer
 
+from ..core.deadline import cached_messages, warm_up_steps
 from ..core.recall_notes import visible_notes
+from ..core.tokens import count_message_tokens
 from ..llm.client import get_client
 from ..settings import auto_or_bool
-from .deadline import request_timeout, warm_up_lost, warm_up_sent
+from .deadline import request_timeout, warm_up_lost, warm_up_sent, warm_up_stopped
 from .fetch_ahead import ahead_message, forget_ahead
 from .hearing import room_listeners
 from .replies import describe_reply
@@ -63,6 +65,19 @@ def warmup_messages(script, character, listeners) -> list:
     Returns:
         list[dict]: ``{"role", "content"}`` chat messages.
     """
+    return warmup_prompt(script, character, listeners)[0]
+
+
+def warmup_prompt(script, character, listeners) -> tuple:
+    """
+    :func:`warmup_messages` with the history id each message shows and its tokens, what a
+    warm-up sent in steps is cut by.
+
+    Returns:
+        tuple: ``(messages, ids, sizes)``: chat messages; the history id each shows (None for
+        the system message and notes); tokens each (:class:`~ai_contrib.npc.reply_prompt.
+        ReplyPrompt`'s ``ids`` and ``sizes``).
+    """
     from .world import shown_world
 
     listeners = list(listeners)
@@ -72,12 +87,14 @@ def warmup_messages(script, character, listeners) -> list:
     prompt = ReplyPrompt(script, character, (), listeners, notes_in_order(notes, world_notes),
                          standing)
     opening = prompt.opening()
+    shows, sizes = prompt.ids[:len(opening)], prompt.sizes[:len(opening)]
     ahead = ahead_message(script, listeners, ids)
     # the opening left out NPC replies at its end: the next turn's note would come after them
     if ahead is not None and len(opening) == len(prompt.messages):
-        return opening + [ahead]
+        size = count_message_tokens(ahead, script.cfg("llm_model"))
+        return opening + [ahead], shows + [None], sizes + [size]
     forget_ahead(script)
-    return opening
+    return opening, shows, sizes
 
 
 def warm_in_turn(scripts) -> defer.Deferred:
@@ -130,48 +147,51 @@ def last_audience(script) -> list:
     return []
 
 
+def warm_up_step_tokens(script) -> int | None:
+    """
+    Prompt tokens one request of a cache warm-up may add to the one before:
+    ``AI_PROMPT_CACHE_WARMUP_STEP_SECONDS`` at the server's prompt speed, or None (one request)
+    when the speed is unknown or the setting is None.
+    """
+    seconds = script.cfg("prompt_cache_warmup_step_seconds")
+    speed = get_client().prompt_speed
+    if not seconds or not speed:
+        return None
+    return max(1, int(float(seconds) * speed))
+
+
 def warm_reply_cache(script, character, listeners) -> defer.Deferred:
     """
     Send :func:`warmup_messages` to the reply server with ``max_tokens`` 1 (``purpose``
-    ``"warm"``) and log one line about it (``"AI cache warm-up Marta: 9.80 s, prompt 1132
-    tokens, 140 reused (12%), 1 generated"``).
+    ``"warm"``), in steps (:func:`ai_contrib.core.deadline.warm_up_steps`, of
+    :func:`warm_up_step_tokens`): each request is the prompt's leading messages, the next
+    adding what the one before did not hold, so that a reply that comes meanwhile waits for one
+    step (``docs/design.md``, "Warming the cache after a compaction"). Setting
+    ``ndb.warm_yield`` stops the series after the step under way: the server then holds its
+    leading messages (``ndb.server_prompt``), the last history message among them is
+    ``ndb.held_head_id`` (a reply is built from them and the newest lines,
+    :mod:`ai_contrib.npc.deadline`), and the start of the prompt counts as not warmed
+    (``ndb.cached_head``), so the next warm-up goes on from there. One line is logged
+    (``"AI cache warm-up Marta: 9.80 s in 6 step(s), prompt 1132 tokens, 140 reused (12%), 6
+    generated"``).
 
-    Cancelling the returned Deferred aborts the request (a reply whose prompt does not start
-    with the warm-up's needs the server more).
+    Cancelling the returned Deferred aborts the request under way (a reply whose prompt does
+    not start with the warm-up's needs the server more).
 
     Returns:
-        Deferred[dict | None]: the server's prompt figures
-        (:meth:`ai_contrib.llm.client.ChatResult.prompt_stats`), or None when the server gave
-        none or the request failed. It never errbacks: a failed warm-up costs only the next
-        reply's cache, and is logged as a warning.
+        Deferred[dict | None]: the server's prompt figures over the steps sent
+        (:meth:`ai_contrib.llm.client.ChatResult.prompt_stats`'s keys), or None when the server
+        gave none or the request failed. It never errbacks: a failed warm-up costs only the
+        next reply's cache, and is logged as a warning.
     """
     started = time.monotonic()
+    sent = []  # each step's prompt figures
+    d = _send_in_steps(script, character, listeners, sent)
 
-    def send():
-        messages = warmup_messages(script, character, listeners)
-        # a reply compares its prompt with these: it waits for the warm-up only when they are
-        # the start of its own prompt (ai_contrib.npc.replies); a note fetched ahead is left
-        # out, so that a reply on another subject waits too, rather than have the server
-        # evaluate its whole prompt beside the warm-up in a slot that holds none of it
-        ahead = script.ndb.ahead_note
-        shared = messages[:-1] if ahead and messages[-1]["content"] == ahead["text"] else messages
-        script.ndb.warming_messages = shared
-        # what the server's cache holds next, and when: a reply's time is weighed against it
-        # (ai_contrib.npc.deadline)
-        warm_up_sent(script, messages)
-        # a long prompt on a slow server is work, not a dead server (npc.deadline)
-        return get_client().chat(messages, model=script.cfg("llm_model"), max_tokens=1,
-                                 purpose="warm", timeout=request_timeout(script, messages))
-
-    # the prompt is built inside the Deferred: an error while building it is a failed warm-up
-    # like any other, never a Deferred left pending for the reply that waits on it
-    d = defer.maybeDeferred(send)
-
-    def done(result):
-        stats = {"seconds": time.monotonic() - started, "prompt": result.prompt_stats()}
-        get_client().observe_prompt_speed(stats["prompt"])
-        logger.log_info(f"AI cache warm-up {character.key}: {describe_reply(stats)}")
-        return stats["prompt"]
+    def done(figures):
+        stats = {"seconds": time.monotonic() - started, "prompt": figures}
+        logger.log_info(f"AI cache warm-up {character.key}: {_described(stats, len(sent))}")
+        return figures
 
     def failed(failure):
         warm_up_lost(script)
@@ -185,3 +205,79 @@ def warm_reply_cache(script, character, listeners) -> defer.Deferred:
         return None
 
     return d.addCallback(done).addErrback(failed)
+
+
+@defer.inlineCallbacks
+def _send_in_steps(script, character, listeners, sent):
+    """:func:`warm_reply_cache`'s requests, each step's prompt figures appended to ``sent``;
+    fires with them as one request's (:func:`_series_figures`). The prompt is built inside the
+    Deferred: an error while building it is a failed warm-up like any other, never a Deferred
+    left pending for the reply that waits on it."""
+    messages, shows, sizes = warmup_prompt(script, character, listeners)
+    # a reply compares its prompt with these: it waits for the warm-up only when they are the
+    # start of its own prompt (ai_contrib.npc.replies); a note fetched ahead is left out, so
+    # that a reply on another subject waits too, rather than have the server evaluate its
+    # whole prompt beside the warm-up in a slot that holds none of it
+    ahead = script.ndb.ahead_note
+    shared = messages[:-1] if ahead and messages[-1]["content"] == ahead["text"] else messages
+    script.ndb.warming_messages = shared
+    held = cached_messages(messages, script.ndb.server_prompt)
+    step = warm_up_step_tokens(script)
+    ends = warm_up_steps(sizes, [m["role"] for m in messages], held, step) or [len(messages)]
+    script.ndb.warm_yield = False
+    # what the server's cache holds next, and when: a reply's time is weighed against it
+    # (ai_contrib.npc.deadline)
+    warm_up_sent(script, messages, step)
+    client = get_client()
+    evaluated_to = 0  # leading messages the server has evaluated
+    for end in ends:
+        if evaluated_to and script.ndb.warm_yield:
+            _stopped_at(script, messages, shows, evaluated_to)
+            break
+        # a long prompt on a slow server is work, not a dead server (npc.deadline)
+        result = yield client.chat(messages[:end], model=script.cfg("llm_model"), max_tokens=1,
+                                   purpose="warm", timeout=request_timeout(script, messages[:end]))
+        figures = result.prompt_stats()
+        client.observe_prompt_speed(figures)
+        sent.append(figures)
+        evaluated_to = end
+    else:
+        script.ndb.held_head_id = None  # the whole prompt is warm: replies are whole again
+    return _series_figures(sent)
+
+
+def _stopped_at(script, messages, shows, done):
+    """A reply asked the warm-up to stop (``ndb.warm_yield``) once ``done`` leading
+    ``messages`` were evaluated: the server holds those, the next reply may be built on them,
+    and the rest is warmed when the NPC is idle again."""
+    held = messages[:done]
+    warm_up_stopped(script, held, next((i for i in reversed(shows[:done]) if i), None))
+    script.ndb.cached_head = ()
+
+
+def _series_figures(steps):
+    """The prompt figures of a warm-up's steps as one request's: the last step's prompt
+    tokens, the tokens evaluated, generated and the milliseconds summed, the rest reused; None
+    when a step reported none."""
+    if not steps or any(figures is None for figures in steps):
+        return None
+    evaluated = sum(figures["evaluated_tokens"] for figures in steps)
+    prompt = steps[-1]["prompt_tokens"]
+
+    def total(key):
+        values = [figures.get(key) for figures in steps]
+        return None if any(v is None for v in values) else sum(values)
+
+    return {"prompt_tokens": prompt, "cached_tokens": max(0, prompt - evaluated),
+            "evaluated_tokens": evaluated, "generated_tokens": total("generated_tokens"),
+            "prompt_ms": total("prompt_ms"), "generation_ms": total("generation_ms")}
+
+
+def _described(stats, steps):
+    """:func:`~ai_contrib.npc.replies.describe_reply`'s line, with the steps after the time
+    when there were several."""
+    text = describe_reply(stats)
+    if steps <= 1:
+        return text
+    seconds, _, rest = text.partition(",")
+    return f"{seconds} in {steps} steps," + rest if rest else f"{seconds} in {steps} steps"

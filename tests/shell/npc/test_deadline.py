@@ -87,8 +87,11 @@ OVERFLOW = {"error": {"code": 400, "type": "exceed_context_size_error",
 
 
 @override_settings(AI_LLM_TIMEOUT=2.5, AI_REPLY_EVALUATION_SECONDS=1.0,
-                   AI_THINKING_EMOTE_AFTER=None)
+                   AI_THINKING_EMOTE_AFTER=None, AI_PROMPT_CACHE_WARMUP_STEP_SECONDS=None)
 class TestDeadline(NPCTestCase):
+    """Warm-ups here are one request each (``AI_PROMPT_CACHE_WARMUP_STEP_SECONDS`` None); those
+    sent in steps are ``tests/shell/npc/test_warmup.py``'s."""
+
     #: prompt tokens a second: the whole history of the test (about 1,600 of the double's
     #: tokens) takes about 4 s, longer than AI_LLM_TIMEOUT
     SPEED = 400.0

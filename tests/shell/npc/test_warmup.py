@@ -182,8 +182,9 @@ class TestWarmup(WarmupCase):
 
     def held_past_the_allowance(self, answer, step):
         """Talk once, then, with the server at 5 tokens/s evaluating ``step`` tokens a step,
-        compact with a held warm-up that would end long after the reply's 8 s allowance.
-        Returns ``(events, gate, warming)``."""
+        compact with a held warm-up that would end long after the reply's 8 s allowance (sent
+        in one request: ``AI_PROMPT_CACHE_WARMUP_STEP_SECONDS`` None). Returns ``(events,
+        gate, warming)``."""
         self.talk("Marta, a room for the night?")
         # the server's speed from here on: the talk before was not built from less
         for name, value in (("prompt_speed", 5.0), ("evaluation_step", step)):
@@ -198,7 +199,7 @@ class TestWarmup(WarmupCase):
         self.assertGreater(self.script.ndb.warming_tokens / 5.0, 8.0)
         return events, gate, self.script.ndb.warming
 
-    @override_settings(AI_REPLY_EVALUATION_SECONDS=8.0)
+    @override_settings(AI_REPLY_EVALUATION_SECONDS=8.0, AI_PROMPT_CACHE_WARMUP_STEP_SECONDS=None)
     def test_a_warm_up_in_its_last_step_is_waited_for_even_past_the_allowance(self):
         # the server ends a step before it takes the reply: a cancel would lose the cache
         events, gate, warming = self.held_past_the_allowance("Supper is stew.", step=10 ** 6)
@@ -211,7 +212,7 @@ class TestWarmup(WarmupCase):
         self.assertEqual(events, ["warm-up starts", "warm-up ends", "reply"])
         self.assertGreater(self.script.ndb.last_reply["waited"], 0)
 
-    @override_settings(AI_REPLY_EVALUATION_SECONDS=8.0)
+    @override_settings(AI_REPLY_EVALUATION_SECONDS=8.0, AI_PROMPT_CACHE_WARMUP_STEP_SECONDS=None)
     def test_a_warm_up_with_steps_left_past_the_allowance_is_given_up(self):
         # a cancel in the first of many steps spares the server the rest
         events, gate, warming = self.held_past_the_allowance("Supper is stew.", step=1)
@@ -223,6 +224,7 @@ class TestWarmup(WarmupCase):
         gate.set()
         wait_until(lambda: "warm-up ends" in events)
 
+    @override_settings(AI_PROMPT_CACHE_WARMUP_STEP_SECONDS=None)
     def test_a_newcomer_leaves_a_warm_up_in_its_last_step_to_end(self):
         # it cannot be stopped before it ends: cancelling it would free nothing
         events, gate, warming = self.held_past_the_allowance("Welcome, stranger.", step=10 ** 6)
@@ -240,7 +242,7 @@ class TestWarmup(WarmupCase):
 
     def test_a_warm_up_that_cannot_be_built_costs_only_the_cache(self):
         self.talk("Marta, a room for the night?")
-        with mock.patch("ai_contrib.npc.warmup.warmup_messages", side_effect=KeyError("anchor")):
+        with mock.patch("ai_contrib.npc.warmup.warmup_prompt", side_effect=KeyError("anchor")):
             self.compact()
         self.assertIsNone(self.script.ndb.warming)  # nothing left for a reply to wait on
         self.assertEqual(warmups(self.llm), [])
@@ -267,6 +269,79 @@ class TestWarmup(WarmupCase):
         # positive control: the same head, someone to hear her, and the warm-up goes out
         self.npc.location = self.room1
         self.assertEqual(len(self.warm_now()), 1)
+
+
+@override_settings(AI_PROMPT_CACHE_WARMUP=True, AI_REPLY_EVALUATION_SECONDS=8.0,
+                   AI_PROMPT_CACHE_WARMUP_STEP_SECONDS=2.0)
+class TestWarmupInSteps(WarmupCase):
+    """A server at 5 tokens/s: a warm-up step of 2 s adds 10 tokens, so each request adds one
+    message, and a reply may evaluate 40 tokens (8 s)."""
+
+    def setUp(self):
+        super().setUp()
+        self.talk("Marta, a room for the night?")
+        patch = mock.patch.object(type(get_client()), "prompt_speed",
+                                  new_callable=mock.PropertyMock, return_value=5.0)
+        patch.start()
+        self.addCleanup(patch.stop)
+
+    def test_a_warm_up_is_sent_in_steps_each_the_start_of_the_next(self):
+        self.compact()
+        whole = list(self.script.ndb.warming_messages)
+        self.settle()
+        sent = [r["messages"] for r in warmups(self.llm)]
+        self.assertGreater(len(sent), 2)
+        for before, after in zip(sent, sent[1:]):
+            self.assertEqual(after[:len(before)], before)  # each request starts the next
+            self.assertEqual(len(after), len(before) + 1)
+        self.assertEqual(sent[-1], whole)
+        # the server held the system message from the reply before: the first step adds the
+        # summary after it
+        self.assertEqual(len(sent[0]), 2)
+        self.assertIn(SUMMARY, sent[0][1]["content"])
+        after = self.talk("And supper?")
+        self.assertEqual(after[:len(whole)], whole)  # the reply is whole, on the warm prompt
+
+    def test_a_reply_during_a_warm_up_in_steps_waits_for_one_step_and_is_built_on_it(self):
+        events, gate = [], threading.Event()
+        held, answer = held_warmup_then_reply(events, gate, "Supper is stew.")
+        self.compact(reply("A"), held, answer)  # the first step answered, the second held
+        warming = self.script.ndb.warming
+        whole = list(self.script.ndb.warming_messages)
+        wait_until(lambda: "warm-up starts" in events)
+        self.script.receive_speech(self.char1, "And supper?")
+        turn = self.script.run_tick()
+        wait_until(lambda: warming.callbacks)  # the reply waits for the step under way
+        self.assertTrue(self.script.ndb.warm_yield)
+        self.assertFalse(turn.called)
+        gate.set()
+        wait_for(turn)
+        self.assertEqual(events, ["warm-up starts", "warm-up ends", "reply"])
+        self.assertEqual(self.script.history[-1]["content"], "Supper is stew.")
+        steps = [r["messages"] for r in warmups(self.llm)]
+        self.assertEqual(len(steps), 2)  # the series stopped after the step under way
+        self.assertLess(len(steps[-1]), len(whole))
+        # the reply starts with what the server held, then the newest lines and the turn: the
+        # lines in between, which the server did not hold, are left out for time
+        asked = replies(self.llm)[-1]["messages"]
+        self.assertEqual(asked[:len(steps[-1])], steps[-1])
+        self.assertIn("And supper?", asked[-1]["content"])
+        left_out = [m for m in whole[len(steps[-1]):] if m not in asked]
+        self.assertTrue(left_out)
+        self.assertTrue(self.script.db.reply_receipts[-1]["cut_for_time"]["history_from"])
+        self.assertGreater(self.script.ndb.last_reply["waited"], 0)
+        # idle again, the warm-up goes on from what the server holds, to the whole prompt
+        wait_for(self.script.run_tick())
+        self.settle()
+        resumed = [r["messages"] for r in warmups(self.llm)][2:]
+        self.assertTrue(resumed)
+        self.assertEqual(resumed[0][:len(steps[-1])], steps[-1])
+        self.assertGreater(len(resumed[0]), len(steps[-1]))
+        after = self.talk("And a bath?")
+        self.assertEqual(after[:len(resumed[-1])], resumed[-1])
+        # the history whole again (a new note may still be left out at 5 tokens/s)
+        cut = self.script.db.reply_receipts[-1].get("cut_for_time") or {}
+        self.assertIsNone(cut.get("history_from"))
 
 
 @override_settings(AI_PROMPT_CACHE_WARMUP=True)

@@ -9,9 +9,12 @@ from ai_contrib.core.deadline import (
     evaluation_tokens,
     reply_timeout,
     after_step,
+    warm_up_steps,
     window_start,
 )
 from ai_contrib.core.tokens import PER_MESSAGE_OVERHEAD, count_message_tokens
+from hypothesis import given, strategies as st
+import pytest
 
 
 def _count(text):
@@ -75,3 +78,56 @@ def test_a_cancel_spares_only_what_follows_the_evaluation_step_under_way():
     # the step unknown: all that is left may be spared
     assert after_step(900, 100, None) == 800
     assert after_step(900, 1000, None) == 0
+
+
+def test_a_warm_up_in_steps_adds_a_step_of_tokens_a_request_from_what_the_server_holds():
+    sizes = [300, 40, 40, 40, 120, 40]
+    roles = ["system", "system", "user", "assistant", "user", "assistant"]
+    # the server holds the system message: the first request adds the summary and two lines
+    assert warm_up_steps(sizes, roles, held=1, step_tokens=100) == [3, 4, 5, 6]
+    # a message larger than a step is a step of its own, never split or skipped
+    assert warm_up_steps(sizes, roles, held=0, step_tokens=100) == [1, 3, 4, 5, 6]
+    # unknown speed (no step), or a fast server: one request, as before
+    assert warm_up_steps(sizes, roles, held=1, step_tokens=None) == [6]
+    assert warm_up_steps(sizes, roles, held=0, step_tokens=10_000) == [6]
+    # the server holds it all: nothing to send
+    assert warm_up_steps(sizes, roles, held=6, step_tokens=100) == []
+
+
+def test_no_warm_up_step_ends_with_two_replies():
+    # llama.cpp refuses a prompt ending with two assistant messages: the step takes the next
+    sizes = [50, 30, 30, 30, 30]
+    roles = ["system", "user", "assistant", "assistant", "user"]
+    steps = warm_up_steps(sizes, roles, held=0, step_tokens=30)
+    assert steps == [1, 2, 3, 5]
+    # the control: with other roles the same sizes give a request a message
+    assert warm_up_steps(sizes, ["system", "user", "assistant", "user", "assistant"],
+                         held=0, step_tokens=30) == [1, 2, 3, 4, 5]
+
+
+def test_warm_up_steps_refuse_sizes_and_roles_that_differ():
+    with pytest.raises(ValueError):
+        warm_up_steps([10, 10], ["system"], held=0, step_tokens=5)
+
+
+@given(st.lists(st.tuples(st.integers(1, 400), st.sampled_from(["system", "user", "assistant"])),
+                min_size=1, max_size=40),
+       st.integers(0, 45), st.integers(1, 600))
+def test_warm_up_steps_cover_the_prompt_in_order_within_a_step_each(messages, held, step):
+    sizes, roles = [m[0] for m in messages], [m[1] for m in messages]
+    ends = warm_up_steps(sizes, roles, held, step)
+    start = min(held, len(sizes))
+    if start == len(sizes):
+        assert ends == []
+        return
+    assert ends[-1] == len(sizes)
+    for end in ends:
+        assert end > start
+        added = sum(sizes[start:end])
+        # within a step, unless one message alone is larger, or a run of replies is taken whole
+        two_replies = any(roles[i] == roles[i - 1] == "assistant"
+                          for i in range(max(1, start), end))
+        assert added <= step or end - start == 1 or two_replies
+        if end < len(sizes):
+            assert not (end >= 2 and roles[end - 1] == roles[end - 2] == "assistant")
+        start = end

@@ -119,9 +119,13 @@ def test_a_prompts_sizes_sum_to_what_counting_it_afresh_gives():
     notes = [{"anchor": said[-1]["id"], "text": note, "tokens": 0, "new": True}]
     standing = [{"part": "lore", "text": format_lore([{"text": "Griffins nest on the crag."}]),
                  "tokens": 0}]
-    messages, parts, sizes = assemble_sized_reply_prompt(
+    messages, parts, sizes, ids = assemble_sized_reply_prompt(
         "A stout innkeeper.", "Marta", said, counts, 10_000, notes=notes, standing=standing,
         keep_ids=[said[-1]["id"]])
+    # the history id each message shows: none for the system message and the note before the
+    # turn, which it is anchored at
+    assert ids == [None] + [m["id"] for m in said[:-1]] + [None, said[-1]["id"]]
+    assert messages[-2]["content"] == note
     assert (messages, parts) == assemble_reply_prompt(
         "A stout innkeeper.", "Marta", said, counts, 10_000, notes=notes, standing=standing,
         keep_ids=[said[-1]["id"]])
