@@ -9,7 +9,9 @@ the prompt is built from less: first with less of the memories it would show for
 time (the largest new note halved or left out, one step at a time), then in the short window
 the server holds with as many of them as fit, then without them in a shorter history window,
 the newest lines that fit, whose start is kept for the next replies (``ndb.short_start_id``)
-so that the server's cache covers it again. The request's time
+so that the server's cache covers it again. After a cache warm-up sent in steps stopped for
+the reply, those windows keep the leading messages the warm-up left in the server's cache
+(``ndb.held_head_id``): the summaries and oldest lines cost nothing to show. The request's time
 limit is ``AI_LLM_TIMEOUT`` plus twice the evaluation of the whole prompt, so a slow server
 doing the work is waited for, and only one that answers nothing gets the fallback line. After a
 reply built from less, the prompt's start the server holds is the short window's
@@ -110,6 +112,19 @@ def request_timeout(script, messages, sizes=None) -> float:
     tokens = sum(sizes) if sizes is not None \
         else count_conversation_tokens(messages, script.cfg("llm_model"))
     return reply_timeout(tokens, speed, base)
+
+
+def warm_up_step_tokens(script) -> int | None:
+    """
+    Prompt tokens one request of a cache warm-up may add to the one before:
+    ``AI_PROMPT_CACHE_WARMUP_STEP_SECONDS`` at the server's prompt speed, or None (one request)
+    when the speed is unknown or the setting is None.
+    """
+    seconds = script.cfg("prompt_cache_warmup_step_seconds")
+    speed = get_client().prompt_speed
+    if not seconds or not speed:
+        return None
+    return max(1, int(float(seconds) * speed))
 
 
 def warm_up_sent(script, messages, step=None) -> None:
@@ -228,16 +243,18 @@ def _built_from_less(script, prompt, shown, previous, allowance):
         head = _held_head(script, ids, last_start)
         first = ids.index(head) + 1 if head is not None else 0  # where a window's tail may start
         kept = script.ndb.short_start_id
-        if kept in ids and first <= ids.index(kept) <= last_start:
+        if head is None and kept in ids and ids.index(kept) <= last_start:
             # the start of the last short window: the server's cache holds what follows it,
             # so the new notes (what a question about the past needs) may still fit after it
             messages = _fewer_notes(prompt, budget, (head, kept), notes, previous, allowance)
             history_from = kept
         if messages is None and head is not None:
-            # the head a stopped warm-up left costs nothing: the newest lines after it, with
-            # the new notes where they fit
-            start = max(first, window_start(script.runtime.token_counts(history), allowance,
-                                            last_start))
+            # the head a stopped warm-up left costs nothing: the newest lines after it, about
+            # a warm-up step of them, with the new notes where they fit. The next warm-up step
+            # moves the head on and the server evaluates these lines again, so a longer tail
+            # costs every reply until the warm-up ends, which would then never catch up
+            start = max(first, window_start(script.runtime.token_counts(history),
+                                            _tail_tokens(script, allowance), last_start))
             messages = _fewer_notes(prompt, budget, (head, ids[start]), notes, previous,
                                     allowance)
             history_from = script.ndb.short_start_id = ids[start]
@@ -253,6 +270,13 @@ def _built_from_less(script, prompt, shown, previous, allowance):
     _keep_trimmed(script, prompt.notes)
     _forget_unshown(script, notes, prompt.notes)
     return messages
+
+
+def _tail_tokens(script, allowance):
+    """Tokens of history a reply built on a held head shows after it: a warm-up step
+    (:func:`warm_up_step_tokens`), within ``allowance``."""
+    step = warm_up_step_tokens(script)
+    return allowance if step is None else min(allowance, step)
 
 
 def _held_head(script, ids, last_start):
@@ -318,9 +342,9 @@ def _shorter_window(script, prompt, budget, ids, bounds, previous, allowance):
     the first index its newest lines may start at, the last (the turn's first line)."""
     head, first, last_start = bounds
     counts = script.runtime.token_counts(script.history)
-    # the system message, and its standing sections, unless the server holds a head after it
-    system = 0 if head is not None else prompt.sizes[0]
-    start = max(first, window_start(counts, max(0, allowance - system), last_start))
+    # less the system message and its standing sections, unless the server holds a head
+    tail = allowance - prompt.sizes[0] if head is None else _tail_tokens(script, allowance)
+    start = max(first, window_start(counts, max(0, tail), last_start))
     for _ in range(MAX_WINDOW_TRIES):
         messages = prompt(budget, (head, ids[start]))
         if start >= last_start or _fits(prompt, messages, previous, allowance):

@@ -8,9 +8,13 @@ again: 10-20 s at 1,000-1,500 tokens in the demo, more at a 4,096-token window. 
 mostly lands while nobody speaks (the sleep phase, the pause after a reply), so when the start
 of the prompt has changed and the NPC is idle, the shell sends the prompt its next reply will
 start with, asking for one token: the server evaluates and caches it then, and the next reply
-reuses it. A reply that comes while the warm-up is being evaluated, for the same listeners,
-waits for it instead of evaluating the same prompt beside it (``ai_contrib.npc.replies``), and its
-time counts the wait.
+reuses it. The prompt is sent in steps of ``AI_PROMPT_CACHE_WARMUP_STEP_SECONDS`` of evaluation
+(each request the leading messages of the last and a few more), so a reply that comes
+meanwhile waits for one step, not the whole prompt: it then asks the series to stop, and is
+built on the leading messages the server holds and the newest lines
+(:mod:`ai_contrib.npc.deadline`); the series goes on from there once the NPC is idle. A reply
+whose prompt starts with the warm-up's and has about a step left to wait for waits for the end
+(``ai_contrib.npc.replies``). Its time counts the wait.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from ..core.recall_notes import visible_notes
 from ..core.tokens import count_message_tokens
 from ..llm.client import get_client
 from ..settings import auto_or_bool
-from .deadline import request_timeout, warm_up_lost, warm_up_sent, warm_up_stopped
+from .deadline import (request_timeout, warm_up_lost, warm_up_sent, warm_up_step_tokens,
+                       warm_up_stopped)
 from .fetch_ahead import ahead_message, forget_ahead
 from .hearing import room_listeners
 from .replies import describe_reply
@@ -145,19 +150,6 @@ def last_audience(script) -> list:
             if audience:
                 return list(audience)
     return []
-
-
-def warm_up_step_tokens(script) -> int | None:
-    """
-    Prompt tokens one request of a cache warm-up may add to the one before:
-    ``AI_PROMPT_CACHE_WARMUP_STEP_SECONDS`` at the server's prompt speed, or None (one request)
-    when the speed is unknown or the setting is None.
-    """
-    seconds = script.cfg("prompt_cache_warmup_step_seconds")
-    speed = get_client().prompt_speed
-    if not seconds or not speed:
-        return None
-    return max(1, int(float(seconds) * speed))
 
 
 def warm_reply_cache(script, character, listeners) -> defer.Deferred:
