@@ -171,3 +171,30 @@ def warm_up_steps(sizes, roles, held, step_tokens) -> list:
             end += 1
         ends.append(end)
     return ends
+
+
+def held_head(history_ids, shown, held):
+    """
+    The last history message of the longest stretch at the start of the history whose messages
+    the server holds: where a reply's window may end its head after a warm-up stopped part way
+    (``docs/design.md``, "Warming the cache after a compaction"). A prompt shows the history in
+    conversation order (a reply right after the line it answers, a line said while it was
+    written after it), so the warm-up's leading messages may hold a message stored after one
+    they do not: the head ends before the first message the prompt shows and the server does not
+    hold.
+
+    Args:
+        history_ids (list[str]): the ids of the history, in storage order.
+        shown (set[str]): the ids of the history messages the whole prompt shows.
+        held (set[str]): the ids among them the server holds.
+
+    Returns:
+        str | None: an id of ``held``, or None when the server holds none of that stretch.
+    """
+    head = None
+    for line in history_ids:
+        if line in held:
+            head = line
+        elif line in shown:
+            break
+    return head

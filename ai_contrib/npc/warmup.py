@@ -24,7 +24,7 @@ import time
 from evennia.utils import logger
 from twisted.internet import defer
 
-from ..core.deadline import cached_messages, warm_up_steps
+from ..core.deadline import cached_messages, held_head, warm_up_steps
 from ..core.recall_notes import visible_notes
 from ..core.tokens import count_message_tokens
 from ..llm.client import get_client
@@ -242,8 +242,9 @@ def _stopped_at(script, messages, shows, done):
     """A reply asked the warm-up to stop (``ndb.warm_yield``) once ``done`` leading
     ``messages`` were evaluated: the server holds those, the next reply may be built on them,
     and the rest is warmed when the NPC is idle again."""
-    held = messages[:done]
-    warm_up_stopped(script, held, next((i for i in reversed(shows[:done]) if i), None))
+    head = held_head([m.get("id") for m in script.history], {i for i in shows if i},
+                     {i for i in shows[:done] if i})
+    warm_up_stopped(script, messages[:done], head)
     script.ndb.cached_head = ()
 
 

@@ -9,6 +9,7 @@ from ai_contrib.core.deadline import (
     evaluation_tokens,
     reply_timeout,
     after_step,
+    held_head,
     warm_up_steps,
     window_start,
 )
@@ -131,3 +132,16 @@ def test_warm_up_steps_cover_the_prompt_in_order_within_a_step_each(messages, he
         if end < len(sizes):
             assert not (end >= 2 and roles[end - 1] == roles[end - 2] == "assistant")
         start = end
+
+
+def test_the_held_head_ends_before_the_first_line_the_server_does_not_hold():
+    # storage order L1, L2, R1 (R1 answers L1): the prompt shows L1, R1, L2
+    history = ["S", "L1", "L2", "R1", "L3"]
+    shown = {"S", "L1", "L2", "R1", "L3"}
+    # the warm-up stopped after S, L1, R1: L2 is stored before R1 and not held
+    assert held_head(history, shown, {"S", "L1", "R1"}) == "L1"
+    # the control: once L2 is held too, the head runs to R1
+    assert held_head(history, shown, {"S", "L1", "R1", "L2"}) == "R1"
+    # a line the prompt does not show (another audience's) does not end the head
+    assert held_head(history, shown - {"L2"}, {"S", "L1", "R1"}) == "R1"
+    assert held_head(history, shown, set()) is None
