@@ -131,20 +131,23 @@ def window_start(token_counts, allowance, last_start) -> int:
     return min(start, max(0, last_start))
 
 
-def warm_up_steps(sizes, roles, held, step_tokens) -> list:
+def warm_up_steps(sizes, roles, held, step_tokens, notes=None) -> list:
     """
     Where a cache warm-up sent in steps ends each request: the prompt's leading messages, each
     request adding at most ``step_tokens`` to the one before, at least one message
     (``docs/design.md``, "Warming the cache after a compaction"). The server caches each
     request's prompt, so the next request evaluates only what it adds, and a reply that comes
     during the warm-up waits for one step, not for the whole prompt. No request ends with two
-    assistant messages (llama.cpp refuses such a prompt): such a step takes the next message too.
+    assistant messages (llama.cpp refuses such a prompt), nor with a note: a note stands before
+    the line it is anchored at, and a reply built on the leading messages the server holds
+    shows it only with that line (:func:`held_head`). Such a step takes the next message too.
 
     Args:
         sizes (list[int]): the tokens of each message of the whole prompt, oldest first.
         roles (list[str]): the role of each message, same order.
         held (int): leading messages the server holds already (:func:`cached_messages`).
         step_tokens (int | None): tokens a request may add; None or 0: one request.
+        notes (list[bool], optional): whether each message is a note (default none is).
 
     Returns:
         list[int]: message counts, increasing, the last ``len(sizes)``; empty when the server
@@ -167,7 +170,8 @@ def warm_up_steps(sizes, roles, held, step_tokens) -> list:
         while end < total and (end == start or added + sizes[end] <= step_tokens):
             added += sizes[end]
             end += 1
-        while end < total and end >= 2 and roles[end - 1] == roles[end - 2] == "assistant":
+        while end < total and (end >= 2 and roles[end - 1] == roles[end - 2] == "assistant"
+                               or notes and notes[end - 1]):
             end += 1
         ends.append(end)
     return ends

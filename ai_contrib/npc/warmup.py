@@ -215,7 +215,10 @@ def _send_in_steps(script, character, listeners, sent):
     script.ndb.warming_messages = shared
     held = cached_messages(messages, script.ndb.server_prompt)
     step = warm_up_step_tokens(script)
-    ends = warm_up_steps(sizes, [m["role"] for m in messages], held, step) or [len(messages)]
+    # a system message after the first that shows no history message is a note
+    notes = [i > 0 and line is None for i, line in enumerate(shows)]
+    ends = warm_up_steps(sizes, [m["role"] for m in messages], held, step, notes) \
+        or [len(messages)]
     script.ndb.warm_yield = False
     # what the server's cache holds next, and when: a reply's time is weighed against it
     # (ai_contrib.npc.deadline)

@@ -145,3 +145,13 @@ def test_the_held_head_ends_before_the_first_line_the_server_does_not_hold():
     # a line the prompt does not show (another audience's) does not end the head
     assert held_head(history, shown - {"L2"}, {"S", "L1", "R1"}) == "R1"
     assert held_head(history, shown, set()) is None
+
+
+def test_no_warm_up_step_ends_with_a_note():
+    # a note stands before the line it is anchored at: a step that ends on it takes the line
+    sizes = [50, 30, 300, 30, 30]
+    roles = ["system", "user", "system", "user", "assistant"]
+    notes = [False, False, True, False, False]
+    assert warm_up_steps(sizes, roles, held=1, step_tokens=100, notes=notes) == [2, 4, 5]
+    # the control: the same prompt without the note flag ends a step on it
+    assert warm_up_steps(sizes, roles, held=1, step_tokens=100) == [2, 3, 5]
