@@ -293,8 +293,8 @@ class TestWarmupInSteps(WarmupCase):
         self.assertGreater(len(sent), 2)
         for before, after in zip(sent, sent[1:]):
             self.assertEqual(after[:len(before)], before)  # each request starts the next
-            # one message a step (10 tokens), two where a note must come with its line
-            self.assertIn(len(after) - len(before), (1, 2))
+            # one message a step (10 tokens), more where notes must come with their line
+            self.assertGreater(len(after), len(before))
         self.assertEqual(sent[-1], whole)
         # the server held the system message from the reply before: the first step adds the
         # summary after it
