@@ -205,15 +205,15 @@ def worth_waiting(script) -> bool:
     """
     Whether a reply whose prompt starts with the warm-up under way may wait for it: what a
     cancel would spare the server (:func:`warm_up_spared`: the rest of its evaluation after the
-    step under way, which ends either way) is within ``AI_REPLY_EVALUATION_SECONDS``, or
-    ``AI_PROMPT_CACHE_WARMUP_STEP_SECONDS`` for a warm-up sent in steps (always, when either is
-    unknown). Otherwise the reply goes on from the prompt it can have in time, and the warm-up
-    is tried again when the NPC is idle.
+    step under way, which ends either way; for a warm-up sent in steps, the requests after the
+    one under way) is within ``AI_REPLY_EVALUATION_SECONDS`` (always, when either is unknown).
+    Otherwise the reply goes on from the prompt it can have in time, and the warm-up is tried
+    again when the NPC is idle.
     """
-    # a warm-up in steps gives the server up after the step under way: the reply waits for
-    # the rest only when it is about one step more
-    seconds = script.cfg("prompt_cache_warmup_step_seconds") if script.ndb.warming_step \
-        else script.cfg("reply_evaluation_seconds")
+    # a reply built on what a warm-up in steps left evaluates newest lines that the next step
+    # evaluates again: with players who speak without pause the warm-up moves one step a
+    # reply, so the rest of a short one is waited for (make bench-defaults)
+    seconds = script.cfg("reply_evaluation_seconds")
     spared = warm_up_spared(script)
     if seconds is None or spared is None:
         return True
