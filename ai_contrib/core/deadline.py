@@ -202,3 +202,27 @@ def held_head(history_ids, shown, held):
         elif line in shown:
             break
     return head
+
+
+def grown_head(token_counts, head, tail_start, allowance) -> int:
+    """
+    How far a reply built on a held head (:func:`held_head`) may take the head on towards its
+    tail, evaluating the messages in between once, so that the server holds them for the next
+    replies: with players who speak without pause the warm-up moves only a step between two
+    replies, about what the conversation grows by, and would never catch up alone
+    (``docs/design.md``, "Warming the cache after a compaction").
+
+    Args:
+        token_counts (list[int]): what each history message costs, oldest first.
+        head (int): the index of the held head's last message.
+        tail_start (int): the index the reply's newest lines start at.
+        allowance (int): tokens the reply may spend on the messages in between.
+
+    Returns:
+        int: the index of the head's new last message, ``head`` .. ``tail_start - 1``.
+    """
+    end, used = head, 0
+    while end + 1 < tail_start and used + token_counts[end + 1] <= allowance:
+        end += 1
+        used += token_counts[end]
+    return max(head, end)

@@ -32,6 +32,7 @@ from ..core.deadline import (
     after_step,
     cached_messages,
     evaluation_tokens,
+    grown_head,
     reply_timeout,
     window_start,
 )
@@ -253,11 +254,19 @@ def _built_from_less(script, prompt, shown, previous, allowance):
             # a warm-up step of them, with the new notes where they fit. The next warm-up step
             # moves the head on and the server evaluates these lines again, so a longer tail
             # costs every reply until the warm-up ends, which would then never catch up
-            start = max(first, window_start(script.runtime.token_counts(history),
-                                            _tail_tokens(script, allowance), last_start))
-            messages = _fewer_notes(prompt, budget, (head, ids[start]), notes, previous,
+            counts = script.runtime.token_counts(history)
+            start = max(first, window_start(counts, _tail_tokens(script, allowance),
+                                            last_start))
+            # what the allowance leaves goes to the lines after the head, which the server
+            # then holds for the next reply: the head moves on at every reply
+            spare = allowance - sum(counts[start:]) - sum(
+                int(note.get("tokens") or 0) for note in notes if note.get("new"))
+            grown = ids[grown_head(counts, first - 1, start, max(0, spare))]
+            messages = _fewer_notes(prompt, budget, (grown, ids[start]), notes, previous,
                                     allowance)
             history_from = script.ndb.short_start_id = ids[start]
+            if messages is not None:
+                script.ndb.held_head_id = grown  # what the server holds after this reply
         if messages is None:
             prompt.notes = [note for note in notes if not note.get("new")]
             history_from, messages = _shorter_window(script, prompt, budget, ids,

@@ -9,6 +9,7 @@ from ai_contrib.core.deadline import (
     evaluation_tokens,
     reply_timeout,
     after_step,
+    grown_head,
     held_head,
     warm_up_steps,
     window_start,
@@ -155,3 +156,13 @@ def test_no_warm_up_step_ends_with_a_note():
     assert warm_up_steps(sizes, roles, held=1, step_tokens=100, notes=notes) == [2, 4, 5]
     # the control: the same prompt without the note flag ends a step on it
     assert warm_up_steps(sizes, roles, held=1, step_tokens=100) == [2, 3, 5]
+
+
+def test_a_held_head_grows_towards_the_tail_within_the_allowance():
+    counts = [100, 40, 40, 40, 40, 30, 30]
+    # head at 1, the tail from 5: 90 tokens take two more lines, never the tail
+    assert grown_head(counts, 1, 5, 90) == 3
+    assert grown_head(counts, 1, 5, 10_000) == 4
+    # the control: nothing to spare, the head stays
+    assert grown_head(counts, 1, 5, 0) == 1
+    assert grown_head(counts, 4, 5, 10_000) == 4
