@@ -37,9 +37,10 @@ REPLY_LOG_RE = re.compile(
     r"(?:, (?P<waited>[\d.]+) s of it waiting for the cache warm-up)?"
 )
 #: the server log line of a cache warm-up after a compaction (ai_contrib.npc.warmup):
-#: "AI cache warm-up Marta: 9.80 s, prompt 1132 tokens, 140 reused (12%), 1 generated"
+#: "AI cache warm-up Marta: 9.80 s, prompt 1132 tokens, 140 reused (12%), 1 generated" (sent in
+#: steps: "9.80 s in 6 steps, prompt ...")
 WARMUP_LOG_RE = re.compile(
-    r"AI cache warm-up (?P<npc>.+?): (?P<seconds>[\d.]+) s"
+    r"AI cache warm-up (?P<npc>.+?): (?P<seconds>[\d.]+) s(?: in (?P<steps>\d+) steps)?"
     r"(?:, prompt (?P<prompt>\d+) tokens, (?P<cached>\d+) reused)?"
 )
 COMPACTION_FAIL_RE = re.compile(

@@ -182,7 +182,7 @@ def warm_reply_cache(script, character, listeners) -> defer.Deferred:
 
     def done(figures):
         stats = {"seconds": time.monotonic() - started, "prompt": figures}
-        logger.log_info(f"AI cache warm-up {character.key}: {_described(stats, len(sent))}")
+        logger.log_info(f"AI cache warm-up {character.key}: {describe_warm_up(stats, len(sent))}")
         return figures
 
     def failed(failure):
@@ -269,9 +269,10 @@ def _series_figures(steps):
             "prompt_ms": total("prompt_ms"), "generation_ms": total("generation_ms")}
 
 
-def _described(stats, steps):
-    """:func:`~ai_contrib.npc.replies.describe_reply`'s line, with the steps after the time
-    when there were several."""
+def describe_warm_up(stats, steps) -> str:
+    """The log line of a warm-up of ``steps`` requests: :func:`~ai_contrib.npc.replies.
+    describe_reply`'s, with ``" in 6 steps"`` after the seconds when there were several
+    (``"9.80 s in 6 steps, prompt 1132 tokens, 140 reused (12%), 6 generated"``)."""
     text = describe_reply(stats)
     if steps <= 1:
         return text

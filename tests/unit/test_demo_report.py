@@ -62,10 +62,19 @@ def test_cache_warm_ups_are_counted_apart_and_the_next_reply_still_follows_a_com
         waited,  # the warm-up's prompt is this reply's prefix; it waited for the warm-up
         _reply_line(2.6, 820, 760),
     ])
+    from ai_contrib.npc.warmup import describe_warm_up
+
+    stepped = ("2026-11-23 10:00:00 [..] AI cache warm-up Marta: "
+               + describe_warm_up({"seconds": 4.0, "prompt": {"prompt_tokens": 820,
+                                                              "cached_tokens": 700,
+                                                              "generated_tokens": 3}}, 3))
+    assert " s in 3 steps, prompt 820 tokens" in stepped
     stats = Stats()
-    replies = replies_from_log(log, stats)
+    replies = replies_from_log(log + "\n" + stepped, stats)
     assert len(replies) == 3
     assert (replies[1]["seconds"], replies[1]["prompt"], replies[1]["cached"]) == (2.5, 760, 700)
-    assert stats.warmups == [{"seconds": 9.5, "prompt": 700, "cached": 90}]
+    # a warm-up sent in steps is read like one sent whole
+    assert stats.warmups == [{"seconds": 9.5, "prompt": 700, "cached": 90},
+                             {"seconds": 4.0, "prompt": 820, "cached": 700}]
     assert [r["follows_reply"] for r in replies] == [False, False, True]
     assert cache_summary(replies)["reused_replies"] == 1
