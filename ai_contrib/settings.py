@@ -613,10 +613,12 @@ OPTIONS = (
                "whose new tokens would take longer is built from less (no new memories, then "
                "fewer history lines).", unit=SECONDS, per_npc=True, none="no limit"),
         # a warm-up in steps: a reply that comes meanwhile waits for one step, then is built
-        # on what the server holds (docs/design.md, "Warming the cache after a compaction")
-        Option("PROMPT_CACHE_WARMUP_STEP_SECONDS", 2.0, FLOAT,
-               "Prompt evaluation one request of a cache warm-up may add at the server's "
-               "measured speed: a reply that comes during a warm-up waits about this long.",
+        # on what the server holds; off by default: with players who speak without pause it
+        # made the median reply slower (docs/design.md, "Warm-ups in steps")
+        Option("PROMPT_CACHE_WARMUP_STEP_SECONDS", None, FLOAT,
+               "Send a cache warm-up in requests of about this much prompt evaluation at the "
+               "server's measured speed: a reply that comes during it waits for one request "
+               "and is built on what the server holds, and what was evaluated is kept.",
                unit=SECONDS, per_npc=True, none="one request"),
         # llama.cpp's timings; a server that reports none puts no limit on new notes
         Option("PROMPT_TOKENS_PER_SECOND", None, FLOAT,

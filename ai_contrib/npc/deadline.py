@@ -258,9 +258,11 @@ def _built_from_less(script, prompt, shown, previous, allowance):
             start = max(first, window_start(counts, _tail_tokens(script, allowance),
                                             last_start))
             # what the allowance leaves goes to the lines after the head, which the server
-            # then holds for the next reply: the head moves on at every reply
-            spare = allowance - sum(counts[start:]) - sum(
-                int(note.get("tokens") or 0) for note in notes if note.get("new"))
+            # then holds for the next reply: the head moves on at every reply. New notes keep
+            # half of it at most; they are trimmed to fit, where the head cannot be
+            spare = allowance - sum(counts[start:])
+            spare -= min(spare // 2, sum(int(note.get("tokens") or 0) for note in notes
+                                         if note.get("new")))
             grown = ids[grown_head(counts, first - 1, start, max(0, spare))]
             messages = _fewer_notes(prompt, budget, (grown, ids[start]), notes, previous,
                                     allowance)

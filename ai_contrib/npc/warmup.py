@@ -8,13 +8,14 @@ again: 10-20 s at 1,000-1,500 tokens in the demo, more at a 4,096-token window. 
 mostly lands while nobody speaks (the sleep phase, the pause after a reply), so when the start
 of the prompt has changed and the NPC is idle, the shell sends the prompt its next reply will
 start with, asking for one token: the server evaluates and caches it then, and the next reply
-reuses it. The prompt is sent in steps of ``AI_PROMPT_CACHE_WARMUP_STEP_SECONDS`` of evaluation
-(each request the leading messages of the last and a few more), so a reply that comes
-meanwhile waits for one step, not the whole prompt: it then asks the series to stop, and is
-built on the leading messages the server holds and the newest lines
-(:mod:`ai_contrib.npc.deadline`); the series goes on from there once the NPC is idle. A reply
-whose prompt starts with the warm-up's and has about a step left to wait for waits for the end
-(``ai_contrib.npc.replies``). Its time counts the wait.
+reuses it. A reply that comes while the warm-up is being evaluated, for the same listeners,
+waits for it when the rest is within its time allowance instead of evaluating the same prompt
+beside it (``ai_contrib.npc.replies``), and its time counts the wait. With
+``AI_PROMPT_CACHE_WARMUP_STEP_SECONDS`` set, the prompt is sent in steps of that much
+evaluation (each request the leading messages of the last and a few more), so that a reply
+past its allowance waits for one step: it then asks the series to stop and is built on the
+leading messages the server holds and the newest lines (:mod:`ai_contrib.npc.deadline`); the
+series goes on from there once the NPC is idle (``docs/design.md``, "Warm-ups in steps").
 """
 
 from __future__ import annotations
