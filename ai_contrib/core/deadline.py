@@ -177,7 +177,7 @@ def warm_up_steps(sizes, roles, held, step_tokens, notes=None) -> list:
     return ends
 
 
-def held_head(history_ids, shown, held):
+def held_head(history_ids, shown, held) -> str | None:
     """
     The last history message of the longest stretch at the start of the history whose messages
     the server holds: where a reply's window may end its head after a warm-up stopped part way
