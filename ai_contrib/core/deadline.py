@@ -135,7 +135,7 @@ def warm_up_steps(sizes, roles, held, step_tokens, notes=None) -> list:
     """
     Where a cache warm-up sent in steps ends each request: the prompt's leading messages, each
     request adding at most ``step_tokens`` to the one before, at least one message
-    (``docs/design.md``, "Warming the cache after a compaction"). The server caches each
+    (``docs/design.md``, "Warm-ups in steps"). The server caches each
     request's prompt, so the next request evaluates only what it adds, and a reply that comes
     during the warm-up waits for one step, not for the whole prompt. No request ends with two
     assistant messages (llama.cpp refuses such a prompt), nor with a note: a note stands before
@@ -181,7 +181,7 @@ def held_head(history_ids, shown, held) -> str | None:
     """
     The last history message of the longest stretch at the start of the history whose messages
     the server holds: where a reply's window may end its head after a warm-up stopped part way
-    (``docs/design.md``, "Warming the cache after a compaction"). A prompt shows the history in
+    (``docs/design.md``, "Warm-ups in steps"). A prompt shows the history in
     conversation order (a reply right after the line it answers, a line said while it was
     written after it), so the warm-up's leading messages may hold a message stored after one
     they do not: the head ends before the first message the prompt shows and the server does not
@@ -210,7 +210,7 @@ def grown_head(token_counts, head, tail_start, allowance) -> int:
     tail, evaluating the messages in between once, so that the server holds them for the next
     replies: with players who speak without pause the warm-up moves only a step between two
     replies, about what the conversation grows by, and would never catch up alone
-    (``docs/design.md``, "Warming the cache after a compaction").
+    (``docs/design.md``, "Warm-ups in steps").
 
     Args:
         token_counts (list[int]): what each history message costs, oldest first.

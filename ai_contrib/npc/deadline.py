@@ -154,6 +154,8 @@ def warm_up_stopped(script, held, head_id) -> None:
     """
     script.ndb.server_prompt = held
     script.ndb.held_head_id = head_id
+    # built for the warm-up's listeners: a newcomer's prompt shows other lines
+    script.ndb.held_for = script.ndb.warming_for
     script.ndb.warming_tokens = None
 
 
@@ -241,7 +243,7 @@ def _built_from_less(script, prompt, shown, previous, allowance):
         ids = [m.get("id") for m in history]
         turn = set(prompt.turn_ids)
         last_start = next((i for i, line in enumerate(ids) if line in turn), len(ids) - 1)
-        head = _held_head(script, ids, last_start)
+        head = _held_head(script, ids, last_start, prompt.listeners)
         first = ids.index(head) + 1 if head is not None else 0  # where a window's tail may start
         kept = script.ndb.short_start_id
         if head is None and kept in ids and ids.index(kept) <= last_start:
@@ -290,12 +292,16 @@ def _tail_tokens(script, allowance):
     return allowance if step is None else min(allowance, step)
 
 
-def _held_head(script, ids, last_start):
+def _held_head(script, ids, last_start, listeners):
     """The id of the last history message a warm-up stopped part way left in the server's
     cache (``ndb.held_head_id``), when it is still in the history (``ids``) before the turn's
-    first line (index ``last_start``); else None."""
+    first line (index ``last_start``) and the prompt is for the warm-up's ``listeners``
+    (``ndb.held_for``, dbrefs); else None."""
     head = script.ndb.held_head_id
     if head is None or head not in ids or ids.index(head) >= last_start:
+        return None
+    held_for = script.ndb.held_for
+    if held_for is not None and frozenset(listeners) != held_for:
         return None
     return head
 

@@ -156,17 +156,18 @@ def last_audience(script) -> list:
 def warm_reply_cache(script, character, listeners) -> defer.Deferred:
     """
     Send :func:`warmup_messages` to the reply server with ``max_tokens`` 1 (``purpose``
-    ``"warm"``), in steps (:func:`ai_contrib.core.deadline.warm_up_steps`, of
-    :func:`warm_up_step_tokens`): each request is the prompt's leading messages, the next
-    adding what the one before did not hold, so that a reply that comes meanwhile waits for one
-    step (``docs/design.md``, "Warming the cache after a compaction"). Setting
+    ``"warm"``): in one request, or, with ``AI_PROMPT_CACHE_WARMUP_STEP_SECONDS`` set, in steps
+    (:func:`ai_contrib.core.deadline.warm_up_steps`, of
+    :func:`~ai_contrib.npc.deadline.warm_up_step_tokens`): each request is the prompt's leading
+    messages, the next adding what the one before did not hold, so that a reply that comes
+    meanwhile waits for one step (``docs/design.md``, "Warm-ups in steps"). Setting
     ``ndb.warm_yield`` stops the series after the step under way: the server then holds its
     leading messages (``ndb.server_prompt``), the last history message among them is
     ``ndb.held_head_id`` (a reply is built from them and the newest lines,
     :mod:`ai_contrib.npc.deadline`), and the start of the prompt counts as not warmed
     (``ndb.cached_head``), so the next warm-up goes on from there. One line is logged
-    (``"AI cache warm-up Marta: 9.80 s in 6 step(s), prompt 1132 tokens, 140 reused (12%), 6
-    generated"``).
+    (``"AI cache warm-up Marta: 9.80 s in 6 steps, prompt 1132 tokens, 140 reused (12%), 6
+    generated"``; without ``in 6 steps`` for one request).
 
     Cancelling the returned Deferred aborts the request under way (a reply whose prompt does
     not start with the warm-up's needs the server more).
@@ -232,7 +233,8 @@ def _send_in_steps(script, character, listeners, sent):
             break
         # a long prompt on a slow server is work, not a dead server (npc.deadline)
         result = yield client.chat(messages[:end], model=script.cfg("llm_model"), max_tokens=1,
-                                   purpose="warm", timeout=request_timeout(script, messages[:end]))
+                                   purpose="warm",
+                                   timeout=request_timeout(script, messages[:end], sizes[:end]))
         figures = result.prompt_stats()
         client.observe_prompt_speed(figures)
         sent.append(figures)

@@ -345,6 +345,33 @@ class TestWarmupInSteps(WarmupCase):
         self.assertIsNone(cut.get("history_from"))
 
 
+    def test_a_newcomer_during_a_warm_up_in_steps_waits_for_the_step_and_hears_none_of_it(self):
+        # the held messages were built for those who were there: Ann did not hear them
+        events, gate = [], threading.Event()
+        held, answer = held_warmup_then_reply(events, gate, "Welcome, stranger.")
+        self.compact(reply("A"), held, answer)
+        warming = self.script.ndb.warming
+        wait_until(lambda: "warm-up starts" in events)
+        ann = create.create_object(DefaultCharacter, key="Ann", location=self.room1)
+        self.script.receive_speech(ann, "Marta, is there a room?")
+        turn = self.script.run_tick()
+        wait_until(lambda: warming.callbacks)  # she waits for the step under way
+        self.assertFalse(turn.called)
+        gate.set()
+        wait_for(turn)
+        self.assertEqual(events, ["warm-up starts", "warm-up ends", "reply"])
+        self.assertEqual(self.script.history[-1]["content"], "Welcome, stranger.")
+        steps = [r["messages"] for r in warmups(self.llm)]
+        self.assertEqual(len(steps), 2)  # stopped after the step
+        asked = replies(self.llm)[-1]["messages"]
+        # what the step held for the others does not reach her prompt: a line of their talk
+        # she did not hear (in the test above, a reply for them starts with it)
+        held_line = steps[-1][-1]
+        self.assertIn(held_line["role"], ("user", "assistant"))
+        self.assertNotIn(held_line, asked)
+        self.assertIn("is there a room?", asked[-1]["content"])
+
+
 @override_settings(AI_PROMPT_CACHE_WARMUP=True)
 class TestWarmupAfterRestart(WarmupCase):
     def npc_beside(self, key, replied_at=None):
