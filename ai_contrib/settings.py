@@ -646,6 +646,12 @@ OPTIONS = (
         Option("MEMORY_RETRIEVAL_SESSION_WEIGHT", 0.5, FLOAT,
                "After fusion, a candidate gains this share of the best score in its session "
                "(day) (0 = off).", unit="fraction of a score", per_npc=True),
+        # a question that names someone is most often about what they said; docs/design.md,
+        # "Retrieval and embedders"
+        Option("MEMORY_RETRIEVAL_OTHER_SPEAKER_WEIGHT", 0.5, FLOAT,
+               "After the rerank, when a turn names speakers of the archive, the archived lines "
+               "of everyone else keep this share of their score (1 = off).",
+               unit="fraction of a score", maximum=1, per_npc=True),
         # LoCoMo figures in retrieval.py
         Option("MEMORY_RRF_K", 5, INT, "Reciprocal-rank-fusion constant.", per_npc=True),
         Option("MEMORY_ENTITY_MAX_OBSERVATIONS", 50, INT,

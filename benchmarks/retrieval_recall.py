@@ -243,7 +243,8 @@ class ShippedRetrieval:
 
         self.settings = settings or shipped_options()
         self.options = {key: getattr(self.settings, key) for key in (
-            "k", "archive_limit", "neighbour_weight", "session_weight", "archive_vector_weight")}
+            "k", "archive_limit", "neighbour_weight", "session_weight", "archive_vector_weight",
+            "other_speaker_weight")}
         self.source = ArchiveSearch.of_docs(archive_docs(sample), embedder=CachedEmbedder(cache))
 
     def candidates(self, question):

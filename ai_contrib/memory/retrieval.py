@@ -184,6 +184,9 @@ SESSION_WEIGHT = 0.5
 #: RRF weight of the archived lines' vector ranking (``AI_MEMORY_ARCHIVE_VECTOR_WEIGHT``;
 #: ``docs/design.md``, "Archived lines' vectors").
 ARCHIVE_VECTOR_WEIGHT = 0.5
+#: share of its score an archived line of someone the query does not name keeps, when it names
+#: speakers (``AI_MEMORY_RETRIEVAL_OTHER_SPEAKER_WEIGHT``; :func:`favour_named_speakers`)
+OTHER_SPEAKER_WEIGHT = 0.5
 
 
 def session_day(timestamp) -> str | None:
@@ -241,7 +244,8 @@ def contextual_rerank(scores, neighbours, session_of, neighbour_weight=NEIGHBOUR
 
 def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, listeners=None,
                     neighbour_weight=NEIGHBOUR_WEIGHT, session_weight=SESSION_WEIGHT,
-                    archive_vector_weight=ARCHIVE_VECTOR_WEIGHT) -> list[dict]:
+                    archive_vector_weight=ARCHIVE_VECTOR_WEIGHT,
+                    other_speaker_weight=OTHER_SPEAKER_WEIGHT) -> list[dict]:
     """
     Fuse Mem0 hits and archived messages into one ranked list of candidates.
 
@@ -252,7 +256,8 @@ def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, lis
     weighted ``archive_vector_weight`` in the fusion; ranking 4, as heavy, the ``archive_limit
     // 2`` lines nearest the query's vector without the speakers it names
     (:func:`named_speakers`), where it names one. Duplicate texts (a fact also said
-    verbatim in the archive) are kept once.
+    verbatim in the archive) are kept once. After the rerank, the lines of speakers the query
+    does not name weigh less (:func:`favour_named_speakers`).
 
     Args:
         vector_hits (list[dict]): memory hits ``{text, score, metadata}`` (mem0_store).
@@ -267,6 +272,7 @@ def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, lis
         neighbour_weight, session_weight (float): see :func:`contextual_rerank`; with both 0
             the archive's neighbours are not read and the ranking is the fused one.
         archive_vector_weight (float): RRF weight of ranking 3 (0: not searched).
+        other_speaker_weight (float): see :func:`favour_named_speakers` (1: off).
 
     Returns:
         list[dict]: candidates (module docstring), best first.
@@ -283,11 +289,12 @@ def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, lis
     lexical_ranking = _lexical_ranking(lexical, candidates)
     nearest = _archive_vector_ranking(source, query, archive_limit, listeners, candidates,
                                       seen_texts) if archive_vector_weight > 0 else []
-    names = named_speakers(query, candidates.values()) if nearest else []
+    names = named_speakers(query, candidates.values())
     # the question's subject without the people it names: a small embedder's vector leans on a
     # name, which says nothing of which line of their talk is meant (docs/design.md)
     topical = _archive_vector_ranking(source, query, max(1, archive_limit // 2), listeners,
-                                      candidates, seen_texts, without=names) if names else []
+                                      candidates, seen_texts,
+                                      without=names) if names and nearest else []
     fused = dict(rrf_fuse([vector_ranking, lexical_ranking, nearest, topical], k=k,
                           weights=[1.0, 1.0, archive_vector_weight, archive_vector_weight]))
     neighbours = {}
@@ -300,7 +307,41 @@ def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, lis
                                         session_weight):
         candidates[key]["score"] = score
         result.append(candidates[key])
-    return result
+    return favour_named_speakers(result, names, other_speaker_weight)
+
+
+def favour_named_speakers(ranked, names, weight=OTHER_SPEAKER_WEIGHT) -> list[dict]:
+    """
+    Rescore reranked candidates for a query that names speakers of the archive: an archived
+    line (``kind`` ``"message"``) whose speaker (``metadata["name"]``) is not one of ``names``
+    keeps ``weight`` of its score; facts, summaries and the named speakers' lines keep theirs
+    (``docs/design.md``, "Retrieval and embedders").
+
+    "What books has Melanie read?" is answered by Melanie's lines, but the neighbour and session
+    rerank lifts the lines around a hit, whoever said them, and a small note filled with the
+    other speaker's half of one session. On LoCoMo's tuning conversations
+    (``benchmarks/retrieval_recall.py``), 189 of the 197 multi-hop evidence turns a 200-token
+    note missed were the named speaker's own lines. Applied before the rerank instead, the
+    other speakers' lines also stopped lifting their neighbours, and the note lost as much as
+    it gained.
+
+    Args:
+        ranked (list[dict]): candidates (module docstring) with their ``score``, best first;
+            changed in place (``score``).
+        names (list[str]): the speakers the query names (:func:`named_speakers`); none: the
+            ranking is returned as it is.
+        weight (float): share of its score another speaker's line keeps, 0-1 (1: off).
+
+    Returns:
+        list[dict]: the same candidates, best first by the new scores (ties keep their order).
+    """
+    named = set(names or ())
+    if not named or weight >= 1:
+        return ranked
+    for candidate in ranked:
+        if candidate["kind"] == "message" and candidate["metadata"].get("name") not in named:
+            candidate["score"] *= weight
+    return sorted(ranked, key=lambda candidate: -candidate["score"])
 
 
 def _candidate(key, kind, text, metadata, vector_score=None):
@@ -772,6 +813,7 @@ class RetrievalOptions:
         neighbour_weight, session_weight (float): see :func:`contextual_rerank`.
         archive_vector_weight (float): the RRF weight of the archived lines' vector ranking
             (:func:`fuse_candidates`; 0: the archive is searched by its words only).
+        other_speaker_weight (float): see :func:`favour_named_speakers`.
         count_tokens (callable, optional): ``str -> int``; default the package's counter.
     """
 
@@ -786,6 +828,7 @@ class RetrievalOptions:
     neighbour_weight: float = NEIGHBOUR_WEIGHT
     session_weight: float = SESSION_WEIGHT
     archive_vector_weight: float = ARCHIVE_VECTOR_WEIGHT
+    other_speaker_weight: float = OTHER_SPEAKER_WEIGHT
     count_tokens: Callable[[str], int] | None = None
 
 
@@ -820,6 +863,7 @@ def build_memory_context(vector_hits, archive_docs, query, options=None, *, list
         listeners=listeners, neighbour_weight=options.neighbour_weight,
         session_weight=options.session_weight,
         archive_vector_weight=options.archive_vector_weight,
+        other_speaker_weight=options.other_speaker_weight,
     )
     if fused and options.min_relative_score > 0:
         min_score = max(min_score, options.min_relative_score * fused[0]["score"])
@@ -875,6 +919,7 @@ RETRIEVAL_OPTIONS = {
     "neighbour_weight": "MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT",
     "session_weight": "MEMORY_RETRIEVAL_SESSION_WEIGHT",
     "archive_vector_weight": "MEMORY_ARCHIVE_VECTOR_WEIGHT",
+    "other_speaker_weight": "MEMORY_RETRIEVAL_OTHER_SPEAKER_WEIGHT",
 }
 
 

@@ -230,6 +230,36 @@ def test_contextual_rerank_lifts_the_neighbours_and_session_of_a_strong_hit():
     assert [key for key, _ in alone] == ["q", "lone", "fact"]
 
 
+def test_a_question_naming_a_speaker_ranks_their_lines_above_the_others():
+    hits = [_hit("The north gate is locked at the tenth bell.", 0.7, "gate")]
+    docs = [
+        _doc("b1", "The gate at the north wall creaks every night.", name="Bob"),
+        _doc("a1", "I oiled the gate hinges last week.", name="Alice"),
+    ]
+    query = "What did Alice do about the gate at the north wall?"
+
+    def order(**options):
+        return [c["key"] for c in fuse_candidates(hits, docs, query, **options)]
+
+    # without the preference Bob's line, which shares more words, comes before Alice's
+    plain = order(other_speaker_weight=1.0)
+    assert plain.index("a:b1") < plain.index("a:a1")
+    favoured = fuse_candidates(hits, docs, query)  # the default weight
+    keys = [c["key"] for c in favoured]
+    assert keys.index("a:a1") < keys.index("a:b1")
+    # a fact keeps its score whoever told it; only archived lines of the unnamed weigh less
+    scores = {c["key"]: c["score"] for c in favoured}
+    unweighted = {c["key"]: c["score"]
+                  for c in fuse_candidates(hits, docs, query, other_speaker_weight=1.0)}
+    assert scores["m:mem-gate"] == pytest.approx(unweighted["m:mem-gate"])
+    assert scores["a:a1"] == pytest.approx(unweighted["a:a1"])
+    assert scores["a:b1"] == pytest.approx(retrieval.OTHER_SPEAKER_WEIGHT * unweighted["a:b1"])
+    # a question that names nobody who spoke keeps the plain order
+    nobody = "What happened at the gate at the north wall?"
+    assert [c["key"] for c in fuse_candidates(hits, docs, nobody)] == [
+        c["key"] for c in fuse_candidates(hits, docs, nobody, other_speaker_weight=1.0)]
+
+
 def test_fuse_candidates_archive_limit_and_no_sources():
     docs = [_doc(f"m{i}", f"gold coin number {i}") for i in range(30)]
     fused = fuse_candidates([], docs, "gold coin", archive_limit=5)
