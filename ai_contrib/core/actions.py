@@ -255,3 +255,32 @@ def action_view(msg, npc_name) -> tuple[str, str] | None:
         return f"{npc_name} (action)", text
     return f"{msg.get('name') or msg.get('role')} (result)", text
 
+
+
+def action_fact(msg, npc_name) -> str | None:
+    """
+    The journal fact of an action the game ran (``docs/design.md``, "Actions", "Memory"): for a
+    stored action result (``role`` ``"tool"``, ``metadata`` ``{"type": "action", "action",
+    "args", "outcome"}``) whose outcome is :data:`DONE`, ``"Marta did: give east room key to
+    Wren. The game said: You give east room key to Wren."``, the game's text as the model was
+    told it; None for anything else (a refused, failed or unknown action changed nothing, and
+    a call carries no outcome). The words are the command's and the game's, not the model's:
+    what the world holds, so no check against a line is needed.
+
+    Args:
+        msg (dict): a history message (shape in ``core/messages.py``).
+        npc_name (str): the NPC's name, the subject of the fact.
+
+    Returns:
+        str | None
+    """
+    meta = msg.get("metadata") or {}
+    if msg.get("role") != "tool" or meta.get("type") != "action" or meta.get("outcome") != DONE:
+        return None
+    call = " ".join(f"{meta.get('action') or ''} {meta.get('args') or ''}".split())
+    if not call:
+        return None
+    text = str(msg.get("content") or "").strip()
+    said = f"{call}: {DONE}."
+    told = text[len(said):].strip() if text.startswith(said) else text
+    return f"{npc_name} did: {call}." + (f" The game said: {told}" if told else "")

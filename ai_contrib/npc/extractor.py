@@ -10,7 +10,9 @@ check, and goes by rule once they fail above the measured share
 per client and model name for the life of the client (the process-wide one: until the server
 restarts), so a model is judged on its own facts and a new client asks it afresh. A run on which
 the model's facts tip the share goes by rule too, after the model, so the first extraction of
-a model that cannot extract already journals what players said.
+a model that cannot extract already journals what players said. Whoever writes those, the
+actions the game ran in the span are journaled first, in the game's words
+(:func:`journal_action_facts`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections import deque
 
 from twisted.internet import defer
 
+from ..core.actions import action_fact
 from ..core.fact_policy import GROUNDING_WINDOW, choose_extractor
 from ..core.grounding import SourceLine, attributed_line
 from ..core.rule_facts import rule_facts
@@ -57,6 +60,8 @@ def run_extraction(run) -> defer.Deferred:
     """
     setting = extractor_setting(run.script)
     record = grounding_record(run.client, run.model)
+    # first, so that the model's views show them journaled and do not ask for them again
+    journal_action_facts(run)
     if choose_extractor(setting, record) == "rule":
         journal_rule_facts(run)
         return "rule"
@@ -88,26 +93,68 @@ def journal_rule_facts(run) -> int:
     Returns:
         int: facts written.
     """
+    run.modes.append("rule")
+
+    def facts():
+        # one listener group at a time, widest first, as the model reads them: a fact takes
+        # the audience of the view its line is in (docs/design.md, "Privacy by audience")
+        for view in run.views or [run.span]:
+            run.show(view)
+            for fact in rule_facts(run.span, listener=getattr(run.character, "key", None)):
+                msg = run.span[fact.index]
+                seq = msg.get("seq")
+                content = fact.content
+                if run.policy == "verbatim":
+                    content = attributed_line(SourceLine(str(msg.get("name")), msg.get("content")))
+                yield {"content": content, "source": [seq] if isinstance(seq, int) else None,
+                       "_grounding": {"support": fact.support, "grounding": "rule"}}
+
+    return _journal_facts(run, facts())
+
+
+def journal_action_facts(run) -> int:
+    """
+    Journal what the NPC did in the span ``run.read``: one fact for each action the game ran
+    (:func:`ai_contrib.core.actions.action_fact`: the command and the game's text, never the
+    model's words), whatever extractor writes the other facts, so that what the NPC gave,
+    took or opened outlives the compaction of its action's messages and reaches the person's
+    impression (``docs/design.md``, "Actions"). Each fact's audience is the action's own (the
+    result message alone is shown while it is journaled), its speaker the NPC, its source the
+    result's seq; importance by the heuristic. An action already journaled is not again.
+
+    Returns:
+        int: facts written.
+    """
+    npc = str(getattr(run.character, "key", None) or "The NPC")
+    done = [(msg, fact) for msg in run.read for fact in [action_fact(msg, npc)] if fact]
+
+    def facts():
+        for msg, fact in done:
+            run.show([msg])  # the action's audience, not a wider view's
+            seq = msg.get("seq")
+            yield {"content": fact, "source": [seq] if isinstance(seq, int) else None,
+                   "_speaker": npc, "_grounding": {"grounding": "action"}}
+
+    return _journal_facts(run, facts()) if done else 0
+
+
+def _journal_facts(run, facts):
+    """
+    Journal each of ``facts`` (``add_journal_entry`` arguments; the iterable may move
+    ``run`` to the view a fact is attributed within before yielding it) through
+    ``run.journal_fact``, importance by the heuristic; one Attribute write at the end.
+
+    Returns:
+        int: facts written.
+    """
     from ..memory.importance import heuristic_importance
     from ..memory.journal import ensure_journal
 
-    run.modes.append("rule")
     journal = ensure_journal(_plain(run.character.db.journal) or None)
     known = list(_plain(run.character.db.entity_profiles) or {})
     before, changed = len(run.facts), set()
-    # one listener group at a time, widest first, as the model reads them: a fact takes the
-    # audience of the view its line is in (docs/design.md, "Privacy by audience")
-    for view in run.views or [run.span]:
-        run.show(view)
-        for fact in rule_facts(run.span, listener=getattr(run.character, "key", None)):
-            msg = run.span[fact.index]
-            seq = msg.get("seq")
-            content = fact.content
-            if run.policy == "verbatim":
-                content = attributed_line(SourceLine(str(msg.get("name")), msg.get("content")))
-            args = {"content": content, "source": [seq] if isinstance(seq, int) else None,
-                    "_grounding": {"support": fact.support, "grounding": "rule"}}
-            run.journal_fact(journal, args, heuristic_importance(content, known), changed)
+    for args in facts:
+        run.journal_fact(journal, args, heuristic_importance(args["content"], known), changed)
     if "journal" in changed:
         run.character.db.journal = journal
     return len(run.facts) - before

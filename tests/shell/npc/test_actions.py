@@ -17,6 +17,7 @@ from ai_contrib.action_commands import ActionCmdSet
 from ai_contrib.core.masking import call_trail_intact
 from ai_contrib.core.messages import is_marker
 from ai_contrib.npc import actions as npc_actions
+from ai_contrib.npc.extraction import run_pre_compaction_extraction
 from ai_contrib.typeclasses import get_assistant_script
 
 from tests.support.llm_double import http_error, json_body, reply, tool_calls
@@ -413,6 +414,34 @@ class TestActionAudience(ActionTestCase):
 
 
 class TestActionMemory(ActionTestCase):
+    def test_what_the_game_ran_is_journaled_in_its_words_for_who_saw_it(self):
+        self.char2.location = self.room1  # Tamsin listens; Evennia's give tells Wren alone
+        self.llm.enqueue(tool_calls([("give", {"args": f"{KEY} to Wren"})]), reply("Pay first."))
+        self.turn("Marta, give me the east room key.")
+        self.assertEqual(self.action_records()[-1]["metadata"]["outcome"], "refused")
+        self.pay()
+        self.script.db.action_cooldown = 0
+        self.llm.enqueue(tool_calls([("give", {"args": f"{KEY} to Wren"})]), reply("There."))
+        self.turn("Marta, I paid: the key?")
+        self.assertEqual(self.action_records()[-1]["metadata"]["outcome"], "done")
+        self.script.db.pre_compact_extractor = "rule"  # no model asked: the facts are the game's
+        wait_for(run_pre_compaction_extraction(self.script, self.npc))
+        entries = (self.npc.db.journal or {}).get("entries", [])
+        done = [e for e in entries if e["content"].startswith("Marta did: ")]
+        self.assertEqual(len(done), 1, [e["content"] for e in entries])
+        self.assertEqual(done[0]["content"], f"Marta did: give {KEY} to Wren. The game said: "
+                                             f"You give an {KEY} to Wren.")
+        self.assertEqual(done[0]["audience"], [self.char1.dbref])
+        self.assertEqual(done[0]["speaker"], "Marta")
+        self.assertEqual(done[0]["grounding"], "action")
+        # the refused give changed nothing and is no fact, though its result is in the span
+        self.assertFalse([e for e in entries if "not paid" in e["content"]], entries)
+        self.assertTrue(any("not paid" in (m.get("content") or "") for m in self.action_records()))
+        # a second extraction over the same lines journals it once
+        wait_for(run_pre_compaction_extraction(self.script, self.npc))
+        again = (self.npc.db.journal or {}).get("entries", [])
+        self.assertEqual(len([e for e in again if e["content"].startswith("Marta did: ")]), 1)
+
     def test_aihistory_raw_shows_the_call_and_its_result_legibly(self):
         from ai_contrib.admin.history_command import CmdAIHistory
 

@@ -7,6 +7,7 @@ import pytest
 
 from ai_contrib.core.actions import (
     ActionCall,
+    action_fact,
     actions_section,
     check_args,
     from_tool_call,
@@ -172,3 +173,19 @@ def test_archived_action_text_reads_a_call_and_its_result():
     assert archived_action_text(result) == "(seen by #3) give key to Wren: done."
     # a line that is no action is left to the table as it is
     assert archived_action_text({"role": "user", "content": "hi", "metadata": {}}) is None
+
+
+def test_an_action_fact_is_what_the_game_ran_in_its_words_and_only_that():
+    call, result = action_pair("t1", "c1", ["#5"])
+    assert action_fact(result, "Marta") == (
+        "Marta did: give key to Wren. The game said: You give a key.")
+    # the call carries no outcome; a refused action changed nothing
+    assert action_fact(call, "Marta") is None
+    _, refused = action_pair("t1", "c2", ["#5"], text="give key to Wren: refused. Not paid.")
+    refused["metadata"]["outcome"] = "refused"
+    assert action_fact(refused, "Marta") is None
+    # other tool traffic is no action
+    assert action_fact(make_message("tool", "ok: journaled", tool_call_id="x"), "Marta") is None
+    # a result without the game's text still says what was done
+    _, silent = action_pair("t1", "c3", ["#5"], text="give key to Wren: done.")
+    assert action_fact(silent, "Marta") == "Marta did: give key to Wren."
