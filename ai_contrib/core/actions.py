@@ -263,9 +263,11 @@ def action_fact(msg, npc_name) -> str | None:
     stored action result (``role`` ``"tool"``, ``metadata`` ``{"type": "action", "action",
     "args", "outcome"}``) whose outcome is :data:`DONE`, ``"Marta did: give east room key to
     Wren. The game said: You give east room key to Wren."``, the game's text as the model was
-    told it; None for anything else (a refused, failed or unknown action changed nothing, and
-    a call carries no outcome). The words are the command's and the game's, not the model's:
-    what the world holds, so no check against a line is needed.
+    told it; None for anything else (a refused, failed or unknown action changed nothing, a
+    call carries no outcome, and a recall's result, ``metadata["recall"]``, is the NPC's own
+    memories, which are journaled already or are players' words). The words are the command's
+    and the game's, not the model's: what the world holds, so no check against a line is
+    needed.
 
     Args:
         msg (dict): a history message (shape in ``core/messages.py``).
@@ -275,7 +277,8 @@ def action_fact(msg, npc_name) -> str | None:
         str | None
     """
     meta = msg.get("metadata") or {}
-    if msg.get("role") != "tool" or meta.get("type") != "action" or meta.get("outcome") != DONE:
+    if (msg.get("role") != "tool" or meta.get("type") != "action" or meta.get("outcome") != DONE
+            or meta.get("recall")):
         return None
     call = " ".join(f"{meta.get('action') or ''} {meta.get('args') or ''}".split())
     if not call:

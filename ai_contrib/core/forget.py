@@ -4,8 +4,10 @@ from what that player said, so that staff (``aiforget``) can remove it and nothi
 
 What counts as the player's: the lines they said (``metadata["speaker"]``), the events they
 did (``metadata["actor"]``: an emote, a gift), and the NPC's replies that answered only those
-(``metadata["reply_to"]`` all among them: a reply may quote what it answers). A reply to a turn
-in which others spoke too stays: it was said to them as well.
+(``metadata["reply_to"]`` all among them: a reply may quote what it answers), the NPC's actions
+of such a turn with them (the call and its result, which go together: a result without its call
+would break the pairing chat APIs require, and is what the action's journal fact cites). A reply
+to a turn in which others spoke too stays: it was said to them as well.
 
 What was derived from those lines: a summary marker whose archive range holds one of them
 and did not leave it out (``metadata["left_out_seqs"]``, ``docs/design.md``, "Summaries by
@@ -45,7 +47,7 @@ def forgotten_lines(messages, dbref) -> list[dict]:
             continue
         meta = msg.get("metadata") or {}
         theirs = meta.get("speaker") == dbref or meta.get("actor") == dbref
-        if not theirs and msg.get("role") == "assistant":
+        if not theirs and msg.get("role") in ("assistant", "tool"):
             answered = [str(i) for i in meta.get("reply_to") or ()]
             theirs = bool(answered) and all(i in ids for i in answered)
         if theirs:

@@ -206,7 +206,8 @@ def run_action(script, character, call, context) -> defer.Deferred:
     Returns:
         Deferred[dict]: ``{"call": ActionCall (as run), "status": one of the statuses of
         :mod:`ai_contrib.core.actions`, "text": str (what the model is told,
-        :func:`ai_contrib.core.actions.result_text`), "audience": [dbref]}``. Never fails.
+        :func:`ai_contrib.core.actions.result_text`), "audience": [dbref], "recall": bool (a
+        recall action that ran: its text is the NPC's memories, not the game's)}``. Never fails.
     """
     listeners = dict(context.get("listeners") or {})
     try:
@@ -219,7 +220,7 @@ def run_action(script, character, call, context) -> defer.Deferred:
            if status == DONE and is_recall(dict(offered_actions(script)).get(call.name)) else None)
     return {"call": call, "status": status,
             "text": core_actions.result_text(call, status, output, max_tokens=cap),
-            "audience": audience}
+            "audience": audience, "recall": cap is not None}
 
 
 def is_recall(cmd) -> bool:
@@ -350,9 +351,10 @@ def store_outcomes(script, outcomes, turn_ids) -> list[dict]:
     Store each action of a turn in the history as a tool-call pair: an assistant message with
     the call and a tool message with its result, both ``metadata["type"] == "action"`` with the
     action's ``audience`` and ``reply_to`` (the turn's line ids); the result's also has
-    ``action``, ``args`` and ``outcome`` (its status). A message the archive refuses is
-    logged and not stored (the action has happened; a call left without its result is shown in
-    no prompt).
+    ``action``, ``args`` and ``outcome`` (its status), and ``recall: True`` for a recall
+    action's (its text is the NPC's memories: no fact of what the game did). A message the
+    archive refuses is logged and not stored (the action has happened; a call left without its
+    result is shown in no prompt).
 
     Returns:
         list[dict]: the stored messages.
@@ -367,7 +369,8 @@ def store_outcomes(script, outcomes, turn_ids) -> list[dict]:
             stored.append(script.add_message(
                 "tool", outcome["text"], name=call.name, tool_call_id=call.call_id,
                 metadata=dict(meta, action=call.name, args=call.args,
-                              outcome=outcome["status"])))
+                              outcome=outcome["status"],
+                              **({"recall": True} if outcome.get("recall") else {}))))
         except Exception as err:  # noqa: BLE001 - the world changed; the record is a by-product
             logger.log_err(f"AI {script.obj}: action {call.name} not stored: {err}")
     return stored

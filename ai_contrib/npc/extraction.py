@@ -364,6 +364,9 @@ class _Extraction:
         self.client = client
         self.model = _cfg(script, "llm_model")
         self.facts = []  # journal ids of facts added
+        # of them, the facts of what the game ran (npc/extractor.journal_action_facts), written
+        # before the model reads: they do not count as the model having recorded something
+        self.game_facts = 0
         self.observations = 0
         self.iterations = 0
         self.modes = []
@@ -411,7 +414,7 @@ class _Extraction:
                 # noop once something was recorded: offered before, a small model takes the
                 # exit without reading (the loop still ends at max_iterations)
                 seqs=self.seqs,
-                allow_noop=bool(self.facts or self.observations),
+                allow_noop=bool(len(self.facts) > self.game_facts or self.observations),
                 # a number the scorer will not read is not asked for
                 importance=importance_method() == "model",
             ),
@@ -712,7 +715,10 @@ class _Extraction:
         content = args["content"]
         if self.erased(content):
             return "error: not recorded: staff erased this fact from your memory."
-        if _already_journaled(journal, content):
+        # "_exact": the same words only (a fact of the game's, where "to Wren" and "to Bob"
+        # are different facts that the near-duplicate check would take for one)
+        if (_exactly_journaled(journal, content) if args.get("_exact")
+                else _already_journaled(journal, content)):
             return "ok: already in your journal."
         source = provenance(content, self.span, args.get("source"))
         self.audiences.append({"audience": source["audience"]})
@@ -922,6 +928,13 @@ def _already_journaled(journal, content):
     (:func:`ai_contrib.core.fidelity.same_fact`): a small model journals the same news three
     times over as many compactions."""
     return says_one_of(content, [e.get("content", "") for e in journal.get("entries", [])])
+
+
+def _exactly_journaled(journal, content):
+    """True when an entry of the journal holds ``content`` word for word (as stored:
+    normalised, :func:`ai_contrib.memory.journal.add_entry`)."""
+    stored = normalise_player_text(content or "", MODEL_TEXT_MAX_CHARS, multiline=True)
+    return any(e.get("content") == stored for e in journal.get("entries", []))
 
 
 def _set_signal(script, value):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import weakref
 from collections import deque
 
+from evennia.utils import logger
 from twisted.internet import defer
 
 from ..core.actions import action_fact
@@ -61,7 +62,12 @@ def run_extraction(run) -> defer.Deferred:
     setting = extractor_setting(run.script)
     record = grounding_record(run.client, run.model)
     # first, so that the model's views show them journaled and do not ask for them again
-    journal_action_facts(run)
+    try:
+        run.game_facts = journal_action_facts(run)
+    except Exception as err:  # noqa: BLE001 - the other facts are still to be read
+        logger.log_trace(f"AI {run.character}: the facts of its actions were not journaled: "
+                         f"{err}")
+    run.audiences = []  # theirs, not the audience of the model's first record
     if choose_extractor(setting, record) == "rule":
         journal_rule_facts(run)
         return "rule"
@@ -120,7 +126,9 @@ def journal_action_facts(run) -> int:
     took or opened outlives the compaction of its action's messages and reaches the person's
     impression (``docs/design.md``, "Actions"). Each fact's audience is the action's own (the
     result message alone is shown while it is journaled), its speaker the NPC, its source the
-    result's seq; importance by the heuristic. An action already journaled is not again.
+    result's seq; importance by the heuristic. A fact the journal holds word for word is not
+    journaled again (the near-duplicate check of the model's facts would take "give key to
+    Wren" and "give key to Bob" for one); a recall's result is no fact.
 
     Returns:
         int: facts written.
@@ -133,7 +141,7 @@ def journal_action_facts(run) -> int:
             run.show([msg])  # the action's audience, not a wider view's
             seq = msg.get("seq")
             yield {"content": fact, "source": [seq] if isinstance(seq, int) else None,
-                   "_speaker": npc, "_grounding": {"grounding": "action"}}
+                   "_speaker": npc, "_exact": True, "_grounding": {"grounding": "action"}}
 
     return _journal_facts(run, facts()) if done else 0
 

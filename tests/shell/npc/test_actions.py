@@ -14,13 +14,14 @@ from evennia.utils import create
 
 from ai_contrib import rag_memory
 from ai_contrib.action_commands import ActionCmdSet
+from ai_contrib.core.cuts import EXTRACTION_TYPE
 from ai_contrib.core.masking import call_trail_intact
 from ai_contrib.core.messages import is_marker
 from ai_contrib.npc import actions as npc_actions
 from ai_contrib.npc.extraction import run_pre_compaction_extraction
 from ai_contrib.typeclasses import get_assistant_script
 
-from tests.support.llm_double import http_error, json_body, reply, tool_calls
+from tests.support.llm_double import http_error, json_body, reply, structured, tool_calls
 from tests.support.npc_fixtures import NPCTestCase
 from tests.support.twisted_util import stored, wait_for
 
@@ -414,6 +415,51 @@ class TestActionAudience(ActionTestCase):
 
 
 class TestActionMemory(ActionTestCase):
+    def _names_offered(self, request):
+        schema = request["response_format"]["json_schema"]["schema"]
+        return [i["properties"]["name"]["enum"][0]
+                for i in schema["properties"]["calls"]["items"]["anyOf"]]
+
+    def test_the_games_facts_leave_the_model_its_own_first_record_and_differ_by_receiver(self):
+        self.char2.location = self.room1
+        lantern = create.create_object("evennia.objects.objects.DefaultObject", key="lantern",
+                                       location=self.npc)
+        self.pay()
+        self.llm.enqueue(tool_calls([("give", {"args": f"{KEY} to Wren"})]), reply("There."))
+        self.turn("I'm Wren, a weaver from Eastwick. Marta, I paid: the key?")
+        self.script.db.action_cooldown = 0
+        self.llm.enqueue(tool_calls([("give", {"args": "lantern to Tamsin"})]), reply("Here."))
+        self.turn("Marta, a lantern for me?", speaker=self.char2)
+        self.assertEqual(lantern.location, self.char2)
+        self.script.db.pre_compact_extractor = "model"
+        self.script.db.pre_compact_max_iterations = 2
+        said = next(m for m in self.script.history if "Eastwick" in (m.get("content") or ""))
+        fact = {"content": "Wren is a weaver from Eastwick.", "importance": 6,
+                "source": [said["seq"]]}
+        extractions = len(self.llm.requests)
+        self.llm.enqueue(structured(("add_journal_entry", fact)), structured(("noop", {})))
+        wait_for(run_pre_compaction_extraction(self.script, self.npc))
+        first, second = self.llm.requests[extractions:extractions + 2]
+        # the game's facts were journaled before the model read, yet the model must record
+        # something first; once it has, it may stop (positive control)
+        self.assertNotIn("noop", self._names_offered(first))
+        self.assertIn("noop", self._names_offered(second))
+        entries = (self.npc.db.journal or {}).get("entries", [])
+        done = {e["content"]: e for e in entries if e["content"].startswith("Marta did: ")}
+        # the same item to two people is two facts, each for who saw it
+        self.assertEqual(done[f"Marta did: give {KEY} to Wren. The game said: You give an "
+                              f"{KEY} to Wren."]["audience"], [self.char1.dbref])
+        self.assertEqual(done["Marta did: give lantern to Tamsin. The game said: You give a "
+                              "lantern to Tamsin."]["audience"], [self.char2.dbref])
+        # the model's first record (its call in the history) takes the audience of its own
+        # fact, not of the game's facts (Wren's and Tamsin's: nobody's, together)
+        self.assertTrue(any(e["content"] == "Wren is a weaver from Eastwick." for e in entries))
+        recorded = next(m for m in self.script.history if m.get("tool_calls")
+                        and (m.get("metadata") or {}).get("type") == EXTRACTION_TYPE)
+        heard = recorded["metadata"]["audience"]
+        self.assertTrue(heard is None or {self.char1.dbref, self.char2.dbref} <= set(heard),
+                        heard)
+
     def test_what_the_game_ran_is_journaled_in_its_words_for_who_saw_it(self):
         self.char2.location = self.room1  # Tamsin listens; Evennia's give tells Wren alone
         self.llm.enqueue(tool_calls([("give", {"args": f"{KEY} to Wren"})]), reply("Pay first."))
@@ -572,6 +618,12 @@ class TestRecall(ActionTestCase):
         self.assertIn("paints herons", records[0]["content"])
         self.assertEqual(records[0]["metadata"]["audience"], [self.char1.dbref])
         self.assertTrue(call_trail_intact(self.script.history))
+        # marked a recall, whose memories are no fact of what the game did
+        self.assertTrue(all(r["metadata"].get("recall") for r in records))
+        self.script.db.pre_compact_extractor = "rule"
+        wait_for(run_pre_compaction_extraction(self.script, self.npc))
+        self.assertFalse([e for e in (self.npc.db.journal or {}).get("entries", [])
+                          if e["content"].startswith("Marta did: ")])
         # positive control: the same search with Tamsin the one listening finds her debt
         self.char1.location, self.char2.location = self.room2, self.room1
         self.llm.enqueue(tool_calls([("recall", {"args": "smith horseshoes silver owe"})]),

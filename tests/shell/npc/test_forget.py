@@ -37,6 +37,18 @@ def test_a_player_lines_and_the_replies_only_to_them():
     assert [m["id"] for m in forgotten_lines([wren, tamsin, to_both], T)] == ["m1"]
 
 
+def test_an_action_of_the_players_turn_goes_whole_with_the_reply():
+    wren, tamsin = msg(0, "user", W), msg(1, "user", T)
+    call = dict(msg(2, "assistant", reply_to=["m0"]), tool_calls=[{"id": "c1"}])
+    result = dict(msg(3, "tool", reply_to=["m0"]), tool_call_id="c1")
+    to_wren = msg(4, "assistant", reply_to=["m0"])
+    for_both = dict(msg(5, "tool", reply_to=["m0", "m1"]), tool_call_id="c2")
+    found = forgotten_lines([wren, tamsin, call, result, to_wren, for_both], W)
+    # the call and its result together (the fact of the action cites the result); an
+    # action of a turn Tamsin spoke in too stays, as a reply to both does
+    assert [m["id"] for m in found] == ["m0", "m2", "m3", "m4"]
+
+
 def test_summaries_and_journal_entries_derived_from_them():
     assert derived_from(0, 9, [], {4})
     assert not derived_from(0, 9, [4], {4})   # the summary left that line out

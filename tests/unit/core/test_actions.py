@@ -184,6 +184,10 @@ def test_an_action_fact_is_what_the_game_ran_in_its_words_and_only_that():
     _, refused = action_pair("t1", "c2", ["#5"], text="give key to Wren: refused. Not paid.")
     refused["metadata"]["outcome"] = "refused"
     assert action_fact(refused, "Marta") is None
+    # a recall's result is the NPC's memories, not what the game did
+    _, recalled = action_pair("t1", "c4", ["#5"], text="recall key: done. Wren paid 8 silver.")
+    recalled["metadata"]["recall"] = True
+    assert action_fact(recalled, "Marta") is None
     # other tool traffic is no action
     assert action_fact(make_message("tool", "ok: journaled", tool_call_id="x"), "Marta") is None
     # a result without the game's text still says what was done
