@@ -474,6 +474,7 @@ class CmdAIHistory(StaffCommand):
         now = time.time()
         table = self.table("who", "first met", "last spoke", "lines",
                             "impression")
+        did = []
         for record in people:
             table.add_row(
                 f"{shown(record.get('name'), 30)} {shown(record.get('dbref'))}",
@@ -482,7 +483,13 @@ class CmdAIHistory(StaffCommand):
                 int(record.get("lines") or 0),
                 shown(record.get("impression") or "-", 60),
             )
-        self.caller.msg(f"|wPeople {npc.key} has met|n: {len(people)}\n{table}")
+            actions = [shown(a.get("action"), 60) for a in reversed(record.get("actions") or [])]
+            if actions:
+                did.append(f"  {shown(record.get('name'), 30)}: {'; '.join(actions)}")
+        # below the table: a sixth column would wrap every row on a 78-column screen
+        done = (f"\n|wWhat {npc.key} did on their words|n (the newest first):\n" + "\n".join(did)
+                if did else "")
+        self.caller.msg(f"|wPeople {npc.key} has met|n: {len(people)}\n{table}{done}")
 
     def show_journal(self, npc, page=1) -> None:
         """A page of ``npc``'s journal, newest first (:func:`ai_contrib.admin.read_model.

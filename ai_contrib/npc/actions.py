@@ -34,6 +34,7 @@ from ..core.actions import DONE, FAILED, INVALID, REFUSED, UNKNOWN
 from ..core.lines import speaker_of
 from ..llm.errors import LLMHTTPError
 from ..settings import get_setting
+from .scene import note_actions
 
 if TYPE_CHECKING:
     from evennia.commands.cmdset import CmdSet
@@ -454,6 +455,8 @@ def ask_acting(script, character, prompt, shown, ask) -> defer.Deferred:
         if outcomes:
             acted = store_outcomes(script, outcomes, [m["id"] for m in lines])
             prompt.acted.extend(acted)
+            note_actions(script, [speaker_of(m) for m in lines],
+                         [o for o in outcomes if o["status"] == DONE and not o.get("recall")])
     return result
 
 

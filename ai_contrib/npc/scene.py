@@ -6,9 +6,10 @@ What the NPC sees and whom it has met: the Evennia shell around :mod:`ai_contrib
   game's clock, as the dicts :func:`ai_contrib.core.scene.render_scene` takes and as its text;
 - people records: one Attribute per person on the NPC's script (category
   :data:`PEOPLE_CATEGORY`, key the person's dbref), updated by :func:`note_exchange` when a
-  line passes between them (O(1) per line: only that person's Attribute is written), read by
-  :func:`people_for` and :func:`all_people`; :func:`update_impressions` refreshes the
-  impressions from the journal during the sleep phase.
+  line passes between them (O(1) per line: only that person's Attribute is written), and by
+  :func:`note_actions` when the NPC acts on their words, read by :func:`people_for` and
+  :func:`all_people`; :func:`update_impressions` refreshes the impressions from the journal
+  during the sleep phase.
 
 A people record is a dict::
 
@@ -16,7 +17,8 @@ A people record is a dict::
      "first_met": float, "first_met_game": float | None,   # Unix seconds / game seconds
      "last_spoke": float | None, "last_spoke_game": float | None,
      "lines": int,                                          # lines exchanged
-     "impression": str, "impression_audience": list[str] | None}
+     "impression": str, "impression_audience": list[str] | None,
+     "actions": [{"action": str, "at": float, "audience": list[str]}]}  # the newest last
 
 Event records (what the NPC saw) are written by
 :meth:`ai_contrib.typeclasses.AssistantScript.observe`.
@@ -156,6 +158,43 @@ def audience_label(script, audience) -> str:
     """
     names = {dbref: record.get("name") for dbref, record in people_for(script, audience).items()}
     return describe_audience(audience, names)
+
+
+#: actions a people record keeps (the newest): for staff's views, never a prompt
+ACTIONS_KEPT = 5
+
+
+def note_actions(script, dbrefs, outcomes, now=None) -> list[dict]:
+    """
+    What the NPC did in a turn on the words of each of ``dbrefs`` (the people whose lines it
+    answered; ``docs/design.md``, "Actions"): each action the game ran added to their people
+    records' ``actions`` (``{"action": "give lantern to Wren", "at": Unix seconds, "audience":
+    the dbrefs who saw it}``, the newest :data:`ACTIONS_KEPT`), which ``aihistory <npc>/people``
+    and the staff web page show. Only people met have records (:func:`note_exchange` made them
+    when their line was heard); one Attribute written per person.
+
+    Args:
+        script (AssistantScript): the NPC's script.
+        dbrefs (iterable[str]): who spoke in the turn.
+        outcomes (list[dict]): the turn's actions that ran (``{"call": ActionCall, "audience":
+            [dbref]}``, :func:`ai_contrib.npc.actions.run_action`).
+        now (float, optional): Unix seconds (default the clock).
+
+    Returns:
+        list[dict]: the updated records.
+    """
+    now = time.time() if now is None else float(now)
+    done = [{"action": f"{o['call'].name} {o['call'].args}".strip(), "at": now,
+             "audience": list(o.get("audience") or [])} for o in outcomes]
+    updated = []
+    for dbref in dict.fromkeys(d for d in dbrefs or () if d):
+        record = people_record(script, dbref)
+        if not record or not done:
+            continue
+        record["actions"] = (list(record.get("actions") or []) + done)[-ACTIONS_KEPT:]
+        script.attributes.add(str(dbref), record, category=PEOPLE_CATEGORY)
+        updated.append(record)
+    return updated
 
 
 def all_people(script) -> list[dict]:

@@ -143,7 +143,8 @@ def people_view(script) -> list[dict]:
 
     Returns:
         list[dict]: ``{"name", "dbref", "first_met", "last_spoke" (ISO times or None),
-        "lines" (int), "impression" (str)}``.
+        "lines" (int), "impression" (str), "actions" (list[str]: what the NPC did on their
+        words, the newest first, :func:`ai_contrib.npc.scene.note_actions`)}``.
     """
     from datetime import datetime, timezone
 
@@ -156,7 +157,9 @@ def people_view(script) -> list[dict]:
 
     return [{"name": r.get("name"), "dbref": r.get("dbref"), "first_met": iso(r.get("first_met")),
              "last_spoke": iso(r.get("last_spoke")), "lines": int(r.get("lines") or 0),
-             "impression": r.get("impression") or ""} for r in all_people(script)]
+             "impression": r.get("impression") or "",
+             "actions": [a.get("action") or "" for a in reversed(r.get("actions") or [])]}
+            for r in all_people(script)]
 
 
 def journal_view(npc, page=1) -> list[dict]:

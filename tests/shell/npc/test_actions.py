@@ -506,6 +506,25 @@ class TestActionMemory(ActionTestCase):
         self.assertIn("Marta, the east room", out)
         self.assertIn("Your key.", out)
 
+    def test_the_people_record_of_whose_words_she_acted_on_shows_it(self):
+        from ai_contrib.admin.history_command import CmdAIHistory
+        from ai_contrib.web.snapshot import people_view
+
+        self.char2.location = self.room1
+        self.llm.enqueue(reply("Evening, Tamsin."))
+        self.turn("Marta, good evening.", speaker=self.char2)
+        self.pay()
+        self.llm.enqueue(tool_calls([("give", {"args": f"{KEY} to Wren"})]), reply("Your key."))
+        self.turn("Marta, the east room please.")
+        views = {p["name"]: p for p in people_view(self.script)}
+        self.assertEqual(views["Wren"]["actions"], [f"give {KEY} to Wren"])
+        self.assertEqual(views["Tamsin"]["actions"], [])  # she spoke, but asked for nothing
+        self.char1.permissions.add("Developer")
+        out = self.call(CmdAIHistory(), "Marta/people", caller=self.char1)
+        self.assertIn("What Marta did on their words", out)
+        self.assertIn(f"Wren: give {KEY} to Wren", out)
+        self.assertNotIn("Tamsin: give", out)
+
 
     def test_a_compaction_summarises_what_was_done_and_never_splits_a_pair(self):
         self.pay()
