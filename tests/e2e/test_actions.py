@@ -10,7 +10,8 @@ that calls ``give`` with the key whenever a player's line asks for it:
 
 Then Marta's actions stay within her list, the turn's limit and the cooldown (a staff command a
 player names and the model calls never runs), and what she gave outlives ten compactions of
-each strategy that summarises, reaching only the prompts of those who saw it.
+each strategy that summarises, reaching only the prompts of those who saw it, in context and
+after.
 """
 
 import asyncio
@@ -243,6 +244,16 @@ async def _outlives(game, llm):
         assert made, made
         await _ask(game, wren, "Marta, please give me the lantern.")
         assert "lantern" in await wren.command("inventory", quiet=0.8)
+        # in context: Evennia's give told Wren alone, so a reply Tamsin hears never shows it...
+        count = len(_reply_requests(llm))
+        await _ask(game, tamsin, "Marta, what a cold night.")
+        asked = _reply_requests(llm)[count:]
+        assert asked and not any("give lantern to Wren" in _prompt(b) for b in asked)
+        # ...and one only Wren hears does (positive control)
+        await tamsin.command("out", quiet=0.8)
+        await _ask(game, wren, "Marta, thank you.")
+        assert "(You: give lantern to Wren: done." in _prompt(_reply_requests(llm)[-1])
+        await tamsin.command("tavern", quiet=0.8)
         await _py(admin, f"[setattr(s.db, 'compact_preserve_window', 2) for s in me.search("
                          f"'{NPC}', global_search=True).scripts.all()]")
         for strategy in SUMMARISING:
