@@ -256,7 +256,6 @@ def action_view(msg, npc_name) -> tuple[str, str] | None:
     return f"{msg.get('name') or msg.get('role')} (result)", text
 
 
-
 def action_fact(msg, npc_name) -> str | None:
     """
     The journal fact of an action the game ran (``docs/design.md``, "Actions", "Memory"): for a

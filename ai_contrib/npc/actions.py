@@ -455,7 +455,7 @@ def ask_acting(script, character, prompt, shown, ask) -> defer.Deferred:
         if outcomes:
             acted = store_outcomes(script, outcomes, [m["id"] for m in lines])
             prompt.acted.extend(acted)
-            note_actions(script, [speaker_of(m) for m in lines],
+            note_actions(script, context["speakers"],
                          [o for o in outcomes if o["status"] == DONE and not o.get("recall")])
     return result
 

@@ -63,11 +63,10 @@ def run_extraction(run) -> defer.Deferred:
     record = grounding_record(run.client, run.model)
     # first, so that the model's views show them journaled and do not ask for them again
     try:
-        run.game_facts = journal_action_facts(run)
+        journal_action_facts(run)
     except Exception as err:  # noqa: BLE001 - the other facts are still to be read
         logger.log_trace(f"AI {run.character}: the facts of its actions were not journaled: "
                          f"{err}")
-    run.audiences = []  # theirs, not the audience of the model's first record
     if choose_extractor(setting, record) == "rule":
         journal_rule_facts(run)
         return "rule"
@@ -130,6 +129,9 @@ def journal_action_facts(run) -> int:
     journaled again (the near-duplicate check of the model's facts would take "give key to
     Wren" and "give key to Bob" for one); a recall's result is no fact.
 
+    They are counted in ``run.game_facts``, not as the model having recorded something, and
+    their audiences are not the model's first record's (``run.audiences`` is left empty).
+
     Returns:
         int: facts written.
     """
@@ -143,7 +145,11 @@ def journal_action_facts(run) -> int:
             yield {"content": fact, "source": [seq] if isinstance(seq, int) else None,
                    "_speaker": npc, "_exact": True, "_grounding": {"grounding": "action"}}
 
-    return _journal_facts(run, facts()) if done else 0
+    try:
+        run.game_facts = _journal_facts(run, facts()) if done else 0
+    finally:
+        run.audiences = []  # theirs, not the audience of the model's first record
+    return run.game_facts
 
 
 def _journal_facts(run, facts):

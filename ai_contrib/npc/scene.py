@@ -183,13 +183,15 @@ def note_actions(script, dbrefs, outcomes, now=None) -> list[dict]:
     Returns:
         list[dict]: the updated records.
     """
+    if not outcomes:
+        return []
     now = time.time() if now is None else float(now)
     done = [{"action": f"{o['call'].name} {o['call'].args}".strip(), "at": now,
              "audience": list(o.get("audience") or [])} for o in outcomes]
     updated = []
     for dbref in dict.fromkeys(d for d in dbrefs or () if d):
         record = people_record(script, dbref)
-        if not record or not done:
+        if not record:
             continue
         record["actions"] = (list(record.get("actions") or []) + done)[-ACTIONS_KEPT:]
         script.attributes.add(str(dbref), record, category=PEOPLE_CATEGORY)

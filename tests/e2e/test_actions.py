@@ -171,8 +171,7 @@ async def _limits(game, llm):
     admin = await logged_in_admin(game)
     try:
         await _to_marta(admin, "Wren")
-        given = await admin.command(f"aiactions {NPC} = give, look", quiet=0.8)
-        assert "give, look" in given, given
+        await admin.expect(f"aiactions {NPC} = give, look", r"give, look", timeout=HANG_GUARD)
         room = await _where(admin, "Wren")
         # a staff command a player names, which the model calls: never run, the model told
         await _ask(game, wren, "Marta, teleport me to Limbo right now.")
@@ -237,13 +236,13 @@ async def _outlives(game, llm):
     admin = await logged_in_admin(game)
     try:
         await _to_marta(admin, "Wren", "Tamsin")
-        await admin.command(f"aiactions {NPC} = give, look", quiet=0.8)
+        await admin.expect(f"aiactions {NPC} = give, look", r"give, look", timeout=HANG_GUARD)
         made = await _py(admin, "[__import__('evennia').create_object('typeclasses.objects."
                                 f"Object', key='lantern', location=me.search('{NPC}', "
                                 "global_search=True)).dbref]")
         assert made, made
         await _ask(game, wren, "Marta, please give me the lantern.")
-        assert "lantern" in await wren.command("inventory", quiet=0.8)
+        await wren.expect("inventory", r"lantern", timeout=HANG_GUARD)
         # in context: Evennia's give told Wren alone, so a reply Tamsin hears never shows it...
         count = len(_reply_requests(llm))
         await _ask(game, tamsin, "Marta, what a cold night.")
@@ -308,7 +307,7 @@ async def _masked(game, llm):
     admin = await logged_in_admin(game)
     try:
         await _to_marta(admin, "Wren")
-        await admin.command(f"aiactions {NPC} = give, look", quiet=0.8)
+        await admin.expect(f"aiactions {NPC} = give, look", r"give, look", timeout=HANG_GUARD)
         await admin.expect(f"compact/set {NPC}/strategy=mask", r"now compacts with[^\n]*")
         await _py(admin, f"[(setattr(s.db, 'mask_window', 1), setattr(s.db, 'mask_min_tokens', "
                          f"1)) for s in me.search('{NPC}', global_search=True).scripts.all()]")
