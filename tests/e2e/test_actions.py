@@ -156,6 +156,12 @@ async def _to_marta(admin, *names):
                          "global_search=True).location, quiet=True)]")
 
 
+async def _ready(admin, *names):
+    """Each of ``names`` with Marta, whose actions are give and look."""
+    await _to_marta(admin, *names)
+    await admin.expect(f"aiactions {NPC} = give, look", r"give, look", timeout=HANG_GUARD)
+
+
 async def _where(admin, name):
     """The key of the room ``name`` stands in."""
     found = await _py(admin, f"[me.search('{name}', global_search=True).location.key]")
@@ -170,8 +176,7 @@ async def _limits(game, llm):
     wren = await _player(game, 0)
     admin = await logged_in_admin(game)
     try:
-        await _to_marta(admin, "Wren")
-        await admin.expect(f"aiactions {NPC} = give, look", r"give, look", timeout=HANG_GUARD)
+        await _ready(admin, "Wren")
         room = await _where(admin, "Wren")
         # a staff command a player names, which the model calls: never run, the model told
         await _ask(game, wren, "Marta, teleport me to Limbo right now.")
@@ -235,8 +240,7 @@ async def _outlives(game, llm):
     wren, tamsin = await _player(game, 0), await _player(game, 1)
     admin = await logged_in_admin(game)
     try:
-        await _to_marta(admin, "Wren", "Tamsin")
-        await admin.expect(f"aiactions {NPC} = give, look", r"give, look", timeout=HANG_GUARD)
+        await _ready(admin, "Wren", "Tamsin")
         made = await _py(admin, "[__import__('evennia').create_object('typeclasses.objects."
                                 f"Object', key='lantern', location=me.search('{NPC}', "
                                 "global_search=True)).dbref]")
@@ -306,8 +310,7 @@ async def _masked(game, llm):
     wren = await _player(game, 0)
     admin = await logged_in_admin(game)
     try:
-        await _to_marta(admin, "Wren")
-        await admin.expect(f"aiactions {NPC} = give, look", r"give, look", timeout=HANG_GUARD)
+        await _ready(admin, "Wren")
         await admin.expect(f"compact/set {NPC}/strategy=mask", r"now compacts with[^\n]*")
         await _py(admin, f"[(setattr(s.db, 'mask_window', 1), setattr(s.db, 'mask_min_tokens', "
                          f"1)) for s in me.search('{NPC}', global_search=True).scripts.all()]")
