@@ -82,7 +82,7 @@ bench-locomo: install
 # whole conversation (no LLM call; about 10 min); BENCH_ARGS go to both. The tuning set that
 # defaults are chosen on (conv-26, 41, 43) has its own target.
 bench-locomo-report: install
-	$(PY) benchmarks/locomo.py --systems summary --split report --paths game --answer --small-talk --typing-wpm 80 --max-questions 10 $(BENCH_ARGS)
+	$(PY) benchmarks/locomo.py --systems summary --split report --paths game --answer --small-talk --typing-wpm 80 --spread-questions 10 $(BENCH_ARGS)
 	$(PY) benchmarks/locomo.py --systems mask,full --no-extraction --split report --paths afresh $(BENCH_ARGS)
 
 bench-locomo-tune: install

@@ -79,7 +79,7 @@ and the game path's replies use the contrib's own settings) and a fixed ``--seed
 Usage::
 
     .venv/bin/python benchmarks/locomo.py [--data PATH] [--conversations conv-30 | --split report]
-        [--systems summary,window25,...] [--max-sessions N] [--max-questions N]
+        [--systems summary,window25,...] [--max-sessions N] [--max-questions N | --spread-questions N]
         [--max-context-tokens 4096] [--answer] [--base-url URL --model NAME --api-key KEY]
         [--json OUT.json]
     .venv/bin/python benchmarks/locomo.py --merge A.json B.json [--json ALL.json]
@@ -291,7 +291,7 @@ def conversation_turns(conversation, max_sessions=None):
     return turns
 
 
-def select_questions(sample, sessions, truncated, max_questions=None):
+def select_questions(sample, sessions, truncated, max_questions=None, spread=None):
     """
     The QA items to ask, in file order.
 
@@ -300,7 +300,12 @@ def select_questions(sample, sessions, truncated, max_questions=None):
         sessions (set[int]): the session numbers replayed.
         truncated (bool): True when not every session was replayed: then only questions whose
             evidence all lies in ``sessions`` are asked.
-        max_questions (int, optional): ask at most this many.
+        max_questions (int, optional): ask at most this many, the first in file order.
+        spread (int, optional): ask this many of the answerable questions (categories 1-4),
+            evenly spaced over them in file order: LoCoMo lists its questions by kind (the
+            first ten of a conversation are mostly multi-hop and temporal, single-hop comes
+            later), so the first N are no sample of the set, and every N-th is one
+            (``docs/benchmarks.md``, "In a game"). Applied before ``max_questions``.
 
     Returns:
         list[dict]: ``{"index" (position in qa), "question", "category", "gold" (``answer``,
@@ -310,7 +315,7 @@ def select_questions(sample, sessions, truncated, max_questions=None):
     out = []
     for index, qa in enumerate(sample.get("qa") or []):
         category = qa.get("category")
-        if category not in metrics.CATEGORIES:
+        if category not in metrics.CATEGORIES or (spread and category == metrics.ADVERSARIAL):
             continue
         evidence = metrics.parse_evidence(qa.get("evidence"))
         if truncated and (
@@ -327,9 +332,10 @@ def select_questions(sample, sessions, truncated, max_questions=None):
             "gold": gold,
             "evidence": evidence,
         })
-        if max_questions and len(out) >= max_questions:
-            break
-    return out
+    if spread and len(out) > spread:
+        # the middle of each of ``spread`` equal stretches of the list
+        out = [out[(2 * i + 1) * len(out) // (2 * spread)] for i in range(spread)]
+    return out[:max_questions] if max_questions else out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -953,7 +959,7 @@ class Conversation:
         player (DefaultCharacter): speaker A, in a room of its own.
     """
 
-    def __init__(self, sample, max_sessions=None, max_questions=None, model=None):
+    def __init__(self, sample, max_sessions=None, max_questions=None, model=None, spread=None):
         from evennia.utils import create
 
         from ai_contrib.core.tokens import count_message_tokens
@@ -967,8 +973,8 @@ class Conversation:
         self.turns = conversation_turns(conversation, max_sessions)
         self.sessions = {t["session"] for t in self.turns}
         self.questions = select_questions(
-            sample, self.sessions, len(self.sessions) < self.session_count, max_questions
-        )
+            sample, self.sessions, len(self.sessions) < self.session_count, max_questions,
+            spread)
         self.turn_texts, self.said_texts = {}, {}
         for turn in self.turns:
             if turn["id"] and turn["id"] not in self.turn_texts:
@@ -1179,7 +1185,8 @@ def run_conversation(sample, systems, args, meter, progress, rows, stats, detail
     per-system figures to ``stats`` (``{system: Counter}``), put :func:`run_system`'s result
     into ``details[system]``, and call ``on_system_done()`` after each system.
     """
-    conv = Conversation(sample, args.max_sessions, args.max_questions, args.model)
+    conv = Conversation(sample, args.max_sessions, args.max_questions, args.model,
+                        args.spread_questions)
     progress.note(conv.describe())
     for system in systems:
         result = run_system(conv, system, args, meter, progress, rows)
@@ -1249,6 +1256,10 @@ def parse_args(argv=None):
                         "are skipped)")
     parser.add_argument("--max-questions", type=int, default=None,
                         help="ask at most N questions per conversation (file order)")
+    parser.add_argument("--spread-questions", type=int, default=None,
+                        help="ask N answerable questions per conversation, evenly spaced over "
+                        "its list (every kind in its share; the first N are mostly multi-hop "
+                        "and temporal)")
     parser.add_argument("--max-context-tokens", type=int, default=DEFAULT_BUDGET,
                         help="the NPC's token budget (default %(default)s)")
     parser.add_argument("--paths", default="game,afresh",
@@ -1414,6 +1425,7 @@ def run(args):
         "max_context_tokens": args.max_context_tokens,
         "max_sessions": args.max_sessions,
         "max_questions": args.max_questions,
+        "spread_questions": args.spread_questions,
         "answer": args.answer,
         "small_talk": args.small_talk,
         "typing_wpm": args.typing_wpm,
@@ -1485,7 +1497,7 @@ def merge_results(results):
     for result in results[1:]:
         config = result["config"]
         for key in ("data_sha256", "max_context_tokens", "max_sessions", "max_questions",
-                    "model", "seed", "answer"):
+                    "spread_questions", "model", "seed", "answer"):
             if config.get(key) != first.get(key):
                 raise SystemExit(f"cannot merge runs with different {key}: "
                                  f"{first.get(key)!r} and {config.get(key)!r}")

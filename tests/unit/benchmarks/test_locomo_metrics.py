@@ -201,6 +201,29 @@ def test_select_questions_skips_what_was_not_replayed():
     assert len(locomo.select_questions(sample, {1, 2}, False, max_questions=2)) == 2
 
 
+def test_spread_questions_take_every_kind_in_its_share():
+    from benchmarks import locomo
+
+    # LoCoMo lists its questions by kind: a block of multi-hop, then temporal, then single-hop
+    qa = ([{"question": f"m{i}", "category": 1, "answer": "a", "evidence": ["D1:1"]}
+           for i in range(10)]
+          + [{"question": f"t{i}", "category": 2, "answer": "a", "evidence": ["D1:1"]}
+             for i in range(10)]
+          + [{"question": "adv", "category": 5, "adversarial_answer": "x", "evidence": []}]
+          + [{"question": f"s{i}", "category": 4, "answer": "a", "evidence": ["D1:1"]}
+             for i in range(20)])
+    sample = {"qa": qa}
+    first = locomo.select_questions(sample, {1}, False, max_questions=4)
+    assert {q["category"] for q in first} == {1}
+    spread = locomo.select_questions(sample, {1}, False, spread=4)
+    assert [q["category"] for q in spread] == [1, 2, 4, 4]
+    assert [q["question"] for q in spread] == ["m5", "t5", "s5", "s15"]
+    # a smaller list than asked for is asked whole, adversarial questions left out
+    whole = locomo.select_questions({"qa": qa[18:22]}, {1}, False, spread=10)
+    assert [q["question"] for q in whole] == ["t8", "t9", "s0"]
+    assert locomo.select_questions({"qa": qa[18:22]}, {1}, False)[2]["category"] == 5
+
+
 def test_session_time():
     from benchmarks import locomo
 
