@@ -93,6 +93,7 @@ from ..memory.compaction_log import (
 )
 from ..memory.importance import heuristic_importance
 from ..settings import get_setting
+from .eviction import evict_oldest
 
 __all__ = [
     "STRATEGIES",
@@ -336,8 +337,8 @@ def evict_for_emergency(script, character, masked, trigger, strategy="mask") -> 
         return masked
     before = masked.get("original_tokens", script.token_count())
     try:
-        ids = script.runtime.evict_oldest(
-            eviction_target(threshold, script.budget()),
+        ids = evict_oldest(
+            script, character, eviction_target(threshold, script.budget()),
             reason="mask strategy: oldest messages moved out of context at the emergency "
                    "threshold",
             stop_ids=frozenset(script.awaiting_answer_ids()),  # kept to be answered

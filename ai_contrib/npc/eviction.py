@@ -12,7 +12,35 @@ from evennia.utils import logger
 from ..core.tick import in_flight_target, overflow_target
 from ..memory.archive import ArchiveError
 from ..memory.compaction_log import log_event, now_iso
+from .extraction import journal_evicted_actions
 from .notify import notify_admins
+
+
+def evict_oldest(script, character, target, reason, keep_ids=frozenset(),
+                 stop_ids=frozenset()) -> list[str]:
+    """
+    Move the NPC's oldest messages out of context down to ``target`` tokens
+    (:meth:`ai_contrib.memory.runtime.RuntimeHistory.evict_oldest`: they stay in the archive,
+    no tool call loses its results; ``keep_ids`` and ``stop_ids`` as it takes them), then
+    journal what the NPC did among them
+    (:func:`ai_contrib.npc.extraction.journal_evicted_actions`): no extraction reads an
+    eviction's messages, and what the NPC gave to whom must outlive them as it outlives a
+    summary (``docs/design.md``, "Actions").
+
+    Returns:
+        list[str]: the ids evicted (empty when nothing needs to go).
+
+    Raises:
+        ArchiveError: the eviction could not be recorded (history unchanged, nothing
+            journaled).
+    """
+    before = list(script.history)
+    ids = script.runtime.evict_oldest(target, reason=reason, keep_ids=keep_ids,
+                                      stop_ids=stop_ids)
+    if ids:
+        gone = set(ids)
+        journal_evicted_actions(script, character, [m for m in before if m.get("id") in gone])
+    return ids
 
 
 def evict_overflow(script, character) -> int:
@@ -35,8 +63,8 @@ def evict_overflow(script, character) -> int:
     try:
         # a line still waiting for its answer, and all after it, stay: evicted, it would never
         # be answered (the reply reads its lines from the history)
-        ids = script.runtime.evict_oldest(
-            target, reason="context full and no summary could be made",
+        ids = evict_oldest(
+            script, character, target, reason="context full and no summary could be made",
             stop_ids=frozenset(script.awaiting_answer_ids()))
     except ArchiveError as err:
         logger.log_err(f"AI {character}: could not evict overflowing messages: {err}")
@@ -105,8 +133,8 @@ def bound_in_flight(script, character) -> int:
     if target is None:
         return 0
     try:
-        ids = script.runtime.evict_oldest(
-            target,
+        ids = evict_oldest(
+            script, character, target,
             reason=f"context at {cap:g} times its budget while a compaction was written",
             keep_ids=script.ndb.compacting_ids or frozenset(),
             stop_ids=frozenset(script.pending_ids()),

@@ -1007,6 +1007,33 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
     )
 
 
+def journal_evicted_actions(script, character, messages) -> int:
+    """
+    Journal what the NPC did among ``messages`` (message dicts with ``id``, ``role``,
+    ``metadata``...), which leave its context with no compaction's extraction before them: an
+    eviction (``mask`` at the emergency threshold, the last resort of an over-budget history,
+    the bound kept while memory work is under way; :mod:`ai_contrib.npc.eviction`). One fact
+    for each action the game ran (:func:`ai_contrib.npc.extractor.journal_action_facts`, the
+    same facts an extraction journals first), with the action's audience; no LLM call, no
+    other fact: what players said stays in the archive for recall, what the NPC gave to whom
+    reaches the journal and Mem0 (``docs/design.md``, "Actions").
+
+    Returns:
+        int: facts written (0 when none of ``messages`` is an action's result). Never raises:
+        a failure is logged and the eviction goes on.
+    """
+    from .extractor import has_action_facts, journal_action_facts
+
+    try:
+        if not has_action_facts(messages, character):
+            return 0
+        return journal_action_facts(_Extraction(script, character, 0, None, messages))
+    except Exception as err:  # noqa: BLE001 - the eviction has happened; the archive keeps all
+        logger.exception(f"AI {character}: the facts of evicted actions were not journaled: "
+                         f"{err}")
+        return 0
+
+
 def _skipped(reason):
     """The result of an extraction that did not start (:func:`run_pre_compaction_extraction`)."""
     return defer.succeed(ExtractionResult.skip(reason))

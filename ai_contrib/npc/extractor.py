@@ -135,7 +135,7 @@ def journal_action_facts(run) -> int:
     Returns:
         int: facts written.
     """
-    npc = str(getattr(run.character, "key", None) or "The NPC")
+    npc = _npc_name(run.character)
     done = [(msg, fact) for msg in run.read for fact in [action_fact(msg, npc)] if fact]
 
     def facts():
@@ -150,6 +150,18 @@ def journal_action_facts(run) -> int:
     finally:
         run.audiences = []  # theirs, not the audience of the model's first record
     return run.game_facts
+
+
+def _npc_name(character) -> str:
+    """The name an action fact gives the NPC (its key)."""
+    return str(getattr(character, "key", None) or "The NPC")
+
+
+def has_action_facts(messages, character) -> bool:
+    """Whether any of ``messages`` is the result of an action the game ran that
+    :func:`journal_action_facts` would journal (:func:`ai_contrib.core.actions.action_fact`)."""
+    npc = _npc_name(character)
+    return any(action_fact(msg, npc) for msg in messages)
 
 
 def _journal_facts(run, facts):

@@ -549,6 +549,41 @@ class TestActionMemory(ActionTestCase):
         self.assertFalse(ids & set(pair))
         self.assertTrue(call_trail_intact(history))
 
+    def test_an_eviction_of_the_mask_strategy_journals_what_was_done(self):
+        self.pay()
+        self.llm.enqueue(tool_calls([("give", {"args": f"{KEY} to Wren"})]), reply("Your key."))
+        self.turn("Marta, the east room please.")
+        pair = [m["id"] for m in self.script.history[-3:-1]]
+        self.fill(40, speaker="Wren")
+        self.script.db.max_context_tokens = 1200
+        self.script.db.compact_strategy = "mask"
+        requests = len(self.llm.requests)
+        result = stored(wait_for(rag_memory.compact_conversation_history(
+            self.script, self.npc, force=True)))
+        self.assertTrue(result["success"], result)
+        self.assertGreater(result.get("evicted_messages") or 0, 0, result)
+        self.assertEqual(len(self.llm.requests), requests)  # no model asked
+        ids = {m["id"] for m in self.script.history}
+        self.assertFalse(ids & set(pair))  # the give left the context...
+        self.assertTrue(call_trail_intact(self.script.history))
+        entries = (self.npc.db.journal or {}).get("entries", [])
+        done = [e for e in entries if e["content"].startswith("Marta did: ")]
+        # ...and its fact is journaled, for Wren who saw it; nothing else is
+        self.assertEqual([e["content"] for e in done],
+                         [f"Marta did: give {KEY} to Wren. The game said: You give an {KEY} "
+                          "to Wren."])
+        self.assertEqual(done[0]["audience"], [self.char1.dbref])
+        self.assertEqual(len(entries), 1, entries)
+
+    def test_an_eviction_without_actions_journals_nothing(self):
+        self.fill(40, speaker="Wren")
+        self.script.db.max_context_tokens = 1200
+        self.script.db.compact_strategy = "mask"
+        result = stored(wait_for(rag_memory.compact_conversation_history(
+            self.script, self.npc, force=True)))
+        self.assertGreater(result.get("evicted_messages") or 0, 0, result)
+        self.assertEqual((self.npc.db.journal or {}).get("entries", []), [])
+
 
 class TestProtocols(ActionTestCase):
     def test_a_server_refusing_tools_is_asked_by_action_line_from_then_on(self):
