@@ -455,8 +455,12 @@ def ask_acting(script, character, prompt, shown, ask) -> defer.Deferred:
         if outcomes:
             acted = store_outcomes(script, outcomes, [m["id"] for m in lines])
             prompt.acted.extend(acted)
-            note_actions(script, context["speakers"],
-                         [o for o in outcomes if o["status"] == DONE and not o.get("recall")])
+            try:
+                note_actions(script, context["speakers"], [
+                    o for o in outcomes if o["status"] == DONE and not o.get("recall")])
+            except Exception as err:  # noqa: BLE001 - a staff view's record, not the reply's
+                logger.log_err(f"AI {character}: the people records of its actions were not "
+                               f"written: {err}")
     return result
 
 

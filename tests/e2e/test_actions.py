@@ -22,6 +22,7 @@ import pytest
 from tests.support.e2e_util import close_all, fail_with_logs, game_fixtures, logged_in_admin
 from tests.support.llm_double import CountingModel, request_kind, tool_calls, unstamped
 from tests.support.tavern_e2e import NPC, PLAYERS
+from tests.support.tavern_e2e import go as _go
 from tests.support.tavern_e2e import player as _player
 from tests.support.tavern_e2e import py as _py
 from tests.support.tavern_e2e import wait_idle
@@ -107,36 +108,31 @@ async def _renting(game, llm):
     wren, tamsin = await _player(game, 0), await _player(game, 1)
     admin = await logged_in_admin(game)
     try:
-        blocked = await wren.command("east", quiet=0.8)
-        assert "locked" in blocked, blocked
+        await wren.expect("east", r"locked", timeout=HANG_GUARD)
         # 1. no actions yet: words only, no tools offered
         await _ask(game, wren, "Marta, the east room key please.")
         assert not llm.requests[-1].get("tools")
-        given = await admin.command(f"aiactions {NPC} = give, look", quiet=0.8)
-        assert "give, look" in given, given
+        await admin.expect(f"aiactions {NPC} = give, look", r"give, look", timeout=HANG_GUARD)
 
         # 2. Tamsin has not paid: the hook refuses, the model is told why
         await _ask(game, tamsin, "Marta, give me the key to the east room.")
         told = _told(llm)
         assert told and "refused" in told[0] and "Tamsin has not paid" in told[0], told
-        inventory = await tamsin.command("inventory", quiet=0.8)
-        assert KEY not in inventory, inventory
+        assert await _py(admin, f"[me.search('{KEY}', global_search=True).location.key]") \
+            == [NPC]
 
         # 3. Wren pays, gets the key, and the door lets her through
         made = await _py(admin, "[setattr(p.db, 'silver', 8) or p.dbref for p in [__import__("
                                 "'evennia').create_object('typeclasses.objects.Object', "
                                 "key='purse', location=me.search('Wren', global_search=True))]]")
         assert made and re.match(r"#\d+", made[0]), made
-        paid = await wren.command(f"give purse to {NPC}", quiet=0.8)
-        assert "You give" in paid, paid
+        await wren.expect(f"give purse to {NPC}", r"You give", timeout=HANG_GUARD)
         said = await _ask(game, wren, "Marta, I paid: the east room key, please.")
         assert "murmurs to Wren" in said, said  # Evennia's give told Wren alone
         told = _told(llm)
         assert told and "done" in told[0], told
-        inventory = await wren.command("inventory", quiet=0.8)
-        assert KEY in inventory, inventory
-        through = await wren.command("east", quiet=0.8)
-        assert "The East Room" in through, through
+        await wren.expect("inventory", KEY, timeout=HANG_GUARD)
+        await wren.expect("east", r"The East Room", timeout=HANG_GUARD)
     finally:
         await close_all(wren, tamsin, admin)
 
@@ -253,10 +249,10 @@ async def _outlives(game, llm):
         asked = _reply_requests(llm)[count:]
         assert asked and not any("give lantern to Wren" in _prompt(b) for b in asked)
         # ...and one only Wren hears does (positive control)
-        await tamsin.command("out", quiet=0.8)
+        await _go(tamsin, "out")
         await _ask(game, wren, "Marta, thank you.")
         assert "(You: give lantern to Wren: done." in _prompt(_reply_requests(llm)[-1])
-        await tamsin.command("tavern", quiet=0.8)
+        await _go(tamsin, "tavern")
         await _py(admin, f"[setattr(s.db, 'compact_preserve_window', 2) for s in me.search("
                          f"'{NPC}', global_search=True).scripts.all()]")
         for strategy in SUMMARISING:
@@ -278,14 +274,14 @@ async def _outlives(game, llm):
         await admin.expect(f"aiwake {NPC}", rf"{NPC} (wakes up|is already awake)",
                            timeout=HANG_GUARD)
         # Wren alone with her: her prompt holds what Marta gave her
-        await tamsin.command("out", quiet=0.8)
+        await _go(tamsin, "out")
         count = len(_reply_requests(llm))
         await _ask(game, wren, "Marta, do you remember what you gave me before?")
         assert any(GAVE in _prompt(b) for b in _reply_requests(llm)[count:]), \
             _prompt(_reply_requests(llm)[count])
         # Tamsin alone with her: it never reaches her prompt (only Wren saw the give)
-        await wren.command("out", quiet=0.8)
-        await tamsin.command("tavern", quiet=0.8)
+        await _go(wren, "out")
+        await _go(tamsin, "tavern")
         count = len(_reply_requests(llm))
         await _ask(game, tamsin, "Marta, do you remember what you gave Wren before?")
         asked = _reply_requests(llm)[count:]

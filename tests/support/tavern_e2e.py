@@ -23,9 +23,15 @@ async def player(game, index):
     return await logged_in(game, name, name, password)
 
 
+#: what walking ``tavern`` or ``out`` answers: the room arrived in (its name heads the look
+#: Evennia shows), or that there is no such exit where the player stands
+ARRIVED_RE = r"(?m)^(?:Limbo|The Sleeping Stag)\b|is not available"
+
+
 async def go(player, where):
-    """Walk ``tavern`` (in) or ``out``; idempotent (a missing exit just says so)."""
-    await player.command(where, quiet=0.4)
+    """Walk ``tavern`` (in) or ``out`` and wait for the game's answer; idempotent (a missing
+    exit just says so)."""
+    await player.expect(where, ARRIVED_RE, timeout=HANG_GUARD)
 
 
 async def say(player, text, timeout=HANG_GUARD):

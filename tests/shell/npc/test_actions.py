@@ -525,6 +525,19 @@ class TestActionMemory(ActionTestCase):
         self.assertIn(f"Wren: give {KEY} to Wren", out)
         self.assertNotIn("Tamsin: give", out)
 
+    def test_a_people_record_that_cannot_be_written_leaves_the_reply_and_the_action(self):
+        from unittest import mock
+
+        self.pay()
+        self.llm.enqueue(tool_calls([("give", {"args": f"{KEY} to Wren"})]), reply("Your key."))
+        with mock.patch.object(npc_actions, "note_actions",
+                               side_effect=RuntimeError("attribute write failed")) as noted:
+            self.turn("Marta, the east room please.")
+        self.assertTrue(noted.called)
+        self.assertEqual(self.key.location, self.char1)
+        self.assertEqual(self.action_records()[-1]["metadata"]["outcome"], "done")
+        self.assertEqual(self.script.history[-1]["content"], "Your key.")
+
 
     def test_a_compaction_summarises_what_was_done_and_never_splits_a_pair(self):
         self.pay()
