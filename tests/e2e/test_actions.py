@@ -217,13 +217,14 @@ async def _compaction_count(admin):
     return max(counts or [0])
 
 
-async def _journaled_in_mem0(admin):
-    """Wait until the journal's fact of the give is consolidated into Mem0; True once it is."""
+async def _journaled_in_mem0(admin, fact=GAVE):
+    """Wait until the journal's fact ``fact`` (its start) is consolidated into Mem0; True once
+    it is."""
     for _ in range(int(HANG_GUARD)):
         found = await _py(admin, "[e['id'] in j.get('consolidated_entry_ids', []) for j in "
                                  f"[me.search('{NPC}', global_search=True).db.journal or {{}}] "
                                  f"for e in j.get('entries', []) if e['content'].startswith("
-                                 f"'{GAVE}')]")
+                                 f"'{fact}')]")
         if not found:
             return False  # journaled at the first compaction, before the sleep, or never
         if all(found):
@@ -323,6 +324,60 @@ async def _masked(game, llm):
         assert paired
     finally:
         try:
+            await admin.expect(f"compact/set {NPC}/strategy=summary", r"now compacts with[^\n]*")
+        finally:
+            await close_all(wren, admin)
+
+
+def test_what_marta_gave_outlives_the_evictions_of_the_mask_strategy(game, llm):
+    asyncio.run(_evicted(game, llm))
+
+
+GAVE_MUG = "Marta did: give mug to Wren."
+#: whether Marta's history still holds the result of a give of the mug
+HOLDS_MUG = (f"[any((m.get('metadata') or {{}}).get('action') == 'give' and 'mug' in "
+             f"(m.get('content') or '') for m in s.history) for s in me.search('{NPC}', "
+             "global_search=True).scripts.all()]")
+
+
+async def _evicted(game, llm):
+    """``mask`` summarises nothing and runs no fact extraction: at the emergency threshold its
+    oldest messages leave the context for the archive, and the give's fact with them for the
+    journal, whence the sleep takes it into Mem0 and a question's recall finds it."""
+    wren = await _player(game, 0)
+    admin = await logged_in_admin(game)
+    try:
+        await _ready(admin, "Wren")
+        made = await _py(admin, "[__import__('evennia').create_object('typeclasses.objects."
+                                f"Object', key='mug', location=me.search('{NPC}', "
+                                "global_search=True)).dbref]")
+        assert made, made
+        await _ask(game, wren, "Marta, please give me the mug.")
+        await wren.expect("inventory", r"mug", timeout=HANG_GUARD)
+        assert await _py(admin, HOLDS_MUG) == [True]  # positive control: in context
+        await admin.expect(f"compact/set {NPC}/strategy=mask", r"now compacts with[^\n]*")
+        await _py(admin, f"[setattr(s.db, 'max_context_tokens', 1500) for s in me.search("
+                         f"'{NPC}', global_search=True).scripts.all()]")
+        for turn in range(80):
+            if await _py(admin, HOLDS_MUG) == [False]:
+                break
+            await _ask(game, wren, f"Marta, tell me about the weather, turn {turn}.")
+        assert await _py(admin, HOLDS_MUG) == [False], "the give was never evicted"
+        # journaled when it was evicted, before any sleep; the sleep takes it into Mem0
+        await admin.expect(f"aisleep {NPC}", rf"{NPC} (falls asleep|is already asleep|dozes "
+                                              "off)", timeout=HANG_GUARD)
+        await wait_idle(admin)
+        assert await _journaled_in_mem0(admin, GAVE_MUG), "the give never reached Mem0"
+        await admin.expect(f"aiwake {NPC}", rf"{NPC} (wakes up|is already awake)",
+                           timeout=HANG_GUARD)
+        count = len(_reply_requests(llm))
+        await _ask(game, wren, "Marta, do you remember the mug you gave me?")
+        assert any(GAVE_MUG in _prompt(b) for b in _reply_requests(llm)[count:]), \
+            _prompt(_reply_requests(llm)[count])
+    finally:
+        try:
+            await _py(admin, f"[setattr(s.db, 'max_context_tokens', None) for s in me.search("
+                             f"'{NPC}', global_search=True).scripts.all()]")
             await admin.expect(f"compact/set {NPC}/strategy=summary", r"now compacts with[^\n]*")
         finally:
             await close_all(wren, admin)
