@@ -1168,7 +1168,8 @@ def ask_in_game(conv, system, npc, args, meter, progress, rows):
                        asks=recall.get("asks"), allowance=recall.get("allowance"),
                        new_memory_tokens=recall.get("new_tokens", 0),
                        left_out_for_time=recall.get("left_out", 0)
-                       if recall.get("room_limited") else 0)
+                       if recall.get("room_limited") else 0,
+                       dropped_notes=recall.get("dropped", 0))
             if args.keep_prompts:
                 row["prompt"] = prompt
             rows.append(row)

@@ -21,7 +21,9 @@ A *receipt*::
                         "reason": str}],          # withdrawn by staff (ai_contrib.npc.world)
      "recall": {"asks": "remember" | "past" | "name" | None, "allowance": int | None,
                 "left_out": int, "room_limited": bool,  # the new note's time allowance
-                "follows": bool},  # a follow-up: retrieval asked about the subject in hand
+                "follows": bool,  # a follow-up: retrieval asked about the subject in hand
+                "dropped": int},  # earlier notes given up to make room (the prompt after
+                                  # the first of them evaluated again)
      "cut_for_time": {"new_notes": int, "history_from": str | None},  # built from less: the
                 # server could not evaluate the whole prompt in time (ai_contrib.npc.deadline)
      "memories": [{"source": "archive" | "mem0", "ref": str, "kind": str, "score": float,
@@ -200,12 +202,12 @@ ASKS_WORDS = {"remember": "asks to remember", "past": "asks about the past",
 def describe_recall(recall) -> str:
     """
     The time a reply had for new memories, in words: ``"asks about the past: new memories up
-    to 450 tokens; 6 left out for time"``, ending ``"; a follow-up of the subject in hand"``
-    for a follow-up (``docs/design.md``, "Recall notes").
+    to 450 tokens; 6 left out for time; 2 earlier notes given up"``, ending ``"; a follow-up
+    of the subject in hand"`` for a follow-up (``docs/design.md``, "Recall notes").
 
     Args:
         recall (dict | None): ``receipt["recall"]``: ``{"asks", "allowance", "left_out",
-            "room_limited", "follows"?}``.
+            "room_limited", "follows"?, "dropped"?}``.
 
     Returns:
         str: ``""`` for a receipt without it.
@@ -218,6 +220,8 @@ def describe_recall(recall) -> str:
     text = f"{asks}: {room}"
     if recall.get("room_limited") and recall.get("left_out"):
         text += f"; {recall['left_out']} left out for time"
+    if recall.get("dropped"):
+        text += f"; {recall['dropped']} earlier note(s) given up"
     if recall.get("follows"):
         text += "; a follow-up of the subject in hand"
     return text

@@ -95,8 +95,8 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None) ->
         "allowance": int | None (tokens the new note could take for time; None: no limit),
         "left_out": int (candidates that found no room), "room_limited": bool (left out for
         time, not for the budget), "follows": bool (a follow-up: retrieval asked about the
-        subject in hand, :func:`ai_contrib.core.follow_ups.turn_subject`)} | None (no memory
-        package)}``.
+        subject in hand, :func:`ai_contrib.core.follow_ups.turn_subject`), "dropped": int
+        (earlier notes given up for room)} | None (no memory package)}``.
     """
     # a follow-up ("What else comes to mind?") asks about the subject in hand, not its own words
     # (docs/design.md, "Recall notes")
@@ -146,7 +146,8 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None) ->
             "notes": notes,
             "items": [dict(item, new=item["key"] in fresh) for item in items],
             "recall": {"asks": asks, "allowance": allowance, "left_out": result["left_out"],
-                       "room_limited": result["room_limited"], "follows": follows},
+                       "room_limited": result["room_limited"], "follows": follows,
+                       "dropped": result["dropped"]},
         }
 
     return d.addCallback(plan)

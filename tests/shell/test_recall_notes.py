@@ -551,6 +551,7 @@ class AQuestionAboutThePastGetsTime(NPCTestCase):
             # the river lines were candidates and found no room for time
             self.assertTrue(small["recall"]["room_limited"], small["recall"])
             self.assertGreater(small["recall"]["left_out"], 0)
+            self.assertEqual(small["recall"]["dropped"], 0)  # nothing given up for room
             self.assertFalse([m for m in small["memories"] if m["new"]], small["memories"])
             asked = self.ask("Do you remember what Wren paints by the river?")
         self.assertEqual(asked["recall"]["asks"], "remember")
