@@ -158,6 +158,17 @@ async def _ready(admin, *names):
     await admin.expect(f"aiactions {NPC} = give, look", r"give, look", timeout=HANG_GUARD)
 
 
+async def _given(game, admin, player, thing):
+    """A ``thing`` made in Marta's hands, asked for by ``player`` and given: in their
+    inventory."""
+    made = await _py(admin, "[__import__('evennia').create_object('typeclasses.objects."
+                            f"Object', key='{thing}', location=me.search('{NPC}', "
+                            "global_search=True)).dbref]")
+    assert made, made
+    await _ask(game, player, f"Marta, please give me the {thing}.")
+    await player.expect("inventory", thing, timeout=HANG_GUARD)
+
+
 async def _where(admin, name):
     """The key of the room ``name`` stands in."""
     found = await _py(admin, f"[me.search('{name}', global_search=True).location.key]")
@@ -238,12 +249,7 @@ async def _outlives(game, llm):
     admin = await logged_in_admin(game)
     try:
         await _ready(admin, "Wren", "Tamsin")
-        made = await _py(admin, "[__import__('evennia').create_object('typeclasses.objects."
-                                f"Object', key='lantern', location=me.search('{NPC}', "
-                                "global_search=True)).dbref]")
-        assert made, made
-        await _ask(game, wren, "Marta, please give me the lantern.")
-        await wren.expect("inventory", r"lantern", timeout=HANG_GUARD)
+        await _given(game, admin, wren, "lantern")
         # in context: Evennia's give told Wren alone, so a reply Tamsin hears never shows it...
         count = len(_reply_requests(llm))
         await _ask(game, tamsin, "Marta, what a cold night.")
@@ -348,12 +354,7 @@ async def _evicted(game, llm):
     admin = await logged_in_admin(game)
     try:
         await _ready(admin, "Wren")
-        made = await _py(admin, "[__import__('evennia').create_object('typeclasses.objects."
-                                f"Object', key='mug', location=me.search('{NPC}', "
-                                "global_search=True)).dbref]")
-        assert made, made
-        await _ask(game, wren, "Marta, please give me the mug.")
-        await wren.expect("inventory", r"mug", timeout=HANG_GUARD)
+        await _given(game, admin, wren, "mug")
         assert await _py(admin, HOLDS_MUG) == [True]  # positive control: in context
         await admin.expect(f"compact/set {NPC}/strategy=mask", r"now compacts with[^\n]*")
         await _py(admin, f"[setattr(s.db, 'max_context_tokens', 1500) for s in me.search("

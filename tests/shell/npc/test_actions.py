@@ -538,14 +538,19 @@ class TestActionMemory(ActionTestCase):
         self.assertEqual(self.action_records()[-1]["metadata"]["outcome"], "done")
         self.assertEqual(self.script.history[-1]["content"], "Your key.")
 
-
-    def test_a_compaction_summarises_what_was_done_and_never_splits_a_pair(self):
+    def _key_given_long_ago(self):
+        """Wren pays and gets the key; forty lines follow, and the budget is small: the ids of
+        the give's call and result."""
         self.pay()
         self.llm.enqueue(tool_calls([("give", {"args": f"{KEY} to Wren"})]), reply("Your key."))
         self.turn("Marta, the east room please.")
         pair = [m["id"] for m in self.script.history[-3:-1]]
         self.fill(40, speaker="Wren")
         self.script.db.max_context_tokens = 1200
+        return pair
+
+    def test_a_compaction_summarises_what_was_done_and_never_splits_a_pair(self):
+        pair = self._key_given_long_ago()
         self.script.db.compact_preserve_max_fraction = 1.0
         self.llm.enqueue(reply("I gave Wren the east room key; Wren paid 8 silver."))
         result = stored(wait_for(rag_memory.compact_conversation_history(
@@ -563,12 +568,7 @@ class TestActionMemory(ActionTestCase):
         self.assertTrue(call_trail_intact(history))
 
     def test_an_eviction_of_the_mask_strategy_journals_what_was_done(self):
-        self.pay()
-        self.llm.enqueue(tool_calls([("give", {"args": f"{KEY} to Wren"})]), reply("Your key."))
-        self.turn("Marta, the east room please.")
-        pair = [m["id"] for m in self.script.history[-3:-1]]
-        self.fill(40, speaker="Wren")
-        self.script.db.max_context_tokens = 1200
+        pair = self._key_given_long_ago()
         self.script.db.compact_strategy = "mask"
         requests = len(self.llm.requests)
         result = stored(wait_for(rag_memory.compact_conversation_history(
