@@ -79,7 +79,8 @@ and the game path's replies use the contrib's own settings) and a fixed ``--seed
 Usage::
 
     .venv/bin/python benchmarks/locomo.py [--data PATH] [--conversations conv-30 | --split report]
-        [--systems summary,window25,...] [--max-sessions N] [--max-questions N | --spread-questions N]
+        [--systems summary,window25,...] [--max-sessions N] [--spread-questions N]
+        [--max-questions N]
         [--max-context-tokens 4096] [--answer] [--base-url URL --model NAME --api-key KEY]
         [--json OUT.json]
     .venv/bin/python benchmarks/locomo.py --merge A.json B.json [--json ALL.json]
@@ -107,7 +108,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from benchmarks import locomo_metrics as metrics  # noqa: E402
-from benchmarks._cli import setting_overrides  # noqa: E402
+from benchmarks._cli import positive_int, setting_overrides  # noqa: E402
 
 DEFAULT_DATA = os.path.join(ROOT, "data", "locomo", "locomo_dev.json")
 
@@ -1257,7 +1258,7 @@ def parse_args(argv=None):
                         "are skipped)")
     parser.add_argument("--max-questions", type=int, default=None,
                         help="ask at most N questions per conversation (file order)")
-    parser.add_argument("--spread-questions", type=int, default=None,
+    parser.add_argument("--spread-questions", type=positive_int, default=None,
                         help="ask N answerable questions per conversation, evenly spaced over "
                         "its list (every kind in its share; the first N are mostly multi-hop "
                         "and temporal)")

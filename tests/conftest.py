@@ -37,19 +37,11 @@ def pytest_configure(config):
 @pytest.hookimpl(trylast=True)  # after ``-k``/``-m`` deselection, which also runs in this hook
 def pytest_collection_modifyitems(items):
     """
-    Each end-to-end module's tests go to one pytest-xdist worker together (below).
-
     pytest-django sets up the test database only when a collected test asks for one, but
     ``_evennia_init`` below always needs it: without one it would run against the configured
     database itself (empty on PostgreSQL). A run of tests that use no database gets the marker
     on its first test, so the test database exists for every run.
     """
-    # an end-to-end module's tests share one game and run in order, each reading what the
-    # ones before it made: with pytest-xdist (``--dist loadgroup``, pyproject.toml) they stay
-    # on one worker, which also starts the game once instead of once per worker
-    for item in items:
-        if item.get_closest_marker("e2e") is not None:
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
     wants_db = {"db", "transactional_db", "django_db_reset_sequences",
                 "django_db_serialized_rollback"}
     if items and not any(

@@ -262,7 +262,8 @@ def action_fact(msg, npc_name) -> str | None:
     stored action result (``role`` ``"tool"``, ``metadata`` ``{"type": "action", "action",
     "args", "outcome"}``) whose outcome is :data:`DONE`, ``"Marta did: give east room key to
     Wren. The game said: You give east room key to Wren."``, the game's text as the model was
-    told it; None for anything else (a refused, failed or unknown action changed nothing, a
+    told it (of a masked result, the first line it keeps as its status, up to 80 characters);
+    None for anything else (a refused, failed or unknown action changed nothing, a
     call carries no outcome, and a recall's result, ``metadata["recall"]``, is the NPC's own
     memories, which are journaled already or are players' words). The words are the command's
     and the game's, not the model's: what the world holds, so no check against a line is
@@ -282,7 +283,9 @@ def action_fact(msg, npc_name) -> str | None:
     call = " ".join(f"{meta.get('action') or ''} {meta.get('args') or ''}".split())
     if not call:
         return None
-    text = str(msg.get("content") or "").strip()
+    # a masked result (core.masking) keeps the first line of the game's text as its status:
+    # the fact quotes that, never the placeholder that points into the archive
+    text = str((meta.get("status") if meta.get("masked") else msg.get("content")) or "").strip()
     said = f"{call}: {DONE}."
     told = text[len(said):].strip() if text.startswith(said) else text
     return f"{npc_name} did: {call}." + (f" The game said: {told}" if told else "")

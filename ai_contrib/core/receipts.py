@@ -202,7 +202,7 @@ ASKS_WORDS = {"remember": "asks to remember", "past": "asks about the past",
 def describe_recall(recall) -> str:
     """
     The time a reply had for new memories, in words: ``"asks about the past: new memories up
-    to 450 tokens; 6 left out for time; 2 earlier notes given up"``, ending ``"; a follow-up
+    to 450 tokens; 6 left out for time; 2 earlier note(s) given up"``, ending ``"; a follow-up
     of the subject in hand"`` for a follow-up (``docs/design.md``, "Recall notes").
 
     Args:

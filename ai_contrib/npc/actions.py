@@ -459,8 +459,8 @@ def ask_acting(script, character, prompt, shown, ask) -> defer.Deferred:
                 note_actions(script, context["speakers"], [
                     o for o in outcomes if o["status"] == DONE and not o.get("recall")])
             except Exception as err:  # noqa: BLE001 - a staff view's record, not the reply's
-                logger.log_err(f"AI {character}: the people records of its actions were not "
-                               f"written: {err}")
+                logger.log_trace(f"AI {character}: the people records of its actions were not "
+                                 f"written: {err}")
     return result
 
 

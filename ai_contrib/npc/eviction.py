@@ -2,7 +2,9 @@
 The NPC's history moved out of context when no compaction brings it back in time
 (``docs/design.md``, "Memory work is never starved", "Bounded while a compaction is written"):
 the last resort of an over-budget history (:func:`evict_overflow`) and the bound kept while
-memory work is under way (:func:`bound_in_flight`). What goes stays in the archive; how far
+memory work is under way (:func:`bound_in_flight`), both through :func:`evict_oldest`, which
+the ``mask`` strategy's eviction at the emergency threshold uses too. What goes stays in the
+archive, and what the NPC did among it is journaled (``docs/design.md``, "Actions"); how far
 it goes is :func:`ai_contrib.core.tick.overflow_target` and
 :func:`~ai_contrib.core.tick.in_flight_target`.
 """

@@ -1018,14 +1018,18 @@ def journal_evicted_actions(script, character, messages) -> int:
     other fact: what players said stays in the archive for recall, what the NPC gave to whom
     reaches the journal and Mem0 (``docs/design.md``, "Actions").
 
+    Like the extraction, it runs only where ``pre_compact_extraction_enabled`` (per NPC, on by
+    default).
+
     Returns:
-        int: facts written (0 when none of ``messages`` is an action's result). Never raises:
-        a failure is logged and the eviction goes on.
+        int: facts written (0 when none of ``messages`` is an action's result, or extraction is
+        off). Never raises: a failure is logged and the eviction goes on.
     """
     from .extractor import has_action_facts, journal_action_facts
 
     try:
-        if not has_action_facts(messages, character):
+        if (not _cfg(script, "pre_compact_extraction_enabled", True)
+                or not has_action_facts(messages, character)):
             return 0
         return journal_action_facts(_Extraction(script, character, 0, None, messages))
     except Exception as err:  # noqa: BLE001 - the eviction has happened; the archive keeps all

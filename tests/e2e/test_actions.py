@@ -330,6 +330,9 @@ async def _masked(game, llm):
         assert paired
     finally:
         try:
+            await _py(admin, f"[(setattr(s.db, 'mask_window', None), setattr(s.db, "
+                             f"'mask_min_tokens', None)) for s in me.search('{NPC}', "
+                             "global_search=True).scripts.all()]")
             await admin.expect(f"compact/set {NPC}/strategy=summary", r"now compacts with[^\n]*")
         finally:
             await close_all(wren, admin)
@@ -365,6 +368,11 @@ async def _evicted(game, llm):
             await _ask(game, wren, f"Marta, tell me about the weather, turn {turn}.")
         assert await _py(admin, HOLDS_MUG) == [False], "the give was never evicted"
         # journaled when it was evicted, before any sleep; the sleep takes it into Mem0
+        journaled = await _py(admin, "[e['content'] for e in (me.search('{NPC}', global_search="
+                                     "True).db.journal or {{}}).get('entries', []) if e["
+                                     "'content'].startswith('{GAVE_MUG}')]".format(
+                                         NPC=NPC, GAVE_MUG=GAVE_MUG))
+        assert journaled and len(journaled) == 1, journaled
         await admin.expect(f"aisleep {NPC}", rf"{NPC} (falls asleep|is already asleep|dozes "
                                               "off)", timeout=HANG_GUARD)
         await wait_idle(admin)

@@ -193,3 +193,11 @@ def test_an_action_fact_is_what_the_game_ran_in_its_words_and_only_that():
     # a result without the game's text still says what was done
     _, silent = action_pair("t1", "c3", ["#5"], text="give key to Wren: done.")
     assert action_fact(silent, "Marta") == "Marta did: give key to Wren."
+    # a masked result: the first line of the game's text it kept, never the placeholder
+    room = "The Sleeping Stag\n" + "A low-beamed room smelling of woodsmoke and ale. " * 8
+    _, looked = action_pair("t1", "c5", ["#5"], text=f"give key to Wren: done. {room}")
+    looked["seq"] = 12
+    masked = make_masked(looked, "give")
+    assert masked["content"].startswith("[TOOL OUTPUT ARCHIVED")
+    assert action_fact(masked, "Marta") == (
+        "Marta did: give key to Wren. The game said: The Sleeping Stag")
