@@ -1511,7 +1511,7 @@ def merge_results(results):
         runs.append({"systems": done, "conversations": config["conversations"],
                      "wall_s": result.get("wall_s")})
         for row in result["questions"]:
-            if row["system"] in done:
+            if metrics.label_system(row["system"]) in done:  # the game path's rows too
                 rows.append(row)
         for conv_id, details in result.get("per_conversation", {}).items():
             for system, detail in details.items():

@@ -540,12 +540,22 @@ def aggregate(rows):
 SMALL_TALK_TURN = "small talk"
 
 
+#: what sets a game-path row's ``system`` label apart from its system's name
+GAME_MARK = " in a game, "
+
+
 def game_label(system, turn) -> str:
     """The ``system`` of a game-path row: ``"mask in a game, reply 2"`` (``turn`` from 1), or
     ``"mask in a game, small talk"`` for :data:`SMALL_TALK_TURN`."""
     if turn == SMALL_TALK_TURN:
-        return f"{system} in a game, {SMALL_TALK_TURN}"
-    return f"{system} in a game, reply {int(turn)}"
+        return f"{system}{GAME_MARK}{SMALL_TALK_TURN}"
+    return f"{system}{GAME_MARK}reply {int(turn)}"
+
+
+def label_system(label) -> str:
+    """The system a row's ``system`` label is of: ``"mask"`` for :func:`game_label`'s
+    ``"mask in a game, reply 2"``, the label itself for a row asked afresh."""
+    return label.split(GAME_MARK, 1)[0]
 
 
 #: replies of the game path: the question, then its two follow-ups

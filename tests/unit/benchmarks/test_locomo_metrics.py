@@ -276,6 +276,14 @@ def test_merge_results_of_runs_over_disjoint_systems():
     assert merged["summary"]["summary"]["1-4"]["n"] == 1
     assert merged["stats"]["summary"]["final_tokens"] == 900
     assert len(merged["config"]["runs"]) == 2
+    # the game path's rows are kept with their system's
+    played = _result("summary", 900)
+    played["questions"].append(dict(played["questions"][0],
+                                    system=m.game_label("summary", 1)))
+    merged = locomo.merge_results([_result("full", None), played])
+    assert [r["system"] for r in merged["questions"]] == ["full", "summary",
+                                                          "summary in a game, reply 1"]
+    assert m.label_system("summary in a game, small talk") == "summary"
     with pytest.raises(SystemExit):
         locomo.merge_results([_result("summary", 900), _result("summary", 800)])
     with pytest.raises(SystemExit):
