@@ -77,10 +77,10 @@ bench-locomo: install
 
 # the report set (conv-30, 42, 44, 47): first the game path players meet, on the shipped
 # defaults (summary compaction, fact extraction, the embedded model answering every turn at its
-# own speed; the first 10 questions of each conversation, each with two follow-ups and a line of
-# small talk; about 80 min on 2 cores), then every question asked afresh against `mask` and the
-# whole conversation (no LLM call; about 10 min); BENCH_ARGS go to both. The tuning set that
-# defaults are chosen on (conv-26, 41, 43) has its own target.
+# own speed; 10 questions of each conversation, evenly spaced over its list, each with two
+# follow-ups and a line of small talk; about 80 min on 2 cores), then every question asked
+# afresh against `mask` and the whole conversation (no LLM call; about 10 min); BENCH_ARGS go
+# to both. The tuning set that defaults are chosen on (conv-26, 41, 43) has its own target.
 bench-locomo-report: install
 	$(PY) benchmarks/locomo.py --systems summary --split report --paths game --answer --small-talk --typing-wpm 80 --spread-questions 10 $(BENCH_ARGS)
 	$(PY) benchmarks/locomo.py --systems mask,full --no-extraction --split report --paths afresh $(BENCH_ARGS)
