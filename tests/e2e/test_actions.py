@@ -127,6 +127,10 @@ async def _renting(game, llm):
                                 "key='purse', location=me.search('Wren', global_search=True))]]")
         assert made and re.match(r"#\d+", made[0]), made
         await wren.expect(f"give purse to {NPC}", r"You give", timeout=HANG_GUARD)
+        # a gift to Marta is a line she answers: her answer comes before Wren asks, or the ask
+        # would meet the gift's turn under way and its answer
+        thanked, _ = await wren.read_until(ANSWER_RE, timeout=HANG_GUARD)
+        assert thanked, "Marta never answered the purse"
         said = await _ask(game, wren, "Marta, I paid: the east room key, please.")
         assert "murmurs to Wren" in said, said  # Evennia's give told Wren alone
         told = _told(llm)
