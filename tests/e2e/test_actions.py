@@ -351,6 +351,9 @@ GAVE_MUG = "Marta did: give mug to Wren."
 HOLDS_MUG = (f"[any((m.get('metadata') or {{}}).get('action') == 'give' and 'mug' in "
              f"(m.get('content') or '') for m in s.history) for s in me.search('{NPC}', "
              "global_search=True).scripts.all()]")
+#: the journal entries of Marta's that tell of the give
+JOURNALED_MUG = (f"[e['content'] for e in (me.search('{NPC}', global_search=True).db.journal "
+                 f"or {{}}).get('entries', []) if e['content'].startswith('{GAVE_MUG}')]")
 
 
 async def _evicted(game, llm):
@@ -363,6 +366,7 @@ async def _evicted(game, llm):
         await _ready(admin, "Wren")
         await _given(game, admin, wren, "mug")
         assert await _py(admin, HOLDS_MUG) == [True]  # positive control: in context
+        assert await _py(admin, JOURNALED_MUG) == []  # and not journaled yet
         await admin.expect(f"compact/set {NPC}/strategy=mask", r"now compacts with[^\n]*")
         await _py(admin, f"[setattr(s.db, 'max_context_tokens', 1500) for s in me.search("
                          f"'{NPC}', global_search=True).scripts.all()]")
@@ -372,10 +376,7 @@ async def _evicted(game, llm):
             await _ask(game, wren, f"Marta, tell me about the weather, turn {turn}.")
         assert await _py(admin, HOLDS_MUG) == [False], "the give was never evicted"
         # journaled when it was evicted, before any sleep; the sleep takes it into Mem0
-        journaled = await _py(admin, "[e['content'] for e in (me.search('{NPC}', global_search="
-                                     "True).db.journal or {{}}).get('entries', []) if e["
-                                     "'content'].startswith('{GAVE_MUG}')]".format(
-                                         NPC=NPC, GAVE_MUG=GAVE_MUG))
+        journaled = await _py(admin, JOURNALED_MUG)
         assert journaled and len(journaled) == 1, journaled
         await admin.expect(f"aisleep {NPC}", rf"{NPC} (falls asleep|is already asleep|dozes "
                                               "off)", timeout=HANG_GUARD)
