@@ -701,8 +701,8 @@ class PipelineNPC:
         history = replies.window_messages(view.history, window)
         messages, _ = assemble_reply_prompt(
             self.npc.db.persona, self.npc.key, history, view.runtime.token_counts(history),
-            budget, notes=recall["notes"], keep_ids=[question_msg["id"]])
-        memories = "\n\n".join(note["text"] for note in recall["notes"]) or None
+            budget, notes=recall.notes, keep_ids=[question_msg["id"]])
+        memories = "\n\n".join(note["text"] for note in recall.notes) or None
         return messages, memories
 
     def ask_in_game(self, text, answer):
@@ -719,7 +719,7 @@ class PipelineNPC:
 
         Returns:
             tuple: ``(prompt, memories text or None, recall)``: ``recall`` is the turn's
-            ``recall_for_turn(...)["recall"]`` plus ``"new_tokens"``, the tokens of the note this
+            ``recall_for_turn(...).recall`` plus ``"new_tokens"``, the tokens of the note this
             turn added (0 for none).
         """
         from ai_contrib import rag_memory
@@ -735,13 +735,13 @@ class PipelineNPC:
         history = replies.window_messages(script.history, window)
         prompt, _ = assemble_reply_prompt(
             npc.db.persona, npc.key, history, script.runtime.token_counts(history), budget,
-            notes=recall["notes"], keep_ids=[msg["id"]])
-        memories = "\n\n".join(note["text"] for note in recall["notes"]) or None
-        new_tokens = sum(note["tokens"] for note in recall["notes"] if note.get("new"))
+            notes=recall.notes, keep_ids=[msg["id"]])
+        memories = "\n\n".join(note["text"] for note in recall.notes) or None
+        new_tokens = sum(note["tokens"] for note in recall.notes if note.get("new"))
         script.add_message("assistant", answer(prompt), name=npc.key)
         self._tally("turn", wait(rag_memory.after_turn_compaction(script, npc)))
         self._tally("emergency", wait(rag_memory.check_emergency_compaction(script, npc)))
-        return prompt, memories, dict(recall.get("recall") or {}, new_tokens=new_tokens)
+        return prompt, memories, dict(recall.recall or {}, new_tokens=new_tokens)
 
     def warm_reply_cache(self):
         """

@@ -272,11 +272,11 @@ class ShippedRetrieval:
 
         fused = self.candidates(question)
         note = build_memory_context([], self.source, question, self.settings)
-        chosen = {c["key"] for c in note["memories"] + note["experiences"]}
+        chosen = {c["key"] for c in note.memories + note.experiences}
         return (
             [c["metadata"]["id"] for c in fused if c["kind"] == "message"],
             [note_place(fused, chosen, turn, self.settings) for turn in evidence],
-            {"candidates": len(fused), "items": len(chosen), "tokens": note["tokens"]},
+            {"candidates": len(fused), "items": len(chosen), "tokens": note.tokens},
         )
 
 

@@ -30,6 +30,8 @@ Pure functions: the shell renders items and counts tokens (``render`` and ``coun
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 def visible_notes(notes, history_ids, listeners=None) -> list:
     """
@@ -257,9 +259,37 @@ def _ready(ahead, items, anchor, listeners, withdrawn, shown_keys):
     return dict(ahead, anchor=anchor)
 
 
+@dataclass(frozen=True)
+class RecallPlan:
+    """
+    The notes after a turn's retrieval (:func:`plan_recall`).
+
+    Attributes:
+        notes (list[dict]): the new state, oldest first (module docstring): notes whose anchor
+            left the history and notes given up are gone, marked by :func:`lost_marks`.
+        shown (list[dict]): what the prompt shows, in order.
+        new (dict | None): the note added for this turn.
+        ahead (dict | None): the note fetched ahead, shown at the turn's anchor.
+        dropped (int): notes given up for room.
+        left_out (int): new candidates that found no room.
+        withdrawn (int): notes that left because their source was erased.
+        room_limited (bool): the allowance (``new_tokens``), not the budget, left candidates
+            out: the reply had no time to evaluate them.
+    """
+
+    notes: list
+    shown: list
+    new: dict | None
+    ahead: dict | None
+    dropped: int
+    left_out: int
+    withdrawn: int
+    room_limited: bool
+
+
 def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count, listeners=None,
                 new_tokens=None, anchor_cost=None, asking=False, withdrawn=None,
-                lent_tokens=0, ahead=None) -> dict:
+                lent_tokens=0, ahead=None) -> RecallPlan:
     """
     The notes after a turn's retrieval.
 
@@ -305,25 +335,18 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
             when the turn goes on with its subject (:func:`_ready`); else let go.
 
     Returns:
-        dict: ``{"notes": list[dict]`` (the new state: notes whose anchor left the history and
-        notes given up are gone, marked by :func:`lost_marks`), ``"shown": list[dict]`` (what
-        the prompt shows, in order), ``"new": dict | None`` (the note added for this turn),
-        ``"ahead": dict | None`` (the note fetched ahead, shown at ``anchor``),
-        ``"dropped": int`` (notes given up), ``"left_out": int`` (new candidates that found no
-        room), ``"room_limited": bool`` (``new_tokens``, not the budget, left them out: the
-        reply had no time to evaluate them), ``"withdrawn": int`` (notes that left because
-        their source was erased)}``.
+        RecallPlan: the new state and what the prompt shows.
     """
     notes, items, erased = withdraw(notes, items, withdrawn)
     allowance = float("inf") if new_tokens is None else max(0, int(new_tokens))
     alive, gone, compacted, shown = _split(notes, history_ids, listeners)
     ready = _ready(ahead, items, anchor, listeners, withdrawn, _shown_keys(shown))
     alive, shown = (alive + [ready], shown + [ready]) if ready else (alive, shown)
+    lent = max(0, int(lent_tokens)) if asking else 0
     shown, dropped, spent = _room_for_turn(shown, items, asking, budget_tokens, allowance,
-                                           anchor_cost)
+                                           anchor_cost, lent)
     keys = _shown_keys(shown)
     fresh = [item for item in items if item["key"] not in keys]
-    lent = max(0, int(lent_tokens)) if asking else 0
     rooms = [_note_room(budget_tokens, shown, limit, compacted, dropped, spent, lent)
              for limit in (allowance, float("inf"))]
     chosen, text, tokens = _fill(fresh, rooms[0], render, count)
@@ -333,17 +356,19 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     new = {"anchor": anchor, "audience": None if listeners is None else sorted(listeners),
            "items": chosen, "text": text, "tokens": tokens} if chosen else None
     state, shown = (state + [new], shown + [new]) if new else (state, shown)
-    return {"notes": state, "shown": shown, "new": new, "ahead": ready, "dropped": len(dropped),
-            "left_out": len(fresh) - len(chosen), "withdrawn": erased,
-            "room_limited": bool(timed and len(fresh) > len(chosen))}
+    return RecallPlan(notes=state, shown=shown, new=new, ahead=ready, dropped=len(dropped),
+                      left_out=len(fresh) - len(chosen), withdrawn=erased,
+                      room_limited=bool(timed and len(fresh) > len(chosen)))
 
 
-def _room_for_turn(shown, items, asking, budget_tokens, allowance, anchor_cost):
+def _room_for_turn(shown, items, asking, budget_tokens, allowance, anchor_cost, lent=0):
     """
     The notes given up for the turn (:func:`plan_recall`): on a change of subject or a
     question about the past, :func:`_make_room`; a question gives notes up from its own
     :data:`QUESTION_DROP_SHARE` allowances, so what it spends there is not taken from its
-    note's.
+    note's, and only for the room its note needs (:data:`TOPIC_ROOM` of the budget, at most
+    its allowance) that the free budget and the ``lent`` tokens the history lends do not
+    cover: a loan costs the cache nothing, a note given up the prompt after its anchor.
 
     Returns:
         tuple: ``(shown, dropped, spent)``: as :func:`_make_room`, ``spent`` being what the new
@@ -358,10 +383,12 @@ def _room_for_turn(shown, items, asking, budget_tokens, allowance, anchor_cost):
     if not (shown and items and (asking or not going_on)):
         return shown, [], 0
     # a change of subject, or a question about the past: the subject's notes stay
-    shown, dropped, spent = _make_room(
-        shown, budget_tokens, allowance * QUESTION_DROP_SHARE if asking else allowance,
-        anchor_cost, candidates)
-    return shown, dropped, 0 if asking else spent
+    if not asking:
+        return _make_room(shown, budget_tokens, allowance, anchor_cost, candidates)
+    need = min(budget_tokens * TOPIC_ROOM, allowance)
+    shown, dropped, _ = _make_room(shown, budget_tokens, allowance * QUESTION_DROP_SHARE,
+                                   anchor_cost, candidates, need=need, lent=lent)
+    return shown, dropped, 0
 
 
 def _split(notes, history_ids, listeners):
@@ -396,14 +423,16 @@ def _on_subject(note, subject_keys):
     return 2 * len(held & subject_keys) > len(held) > 0
 
 
-def _make_room(shown, budget_tokens, allowance, anchor_cost, subject_keys=frozenset()):
+def _make_room(shown, budget_tokens, allowance, anchor_cost, subject_keys=frozenset(),
+               need=None, lent=0):
     """
     On a change of subject or a question about the past: give up the newest ``shown`` notes,
-    one at a time, until :data:`TOPIC_ROOM` of ``budget_tokens`` is free, while what giving one
-    up costs (the tokens after its anchor, ``anchor_cost``, and of the notes kept after it;
-    None: nothing) stays under ``allowance`` (:func:`plan_recall`). A note on the turn's
-    subject (:func:`_on_subject` of ``subject_keys``, the turn's candidates) stays. So a run
-    of questions on one subject gathers its notes turn after turn, up to the whole budget.
+    one at a time, until ``need`` tokens (None: :data:`TOPIC_ROOM` of ``budget_tokens``) are
+    free beside the ``lent`` ones, while what giving one up costs (the tokens after its
+    anchor, ``anchor_cost``, and of the notes kept after it; None: nothing) stays under
+    ``allowance`` (:func:`plan_recall`). A note on the turn's subject (:func:`_on_subject` of
+    ``subject_keys``, the turn's candidates) stays. So a run of questions on one subject
+    gathers its notes turn after turn, up to the whole budget.
 
     Returns:
         tuple: ``(shown, dropped, spent)``: the notes still shown (a new list), those given up
@@ -411,8 +440,9 @@ def _make_room(shown, budget_tokens, allowance, anchor_cost, subject_keys=frozen
         prompt after the oldest anchor given up is evaluated again once).
     """
     shown, dropped, spent, kept_after = list(shown), [], 0, 0
+    need = budget_tokens * TOPIC_ROOM if need is None else need
     for note in reversed(list(shown)):
-        if budget_tokens - sum(n["tokens"] for n in shown) >= budget_tokens * TOPIC_ROOM:
+        if budget_tokens - sum(n["tokens"] for n in shown) + lent >= need:
             break
         if _on_subject(note, subject_keys):
             kept_after += note["tokens"]  # evaluated again if an older note is given up

@@ -23,6 +23,8 @@ A world note is a dict::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .recall_notes import visible_notes
 
 
@@ -48,8 +50,29 @@ def shown_world_notes(notes, history_ids, listeners=None) -> list[dict]:
     return out
 
 
+@dataclass(frozen=True)
+class WorldNotesPlan:
+    """
+    The world notes after a turn (:func:`plan_world_notes`).
+
+    Attributes:
+        notes (list[dict]): the new state, oldest first (module docstring).
+        shown (list[dict]): the notes to show, in order.
+        new (list[dict]): the notes added for this turn.
+        skipped (list[dict]): ``{"key", "part", "reason": "budget"}`` of the sections that
+            found no room.
+        dropped (int): earlier notes of a section let go for its newer text.
+    """
+
+    notes: list
+    shown: list
+    new: list
+    skipped: list
+    dropped: int
+
+
 def plan_world_notes(notes, sections, anchor, history_ids, listeners=None, budgets=None,
-                     visible_ids=None) -> dict:
+                     visible_ids=None) -> WorldNotesPlan:
     """
     The world notes after a turn.
 
@@ -78,9 +101,7 @@ def plan_world_notes(notes, sections, anchor, history_ids, listeners=None, budge
             section it holds is noted again here (None: ``history_ids``).
 
     Returns:
-        dict: ``{"notes": list[dict]`` (the new state), ``"shown": list[dict]`` (to show, in
-        order), ``"new": list[dict]`` (added for this turn), ``"skipped": [{"key", "part",
-        "reason": "budget"}], "dropped": int}``.
+        WorldNotesPlan: the new state and what the prompt shows.
     """
     alive = [note for note in notes if note["anchor"] in history_ids]
     shown = shown_world_notes(alive, history_ids if visible_ids is None else visible_ids,
@@ -115,5 +136,5 @@ def plan_world_notes(notes, sections, anchor, history_ids, listeners=None, budge
                     "detail": section.get("detail"),
                     "signature": mark})
     state = [n for n in alive if id(n) not in gone] + new
-    return {"notes": state, "shown": [n for n in shown if id(n) not in gone] + new, "new": new,
-            "skipped": skipped, "dropped": len(gone)}
+    return WorldNotesPlan(notes=state, shown=[n for n in shown if id(n) not in gone] + new,
+                          new=new, skipped=skipped, dropped=len(gone))

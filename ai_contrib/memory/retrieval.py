@@ -68,7 +68,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -743,8 +743,8 @@ def format_related_experiences(candidates) -> str:
 
 def note_items(context) -> list[dict]:
     """
-    The chosen candidates of a :func:`build_memory_context` result as recall-note items
-    (:mod:`ai_contrib.core.recall_notes`), best first.
+    The chosen candidates of a :func:`build_memory_context` result (a :class:`MemoryContext`,
+    or None: none) as recall-note items (:mod:`ai_contrib.core.recall_notes`), best first.
 
     Returns:
         list[dict]: ``{"key": str, "kind": "message" | "memory" | "experience", "line": str (the
@@ -755,8 +755,7 @@ def note_items(context) -> list[dict]:
         str (a fact heard from another NPC: its provenance,
         :func:`ai_contrib.core.gossip.chain_text`)}``.
     """
-    chosen = list((context or {}).get("memories") or ()) + list(
-        (context or {}).get("experiences") or ())
+    chosen = list(context.memories) + list(context.experiences) if context else []
     chosen.sort(key=lambda c: -float(c.get("score") or 0.0))
     items = []
     for candidate in chosen:
@@ -832,8 +831,33 @@ class RetrievalOptions:
     count_tokens: Callable[[str], int] | None = None
 
 
+@dataclass(frozen=True)
+class MemoryContext:
+    """
+    What a reply prompt takes from long-term memory (:func:`build_memory_context`).
+
+    Attributes:
+        memories (list[dict]): the chosen Mem0 memories and archived messages, best first
+            (candidates of :func:`fuse_candidates`: ``{"key", "kind", "text", "score",
+            "metadata", ...}``).
+        experiences (list[dict]): the chosen experiences (``kind`` ``"experience"``).
+        memories_text (str): the ``RELATED MEMORIES`` section (:func:`format_related_memories`;
+            "" if none).
+        experiences_text (str): the experiences section ("" if none).
+        text (str): both sections, blank-line separated ("" if nothing).
+        tokens (int): tokens of ``text``.
+    """
+
+    memories: list = field(default_factory=list)
+    experiences: list = field(default_factory=list)
+    memories_text: str = ""
+    experiences_text: str = ""
+    text: str = ""
+    tokens: int = 0
+
+
 def build_memory_context(vector_hits, archive_docs, query, options=None, *, listeners=None,
-                         **overrides) -> dict:
+                         **overrides) -> MemoryContext:
     """
     Everything the prompt needs from long-term memory, from already fetched hits.
 
@@ -847,9 +871,7 @@ def build_memory_context(vector_hits, archive_docs, query, options=None, *, list
         listeners (iterable[str], optional): see :func:`fuse_candidates`.
 
     Returns:
-        dict: ``{"memories": [candidates], "experiences": [candidates], "memories_text": str,
-        "experiences_text": str, "text": str (both sections, blank-line separated, "" if
-        nothing), "tokens": int}``.
+        MemoryContext: the chosen candidates and their sections.
 
     Raises:
         FullTextError, ArchiveError: the archive's index could not be read.
@@ -881,14 +903,9 @@ def build_memory_context(vector_hits, archive_docs, query, options=None, *, list
     experiences_text = format_related_experiences(experiences)
     text = "\n\n".join(part for part in (memories_text, experiences_text) if part)
     count = count_tokens or _count_tokens_default
-    return {
-        "memories": memories,
-        "experiences": experiences,
-        "memories_text": memories_text,
-        "experiences_text": experiences_text,
-        "text": text,
-        "tokens": count(text) if text else 0,
-    }
+    return MemoryContext(memories=memories, experiences=experiences,
+                         memories_text=memories_text, experiences_text=experiences_text,
+                         text=text, tokens=count(text) if text else 0)
 
 
 _fallback_worker = None
@@ -971,8 +988,9 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
         limit, threshold: go to the Mem0 search.
 
     Returns:
-        Deferred[dict]: the :func:`build_memory_context` result. A Mem0 failure is logged and
-        the archive alone answers, and the other way round; it never errbacks for either.
+        Deferred[MemoryContext]: the :func:`build_memory_context` result. A Mem0 failure is
+        logged and the archive alone answers, and the other way round; it never errbacks for
+        either.
     """
     from .archive import ArchiveError
     from .fulltext import FullTextError

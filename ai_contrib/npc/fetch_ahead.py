@@ -27,18 +27,18 @@ from .deadline import warm_up_left, worth_waiting
 def remember_left_out(script, items, result, asks, listeners) -> None:
     """
     After a turn's recall plan: keep the candidates a question about the past left out for
-    time (``result["room_limited"]``), for the warm-up to fetch ahead
+    time (``result.room_limited``), for the warm-up to fetch ahead
     (``AI_MEMORY_FETCH_AHEAD``, per NPC); any other turn clears them.
 
     Args:
         script (AssistantScript): the NPC's script.
         items (list[dict]): the turn's retrieval candidates, best first
             (:func:`ai_contrib.memory.retrieval.note_items`).
-        result (dict): :func:`ai_contrib.core.recall_notes.plan_recall`'s result.
+        result (RecallPlan): :func:`ai_contrib.core.recall_notes.plan_recall`'s result.
         asks (str | None): why the turn asks about the past (None: it does not).
         listeners (iterable[str] | None): dbrefs of who hears the reply.
     """
-    wanted = asks is not None and result.get("room_limited") and result.get("left_out") \
+    wanted = asks is not None and result.room_limited and result.left_out \
         and script.cfg("memory_fetch_ahead")
     script.ndb.fetch_ahead = {
         "items": list(items), "listeners": None if listeners is None else sorted(listeners),

@@ -92,7 +92,7 @@ def related_memory_context(script, character, query, listeners=None,
     views).
 
     Returns:
-        Deferred[dict]: ``{"memories", "experiences", "text", "tokens", ...}``.
+        Deferred[MemoryContext]: :class:`ai_contrib.memory.retrieval.MemoryContext`.
     """
     return retrieve_memory_context(
         npc_agent_id(character),
@@ -118,7 +118,7 @@ def recall_for_action(script, character, query, listeners, max_tokens) -> Deferr
     """
     return related_memory_context(script, character, query, listeners,
                                   budget=max_tokens).addCallback(
-        lambda context: (context or {}).get("text") or "")
+        lambda context: context.text if context else "")
 
 
 def recall_preview(script, character, query, listeners=None) -> Deferred:
@@ -143,7 +143,7 @@ def recall_preview(script, character, query, listeners=None) -> Deferred:
 
     def _shape(context):
         results = []
-        for c in (context or {}).get("memories", []) + (context or {}).get("experiences", []):
+        for c in (context.memories + context.experiences if context else []):
             meta = c.get("metadata") or {}
             archived = c.get("kind") == "message"
             results.append({
@@ -155,7 +155,7 @@ def recall_preview(script, character, query, listeners=None) -> Deferred:
                 "grounding": {k: meta[k] for k in ("support", "grounding", "model_support")
                               if meta.get(k) is not None},
             })
-        return {"query": query, "text": (context or {}).get("text") or "", "results": results}
+        return {"query": query, "text": context.text if context else "", "results": results}
 
     return related_memory_context(script, character, query, listeners,
                                   include_private=listeners is None).addCallback(_shape)

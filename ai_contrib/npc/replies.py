@@ -13,6 +13,7 @@ of failures.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from evennia.utils import logger
@@ -39,6 +40,7 @@ from .last_active import note_reply
 from .notify import notify_admins
 from .reply_prompt import ReplyPrompt, notes_in_order, window_messages
 from .scene import note_exchange
+from .world import TurnWorld
 
 if TYPE_CHECKING:
     from twisted.internet.base import DelayedCall
@@ -50,6 +52,34 @@ OVERLOAD_HEAD_FRACTION = 0.3
 OVERLOAD_HISTORY_FRACTION = 0.5
 #: share of the history budget the prompt's history may grow to from a kept tail start
 OVERLOAD_KEEP_FRACTION = 0.8
+
+
+@dataclass(frozen=True)
+class TurnRecall:
+    """
+    What a turn recalls (:func:`recall_for_turn`).
+
+    Attributes:
+        notes (list[dict]): the recall notes to show, in order
+            (:mod:`ai_contrib.core.recall_notes`), each with ``"new": bool`` (first shown now)
+            and ``"fetched": bool`` (the note fetched ahead).
+        items (list[dict]): the turn's retrieval candidates, best first, each with ``"new":
+            bool`` (held by a new note; item shape in
+            :func:`ai_contrib.memory.retrieval.note_items`).
+        recall (dict | None): the receipt's ``recall`` part, persisted with the receipt
+            (:mod:`ai_contrib.core.receipts`): ``{"asks": str | None`` (why the turn asks
+            about the past: :func:`ai_contrib.core.past_questions.past_question`),
+            ``"allowance": int | None`` (tokens the new note could take for time; None: no
+            limit), ``"left_out": int`` (candidates that found no room), ``"room_limited":
+            bool`` (left out for time, not for the budget), ``"follows": bool`` (a follow-up:
+            retrieval asked about the subject in hand,
+            :func:`ai_contrib.core.follow_ups.turn_subject`), ``"dropped": int`` (earlier
+            notes given up for room)``}``; None without the memory package.
+    """
+
+    notes: list = field(default_factory=list)
+    items: list = field(default_factory=list)
+    recall: dict | None = None
 
 
 def _optional_retrieval(character, name, *args):
@@ -88,15 +118,7 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None) ->
             neither take the memory budget nor push out the notes the prompt shows.
 
     Returns:
-        Deferred[dict]: ``{"notes": [note + {"new": bool}] (to show, in order), "items":
-        [item + {"new": bool}] (this turn's retrieval, best first; item shape in
-        :func:`ai_contrib.memory.retrieval.note_items`), "recall": {"asks": str | None (why the
-        turn asks about the past: :func:`ai_contrib.core.past_questions.past_question`),
-        "allowance": int | None (tokens the new note could take for time; None: no limit),
-        "left_out": int (candidates that found no room), "room_limited": bool (left out for
-        time, not for the budget), "follows": bool (a follow-up: retrieval asked about the
-        subject in hand, :func:`ai_contrib.core.follow_ups.turn_subject`), "dropped": int
-        (earlier notes given up for room)} | None (no memory package)}``.
+        Deferred[TurnRecall]: the notes to show and the turn's candidates.
     """
     # a follow-up ("What else comes to mind?") asks about the subject in hand, not its own words
     # (docs/design.md, "Recall notes")
@@ -110,7 +132,7 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None) ->
             from ..memory.retrieval import note_items, render_note
             from .recall import mark_answered_questions
         except ImportError:
-            return {"notes": [], "items": [], "recall": None}
+            return TurnRecall()
         from ..core.recall_notes import anchor_costs, plan_recall
         from ..core.tokens import count_tokens
 
@@ -139,33 +161,31 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None) ->
                                      script.runtime.token_counts(shown)),
             # what staff erased since a note was shown leaves it (npc.erase.withdraw_recall)
             withdrawn=script.ndb.withdrawn_memories, ahead=ahead_for_turn(script, anchor))
-        script.ndb.recall_notes = result["notes"]
+        script.ndb.recall_notes = result.notes
         remember_left_out(script, items, result, asks, listeners)
         notes, fresh = _marked(result)
-        return {
-            "notes": notes,
-            "items": [dict(item, new=item["key"] in fresh) for item in items],
-            "recall": {"asks": asks, "allowance": allowance, "left_out": result["left_out"],
-                       "room_limited": result["room_limited"], "follows": follows,
-                       "dropped": result["dropped"]},
-        }
+        return TurnRecall(
+            notes=notes, items=[dict(item, new=item["key"] in fresh) for item in items],
+            recall={"asks": asks, "allowance": allowance, "left_out": result.left_out,
+                    "room_limited": result.room_limited, "follows": follows,
+                    "dropped": result.dropped})
 
     return d.addCallback(plan)
 
 
 def _marked(result):
     """
-    The notes a turn shows (:func:`ai_contrib.core.recall_notes.plan_recall`'s ``"shown"``),
+    The notes a turn shows (:func:`ai_contrib.core.recall_notes.plan_recall`'s ``shown``),
     each marked ``new`` when first shown now (the turn's new note, the one fetched ahead) and
     ``fetched`` for the one fetched ahead; and the keys of the items the new ones hold.
 
     Returns:
         tuple: ``(notes: list[dict], keys: set[str])``.
     """
-    ahead = result["ahead"]
-    new = [note for note in (ahead, result["new"]) if note]
+    ahead = result.ahead
+    new = [note for note in (ahead, result.new) if note]
     notes = [dict(note, new=any(note is n for n in new), fetched=note is ahead)
-             for note in result["shown"]]
+             for note in result.shown]
     return notes, {item["key"] for note in new for item in note["items"]}
 
 
@@ -452,7 +472,7 @@ def _speaker_left(line, listeners, here):
     return line.speaker not in listeners and not (line.from_npc and line.speaker in here)
 
 
-def world_for_turn(script, character, lines, listeners, anchor, window) -> dict:
+def world_for_turn(script, character, lines, listeners, anchor, window) -> TurnWorld:
     """
     The NPC's world for one turn's prompt (:func:`ai_contrib.npc.world.plan_world`): standing
     sections, world notes, and what did not fit. A failure is logged and the reply goes on
@@ -465,7 +485,7 @@ def world_for_turn(script, character, lines, listeners, anchor, window) -> dict:
         window (tuple | None): :func:`prompt_window`'s window.
 
     Returns:
-        dict: ``{"standing": [section], "notes": [world note], "skipped": [dict]}``.
+        TurnWorld: :func:`ai_contrib.npc.world.plan_world`'s result (empty on a failure).
     """
     from .world import plan_world
 
@@ -481,7 +501,7 @@ def world_for_turn(script, character, lines, listeners, anchor, window) -> dict:
                           listeners, anchor, {m.get("id") for m in shown}, visible)
     except Exception as err:  # noqa: BLE001 - the world is context, never a reason not to answer
         logger.log_trace(f"AI {character}: the NPC's world could not be put in the prompt: {err}")
-        return {"standing": [], "notes": [], "skipped": []}
+        return TurnWorld()
 
 
 @defer.inlineCallbacks
@@ -505,7 +525,7 @@ def _answer(script, character, lines, turn_ids, listeners, hearers=None):
                                    window=shown[0])
     world = world_for_turn(script, character, lines, listeners, turn_ids[0], shown[0])
     prompt = ReplyPrompt(script, character, turn_ids, listeners,
-                         notes_in_order(recall["notes"], world["notes"]), world["standing"])
+                         notes_in_order(recall.notes, world.notes), world.standing)
     reply, receipt = yield _write_reply(script, character, prompt, shown, recall, world)
     if not reply:
         if character.location:
@@ -602,8 +622,8 @@ def _write_reply(script, character, prompt, shown, recall, world):
 
     Args:
         shown (tuple): :func:`prompt_window`'s ``(window, budget)``.
-        recall (dict): :func:`recall_for_turn`'s result.
-        world (dict): :func:`world_for_turn`'s result.
+        recall (TurnRecall): :func:`recall_for_turn`'s result.
+        world (TurnWorld): :func:`world_for_turn`'s result.
 
     Returns:
         Deferred[tuple]: ``(reply, receipt)``: ``reply`` ``""`` when it failed (``receipt``
@@ -623,12 +643,12 @@ def _write_reply(script, character, prompt, shown, recall, world):
         receipt = make_receipt(
             script.cfg("llm_model") or getattr(result, "model", None),
             script.ndb.last_reply["seconds"], script.ndb.last_reply.get("prompt"),
-            prompt.parts, _items_shown(recall["items"], prompt.notes),
+            prompt.parts, _items_shown(recall.items, prompt.notes),
             prompt.listeners.values())
-        if world["skipped"]:
-            receipt["world_skipped"] = world["skipped"]
-        if recall.get("recall"):
-            receipt["recall"] = recall["recall"]
+        if world.skipped:
+            receipt["world_skipped"] = world.skipped
+        if recall.recall:
+            receipt["recall"] = recall.recall
         if prompt.cut:
             receipt["cut_for_time"] = prompt.cut
         # a reply stopped by AI_LLM_MAX_REPLY_TOKENS ends at its last full sentence

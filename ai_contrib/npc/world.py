@@ -21,6 +21,8 @@ Shapes: a *section* is ``{"part": "pins" | "lore" | "scene", "key": str, "text":
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from ..core.lore import format_lore, npc_scopes, withdrawn_reason
 from ..core.prompts import PINS_HEADING
 from ..core.scene import SCENE_MAX_TOKENS, render_scene
@@ -197,8 +199,28 @@ def standing_notes(character, notes) -> tuple[list[dict], list[dict]]:
     return kept, withdrawn
 
 
+@dataclass(frozen=True)
+class TurnWorld:
+    """
+    The world part of one reply prompt (:func:`plan_world`).
+
+    Attributes:
+        standing (list[dict]): the standing sections of the system message.
+        notes (list[dict]): the world notes to show, in order, each a world note
+            (:mod:`ai_contrib.core.world_notes`) with ``"new": bool`` (first shown now).
+        lore (dict | None): :func:`ai_contrib.lore.lore_for_npc`'s result for the turn.
+        skipped (list[dict]): ``{"key", "part", "reason"}`` of what was left out (reasons:
+            ``"budget"``, and those of :func:`standing_notes`).
+    """
+
+    standing: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    lore: dict | None = None
+    skipped: list = field(default_factory=list)
+
+
 def plan_world(script, character, lines, earlier, listeners, anchor, shown_ids,
-               visible_ids=None) -> dict:
+               visible_ids=None) -> TurnWorld:
     """
     The world part of one reply prompt: standing sections and the world notes to show, with
     this turn's new ones added to ``script.ndb.world_notes`` (a reload starts afresh), and the
@@ -212,9 +234,7 @@ def plan_world(script, character, lines, earlier, listeners, anchor, shown_ids,
             (:func:`ai_contrib.core.world_notes.plan_world_notes`; None: ``shown_ids``).
 
     Returns:
-        dict: ``{"standing": [section], "notes": [world note + {"new": bool}] (to show),
-        "lore": lore_for_npc result of the turn, "skipped": [{"key", "part", "reason"}]}``
-        (reasons: ``"budget"``, and those of :func:`standing_notes`).
+        TurnWorld: the sections and notes to show, and what was left out.
     """
     standing = standing_sections(script, character)
     sections, lore = turn_sections(script, character, lines, earlier, listeners)
@@ -224,14 +244,14 @@ def plan_world(script, character, lines, earlier, listeners, anchor, shown_ids,
     notes, withdrawn = standing_notes(character, script.ndb.world_notes or [])
     result = plan_world_notes(notes, sections, anchor, shown_ids, listeners=list(listeners),
                               budgets=budgets, visible_ids=visible_ids)
-    script.ndb.world_notes = result["notes"]
-    fresh = {id(note) for note in result["new"]}
-    skipped = withdrawn + list(result["skipped"]) + [
+    script.ndb.world_notes = result.notes
+    fresh = {id(note) for note in result.new}
+    skipped = withdrawn + list(result.skipped) + [
         {"key": f"lore:{entry['id']}", "part": "lore", "reason": entry.get("reason", "budget")}
         for entry in lore["skipped"]]
-    return {"standing": standing,
-            "notes": [dict(note, new=id(note) in fresh) for note in result["shown"]],
-            "lore": lore, "skipped": skipped}
+    return TurnWorld(standing=standing,
+                     notes=[dict(note, new=id(note) in fresh) for note in result.shown],
+                     lore=lore, skipped=skipped)
 
 
 def shown_world(script, character, listeners, history_ids) -> tuple:

@@ -123,11 +123,11 @@ class RetrievalByAudience(Mem0StoreCase):
 
         for listeners in ({B: "Ben"}, {A: "Ann", C: "Cid"}, {A: "Ann", B: "Ben"}):
             context = yield ask(listeners)
-            self.assertNotIn("under the mill stone", context["text"], listeners)
+            self.assertNotIn("under the mill stone", context.text, listeners)
         ben = yield ask({B: "Ben"})
-        self.assertIn("fair", ben["text"])  # what Ben heard with Ann is still his to hear
+        self.assertIn("fair", ben.text)  # what Ben heard with Ann is still his to hear
         ann = yield ask({A: "Ann"})
-        self.assertIn("under the mill stone", ann["text"])  # hidden from others, not forgotten
+        self.assertIn("under the mill stone", ann.text)  # hidden from others, not forgotten
 
 
 class InjectedToolCall(NPCTestCase):
@@ -268,7 +268,7 @@ class RelatedMemoriesForAReply(NPCTestCase):
         listeners = {char.dbref: char.key for char in characters}
         query = "Ann buried the silver key under the old mill stone; the lantern fair at the mill"
         found = wait_for(related_memory_context(self.script, self.npc, query, listeners))
-        return (found or {}).get("text") or ""
+        return found.text if found else ""
 
     def test_each_reply_hears_only_what_all_its_listeners_heard(self):
         from ai_contrib import rag_memory

@@ -42,80 +42,80 @@ def plan(notes, items, anchor, ids, budget=40, listeners=None):
 
 def test_a_memory_already_shown_is_not_added_again():
     first = plan([], [item("a"), item("b")], "m1", {"m1"})
-    assert [i["key"] for i in first["new"]["items"]] == ["a", "b"]
-    second = plan(first["notes"], [item("b"), item("c")], "m3", {"m1", "m2", "m3"})
-    assert [i["key"] for i in second["new"]["items"]] == ["c"]
+    assert [i["key"] for i in first.new["items"]] == ["a", "b"]
+    second = plan(first.notes, [item("b"), item("c")], "m3", {"m1", "m2", "m3"})
+    assert [i["key"] for i in second.new["items"]] == ["c"]
     # the first note is shown again unchanged, before the second
-    assert second["shown"][0] is first["notes"][0]
-    assert [n["anchor"] for n in second["shown"]] == ["m1", "m3"]
+    assert second.shown[0] is first.notes[0]
+    assert [n["anchor"] for n in second.shown] == ["m1", "m3"]
 
 
 def test_a_note_holding_an_erased_memory_leaves_and_the_memory_is_not_added_again():
     fact = dict(item("fact"), key="m:mem-7", journal_id="j3")
     first = plan([], [item("a"), fact], "m1", {"m1"})
-    other = plan(first["notes"], [item("b")], "m2", {"m1", "m2"})
+    other = plan(first.notes, [item("b")], "m2", {"m1", "m2"})
     assert item_marks(fact) == {"m:mem-7", "j:j3"}
     # control: unmarked, both notes stay
-    kept = plan(other["notes"], [item("b")], "m3", {"m1", "m2", "m3"})
-    assert [n["anchor"] for n in kept["shown"]] == ["m1", "m2"] and kept["withdrawn"] == 0
+    kept = plan(other.notes, [item("b")], "m3", {"m1", "m2", "m3"})
+    assert [n["anchor"] for n in kept.shown] == ["m1", "m2"] and kept.withdrawn == 0
     # the fact's journal entry erased: its note leaves whole, the other stays, and a
     # retrieval that still found it (its Mem0 deletion under way) does not bring it back
-    erased = plan_recall(other["notes"], [fact, item("c")], "m3", {"m1", "m2", "m3"}, 40,
+    erased = plan_recall(other.notes, [fact, item("c")], "m3", {"m1", "m2", "m3"}, 40,
                          render, count, withdrawn={"j:j3"})
-    assert erased["withdrawn"] == 1
-    assert [n["anchor"] for n in erased["shown"]] == ["m2", "m3"]
-    assert "fact" not in " ".join(n["text"] for n in erased["shown"])
-    assert [i["key"] for i in erased["new"]["items"]] == ["c"]
+    assert erased.withdrawn == 1
+    assert [n["anchor"] for n in erased.shown] == ["m2", "m3"]
+    assert "fact" not in " ".join(n["text"] for n in erased.shown)
+    assert [i["key"] for i in erased.new["items"]] == ["c"]
     # by its key too; and withdraw alone answers the same
-    notes, items, left = withdraw(other["notes"], [fact], {"m:mem-7": None})
+    notes, items, left = withdraw(other.notes, [fact], {"m:mem-7": None})
     assert left == 1 and items == [] and [n["anchor"] for n in notes] == ["m2"]
-    assert withdraw(other["notes"], [fact], None) == (other["notes"], [fact], 0)
+    assert withdraw(other.notes, [fact], None) == (other.notes, [fact], 0)
 
 
 def test_nothing_new_adds_no_note():
     first = plan([], [item("a")], "m1", {"m1"})
-    second = plan(first["notes"], [item("a")], "m2", {"m1", "m2"})
-    assert second["new"] is None and second["shown"] == first["notes"]
+    second = plan(first.notes, [item("a")], "m2", {"m1", "m2"})
+    assert second.new is None and second.shown == first.notes
 
 
 def test_a_note_leaves_with_its_anchor():
     first = plan([], [item("a")], "m1", {"m1"})
     # m1 was compacted away: its note goes, and "a" is new again
-    second = plan(first["notes"], [item("a")], "m5", {"m5"})
-    assert [n["anchor"] for n in second["notes"] if not n.get("lost")] == ["m5"]
-    assert [i["key"] for i in second["new"]["items"]] == ["a"]
+    second = plan(first.notes, [item("a")], "m5", {"m5"})
+    assert [n["anchor"] for n in second.notes if not n.get("lost")] == ["m5"]
+    assert [i["key"] for i in second.new["items"]] == ["a"]
 
 
 def test_shown_notes_stay_and_new_ones_take_what_room_is_left():
-    notes = plan([], [item("a", 10)], "m1", {"m1"}, budget=30)["notes"]
+    notes = plan([], [item("a", 10)], "m1", {"m1"}, budget=30).notes
     second = plan(notes, [item("a", 10), item("b", 10), item("c", 10)], "m2", {"m1", "m2"},
                   budget=30)
     # "a" stays where it was; of b and c only one fits beside it
-    assert second["dropped"] == 0 and second["left_out"] == 1
-    assert [[i["key"] for i in n["items"]] for n in second["shown"]] == [["a"], ["b"]]
+    assert second.dropped == 0 and second.left_out == 1
+    assert [[i["key"] for i in n["items"]] for n in second.shown] == [["a"], ["b"]]
 
 
 def test_a_change_of_subject_gives_up_the_newest_notes_first():
     # one-item notes cost 11 "tokens", two-item notes 20; the budget holds two of the latter
-    notes = plan([], [item("a", 8), item("b", 8)], "m1", {"m1"}, budget=40)["notes"]
+    notes = plan([], [item("a", 8), item("b", 8)], "m1", {"m1"}, budget=40).notes
     second = plan(notes, [item("a", 8), item("c", 8), item("d", 8)], "m2", {"m1", "m2"},
                   budget=40)
-    assert second["dropped"] == 0
-    third = plan(second["notes"], [item("x", 8), item("y", 8), item("z", 8)], "m3",
+    assert second.dropped == 0
+    third = plan(second.notes, [item("x", 8), item("y", 8), item("z", 8)], "m3",
                  {"m1", "m2", "m3"}, budget=40)
     # the oldest note stays in the cached prefix; the newest makes room for the new subject
-    assert third["dropped"] == 1
-    assert third["shown"][0] is notes[0]
-    assert [[i["key"] for i in n["items"]] for n in third["shown"]] == [["a", "b"], ["x", "y"]]
-    assert [n["anchor"] for n in third["notes"] if not n.get("lost")] == ["m1", "m3"]
+    assert third.dropped == 1
+    assert third.shown[0] is notes[0]
+    assert [[i["key"] for i in n["items"]] for n in third.shown] == [["a", "b"], ["x", "y"]]
+    assert [n["anchor"] for n in third.notes if not n.get("lost")] == ["m1", "m3"]
 
 
 def test_a_change_of_subject_gives_up_nothing_when_half_the_budget_is_free():
-    notes = plan([], [item("a", 8)], "m1", {"m1"}, budget=40)["notes"]
+    notes = plan([], [item("a", 8)], "m1", {"m1"}, budget=40).notes
     second = plan(notes, [item("x", 8), item("y", 8), item("z", 8)], "m2", {"m1", "m2"},
                   budget=40)
-    assert second["dropped"] == 0
-    assert [[i["key"] for i in n["items"]] for n in second["shown"]] == [["a"], ["x", "y"]]
+    assert second.dropped == 0
+    assert [[i["key"] for i in n["items"]] for n in second.shown] == [["a"], ["x", "y"]]
 
 
 def test_a_question_about_the_past_gives_up_old_subjects_and_keeps_its_own():
@@ -131,12 +131,12 @@ def test_a_question_about_the_past_gives_up_old_subjects_and_keeps_its_own():
     # control: the turn's best candidate is shown, so without a question nothing is given up
     # and the full budget leaves the new memories no room
     plain = plan_recall(notes, asked, "m4", ids, 60, render, count)
-    assert plain["dropped"] == 0 and plain["new"] is None
+    assert plain.dropped == 0 and plain.new is None
     question = plan_recall(notes, asked, "m4", ids, 60, render, count, asking=True)
     # the note holding "q" and the one holding "b" are what the turn asks about (all their
     # items are candidates): kept; the oldest subject is given up for the new memories
-    assert question["dropped"] == 1
-    kept = [[i["key"] for i in n["items"]] for n in question["shown"]]
+    assert question.dropped == 1
+    kept = [[i["key"] for i in n["items"]] for n in question.shown]
     assert kept[:2] == [["b", "b2"], ["q"]] and kept[2][0] == "r"
     # giving a note up costs what follows it, the notes kept after it included (5 + 20 + 11
     # tokens): a question may spend QUESTION_DROP_SHARE allowances on it, beside its note's
@@ -144,12 +144,12 @@ def test_a_question_about_the_past_gives_up_old_subjects_and_keeps_its_own():
     tight = plan_recall(notes, asked, "m4", ids, 60, render, count, asking=True,
                         new_tokens=36 // QUESTION_DROP_SHARE,
                         anchor_cost=costs)
-    assert tight["dropped"] == 0
+    assert tight.dropped == 0
     roomy = plan_recall(notes, asked, "m4", ids, 60, render, count, asking=True,
                         new_tokens=36 // QUESTION_DROP_SHARE + 1, anchor_cost=costs)
-    assert roomy["dropped"] == 1 and roomy["new"]["items"][0]["key"] == "r"
+    assert roomy.dropped == 1 and roomy.new["items"][0]["key"] == "r"
     # the note still has its own allowance: giving up the old note did not use it
-    assert roomy["new"]["tokens"] <= 36 // QUESTION_DROP_SHARE + 1
+    assert roomy.new["tokens"] <= 36 // QUESTION_DROP_SHARE + 1
 
 
 def test_a_question_gives_notes_up_beside_its_notes_allowance():
@@ -166,14 +166,14 @@ def test_a_question_gives_notes_up_beside_its_notes_allowance():
     # 15, the older one (cost 28) does not; what is left of the allowance (3) holds no note
     talk = plan_recall(notes, other, "m3", ids, 50, render, count, new_tokens=15,
                        anchor_cost=costs)
-    assert talk["dropped"] == 1 and talk["new"] is None
-    assert [i["key"] for i in talk["shown"][0]["items"]] == ["a", "a2", "a3"]
+    assert talk.dropped == 1 and talk.new is None
+    assert [i["key"] for i in talk.shown[0]["items"]] == ["a", "a2", "a3"]
     # a question about the past gives notes up from its own QUESTION_DROP_SHARE allowances:
     # its note keeps the whole allowance
     question = plan_recall(notes, other, "m3", ids, 50, render, count, new_tokens=15,
                            anchor_cost=costs, asking=True)
-    assert question["dropped"] == (2 if QUESTION_DROP_SHARE * 15 > 28 else 1)
-    assert [i["key"] for i in question["new"]["items"]] == ["u", "v"]
+    assert question.dropped == (2 if QUESTION_DROP_SHARE * 15 > 28 else 1)
+    assert [i["key"] for i in question.new["items"]] == ["u", "v"]
 
 
 def test_follow_up_questions_on_one_subject_keep_its_notes_and_give_up_older_subjects():
@@ -188,21 +188,21 @@ def test_follow_up_questions_on_one_subject_keep_its_notes_and_give_up_older_sub
     ids = {"m1", "m2", "m3", "m4"}
     asked = [item(key, 8) for key in ("q", "q2", "b", "r", "s", "t")]
     third = plan_recall(notes, asked, "m4", ids, 60, render, count, asking=True)
-    kept = [[i["key"] for i in n["items"]] for n in third["shown"]]
+    kept = [[i["key"] for i in n["items"]] for n in third.shown]
     # the second reply's note is on the subject (all its items are candidates): it stays, and
     # the older subject is given up for the new memories
-    assert ["r", "s"] in kept and ["x", "x2"] not in kept and third["dropped"] == 1
+    assert ["r", "s"] in kept and ["x", "x2"] not in kept and third.dropped == 1
     assert kept[-1][0] == "b"
     # control: on a new subject (none of its best candidates shown, no note mostly among its
     # candidates) the same note is given up
     other = [item(key, 8) for key in ("u", "v", "w", "r", "t")]
     fresh = plan_recall(notes, other, "m4", ids, 60, render, count, asking=True)
-    assert ["r", "s"] not in [[i["key"] for i in n["items"]] for n in fresh["shown"]]
+    assert ["r", "s"] not in [[i["key"] for i in n["items"]] for n in fresh.shown]
     # a follow-up whose best three moved still goes on while a shown note is mostly among
     # its candidates: that note stays
     moved = [item(key, 8) for key in ("u", "v", "w", "r", "s")]
     going_on = plan_recall(notes, moved, "m4", ids, 60, render, count, asking=True)
-    assert ["r", "s"] in [[i["key"] for i in n["items"]] for n in going_on["shown"]]
+    assert ["r", "s"] in [[i["key"] for i in n["items"]] for n in going_on.shown]
 
 
 def _note(anchor, *keys, audience=None):
@@ -223,20 +223,20 @@ def test_a_question_that_finds_the_budget_full_borrows_the_historys_room():
                            anchor_cost=costs, asking=asking, lent_tokens=lent)
 
     # control: nothing lent, nothing given up, no room for the question's memories
-    assert ask(0)["new"] is None and ask(0)["dropped"] == 0
+    assert ask(0).new is None and ask(0).dropped == 0
     lent = ask(20)
-    assert lent["dropped"] == 0 and [i["key"] for i in lent["new"]["items"]] == ["u", "v"]
-    assert lent["new"]["tokens"] <= 20 + 1  # the room left in the budget and the loan
+    assert lent.dropped == 0 and [i["key"] for i in lent.new["items"]] == ["u", "v"]
+    assert lent.new["tokens"] <= 20 + 1  # the room left in the budget and the loan
     # the allowance still bounds it: a large loan adds no more than the reply may evaluate
     capped = ask(500, allowance=12)
-    assert [i["key"] for i in capped["new"]["items"]] == ["u"]
+    assert [i["key"] for i in capped.new["items"]] == ["u"]
     # small talk never borrows (same allowance: only the loan differs)
-    assert ask(500, asking=False)["new"] is None
+    assert ask(500, asking=False).new is None
     # a first note is not lent to: it has the whole budget and no more (seven items of 9
     # tokens would fit the loan; five fit the budget)
     first = plan_recall([], [item(k, 8) for k in "abcdefg"], "m3", ids, 50, render, count,
                         asking=True, lent_tokens=500)
-    assert first["new"]["tokens"] <= 50 and first["left_out"] == 2
+    assert first.new["tokens"] <= 50 and first.left_out == 2
 
 
 def test_a_note_fetched_ahead_is_shown_free_when_the_turn_goes_on_with_its_subject():
@@ -256,19 +256,19 @@ def test_a_note_fetched_ahead_is_shown_free_when_the_turn_goes_on_with_its_subje
                            listeners=list(listeners), new_tokens=allowance, ahead=note)
 
     # control: with nothing fetched ahead, 10 tokens of allowance hold no 9-token line's note
-    assert turn(asked, note=None)["new"] is None
+    assert turn(asked, note=None).new is None
     on = turn(asked)
-    assert on["ahead"]["anchor"] == "m3" and on["ahead"]["text"] == ahead["text"]
-    assert on["shown"][-1] is on["ahead"] and on["ahead"] in on["notes"]  # kept, shown last
-    assert on["new"] is None and on["left_out"] == 0  # nothing else found room beside it
+    assert on.ahead["anchor"] == "m3" and on.ahead["text"] == ahead["text"]
+    assert on.shown[-1] is on.ahead and on.ahead in on.notes  # kept, shown last
+    assert on.new is None and on.left_out == 0  # nothing else found room beside it
     # another subject, or other listeners: it is let go
     other = [item(key, 8) for key in ("x", "y", "z")]
-    assert turn(other)["ahead"] is None and turn(other)["shown"] == shown
-    assert turn(asked, listeners=("#1", "#2"))["ahead"] is None
+    assert turn(other).ahead is None and turn(other).shown == shown
+    assert turn(asked, listeners=("#1", "#2")).ahead is None
     # an ahead note whose item staff erased is let go too
     erased = plan_recall(shown, asked, "m3", ids, 100, render, count, asking=True,
                          listeners=["#1"], new_tokens=10, ahead=ahead, withdrawn={"c"})
-    assert erased["ahead"] is None
+    assert erased.ahead is None
 
 
 def test_notes_over_budget_are_counted_per_audience_and_leave_with_their_anchor():
@@ -295,15 +295,15 @@ def test_the_first_note_may_fill_the_budget_and_a_note_beside_it_takes_at_most_h
     items = [item("a", 8), item("b", 8), item("c", 8), item("d", 8)]
     first = plan([], items, "m1", {"m1"}, budget=35)
     # nothing shown yet: a question asked afresh gets all the room there is
-    assert [i["key"] for i in first["new"]["items"]] == ["a", "b", "c"]
-    assert first["new"]["tokens"] == 29 and first["left_out"] == 1
+    assert [i["key"] for i in first.new["items"]] == ["a", "b", "c"]
+    assert first.new["tokens"] == 29 and first.left_out == 1
     small = plan([], [item("a", 8)], "m1", {"m1"}, budget=60)
-    second = plan(small["notes"], [item("a", 8)] + [item(k, 8) for k in "wxyz"], "m2",
+    second = plan(small.notes, [item("a", 8)] + [item(k, 8) for k in "wxyz"], "m2",
                   {"m1", "m2"}, budget=60)
     # beside a shown note, a new one leaves room for the next subject
-    assert second["dropped"] == 0
-    assert [i["key"] for i in second["new"]["items"]] == ["w", "x", "y"]
-    assert second["new"]["tokens"] <= 30 and second["left_out"] == 1
+    assert second.dropped == 0
+    assert [i["key"] for i in second.new["items"]] == ["w", "x", "y"]
+    assert second.new["tokens"] <= 30 and second.left_out == 1
 
 
 def test_after_a_compaction_the_talk_goes_on_under_the_latency_allowance():
@@ -311,17 +311,17 @@ def test_after_a_compaction_the_talk_goes_on_under_the_latency_allowance():
     before = plan([], [item("x", 8)], "m1", {"m1"}, budget=60)
     # m1 was compacted away mid-conversation: the next note keeps to the allowance (20 tokens
     # here: two items of 9), not the whole budget
-    after = plan_recall(before["notes"], items, "m5", {"m5"}, 60, render, count, new_tokens=20)
-    assert [i["key"] for i in after["new"]["items"]] == ["a", "b"]
-    assert after["new"]["tokens"] <= 20
+    after = plan_recall(before.notes, items, "m5", {"m5"}, 60, render, count, new_tokens=20)
+    assert [i["key"] for i in after.new["items"]] == ["a", "b"]
+    assert after.new["tokens"] <= 20
     # the same turn asked afresh (no notes before) still gets the whole budget
     fresh = plan_recall([], items, "m5", {"m5"}, 60, render, count, new_tokens=20)
-    assert [i["key"] for i in fresh["new"]["items"]] == ["a", "b", "c", "d"]
+    assert [i["key"] for i in fresh.new["items"]] == ["a", "b", "c", "d"]
     # and once the compacted note is gone from the state, a later note beside the new one
     # keeps to the allowance as any note beside others does
-    later = plan_recall(after["notes"], [item("e", 8)], "m6", {"m5", "m6"}, 60, render, count,
+    later = plan_recall(after.notes, [item("e", 8)], "m6", {"m5", "m6"}, 60, render, count,
                         new_tokens=20)
-    assert [n["anchor"] for n in later["shown"]] == ["m5", "m6"]
+    assert [n["anchor"] for n in later.shown] == ["m5", "m6"]
 
 
 def test_a_conversation_that_lost_its_notes_keeps_to_the_allowance_on_every_later_turn():
@@ -330,35 +330,35 @@ def test_a_conversation_that_lost_its_notes_keeps_to_the_allowance_on_every_late
                          listeners=["#1", "#2"])
     # the prompt window moved past m1; the allowance (5 tokens) has no room for an item, so
     # this turn adds no note and the NPC shows none
-    lost = plan_recall(before["notes"], items, "m5", {"m5"}, 60, render, count,
+    lost = plan_recall(before.notes, items, "m5", {"m5"}, 60, render, count,
                        listeners=["#1", "#2"], new_tokens=5)
-    assert lost["new"] is None and lost["shown"] == []
+    assert lost.new is None and lost.shown == []
     # the next turn still goes on under the allowance: it is not a question asked afresh
     # (before, it took the whole budget: four items, ~1,200 tokens on the default install)
-    later = plan_recall(lost["notes"], items, "m6", {"m5", "m6"}, 60, render, count,
+    later = plan_recall(lost.notes, items, "m6", {"m5", "m6"}, 60, render, count,
                         listeners=["#2"], new_tokens=20)
-    assert [i["key"] for i in later["new"]["items"]] == ["a", "b"]
+    assert [i["key"] for i in later.new["items"]] == ["a", "b"]
     # the same turn with no notes before gets the whole budget, and so does a listener who
     # walks in and was shown none of the lost notes
     fresh = plan_recall([], items, "m6", {"m5", "m6"}, 60, render, count, listeners=["#2"],
                         new_tokens=20)
-    assert [i["key"] for i in fresh["new"]["items"]] == ["a", "b", "c", "d"]
-    newcomer = plan_recall(lost["notes"], items, "m6", {"m5", "m6"}, 60, render, count,
+    assert [i["key"] for i in fresh.new["items"]] == ["a", "b", "c", "d"]
+    newcomer = plan_recall(lost.notes, items, "m6", {"m5", "m6"}, 60, render, count,
                            listeners=["#2", "#3"], new_tokens=20)
-    assert [i["key"] for i in newcomer["new"]["items"]] == ["a", "b", "c", "d"]
+    assert [i["key"] for i in newcomer.new["items"]] == ["a", "b", "c", "d"]
     # the marks stay few and are never shown
-    assert [n["anchor"] for n in later["notes"]] == [None, "m6"]
-    assert visible_notes(later["notes"], {"m5", "m6"}, ["#2"]) == [later["new"]]
+    assert [n["anchor"] for n in later.notes] == [None, "m6"]
+    assert visible_notes(later.notes, {"m5", "m6"}, ["#2"]) == [later.new]
 
 
 def test_a_note_is_shown_only_to_listeners_who_heard_its_reply():
     first = plan([], [item("a")], "m1", {"m1"}, listeners=["#1", "#2"])
-    assert visible_notes(first["notes"], {"m1"}, ["#1"]) == first["notes"]
-    assert visible_notes(first["notes"], {"m1"}, ["#1", "#3"]) == []
+    assert visible_notes(first.notes, {"m1"}, ["#1"]) == first.notes
+    assert visible_notes(first.notes, {"m1"}, ["#1", "#3"]) == []
     # #3 walked in: "a" is retrieved again for the new audience, in a note of its own
-    second = plan(first["notes"], [item("a")], "m2", {"m1", "m2"}, listeners=["#1", "#3"])
-    assert [n["anchor"] for n in second["shown"]] == ["m2"]
-    assert second["new"]["audience"] == ["#1", "#3"]
+    second = plan(first.notes, [item("a")], "m2", {"m1", "m2"}, listeners=["#1", "#3"])
+    assert [n["anchor"] for n in second.shown] == ["m2"]
+    assert second.new["audience"] == ["#1", "#3"]
 
 
 @settings(max_examples=200, deadline=None)
@@ -371,15 +371,15 @@ def test_notes_stay_within_budget_and_never_change_once_shown(turns, budget):
         anchor = f"m{n}"
         ids.add(anchor)
         result = plan(notes, [item(k, 1) for k in keys], anchor, ids, budget=budget)
-        notes = result["notes"]
-        shown_keys = [i["key"] for note in result["shown"] for i in note["items"]]
-        assert sum(note["tokens"] for note in result["shown"]) <= budget
+        notes = result.notes
+        shown_keys = [i["key"] for note in result.shown for i in note["items"]]
+        assert sum(note["tokens"] for note in result.shown) <= budget
         assert len(shown_keys) == len(set(shown_keys))  # nothing shown twice
-        anchors = [int(note["anchor"][1:]) for note in result["shown"]]
+        anchors = [int(note["anchor"][1:]) for note in result.shown]
         assert anchors == sorted(anchors)
-        for note in result["shown"]:  # a note shown before is shown again word for word
+        for note in result.shown:  # a note shown before is shown again word for word
             assert texts.setdefault(note["anchor"], note["text"]) == note["text"]
-        if keys and not result["left_out"]:
+        if keys and not result.left_out:
             assert set(keys) <= set(shown_keys)
 
 
@@ -824,3 +824,26 @@ class AnsweredQuestionsAreNoMemories(NPCTestCase):
         # the question is still in the archive, read by staff, only recall leaves it out
         archived = [m["content"] for m in self.script.archive.messages()]
         self.assertIn(question["content"], archived)
+
+
+def test_a_question_borrows_before_it_gives_a_note_up():
+    # the budget is full; giving up the newest note (cost 12) fits the allowance
+    notes = [_note("m1", "a", "a2", "a3"), _note("m2", "b", "b2")]  # 49 of 50 tokens
+    ids = {"m1", "m2", "m3"}
+    costs = {"m1": 28, "m2": 12, "m3": 1}
+    asked = [item(key, 8) for key in ("u", "v")]  # a note of both: 19 tokens
+
+    def ask(lent):
+        return plan_recall(notes, asked, "m3", ids, 50, render, count, new_tokens=20,
+                           anchor_cost=costs, asking=True, lent_tokens=lent)
+
+    # control: nothing lent, the newest note is given up for the question's memories
+    alone = ask(0)
+    assert alone.dropped == 1 and [i["key"] for i in alone.new["items"]] == ["u", "v"]
+    # a loan that covers the note's room (its allowance, 20, less the 1 token free): nothing
+    # is given up, so the cached prompt after the older notes stays, and the note is the same
+    lent = ask(19)
+    assert lent.dropped == 0 and [i["key"] for i in lent.new["items"]] == ["u", "v"]
+    assert [n["anchor"] for n in lent.shown] == ["m1", "m2", "m3"]
+    # a loan short of it: the note given up pays for the rest
+    assert ask(10).dropped == 1

@@ -80,30 +80,30 @@ def test_a_note_beside_others_takes_no_more_than_the_reply_may_evaluate():
     # the first note is not capped: a question asked afresh gets the whole budget, once
     first = plan_recall([], _items("x", "y", "z"), "a1", ids, 1000, _render, _count,
                         new_tokens=25)
-    assert len(first["new"]["items"]) == 3 and first["new"]["tokens"] > 25
-    free = plan_recall(first["notes"], _items("x", "p", "q", "r"), "a2", ids, 1000, _render,
+    assert len(first.new["items"]) == 3 and first.new["tokens"] > 25
+    free = plan_recall(first.notes, _items("x", "p", "q", "r"), "a2", ids, 1000, _render,
                        _count)
-    assert len(free["new"]["items"]) == 3  # no allowance: what the budget allows
-    capped = plan_recall(first["notes"], _items("x", "p", "q", "r"), "a2", ids, 1000, _render,
+    assert len(free.new["items"]) == 3  # no allowance: what the budget allows
+    capped = plan_recall(first.notes, _items("x", "p", "q", "r"), "a2", ids, 1000, _render,
                          _count, new_tokens=25)
-    assert 0 < capped["new"]["tokens"] <= 25
-    assert len(capped["new"]["items"]) < 3 and capped["left_out"] >= 1
+    assert 0 < capped.new["tokens"] <= 25
+    assert len(capped.new["items"]) < 3 and capped.left_out >= 1
 
 
 def test_a_note_is_given_up_only_when_evaluating_what_follows_it_fits_the_allowance():
     ids = ["a1", "m1", "a2", "m2", "a3"]
     first = plan_recall([], _items("x", "y"), "a1", set(ids), 60, _render, _count)
-    second = plan_recall(first["notes"], _items("p", "q"), "a2", set(ids), 60, _render, _count)
-    notes = second["notes"]
+    second = plan_recall(first.notes, _items("p", "q"), "a2", set(ids), 60, _render, _count)
+    notes = second.notes
     # a change of subject: none of the turn's best candidates is shown
     costs = anchor_costs(ids, [100, 100, 100, 100, 20])
     cheap = plan_recall(notes, _items("s", "t"), "a3", set(ids), 60, _render, _count,
                         new_tokens=10_000, anchor_cost=costs)
-    assert cheap["dropped"] >= 1  # positive control: a fast server gives up the newest note
+    assert cheap.dropped >= 1  # positive control: a fast server gives up the newest note
     dear = plan_recall(notes, _items("s", "t"), "a3", set(ids), 60, _render, _count,
                        new_tokens=150, anchor_cost=costs)
-    assert dear["dropped"] == 0  # 220 tokens after the newest note's anchor: more than 150
-    assert [n["anchor"] for n in dear["shown"][: len(notes)]] == [n["anchor"] for n in notes]
+    assert dear.dropped == 0  # 220 tokens after the newest note's anchor: more than 150
+    assert [n["anchor"] for n in dear.shown[: len(notes)]] == [n["anchor"] for n in notes]
 
 
 def test_the_prompt_speed_is_measured_from_large_evaluations_only():

@@ -144,7 +144,7 @@ def test_a_line_said_after_a_forget_is_found_and_scored(workdir):
         FullTextIndex(index_path(archive.path) + ".fresh", archive).score_external(
             "ferry dawn", [said])[0])
     assert index.score_external("ferry dawn", [said])[0] > 0
-    assert "4417" not in build_memory_context([], ArchiveSearch(index), "locker code")["text"]
+    assert "4417" not in build_memory_context([], ArchiveSearch(index), "locker code").text
 
 
 def test_a_line_being_written_waits_for_the_next_catch_up(workdir):
@@ -487,7 +487,7 @@ class NPCArchiveSearch(NPCTestCase):
         self.assertEqual([doc["id"] for doc, _ in hits], [secret["id"]])
         context = build_memory_context([], source, "Where is the cellar key?")
         self.assertIn('Bob: "Remember: the cellar key is under the blue barrel."',
-                      context["memories_text"])
+                      context.memories_text)
 
         # later lines reach the index at the next search, without a rebuild
         spy = TailSpy(self.script.archive)
@@ -515,8 +515,8 @@ class NPCArchiveSearch(NPCTestCase):
         hits = [doc["id"] for doc, _ in source.search("ferry Eastport", 5)]
         self.assertEqual(hits, [gone["id"]])  # the control: what left the context is found
         context = build_memory_context([], source, "When does the ferry to Eastport leave?")
-        self.assertNotIn("leaves at dawn", context["text"])
-        self.assertIn("left at noon", context["text"])
+        self.assertNotIn("leaves at dawn", context.text)
+        self.assertIn("left at noon", context.text)
         # once it has left the context too, the next reply's snapshot finds it
         self.script.runtime.evict([heard["id"]], reason="test")
         hits = [doc["id"] for doc, _ in archived_out_of_context(self.script).search(
@@ -536,10 +536,10 @@ class NPCArchiveSearch(NPCTestCase):
         self.script.runtime.evict([private["id"], shared["id"]], reason="test")
         source = archived_out_of_context(self.script)
         for_carol = build_memory_context([], source, "vault code", listeners=[carol])
-        self.assertNotIn("7341", for_carol["text"])
-        self.assertIn("opens at noon", for_carol["text"])
+        self.assertNotIn("7341", for_carol.text)
+        self.assertIn("opens at noon", for_carol.text)
         for_bob = build_memory_context([], source, "vault code", listeners=[bob])
-        self.assertIn("7341", for_bob["text"])
+        self.assertIn("7341", for_bob.text)
 
 
 def test_common_words_left_out_of_a_large_match_still_score(workdir, monkeypatch):

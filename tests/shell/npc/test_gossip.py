@@ -18,7 +18,7 @@ from ai_contrib.admin.gossip_commands import CmdAIGossip
 from ai_contrib.commands import CmdAIHistory, CmdAISleep
 from ai_contrib.memory.journal import add_entry, ensure_journal
 from ai_contrib.memory.provenance import said_in_public
-from ai_contrib.memory.retrieval import format_memory_line, note_items
+from ai_contrib.memory.retrieval import MemoryContext, format_memory_line, note_items
 from ai_contrib.npc.gossip import npc_networks, peers, receive_gossip
 from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script
 
@@ -242,10 +242,10 @@ class TestProvenanceShown(GossipCase):
         line = format_memory_line(candidate)
         self.assertTrue(line.startswith(f"- you heard from Marta that {PUBLIC}"), line)
         self.assertIn(f"{self.wren.key} said it first", line)
-        [item] = note_items({"memories": [candidate]})
+        [item] = note_items(MemoryContext(memories=[candidate]))
         self.assertEqual(item["chain"], f"{self.wren.key} > Marta (1 hop)")
         plain = dict(candidate, metadata={"speaker": "Wren", "memory_id": "abc"})
-        self.assertNotIn("chain", note_items({"memories": [plain]})[0])  # positive control
+        self.assertNotIn("chain", note_items(MemoryContext(memories=[plain]))[0])  # positive control
         out = self.call(CmdAIHistory(), "Bram/journal")
         # the "who" cell names the chain (it wraps in the table)
         self.assertIn(f"{self.wren.key} >", out)

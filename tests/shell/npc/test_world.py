@@ -391,30 +391,30 @@ def test_a_scene_is_shown_again_only_when_what_it_says_changes():
     section = {"key": "scene", "part": "scene", "text": "[SCENE] 1 min ago", "tokens": 10,
                "signature": ("Room", ("#1",))}
     first = plan_world_notes([], [section], "a1", {"a1", "a2", "a3"})
-    assert len(first["new"]) == 1
-    same = plan_world_notes(first["notes"], [dict(section, text="[SCENE] 2 min ago")], "a2",
+    assert len(first.new) == 1
+    same = plan_world_notes(first.notes, [dict(section, text="[SCENE] 2 min ago")], "a2",
                             {"a1", "a2", "a3"})
-    assert same["new"] == []
-    moved = plan_world_notes(first["notes"], [dict(section, signature=("Room", ("#1", "#2")))],
+    assert same.new == []
+    moved = plan_world_notes(first.notes, [dict(section, signature=("Room", ("#1", "#2")))],
                              "a3", {"a1", "a2", "a3"}, budgets={"scene": 15})
-    assert len(moved["new"]) == 1 and moved["dropped"] == 1  # over its budget: the old one goes
-    assert [n["anchor"] for n in moved["shown"]] == ["a3"]
+    assert len(moved.new) == 1 and moved.dropped == 1  # over its budget: the old one goes
+    assert [n["anchor"] for n in moved.shown] == ["a3"]
 
 
 def test_a_note_the_listeners_cannot_see_is_noted_again_and_shown_once_where_both_are():
     section = {"key": "lore:1", "part": "lore", "text": "WHAT YOU KNOW:\n- griffin", "tokens": 5}
     first = plan_world_notes([], [section], "a1", {"a1"})
     # the next listeners do not see a1: the note stays for those who do, and is noted again
-    again = plan_world_notes(first["notes"], [section], "a2", {"a1", "a2"},
+    again = plan_world_notes(first.notes, [section], "a2", {"a1", "a2"},
                              visible_ids={"a2"})
-    assert [n["anchor"] for n in again["new"]] == ["a2"]
-    assert [n["anchor"] for n in again["notes"]] == ["a1", "a2"]
+    assert [n["anchor"] for n in again.new] == ["a2"]
+    assert [n["anchor"] for n in again.notes] == ["a1", "a2"]
     # control: listeners who see a1 get nothing new
-    same = plan_world_notes(first["notes"], [section], "a2", {"a1", "a2"})
-    assert same["new"] == []
+    same = plan_world_notes(first.notes, [section], "a2", {"a1", "a2"})
+    assert same.new == []
     # where both lines are seen, the entry is shown once, where it was first
-    both = plan_world_notes(again["notes"], [section], "a3", {"a1", "a2", "a3"})
-    assert both["new"] == [] and [n["anchor"] for n in both["shown"]] == ["a1"]
+    both = plan_world_notes(again.notes, [section], "a3", {"a1", "a2", "a3"})
+    assert both.new == [] and [n["anchor"] for n in both.shown] == ["a1"]
 
 
 class TestHostileNames(WorldCase):

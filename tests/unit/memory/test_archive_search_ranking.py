@@ -128,9 +128,9 @@ def rankings(directory):
                     index, embedder=embedder).nearest(query, 5)],
                 "neighbours": {str(row): [doc["id"] for doc in docs] for row, docs in
                                sorted(source.neighbours(rows, [LISTENER]).items())},
-                "reply": [[c["key"], c["score"]] for c in context["memories"]
-                          + context["experiences"]],
-                "reply_text": context["text"],
+                "reply": [[c["key"], c["score"]] for c in context.memories
+                          + context.experiences],
+                "reply_text": context.text,
             }
         return found
     finally:

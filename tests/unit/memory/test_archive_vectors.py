@@ -392,12 +392,12 @@ class RetrievalEmbedsTest(trial.TestCase):
         first = yield retrieval.retrieve_memory_context(
             "npc-v", JOB_QUESTION, source, store=self.store, threshold=0.0)
         # the first reply had no vectors to search: its note comes from the words alone
-        self.assertNotIn(LINES[2], first["text"])
+        self.assertNotIn(LINES[2], first.text)
         yield self.store.run(lambda: None)  # the embedding job queued behind it has run
         self.assertEqual(self.index.vector_count(), len(LINES))
         second = yield retrieval.retrieve_memory_context(
             "npc-v", JOB_QUESTION, source, store=self.store, threshold=0.0)
-        self.assertIn(LINES[2], second["memories_text"])
+        self.assertIn(LINES[2], second.memories_text)
 
     @defer.inlineCallbacks
     def test_a_reply_queues_no_embedding_job_when_every_line_has_its_vector(self):
@@ -417,7 +417,7 @@ class RetrievalEmbedsTest(trial.TestCase):
             reply = yield retrieval.retrieve_memory_context(
                 "npc-v", JOB_QUESTION, source, store=self.store, threshold=0.0)
             yield self.store.run(lambda: None)
-            self.assertIn(LINES[2], reply["memories_text"])
+            self.assertIn(LINES[2], reply.memories_text)
             self.assertNotIn(retrieval.embed_archived, jobs)
             # a line said since: the next reply queues a job, which embeds it (control)
             self.archive.append_message(message(len(LINES), "Caroline adopted a kitten."))
@@ -751,7 +751,7 @@ class RetrievalFirstTest(trial.TestCase):
         context = yield reply
         stored = yield embedding
         yield held_job
-        self.assertIn("Boston", context["text"])  # found by its words
+        self.assertIn("Boston", context.text)  # found by its words
         # it waited for the job that held the thread, then ran before every embedding job
         self.assertEqual(ran[:2], ["held", "retrieval"])
         # the embedding jobs all ran after it, a few lines each (control)

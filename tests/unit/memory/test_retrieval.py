@@ -380,7 +380,7 @@ def test_messages_said_at_one_time_share_one_header_in_the_order_said():
         '- [2026-11-21 09:30] Bob: "See you at the mill."',  # alone at its time: its own stamp
     ]
     # the recall note renders its items the same way, whatever their order
-    context = {"memories": [later, second, fact, first], "experiences": []}
+    context = retrieval.MemoryContext(memories=[later, second, fact, first])
     items = retrieval.note_items(context)
     assert retrieval.render_note(items) == "\n".join(lines)
     assert retrieval.render_note(items[::-1]) == "\n".join(lines)
@@ -408,13 +408,13 @@ def test_build_memory_context_end_to_end_pure():
     context = build_memory_context(
         hits, docs, "How much gold for the sword?", budget_tokens=500, count_tokens=_words
     )
-    assert context["text"].startswith(MEMORIES_HEADER)
-    assert EXPERIENCES_HEADER in context["text"]
-    assert "(messages 0-41)" in context["experiences_text"]
-    assert 'Marta: "The sword costs forty gold' in context["memories_text"]
-    assert context["tokens"] == _words(context["text"])
+    assert context.text.startswith(MEMORIES_HEADER)
+    assert EXPERIENCES_HEADER in context.text
+    assert "(messages 0-41)" in context.experiences_text
+    assert 'Marta: "The sword costs forty gold' in context.memories_text
+    assert context.tokens == _words(context.text)
     empty = build_memory_context([], [], "anything")
-    assert empty["text"] == "" and empty["tokens"] == 0
+    assert empty.text == "" and empty.tokens == 0
 
 
 # ------------------------------------------------------------------------------ Deferred wrapper
@@ -457,9 +457,9 @@ class RetrieveTest(Mem0StoreCase):
             store=self.store,
             threshold=0.0,
         )
-        self.assertIn("Alice is allergic to peanuts.", context["memories_text"])
-        self.assertIn("no peanuts in my stew", context["memories_text"])
-        self.assertNotIn("Bob owes", context["text"])  # Bob's private fact never reaches Alice
+        self.assertIn("Alice is allergic to peanuts.", context.memories_text)
+        self.assertIn("no peanuts in my stew", context.memories_text)
+        self.assertNotIn("Bob owes", context.text)  # Bob's private fact never reaches Alice
 
     @defer.inlineCallbacks
     def test_store_failure_falls_back_to_the_archive(self):
@@ -482,7 +482,7 @@ class RetrieveTest(Mem0StoreCase):
         )
         self.assertEqual(len(readers), 1)
         self.assertNotEqual(readers[0], threading.main_thread().name)
-        self.assertIn("The ferry leaves at dawn.", context["text"])
+        self.assertIn("The ferry leaves at dawn.", context.text)
 
 
 def test_a_candidate_far_below_the_best_is_left_out_at_a_relative_threshold():
@@ -493,10 +493,10 @@ def test_a_candidate_far_below_the_best_is_left_out_at_a_relative_threshold():
     docs = [_doc("m1", "Bob paid five gold coins for the sword at last.", name="Bob")]
     everything = build_memory_context(hits, docs, "gold coins sword", budget_tokens=500,
                                       count_tokens=_words)
-    assert "harvest fair" in everything["text"]  # the control: without a threshold it fits
+    assert "harvest fair" in everything.text  # the control: without a threshold it fits
     strict = build_memory_context(hits, docs, "gold coins sword", budget_tokens=500,
                                   count_tokens=_words, min_relative_score=0.6)
-    assert "harvest fair" not in strict["text"] and "five gold coins" in strict["text"]
+    assert "harvest fair" not in strict.text and "five gold coins" in strict.text
 
 
 def test_retrieval_options_travel_as_one_frozen_object():
@@ -509,10 +509,10 @@ def test_retrieval_options_travel_as_one_frozen_object():
     by_object = build_memory_context(hits, docs, "gold coins sword", strict)
     by_name = build_memory_context(hits, docs, "gold coins sword", budget_tokens=500,
                                    count_tokens=_words, min_relative_score=0.6)
-    assert by_object == by_name and "five gold coins" in by_object["text"]
+    assert by_object == by_name and "five gold coins" in by_object.text
     # an override on top of the object: the loose threshold lets the weak match back in
     loose = build_memory_context(hits, docs, "gold coins sword", strict, min_relative_score=0.0)
-    assert "harvest fair" in loose["text"] and "harvest fair" not in by_object["text"]
+    assert "harvest fair" in loose.text and "harvest fair" not in by_object.text
     with pytest.raises(FrozenInstanceError):
         strict.max_items = 1
     with pytest.raises(TypeError):
