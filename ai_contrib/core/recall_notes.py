@@ -305,9 +305,12 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     up, one at a time, until :data:`TOPIC_ROOM` of the budget is free, but only while what
     giving one up costs (``anchor_cost``: the prompt after its anchor, evaluated again) fits
     the allowance (for a question about the past, :data:`QUESTION_DROP_SHARE` allowances of
-    its own, beside its note's). The newest first, because giving up a note costs the cache
-    everything after its anchor, and the newest anchor has the least after it; older notes
-    stay in the cached prefix until compaction takes their anchors.
+    its own, beside its note's). A question about the past counts the room the history lends
+    (``lent_tokens``) first and gives notes up only for what its note may take (its allowance,
+    at most :data:`TOPIC_ROOM` of the budget) beyond the free budget and the loan. The newest
+    first, because giving up a note costs the cache everything after its anchor, and the newest
+    anchor has the least after it; older notes stay in the cached prefix until compaction takes
+    their anchors.
 
     Args:
         notes (list[dict]): the NPC's notes so far, oldest first.
@@ -325,7 +328,8 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
         anchor_cost (dict, optional): ``{anchor id: tokens after it}`` (:func:`anchor_costs`);
             None: giving up a note costs nothing.
         asking (bool): the turn asks about the past (:mod:`ai_contrib.core.past_questions`):
-            room is made as on a change of subject (a run of questions fills the budget).
+            room is made as on a change of subject, for its note only, after the loan (a run
+            of questions fills the budget and what the history lends).
         withdrawn (set[str], optional): marks of sources staff erased (:func:`withdraw`): the
             notes holding one leave, and such a candidate is not added.
         lent_tokens (int): tokens the history lends a question about the past beyond
@@ -427,12 +431,12 @@ def _make_room(shown, budget_tokens, allowance, anchor_cost, subject_keys=frozen
                need=None, lent=0):
     """
     On a change of subject or a question about the past: give up the newest ``shown`` notes,
-    one at a time, until ``need`` tokens (None: :data:`TOPIC_ROOM` of ``budget_tokens``) are
-    free beside the ``lent`` ones, while what giving one up costs (the tokens after its
-    anchor, ``anchor_cost``, and of the notes kept after it; None: nothing) stays under
+    one at a time, until the free budget plus the ``lent`` tokens reach ``need`` (None:
+    :data:`TOPIC_ROOM` of ``budget_tokens``), while what giving one up costs (the tokens after
+    its anchor, ``anchor_cost``, and of the notes kept after it; None: nothing) stays under
     ``allowance`` (:func:`plan_recall`). A note on the turn's subject (:func:`_on_subject` of
     ``subject_keys``, the turn's candidates) stays. So a run of questions on one subject
-    gathers its notes turn after turn, up to the whole budget.
+    gathers its notes turn after turn, up to the whole budget and what the history lends.
 
     Returns:
         tuple: ``(shown, dropped, spent)``: the notes still shown (a new list), those given up

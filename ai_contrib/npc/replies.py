@@ -82,17 +82,17 @@ class TurnRecall:
     recall: dict | None = None
 
 
-def _optional_retrieval(character, name, *args):
+def _optional_retrieval(character, retrieve):
     """
-    Call ``ai_contrib.npc.recall.<name>(*args)`` -> Deferred, or None when the memory
-    package is not installed; a failure is logged and fires None (a reply goes on without
-    memories).
+    ``retrieve(recall)`` -> Deferred, given the :mod:`ai_contrib.npc.recall` module; a
+    Deferred firing None when that cannot be imported (the ``memory`` extra is not installed:
+    numpy, sqlite-vec). A failure is logged and fires None (a reply goes on without memories).
     """
     try:
         from . import recall
     except ImportError:
         return defer.succeed(None)
-    d = defer.maybeDeferred(getattr(recall, name), *args)
+    d = defer.maybeDeferred(retrieve, recall)
 
     def _failed(failure):
         logger.log_warn(f"AI {character}: memory retrieval failed: {failure.getErrorMessage()}")
@@ -124,8 +124,8 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None) ->
     # (docs/design.md, "Recall notes")
     audience = None if listeners is None else tuple(sorted(listeners))
     query, follows = turn_subject(query, script.ndb.recall_subjects or {}, audience)
-    d = _optional_retrieval(character, "related_memory_context", script, character, query,
-                            listeners)
+    d = _optional_retrieval(character, lambda recall: recall.related_memory_context(
+        script, character, query, listeners))
 
     def plan(context):
         try:

@@ -847,3 +847,10 @@ def test_a_question_borrows_before_it_gives_a_note_up():
     assert [n["anchor"] for n in lent.shown] == ["m1", "m2", "m3"]
     # a loan short of it: the note given up pays for the rest
     assert ask(10).dropped == 1
+    # a fast server (no allowance): the note may take half the budget, which the loan covers
+    # or not
+    def fast(lent):
+        return plan_recall(notes, asked, "m3", ids, 50, render, count, anchor_cost=costs,
+                           asking=True, lent_tokens=lent)
+
+    assert fast(0).dropped == 2 and fast(23).dropped == 1 and fast(24).dropped == 0
