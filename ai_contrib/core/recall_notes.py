@@ -305,12 +305,9 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     up, one at a time, until :data:`TOPIC_ROOM` of the budget is free, but only while what
     giving one up costs (``anchor_cost``: the prompt after its anchor, evaluated again) fits
     the allowance (for a question about the past, :data:`QUESTION_DROP_SHARE` allowances of
-    its own, beside its note's). A question about the past counts the room the history lends
-    (``lent_tokens``) first and gives notes up only for what its note may take (its allowance,
-    at most :data:`TOPIC_ROOM` of the budget) beyond the free budget and the loan. The newest
-    first, because giving up a note costs the cache everything after its anchor, and the newest
-    anchor has the least after it; older notes stay in the cached prefix until compaction takes
-    their anchors.
+    its own, beside its note's). The newest first, because giving up a note costs the cache
+    everything after its anchor, and the newest anchor has the least after it; older notes
+    stay in the cached prefix until compaction takes their anchors.
 
     Args:
         notes (list[dict]): the NPC's notes so far, oldest first.
@@ -328,8 +325,7 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
         anchor_cost (dict, optional): ``{anchor id: tokens after it}`` (:func:`anchor_costs`);
             None: giving up a note costs nothing.
         asking (bool): the turn asks about the past (:mod:`ai_contrib.core.past_questions`):
-            room is made as on a change of subject, for its note only, after the loan (a run
-            of questions fills the budget and what the history lends).
+            room is made as on a change of subject (a run of questions fills the budget).
         withdrawn (set[str], optional): marks of sources staff erased (:func:`withdraw`): the
             notes holding one leave, and such a candidate is not added.
         lent_tokens (int): tokens the history lends a question about the past beyond
@@ -346,11 +342,11 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     alive, gone, compacted, shown = _split(notes, history_ids, listeners)
     ready = _ready(ahead, items, anchor, listeners, withdrawn, _shown_keys(shown))
     alive, shown = (alive + [ready], shown + [ready]) if ready else (alive, shown)
-    lent = max(0, int(lent_tokens)) if asking else 0
     shown, dropped, spent = _room_for_turn(shown, items, asking, budget_tokens, allowance,
-                                           anchor_cost, lent)
+                                           anchor_cost)
     keys = _shown_keys(shown)
     fresh = [item for item in items if item["key"] not in keys]
+    lent = max(0, int(lent_tokens)) if asking else 0
     rooms = [_note_room(budget_tokens, shown, limit, compacted, dropped, spent, lent)
              for limit in (allowance, float("inf"))]
     chosen, text, tokens = _fill(fresh, rooms[0], render, count)
@@ -365,14 +361,12 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
                       room_limited=bool(timed and len(fresh) > len(chosen)))
 
 
-def _room_for_turn(shown, items, asking, budget_tokens, allowance, anchor_cost, lent=0):
+def _room_for_turn(shown, items, asking, budget_tokens, allowance, anchor_cost):
     """
     The notes given up for the turn (:func:`plan_recall`): on a change of subject or a
     question about the past, :func:`_make_room`; a question gives notes up from its own
     :data:`QUESTION_DROP_SHARE` allowances, so what it spends there is not taken from its
-    note's, and only for the room its note needs (:data:`TOPIC_ROOM` of the budget, at most
-    its allowance) that the free budget and the ``lent`` tokens the history lends do not
-    cover: a loan costs the cache nothing, a note given up the prompt after its anchor.
+    note's.
 
     Returns:
         tuple: ``(shown, dropped, spent)``: as :func:`_make_room`, ``spent`` being what the new
@@ -387,12 +381,10 @@ def _room_for_turn(shown, items, asking, budget_tokens, allowance, anchor_cost, 
     if not (shown and items and (asking or not going_on)):
         return shown, [], 0
     # a change of subject, or a question about the past: the subject's notes stay
-    if not asking:
-        return _make_room(shown, budget_tokens, allowance, anchor_cost, candidates)
-    need = min(budget_tokens * TOPIC_ROOM, allowance)
-    shown, dropped, _ = _make_room(shown, budget_tokens, allowance * QUESTION_DROP_SHARE,
-                                   anchor_cost, candidates, need=need, lent=lent)
-    return shown, dropped, 0
+    shown, dropped, spent = _make_room(
+        shown, budget_tokens, allowance * QUESTION_DROP_SHARE if asking else allowance,
+        anchor_cost, candidates)
+    return shown, dropped, 0 if asking else spent
 
 
 def _split(notes, history_ids, listeners):
@@ -427,16 +419,14 @@ def _on_subject(note, subject_keys):
     return 2 * len(held & subject_keys) > len(held) > 0
 
 
-def _make_room(shown, budget_tokens, allowance, anchor_cost, subject_keys=frozenset(),
-               need=None, lent=0):
+def _make_room(shown, budget_tokens, allowance, anchor_cost, subject_keys=frozenset()):
     """
     On a change of subject or a question about the past: give up the newest ``shown`` notes,
-    one at a time, until the free budget plus the ``lent`` tokens reach ``need`` (None:
-    :data:`TOPIC_ROOM` of ``budget_tokens``), while what giving one up costs (the tokens after
-    its anchor, ``anchor_cost``, and of the notes kept after it; None: nothing) stays under
-    ``allowance`` (:func:`plan_recall`). A note on the turn's subject (:func:`_on_subject` of
-    ``subject_keys``, the turn's candidates) stays. So a run of questions on one subject
-    gathers its notes turn after turn, up to the whole budget and what the history lends.
+    one at a time, until :data:`TOPIC_ROOM` of ``budget_tokens`` is free, while what giving one
+    up costs (the tokens after its anchor, ``anchor_cost``, and of the notes kept after it;
+    None: nothing) stays under ``allowance`` (:func:`plan_recall`). A note on the turn's
+    subject (:func:`_on_subject` of ``subject_keys``, the turn's candidates) stays. So a run
+    of questions on one subject gathers its notes turn after turn, up to the whole budget.
 
     Returns:
         tuple: ``(shown, dropped, spent)``: the notes still shown (a new list), those given up
@@ -444,9 +434,8 @@ def _make_room(shown, budget_tokens, allowance, anchor_cost, subject_keys=frozen
         prompt after the oldest anchor given up is evaluated again once).
     """
     shown, dropped, spent, kept_after = list(shown), [], 0, 0
-    need = budget_tokens * TOPIC_ROOM if need is None else need
     for note in reversed(list(shown)):
-        if budget_tokens - sum(n["tokens"] for n in shown) + lent >= need:
+        if budget_tokens - sum(n["tokens"] for n in shown) >= budget_tokens * TOPIC_ROOM:
             break
         if _on_subject(note, subject_keys):
             kept_after += note["tokens"]  # evaluated again if an older note is given up

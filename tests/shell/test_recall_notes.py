@@ -825,32 +825,3 @@ class AnsweredQuestionsAreNoMemories(NPCTestCase):
         archived = [m["content"] for m in self.script.archive.messages()]
         self.assertIn(question["content"], archived)
 
-
-def test_a_question_borrows_before_it_gives_a_note_up():
-    # the budget is full; giving up the newest note (cost 12) fits the allowance
-    notes = [_note("m1", "a", "a2", "a3"), _note("m2", "b", "b2")]  # 49 of 50 tokens
-    ids = {"m1", "m2", "m3"}
-    costs = {"m1": 28, "m2": 12, "m3": 1}
-    asked = [item(key, 8) for key in ("u", "v")]  # a note of both: 19 tokens
-
-    def ask(lent):
-        return plan_recall(notes, asked, "m3", ids, 50, render, count, new_tokens=20,
-                           anchor_cost=costs, asking=True, lent_tokens=lent)
-
-    # control: nothing lent, the newest note is given up for the question's memories
-    alone = ask(0)
-    assert alone.dropped == 1 and [i["key"] for i in alone.new["items"]] == ["u", "v"]
-    # a loan that covers the note's room (its allowance, 20, less the 1 token free): nothing
-    # is given up, so the cached prompt after the older notes stays, and the note is the same
-    lent = ask(19)
-    assert lent.dropped == 0 and [i["key"] for i in lent.new["items"]] == ["u", "v"]
-    assert [n["anchor"] for n in lent.shown] == ["m1", "m2", "m3"]
-    # a loan short of it: the note given up pays for the rest
-    assert ask(10).dropped == 1
-    # a fast server (no allowance): the note may take half the budget, which the loan covers
-    # or not
-    def fast(lent):
-        return plan_recall(notes, asked, "m3", ids, 50, render, count, anchor_cost=costs,
-                           asking=True, lent_tokens=lent)
-
-    assert fast(0).dropped == 2 and fast(23).dropped == 1 and fast(24).dropped == 0
