@@ -988,9 +988,8 @@ def retrieve_memory_context(agent_id, query, archive_docs=(), user_id=None, stor
         limit, threshold: go to the Mem0 search.
 
     Returns:
-        Deferred[MemoryContext]: the :func:`build_memory_context` result. A Mem0 failure is
-        logged and the archive alone answers, and the other way round; it never errbacks for
-        either.
+        Deferred[MemoryContext]: :func:`build_memory_context`'s. A Mem0 failure is logged and
+        the archive alone answers, and the other way round; it never errbacks for either.
     """
     from .archive import ArchiveError
     from .fulltext import FullTextError
