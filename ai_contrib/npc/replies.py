@@ -40,7 +40,7 @@ from .last_active import note_reply
 from .notify import notify_admins
 from .reply_prompt import ReplyPrompt, notes_in_order, window_messages
 from .scene import note_exchange
-from .world import TurnWorld
+from .world import TurnWorld, plan_world
 
 if TYPE_CHECKING:
     from twisted.internet.base import DelayedCall
@@ -487,8 +487,6 @@ def world_for_turn(script, character, lines, listeners, anchor, window) -> TurnW
     Returns:
         TurnWorld: :func:`ai_contrib.npc.world.plan_world`'s result (empty on a failure).
     """
-    from .world import plan_world
-
     try:
         history = script.history
         first = next((i for i, m in enumerate(history) if m.get("id") == anchor), len(history))

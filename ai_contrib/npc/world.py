@@ -208,14 +208,12 @@ class TurnWorld:
         standing (list[dict]): the standing sections of the system message.
         notes (list[dict]): the world notes to show, in order, each a world note
             (:mod:`ai_contrib.core.world_notes`) with ``"new": bool`` (first shown now).
-        lore (dict | None): :func:`ai_contrib.lore.lore_for_npc`'s result for the turn.
         skipped (list[dict]): ``{"key", "part", "reason"}`` of what was left out (reasons:
             ``"budget"``, and those of :func:`standing_notes`).
     """
 
     standing: list = field(default_factory=list)
     notes: list = field(default_factory=list)
-    lore: dict | None = None
     skipped: list = field(default_factory=list)
 
 
@@ -251,7 +249,7 @@ def plan_world(script, character, lines, earlier, listeners, anchor, shown_ids,
         for entry in lore["skipped"]]
     return TurnWorld(standing=standing,
                      notes=[dict(note, new=id(note) in fresh) for note in result.shown],
-                     lore=lore, skipped=skipped)
+                     skipped=skipped)
 
 
 def shown_world(script, character, listeners, history_ids) -> tuple:
