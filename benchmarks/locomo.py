@@ -749,7 +749,7 @@ class PipelineNPC:
         warmed with the NPC's reply prompt (:func:`ai_contrib.npc.warmup.warm_reply_cache`, the
         warm-up a game's tick sends after a reply whose prompt start changed, and after a
         restart to the NPCs last spoken to), waited for, where a game warms
-        (:func:`ai_contrib.npc.warmup.warmup_enabled`: the embedded model by default). The
+        (:func:`ai_contrib.npc.deadline.warmup_enabled`: the embedded model by default). The
         replay stores the lines but sends no reply, so without it the first question would
         meet a server that has never seen the prompt, which no talk under way has; it also
         measures the server's prompt speed, as a game's replies have by then.
@@ -758,7 +758,8 @@ class PipelineNPC:
             list[dict] | None: the messages warmed (what the server's prefix cache holds now),
             None where a game does not warm.
         """
-        from ai_contrib.npc.warmup import warm_reply_cache, warmup_enabled
+        from ai_contrib.npc.deadline import warmup_enabled
+        from ai_contrib.npc.warmup import warm_reply_cache
 
         if not warmup_enabled():
             return None
@@ -1170,7 +1171,8 @@ def ask_in_game(conv, system, npc, args, meter, progress, rows):
                        new_memory_tokens=recall.get("new_tokens", 0),
                        left_out_for_time=recall.get("left_out", 0)
                        if recall.get("room_limited") else 0,
-                       dropped_notes=recall.get("dropped", 0))
+                       dropped_notes=recall.get("dropped", 0),
+                       leaving_notes=recall.get("leaving", 0))
             if args.keep_prompts:
                 row["prompt"] = prompt
             rows.append(row)

@@ -275,6 +275,8 @@ class RecallPlan:
         withdrawn (int): notes that left because their source was erased.
         room_limited (bool): the allowance (``new_tokens``), not the budget, left candidates
             out: the reply had no time to evaluate them.
+        leaving (int): notes a question gives up after its reply rather than before it
+            (``give_up_later``): still shown, marked ``"leaving"`` in ``notes``.
     """
 
     notes: list
@@ -285,11 +287,12 @@ class RecallPlan:
     left_out: int
     withdrawn: int
     room_limited: bool
+    leaving: int = 0
 
 
 def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count, listeners=None,
                 new_tokens=None, anchor_cost=None, asking=False, withdrawn=None,
-                lent_tokens=0, ahead=None) -> RecallPlan:
+                lent_tokens=0, ahead=None, give_up_later=False) -> RecallPlan:
     """
     The notes after a turn's retrieval.
 
@@ -305,9 +308,7 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     up, one at a time, until :data:`TOPIC_ROOM` of the budget is free, but only while what
     giving one up costs (``anchor_cost``: the prompt after its anchor, evaluated again) fits
     the allowance (for a question about the past, :data:`QUESTION_DROP_SHARE` allowances of
-    its own, beside its note's). The newest first, because giving up a note costs the cache
-    everything after its anchor, and the newest anchor has the least after it; older notes
-    stay in the cached prefix until compaction takes their anchors.
+    its own, beside its note's); the newest first (:func:`_make_room`).
 
     Args:
         notes (list[dict]): the NPC's notes so far, oldest first.
@@ -324,8 +325,7 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
             note and the prompt after any note given up (None: no limit, for a fast server).
         anchor_cost (dict, optional): ``{anchor id: tokens after it}`` (:func:`anchor_costs`);
             None: giving up a note costs nothing.
-        asking (bool): the turn asks about the past (:mod:`ai_contrib.core.past_questions`):
-            room is made as on a change of subject (a run of questions fills the budget).
+        asking (bool): the turn asks about the past (:mod:`ai_contrib.core.past_questions`).
         withdrawn (set[str], optional): marks of sources staff erased (:func:`withdraw`): the
             notes holding one leave, and such a candidate is not added.
         lent_tokens (int): tokens the history lends a question about the past beyond
@@ -333,15 +333,22 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
         ahead (dict, optional): a note fetched ahead (:func:`plan_ahead`), evaluated by the
             server right before this turn's first line: shown first, outside ``new_tokens``,
             when the turn goes on with its subject (:func:`_ready`); else let go.
+        give_up_later (bool): a question keeps the notes it gives up shown, on loan within
+            ``lent_tokens``, marked ``"leaving"`` (:func:`_given_up`); the warm-up gives them
+            up (:func:`give_up_leaving`), else the next turn does first.
 
     Returns:
         RecallPlan: the new state and what the prompt shows.
     """
     notes, items, erased = withdraw(notes, items, withdrawn)
+    # kept on loan by the last question, not given up by a warm-up: due, whatever it costs
+    leaving = [note for note in notes if note.get("leaving")]
+    notes = [note for note in notes if not note.get("leaving")]
     allowance = float("inf") if new_tokens is None else max(0, int(new_tokens))
     alive, gone, compacted, shown = _split(notes, history_ids, listeners)
     ready = _ready(ahead, items, anchor, listeners, withdrawn, _shown_keys(shown))
     alive, shown = (alive + [ready], shown + [ready]) if ready else (alive, shown)
+    before = shown
     shown, dropped, spent = _room_for_turn(shown, items, asking, budget_tokens, allowance,
                                            anchor_cost)
     keys = _shown_keys(shown)
@@ -351,14 +358,60 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
              for limit in (allowance, float("inf"))]
     chosen, text, tokens = _fill(fresh, rooms[0], render, count)
     timed = rooms[0] < rooms[1]  # the allowance, not the budget, set the room: for the receipt
-    given_up = {id(note) for note in dropped}
-    state = lost_marks(gone + dropped) + [note for note in alive if id(note) not in given_up]
+    later = bool(give_up_later and asking and dropped) and (
+        sum(note["tokens"] for note in before) + tokens <= budget_tokens + lent)
+    state, shown, given_up = _given_up(alive, gone + leaving, dropped,
+                                       before if later else shown, later)
     new = {"anchor": anchor, "audience": None if listeners is None else sorted(listeners),
            "items": chosen, "text": text, "tokens": tokens} if chosen else None
     state, shown = (state + [new], shown + [new]) if new else (state, shown)
-    return RecallPlan(notes=state, shown=shown, new=new, ahead=ready, dropped=len(dropped),
-                      left_out=len(fresh) - len(chosen), withdrawn=erased,
-                      room_limited=bool(timed and len(fresh) > len(chosen)))
+    return RecallPlan(notes=state, shown=shown, new=new, ahead=ready,
+                      dropped=given_up + len(leaving), left_out=len(fresh) - len(chosen),
+                      withdrawn=erased, room_limited=bool(timed and len(fresh) > len(chosen)),
+                      leaving=len(dropped) - given_up)
+
+
+def _given_up(alive, gone, dropped, shown, later):
+    """
+    The notes' state once the ``dropped`` notes are given up (:func:`plan_recall`): now, their
+    marks beside those of the ``gone`` ones (:func:`lost_marks`); or, ``later``, kept in the
+    state and in ``shown`` (the prompt before they were given up) marked ``"leaving"``, so
+    the reply's prompt keeps them where the server cached them and only its note is new.
+
+    Returns:
+        tuple: ``(state, shown, given_up)``: the notes without the new one, what the prompt
+        shows, and how many were given up now.
+    """
+    out = {id(note) for note in dropped}
+    if later:
+        alive = [dict(note, leaving=True) if id(note) in out else note for note in alive]
+        shown = [dict(note, leaving=True) if id(note) in out else note for note in shown]
+        return lost_marks(gone) + alive, shown, 0
+    return (lost_marks(gone + dropped) + [note for note in alive if id(note) not in out],
+            shown, len(dropped))
+
+
+def give_up_leaving(notes) -> tuple:
+    """
+    Give up the notes a question kept on loan for its reply (:func:`plan_recall`'s
+    ``give_up_later``), once the reply is spoken: the shell calls it as its cache warm-up
+    starts, so the server evaluates the prompt after them again while the player types
+    (``docs/design.md``, "Recall notes", "Given up after the reply").
+
+    Args:
+        notes (list[dict]): the NPC's notes, oldest first (module docstring).
+
+    Returns:
+        tuple: ``(notes, given_up)``: the new state (the ones given up marked by
+        :func:`lost_marks`, as any note given up) and how many there were; the same notes and
+        0 when none is leaving.
+    """
+    leaving = [note for note in notes if note.get("leaving")]
+    if not leaving:
+        return list(notes), 0
+    marks = [note for note in notes if note.get("lost")]
+    rest = [note for note in notes if not note.get("lost") and not note.get("leaving")]
+    return lost_marks(marks + leaving) + rest, len(leaving)
 
 
 def _room_for_turn(shown, items, asking, budget_tokens, allowance, anchor_cost):
@@ -427,6 +480,9 @@ def _make_room(shown, budget_tokens, allowance, anchor_cost, subject_keys=frozen
     None: nothing) stays under ``allowance`` (:func:`plan_recall`). A note on the turn's
     subject (:func:`_on_subject` of ``subject_keys``, the turn's candidates) stays. So a run
     of questions on one subject gathers its notes turn after turn, up to the whole budget.
+    The newest first, because giving up a note costs the cache everything after its anchor
+    and the newest anchor has the least after it; older notes stay in the cached prefix until
+    compaction takes their anchors.
 
     Returns:
         tuple: ``(shown, dropped, spent)``: the notes still shown (a new list), those given up

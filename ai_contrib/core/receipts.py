@@ -202,12 +202,13 @@ ASKS_WORDS = {"remember": "asks to remember", "past": "asks about the past",
 def describe_recall(recall) -> str:
     """
     The time a reply had for new memories, in words: ``"asks about the past: new memories up
-    to 450 tokens; 6 left out for time; 2 earlier note(s) given up"``, ending ``"; a follow-up
-    of the subject in hand"`` for a follow-up (``docs/design.md``, "Recall notes").
+    to 450 tokens; 6 left out for time; 2 earlier note(s) given up"`` (``"given up after the
+    reply"`` for those kept on loan for it), ending ``"; a follow-up of the subject in hand"``
+    for a follow-up (``docs/design.md``, "Recall notes").
 
     Args:
         recall (dict | None): ``receipt["recall"]``: ``{"asks", "allowance", "left_out",
-            "room_limited", "follows"?, "dropped"?}``.
+            "room_limited", "follows"?, "dropped"?, "leaving"?}``.
 
     Returns:
         str: ``""`` for a receipt without it.
@@ -222,6 +223,8 @@ def describe_recall(recall) -> str:
         text += f"; {recall['left_out']} left out for time"
     if recall.get("dropped"):
         text += f"; {recall['dropped']} earlier note(s) given up"
+    if recall.get("leaving"):
+        text += f"; {recall['leaving']} earlier note(s) given up after the reply"
     if recall.get("follows"):
         text += "; a follow-up of the subject in hand"
     return text

@@ -38,7 +38,23 @@ from ..core.deadline import (
 )
 from ..core.tokens import count_conversation_tokens
 from ..llm.client import get_client
-from ..settings import get_setting
+from ..settings import auto_or_bool, get_setting
+
+
+def warmup_enabled() -> bool:
+    """
+    Whether compactions are followed by a warm-up: ``AI_PROMPT_CACHE_WARMUP`` True or False, or
+    ``"auto"`` (the default): with the embedded model only, since a hosted API bills a
+    warm-up's prompt tokens like any request's.
+
+    Raises:
+        ValueError: a bad value (:func:`ai_contrib.settings.auto_or_bool`).
+    """
+    enabled = auto_or_bool("PROMPT_CACHE_WARMUP")
+    if enabled == "auto":
+        return bool(getattr(get_client(), "embedded", False))
+    return enabled
+
 
 #: the clock warm-ups are timed by (``time.monotonic``)
 _monotonic = time.monotonic

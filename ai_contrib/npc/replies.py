@@ -33,7 +33,7 @@ from ..llm.client import LLMContextOverflowError, LLMError, get_client
 from ..memory.archive import ArchiveError
 from ..settings import get_setting
 from .actions import ask_acting
-from .deadline import fit_reply, warm_up_stoppable, worth_waiting
+from .deadline import fit_reply, warm_up_stoppable, warmup_enabled, worth_waiting
 from .fetch_ahead import ahead_for_turn, remember_left_out, within_fetch
 from .hearing import is_assistant_character, room_npcs, with_npcs
 from .last_active import note_reply
@@ -74,7 +74,8 @@ class TurnRecall:
             bool`` (left out for time, not for the budget), ``"follows": bool`` (a follow-up:
             retrieval asked about the subject in hand,
             :func:`ai_contrib.core.follow_ups.turn_subject`), ``"dropped": int`` (earlier
-            notes given up for room)``}``; None without the memory package.
+            notes given up for room), ``"leaving": int`` (earlier notes kept for this reply,
+            given up after it)``}``; None without the memory package.
     """
 
     notes: list = field(default_factory=list)
@@ -160,7 +161,10 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None) ->
             anchor_cost=anchor_costs([m["id"] for m in shown],
                                      script.runtime.token_counts(shown)),
             # what staff erased since a note was shown leaves it (npc.erase.withdraw_recall)
-            withdrawn=script.ndb.withdrawn_memories, ahead=ahead_for_turn(script, anchor))
+            withdrawn=script.ndb.withdrawn_memories, ahead=ahead_for_turn(script, anchor),
+            # the warm-up gives them up while the player types (docs/design.md, "Recall
+            # notes", "Given up after the reply")
+            give_up_later=_warms_up())
         script.ndb.recall_notes = result.notes
         remember_left_out(script, items, result, asks, listeners)
         notes, fresh = _marked(result)
@@ -168,9 +172,18 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None) ->
             notes=notes, items=[dict(item, new=item["key"] in fresh) for item in items],
             recall={"asks": asks, "allowance": allowance, "left_out": result.left_out,
                     "room_limited": result.room_limited, "follows": follows,
-                    "dropped": result.dropped})
+                    "dropped": result.dropped, "leaving": result.leaving})
 
     return d.addCallback(plan)
+
+
+def _warms_up():
+    """Whether the cache warm-ups run (:func:`ai_contrib.npc.deadline.warmup_enabled`); a bad
+    ``AI_PROMPT_CACHE_WARMUP`` is logged where the warm-up is due, and here counts as no."""
+    try:
+        return warmup_enabled()
+    except ValueError:
+        return False
 
 
 def _marked(result):

@@ -30,6 +30,7 @@ from evennia.utils import logger
 
 from ..core.lines import speaker_of
 from ..core.prompts import prompt_head
+from ..core.recall_notes import give_up_leaving
 from ..core.tick import TickState, due, tick_needed
 from ..memory.compaction_log import breaker_open
 from ..settings import get_setting
@@ -141,6 +142,8 @@ class TickHandler:
             head_changed=bool(head and cached is not None
                               and prompt_head(script.history) != cached),
             fetch_ahead=ndb.fetch_ahead is not None,
+            # O(notes): a few dozen at most, within the memory budget
+            notes_leaving=any(note.get("leaving") for note in ndb.recall_notes or ()),
         )
 
     def run(self) -> defer.Deferred | None:
@@ -355,7 +358,9 @@ class TickHandler:
     def warm_if_due(self, listeners=None) -> defer.Deferred | None:
         """
         Warm the reply server's cache when the start of the reply prompt has changed since the
-        NPC's last prompt (a compaction or an eviction landed) and the NPC is idle: no reply
+        NPC's last prompt (a compaction or an eviction landed; a question's reply kept notes
+        on loan, given up now: :func:`ai_contrib.core.recall_notes.give_up_leaving`), or
+        memories wait to be fetched ahead, and the NPC is idle: no reply
         being written, no line waiting, someone in the room (``docs/design.md``, "Warming the
         cache after a compaction"; :mod:`ai_contrib.npc.warmup`). An NPC that has sent no prompt
         since the server started is not warmed, so a restart does not send every NPC's prompt
@@ -371,7 +376,8 @@ class TickHandler:
         Returns:
             Deferred or None: the warm-up (it never errbacks), or None when none is due.
         """
-        from .warmup import warm_reply_cache, warmup_enabled
+        from .deadline import warmup_enabled
+        from .warmup import warm_reply_cache
 
         script = self.obj
         if script.obj is None or not due(self.state(head=True)).warm_up:
@@ -391,6 +397,9 @@ class TickHandler:
             # the reply's prompt is built for the room's AI NPCs too (npc.hearing.with_npcs)
             listeners = room_audience(script.obj)
         script.ndb.cached_head = head
+        # the notes a question kept on loan for its reply go now: the warm-up evaluates the
+        # prompt after them while the player types (docs/design.md, "Recall notes")
+        script.ndb.recall_notes = give_up_leaving(script.ndb.recall_notes or [])[0]
         warming = defer.Deferred()
         script.ndb.warming = warming
         # a reply waits for the warm-up only when its prompt starts the same way

@@ -29,28 +29,12 @@ from ..core.deadline import cached_messages, held_head, warm_up_steps
 from ..core.recall_notes import visible_notes
 from ..core.tokens import count_message_tokens
 from ..llm.client import get_client
-from ..settings import auto_or_bool
 from .deadline import (request_timeout, warm_up_lost, warm_up_sent, warm_up_step_tokens,
                        warm_up_stopped)
 from .fetch_ahead import ahead_message, forget_ahead
 from .hearing import room_listeners
 from .replies import describe_reply
 from .reply_prompt import ReplyPrompt, notes_in_order
-
-
-def warmup_enabled() -> bool:
-    """
-    Whether compactions are followed by a warm-up: ``AI_PROMPT_CACHE_WARMUP`` True or False, or
-    ``"auto"`` (the default): with the embedded model only, since a hosted API bills a
-    warm-up's prompt tokens like any request's.
-
-    Raises:
-        ValueError: a bad value (:func:`ai_contrib.settings.auto_or_bool`).
-    """
-    enabled = auto_or_bool("PROMPT_CACHE_WARMUP")
-    if enabled == "auto":
-        return bool(getattr(get_client(), "embedded", False))
-    return enabled
 
 
 def warmup_messages(script, character, listeners) -> list:

@@ -12,10 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ai_contrib.core.prompts import assemble_reply_prompt
+from ai_contrib.core.receipts import describe_recall
 from ai_contrib.npc import deadline
 from ai_contrib.core.recall_notes import (
-    QUESTION_DROP_SHARE, item_marks, lendable_tokens, notes_over_budget, plan_ahead,
-    plan_recall, visible_notes, withdraw)
+    QUESTION_DROP_SHARE, give_up_leaving, item_marks, lendable_tokens, notes_over_budget,
+    plan_ahead, plan_recall, visible_notes, withdraw)
 
 from tests.support.llm_double import reply, respond
 from tests.support.npc_fixtures import NPCTestCase
@@ -237,6 +238,42 @@ def test_a_question_that_finds_the_budget_full_borrows_the_historys_room():
     first = plan_recall([], [item(k, 8) for k in "abcdefg"], "m3", ids, 50, render, count,
                         asking=True, lent_tokens=500)
     assert first.new["tokens"] <= 50 and first.left_out == 2
+
+
+def test_a_question_gives_notes_up_after_its_reply_while_the_history_can_lend_them():
+    notes = [_note("m1", "a", "a2", "a3"), _note("m2", "b", "b2")]  # 49 of 50 tokens
+    ids = {"m1", "m2", "m3"}
+    costs = {"m1": 40, "m2": 12, "m3": 1}  # the oldest costs more than the allowance
+    asked = [item(key, 3) for key in ("u", "v")]  # a note of both: 10 tokens
+
+    def ask(lent, later=True, state=notes):
+        return plan_recall(state, asked, "m3", ids, 50, render, count, new_tokens=30,
+                           anchor_cost=costs, asking=True, lent_tokens=lent,
+                           give_up_later=later)
+
+    # control: given up before the reply, as without warm-ups
+    now = ask(40, later=False)
+    assert now.dropped == 1 and now.leaving == 0
+    assert [n["anchor"] for n in now.shown] == ["m1", "m3"]
+    # kept on loan: the prompt still shows the newest note where the server cached it, word
+    # for word, and the question's note is the same as when it was given up first
+    later = ask(40)
+    assert later.dropped == 0 and later.leaving == 1
+    assert [n["text"] for n in later.shown[:2]] == [n["text"] for n in notes]
+    assert later.new["text"] == now.new["text"]
+    assert [bool(n.get("leaving")) for n in later.notes] == [False, True, False]
+    # after the reply the warm-up gives it up: the state is the one giving it up first left
+    settled, given_up = give_up_leaving(later.notes)
+    assert given_up == 1
+    assert [n["anchor"] for n in settled] == [n["anchor"] for n in now.notes]
+    assert give_up_leaving(settled) == (settled, 0)
+    # with no warm-up meanwhile, the next turn gives it up first, whatever it costs
+    nxt = plan_recall(later.notes, asked, "m4", ids | {"m4"}, 50, render, count,
+                      new_tokens=1, anchor_cost=costs)
+    assert nxt.dropped == 1 and "m2" not in [n["anchor"] for n in nxt.shown]
+    # a loan too small to hold it beside the new note: given up before the reply
+    tight = ask(5)
+    assert tight.dropped == 1 and tight.leaving == 0
 
 
 def test_a_note_fetched_ahead_is_shown_free_when_the_turn_goes_on_with_its_subject():
@@ -623,6 +660,54 @@ class AQuestionAboutThePastGetsTime(NPCTestCase):
         # the older notes stayed (the cached prefix holds them) beside the new one
         for words in ("paints herons", "silver key lies", "copper kettle cracked"):
             self.assertIn(words, prompt)
+
+    def test_a_question_gives_an_older_subject_up_after_its_reply_with_the_warm_up(self):
+        self.archived("The copper kettle cracked when the smith dropped it.")
+
+        def talk(warm):
+            with override_settings(AI_MEMORY_ENABLED=False, AI_PROMPT_TOKENS_PER_SECOND=100,
+                                   AI_MEMORY_NOTE_SECONDS=0.5, AI_MEMORY_QUESTION_SECONDS=0.5,
+                                   AI_MEMORY_RETRIEVAL_TOKEN_BUDGET=80,
+                                   AI_PROMPT_CACHE_WARMUP=warm,
+                                   AI_MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT=0,
+                                   AI_MEMORY_RETRIEVAL_SESSION_WEIGHT=0):
+                self.ask("Where is the silver key, Marta?")
+                self.ask("Who cracked the copper kettle?")
+                if self.script.ndb.warming is not None:
+                    wait_for(self.script.ndb.warming)
+                sent = len(self.llm.requests)
+                asked = self.ask("Do you remember what Wren paints by the river?")
+                prompt = "\n".join(m["content"] for m in self.llm.requests[sent]["messages"])
+                warm = None
+                if self.script.ndb.warming is not None:
+                    wait_for(self.script.ndb.warming)
+                    warm = self.llm.requests[-1]["messages"]
+                follow = self.ask("Anything else?")
+            self.script.ndb.recall_notes = self.script.ndb.recall_subjects = None
+            self.fill(2, words=6)
+            return asked, prompt, warm, follow
+
+        # control: no warm-ups (a hosted API): the kettle's note is given up before the reply
+        asked, prompt, warm, _ = talk(False)
+        self.assertEqual((asked["recall"]["dropped"], asked["recall"]["leaving"]), (1, 0))
+        self.assertIn("paints herons", prompt)
+        self.assertNotIn("copper kettle cracked", prompt)
+        self.assertIsNone(warm)
+        # with warm-ups the reply keeps it where the server cached it, on loan, and its own
+        # note is the same
+        asked, prompt, warm, follow = talk(True)
+        self.assertEqual((asked["recall"]["dropped"], asked["recall"]["leaving"]), (0, 1))
+        for words in ("paints herons", "copper kettle cracked", "silver key lies"):
+            self.assertIn(words, prompt)
+        self.assertIn("1 earlier note(s) given up after the reply",
+                      describe_recall(asked["recall"]))
+        # once the reply is spoken, the warm-up sends the prompt without it, and the follow-up
+        # starts where the warm-up left the server's cache
+        text = "\n".join(m["content"] for m in warm)
+        self.assertIn("paints herons", text)
+        self.assertNotIn("copper kettle cracked", text)
+        self.assertEqual(self.llm.requests[-1]["messages"][:len(warm)], warm)
+        self.assertEqual(follow["recall"]["leaving"], 0)
 
     def test_what_a_question_left_out_for_time_is_fetched_ahead_for_its_follow_up(self):
         def warmups():
