@@ -826,9 +826,13 @@ class PipelineNPC:
         # the warm-up's that the tick started after the reply
         sent = list(script.ndb.recent_prompts or ())
         prompt = list(sent[-1]["messages"]) if answered and sent else []
-        shown = {m.get("content") for m in prompt}
-        memories = "\n\n".join(note["text"] for note in script.ndb.recall_notes or ()
-                                if note["text"] in shown) or None
+        # the recall notes it showed, read from the prompt: notes a question kept for its reply
+        # are given up once it is spoken (docs/design.md, "Recall notes")
+        from ai_contrib.memory.retrieval import EXPERIENCES_HEADER, MEMORIES_HEADER
+
+        memories = "\n\n".join(
+            m["content"] for m in prompt[1:] if m.get("role") == "system"
+            and m["content"].startswith((MEMORIES_HEADER, EXPERIENCES_HEADER))) or None
         new_tokens = sum(int(part.get("tokens") or 0) for part in receipt.get("parts") or ()
                          if part.get("part") == "memories" and part.get("new"))
         last = script.ndb.last_reply or {}

@@ -266,11 +266,13 @@ class RecallPlan:
 
     Attributes:
         notes (list[dict]): the new state, oldest first (module docstring): notes whose anchor
-            left the history and notes given up are gone, marked by :func:`lost_marks`.
+            left the history and notes given up are gone, marked by :func:`lost_marks`; notes
+            given up after the reply (``leaving``) stay, marked ``"leaving"``.
         shown (list[dict]): what the prompt shows, in order.
         new (dict | None): the note added for this turn.
         ahead (dict | None): the note fetched ahead, shown at the turn's anchor.
-        dropped (int): notes given up for room.
+        dropped (int): notes given up for room, and notes an earlier question kept on loan
+            that were not given up since (of any audience).
         left_out (int): new candidates that found no room.
         withdrawn (int): notes that left because their source was erased.
         room_limited (bool): the allowance (``new_tokens``), not the budget, left candidates
@@ -334,16 +336,16 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
             server right before this turn's first line: shown first, outside ``new_tokens``,
             when the turn goes on with its subject (:func:`_ready`); else let go.
         give_up_later (bool): a question keeps the notes it gives up shown, on loan within
-            ``lent_tokens``, marked ``"leaving"`` (:func:`_given_up`); the warm-up gives them
-            up (:func:`give_up_leaving`), else the next turn does first.
+            ``lent_tokens``, marked ``"leaving"`` (:func:`_given_up`), given up once the reply
+            is spoken (:func:`give_up_leaving`).
 
     Returns:
         RecallPlan: the new state and what the prompt shows.
     """
     notes, items, erased = withdraw(notes, items, withdrawn)
-    # kept on loan by the last question, not given up by a warm-up: due, whatever it costs
-    leaving = [note for note in notes if note.get("leaving")]
-    notes = [note for note in notes if not note.get("leaving")]
+    # kept on loan by the last question and not given up since: due, whatever it costs, and
+    # marked as lost like any note given up
+    notes, late = give_up_leaving(notes)
     allowance = float("inf") if new_tokens is None else max(0, int(new_tokens))
     alive, gone, compacted, shown = _split(notes, history_ids, listeners)
     ready = _ready(ahead, items, anchor, listeners, withdrawn, _shown_keys(shown))
@@ -360,13 +362,12 @@ def plan_recall(notes, items, anchor, history_ids, budget_tokens, render, count,
     timed = rooms[0] < rooms[1]  # the allowance, not the budget, set the room: for the receipt
     later = bool(give_up_later and asking and dropped) and (
         sum(note["tokens"] for note in before) + tokens <= budget_tokens + lent)
-    state, shown, given_up = _given_up(alive, gone + leaving, dropped,
-                                       before if later else shown, later)
+    state, shown, given_up = _given_up(alive, gone, dropped, before if later else shown, later)
     new = {"anchor": anchor, "audience": None if listeners is None else sorted(listeners),
            "items": chosen, "text": text, "tokens": tokens} if chosen else None
     state, shown = (state + [new], shown + [new]) if new else (state, shown)
     return RecallPlan(notes=state, shown=shown, new=new, ahead=ready,
-                      dropped=given_up + len(leaving), left_out=len(fresh) - len(chosen),
+                      dropped=given_up + late, left_out=len(fresh) - len(chosen),
                       withdrawn=erased, room_limited=bool(timed and len(fresh) > len(chosen)),
                       leaving=len(dropped) - given_up)
 
@@ -394,9 +395,10 @@ def _given_up(alive, gone, dropped, shown, later):
 def give_up_leaving(notes) -> tuple:
     """
     Give up the notes a question kept on loan for its reply (:func:`plan_recall`'s
-    ``give_up_later``), once the reply is spoken: the shell calls it as its cache warm-up
-    starts, so the server evaluates the prompt after them again while the player types
-    (``docs/design.md``, "Recall notes", "Given up after the reply").
+    ``give_up_later``), once the reply is spoken: the shell calls it then, and its cache
+    warm-up has the server evaluate the prompt after them again while the player types
+    (``docs/design.md``, "Recall notes", "Given up after the reply"); :func:`plan_recall`
+    calls it first for notes still leaving.
 
     Args:
         notes (list[dict]): the NPC's notes, oldest first (module docstring).

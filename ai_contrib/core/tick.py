@@ -82,8 +82,6 @@ class TickState:
         head_changed (bool): the start of the reply prompt changed since that prompt.
         fetch_ahead (bool): a question's reply left memories out for time, to be fetched
             ahead by the warm-up (``docs/design.md``, "Recall notes", "Fetched ahead").
-        notes_leaving (bool): a question's reply kept earlier notes on loan, for the warm-up
-            to give up (``docs/design.md``, "Recall notes", "Given up after the reply").
     """
 
     awake: bool = True
@@ -110,7 +108,6 @@ class TickState:
     prompted: bool = False
     head_changed: bool = False
     fetch_ahead: bool = False
-    notes_leaving: bool = False
 
 
 @dataclass(frozen=True)
@@ -153,10 +150,9 @@ class Due:
             tick runs at once (asleep, it wakes the NPC to answer; the tick itself looks at
             the room for a player's turn).
         warm_up (bool): when a reply or memory work ends and nothing is to be answered: the
-            start of the prompt changed, memories wait to be fetched ahead or notes to be
-            given up, so the next prompt is sent ahead to the server's cache
-            (``docs/design.md``, "Warming the cache after a compaction"; the shell still asks
-            the setting and who is in the room).
+            start of the prompt changed, or memories wait to be fetched ahead, so the next
+            prompt is sent ahead to the server's cache (``docs/design.md``, "Warming the cache
+            after a compaction"; the shell still asks the setting and who is in the room).
     """
 
     checkpoint: bool = False
@@ -294,8 +290,7 @@ def due(state) -> Due:
                  and not state.waiting_for_players),
         "kick_after_work": state.pending and state.listeners,
         "warm_up": (not state.pending and not over and not state.busy and not state.warming
-                    and state.prompted
-                    and (state.head_changed or state.fetch_ahead or state.notes_leaving)),
+                    and state.prompted and (state.head_changed or state.fetch_ahead)),
     }
     if not state.awake:
         rested = (bool(state.sleep_duration) and state.slept

@@ -163,8 +163,9 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None) ->
             # what staff erased since a note was shown leaves it (npc.erase.withdraw_recall)
             withdrawn=script.ndb.withdrawn_memories, ahead=ahead_for_turn(script, anchor),
             # the warm-up gives them up while the player types (docs/design.md, "Recall
-            # notes", "Given up after the reply")
-            give_up_later=_warms_up())
+            # notes", "Given up after the reply"); with lines said since the turn began, the
+            # next turn comes at once and would pay for it
+            give_up_later=_warms_up() and not script.pending_ids())
         script.ndb.recall_notes = result.notes
         remember_left_out(script, items, result, asks, listeners)
         notes, fresh = _marked(result)

@@ -142,8 +142,6 @@ class TickHandler:
             head_changed=bool(head and cached is not None
                               and prompt_head(script.history) != cached),
             fetch_ahead=ndb.fetch_ahead is not None,
-            # O(notes): a few dozen at most, within the memory budget
-            notes_leaving=any(note.get("leaving") for note in ndb.recall_notes or ()),
         )
 
     def run(self) -> defer.Deferred | None:
@@ -220,6 +218,7 @@ class TickHandler:
         if now.answer:
             script.ndb.cached_head = prompt_head(script.history)
             said = yield self.answer_pending(character)
+            _give_up_leaving(script)
         if said:
             record_usage(script)  # the staff web page's usage chart (ai_contrib.npc.usage_log)
             # micro-compaction after the turn; a cascade cycle's LLM calls run in the background
@@ -358,9 +357,8 @@ class TickHandler:
     def warm_if_due(self, listeners=None) -> defer.Deferred | None:
         """
         Warm the reply server's cache when the start of the reply prompt has changed since the
-        NPC's last prompt (a compaction or an eviction landed; a question's reply kept notes
-        on loan, given up now: :func:`ai_contrib.core.recall_notes.give_up_leaving`), or
-        memories wait to be fetched ahead, and the NPC is idle: no reply
+        NPC's last prompt (a compaction or an eviction landed, a question's reply gave notes up
+        after it: :meth:`tick`) and the NPC is idle: no reply
         being written, no line waiting, someone in the room (``docs/design.md``, "Warming the
         cache after a compaction"; :mod:`ai_contrib.npc.warmup`). An NPC that has sent no prompt
         since the server started is not warmed, so a restart does not send every NPC's prompt
@@ -397,9 +395,6 @@ class TickHandler:
             # the reply's prompt is built for the room's AI NPCs too (npc.hearing.with_npcs)
             listeners = room_audience(script.obj)
         script.ndb.cached_head = head
-        # the notes a question kept on loan for its reply go now: the warm-up evaluates the
-        # prompt after them while the player types (docs/design.md, "Recall notes")
-        script.ndb.recall_notes = give_up_leaving(script.ndb.recall_notes or [])[0]
         warming = defer.Deferred()
         script.ndb.warming = warming
         # a reply waits for the warm-up only when its prompt starts the same way
@@ -462,3 +457,18 @@ class TickHandler:
         if not script.ndb.slept:  # woken before its sleep work started: tell who waits for it
             sleep_report.sleep_finished(None, script, woken=reason)
         return True
+
+
+def _give_up_leaving(script):
+    """
+    Give up the notes a question kept on loan for its reply
+    (:func:`ai_contrib.core.recall_notes.give_up_leaving`; ``docs/design.md``, "Recall notes",
+    "Given up after the reply") once the reply is spoken, before the tick weighs the history's
+    usage (the loan no longer counts) and whatever the reply's outcome. The prompt after them
+    changed, so the start the server cached counts as changed (``ndb.cached_head``): the
+    warm-up is due when the NPC is idle, and otherwise the next reply evaluates it.
+    """
+    notes, given_up = give_up_leaving(script.ndb.recall_notes or [])
+    if given_up:
+        script.ndb.recall_notes = notes
+        script.ndb.cached_head = ()

@@ -267,10 +267,15 @@ def test_a_question_gives_notes_up_after_its_reply_while_the_history_can_lend_th
     assert given_up == 1
     assert [n["anchor"] for n in settled] == [n["anchor"] for n in now.notes]
     assert give_up_leaving(settled) == (settled, 0)
-    # with no warm-up meanwhile, the next turn gives it up first, whatever it costs
-    nxt = plan_recall(later.notes, asked, "m4", ids | {"m4"}, 50, render, count,
-                      new_tokens=1, anchor_cost=costs)
-    assert nxt.dropped == 1 and "m2" not in [n["anchor"] for n in nxt.shown]
+    # not given up since (the shell gives it up once the reply is spoken): the next turn
+    # gives it up first, and plans as it would once it was given up, within its allowance
+    other = [item(key, 3) for key in ("w", "x", "y")]
+    after = [plan_recall(state, other, "m4", ids | {"m4"}, 50, render, count, new_tokens=12,
+                         anchor_cost=costs) for state in (later.notes, settled)]
+    assert after[0].dropped == after[1].dropped + 1
+    assert "m2" not in [n["anchor"] for n in after[0].shown]
+    assert after[0].shown == after[1].shown and after[0].notes == after[1].notes
+    assert after[0].new == after[1].new and after[0].new["tokens"] <= 12
     # a loan too small to hold it beside the new note: given up before the reply
     tight = ask(5)
     assert tight.dropped == 1 and tight.leaving == 0
@@ -675,8 +680,16 @@ class AQuestionAboutThePastGetsTime(NPCTestCase):
                 self.ask("Who cracked the copper kettle?")
                 if self.script.ndb.warming is not None:
                     wait_for(self.script.ndb.warming)
+                def kettle():
+                    return [n for n in self.script.ndb.recall_notes or ()
+                            if "copper kettle cracked" in n["text"]]
+
+                self.assertTrue(kettle())
                 sent = len(self.llm.requests)
                 asked = self.ask("Do you remember what Wren paints by the river?")
+                # given up as the reply was spoken, before any warm-up: the loan is back
+                self.assertEqual(kettle(), [])
+                self.assertEqual(self.script.budget_info()["lent"], 0)
                 prompt = "\n".join(m["content"] for m in self.llm.requests[sent]["messages"])
                 warm = None
                 if self.script.ndb.warming is not None:

@@ -46,7 +46,6 @@ states = st.builds(
     prompted=st.booleans(),
     head_changed=st.booleans(),
     fetch_ahead=st.booleans(),
-    notes_leaving=st.booleans(),
 )
 
 
@@ -110,8 +109,7 @@ def test_a_reply_comes_before_a_warm_up_and_a_warm_up_only_for_a_changed_idle_pr
     now = due(state)
     assert not (now.kick and now.warm_up)
     if now.warm_up:
-        assert state.prompted and (state.head_changed or state.fetch_ahead
-                                   or state.notes_leaving)
+        assert state.prompted and (state.head_changed or state.fetch_ahead)
         assert not state.pending
         assert state.usage < OVER_BUDGET and not state.busy and not state.warming
     if now.kick:
@@ -169,9 +167,6 @@ def test_a_day_of_an_npc():
     assert not due(TickState(idle_for=1, prompted=True)).warm_up
     assert due(TickState(idle_for=1, prompted=True, fetch_ahead=True)).warm_up
     assert not due(TickState(idle_for=1, prompted=True, fetch_ahead=True, pending=True)).warm_up
-    # and notes a question kept on loan are given up with a warm-up
-    assert due(TickState(idle_for=1, prompted=True, notes_leaving=True)).warm_up
-    assert not due(TickState(idle_for=1, prompted=True, notes_leaving=True, busy=True)).warm_up
     # idle long enough, nothing queued: falls asleep
     assert due(TickState(idle_for=901, sleep_after_idle=900)).fall_asleep
     assert not due(TickState(idle_for=901, sleep_after_idle=900, pending=True)).fall_asleep
