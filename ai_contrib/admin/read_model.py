@@ -63,16 +63,16 @@ def budget_view(script) -> dict:
     configured = {BUDGET_FROM_NPC: "this NPC's own (its Attribute)",
                   BUDGET_FROM_GAME: "the game's AI_MAX_CONTEXT_TOKENS",
                   BUDGET_FROM_DEFAULT: "the contrib's default"}[configured_from]
-    if info["tokens"] < info["configured"]:
+    if info.tokens < info.configured:
         source = BUDGET_FROM_WINDOW
-        why = f"{info['source']} (max_context_tokens {info['configured']} is {configured})"
+        why = f"{info.source} (max_context_tokens {info.configured} is {configured})"
     else:
         source = configured_from
-        window = (f", within the model context window {info['window']}" if info["window"]
+        window = (f", within the model context window {info.window}" if info.window
                   else "; the model's context window is not known yet")
-        why = f"max_context_tokens {info['configured']}, {configured}{window}"
-    return {"tokens": int(info["tokens"]), "configured": int(info["configured"]),
-            "window": info["window"], "source": source, "why": why}
+        why = f"max_context_tokens {info.configured}, {configured}{window}"
+    return {"tokens": int(info.tokens), "configured": int(info.configured),
+            "window": info.window, "source": source, "why": why}
 
 
 def persona_view(npc) -> dict:

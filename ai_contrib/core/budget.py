@@ -14,6 +14,8 @@ the numbers.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 #: tokens kept free for the chat template's framing of the system and memory messages and the
 #: generation prompt (a few tokens per message; llama.cpp's ChatML adds 3-5 each)
 TEMPLATE_HEADROOM_TOKENS = 64
@@ -37,8 +39,32 @@ def memory_budget(memory_tokens, configured) -> int:
     return max(0, min(int(memory_tokens or 0), int(int(configured) * MEMORY_SHARE_CAP)))
 
 
+@dataclass(frozen=True)
+class HistoryBudget:
+    """
+    An NPC's history budget and where it comes from (:func:`effective_budget`).
+
+    Attributes:
+        tokens (int): the budget: ``min(configured, window - reserved)`` less ``lent``, at
+            least :data:`MIN_HISTORY_BUDGET`.
+        configured (int): ``max_context_tokens``.
+        window (int | None): the model's context window in tokens, None while unknown.
+        reserved (int): tokens of the prompt that are not history: the reply, the system
+            prompt, the memory and world sections and :data:`TEMPLATE_HEADROOM_TOKENS`.
+        lent (int): tokens lent to the recall notes beyond their budget.
+        source (str): a one-line human-readable account of ``tokens``.
+    """
+
+    tokens: int
+    configured: int
+    window: int | None
+    reserved: int
+    lent: int
+    source: str
+
+
 def effective_budget(configured, window=None, reply_tokens=0, system_tokens=0, memory_tokens=0,
-                     window_source=None, world_tokens=0, lent_tokens=0) -> dict:
+                     window_source=None, world_tokens=0, lent_tokens=0) -> HistoryBudget:
     """
     The history budget of an NPC, in tokens, and where it comes from.
 
@@ -59,11 +85,7 @@ def effective_budget(configured, window=None, reply_tokens=0, system_tokens=0, m
             (``docs/design.md``, "Recall notes", "Room lent by the history").
 
     Returns:
-        dict: ``{"tokens": int, "configured": int, "window": int | None, "reserved": int,
-        "lent": int, "source": str}``: ``tokens`` is ``min(configured, window - reserved)``
-        less ``lent`` (at least :data:`MIN_HISTORY_BUDGET`), ``reserved`` the sum of reply,
-        system, memory and :data:`TEMPLATE_HEADROOM_TOKENS`, ``source`` a one-line
-        human-readable account.
+        HistoryBudget
 
     Raises:
         ValueError: ``configured`` below 1, or a negative part.
@@ -77,16 +99,16 @@ def effective_budget(configured, window=None, reply_tokens=0, system_tokens=0, m
     info = _fitted(configured, window, reply_tokens, system_tokens, memory_tokens,
                    window_source, world_tokens)
     lent = int(lent_tokens)
-    info["lent"] = lent
     if lent:
         info["tokens"] = max(MIN_HISTORY_BUDGET, info["tokens"] - lent)
         info["source"] += f" - {lent} lent to recall notes over their budget"
-    return info
+    return HistoryBudget(lent=lent, **info)
 
 
 def _fitted(configured, window, reply_tokens, system_tokens, memory_tokens, window_source,
             world_tokens):
-    """:func:`effective_budget` before any tokens are lent to the recall notes."""
+    """:func:`effective_budget` before any tokens are lent to the recall notes, as the
+    :class:`HistoryBudget` fields but ``lent`` in a dict."""
     reserved = (int(reply_tokens) + int(system_tokens) + int(memory_tokens) + int(world_tokens)
                 + TEMPLATE_HEADROOM_TOKENS)
     info = {"tokens": configured, "configured": configured, "window": None, "reserved": reserved,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from ..core.budget import effective_budget
+from ..core.budget import HistoryBudget, effective_budget
 from ..core.tokens import count_tokens
 from ..settings import get_setting
 
@@ -67,7 +67,7 @@ class BudgetHandler:
         ndb.window_asked = time.time()
         return client.context_window()
 
-    def info(self) -> dict:
+    def info(self) -> HistoryBudget:
         """
         The NPC's effective history budget and where it comes from
         (:func:`ai_contrib.core.budget.effective_budget`): ``max_context_tokens``, cut to the
@@ -77,8 +77,7 @@ class BudgetHandler:
         the system prompt's tokens are cached per persona text.
 
         Returns:
-            dict: ``{"tokens", "configured", "window", "reserved", "lent", "source"}``
-            (tokens).
+            HistoryBudget: the budget and its parts, in tokens.
         """
         from ..llm.client import get_client
         from .world import world_reserve
@@ -152,12 +151,12 @@ class BudgetHandler:
 
         script = self.obj
         info = self.info()
-        return info["lent"] + lendable_tokens(
-            info["tokens"], script.token_count(), script.cfg("compact_emergency_threshold"))
+        return info.lent + lendable_tokens(
+            info.tokens, script.token_count(), script.cfg("compact_emergency_threshold"))
 
     def tokens(self) -> int:
         """The effective history budget in tokens (see :meth:`info`)."""
-        return self.info()["tokens"]
+        return self.info().tokens
 
     def usage(self) -> float:
         """Fraction of the effective budget the runtime history uses (0.0 - ..., O(1))."""

@@ -183,11 +183,11 @@ class TestBudgetFromTheServer(NPCTestCase):
     def test_the_npc_budget_follows_the_window_the_server_reports(self):
         self.script.db.max_context_tokens = 100_000
         first = self.script.budget_info()  # starts the discovery; the setting applies meanwhile
-        self.assertEqual(first["tokens"], 100_000)
+        self.assertEqual(first.tokens, 100_000)
         from ai_contrib.llm.client import get_client
 
         wait_for(get_client().context_window())
         info = self.script.budget_info()
-        self.assertEqual(info["window"], 2048)
-        self.assertLess(info["tokens"], 2048)
-        self.assertIn("llama.cpp /props", info["source"])
+        self.assertEqual(info.window, 2048)
+        self.assertLess(info.tokens, 2048)
+        self.assertIn("llama.cpp /props", info.source)

@@ -642,21 +642,21 @@ class AQuestionAboutThePastGetsTime(NPCTestCase):
             # both notes are far back now: giving either up costs more than 50 tokens
             self.fill(6, words=12)
             budget = self.script.budget()
-            self.assertEqual(self.script.budget_info()["lent"], 0)
+            self.assertEqual(self.script.budget_info().lent, 0)
             small = self.ask("Wren and her river paintings, lovely weather for it.")
             self.assertIsNone(small["recall"]["asks"])
             self.assertFalse([m for m in small["memories"] if m["new"]], small["memories"])
             asked = self.ask("Do you remember what Wren paints by the river?")
             # the history lent the room, and its budget is that much smaller
             info = self.script.budget_info()
-            self.assertGreater(info["lent"], 0)
-            self.assertLessEqual(info["lent"], 50)
-            self.assertEqual(self.script.budget(), budget - info["lent"])
-            self.assertIn("lent to recall notes", info["source"])
+            self.assertGreater(info.lent, 0)
+            self.assertLessEqual(info.lent, 50)
+            self.assertEqual(self.script.budget(), budget - info.lent)
+            self.assertIn("lent to recall notes", info.source)
             # compaction takes the key's line out of the context: the loan is paid back
             self.script.runtime.evict([self.script.ndb.recall_notes[0]["anchor"]],
                                       reason="test")
-            self.assertEqual(self.script.budget_info()["lent"], 0)
+            self.assertEqual(self.script.budget_info().lent, 0)
             self.assertEqual(self.script.budget(), budget)
         self.assertEqual(asked["recall"]["asks"], "remember")
         new = [m["text"] for m in asked["memories"] if m["new"]]
@@ -689,7 +689,7 @@ class AQuestionAboutThePastGetsTime(NPCTestCase):
                 asked = self.ask("Do you remember what Wren paints by the river?")
                 # given up as the reply was spoken, before any warm-up: the loan is back
                 self.assertEqual(kettle(), [])
-                self.assertEqual(self.script.budget_info()["lent"], 0)
+                self.assertEqual(self.script.budget_info().lent, 0)
                 prompt = "\n".join(m["content"] for m in self.llm.requests[sent]["messages"])
                 warm = None
                 if self.script.ndb.warming is not None:

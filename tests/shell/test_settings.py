@@ -51,7 +51,7 @@ class TestResolvedPerNPC(NPCTestCase):
         self.assertEqual(self.script.cfg("compact_sleep_threshold"), 0.7)
         with override_settings(AI_COMPACT_SLEEP_THRESHOLD=0.55, AI_MAX_CONTEXT_TOKENS=4321):
             self.assertEqual(self.script.cfg("compact_sleep_threshold"), 0.55)
-            self.assertEqual(self.script.budget_info()["configured"], 4321)
+            self.assertEqual(self.script.budget_info().configured, 4321)
         self.assertEqual(self.script.cfg("compact_sleep_threshold"), 0.7)
 
     def test_the_npc_attribute_overrides_and_none_follows_the_game_again(self):
@@ -78,9 +78,9 @@ class TestResolvedPerNPC(NPCTestCase):
 
     def test_the_memory_reserve_of_the_budget_is_the_npcs(self):
         with override_settings(AI_LLM_CONTEXT_WINDOW=8192, AI_MAX_CONTEXT_TOKENS=100_000):
-            full = self.script.budget_info()["tokens"]
+            full = self.script.budget_info().tokens
             self.script.db.memory_retrieval_token_budget = 0
-            self.assertEqual(self.script.budget_info()["tokens"],
+            self.assertEqual(self.script.budget_info().tokens,
                              full + MEMORY_DEFAULTS["MEMORY_RETRIEVAL_TOKEN_BUDGET"])
 
     def test_a_small_budget_keeps_most_of_it_for_the_conversation(self):

@@ -69,15 +69,15 @@ def test_turn_query_is_bounded_whatever_the_backlog():
 def test_the_window_cuts_a_budget_larger_than_the_model_can_take():
     info = effective_budget(100_000, window=8192, reply_tokens=96, system_tokens=100,
                             memory_tokens=600, window_source="llama.cpp /props")
-    assert info["tokens"] == 8192 - 96 - 100 - 600 - TEMPLATE_HEADROOM_TOKENS
-    assert "8192" in info["source"] and "llama.cpp /props" in info["source"]
+    assert info.tokens == 8192 - 96 - 100 - 600 - TEMPLATE_HEADROOM_TOKENS
+    assert "8192" in info.source and "llama.cpp /props" in info.source
 
 
 def test_a_budget_within_the_window_and_an_unknown_window_keep_the_setting():
-    assert effective_budget(4000, window=128_000, reply_tokens=96)["tokens"] == 4000
+    assert effective_budget(4000, window=128_000, reply_tokens=96).tokens == 4000
     info = effective_budget(100_000)
-    assert info["tokens"] == 100_000 and "unknown" in info["source"]
-    assert effective_budget(100_000, window=300, reply_tokens=96)["tokens"] == MIN_HISTORY_BUDGET
+    assert info.tokens == 100_000 and "unknown" in info.source
+    assert effective_budget(100_000, window=300, reply_tokens=96).tokens == MIN_HISTORY_BUDGET
     with pytest.raises(ValueError):
         effective_budget(0)
     with pytest.raises(ValueError):
@@ -88,12 +88,12 @@ def test_tokens_lent_to_recall_notes_come_off_the_history_budget():
     base = effective_budget(100_000, window=4096, reply_tokens=96, memory_tokens=600)
     lent = effective_budget(100_000, window=4096, reply_tokens=96, memory_tokens=600,
                             lent_tokens=150)
-    assert base["lent"] == 0 and lent["lent"] == 150
-    assert lent["tokens"] == base["tokens"] - 150 and "150 lent" in lent["source"]
-    assert "lent" not in base["source"]
+    assert base.lent == 0 and lent.lent == 150
+    assert lent.tokens == base.tokens - 150 and "150 lent" in lent.source
+    assert "lent" not in base.source
     # a window the setting does not reach lends from the setting
-    assert effective_budget(4000, window=128_000, lent_tokens=100)["tokens"] == 3900
-    assert effective_budget(300, lent_tokens=200)["tokens"] == MIN_HISTORY_BUDGET
+    assert effective_budget(4000, window=128_000, lent_tokens=100).tokens == 3900
+    assert effective_budget(300, lent_tokens=200).tokens == MIN_HISTORY_BUDGET
     with pytest.raises(ValueError):
         effective_budget(1000, lent_tokens=-1)
 
@@ -446,9 +446,9 @@ class TestBudgetFitsTheModel(NPCTestCase):
         with override_settings(AI_MAX_CONTEXT_TOKENS=100_000, AI_LLM_CONTEXT_WINDOW=8192):
             self.script.db.max_context_tokens = None
             info = self.script.budget_info()
-            self.assertLess(info["tokens"], 8192)
-            self.assertEqual(info["window"], 8192)
-            self.assertEqual(info["configured"], 100_000)
-            self.assertIn("8192", info["source"])
+            self.assertLess(info.tokens, 8192)
+            self.assertEqual(info.window, 8192)
+            self.assertEqual(info.configured, 100_000)
+            self.assertIn("8192", info.source)
             self.script.add_message("user", "word " * 2000, name="Bob")
             self.assertGreater(self.script.token_usage(), 0.2)

@@ -636,9 +636,9 @@ class TestProtocols(ActionTestCase):
 
     def test_the_history_budget_reserves_room_for_the_actions(self):
         self.script.db.actions = []
-        without = self.script.budgeting.info()["reserved"]
+        without = self.script.budgeting.info().reserved
         self.script.db.actions = ["give", "look"]
-        offered = self.script.budgeting.info()["reserved"]
+        offered = self.script.budgeting.info().reserved
         self.assertGreater(offered - without, 2 * npc_actions.EXCHANGE_TOKENS)
 
 
