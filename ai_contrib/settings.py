@@ -18,7 +18,7 @@ has no NPC at hand: the LLM client, the memory store, start-up).
 
 Each record gives the option's type, unit (tokens, seconds, fractions of the token budget...),
 bounds, choices and what ``None`` means where it takes ``None``; ``aiconfig``
-(:mod:`ai_contrib.npc.npc_config`) and the option table of ``docs/configuration.md``
+(:mod:`ai_contrib.admin.npc_config`) and the option table of ``docs/configuration.md``
 (:func:`markdown_table`) are made from them.
 """
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import textwrap
 
-from ..npc.npc_config import (
+from .npc_config import (
     GAME_WIDE_OPTIONS,
     PER_NPC_OPTIONS,
     SOURCE_NPC_SAME,
@@ -198,7 +198,7 @@ class CmdAIConfig(StaffCommand):
     def set(self, npc, script, option, text) -> None:
         """
         Set per-NPC ``option`` of ``npc`` to ``text`` parsed by its record
-        (:func:`ai_contrib.npc.npc_config.parse_value`), and say what it was before and from where;
+        (:func:`ai_contrib.admin.npc_config.parse_value`), and say what it was before and from where;
         refuse (telling why) an unknown or game-wide option or a bad value, changing nothing.
         """
         try:

@@ -23,7 +23,7 @@ JOURNAL_PAGE_SIZE = 20
 
 #: where an NPC's effective history budget comes from (:func:`budget_view`'s ``"source"``)
 BUDGET_FROM_WINDOW = "model window"
-#: ``source`` labels of the configured value (as :func:`ai_contrib.npc.npc_config.effective_config`)
+#: ``source`` labels of the configured value (as :func:`ai_contrib.admin.npc_config.effective_config`)
 BUDGET_FROM_NPC, BUDGET_FROM_GAME, BUDGET_FROM_DEFAULT = "NPC", "game", "default"
 
 

@@ -1,5 +1,5 @@
 """
-The options ``aiconfig`` shows and sets (``ai_contrib/npc/npc_config.py``) against the options the
+The options ``aiconfig`` shows and sets (``ai_contrib/admin/npc_config.py``) against the options the
 code reads per NPC: every option read through ``script.cfg(...)``, ``option_value(..., script)``
 or the NPC's retrieval options is one an admin can see and set, so none is read per NPC behind
 the admin's back. Both come from the option records (``ai_contrib.settings.OPTIONS``): the
@@ -11,7 +11,7 @@ import re
 import pytest
 
 from ai_contrib.memory.retrieval import RETRIEVAL_OPTIONS
-from ai_contrib.npc.npc_config import (
+from ai_contrib.admin.npc_config import (
     GAME_WIDE_OPTIONS,
     LIST_COMMANDS,
     PER_NPC_OPTIONS,
