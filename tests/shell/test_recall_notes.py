@@ -722,6 +722,38 @@ class AQuestionAboutThePastGetsTime(NPCTestCase):
         self.assertEqual(self.llm.requests[-1]["messages"][:len(warm)], warm)
         self.assertEqual(follow["recall"]["leaving"], 0)
 
+    def test_a_question_with_lines_said_since_its_turn_began_gives_notes_up_first(self):
+        from ai_contrib.npc.replies import recall_for_turn
+
+        self.archived("The copper kettle cracked when the smith dropped it.")
+        with override_settings(AI_MEMORY_ENABLED=False, AI_PROMPT_TOKENS_PER_SECOND=100,
+                               AI_MEMORY_NOTE_SECONDS=0.5, AI_MEMORY_QUESTION_SECONDS=0.5,
+                               AI_MEMORY_RETRIEVAL_TOKEN_BUDGET=80, AI_PROMPT_CACHE_WARMUP=True,
+                               AI_MEMORY_RETRIEVAL_NEIGHBOUR_WEIGHT=0,
+                               AI_MEMORY_RETRIEVAL_SESSION_WEIGHT=0):
+            self.ask("Where is the silver key, Marta?")
+            self.ask("Who cracked the copper kettle?")
+            if self.script.ndb.warming is not None:
+                wait_for(self.script.ndb.warming)
+            notes = list(self.script.ndb.recall_notes)
+            line = self.script.add_message(
+                "user", "Do you remember what Wren paints by the river?", name="Bob")
+
+            def plan():
+                self.script.ndb.recall_notes = list(notes)
+                return wait_for(recall_for_turn(
+                    self.script, self.npc, line["content"], None, line["id"])).recall
+
+            # control: nobody else spoke, so the kettle's note stays for the reply, on loan
+            self.script.ndb.pending = []
+            alone = plan()
+            # a line said since the turn began: the next turn comes at once, before any
+            # warm-up, so the note is given up before this reply
+            self.script.ndb.pending = ["#later"]
+            busy = plan()
+        self.assertEqual((alone["dropped"], alone["leaving"]), (0, 1))
+        self.assertEqual((busy["dropped"], busy["leaving"]), (1, 0))
+
     def test_what_a_question_left_out_for_time_is_fetched_ahead_for_its_follow_up(self):
         def warmups():
             return [r["messages"] for r in self.llm.requests if r.get("max_tokens") == 1]
