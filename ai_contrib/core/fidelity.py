@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from .messages import is_marker
 from .structured import SECTIONS
 from .summary import format_message_for_compaction
-from .text import content_key
+from .text import content_key, quote_words
 from .tokens import count_tokens
 
 __all__ = [
@@ -514,8 +514,12 @@ def _candidate_lines(messages):
     out = []
     seen = set()
     for text, line in _message_lines(messages):
-        if line not in seen:  # a line said twice is taken once
-            seen.add(line)
+        # a line said again ("yes", "yes", "yes") is taken once, whatever its case, marks or
+        # verb: the same words given to the same speaker three times is what the quote check
+        # fails as a loop (core.quotes.MAX_REPEATS)
+        key = quote_words(_SAID_VERB.sub(" said ", line, count=1))
+        if key not in seen:
+            seen.add(key)
             out.append((text, line))
     return out
 
@@ -543,6 +547,9 @@ def message_texts(messages) -> Iterator[tuple]:
             yield position, msg, text, False
 
 
+_SAID_VERB = re.compile(r" (?:said|noted): ")
+
+
 def _message_lines(messages):
     out = []
     for _position, msg, text, summary in message_texts(messages):
@@ -550,6 +557,8 @@ def _message_lines(messages):
             out.append((text, text))
             continue
         name = msg.get("name") or {"user": "Someone", "system": "The game"}.get(msg["role"], "I")
+        # capitalised as the quote check reads a speaker ("wren said: ..." names no one)
+        name = name[:1].upper() + name[1:]
         verb = "noted" if msg["role"] == "system" else "said"
         out.append((text, f"{name} {verb}: {text}"))
     return out
@@ -559,8 +568,9 @@ def extractive_summary(messages, target_tokens, importance, model=None) -> str:
     """
     A summary of ``messages`` made of their own lines, without a model: the highest-importance
     lines (``importance(text) -> number``; ties keep the earlier line), shown in their original
-    order as ``"- Name said: text"`` bullets, as many as fit ``target_tokens``; when not even the
-    best line fits, it is cut at a word boundary.
+    order as ``"- Name said: text"`` bullets (a line said again by the same speaker once), as
+    many as fit ``target_tokens``; when not even the best line fits, it is cut at a word
+    boundary. Its quotes pass :func:`ai_contrib.core.quotes.check_quotes` against the span.
 
     Args:
         messages (list[dict]): the span (``core/messages.py`` shape; markers' lines are taken

@@ -13,14 +13,15 @@ prompt). So every quote attributed to a speaker is checked verbatim:
   ``Bob said, "text"``, ``Bob told Marta "text"``, ``Bob: "text"``, ``"text," Bob said`` and
   ``"text," said Bob``; straight or curly double quotes; ``I said: ...`` is the NPC's own line
   (an assistant message), ``he said: ...`` anyone's. A quoted string with no speaker is not
-  checked against anyone but counts for repeats.
+  checked against anyone but counts for repeats; one within the rest of a colon form is part
+  of that quote (the speaker's words, checked with them), not a quote of its own.
 - **match** (:func:`check_quotes`): after normalising case, whitespace, punctuation and
   apostrophes, the quote's words must be a contiguous run of the words of one of the speaker's
   lines (a quote may be part of a line; an ellipsis ``...`` may join parts of one line, in
   order); a paraphrase with one word changed is not a quote.
 - **fails**: a quote no line of its speaker holds, said by someone else ("Bob's words, not
-  Mara's"), said by no one, or the same quoted passage :data:`MAX_REPEATS` times or more in one
-  text.
+  Mara's"), said by no one, or the same quoted passage given to the same speaker (or to no
+  one) :data:`MAX_REPEATS` times or more in one text.
 
 Pure module: no Evennia, Twisted or Django imports.
 """
@@ -32,6 +33,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .fidelity import message_texts
+from .text import quote_words
 
 __all__ = [
     "MAX_REPEATS",
@@ -57,21 +59,23 @@ _VERBS = (r"said|says|asked|asks|noted|notes|replied|replies|answered|answers|ad
 # "told Marta", "said to Marta", "asked Marta" : one optional object of the verb
 _OBJECT = r"(?: to)?(?: (?!said\b)[A-Z][\w'\u2019-]*| (?:him|her|them|me|us|you|everyone))?"
 _PRONOUNS = frozenset("he she they we someone".split())
+#: who may stand before "said": a name, the extract's label of the game's lines, a pronoun
+_WHO = rf"{_NAME}|[Tt]he game|I|[Hh]e|[Ss]he|[Tt]hey|[Ww]e"
 _OPEN = "\"\u201c"
 _CLOSE = "\"\u201d"
 #: ``Bob said: rest of the line`` (the extract's form; its rest may open with a quote mark)
 _SAID_COLON = re.compile(
-    rf"(?:^|(?<=[\s(\-*\u2022]))(?P<who>{_NAME}|I|[Hh]e|[Ss]he|[Tt]hey|[Ww]e) "
+    rf"(?:^|(?<=[\s(\-*\u2022]))(?P<who>{_WHO}) "
     rf"(?:{_VERBS}){_OBJECT}\s*:[ \t]*(?P<rest>[^\n]*)")
 #: a quoted string: straight or curly double quotes, on one line
 _QUOTED = re.compile(r"[\"\u201c](?P<text>[^\"\u201c\u201d\n]+)[\"\u201d]")
 #: what may stand right before a quoted string to attribute it: "Bob said, " / "Bob: "
 _BEFORE = re.compile(
-    rf"(?:^|(?<=[\s(\-*\u2022]))(?P<who>{_NAME}|I|[Hh]e|[Ss]he|[Tt]hey|[Ww]e)"
+    rf"(?:^|(?<=[\s(\-*\u2022]))(?P<who>{_WHO})"
     rf"(?: (?:{_VERBS}){_OBJECT}\s*[,:]?|(?P<label>\s*:))\s*$")
 #: and right after it: ", Bob said" / " said Bob"
-_AFTER = re.compile(rf"^[,]?\s*(?:(?:{_VERBS}) (?P<who1>{_NAME})\b|(?P<who2>{_NAME}|I|[Hh]e|"
-                    rf"[Ss]he|[Tt]hey|[Ww]e) (?:{_VERBS})\b)")
+_AFTER = re.compile(rf"^[,]?\s*(?:(?:{_VERBS}) (?P<who1>{_NAME})\b|(?P<who2>{_WHO}) "
+                    rf"(?:{_VERBS})\b)")
 _ELLIPSIS = re.compile(r"\.\.\.+|\u2026")
 #: the labels of lines with no speaker's name: the extract's
 # (:func:`ai_contrib.core.fidelity.extractive_summary`) and the transcript's a model may echo
@@ -154,13 +158,6 @@ class QuoteCheck:
                 + (f" (and {more} more)" if more > 0 else ""))
 
 
-def quote_words(text) -> tuple:
-    """The words of ``text`` as quotes are compared: case-folded, apostrophes dropped
-    (``"I'm"`` -> ``"im"``), every other mark a separator. A tuple of str."""
-    flat = (text or "").replace("'", "").replace("\u2019", "").casefold()
-    return tuple(re.findall(r"[^\W_]+", flat))
-
-
 def _speaker(who) -> str:
     return " ".join(who.split()).casefold()
 
@@ -191,25 +188,41 @@ def find_quotes(text) -> list:
 
     Returns:
         list[Quote]: attributed quotes and unattributed quoted strings; a colon form whose rest
-        opens with a quote mark gives the quoted string, once.
+        opens with a quote mark gives the quoted string, once; a quoted string within the rest
+        of a colon form is part of that quote, not one of its own.
     """
+    return _quotes_and_lines(text)[0]
+
+
+def _quotes_and_lines(text):
+    """``(quotes, lines)``: :func:`find_quotes`'s quotes, and a :class:`Quote` of the whole rest
+    of each colon form whose rest opens with a quote mark and says more than that quoted
+    string (``Bob said: "Hi" Gil said "bye"`` may be Bob's line as it stands, the extract's
+    form, or two quotes)."""
     text = text or ""
     found = {}
     for quote in _quoted_strings(text):
         found[quote.start] = quote
+    rests, lines = [], []
     for match in _SAID_COLON.finditer(text):
         rest = match.group("rest")
         start = match.start("rest")
+        whole = Quote(_speaker(match.group("who")), rest.strip(), start, match.end("rest"))
         if rest[:1] in _OPEN and start in found:
             # the quoted string already found: the colon names its speaker
             quote = found[start]
-            found[start] = Quote(_speaker(match.group("who")), quote.text, quote.start,
-                                 quote.end)
+            found[start] = Quote(whole.speaker, quote.text, quote.start, quote.end)
+            if quote_words(rest) != quote_words(quote.text):
+                lines.append(whole)
             continue
         if quote_words(rest):
-            found[start] = Quote(_speaker(match.group("who")), rest.strip(), start,
-                                 match.end("rest"))
-    return [found[key] for key in sorted(found)]
+            found[start] = whole
+            rests.append((start, whole.end))
+    # a quoted string inside a colon form's rest is part of that speaker's words, checked
+    # verbatim with them: "Marta said: you called it "The Night"" quotes Marta, not "you"
+    nested = {key for key, quote in found.items()
+              if any(start < quote.start and quote.end <= end for start, end in rests)}
+    return [found[key] for key in sorted(found) if key not in nested], lines
 
 
 def speaker_lines(messages, extra=()) -> dict:
@@ -282,22 +295,34 @@ def check_quotes(text, lines, max_repeats=MAX_REPEATS) -> QuoteCheck:
         QuoteCheck: the quotes found and those that failed (a repeated passage once, with its
         count; otherwise each failed quote).
     """
-    quotes = find_quotes(text)
+    quotes, whole_lines = _quotes_and_lines(text)
     said = {speaker: [quote_words(line) for line in said_lines]
             for speaker, said_lines in (lines or {}).items()}
+    # a colon form's rest that is its speaker's line as it stands vouches for every quote in it
+    vouched = [(line.start, line.end) for line in whole_lines
+               if not _quote_problem(line, said)]
     failures, failed_passages = [], set()
-    counts = Counter(quote_words(q.text) for q in quotes if quote_words(q.text))
+    # a passage repeats when the same speaker (or no one) is given it again: three speakers
+    # who each said "yes" are three claims, one speaker quoted three times is a loop
+    counts = Counter(_passage(q) for q in quotes if quote_words(q.text))
     for quote in quotes:
         words = quote_words(quote.text)
-        if words and counts[words] >= max_repeats:
-            if words not in failed_passages:
-                failed_passages.add(words)
-                failures.append(QuoteFailure(quote, f"repeated {counts[words]} times"))
+        if words and counts[_passage(quote)] >= max_repeats:
+            if _passage(quote) not in failed_passages:
+                failed_passages.add(_passage(quote))
+                failures.append(QuoteFailure(quote, f"repeated {counts[_passage(quote)]} times"))
+            continue
+        if any(start <= quote.start and quote.end <= end for start, end in vouched):
             continue
         reason = _quote_problem(quote, said)
         if reason:
             failures.append(QuoteFailure(quote, reason))
     return QuoteCheck(tuple(quotes), tuple(failures))
+
+
+def _passage(quote):
+    """What makes two quotes the same passage: their speaker and their words."""
+    return quote.speaker, quote_words(quote.text)
 
 
 def _resolve(speaker, said):
@@ -347,9 +372,9 @@ def without_failed_quotes(text, check) -> str:
     Returns:
         str: the lines left, joined by line breaks (``""`` when none is left with a word).
     """
-    bad = {quote_words(f.quote.text) for f in check.failures if "repeated" in f.reason}
+    bad = {_passage(f.quote) for f in check.failures if "repeated" in f.reason}
     spans = [(f.quote.start, f.quote.end) for f in check.failures]
-    spans += [(q.start, q.end) for q in check.quotes if quote_words(q.text) in bad]
+    spans += [(q.start, q.end) for q in check.quotes if _passage(q) in bad]
     kept, offset = [], 0
     for line in (text or "").split("\n"):
         end = offset + len(line)

@@ -126,3 +126,11 @@ def content_key(text) -> str:
     whitespace collapsed and a final full stop dropped (``"The mill burned down."`` ==
     ``"the mill  burned down"``)."""
     return " ".join(str(text or "").split()).casefold().rstrip(".")
+
+
+def quote_words(text) -> tuple:
+    """The words of ``text`` as quotes are compared (:mod:`ai_contrib.core.quotes`):
+    case-folded, apostrophes dropped (``"I'm"`` -> ``"im"``), every other mark a separator. A
+    tuple of str."""
+    flat = (text or "").replace("'", "").replace("\u2019", "").casefold()
+    return tuple(re.findall(r"[^\W_]+", flat))

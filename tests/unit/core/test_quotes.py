@@ -139,3 +139,51 @@ def test_find_quotes_reads_offsets_and_words():
     [quote] = find_quotes(text)
     assert text[quote.start:quote.end] == '"Hi there"' and quote.speaker == "bob"
     assert quote_words("I'm  HERE, you\u2019re late!") == ("im", "here", "youre", "late")
+
+
+def test_a_quote_within_a_speakers_line_is_part_of_their_words():
+    lines = speaker_lines([
+        {"role": "user", "name": "Wren", "content": "What was that song called?"},
+        {"role": "assistant", "name": "Marta",
+         "content": 'You asked "The Night" to be played, and Gil said "no more".'},
+    ])
+    extract = "- Marta said: You asked \"The Night\" to be played, and Gil said \"no more\"."
+    check = check_quotes(extract, lines)
+    assert [q.speaker for q in check.quotes] == ["marta"] and check.passed, check.reason
+    # control: the same quotes standing on their own are claims about "you" and Gil, and fail
+    alone = check_quotes('You asked "The Night". Gil said "no more".', lines)
+    assert [f.reason for f in alone.failures] == [
+        "Marta's words, not You's", "Marta's words, not Gil's"]
+
+
+def test_a_line_that_opens_with_a_quote_is_its_speakers_words_as_it_stands():
+    lines = speaker_lines([{"role": "user", "name": "Wren",
+                            "content": '"Hi" Gil said "bye" and left.'}])
+    check = check_quotes('- Wren said: "Hi" Gil said "bye" and left.', lines)
+    assert [q.speaker for q in check.quotes] == ["wren", "gil"] and check.passed, check.reason
+    # control: the same quotes where the rest is not her line are checked one by one
+    check = check_quotes('- Wren said: "Hi" and Gil said "bye".', lines)
+    assert [f.reason for f in check.failures] == ["Wren's words, not Gil's"]
+
+
+_TOKENS = st.sampled_from([
+    "the", "mill", "burned", "You", "said", "told", "Marta", "Gil", "asked", ":", '"', ",",
+    ".", "...", "I", "he", "Note", "\u201c", "\u201d", "'", "Bob's", "-", "*", "(", ")",
+    "Someone", "The", "Game", '"The Night"', "1"])
+_LINES = st.lists(st.tuples(st.sampled_from(["user", "assistant", "system"]),
+                            st.sampled_from(["Wren", "Marta", "Gil Stone", "", "wren",
+                                             "The Game"]),
+                            st.lists(_TOKENS, min_size=1, max_size=14).map(" ".join)),
+                  min_size=1, max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(talk=_LINES)
+def test_the_extract_of_any_talk_passes_its_own_check(talk):
+    # the extract is the span's own lines: whatever the lines quote, it must pass, or a
+    # compaction whose model summary failed cannot fall back on it
+    messages = [{"role": r, "content": c, **({"name": n} if n else {})} for r, n, c in talk]
+    extract = extractive_summary(messages, 2000, lambda text: len(text))
+    assert extract
+    check = check_quotes(extract, speaker_lines(messages))
+    assert check.passed, (extract, check.reason)
