@@ -32,6 +32,7 @@ from evennia.utils import logger
 from evennia.utils.ansi import strip_ansi, strip_mxp
 from evennia.utils.utils import lazy_property
 
+from .admin.sleep_report import describe_sleep
 from .memory.journal import new_journal
 from .npc.budgeting import BudgetHandler
 from .npc.conversation import ConversationHandler, archive_behind_warning
@@ -366,6 +367,24 @@ class AssistantScript(DefaultScript):
             recover_after_replay(self, runtime.replayed)
         if runtime.dirty:
             self.checkpoint()
+
+    def describe_sleep(self, result, woken=None) -> str:
+        """
+        The line an admin reads about a sleep phase that ended (``aisleep``'s answer,
+        ``aihistory``'s "Last sleep" row, kept in ``db.last_sleep``): by default
+        :func:`ai_contrib.admin.sleep_report.describe_sleep`'s; a game's subclass may word it
+        its own way.
+
+        Args:
+            result (SleepResults | Failure | None): the sleep phase's results
+                (:class:`~ai_contrib.core.outcome.SleepResults`); a Failure when it broke off;
+                None when the NPC woke before its sleep work started.
+            woken (str, optional): why the NPC woke, when ``result`` is None.
+
+        Returns:
+            str: one line, markup in it made inert.
+        """
+        return describe_sleep(result, self.obj.key if self.obj else "the NPC", woken)
 
     def at_server_start(self):
         """

@@ -13,10 +13,10 @@ from evennia.utils.utils import wrap
 from ..core.compaction import REGISTRY, CompactionResult, context_change
 from ..core.outcome import SleepResults
 from ..npc.compacting import compact_after_extraction
-from ..npc.compaction_report import describe_result
+from .compaction_report import describe_result
 from ..npc.compaction_runner import STRATEGIES, resolve_strategy
 from ..npc.memory_wait import memory_under_way, when_memory_idle
-from ..npc.sleep_report import describe_sleep
+from .sleep_report import describe_sleep
 from .command_util import StaffCommand, shown, split_npc_switch
 from .npcs import find_npc
 from .history_command import fidelity_cell

@@ -60,7 +60,7 @@ class CmdAISleep(_CmdSetMode):
 
     def after_switch(self, npc, script) -> None:
         from ..npc.memory_wait import memory_under_way
-        from ..npc.sleep_report import watch_sleep
+        from ..npc.sleep_watch import watch_sleep
 
         caller = self.caller
         running = memory_under_way(script)

@@ -34,7 +34,7 @@ from ..core.recall_notes import give_up_leaving
 from ..core.tick import TickState, due, tick_needed
 from ..memory.compaction_log import breaker_open
 from ..settings import get_setting
-from . import sleep_report
+from . import sleep_watch
 from .conversation import queue_checkpoint
 from .hearing import note_room_reply, room_audience, room_listeners, room_npcs
 from .scene import note_exchange
@@ -329,7 +329,7 @@ class TickHandler:
 
             work.addCallback(_slept)
             # the admin who ran aisleep, and aihistory, get a line about what it did
-            work.addBoth(sleep_report.sleep_finished, script)
+            work.addBoth(sleep_watch.sleep_finished, script)
         elif what == "emergency":
             work = script.memory.emergency()
         else:
@@ -455,7 +455,7 @@ class TickHandler:
         if npc and npc.location:
             npc.location.msg_contents(f"{npc.key} wakes up.", exclude=[npc])
         if not script.ndb.slept:  # woken before its sleep work started: tell who waits for it
-            sleep_report.sleep_finished(None, script, woken=reason)
+            sleep_watch.sleep_finished(None, script, woken=reason)
         return True
 
 

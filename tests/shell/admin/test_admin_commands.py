@@ -368,6 +368,19 @@ class TestSleepReport(AdminCase):
         self.assertIn("Last sleep", overview)
         self.assertIn("compaction skipped", overview)
 
+    def test_a_games_wording_of_the_sleep_reaches_aisleep_and_aihistory(self):
+        # the line is the script's (AssistantScript.describe_sleep): a subclass words it
+        def own_words(script, result, woken=None):
+            return f"{script.obj.key} slept; compaction {result.context_compaction.outcome}"
+
+        self.fill(4)
+        with mock.patch.object(type(self.script), "describe_sleep", own_words):
+            out = self.said(CmdAISleep(), "Marta", "Marta's sleep:")
+        self.assertIn("Marta's sleep: Marta slept; compaction skipped", out)
+        self.assertNotIn("no fact extraction", out)  # the default wording is not used
+        overview = self.call(CmdAIHistory(), "Marta")
+        self.assertIn("Marta slept; compaction skipped", overview)
+
     def test_woken_before_the_sleep_work_started(self):
         with mock.patch.object(self.char1, "msg") as msg:
             self.call(CmdAISleep(), "Marta")

@@ -28,7 +28,7 @@ from ai_contrib.core.tokens import count_conversation_tokens
 from ai_contrib.memory.archive import ArchiveError
 from ai_contrib.memory.runtime import RuntimeHistory
 from ai_contrib.npc import compacting, compaction_runner
-from ai_contrib.npc.compaction_report import format_result
+from ai_contrib.admin.compaction_report import format_result
 
 from tests.support.llm_double import http_error, reply
 from tests.support.npc_fixtures import NPCTestCase

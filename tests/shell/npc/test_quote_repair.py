@@ -94,7 +94,7 @@ class TestQuoteRepair(StoredQuotes):
         self.assertNotIn("My son", self.script.history[0]["content"])
         self.assertIn(self.fact, self.entries())  # the next sleep's work
         from ai_contrib.core.outcome import SleepResults
-        from ai_contrib.npc.sleep_report import describe_sleep
+        from ai_contrib.admin.sleep_report import describe_sleep
 
         line = describe_sleep(SleepResults(quote_repair=report))
         self.assertIn("1 quote(s) no one said removed (1 summaries, 0 journal entries)", line)
@@ -103,7 +103,7 @@ class TestQuoteRepair(StoredQuotes):
         self.assertNotIn(self.fact, self.entries())
 
     def test_the_sleep_runs_the_repair_and_its_report_gives_the_count(self):
-        from ai_contrib.npc.sleep_report import describe_sleep
+        from ai_contrib.admin.sleep_report import describe_sleep
 
         self.script.db.pre_compact_extraction_enabled = False
         results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc))

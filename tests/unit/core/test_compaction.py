@@ -36,7 +36,7 @@ from ai_contrib.core.compaction import (
 from ai_contrib.core.cuts import EXTRACTION_TYPE
 from ai_contrib.core.messages import make_message
 from ai_contrib.core.summary import make_marker
-from ai_contrib.npc.compaction_report import format_result
+from ai_contrib.admin.compaction_report import format_result
 
 OPTIONS = {
     "compact_sleep_threshold": 0.7, "compact_emergency_threshold": 0.8,

@@ -2,7 +2,7 @@
 An admin's line for a compaction result, in each strategy's own wording (the ``done`` template
 of its record in :data:`ai_contrib.core.compaction.REGISTRY`): the ``compact`` command's answer
 (:mod:`ai_contrib.commands`) and the compaction part of the sleep report
-(:mod:`ai_contrib.npc.sleep_report`).
+(:mod:`ai_contrib.admin.sleep_report`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """
-The admin's line about a sleep phase (ai_contrib/npc/sleep_report.py), read from the typed results
+The admin's line about a sleep phase (ai_contrib/admin/sleep_report.py), read from the typed results
 of its steps: the same words whatever the steps ran, declined or failed.
 """
 
 from ai_contrib.core.compaction import CompactionResult
 from ai_contrib.core.outcome import FAILED, SKIPPED, SUCCESS
 from ai_contrib.core.outcome import ConsolidationResult, ExtractionResult, SleepResults
-from ai_contrib.npc.sleep_report import describe_sleep
+from ai_contrib.admin.sleep_report import describe_sleep
 
 
 def test_a_quiet_sleep_says_what_each_step_declined():

@@ -3,27 +3,18 @@ What a sleep phase did, in one line for admins: the ``aisleep`` report and ``aih
 "Last sleep" row.
 
 The sleep phase (:func:`ai_contrib.npc.sleep_phase.run_sleep_tick`) returns a
-:class:`~ai_contrib.core.outcome.SleepResults`;
-:func:`sleep_finished` is chained to it by the ``AssistantScript``, records the line in
-``script.db.last_sleep`` (``{"at": ISO-8601 UTC str, "summary": str}``, kept across reloads)
-and fires the Deferreds :func:`watch_sleep` handed out.
+:class:`~ai_contrib.core.outcome.SleepResults`; when it ends,
+:func:`ai_contrib.npc.sleep_watch.sleep_finished` asks the script for its line
+(``AssistantScript.describe_sleep``, which calls :func:`describe_sleep`: a game's subclass may
+word it its own way), keeps it in ``db.last_sleep`` and hands it to the admins who wait.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING
-
-from twisted.internet import defer
 from twisted.python.failure import Failure
-
-from evennia.utils import logger
 
 from ..core.text import inert_markup
 from .compaction_report import describe_result
-
-if TYPE_CHECKING:
-    from ..core.outcome import SleepResults
 
 
 def _compaction(result, name):
@@ -68,6 +59,9 @@ def _consolidation(result):
     if result.already_stored:
         text += f" ({result.already_stored} already there)"
     return text
+
+
+__all__ = ["describe_sleep"]
 
 
 def describe_sleep(result, name="the NPC", woken=None) -> str:
@@ -116,39 +110,3 @@ def describe_sleep(result, name="the NPC", woken=None) -> str:
         if outcome.get("success") is False:
             parts.append(f"{step.replace('_', ' ')} failed ({outcome.get('error')})")
     return "; ".join(parts)
-
-
-def watch_sleep(script) -> defer.Deferred:
-    """
-    A Deferred that fires with the line of the next sleep phase of ``script`` to end
-    (:func:`describe_sleep`), or when the NPC wakes before its sleep work started. It never
-    errbacks. Held in ``script.ndb`` only: a reload drops the watch, not the sleep.
-    """
-    d = defer.Deferred()
-    watchers = list(script.ndb.sleep_watchers or [])
-    watchers.append(d)
-    script.ndb.sleep_watchers = watchers
-    return d
-
-
-def sleep_finished(result, script, woken=None) -> SleepResults | Failure | None:
-    """
-    Record and report the end of a sleep phase (a Deferred callback: returns ``result``).
-
-    Args:
-        result: as :func:`describe_sleep`.
-        script: the ``AssistantScript``.
-        woken (str, optional): as :func:`describe_sleep`.
-    """
-    try:
-        line = describe_sleep(result, script.obj.key if script.obj else "the NPC", woken)
-        if result is not None:
-            at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            script.db.last_sleep = {"at": at, "summary": line}
-        watchers, script.ndb.sleep_watchers = script.ndb.sleep_watchers or [], []
-    except Exception as err:  # reporting must never break the sleep phase's chain
-        logger.log_warn(f"AI {script.obj}: sleep report failed: {err}")
-        return result
-    for d in watchers:
-        d.callback(line)
-    return result
