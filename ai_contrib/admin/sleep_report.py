@@ -16,6 +16,8 @@ from twisted.python.failure import Failure
 from ..core.text import inert_markup
 from .compaction_report import describe_result
 
+__all__ = ["describe_sleep"]
+
 
 def _compaction(result, name):
     if not result:
@@ -61,9 +63,6 @@ def _consolidation(result):
     return text
 
 
-__all__ = ["describe_sleep"]
-
-
 def describe_sleep(result, name="the NPC", woken=None) -> str:
     """
     One line about a sleep phase's result.
@@ -91,22 +90,21 @@ def describe_sleep(result, name="the NPC", woken=None) -> str:
         _extraction(result.pre_compaction_extraction),
         _consolidation(result.memory_consolidation),
     ]
-    gossip = result.gossip or {}
-    if gossip.get("success") is False:
-        parts.append(f"gossip failed ({inert_markup(gossip.get('error'))})")
-    elif gossip.get("received"):
-        parts.append(f"{gossip['received']} fact(s) heard from {gossip.get('peers')} NPC(s) "
-                     "of its gossip networks")
-    pruned = (result.episodic_prune or {}).get("pruned")
-    if pruned:
-        parts.append(f"{pruned} journal entries pruned")
-    repair = result.quote_repair or {}
-    if repair.get("quotes_removed"):
-        parts.append(f"{repair['quotes_removed']} quote(s) no one said removed "
-                     f"({repair.get('summaries', 0)} summaries, {repair.get('entries', 0)} "
+    gossip = result.gossip
+    if gossip is not None and gossip.failed:
+        parts.append(f"gossip failed ({inert_markup(gossip.error)})")
+    elif gossip is not None and gossip.count("received"):
+        parts.append(f"{gossip.count('received')} fact(s) heard from {gossip.count('peers')} "
+                     "NPC(s) of its gossip networks")
+    if result.episodic_prune is not None and result.episodic_prune.count("pruned"):
+        parts.append(f"{result.episodic_prune.count('pruned')} journal entries pruned")
+    repair = result.quote_repair
+    if repair is not None and repair.count("quotes_removed"):
+        parts.append(f"{repair.count('quotes_removed')} quote(s) no one said removed "
+                     f"({repair.count('summaries')} summaries, {repair.count('entries')} "
                      "journal entries)")
     for step in ("entity_consolidation", "episodic_prune", "quote_repair"):
-        outcome = getattr(result, step) or {}
-        if outcome.get("success") is False:
-            parts.append(f"{step.replace('_', ' ')} failed ({outcome.get('error')})")
+        outcome = getattr(result, step)
+        if outcome is not None and outcome.failed:
+            parts.append(f"{step.replace('_', ' ')} failed ({inert_markup(outcome.error)})")
     return "; ".join(parts)

@@ -1,8 +1,8 @@
 """
 The one shape of a step of memory work's outcome (``docs/design.md``, "Summary compaction",
 result dicts): a compaction (:class:`ai_contrib.core.compaction.CompactionResult`), a fact
-extraction (:class:`ExtractionResult`) or a journal consolidation into Mem0
-(:class:`ConsolidationResult`) either ran
+extraction (:class:`ExtractionResult`), a journal consolidation into Mem0
+(:class:`ConsolidationResult`) or a housekeeping step of a sleep (:class:`StepResult`) either ran
 (``"success"``), declined to run (``"skipped"``, with a ``reason`` in words) or broke off
 (``"failed"``, with an ``error``). Every path that declines says so the same way; the results
 travel as objects and become dicts only where they are stored or sent (:meth:`as_dict`).
@@ -130,29 +130,89 @@ class ConsolidationResult(Outcome):
         return out
 
 
+@dataclass(frozen=True)
+class StepResult(Outcome):
+    """
+    What one housekeeping step of a sleep did (``docs/design.md``, "Sleep phase";
+    :class:`ai_contrib.npc.sleep_phase.SleepStep`): it ran (``figures``, its counts by name),
+    declined to run (``reason``) or broke off (``error``).
+
+    ``figures`` by step: ``entity_consolidation`` the entity stats
+    (:func:`ai_contrib.memory.housekeeping.consolidate_entities`), ``episodic_prune``
+    ``{"pruned": int}``, ``gossip`` ``{"received": int, "peers": int, "networks": [str]}``,
+    ``quote_repair`` ``{"checked": int, "quotes_removed": int, "summaries": int, "entries":
+    int}``, ``archive_vectors`` ``{"embedded": int}`` (archived lines given vectors),
+    ``people_impressions`` ``{"people": int, "updated": int}``.
+    """
+
+    outcome: str = SUCCESS
+    figures: dict = field(default_factory=dict)
+    reason: str | None = None
+    error: str | None = None
+
+    @classmethod
+    def of(cls, value) -> StepResult:
+        """
+        The record of what a step's function returned: a :class:`StepResult` as it is; an int
+        (a count of lines embedded) as ``{"embedded": n}``; a dict with ``"success": False``
+        as a failure (its ``"error"``), with ``"skipped"`` true as a skip (its ``"reason"``),
+        else as the figures (``"success"`` left out); None as no figures.
+        """
+        if isinstance(value, StepResult):
+            return value
+        if isinstance(value, int):
+            return cls(figures={"embedded": value})
+        data = dict(value or {})
+        if data.get("success") is False:
+            return cls(FAILED, error=str(data.get("error") or "failed"))
+        data.pop("success", None)
+        if data.pop("skipped", False):
+            return cls(SKIPPED, data, reason=data.pop("reason", None))
+        return cls(SUCCESS, data)
+
+    @classmethod
+    def fail(cls, error) -> StepResult:
+        """A step that broke off, because of ``error`` (str)."""
+        return cls(FAILED, error=str(error))
+
+    def count(self, name) -> int:
+        """The figure ``name`` as an int (0 when the step gave none)."""
+        return int(self.figures.get(name) or 0)
+
+    def as_dict(self) -> dict:
+        """The stored dict: the figures for a run, ``{"success": True, "skipped": True,
+        "reason": str, ...figures}`` for a skip, ``{"success": False, "error": str}`` for a
+        failure."""
+        if self.failed:
+            return {"success": False, "error": self.error}
+        if self.skipped:
+            return {"success": True, "skipped": True, "reason": self.reason, **self.figures}
+        return dict(self.figures)
+
+
 @dataclass
 class SleepResults:
     """
     What each step of a sleep phase did (``docs/design.md``, "Sleep phase";
     :func:`ai_contrib.npc.sleep_phase.run_sleep_tick`), in the order the steps run. A step not run
-    is None (the fact extraction runs only when compaction is due or enough was said). The
-    housekeeping steps give their own dicts, ``{"success": False, "error": str}`` when they
-    broke off: ``entity_consolidation`` (the entity stats), ``episodic_prune``
-    (``{"pruned": int}``), ``gossip`` (``ai_contrib.npc.gossip.receive_gossip``),
-    ``people_impressions`` (``ai_contrib.npc.scene.update_impressions``), ``quote_repair``
-    (``ai_contrib.npc.quote_repair.repair_quotes``); ``archive_vectors``
-    the number of archived lines given vectors (``ai_contrib.npc.recall.embed_archive``).
+    is None (the fact extraction runs only when compaction is due or enough was said). Each
+    housekeeping step gives a :class:`StepResult` (its figures by step there):
+    ``entity_consolidation``, ``episodic_prune``, ``gossip``
+    (``ai_contrib.npc.gossip.receive_gossip``), ``quote_repair``
+    (``ai_contrib.npc.quote_repair.repair_quotes``), ``archive_vectors``
+    (``ai_contrib.npc.recall.embed_archive``), ``people_impressions``
+    (``ai_contrib.npc.scene.update_impressions``).
     """
 
-    entity_consolidation: dict | None = None
-    episodic_prune: dict | None = None
+    entity_consolidation: StepResult | None = None
+    episodic_prune: StepResult | None = None
     pre_compaction_extraction: ExtractionResult | None = None
     context_compaction: Any = None  # a CompactionResult (core/compaction.py imports this module)
-    gossip: dict | None = None
-    quote_repair: dict | None = None
+    gossip: StepResult | None = None
+    quote_repair: StepResult | None = None
     memory_consolidation: ConsolidationResult | None = None
-    archive_vectors: int | dict | None = None
-    people_impressions: dict | None = None
+    archive_vectors: StepResult | None = None
+    people_impressions: StepResult | None = None
 
     def as_dict(self) -> dict:
         """``{step: result dict}`` for each step run, in the order they ran."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from evennia.utils import logger
 from twisted.internet import defer
 
-from ..core.outcome import SleepResults
+from ..core.outcome import SleepResults, StepResult
 from ..core.tick import SLEEP_JOURNAL_MIN_MESSAGES, due
 from ..memory.archive import ArchiveError
 from ..memory.housekeeping import consolidate_entities, prune_episodic
@@ -73,10 +73,12 @@ class SleepStep:
 
     Attributes:
         name (str): the :class:`~ai_contrib.core.outcome.SleepResults` field its result goes to.
-        run (callable): ``(script, character) ->`` its result, or a Deferred firing it.
-        guarded (bool): a failure (raised or errback) is logged and recorded as
-            ``{"success": False, "error": str}`` and the sleep goes on; an unguarded step
-            reports its own failures in its result.
+        run (callable): ``(script, character) ->`` its result, or a Deferred firing it; a
+            guarded step's is made a :class:`~ai_contrib.core.outcome.StepResult`
+            (:meth:`StepResult.of <ai_contrib.core.outcome.StepResult.of>`).
+        guarded (bool): a failure (raised or errback) is logged and recorded as a failed
+            :class:`~ai_contrib.core.outcome.StepResult` and the sleep goes on; an unguarded
+            step reports its own failures in its own result record.
     """
 
     name: str
@@ -127,8 +129,8 @@ def run_sleep_tick(script, character) -> defer.Deferred:
     call). There are no memory-link steps: Mem0's vector
     index is the only link structure, so there is no link graph to build or clean.
     The steps are :data:`BEFORE_COMPACTION`, the journaling and compaction, then
-    :data:`AFTER_COMPACTION`; a failing housekeeping step is logged and recorded as
-    ``{"success": False, "error": str}``, and the next steps still run.
+    :data:`AFTER_COMPACTION`; a failing housekeeping step is logged and recorded as a failed
+    :class:`~ai_contrib.core.outcome.StepResult`, and the next steps still run.
 
     Returns:
         Deferred firing a :class:`~ai_contrib.core.outcome.SleepResults`: what each step run
@@ -149,10 +151,10 @@ def _run_steps(steps, script, character, results):
             setattr(results, step.name, (yield step.run(script, character)))
             continue
         try:
-            outcome = yield defer.maybeDeferred(step.run, script, character)
+            outcome = StepResult.of((yield defer.maybeDeferred(step.run, script, character)))
         except Exception as err:  # housekeeping must never stop the sleep phase
             logger.log_trace(f"AI {character}: sleep step {step.name} failed")
-            outcome = {"success": False, "error": str(err)}
+            outcome = StepResult.fail(err)
         setattr(results, step.name, outcome)
 
 

@@ -11,6 +11,7 @@ from twisted.internet import defer
 from ai_contrib import rag_memory
 from ai_contrib.core.cuts import is_extraction_traffic
 from ai_contrib.core.messages import is_marker
+from ai_contrib.core.outcome import StepResult
 from ai_contrib.core.tokens import count_message_tokens
 from ai_contrib.npc import sleep_phase
 
@@ -214,14 +215,14 @@ class TestCompaction(NPCTestCase):
                                   lambda script, character: defer.fail(OSError("no vectors"))):
             results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc))
         # a step that raised and one whose Deferred failed are recorded alike...
-        self.assertEqual(results.gossip, {"success": False, "error": "gossip broke"})
-        self.assertEqual(results.archive_vectors, {"success": False, "error": "no vectors"})
+        self.assertEqual(results.gossip, StepResult.fail("gossip broke"))
+        self.assertEqual(results.archive_vectors, StepResult.fail("no vectors"))
         # ...and the steps between and after them ran, as did the compaction before them
         self.assertIsNotNone(results.quote_repair)
-        self.assertNotIn("error", results.quote_repair or {})
+        self.assertTrue(results.quote_repair.success, results.quote_repair)
         self.assertIsNotNone(results.memory_consolidation)
         self.assertIsNotNone(results.people_impressions)
-        self.assertNotIn("error", results.people_impressions or {})
+        self.assertTrue(results.people_impressions.success, results.people_impressions)
         self.assertTrue(results.context_compaction.success, results)
 
     def test_a_sleep_keeps_the_conversation_in_the_window_and_the_extraction_traffic_leaves(self):

@@ -93,10 +93,10 @@ class TestQuoteRepair(StoredQuotes):
         self.assertEqual((report["checked"], report["quotes_removed"]), (1, 1))
         self.assertNotIn("My son", self.script.history[0]["content"])
         self.assertIn(self.fact, self.entries())  # the next sleep's work
-        from ai_contrib.core.outcome import SleepResults
+        from ai_contrib.core.outcome import SleepResults, StepResult
         from ai_contrib.admin.sleep_report import describe_sleep
 
-        line = describe_sleep(SleepResults(quote_repair=report))
+        line = describe_sleep(SleepResults(quote_repair=StepResult.of(report)))
         self.assertIn("1 quote(s) no one said removed (1 summaries, 0 journal entries)", line)
         report = stored(wait_for(repair_quotes(self.script, self.npc, limit=10)))
         self.assertEqual((report["checked"], report["quotes_removed"]), (3, 2))
@@ -107,14 +107,14 @@ class TestQuoteRepair(StoredQuotes):
 
         self.script.db.pre_compact_extraction_enabled = False
         results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc))
-        self.assertEqual(results.quote_repair["quotes_removed"], 3, results.quote_repair)
+        self.assertEqual(results.quote_repair.count("quotes_removed"), 3, results.quote_repair)
         self.assertIn("3 quote(s) no one said removed (1 summaries, 2 journal entries)",
                       describe_sleep(results, "Marta"))
         self.assertNotIn(self.fact, self.entries())
         self.assertIn(self.true_fact, self.entries())  # control
         # the next sleep finds nothing left to check, and its line says nothing of quotes
         results = wait_for(rag_memory.run_sleep_tick(self.script, self.npc))
-        self.assertEqual(results.quote_repair["checked"], 0)
+        self.assertEqual(results.quote_repair.count("checked"), 0)
         self.assertNotIn("quote", describe_sleep(results, "Marta"))
 
 

@@ -5,13 +5,14 @@ of its steps: the same words whatever the steps ran, declined or failed.
 
 from ai_contrib.core.compaction import CompactionResult
 from ai_contrib.core.outcome import FAILED, SKIPPED, SUCCESS
-from ai_contrib.core.outcome import ConsolidationResult, ExtractionResult, SleepResults
+from ai_contrib.core.outcome import (ConsolidationResult, ExtractionResult, SleepResults,
+                                     StepResult)
 from ai_contrib.admin.sleep_report import describe_sleep
 
 
 def test_a_quiet_sleep_says_what_each_step_declined():
     line = describe_sleep(SleepResults(
-        entity_consolidation={}, episodic_prune={"pruned": 0},
+        entity_consolidation=StepResult(), episodic_prune=StepResult(figures={"pruned": 0}),
         pre_compaction_extraction=ExtractionResult.skip("disabled"),
         context_compaction=CompactionResult.skip("below threshold (12.0% < 70%)", "sleep"),
         memory_consolidation=ConsolidationResult(SKIPPED, reason="Mem0 off"),
@@ -22,8 +23,8 @@ def test_a_quiet_sleep_says_what_each_step_declined():
 
 def test_a_busy_sleep_gives_its_figures_and_failures():
     line = describe_sleep(SleepResults(
-        entity_consolidation={"success": False, "error": "bad profile"},
-        episodic_prune={"pruned": 2},
+        entity_consolidation=StepResult.fail("bad profile"),
+        episodic_prune=StepResult(figures={"pruned": 2}),
         pre_compaction_extraction=ExtractionResult(FAILED, error="LLMError: down",
                                                    facts_recorded=2, observations_recorded=1),
         context_compaction=CompactionResult.done(
@@ -53,7 +54,8 @@ def test_a_refused_summary_and_removed_quotes_are_said():
         fidelity_reason='quotes that are not their speaker\'s words: "My son" (wren): no one said it')
     line = describe_sleep(SleepResults(
         context_compaction=refused,
-        quote_repair={"checked": 4, "quotes_removed": 3, "summaries": 1, "entries": 2}))
+        quote_repair=StepResult.of(
+            {"checked": 4, "quotes_removed": 3, "summaries": 1, "entries": 2})))
     assert line.startswith(
         "compacted 30 messages, 900 -> 120 tokens (86.7% reduction), the model's summary "
         "refused (quotes that are not their speaker's words: \"My son\" (wren): no one said it)"
@@ -64,7 +66,8 @@ def test_a_refused_summary_and_removed_quotes_are_said():
                                  new_tokens=120, reduction_pct=86.666, fidelity=0.9,
                                  fidelity_replaced=False)
     line = describe_sleep(SleepResults(context_compaction=kept,
-                                       quote_repair={"checked": 0, "quotes_removed": 0}))
+                                       quote_repair=StepResult.of(
+                                           {"checked": 0, "quotes_removed": 0})))
     assert "refused" not in line and "quote" not in line
 
 

@@ -12,6 +12,7 @@ from ai_contrib.core.outcome import (
     ConsolidationResult,
     ExtractionResult,
     SleepResults,
+    StepResult,
 )
 
 
@@ -60,7 +61,8 @@ def test_consolidation_results_keep_their_documented_dicts():
 
 def test_a_sleep_phase_lists_the_steps_it_ran_as_dicts():
     results = SleepResults(
-        entity_consolidation={"merged": 0}, episodic_prune={"pruned": 1},
+        entity_consolidation=StepResult.of({"merged": 0}),
+        episodic_prune=StepResult.of({"pruned": 1}),
         context_compaction=CompactionResult.skip("below threshold", "sleep"),
         memory_consolidation=ConsolidationResult(SUCCESS, added=1),
     )
@@ -72,3 +74,19 @@ def test_a_sleep_phase_lists_the_steps_it_ran_as_dicts():
                                             "trigger": "sleep"}
     assert stored["memory_consolidation"] == {"success": True, "added": 1, "skipped": 0}
     assert stored["episodic_prune"] == {"pruned": 1}
+
+
+def test_a_housekeeping_step_reads_as_one_record_whatever_its_function_returned():
+    ran = StepResult.of({"success": True, "received": 2, "peers": 1, "networks": ["inn"]})
+    assert ran.success and not ran.skipped and ran.count("received") == 2
+    assert ran.count("absent") == 0
+    assert ran.as_dict() == {"received": 2, "peers": 1, "networks": ["inn"]}
+    declined = StepResult.of({"success": True, "skipped": True, "reason": "gossip is off"})
+    assert declined.skipped and not declined.success and declined.reason == "gossip is off"
+    assert declined.as_dict() == {"success": True, "skipped": True, "reason": "gossip is off"}
+    broke = StepResult.of({"success": False, "error": "locked"})
+    assert broke.failed and broke.error == "locked" and not broke.skipped
+    assert broke.as_dict() == {"success": False, "error": "locked"}
+    assert StepResult.fail(ValueError("bad")).error == "bad"
+    assert StepResult.of(3).count("embedded") == 3  # archived lines given vectors
+    assert StepResult.of(ran) is ran and StepResult.of(None).figures == {}
