@@ -261,8 +261,9 @@ class AssistantScript(DefaultScript):
     work after a turn). The names below them are delegations
     (:class:`ai_contrib.npc.delegation.delegate`: ``script.budget`` is
     ``script.budgeting.tokens``) kept for the code, tests and games that call them on the
-    script; handlers call one another through these names too, so that patching or wrapping
-    one of them sees every call.
+    script. The tick handler calls its own methods and the other handlers directly, but starts
+    a tick through ``run_tick`` and changes the NPC's mode through ``sleep`` and ``wake``, so
+    that a subclass that wraps them sees every tick and every change, idle ones included.
 
     Configuration Attributes (the contrib's documented names, ``docs/design.md``, "Per-NPC
     Attributes"): ``compact_enabled``, ``compact_sleep_threshold`` (fraction),

@@ -13,10 +13,12 @@ The handler holds nothing of its own: the state is the script's ``db.operating_m
 ``ndb`` Attributes as before (``ndb.busy``, ``ndb.memory_work``, ``ndb.memory_work_kind``,
 ``ndb.slept``, ``ndb.sleep_work_since``, ``ndb.awake_since``, ``ndb.last_activity``,
 ``ndb.waiting_for_players``, ``ndb.cached_head``, ``ndb.warming``, ``ndb.warming_for``,
-``ndb.warming_request``, ``ndb.after_turn``, ``ndb.turn``, ``ndb.turn_kind``, ...). What it
-asks of the other handlers it asks through the script's own names (``script.run_tick``,
-``script.kick``, ``script.checkpoint`` via the queue, ``script.pending_ids``, ...), so that what
-patches or wraps those names sees every call.
+``ndb.warming_request``, ``ndb.after_turn``, ``ndb.turn``, ``ndb.turn_kind``, ...). It calls
+its own methods and the other handlers directly (``self.kick()``,
+``script.hearing.pending_ids()``, ``script.budgeting.usage()``); a tick's start and the NPC's
+falling asleep and waking go through the script's names (``script.run_tick``,
+``script.sleep``, ``script.wake``), which a game's subclass or a benchmark may wrap to see
+every tick and every change of mode, idle ones included.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ class TickHandler:
         so that an idle NPC knows its budget before anyone speaks.
         """
         script = self.obj
-        if script._needs_tick():
+        if self.needs_tick():
             script.run_tick()  # which starts the discovery itself
         else:
             script.budgeting.discover_window()
@@ -113,18 +115,18 @@ class TickHandler:
         now = time.time()
         awake = script.db.operating_mode != "sleep"
         last = ndb.last_activity or ndb.awake_since
-        pending = bool(script.pending_ids())
+        pending = bool(script.hearing.pending_ids())
         cached = ndb.cached_head
         return TickState(
             awake=awake,
-            usage=script.token_usage(),
+            usage=script.budgeting.usage(),
             compact_enabled=bool(script.cfg("compact_enabled")),
             emergency_threshold=float(script.cfg("compact_emergency_threshold")),
             sleep_threshold=float(script.cfg("compact_sleep_threshold")),
             breaker_open=breaker_open(script),
             pending=pending,
             # looked at now, or as the last tick found it
-            waiting_for_players=(bool(pending and script.players_first()) if room
+            waiting_for_players=(bool(pending and script.hearing.players_first()) if room
                                  else bool(ndb.waiting_for_players)),
             listeners=not ndb.no_listeners,
             memory_work=ndb.memory_work is not None,
@@ -162,7 +164,7 @@ class TickHandler:
         """
         script = self.obj
         script.budgeting.discover_window()
-        script.start_memory_work()
+        self.start_memory_work()
         if script.ndb.busy:
             return None
         script.ndb.busy = True
@@ -175,9 +177,9 @@ class TickHandler:
                 script.memory.bound_in_flight()  # the reply just added counts too
             # NPCs' lines waiting for a player's turn are kicked when that turn ends
             if now.kick:
-                script.kick()  # lines heard while the reply was written
+                self.kick()  # lines heard while the reply was written
             else:
-                script.warm_if_due()
+                self.warm_if_due()
             return result
 
         d.addErrback(log_failure(f"AI {script.obj}: tick"))
@@ -214,7 +216,7 @@ class TickHandler:
             script.memory.evict_overflow()
         said = 0
         # read by the room's other NPCs (players_first) and when the tick ends
-        script.ndb.waiting_for_players = bool(script.pending_ids()) and not now.answer
+        script.ndb.waiting_for_players = bool(script.hearing.pending_ids()) and not now.answer
         if now.answer:
             script.ndb.cached_head = prompt_head(script.history)
             said = yield self.answer_pending(character)
@@ -223,7 +225,7 @@ class TickHandler:
             record_usage(script)  # the staff web page's usage chart (ai_contrib.npc.usage_log)
             # micro-compaction after the turn; a cascade cycle's LLM calls run in the background
             script.ndb.after_turn = script.memory.after_turn()
-            script.start_memory_work()  # the reply may have crossed the threshold
+            self.start_memory_work()  # the reply may have crossed the threshold
         now = due(self.state())
         if now.start_clock and script.ndb.awake_since is None:
             script.ndb.awake_since = time.time()
@@ -248,7 +250,7 @@ class TickHandler:
         script = self.obj
         ndb = script.ndb
         npc_lines = ndb.npc_line_ids or set()
-        pending = script.pending_ids()
+        pending = script.hearing.pending_ids()
         kind = "npc" if pending and all(line in npc_lines for line in pending) else "player"
         turn = answer_turn(script, character, room_listeners)
         ndb.turn, ndb.turn_kind = turn, kind
@@ -256,14 +258,15 @@ class TickHandler:
             said = yield turn
         except defer.CancelledError:
             given_up = ndb.turn_given_up or []
-            script.pending_ids()[:0] = [line for line in given_up
-                                        if line not in script.pending_ids()]
+            script.hearing.pending_ids()[:0] = [
+                line for line in given_up if line not in script.hearing.pending_ids()]
             logger.log_info(f"AI {character}: a reply to an NPC was given up: a player spoke")
             said = 0
         finally:
             ndb.turn = ndb.turn_kind = ndb.turn_given_up = None
         # only the NPC lines still queued stay marked
-        ndb.npc_line_ids = (ndb.npc_line_ids or set()) & set(script.pending_ids()) or None
+        ndb.npc_line_ids = (ndb.npc_line_ids or set()) \
+            & set(script.hearing.pending_ids()) or None
         if said:
             self._note_answered(character)
         for other in room_npcs(character):  # NPC lines that waited for this player's turn
@@ -343,9 +346,9 @@ class TickHandler:
             if now.evict_overflow:
                 script.memory.evict_overflow()
             if now.kick_after_work:
-                script.kick()  # a sleeping NPC's tick wakes it to answer
+                self.kick()  # a sleeping NPC's tick wakes it to answer
             else:
-                script.warm_if_due()
+                self.warm_if_due()
             return result
 
         work.addErrback(log_failure(f"AI {character}: memory work"))
@@ -406,7 +409,7 @@ class TickHandler:
             script.ndb.warming_step = None
             warming.callback(stats)  # a waiting reply goes on here (its tick keeps the NPC busy)
             # a compaction that landed meanwhile changed the head again: warm that one too
-            script.warm_if_due()
+            self.warm_if_due()
             return stats
 
         request = warm_reply_cache(script, script.obj, listeners)
@@ -433,7 +436,7 @@ class TickHandler:
         logger.log_info(f"AI {npc}: falls asleep ({reason})")
         if npc and npc.location:
             npc.location.msg_contents(f"{npc.key} dozes off.", exclude=[npc])
-        script.kick()
+        self.kick()
         return True
 
     def wake(self, reason="admin") -> bool:

@@ -158,6 +158,21 @@ class TestConversation(NPCTestCase):
 
 
 class TestSleepWake(NPCTestCase):
+    def test_a_subclass_that_wraps_sleep_sees_the_idle_sleep_of_the_tick(self):
+        seen = []
+        original = AssistantScript.sleep
+
+        def wrapped(script, reason="admin"):
+            seen.append(reason)
+            return original(script, reason=reason)
+
+        self.script.db.sleep_after_idle = 5
+        self.script.ndb.awake_since = self.script.ndb.last_activity = 0  # idle for ages
+        with mock.patch.object(AssistantScript, "sleep", wrapped):
+            wait_for(self.script.run_tick())
+        self.assertEqual(seen, ["idle"])
+        self.assertEqual(self.script.db.operating_mode, "sleep")
+
     def test_sleep_runs_sleep_tick_and_speech_wakes(self):
         self.assertTrue(self.script.sleep())
         self.assertEqual(self.script.db.operating_mode, "sleep")
