@@ -16,7 +16,6 @@ from ..npc.compacting import compact_after_extraction
 from .compaction_report import describe_result
 from ..npc.compaction_runner import STRATEGIES, resolve_strategy
 from ..npc.memory_wait import memory_under_way, when_memory_idle
-from .sleep_report import describe_sleep
 from .command_util import StaffCommand, shown, split_npc_switch
 from .npcs import find_npc
 from .history_command import fidelity_cell
@@ -91,7 +90,7 @@ class CmdCompact(StaffCommand):
             caller.msg(f"{npc.key}'s {running} is under way: compacting{how} when it ends...")
             work = script.ndb.memory_work
             if work is not None:  # the NPC's own work: its outcome is told before this one's
-                work.addCallback(_report_waited, caller, npc, running)
+                work.addCallback(_report_waited, caller, script, running)
         else:
             caller.msg(f"Compacting {npc.key}'s history{how}{' (forced)' if force else ''}...")
         # the fact extraction first, as before every compaction
@@ -103,7 +102,7 @@ class CmdCompact(StaffCommand):
                                                 f"{shown(failure.getErrorMessage())}"))
 
 
-def _report_waited(result, caller, npc, running):
+def _report_waited(result, caller, script, running):
     """
     Tell ``caller`` what the memory work a ``compact`` waited for did (a Deferred callback on
     that work: returns ``result`` untouched, and never raises into a chain others share).
@@ -112,11 +111,14 @@ def _report_waited(result, caller, npc, running):
         result: the work's result: a :class:`~ai_contrib.core.compaction.CompactionResult`
             (an emergency compaction), a :class:`~ai_contrib.core.outcome.SleepResults` (the
             sleep work), or None (nothing was needed, or the work failed and was logged).
+        script: the NPC's ``AssistantScript``: a sleep is told in its wording
+            (``describe_sleep``, as ``aisleep`` tells it).
         running (str): the work in words (:func:`ai_contrib.npc.memory_wait.memory_under_way`).
     """
+    npc = script.obj
     try:
         if isinstance(result, SleepResults):
-            line = f": {shown(describe_sleep(result, npc.key))}"
+            line = f": {shown(script.describe_sleep(result))}"
         elif isinstance(result, CompactionResult):
             line = f". {format_compaction_result(npc, result)}"
         else:

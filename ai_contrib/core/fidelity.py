@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from .messages import is_marker
 from .structured import SECTIONS
 from .summary import format_message_for_compaction
+from .speakers import speaker_label
 from .text import content_key, quote_words
 from .tokens import count_tokens
 
@@ -548,6 +549,10 @@ def message_texts(messages) -> Iterator[tuple]:
 
 
 _SAID_VERB = re.compile(r" (?:said|noted): ")
+#: the double quotes inside a line, written as single ones in an extract: the line is its
+#: speaker's words, and what it quotes is not a quote of the summary's own, to be attributed
+#: to whoever a word beside it names (core.quotes)
+_INNER_QUOTES = str.maketrans({'"': "'", "\u201c": "\u2018", "\u201d": "\u2019"})
 
 
 def _message_lines(messages):
@@ -556,11 +561,11 @@ def _message_lines(messages):
         if summary:
             out.append((text, text))
             continue
-        name = msg.get("name") or {"user": "Someone", "system": "The game"}.get(msg["role"], "I")
-        # capitalised as the quote check reads a speaker ("wren said: ..." names no one)
-        name = name[:1].upper() + name[1:]
+        # a name as the quote check reads a speaker ("old tom said: ..." names no one)
+        name = speaker_label(msg["name"]) if msg.get("name") else \
+            {"user": "Someone", "system": "The game"}.get(msg["role"], "I")
         verb = "noted" if msg["role"] == "system" else "said"
-        out.append((text, f"{name} {verb}: {text}"))
+        out.append((text, f"{name} {verb}: {text.translate(_INNER_QUOTES)}"))
     return out
 
 
@@ -568,9 +573,10 @@ def extractive_summary(messages, target_tokens, importance, model=None) -> str:
     """
     A summary of ``messages`` made of their own lines, without a model: the highest-importance
     lines (``importance(text) -> number``; ties keep the earlier line), shown in their original
-    order as ``"- Name said: text"`` bullets (a line said again by the same speaker once), as
-    many as fit ``target_tokens``; when not even the best line fits, it is cut at a word
-    boundary. Its quotes pass :func:`ai_contrib.core.quotes.check_quotes` against the span.
+    order as ``"- Name said: text"`` bullets (each word of the name capitalised, the double
+    quotes inside a line written as single ones, a line said again by the same speaker once),
+    as many as fit ``target_tokens``; when not even the best line fits, it is cut at a word
+    boundary.
 
     Args:
         messages (list[dict]): the span (``core/messages.py`` shape; markers' lines are taken

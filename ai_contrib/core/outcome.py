@@ -155,7 +155,7 @@ class StepResult(Outcome):
         """
         The record of what a step's function returned: a :class:`StepResult` as it is; an int
         (a count of lines embedded) as ``{"embedded": n}``; a dict with ``"success": False``
-        as a failure (its ``"error"``), with ``"skipped"`` true as a skip (its ``"reason"``),
+        as a failure (its ``"error"``), with ``"skipped": True`` as a skip (its ``"reason"``),
         else as the figures (``"success"`` left out); None as no figures.
         """
         if isinstance(value, StepResult):
@@ -166,7 +166,8 @@ class StepResult(Outcome):
         if data.get("success") is False:
             return cls(FAILED, error=str(data.get("error") or "failed"))
         data.pop("success", None)
-        if data.pop("skipped", False):
+        if data.get("skipped") is True:  # a step's count of things it skipped is a figure
+            data.pop("skipped")
             return cls(SKIPPED, data, reason=data.pop("reason", None))
         return cls(SUCCESS, data)
 

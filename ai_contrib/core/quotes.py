@@ -13,15 +13,14 @@ prompt). So every quote attributed to a speaker is checked verbatim:
   ``Bob said, "text"``, ``Bob told Marta "text"``, ``Bob: "text"``, ``"text," Bob said`` and
   ``"text," said Bob``; straight or curly double quotes; ``I said: ...`` is the NPC's own line
   (an assistant message), ``he said: ...`` anyone's. A quoted string with no speaker is not
-  checked against anyone but counts for repeats; one within the rest of a colon form is part
-  of that quote (the speaker's words, checked with them), not a quote of its own.
+  checked against anyone but counts for repeats.
 - **match** (:func:`check_quotes`): after normalising case, whitespace, punctuation and
   apostrophes, the quote's words must be a contiguous run of the words of one of the speaker's
   lines (a quote may be part of a line; an ellipsis ``...`` may join parts of one line, in
   order); a paraphrase with one word changed is not a quote.
 - **fails**: a quote no line of its speaker holds, said by someone else ("Bob's words, not
-  Mara's"), said by no one, or the same quoted passage given to the same speaker (or to no
-  one) :data:`MAX_REPEATS` times or more in one text.
+  Mara's"), said by no one, or the same quoted passage given to the same speaker (or to anyone:
+  a pronoun, no speaker) :data:`MAX_REPEATS` times or more in one text.
 
 Pure module: no Evennia, Twisted or Django imports.
 """
@@ -33,6 +32,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .fidelity import message_texts
+from .speakers import NAME, OBJECT, PRONOUNS, SAID_COLON, VERBS, WHO, speaker_label
 from .text import quote_words
 
 __all__ = [
@@ -51,31 +51,17 @@ __all__ = [
 #: a summary: the invented quote that started this check stood five times in one summary).
 MAX_REPEATS = 3
 
-# who a speaker's words are: a name of up to four capitalised words, or a pronoun
-_NAME = r"[A-Z][\w'\u2019.-]*(?: [A-Z][\w'\u2019.-]*){0,3}"
-_VERBS = (r"said|says|asked|asks|noted|notes|replied|replies|answered|answers|added|adds|"
-          r"explained|explains|mentioned|mentions|stated|states|shared|shares|exclaimed|"
-          r"remarked|admitted|insisted|promised|recalled|wrote|whispered|shouted|told|tells")
-# "told Marta", "said to Marta", "asked Marta" : one optional object of the verb
-_OBJECT = r"(?: to)?(?: (?!said\b)[A-Z][\w'\u2019-]*| (?:him|her|them|me|us|you|everyone))?"
-_PRONOUNS = frozenset("he she they we someone".split())
-#: who may stand before "said": a name, the extract's label of the game's lines, a pronoun
-_WHO = rf"{_NAME}|[Tt]he game|I|[Hh]e|[Ss]he|[Tt]hey|[Ww]e"
 _OPEN = "\"\u201c"
 _CLOSE = "\"\u201d"
-#: ``Bob said: rest of the line`` (the extract's form; its rest may open with a quote mark)
-_SAID_COLON = re.compile(
-    rf"(?:^|(?<=[\s(\-*\u2022]))(?P<who>{_WHO}) "
-    rf"(?:{_VERBS}){_OBJECT}\s*:[ \t]*(?P<rest>[^\n]*)")
 #: a quoted string: straight or curly double quotes, on one line
 _QUOTED = re.compile(r"[\"\u201c](?P<text>[^\"\u201c\u201d\n]+)[\"\u201d]")
 #: what may stand right before a quoted string to attribute it: "Bob said, " / "Bob: "
 _BEFORE = re.compile(
-    rf"(?:^|(?<=[\s(\-*\u2022]))(?P<who>{_WHO})"
-    rf"(?: (?:{_VERBS}){_OBJECT}\s*[,:]?|(?P<label>\s*:))\s*$")
+    rf"(?:^|(?<=[\s(\-*\u2022]))(?P<who>{WHO})"
+    rf"(?: (?:{VERBS}){OBJECT}\s*[,:]?|(?P<label>\s*:))\s*$")
 #: and right after it: ", Bob said" / " said Bob"
-_AFTER = re.compile(rf"^[,]?\s*(?:(?:{_VERBS}) (?P<who1>{_NAME})\b|(?P<who2>{_WHO}) "
-                    rf"(?:{_VERBS})\b)")
+_AFTER = re.compile(rf"^[,]?\s*(?:(?:{VERBS}) (?P<who1>{NAME})\b|(?P<who2>{WHO}) "
+                    rf"(?:{VERBS})\b)")
 _ELLIPSIS = re.compile(r"\.\.\.+|\u2026")
 #: the labels of lines with no speaker's name: the extract's
 # (:func:`ai_contrib.core.fidelity.extractive_summary`) and the transcript's a model may echo
@@ -188,41 +174,25 @@ def find_quotes(text) -> list:
 
     Returns:
         list[Quote]: attributed quotes and unattributed quoted strings; a colon form whose rest
-        opens with a quote mark gives the quoted string, once; a quoted string within the rest
-        of a colon form is part of that quote, not one of its own.
+        opens with a quote mark gives the quoted string, once.
     """
-    return _quotes_and_lines(text)[0]
-
-
-def _quotes_and_lines(text):
-    """``(quotes, lines)``: :func:`find_quotes`'s quotes, and a :class:`Quote` of the whole rest
-    of each colon form whose rest opens with a quote mark and says more than that quoted
-    string (``Bob said: "Hi" Gil said "bye"`` may be Bob's line as it stands, the extract's
-    form, or two quotes)."""
     text = text or ""
     found = {}
     for quote in _quoted_strings(text):
         found[quote.start] = quote
-    rests, lines = [], []
-    for match in _SAID_COLON.finditer(text):
+    for match in SAID_COLON.finditer(text):
         rest = match.group("rest")
         start = match.start("rest")
-        whole = Quote(_speaker(match.group("who")), rest.strip(), start, match.end("rest"))
         if rest[:1] in _OPEN and start in found:
             # the quoted string already found: the colon names its speaker
             quote = found[start]
-            found[start] = Quote(whole.speaker, quote.text, quote.start, quote.end)
-            if quote_words(rest) != quote_words(quote.text):
-                lines.append(whole)
+            found[start] = Quote(_speaker(match.group("who")), quote.text, quote.start,
+                                 quote.end)
             continue
         if quote_words(rest):
-            found[start] = whole
-            rests.append((start, whole.end))
-    # a quoted string inside a colon form's rest is part of that speaker's words, checked
-    # verbatim with them: "Marta said: you called it "The Night"" quotes Marta, not "you"
-    nested = {key for key, quote in found.items()
-              if any(start < quote.start and quote.end <= end for start, end in rests)}
-    return [found[key] for key in sorted(found) if key not in nested], lines
+            found[start] = Quote(_speaker(match.group("who")), rest.strip(), start,
+                                 match.end("rest"))
+    return [found[key] for key in sorted(found)]
 
 
 def speaker_lines(messages, extra=()) -> dict:
@@ -244,7 +214,7 @@ def speaker_lines(messages, extra=()) -> dict:
     for _position, msg, text, summary in message_texts(messages):
         if summary:
             for quote in find_quotes(text):
-                if quote.speaker and quote.speaker not in _PRONOUNS:
+                if quote.speaker and quote.speaker not in PRONOUNS:
                     out.setdefault(quote.speaker, []).append(quote.text)
             continue
         for key in _keys(msg):
@@ -260,6 +230,8 @@ def _keys(msg):
     name = " ".join(str(msg.get("name") or "").split()).casefold()
     if name:
         keys += [name, name.split()[0]]
+        # and the name as the extract writes it ("old tom" is "Old Tom", "." is "Someone")
+        keys.append(_speaker(speaker_label(msg.get("name"))))
     if msg.get("role") == "assistant" or not name:
         keys += _UNNAMED.get(msg.get("role"), _UNNAMED["user"])
     return list(dict.fromkeys(keys))
@@ -295,24 +267,20 @@ def check_quotes(text, lines, max_repeats=MAX_REPEATS) -> QuoteCheck:
         QuoteCheck: the quotes found and those that failed (a repeated passage once, with its
         count; otherwise each failed quote).
     """
-    quotes, whole_lines = _quotes_and_lines(text)
+    quotes = find_quotes(text)
     said = {speaker: [quote_words(line) for line in said_lines]
             for speaker, said_lines in (lines or {}).items()}
-    # a colon form's rest that is its speaker's line as it stands vouches for every quote in it
-    vouched = [(line.start, line.end) for line in whole_lines
-               if not _quote_problem(line, said)]
     failures, failed_passages = [], set()
-    # a passage repeats when the same speaker (or no one) is given it again: three speakers
-    # who each said "yes" are three claims, one speaker quoted three times is a loop
-    counts = Counter(_passage(q) for q in quotes if quote_words(q.text))
-    for quote in quotes:
-        words = quote_words(quote.text)
-        if words and counts[_passage(quote)] >= max_repeats:
-            if _passage(quote) not in failed_passages:
-                failed_passages.add(_passage(quote))
-                failures.append(QuoteFailure(quote, f"repeated {counts[_passage(quote)]} times"))
-            continue
-        if any(start <= quote.start and quote.end <= end for start, end in vouched):
+    # a passage repeats when it is given again to the same speaker ("Then Mara said" is
+    # Mara), or to anyone (a pronoun, no one): three speakers who each said "yes" are three
+    # claims, one speaker quoted three times is a loop
+    passages = [_passage(quote, said) for quote in quotes]
+    counts = Counter(passage for passage in passages if passage[1])
+    for quote, passage in zip(quotes, passages):
+        if passage[1] and counts[passage] >= max_repeats:
+            if passage not in failed_passages:
+                failed_passages.add(passage)
+                failures.append(QuoteFailure(quote, f"repeated {counts[passage]} times"))
             continue
         reason = _quote_problem(quote, said)
         if reason:
@@ -320,9 +288,13 @@ def check_quotes(text, lines, max_repeats=MAX_REPEATS) -> QuoteCheck:
     return QuoteCheck(tuple(quotes), tuple(failures))
 
 
-def _passage(quote):
-    """What makes two quotes the same passage: their speaker and their words."""
-    return quote.speaker, quote_words(quote.text)
+def _passage(quote, said):
+    """What makes two quotes the same passage: ``(speaker, words)``, the speaker as
+    :func:`_resolve` reads it, None for a pronoun or no speaker."""
+    who = quote.speaker
+    if who is not None:
+        who = None if who in PRONOUNS else _resolve(who, said)
+    return who, quote_words(quote.text)
 
 
 def _resolve(speaker, said):
@@ -349,13 +321,13 @@ def _quote_problem(quote, said) -> str:
     pieces = [piece for piece in pieces if piece]
     if not pieces:
         return ""
-    if quote.speaker in _PRONOUNS:
+    if quote.speaker in PRONOUNS:
         return "" if any(_said_by(pieces, lines) for lines in said.values()) \
             else "no one said it"
     if _said_by(pieces, said.get(speaker, ())):
         return ""
     others = [who for who, lines in said.items()
-              if who not in _PRONOUNS and who not in _LABELS and _said_by(pieces, lines)]
+              if who not in PRONOUNS and who not in _LABELS and _said_by(pieces, lines)]
     if others:
         return f"{others[0].title()}'s words, not {speaker.title()}'s"
     return "no one said it"
@@ -372,9 +344,9 @@ def without_failed_quotes(text, check) -> str:
     Returns:
         str: the lines left, joined by line breaks (``""`` when none is left with a word).
     """
-    bad = {_passage(f.quote) for f in check.failures if "repeated" in f.reason}
+    bad = {quote_words(f.quote.text) for f in check.failures if "repeated" in f.reason}
     spans = [(f.quote.start, f.quote.end) for f in check.failures]
-    spans += [(q.start, q.end) for q in check.quotes if _passage(q) in bad]
+    spans += [(q.start, q.end) for q in check.quotes if quote_words(q.text) in bad]
     kept, offset = [], 0
     for line in (text or "").split("\n"):
         end = offset + len(line)

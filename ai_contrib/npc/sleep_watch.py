@@ -45,15 +45,16 @@ def sleep_finished(result, script, woken=None) -> SleepResults | Failure | None:
         script: the ``AssistantScript``; its ``describe_sleep(result, woken)`` words the line.
         woken (str, optional): why the NPC woke, when ``result`` is None.
     """
+    watchers, script.ndb.sleep_watchers = script.ndb.sleep_watchers or [], []
     try:
         line = script.describe_sleep(result, woken)
         if result is not None:
             at = datetime.now(timezone.utc).isoformat(timespec="seconds")
             script.db.last_sleep = {"at": at, "summary": line}
-        watchers, script.ndb.sleep_watchers = script.ndb.sleep_watchers or [], []
     except Exception as err:  # reporting must never break the sleep phase's chain
         logger.log_warn(f"AI {script.obj}: sleep report failed: {err}")
-        return result
+        # the admins who wait still hear that this sleep ended, never the next one's line
+        line = f"sleep ended; its report failed ({err})"
     for d in watchers:
         d.callback(line)
     return result

@@ -381,6 +381,20 @@ class TestSleepReport(AdminCase):
         overview = self.call(CmdAIHistory(), "Marta")
         self.assertIn("Marta slept; compaction skipped", overview)
 
+    def test_a_wording_that_breaks_still_tells_the_admin_who_waits_that_the_sleep_ended(self):
+        def broken(script, result, woken=None):
+            raise ValueError("no words")
+
+        self.fill(4)
+        with mock.patch.object(type(self.script), "describe_sleep", broken):
+            out = self.said(CmdAISleep(), "Marta", "Marta's sleep:")
+        self.assertIn("Marta's sleep: sleep ended; its report failed (no words)", out)
+        self.assertEqual(self.script.ndb.sleep_watchers, [])  # not left for the next sleep
+        # control: the next sleep's admin hears the next sleep's own line
+        self.script.wake(reason="test")
+        out = self.said(CmdAISleep(), "Marta", "Marta's sleep:")
+        self.assertIn("Marta's sleep: compaction skipped", out)
+
     def test_woken_before_the_sleep_work_started(self):
         with mock.patch.object(self.char1, "msg") as msg:
             self.call(CmdAISleep(), "Marta")

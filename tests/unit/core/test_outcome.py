@@ -90,3 +90,6 @@ def test_a_housekeeping_step_reads_as_one_record_whatever_its_function_returned(
     assert StepResult.fail(ValueError("bad")).error == "bad"
     assert StepResult.of(3).count("embedded") == 3  # archived lines given vectors
     assert StepResult.of(ran) is ran and StepResult.of(None).figures == {}
+    # a count of things a step skipped is one of its figures, not a skip
+    counted = StepResult.of({"added": 1, "skipped": 2})
+    assert counted.success and counted.count("skipped") == 2

@@ -141,38 +141,51 @@ def test_find_quotes_reads_offsets_and_words():
     assert quote_words("I'm  HERE, you\u2019re late!") == ("im", "here", "youre", "late")
 
 
-def test_a_quote_within_a_speakers_line_is_part_of_their_words():
-    lines = speaker_lines([
-        {"role": "user", "name": "Wren", "content": "What was that song called?"},
-        {"role": "assistant", "name": "Marta",
-         "content": 'You asked "The Night" to be played, and Gil said "no more".'},
-    ])
-    extract = "- Marta said: You asked \"The Night\" to be played, and Gil said \"no more\"."
-    check = check_quotes(extract, lines)
-    assert [q.speaker for q in check.quotes] == ["marta"] and check.passed, check.reason
-    # control: the same quotes standing on their own are claims about "you" and Gil, and fail
-    alone = check_quotes('You asked "The Night". Gil said "no more".', lines)
-    assert [f.reason for f in alone.failures] == [
-        "Marta's words, not You's", "Marta's words, not Gil's"]
+def test_the_extract_of_lines_that_quote_someone_passes_and_quotes_put_in_a_line_fail():
+    messages = [
+        {"role": "user", "name": "Wren", "content": '"Hi" Gil said "bye" and left.'},
+        {"role": "assistant", "name": "Marta", "content": 'You asked "The Night" to be played.'},
+        {"role": "user", "name": "Bob",
+         "content": '"Yes." Gil said Mara killed the king, I think.'},
+        {"role": "user", "name": "Bob", "content": "Mara told me she killed the king."},
+    ]
+    lines = speaker_lines(messages)
+    extract = extractive_summary(messages, 500, lambda text: len(text))
+    # the lines' own quotes are single in the extract: Marta's words, not a quote of "you"
+    assert "- Marta said: You asked 'The Night' to be played." in extract
+    assert check_quotes(extract, lines).passed, check_quotes(extract, lines).reason
+    # quote marks put into a real line make quotes no one said: each is checked on its own
+    for text, reason in [
+        ('- Bob said: "Yes." Gil said "Mara killed the king"', "Bob's words, not Gil's"),
+        ('- Bob said: Mara told me "she killed the king"', "Bob's words, not Mara's"),
+        ('- Marta said: You asked "The Night" to be played.', "Marta's words, not You's"),
+    ]:
+        check = check_quotes(text, lines)
+        assert reason in [f.reason for f in check.failures], (text, check.reason)
 
 
-def test_a_line_that_opens_with_a_quote_is_its_speakers_words_as_it_stands():
-    lines = speaker_lines([{"role": "user", "name": "Wren",
-                            "content": '"Hi" Gil said "bye" and left.'}])
-    check = check_quotes('- Wren said: "Hi" Gil said "bye" and left.', lines)
-    assert [q.speaker for q in check.quotes] == ["wren", "gil"] and check.passed, check.reason
-    # control: the same quotes where the rest is not her line are checked one by one
-    check = check_quotes('- Wren said: "Hi" and Gil said "bye".', lines)
-    assert [f.reason for f in check.failures] == ["Wren's words, not Gil's"]
+def test_a_passage_repeats_for_its_speaker_however_the_speaker_is_written():
+    lines = {"mara": ["I am innocent"], "gil": ["I am innocent"]}
+    text = ('Mara said "I am innocent". Then Mara said "I am innocent". '
+            'Gil said "I am innocent". Mara said: "I am innocent"')
+    assert [f.reason for f in check_quotes(text, lines).failures] == ["repeated 3 times"]
+    # control: three speakers who each said it are three claims
+    lines["bob"] = ["I am innocent"]
+    text = 'Mara said "I am innocent". Gil said "I am innocent". Bob said "I am innocent".'
+    assert check_quotes(text, lines).passed
 
 
 _TOKENS = st.sampled_from([
     "the", "mill", "burned", "You", "said", "told", "Marta", "Gil", "asked", ":", '"', ",",
     ".", "...", "I", "he", "Note", "\u201c", "\u201d", "'", "Bob's", "-", "*", "(", ")",
-    "Someone", "The", "Game", '"The Night"', "1"])
+    "Someone", "The", "Game", '"The Night"', "1", '"Yes"'])
+_NAMES = st.one_of(
+    st.sampled_from(["Wren", "Marta", "Gil Stone", "", "wren", "The Game", "old tom",
+                     "\u00c9lan", "3po", "the innkeeper"]),
+    st.lists(st.text(alphabet="abcz\u00e9\u00c9\u00df", min_size=1, max_size=5), min_size=1,
+             max_size=3).map(" ".join))
 _LINES = st.lists(st.tuples(st.sampled_from(["user", "assistant", "system"]),
-                            st.sampled_from(["Wren", "Marta", "Gil Stone", "", "wren",
-                                             "The Game"]),
+                            _NAMES,
                             st.lists(_TOKENS, min_size=1, max_size=14).map(" ".join)),
                   min_size=1, max_size=6)
 
