@@ -549,10 +549,11 @@ def message_texts(messages) -> Iterator[tuple]:
 
 
 _SAID_VERB = re.compile(r" (?:said|noted): ")
-#: the double quotes inside a line, written as single ones in an extract: the line is its
+#: the double quotes inside a line, written as double primes in an extract: the line is its
 #: speaker's words, and what it quotes is not a quote of the summary's own, to be attributed
-#: to whoever a word beside it names (core.quotes)
-_INNER_QUOTES = str.maketrans({'"': "'", "\u201c": "\u2018", "\u201d": "\u2019"})
+#: to whoever a word beside it names (core.quotes). Not single quotes: an apostrophe joins
+#: the words beside it (core.text.quote_words), and 'said"stop"' would no longer be the line
+_INNER_QUOTES = str.maketrans({'"': "\u2033", "\u201c": "\u2033", "\u201d": "\u2033"})
 
 
 def _message_lines(messages):
@@ -574,7 +575,7 @@ def extractive_summary(messages, target_tokens, importance, model=None) -> str:
     A summary of ``messages`` made of their own lines, without a model: the highest-importance
     lines (``importance(text) -> number``; ties keep the earlier line), shown in their original
     order as ``"- Name said: text"`` bullets (each word of the name capitalised, the double
-    quotes inside a line written as single ones, a line said again by the same speaker once),
+    quotes inside a line written as double primes, a line said again by the same speaker once),
     as many as fit ``target_tokens``; when not even the best line fits, it is cut at a word
     boundary.
 

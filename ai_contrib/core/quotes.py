@@ -200,8 +200,9 @@ def speaker_lines(messages, extra=()) -> dict:
     Who said what in ``messages``: ``{speaker case-folded: [line, ...]}``. A message's speaker
     is its ``name`` (and the name's first word: "Bob" for "Bob Smith"); an assistant's line is
     also ``"i"``'s and ``"npc"``'s (the NPC's own), an unnamed player's ``"someone"``'s and
-    ``"player"``'s, the game's ``"the game"``'s and ``"game"``'s. A line of an earlier summary gives, to each speaker it quotes, the quoted words
-    (a quote that passed when that summary was checked).
+    ``"player"``'s, the game's ``"the game"``'s and ``"game"``'s. A line of an earlier summary
+    gives, to each speaker it quotes (a pronoun included), the quoted words (a quote that
+    passed when that summary was checked).
 
     Args:
         messages (list[dict]): ``core/messages.py`` shape, markers included.
@@ -213,8 +214,10 @@ def speaker_lines(messages, extra=()) -> dict:
     out = {}
     for _position, msg, text, summary in message_texts(messages):
         if summary:
+            # a pronoun's too ("Someone said: ..." of an earlier extract): a pronoun's quote is
+            # checked against everyone's lines, and the line it quoted may be summarised away
             for quote in find_quotes(text):
-                if quote.speaker and quote.speaker not in PRONOUNS:
+                if quote.speaker:
                     out.setdefault(quote.speaker, []).append(quote.text)
             continue
         for key in _keys(msg):

@@ -13,10 +13,30 @@ import re
 
 __all__ = ["NAME", "OBJECT", "PRONOUNS", "SAID_COLON", "VERBS", "WHO", "speaker_label"]
 
-#: what opens a word of a name (a name is up to four such words): an upper-case letter of any
-#: script, or a digit ("3po")
-INITIAL = "[" + "".join(re.escape(chr(c)) for c in range(0x10000) if chr(c).isupper()) \
-    + "0-9]"
+
+
+def _initials():
+    """A character class of what may open a word of a name: a letter that is not lower-case
+    (an upper-case one of any script, or one of a script without case: 李, محمد), or a digit."""
+    ranges, start, last = [], None, None
+    for code in range(0x10000):
+        char = chr(code)
+        if char.isalpha() and not char.islower():
+            if start is None:
+                start = code
+            last = code
+        elif start is not None:
+            ranges.append((start, last))
+            start = None
+    if start is not None:
+        ranges.append((start, last))
+    body = "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
+                   for a, b in ranges)
+    return f"[{body}0-9]"
+
+
+#: what opens a word of a name (a name is up to four such words; ``_initials``)
+INITIAL = _initials()
 NAME = rf"{INITIAL}[\w'\u2019.-]*(?: {INITIAL}[\w'\u2019.-]*){{0,3}}"
 VERBS = (r"said|says|asked|asks|noted|notes|replied|replies|answered|answers|added|adds|"
          r"explained|explains|mentioned|mentions|stated|states|shared|shares|exclaimed|"

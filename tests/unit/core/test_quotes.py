@@ -151,8 +151,9 @@ def test_the_extract_of_lines_that_quote_someone_passes_and_quotes_put_in_a_line
     ]
     lines = speaker_lines(messages)
     extract = extractive_summary(messages, 500, lambda text: len(text))
-    # the lines' own quotes are single in the extract: Marta's words, not a quote of "you"
-    assert "- Marta said: You asked 'The Night' to be played." in extract
+    # the lines' own quotes are double primes in the extract: Marta's words, not a quote of
+    # "you"
+    assert "- Marta said: You asked \u2033The Night\u2033 to be played." in extract
     assert check_quotes(extract, lines).passed, check_quotes(extract, lines).reason
     # quote marks put into a real line make quotes no one said: each is checked on its own
     for text, reason in [
@@ -178,25 +179,36 @@ def test_a_passage_repeats_for_its_speaker_however_the_speaker_is_written():
 _TOKENS = st.sampled_from([
     "the", "mill", "burned", "You", "said", "told", "Marta", "Gil", "asked", ":", '"', ",",
     ".", "...", "I", "he", "Note", "\u201c", "\u201d", "'", "Bob's", "-", "*", "(", ")",
-    "Someone", "The", "Game", '"The Night"', "1", '"Yes"'])
+    "Someone", "The", "Game", '"The Night"', "1", '"Yes"', "\u674e"])
 _NAMES = st.one_of(
     st.sampled_from(["Wren", "Marta", "Gil Stone", "", "wren", "The Game", "old tom",
-                     "\u00c9lan", "3po", "the innkeeper"]),
-    st.lists(st.text(alphabet="abcz\u00e9\u00c9\u00df", min_size=1, max_size=5), min_size=1,
-             max_size=3).map(" ".join))
-_LINES = st.lists(st.tuples(st.sampled_from(["user", "assistant", "system"]),
-                            _NAMES,
-                            st.lists(_TOKENS, min_size=1, max_size=14).map(" ".join)),
+                     "\u00c9lan", "3po", "the innkeeper", "\u674e", ".", "a:"]),
+    st.lists(st.text(alphabet="abcz\u00e9\u00c9\u00df.:'", min_size=1, max_size=5),
+             min_size=1, max_size=3).map(" ".join))
+# words joined with or without a space: players leave them out around quotes ('said"stop"')
+_TEXT = st.lists(st.tuples(_TOKENS, st.sampled_from([" ", " ", ""])), min_size=1,
+                 max_size=14).map(lambda parts: "".join(word + gap for word, gap in parts))
+_LINES = st.lists(st.tuples(st.sampled_from(["user", "assistant", "system"]), _NAMES, _TEXT),
                   min_size=1, max_size=6)
 
 
+def _messages(talk):
+    return [{"role": r, "content": c, **({"name": n} if n else {})} for r, n, c in talk]
+
+
 @settings(max_examples=300, deadline=None)
-@given(talk=_LINES)
-def test_the_extract_of_any_talk_passes_its_own_check(talk):
+@given(earlier=_LINES, talk=_LINES)
+def test_the_extract_of_any_talk_passes_its_own_check(earlier, talk):
     # the extract is the span's own lines: whatever the lines quote, it must pass, or a
-    # compaction whose model summary failed cannot fall back on it
-    messages = [{"role": r, "content": c, **({"name": n} if n else {})} for r, n, c in talk]
+    # compaction whose model summary failed cannot fall back on it; and so must the extract
+    # of a span that starts with an earlier extract (the next compaction)
+    messages = _messages(talk)
     extract = extractive_summary(messages, 2000, lambda text: len(text))
-    assert extract
     check = check_quotes(extract, speaker_lines(messages))
-    assert check.passed, (extract, check.reason)
+    assert extract and check.passed, (extract, check.reason)
+    marker = {"role": "system", "content": "[CONTEXT SUMMARY]\n" + extractive_summary(
+        _messages(earlier), 2000, lambda text: len(text)), "metadata": {"type": "compaction"}}
+    span = [marker] + messages
+    again = extractive_summary(span, 4000, lambda text: len(text))
+    check = check_quotes(again, speaker_lines(span))
+    assert check.passed, (again, check.reason)
