@@ -44,11 +44,13 @@ VERBS = (r"said|says|asked|asks|noted|notes|replied|replies|answered|answers|add
 # "told Marta", "said to Marta", "asked Marta" : one optional object of the verb
 OBJECT = r"(?: to)?(?: (?!said\b)[A-Z][\w'\u2019-]*| (?:him|her|them|me|us|you|everyone))?"
 PRONOUNS = frozenset("he she they we someone".split())
-#: who may stand before "said": a name, the extract's label of the game's lines, a pronoun
-WHO = rf"{NAME}|[Tt]he game|I|[Hh]e|[Ss]he|[Tt]hey|[Ww]e"
-#: ``Bob said: rest of the line`` (the extract's form; its rest may open with a quote mark)
+#: who may stand before "said": a name or a pronoun
+WHO = rf"{NAME}|I|[Hh]e|[Ss]he|[Tt]hey|[Ww]e"
+#: ``Bob said: rest of the line`` (the extract's form; its rest may open with a quote mark);
+#: the extract's ``The game noted: ...`` too (an action's "The game said: ..." is the game's
+#: answer to a command, not a line of the talk, and is not read as a quote)
 SAID_COLON = re.compile(
-    rf"(?:^|(?<=[\s(\-*\u2022]))(?P<who>{WHO}) "
+    rf"(?:^|(?<=[\s(\-*\u2022]))(?P<who>{WHO}|[Tt]he game(?= noted)) "
     rf"(?:{VERBS}){OBJECT}\s*:[ \t]*(?P<rest>[^\n]*)")
 
 

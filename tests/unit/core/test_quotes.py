@@ -212,3 +212,14 @@ def test_the_extract_of_any_talk_passes_its_own_check(earlier, talk):
     again = extractive_summary(span, 4000, lambda text: len(text))
     check = check_quotes(again, speaker_lines(span))
     assert check.passed, (again, check.reason)
+
+
+def test_an_actions_fact_is_not_a_quote_of_the_game_and_the_extracts_game_lines_are():
+    # an action's fact tells what the game answered a command: not a line of the talk
+    fact = "Marta did: give lantern to Wren. The game said: You give lantern to Wren."
+    lines = speaker_lines([{"role": "user", "name": "Wren", "content": "A lantern, please."}])
+    assert check_quotes(fact, lines).passed
+    # control: the extract's own label of the game's lines is read, and checked
+    game = speaker_lines([{"role": "system", "content": "(Wren arrives.)"}])
+    assert check_quotes("- The game noted: (Wren arrives.)", game).passed
+    assert not check_quotes("- The game noted: (Wren leaves.)", game).passed
