@@ -14,7 +14,6 @@ import re
 __all__ = ["NAME", "OBJECT", "PRONOUNS", "SAID_COLON", "VERBS", "WHO", "speaker_label"]
 
 
-
 def _initials():
     """A character class of what may open a word of a name: a letter that is not lower-case
     (an upper-case one of any script, or one of a script without case: 李, محمد), or a digit."""

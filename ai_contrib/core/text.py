@@ -134,4 +134,3 @@ def quote_words(text) -> tuple:
     tuple of str."""
     flat = (text or "").replace("'", "").replace("\u2019", "").casefold()
     return tuple(re.findall(r"[^\W_]+", flat))
-
