@@ -47,12 +47,18 @@ $(PG_STAMP): $(STAMP)
 
 # the suite on PostgreSQL + pgvector (scripts/with_postgres.sh: Debian's packages where the
 # release has pgvector, else the pgserver wheel's build; as root it installs what is missing)
-# the lanes that touch a database or a vector store: the pure core (tests/unit/core), the
-# benchmarks' own tests and runs (tests/unit/benchmarks, tests/bench) and the embedded model's
-# (tests/model) store nothing, and `make test` runs them
-PG_LANES := tests/unit/memory tests/shell tests/e2e
+# the lanes that touch a database or a vector store, on two workers (each its own test database):
+# the pure core (tests/unit/core), the benchmarks' own tests and runs (tests/unit/benchmarks,
+# tests/bench) and the embedded model's (tests/model) store nothing, and `make test` runs them
+PG_LANES := tests/unit/memory tests/shell
+# then, one at a time, the real games whose storage PostgreSQL changes: memories through
+# compaction, the journal and pgvector back into a prompt; twenty players writing at once;
+# forgetting a player in both databases. The other games' storage is the same Evennia
+# Attributes and Mem0 calls, which the lanes above run on PostgreSQL
+PG_GAMES := tests/e2e/test_memory.py tests/e2e/test_tavern.py tests/e2e/test_privacy.py
 test-postgres: install-postgres
-	scripts/with_postgres.sh $(PY) -m pytest -q $(PG_LANES) $(PYTEST_ARGS)
+	scripts/with_postgres.sh sh -c '$(PY) -m pytest -q -n 2 $(PG_LANES) $(PYTEST_ARGS) && \
+	  $(PY) -m pytest -q $(PG_GAMES) $(PYTEST_ARGS)'
 
 bench: install
 	$(PY) benchmarks/storage.py

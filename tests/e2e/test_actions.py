@@ -19,7 +19,8 @@ import re
 
 import pytest
 
-from tests.support.e2e_util import close_all, fail_with_logs, game_fixtures, logged_in_admin
+from tests.support.e2e_util import (FORCED_COMPACT_RE, close_all, fail_with_logs, game_fixtures,
+                                    logged_in_admin)
 from tests.support.llm_double import CountingModel, request_kind, tool_calls, unstamped
 from tests.support.tavern_e2e import NPC, PLAYERS
 from tests.support.tavern_e2e import go as _go
@@ -27,10 +28,6 @@ from tests.support.tavern_e2e import player as _player
 from tests.support.tavern_e2e import py as _py
 from tests.support.tavern_e2e import wait_idle
 from tests.support.waiting import HANG_GUARD
-
-#: the first line of ``compact/force``'s answer, whatever it did
-COMPACT_RESULT_RE = (r"(?:Compacted|Masked|Cascade cycle|Replaced|Compaction of|[Nn]othing|"
-                     r"already|failed)[^\n]*")
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -275,7 +272,7 @@ async def _outlives(game, llm):
                 if await _compaction_count(admin) >= goal:
                     break
                 await _ask(game, tamsin, f"Marta, tell me about the weather, turn {turn}.")
-                await admin.expect(f"compact/force {NPC}", COMPACT_RESULT_RE, timeout=HANG_GUARD)
+                await admin.expect(f"compact/force {NPC}", FORCED_COMPACT_RE, timeout=HANG_GUARD)
             assert await _compaction_count(admin) >= goal, strategy
         # the sleep phase takes the journal into Mem0, where a question's recall finds it
         await admin.expect(f"aisleep {NPC}", rf"{NPC} (falls asleep|is already asleep|dozes "
@@ -327,7 +324,7 @@ async def _masked(game, llm):
         assert len(results) == 2 and all("done" in r for r in results) and paired, results
         for line in ("Marta, a fine evening.", "Marta, good night."):
             await _ask(game, wren, line)
-        _, said = await admin.expect(f"compact/force {NPC}", COMPACT_RESULT_RE,
+        _, said = await admin.expect(f"compact/force {NPC}", FORCED_COMPACT_RE,
                                      timeout=HANG_GUARD)
         (*results, paired), = await _py(admin, LOOKS)
         assert all(r.startswith("[TOOL OUTPUT ARCHIVED") for r in results), (said, results)

@@ -17,7 +17,7 @@ from ai_contrib.core.grounding import source_lines, unknown_items
 from ai_contrib.core.language import language_problem
 from ai_contrib.memory.retrieval import strip_summary_prefix
 from demo.telnet import TelnetPlayer, Transcript
-from tests.support.e2e_util import fail_with_logs, started_game
+from tests.support.e2e_util import FORCED_COMPACT_RE, fail_with_logs, started_game
 from tests.support.tavern_e2e import py, wait_idle
 from tests.support.waiting import HANG_GUARD
 
@@ -189,9 +189,6 @@ TOOL_TURN = (
 TOOL_TURN_DONE = f"py from ai_contrib.typeclasses import get_assistant_script as g; " \
     f"s = g(me.search('{NPC}', global_search=True)); s.db.mask_window = None; " \
     "s.db.compact_enabled = None"
-COMPACT_RESULT_RE = re.compile(
-    r"(?:Compacted|Masked|Cascade cycle|Replaced|Compaction of)[^\n]*"
-)
 
 
 def test_each_strategy_compacts_the_live_npc_and_she_keeps_talking(game):
@@ -277,7 +274,7 @@ async def _strategy_round(game, transcript):
                     # may have been masked by the automatic compaction it met
                     await admin.command(TOOL_TURN.format(n=attempt), quiet=1.5, timeout=30)
                 _, outcome["compact"] = await admin.expect(
-                    f"compact/force {NPC}", COMPACT_RESULT_RE, timeout=HANG_GUARD
+                    f"compact/force {NPC}", FORCED_COMPACT_RE, timeout=HANG_GUARD
                 )
                 # an automatic compaction under way, or (mask) one that met the fresh output
                 # first and evicted or masked it: try again with a fresh one

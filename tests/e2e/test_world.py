@@ -23,7 +23,8 @@ import re
 import pytest
 
 from tests.support.e2e_util import close_all as _close
-from tests.support.e2e_util import fail_with_logs, game_fixtures, logged_in, logged_in_admin
+from tests.support.e2e_util import (FORCED_COMPACT_RE, fail_with_logs, game_fixtures, logged_in,
+                                    logged_in_admin)
 from tests.support.llm_double import CountingModel, prompt_text, request_kind, unstamped
 from tests.support.waiting import HANG_GUARD
 
@@ -59,7 +60,6 @@ DUES = "Guild dues are 12 silver a season, paid at the old chapel"
 PIN = "Marta's brother Tom is the miller at Hollin ford and she owes him two sacks of flour"
 OSRIC_PERSONA = ("You are Osric, a clerk of the Weavers' Guild, drinking at The Sleeping Stag. "
                  "You answer in one short sentence.")
-COMPACT_RESULT_RE = r"(?:Compacted|Masked|Cascade cycle|Replaced|Compaction of)[^\n]*"
 
 
 def system_text(body):
@@ -237,7 +237,7 @@ async def _pins(game, llm):
                 await _talk(game, llm, wren, f"Round {i}.{j}: the ford is high and the mill "
                                              "wheel turns slowly this spring.")
             for _ in range(6):
-                result = await _admin_says(admin, f"compact/force {NPC}", COMPACT_RESULT_RE,
+                result = await _admin_says(admin, f"compact/force {NPC}", FORCED_COMPACT_RE,
                                            timeout=HANG_GUARD)
                 if "already compacting" not in result:
                     break
