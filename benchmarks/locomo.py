@@ -844,9 +844,11 @@ class PipelineNPC:
 
     def stats(self):
         """``{"compactions", "compactions_by_trigger", "evictions", "masks", "facts",
-        "facts_rejected", "facts_replaced" (:func:`fact_checks`), "final_tokens", "messages_in_context", "summary_fidelity": [score of each summary put
-        in], "fidelity_replaced", "fidelity_rejected", "max_unsupported_share"}`` from the
-        archive, journal and runtime."""
+        "facts_rejected", "facts_replaced" (:func:`fact_checks`), "final_tokens",
+        "messages_in_context", "summary_fidelity": [score of each summary put in],
+        "fidelity_replaced", "fidelity_rejected", "max_unsupported_share",
+        "misquoted_summaries", "quotes_repaired", "invented_quotes_context",
+        "invented_quotes_journal", ...}`` from the archive, journal, runtime and sleeps."""
         by_trigger = Counter()
         evictions = masks = 0
         fidelity = []  # the fidelity check of every summary put in (docs/design.md)
@@ -887,6 +889,11 @@ class PipelineNPC:
             "facts_rejected": checks["rejected"],
             "facts_replaced": checks["replaced"],
             "journal_entries": len(entries),
+            # invented quotes kept out: summaries refused for one (replaced by an extract) and
+            # quotes the sleep's repair took out of stored texts
+            "misquoted_summaries": sum(1 for f in fidelity if f.get("model_quote_failures")),
+            "quotes_repaired": sum(int((s.get("quote_repair") or {}).get("quotes_removed") or 0)
+                                   for s in self.sleeps),
             "invented_quotes_context": invented["context"],
             "invented_quotes_journal": invented["journal"],
             "journal_junk": kinds["junk"],
@@ -1205,8 +1212,8 @@ def run_conversation(sample, systems, args, meter, progress, rows, stats, detail
         for key in ("replay_s", "qa_s", "answer_errors", "compactions", "failed_compactions",
                     "evictions", "masks", "facts", "facts_rejected", "facts_replaced",
                     "final_tokens", "fidelity_replaced", "fidelity_rejected",
-                    "invented_quotes_context", "invented_quotes_journal", "journal_junk",
-                    "journal_classified"):
+                    "misquoted_summaries", "quotes_repaired", "invented_quotes_context",
+                    "invented_quotes_journal", "journal_junk", "journal_classified"):
             entry[key] += result.get(key, 0)
         if system not in BASELINES:
             entry.setdefault("summary_fidelity", []).extend(result.get("summary_fidelity", []))

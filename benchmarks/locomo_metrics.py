@@ -877,6 +877,7 @@ MEMORY_HEADER = ["system", "conversation", "facts journaled", "facts rejected",
                  "facts replaced by their line", "summaries scored",
                  "fidelity min", "fidelity median", "replaced by an extract",
                  "rejected", "max unsupported names+numbers %",
+                 "summaries refused for a quote", "quotes repaired",
                  "invented quotes in context", "invented quotes in journal",
                  "junk facts (of facts classified)"]
 
@@ -898,7 +899,9 @@ def memory_table_rows(systems, stats):
             journaled count)}, "summary_fidelity": [float], "fidelity_replaced": int,
             "fidelity_rejected": int, "max_unsupported_share": float | None, "facts": int,
             "facts_rejected": int, "facts_replaced": int, "invented_quotes_context": int,
-            "invented_quotes_journal": int (:func:`invented_quotes`), "journal_junk": int,
+            "invented_quotes_journal": int (:func:`invented_quotes`), "misquoted_summaries":
+            int (summaries refused for quoting lines no one said), "quotes_repaired": int
+            (quotes the sleep's repair removed), "journal_junk": int,
             "journal_classified": int (:func:`journal_kinds`)}}``;
             systems without
             ``facts_by_conversation`` (baselines) get no row.
@@ -919,7 +922,7 @@ def memory_table_rows(systems, stats):
                 facts = {"journaled": facts}
             rows.append([system, conversation, facts.get("journaled", 0),
                          facts.get("rejected", "-"), facts.get("replaced", "-"),
-                         "", "", "", "", "", "", "", "", ""])
+                         "", "", "", "", "", "", "", "", "", "", ""])
         scores = s.get("summary_fidelity") or []
         worst = s.get("max_unsupported_share")
         rows.append([
@@ -929,6 +932,7 @@ def memory_table_rows(systems, stats):
             _num(statistics.median(scores), 2) if scores else "-",
             s.get("fidelity_replaced", 0), s.get("fidelity_rejected", 0),
             "-" if worst is None else _pct(worst),
+            s.get("misquoted_summaries", "-"), s.get("quotes_repaired", "-"),
             s.get("invented_quotes_context", "-"), s.get("invented_quotes_journal", "-"),
             _junk_cell(s.get("journal_junk"), s.get("journal_classified")),
         ])

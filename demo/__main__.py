@@ -43,6 +43,7 @@ from .replay import (
     WARMUP_LOG_RE,
     account_name,
     compactions_from_log,
+    invented_quotes_from_log,
     reply_record,
     run_replay,
     settle,
@@ -75,6 +76,8 @@ class Stats:
     warmups: list = field(default_factory=list)
     compactions_seen: int = 0
     last_event: str = ""
+    #: invented quotes refused and repaired, from the server log (invented_quotes_from_log)
+    invented_quotes: dict | None = None
 
 
 def parse_args(argv=None):
@@ -491,6 +494,11 @@ def print_summary(args, game, conversation, stats, compactions, failures, transc
         )
     for f in failures:
         print(f"   [{f['trigger']:<9}] FAILED: {f['error']}")
+    quotes = stats.invented_quotes
+    if quotes is not None:
+        print(f"quotes:        {quotes['summaries']} summaries quoted lines no one said "
+              f"({quotes['refused']} quotes) and were replaced by an extract; "
+              f"{quotes['repaired']} such quotes removed from stored texts by the sleep's repair")
     if stats.sleep_session is not None:
         print(f"sleep:         after session {stats.sleep_session}")
     cache = cache_summary(stats.server_replies)
@@ -562,6 +570,7 @@ async def _run(args):
         stats.server_replies, stats.warmups = [], []
         stats.compactions_seen, stats.last_event = 0, ""
         replies_from_log(log_text, stats)
+        stats.invented_quotes = invented_quotes_from_log(log_text)
         print(f"\n=== Transcript tail ({transcript_path.name}) ===")
         print("\n".join(transcript.lines[-args.tail :]))
         if not args.keep_running or failed:
@@ -580,6 +589,7 @@ async def _run(args):
             "server_replies": stats.server_replies,
             "prompt_cache": cache_summary(stats.server_replies),
             "warmups": stats.warmups,
+            "invented_quotes": stats.invented_quotes,
             "sleep_after_session": stats.sleep_session,
             "settings": game_environment(args),
             "timings": {k: round(v, 2) for k, v in stats.timings.items()},

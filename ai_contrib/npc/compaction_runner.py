@@ -451,9 +451,11 @@ def guard_summary(script, messages, text) -> tuple[str, dict]:
             f"the summary failed the fidelity check ({reason}) and no extractive "
             f"summary could replace it ({problem or 'no line to take'})"
         )
+    # the count stands apart from the reason, which names only the first check that failed
+    misquoted = f"; {len(quotes.failures)} quote(s) no one said" if quotes.failures else ""
     logger.log_info(
         f"AI summary of {len(messages)} messages failed the fidelity check "
-        f"({reason}); replaced by an extract of the span"
+        f"({reason}){misquoted}; replaced by an extract of the span"
     )
     return extract, dict(replacement.as_dict(), replaced=True, model_score=verdict.score,
                          model_reason=reason, model_line_support=lines.support,

@@ -24,6 +24,7 @@ left. Checked entries carry ``quotes_checked``; checked markers' ids are kept in
 
 from __future__ import annotations
 
+from evennia.utils import logger
 from twisted.internet import defer
 
 from ..core.messages import SUMMARY_PREFIX, is_marker
@@ -175,8 +176,9 @@ def repair_quotes(script, character, limit=REPAIR_ITEMS) -> defer.Deferred:
         Deferred[dict]: ``{"checked": int (texts looked up), "quotes_removed": int,
         "summaries": int (markers changed), "entries": int (journal entries changed),
         "memories": int | None (Mem0 memories deleted; None when none was asked or Mem0 is
-        off)}``. Errbacks on an archive or index that cannot be read or written
-        (ArchiveError, FullTextError): what was done before stays done.
+        off)}``; when a quote was removed, one server line says how many. Errbacks on an
+        archive or index that cannot be read or written (ArchiveError, FullTextError): what
+        was done before stays done.
     """
     markers, entries, unquoted = _pending(script, character, limit)
     report = {"checked": len(markers) + len(entries), "quotes_removed": 0, "summaries": 0,
@@ -197,5 +199,9 @@ def repair_quotes(script, character, limit=REPAIR_ITEMS) -> defer.Deferred:
     more, changed = _repair_entries(character, entries, unquoted, said, unsearchable)
     report.update(quotes_removed=removed + more, entries=len(changed))
     report["memories"] = yield _forget_memories(character, changed)
+    if report["quotes_removed"]:
+        logger.log_info(f"AI quote repair {character}: {report['quotes_removed']} quote(s) no "
+                        f"one said removed ({report['summaries']} summaries, "
+                        f"{report['entries']} journal entries)")
     return report
 

@@ -15,6 +15,7 @@ from ai_contrib.core.outcome import StepResult
 from ai_contrib.core.tokens import count_message_tokens
 from ai_contrib.npc import sleep_phase
 
+from demo.replay import invented_quotes_from_log
 from tests.support.llm_double import hold, http_error, reply, tool_calls
 from tests.support.npc_fixtures import NPCTestCase
 from tests.support.twisted_util import stored, wait_for, wait_until
@@ -492,8 +493,13 @@ class TestInventedQuote(NPCTestCase):
         # the word and line checks alone would let the invented quote by
         self.assertTrue(score_summary(self.INVENTED, source_text(span), speakers_of(span)).passed)
         self.assertTrue(check_summary(self.INVENTED, source_lines(span)).passed)
-        result, marker = self.compact(self.INVENTED)
+        with mock.patch("ai_contrib.npc.compaction_runner.logger.log_info") as log:
+            result, marker = self.compact(self.INVENTED)
         self.assertTrue(result["fidelity_replaced"])
+        # the server's line says so, as the demo reads it
+        logged = "\n".join(str(call.args[0]) for call in log.call_args_list)
+        self.assertEqual(invented_quotes_from_log(logged),
+                         {"summaries": 1, "refused": 1, "repaired": 0}, logged)
         self.assertNotIn("My son", marker["content"])
         self.assertIn("Wren said: My brother is coming", marker["content"])  # the extract
         event = self.script.db.compaction_log[-1]
@@ -505,8 +511,12 @@ class TestInventedQuote(NPCTestCase):
         self.assertFalse(any("My son" in e["content"] for e in entries))
         # control, in the same NPC: a summary quoting the line as Wren said it is kept
         self.talk()
-        result, marker = self.compact(self.REAL)
+        with mock.patch("ai_contrib.npc.compaction_runner.logger.log_info") as log:
+            result, marker = self.compact(self.REAL)
         self.assertFalse(result["fidelity_replaced"], self.script.db.compaction_log[-1])
+        logged = "\n".join(str(call.args[0]) for call in log.call_args_list)
+        self.assertIn("AI compaction [", logged)
+        self.assertEqual(invented_quotes_from_log(logged)["summaries"], 0, logged)
         self.assertIn('Wren said: "My brother is coming from the coast', marker["content"])
         self.assertTrue(any('Wren said: "My brother' in e["content"]
                             for e in self.npc.db.journal["entries"]))

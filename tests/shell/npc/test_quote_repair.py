@@ -13,6 +13,7 @@ from ai_contrib.core.quotes import QuoteCheck
 from ai_contrib.memory.journal import add_entry, ensure_journal
 from ai_contrib.npc.quote_repair import repair_quotes
 
+from demo.replay import invented_quotes_from_log
 from tests.support.conversations import tavern_talk
 from tests.support.llm_double import reply
 from tests.support.npc_fixtures import NPCTestCase
@@ -59,7 +60,8 @@ class TestQuoteRepair(StoredQuotes):
         marker = self.script.history[0]
         self.assertTrue(is_marker(marker))
         self.assertIn("My son", marker["content"])
-        report = stored(wait_for(repair_quotes(self.script, self.npc)))
+        with mock.patch("ai_contrib.npc.quote_repair.logger.log_info") as log:
+            report = stored(wait_for(repair_quotes(self.script, self.npc)))
         # the summary, its synthesis and the fact: one invented quote each
         self.assertEqual((report["quotes_removed"], report["summaries"], report["entries"]),
                          (3, 1, 2), report)
@@ -84,9 +86,14 @@ class TestQuoteRepair(StoredQuotes):
         [record] = list(self.script.runtime.archive.records(kinds=["mask"]))
         self.assertEqual(record["replacements"][0]["id"], marker["id"])
         self.assertNotIn("My son", record["replacements"][0]["content"])
-        # and what was checked is not checked again
-        again = stored(wait_for(repair_quotes(self.script, self.npc)))
+        # the server's line gives the count, as the demo reads it
+        [line] = [str(call.args[0]) for call in log.call_args_list]
+        self.assertEqual(invented_quotes_from_log(line, npc=self.npc.key)["repaired"], 3, line)
+        # and what was checked is not checked again, with no line
+        with mock.patch("ai_contrib.npc.quote_repair.logger.log_info") as log:
+            again = stored(wait_for(repair_quotes(self.script, self.npc)))
         self.assertEqual((again["checked"], again["quotes_removed"]), (0, 0))
+        self.assertFalse(log.called)
 
     def test_a_sleep_checks_a_bounded_number_and_reports_the_count(self):
         report = stored(wait_for(repair_quotes(self.script, self.npc, limit=1)))

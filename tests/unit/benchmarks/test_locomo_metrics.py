@@ -421,6 +421,8 @@ def test_journal_facts_are_a_player_line_an_npc_line_or_junk():
     assert kinds["junk_share"] == 0.5
     assert m.journal_kinds([], archived)["junk_share"] == 0.0
     stats = {"summary": {"facts_by_conversation": {"conv-1": 4}, "facts": 4,
-                         "journal_junk": 2, "journal_classified": 4}}
+                         "journal_junk": 2, "journal_classified": 4,
+                         "misquoted_summaries": 3, "quotes_repaired": 1}}
     cells = dict(zip(m.MEMORY_HEADER, m.memory_table_rows(["summary"], stats)[-1]))
     assert cells["junk facts (of facts classified)"] == "2 of 4 (50.0%)"
+    assert (cells["summaries refused for a quote"], cells["quotes repaired"]) == (3, 1)
