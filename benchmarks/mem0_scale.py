@@ -109,13 +109,13 @@ def fill(store, agents, per_npc, pool, vectors, seed):
     """Write ``per_npc`` memories for each of ``agents`` into the store's layout; seconds."""
     import numpy as np
 
-    from ai_contrib.memory.mem0_store import _BatchedLocalWrites
+    from ai_contrib.memory.mem0_backends import BatchedLocalWrites
 
     started = time.perf_counter()
     base = store.open_sync()
     client = base.vector_store.client
     # one sync per file instead of one per point (~17 ms each), as the migration does
-    batch = _BatchedLocalWrites(client)
+    batch = BatchedLocalWrites(client)
     try:
         for agent in agents:
             rng = random.Random(f"{seed}-{agent}")

@@ -106,7 +106,7 @@ class ExtractionResult(Outcome):
 class ConsolidationResult(Outcome):
     """
     What one journal -> Mem0 consolidation did (``docs/design.md``, "Journal and Mem0";
-    :func:`ai_contrib.memory.mem0_store.consolidate_journal`): ``added`` entries stored now,
+    :func:`ai_contrib.memory.consolidation.consolidate_journal`): ``added`` entries stored now,
     ``already_stored`` ones Mem0 held already (both marked consolidated). A skipped one did not
     run (``reason``: Mem0 is off); a failed one marked nothing (``error``), so the next sleep
     retries.

@@ -54,8 +54,12 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from ..core.outcome import FAILED, SKIPPED, SUCCESS, ConsolidationResult
-from ..settings import get_setting
+from .mem0_backends import (
+    close_pool,
+    index_filter_fields,
+    shared_client_qdrant,
+    shared_pool_pgvector,
+)
 from .mem0_config import (
     DEFAULT_THRESHOLDS,
     MAX_COLLECTION_NAME,
@@ -70,15 +74,14 @@ from .mem0_config import (
     npc_collection_name,
 )
 from .mem0_payload import (
-    FILTER_FIELDS,
     audible_to,
     entry_metadata,
     memory_hit,
-    npc_agent_id,
     plain_entry,
     player_key,
     scope_filters,
 )
+from .mem0_migration import move_pgvector_rows, move_qdrant_points
 from .worker import WorkerThread
 
 if TYPE_CHECKING:
@@ -102,17 +105,14 @@ COUNT_LIMIT = 100_000
 _FULL_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
-#: points moved per page when the shared collection is migrated
-_MIGRATION_PAGE = 1000
-
-
 class Mem0Store:
     """
     Mem0 for every NPC of a process, plus the thread that alone may touch it.
 
     One Qdrant client (embedded Qdrant allows one per path) or one PostgreSQL connection pool
     (pgvector), one embedder and one history database are shared by a ``Memory`` on the
-    shared collection (``AI_MEMORY_COLLECTION``) and one ``Memory`` per NPC collection, built on the NPC's first call and cached
+    shared collection (``AI_MEMORY_COLLECTION``) and one ``Memory`` per NPC collection, built
+    on the NPC's first call and cached
     (:meth:`memory_for`; ``docs/design.md``, "Mem0 per NPC").
 
     Args:
@@ -216,7 +216,7 @@ class Mem0Store:
                     # Mem0's keyword search needs a fastembed model from the hub; retrieval.py
                     # does its own BM25, so switch it off instead of letting it try a download
                     memory.vector_store._bm25_encoder = False
-                _index_filter_fields(memory.vector_store)
+                index_filter_fields(memory.vector_store)
             except MemoryStoreError:
                 raise
             except Exception as err:
@@ -288,14 +288,14 @@ class Mem0Store:
 
         shared = base.vector_store
         if isinstance(shared, Qdrant):
-            store = _shared_client_qdrant()(
+            store = shared_client_qdrant()(
                 local=shared.is_local, collection_name=collection,
                 embedding_model_dims=shared.embedding_model_dims, client=shared.client,
                 on_disk=shared.on_disk,
             )
             store._bm25_encoder = shared._bm25_encoder
         elif self.uses_pgvector:
-            store = _shared_pool_pgvector()(
+            store = shared_pool_pgvector()(
                 dbname=None, user=None, password=None, host=None, port=None,
                 collection_name=collection, embedding_model_dims=shared.embedding_model_dims,
                 diskann=shared.use_diskann, hnsw=shared.use_hnsw,
@@ -313,21 +313,10 @@ class Mem0Store:
 
     def migrate_shared_collection(self) -> dict:
         """
-        Move every memory in the shared collection into its NPC's collection (blocking).
-
-        Memories stored by a version that kept all NPCs in ``AI_MEMORY_COLLECTION`` are copied
-        page by page (ids, vectors and payloads unchanged, so Mem0's history and the journal
-        ids still name them) and deleted from the shared collection once every copy is on
-        disk. Copying again after a crash overwrites the same ids: nothing is lost or
-        duplicated. Points without an ``agent_id`` stay where they are. Runs from
-        :meth:`open_sync` when :attr:`per_npc`; an already migrated store costs one count.
-
-        Embedded Qdrant commits (and syncs) every point on its own, ~17 ms each: 25,000
-        memories would take minutes, so its SQLite files are written unsynced during the move
-        and synced once at the end (:class:`_BatchedLocalWrites`).
-
-        On pgvector the move is SQL (:meth:`_migrate_pgvector_table`): one transaction per NPC
-        copies its rows into its table and deletes them from the shared one.
+        Move every memory in the shared collection (or table) into its NPC's, under the store's
+        lock (blocking; :mod:`ai_contrib.memory.mem0_migration`: Qdrant points page by page,
+        pgvector rows in one transaction per NPC). Runs from :meth:`open_sync` when
+        :attr:`per_npc`; an already migrated store costs one count.
 
         Returns:
             dict: ``{"memories": int moved, "npcs": int, "seconds": float}``, also kept in
@@ -336,115 +325,10 @@ class Mem0Store:
         Raises:
             MemoryStoreError: if Qdrant or PostgreSQL fails.
         """
-        if self.uses_pgvector:
-            return self._migrate_pgvector_table()
-        from qdrant_client import models
-
-        started = time.perf_counter()
         with self._lock:
             base = self.open_sync()
-            client, shared = base.vector_store.client, base.vector_store.collection_name
-            moved, npcs = [], set()
-            try:
-                if client.count(shared, exact=True).count:
-                    copies = _BatchedLocalWrites(client)
-                    offset = None
-                    try:
-                        while True:
-                            points, offset = client.scroll(
-                                shared, limit=_MIGRATION_PAGE, offset=offset, with_payload=True,
-                                with_vectors=True,
-                            )
-                            by_agent = {}
-                            for point in points:
-                                agent_id = (point.payload or {}).get("agent_id")
-                                if agent_id:
-                                    by_agent.setdefault(str(agent_id), []).append(point)
-                            for agent_id, group in by_agent.items():
-                                target = self.memory_for(agent_id).vector_store.collection_name
-                                copies.add(target)
-                                client.upsert(target, points=[
-                                    models.PointStruct(id=p.id, vector=p.vector, payload=p.payload)
-                                    for p in group
-                                ])
-                                moved.extend(p.id for p in group)
-                                npcs.add(agent_id)
-                            if offset is None:
-                                break
-                    finally:
-                        copies.finish()
-                    # only once every copy is synced: a crash before this copies again
-                    deletions = _BatchedLocalWrites(client)
-                    deletions.add(shared)
-                    try:
-                        for first in range(0, len(moved), _MIGRATION_PAGE):
-                            client.delete(shared, points_selector=models.PointIdsList(
-                                points=moved[first:first + _MIGRATION_PAGE]))
-                    finally:
-                        deletions.finish()
-            except Exception as err:
-                raise MemoryStoreError(f"moving memories out of {shared!r} failed: {err}") from err
-            self.migration = {"memories": len(moved), "npcs": len(npcs),
-                              "seconds": time.perf_counter() - started}
-            if moved:
-                logger.info("moved %d memories of %d NPCs from %r into one collection per NPC",
-                            len(moved), len(npcs), shared)
-            return self.migration
-
-    def _migrate_pgvector_table(self):
-        """
-        :meth:`migrate_shared_collection` on pgvector: for each ``agent_id`` found in the
-        shared table, one transaction inserts its rows into the NPC's table (ids, vectors and
-        payloads unchanged; an id already there is overwritten) and deletes them from the
-        shared table, so a crash leaves each NPC's rows in one table or the other, never both
-        or neither.
-
-        Returns:
-            dict: as :meth:`migrate_shared_collection`.
-
-        Raises:
-            MemoryStoreError: if PostgreSQL fails (NPCs already moved stay moved).
-        """
-        from psycopg import sql
-
-        started = time.perf_counter()
-        with self._lock:
-            base = self.open_sync()
-            shared = base.vector_store
-            moved = npcs = 0
-            try:
-                if shared.collection_name in shared.list_cols():
-                    with shared.connection_pool.connection() as conn:
-                        agents = [row[0] for row in conn.execute(
-                            sql.SQL("SELECT DISTINCT payload->>'agent_id' FROM {} "
-                                    "WHERE payload ? 'agent_id'").format(
-                                sql.Identifier(shared.collection_name))).fetchall()]
-                    for agent_id in agents:
-                        target = self.memory_for(agent_id).vector_store
-                        target._ensure_collection()
-                        with shared.connection_pool.connection() as conn, conn.transaction():
-                            names = (sql.Identifier(target.collection_name),
-                                     sql.Identifier(shared.collection_name))
-                            conn.execute(sql.SQL(
-                                "INSERT INTO {} (id, vector, payload) "
-                                "SELECT id, vector, payload FROM {} "
-                                "WHERE payload->>'agent_id' = %s ON CONFLICT (id) DO UPDATE "
-                                "SET vector = EXCLUDED.vector, payload = EXCLUDED.payload"
-                            ).format(*names), (agent_id,))
-                            count = conn.execute(sql.SQL(
-                                "DELETE FROM {} WHERE payload->>'agent_id' = %s"
-                            ).format(names[1]), (agent_id,)).rowcount
-                        moved += count
-                        npcs += 1
-            except Exception as err:
-                raise MemoryStoreError(
-                    f"moving memories out of {shared.collection_name!r} failed: {err}"
-                ) from err
-            self.migration = {"memories": moved, "npcs": npcs,
-                              "seconds": time.perf_counter() - started}
-            if moved:
-                logger.info("moved %d memories of %d NPCs from table %r into one table per NPC",
-                            moved, npcs, shared.collection_name)
+            move = move_pgvector_rows if self.uses_pgvector else move_qdrant_points
+            self.migration = move(base, self.memory_for)
             return self.migration
 
     def close_sync(self) -> None:
@@ -464,10 +348,10 @@ class Mem0Store:
                     entities = getattr(other, "_entity_store", None)
                     pool = getattr(entities, "connection_pool", None)
                     if pool is not None:  # pgvector's entity table has a pool of its own
-                        _close_pool(pool)
+                        close_pool(pool)
                 pool = getattr(memory.vector_store, "connection_pool", None)
                 if pool is not None:
-                    _close_pool(pool)
+                    close_pool(pool)
                 client = getattr(memory.vector_store, "client", None)
                 if client is not None:
                     # Memory.close() leaves the client open: the path lock would be released
@@ -857,178 +741,6 @@ def _merged_adds(results) -> dict:
         merged["skipped"].extend(result["skipped"])
         merged["memory_ids"].update(result["memory_ids"])
     return merged
-
-
-class _BatchedLocalWrites:
-    """
-    Embedded Qdrant collections written without a sync per point, synced once by
-    :meth:`finish`.
-
-    qdrant-client's local mode keeps each collection in a SQLite file and commits every point
-    in its own transaction at ``synchronous=FULL``. For a bulk move this switches the files
-    named by :meth:`add` to ``synchronous=OFF`` and, at :meth:`finish`, restores the setting
-    and ``fsync``s each file once, so the batch is on disk before anything depends on it.
-    Reaches into qdrant-client's internals (``QdrantLocal.collections[...].storage.storage``);
-    where they differ, or with a Qdrant server, it does nothing and writes stay as they are.
-    """
-
-    def __init__(self, client):
-        self._collections = getattr(getattr(client, "_client", None), "collections", None)
-        self._files = {}  # collection -> (sqlite3 connection, previous setting, file path)
-
-    def add(self, collection):
-        """Write ``collection`` unsynced until :meth:`finish` (idempotent)."""
-        import sqlite3
-
-        if not isinstance(self._collections, dict) or collection in self._files:
-            return
-        persistence = getattr(self._collections.get(collection), "storage", None)
-        conn = getattr(persistence, "storage", None)
-        path = getattr(persistence, "location", None)
-        if isinstance(conn, sqlite3.Connection) and path is not None:
-            previous = conn.execute("PRAGMA synchronous").fetchone()[0]
-            conn.execute("PRAGMA synchronous=OFF")
-            self._files[collection] = (conn, int(previous), str(path))
-
-    def finish(self):
-        """Restore each file's setting and sync it to disk."""
-        files, self._files = self._files, {}
-        for conn, previous, path in files.values():
-            conn.execute(f"PRAGMA synchronous={previous}")
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-
-
-_SharedClientQdrant = None
-
-
-def _shared_client_qdrant():
-    """
-    Mem0's Qdrant vector store class, for a client opened by someone else.
-
-    Given a client, Mem0 takes it for a server's and asks embedded Qdrant for payload indexes,
-    which it has not (a warning per collection); this subclass is told which it is.
-    """
-    global _SharedClientQdrant
-    if _SharedClientQdrant is None:
-        from mem0.vector_stores.qdrant import Qdrant
-
-        class SharedClientQdrant(Qdrant):
-            def __init__(self, *, local, **kwargs):
-                self._local_client = bool(local)
-                super().__init__(**kwargs)
-                self.is_local = self._local_client
-
-            def _create_filter_indexes(self):
-                self.is_local = self._local_client
-                _index_filter_fields(self)
-
-        _SharedClientQdrant = SharedClientQdrant
-    return _SharedClientQdrant
-
-
-_SharedPoolPGVector = None
-
-
-def _shared_pool_pgvector():
-    """
-    Mem0's pgvector store class for a table reached through another store's connection pool.
-
-    Mem0's ``PGVector`` closes its pool when it is garbage-collected; an NPC's store shares the
-    shared store's pool, which only :meth:`Mem0Store.close_sync` may close.
-    """
-    global _SharedPoolPGVector
-    if _SharedPoolPGVector is None:
-        from mem0.vector_stores.pgvector import PGVector
-
-        class SharedPoolPGVector(PGVector):
-            def __del__(self):
-                pass
-
-        _SharedPoolPGVector = SharedPoolPGVector
-    return _SharedPoolPGVector
-
-
-def _close_pool(pool):
-    """Close a psycopg (or psycopg2) connection pool; best effort."""
-    try:
-        closer = getattr(pool, "close", None) or pool.closeall
-        closer()
-    except Exception as err:
-        logger.warning("closing the PostgreSQL connection pool failed: %s", err)
-
-
-def _index_filter_fields(vector_store):
-    """
-    Keyword payload indexes on :data:`FILTER_FIELDS` for a Qdrant server (Mem0 makes those on
-    ``agent_id`` and ``user_id`` only; ``visibility`` is filtered on by every scoped search).
-    Embedded Qdrant has no payload indexes: skipped.
-    """
-    if getattr(vector_store, "is_local", True):
-        return
-    for field in FILTER_FIELDS:
-        try:
-            vector_store.client.create_payload_index(
-                collection_name=vector_store.collection_name, field_name=field,
-                field_schema="keyword",
-            )
-        except Exception as err:  # an index that exists already is an error on some versions
-            logger.debug("payload index on %s: %s", field, err)
-
-
-def consolidate_journal(character, agent_id=None, store=None) -> Deferred:
-    """
-    Store a character's unconsolidated journal entries in Mem0 and mark them consolidated.
-
-    The sleep-phase step "journal -> Mem0" (``docs/design.md``, "Overview"). Entries go to the
-    store's thread; when it answers, the journal is read again (it may have grown meanwhile)
-    and the stored ids, plus ids Mem0 already held, are appended to ``consolidated_entry_ids``.
-    On failure nothing is marked, so the next sleep retries (Mem0Store skips what did get
-    stored).
-
-    Args:
-        character: the NPC (``db.journal`` as in :mod:`ai_contrib.memory.journal`).
-        agent_id (str, optional): default :func:`npc_agent_id`.
-        store (Mem0Store, optional): default :func:`get_store`.
-
-    Returns:
-        Deferred[ConsolidationResult]: never errbacks
-        (:class:`~ai_contrib.core.outcome.ConsolidationResult`; skipped when Mem0 is off).
-    """
-    from twisted.internet import defer
-
-    from .journal import ensure_journal, unconsolidated
-
-    try:
-        if not get_setting("MEMORY_ENABLED"):
-            return defer.succeed(ConsolidationResult(SKIPPED, reason="Mem0 off"))
-        journal = ensure_journal(plain_entry(character.db.journal or {}))
-        entries = unconsolidated(journal)
-        if not entries:
-            return defer.succeed(ConsolidationResult(SUCCESS))
-        store = store or get_store()
-        d = store.add_entries(agent_id or npc_agent_id(character), entries)
-    except Exception as err:
-        logger.warning("memory consolidation could not start: %s", err)
-        return defer.succeed(ConsolidationResult(FAILED, error=str(err)))
-
-    def _mark(result):
-        done = [jid for jid in result["added"] + result["skipped"] if jid]
-        fresh = ensure_journal(plain_entry(character.db.journal or {}))
-        known = set(fresh["consolidated_entry_ids"])
-        fresh["consolidated_entry_ids"].extend(jid for jid in dict.fromkeys(done) if jid not in known)
-        character.db.journal = fresh
-        return ConsolidationResult(SUCCESS, added=len(result["added"]),
-                                   already_stored=len(result["skipped"]))
-
-    def _failed(failure):
-        logger.warning("memory consolidation failed: %s", failure.getErrorMessage())
-        return ConsolidationResult(FAILED, error=failure.getErrorMessage())
-
-    return d.addCallbacks(_mark, _failed)
 
 
 _store = None

@@ -60,8 +60,8 @@ def _prune_episodic(character):
 
 def consolidate_into_mem0(character) -> defer.Deferred:
     """Store the journal's new entries in Mem0, on the store's thread
-    (:func:`ai_contrib.memory.mem0_store.consolidate_journal`)."""
-    from ..memory.mem0_store import consolidate_journal
+    (:func:`ai_contrib.memory.consolidation.consolidate_journal`)."""
+    from ..memory.consolidation import consolidate_journal
 
     return consolidate_journal(character)
 

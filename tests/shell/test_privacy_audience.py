@@ -272,7 +272,7 @@ class RelatedMemoriesForAReply(NPCTestCase):
 
     def test_each_reply_hears_only_what_all_its_listeners_heard(self):
         from ai_contrib import rag_memory
-        from ai_contrib.memory.mem0_store import consolidate_journal
+        from ai_contrib.memory.consolidation import consolidate_journal
 
         # the view of what Ann and Ben both heard is read first, then Ann's
         self.llm.enqueue(

@@ -29,7 +29,8 @@ from evennia.utils import create
 from ai_contrib.commands import CmdTalk
 from ai_contrib.memory.journal import ensure_journal
 from ai_contrib.memory.mem0_payload import npc_agent_id
-from ai_contrib.memory.mem0_store import consolidate_journal, get_store
+from ai_contrib.memory.consolidation import consolidate_journal
+from ai_contrib.memory.mem0_store import get_store
 from ai_contrib.npc.extraction import run_pre_compaction_extraction
 from ai_contrib.npc.gossip import receive_gossip
 from ai_contrib.typeclasses import AssistantCharacter, get_assistant_script

@@ -657,7 +657,8 @@ class TestConsolidation(ExtractionTestCase):
 
         from ai_contrib.memory.journal import unconsolidated
         from ai_contrib.memory.mem0_payload import npc_agent_id
-        from ai_contrib.memory.mem0_store import Mem0Store, consolidate_journal
+        from ai_contrib.memory.consolidation import consolidate_journal
+        from ai_contrib.memory.mem0_store import Mem0Store
 
         together = self.script.add_message(
             "user", "Carol, the Prancing Goat opens at dawn.", name="Bob",

@@ -135,7 +135,8 @@ class ForgetAPlayer(NPCTestCase):
         from ai_contrib.admin.admin_commands import CmdAIForget
         from ai_contrib.npc.forget import forget_player
         from ai_contrib.memory.mem0_payload import npc_agent_id
-        from ai_contrib.memory.mem0_store import consolidate_journal, get_store
+        from ai_contrib.memory.consolidation import consolidate_journal
+        from ai_contrib.memory.mem0_store import get_store
         from ai_contrib.npc.pins import add_pin, get_pins
         from ai_contrib.npc.scene import people_record
 

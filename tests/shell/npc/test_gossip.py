@@ -411,7 +411,8 @@ class TestEraseReachesThePrompt(GossipCase):
     def test_an_erased_fact_leaves_the_next_reply_prompt(self):
         from ai_contrib.core.gossip import origin_of
         from ai_contrib.memory.mem0_payload import npc_agent_id
-        from ai_contrib.memory.mem0_store import consolidate_journal, get_store
+        from ai_contrib.memory.consolidation import consolidate_journal
+        from ai_contrib.memory.mem0_store import get_store
         from ai_contrib.npc.gossip import erase_everywhere
 
         with override_settings(AI_MEMORY_ENABLED=True):
@@ -448,7 +449,8 @@ class TestErasedFactStaysErased(GossipCase):
 
     def test_an_erased_fact_is_not_journaled_again_by_the_next_extraction(self):
         from ai_contrib.memory.mem0_payload import npc_agent_id
-        from ai_contrib.memory.mem0_store import consolidate_journal, get_store
+        from ai_contrib.memory.consolidation import consolidate_journal
+        from ai_contrib.memory.mem0_store import get_store
         from ai_contrib.npc.extraction import run_pre_compaction_extraction
 
         from tests.support.llm_double import tool_calls
