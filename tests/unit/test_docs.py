@@ -1,7 +1,8 @@
 """
 The documentation holds together: every ``docs/design.md`` section the code and the docs cite
-exists, every relative link in the Markdown files leads to a file that exists, and README.md
-stays a README (its two commands first, at most 250 lines; the manual lives in ``docs/``).
+exists, every relative link in the Markdown files leads to a file that exists, README.md
+stays a README (its two commands first, at most 250 lines; the manual lives in ``docs/``), the
+package docstring lists every command, and the module map names every module and no other.
 """
 
 import re
@@ -108,3 +109,42 @@ def test_package_docstring_lists_every_command():
     assert {"talk", "aiforget", "aigossip"} <= keys
     missing = sorted(k for k in keys if f"``{k}``" not in doc)
     assert not missing, f"ai_contrib/__init__.py does not list: {missing}"
+
+
+#: a folder's paragraph of the module map: ``**`npc/`**, the services...`` (no folder: the
+#: package's top level, "The Evennia faces")
+_MAP_FOLDER = re.compile(r"`(\w+)/`")
+
+
+def _module_map(text):
+    """``{folder: set of module file names}`` named in ``docs/design.md``'s "Module map", one
+    entry per bold-led paragraph (``""``: the package's top level)."""
+    section = text.split("\n## Module map\n", 1)[1].split("\n## ", 1)[0]
+    parts = re.split(r"\n\*\*(.+?)\*\*", section)
+    named = {}
+    for head, body in zip(parts[1::2], parts[2::2]):
+        folder = _MAP_FOLDER.match(head)
+        named[folder.group(1) if folder else ""] = set(re.findall(r"`(\w+\.py)`", head + body))
+    return named
+
+
+def test_the_module_map_names_every_module_and_no_other():
+    package = ROOT / "ai_contrib"
+    named = _module_map(DESIGN.read_text(encoding="utf-8"))
+    modules = {folder: {p.name for p in (package / folder).glob("*.py") if p.name != "__init__.py"}
+               for folder in named}
+    everywhere = {p.name for p in package.rglob("*.py")}
+    # positive controls: the parse finds the folders and their modules, and a map that leaves
+    # a module out or names one that is gone is seen
+    assert {"", "npc", "admin", "core", "llm", "memory", "web"} <= set(named)
+    listed = set().union(*named.values())
+    assert {"typeclasses.py", "ticking.py", "tick.py", "mem0_store.py"} <= listed
+    planted = _module_map("\n## Module map\n\n**`core/`**, x:\n\n- `gone.py`: y\n\n## Next\n")
+    assert planted == {"core": {"gone.py"}}
+    missing = {folder: sorted(modules[folder] - names) for folder, names in named.items()
+               if modules[folder] - names}
+    assert not missing, f"docs/design.md's module map leaves out: {missing}"
+    # a module named in another folder's line (the faces' rag_memory.py re-exports npc/'s
+    # memory_work.py) must exist somewhere in the package
+    stale = sorted(listed - everywhere)
+    assert not stale, f"docs/design.md's module map names modules that do not exist: {stale}"
