@@ -1,15 +1,18 @@
 """
 The one read model of an NPC's figures for staff: what ``ailist``, ``aihistory``, ``aiconfig``
 and the staff web pages (:mod:`ai_contrib.web.snapshot`) show about its budget, usage,
-compactions and journal, as plain JSON-ready dicts (``docs/design.md``, "Seeing the NPC's
-mind"). The commands and the pages read these functions, never the script's Attributes
-themselves, so a command and the page show the same figures for the same NPC.
+compactions and journal, as plain JSON-ready dicts whose shapes are declared here as
+``TypedDict`` classes (``docs/design.md``, "Seeing the NPC's mind"). The commands and the
+pages read these functions, never the script's Attributes themselves, so a command and the page
+show the same figures for the same NPC.
 
 Nothing here changes anything. On the website the functions run in the reactor thread
 (:func:`ai_contrib.web.bridge.in_reactor`), where the runtime history is changed.
 """
 
 from __future__ import annotations
+
+from typing import NotRequired, TypedDict
 
 from ..core.gossip import chain_text
 from ..memory.journal import ensure_journal
@@ -27,9 +30,109 @@ BUDGET_FROM_WINDOW = "model window"
 BUDGET_FROM_NPC, BUDGET_FROM_GAME, BUDGET_FROM_DEFAULT = "NPC", "game", "default"
 
 
-def breaker_view(script) -> dict:
-    """The compaction breaker: ``{"state": "closed" | "closed, failing" | "open",
-    "failures": int, "last_error": str | None}``."""
+class BreakerView(TypedDict):
+    """The compaction breaker (:func:`breaker_view`)."""
+
+    state: str  #: ``"closed"``, ``"closed, failing"`` or ``"open"``
+    failures: int  #: automatic compactions failed in a row
+    last_error: str | None  #: the last failure's error, None after a success
+
+
+class BudgetView(TypedDict):
+    """The effective history budget and why (:func:`budget_view`)."""
+
+    tokens: int  #: the effective budget
+    configured: int  #: ``max_context_tokens``
+    window: int | None  #: the model's context window, when known
+    #: :data:`BUDGET_FROM_WINDOW` when the window cut the budget below the configured value,
+    #: else where ``max_context_tokens`` comes from (:data:`BUDGET_FROM_NPC`: the NPC's
+    #: Attribute, :data:`BUDGET_FROM_GAME`: ``AI_MAX_CONTEXT_TOKENS``,
+    #: :data:`BUDGET_FROM_DEFAULT`)
+    source: str
+    #: one line in words: the window's arithmetic
+    #: (:func:`ai_contrib.core.budget.effective_budget`'s ``source``) where it cut the budget,
+    #: else where ``max_context_tokens`` comes from
+    why: str
+
+
+class PersonaView(TypedDict):
+    """The NPC's persona, the first system message of its reply prompts (:func:`persona_view`)."""
+
+    text: str
+    #: ``"default"``: the persona a new NPC is given,
+    #: :data:`ai_contrib.typeclasses.DEFAULT_PERSONA`, unchanged; else ``"NPC"``
+    source: str
+
+
+class NPCSummary(TypedDict):
+    """One NPC's figures (:func:`npc_summary`); without a script (a broken NPC) only ``id``,
+    ``key``, ``dbref`` and ``has_script`` = False."""
+
+    id: int
+    key: str
+    dbref: str
+    has_script: bool
+    mode: NotRequired[str | None]  #: ``"awake"``, ``"sleep"`` or None
+    tokens: NotRequired[int]  #: the context's tokens now
+    budget: NotRequired[int]  #: the effective budget (:class:`BudgetView` ``tokens``)
+    usage: NotRequired[float]  #: ``tokens`` as a fraction of ``budget``
+    budget_source: NotRequired[str]  #: :class:`BudgetView` ``source``
+    budget_why: NotRequired[str]  #: :class:`BudgetView` ``why``
+    sleep_threshold: NotRequired[float]  #: fraction of the budget
+    emergency_threshold: NotRequired[float]  #: fraction of the budget
+    strategy: NotRequired[str]  #: the compaction strategy in use
+    last_compaction: NotRequired[str | None]  #: ISO time
+    compactions: NotRequired[int]
+    breaker: NotRequired[BreakerView]
+
+
+class CompactionEvent(TypedDict):
+    """One event of the compaction log as shown (:func:`compaction_events`)."""
+
+    at: str | None  #: ISO time
+    trigger: str
+    strategy: str
+    success: bool
+    #: context tokens before and after when recorded (``context``), else the compacted part's
+    before: int | None
+    after: int | None
+    messages: int | None  #: messages compacted
+    reduction: float | None  #: percent of the compacted part
+    fidelity: float | None  #: the summary's fidelity score
+    fidelity_replaced: bool  #: an extract replaced the model's summary
+    error: str | None
+    context: bool  #: True when ``before``/``after`` are the whole context's tokens
+
+
+class JournalRow(TypedDict):
+    """One journal entry as shown (:func:`journal_page`)."""
+
+    id: str
+    importance: int | None
+    source_type: str | None
+    #: the speaker, the entity, or for a fact heard from another NPC its chain,
+    #: ``"Wren > Marta (1 hop)"``
+    who: str | None
+    content: str
+    consolidated: bool  #: stored in Mem0
+    timestamp: str | None
+    support: float | None  #: the fact's support by its line
+    grounding: str | None
+    model_support: float | None  #: the model's fact's support, where its line replaced it
+
+
+class JournalPage(TypedDict):
+    """One page of the NPC's journal (:func:`journal_page`)."""
+
+    entries: list[JournalRow]  #: newest first
+    page: int
+    pages: int  #: at least 1
+    total: int  #: entries in the journal
+    consolidated: int  #: entries stored in Mem0
+
+
+def breaker_view(script) -> BreakerView:
+    """The compaction breaker (:class:`BreakerView`)."""
     failures = int(script.db.compact_failures or 0)
     if breaker_open(script):
         state = "open"
@@ -40,21 +143,14 @@ def breaker_view(script) -> dict:
     return {"state": state, "failures": failures, "last_error": script.db.compact_last_error}
 
 
-def budget_view(script) -> dict:
+def budget_view(script) -> BudgetView:
     """
     The NPC's effective history budget and why it is what it is
     (:meth:`ai_contrib.npc.budgeting.BudgetHandler.info`; ``docs/design.md``, "The budget fits the
     model"). Starts no request.
 
     Returns:
-        dict: ``{"tokens": int (the effective budget), "configured": int
-        (``max_context_tokens``), "window": int | None (the model's context window when
-        known), "source": str, "why": str}``: ``source`` is :data:`BUDGET_FROM_WINDOW` when the
-        window cut the budget below the configured value, else where ``max_context_tokens``
-        comes from (:data:`BUDGET_FROM_NPC`: the NPC's Attribute, :data:`BUDGET_FROM_GAME`:
-        ``AI_MAX_CONTEXT_TOKENS``, :data:`BUDGET_FROM_DEFAULT`); ``why`` is one line in words:
-        the window's arithmetic (:func:`ai_contrib.core.budget.effective_budget`'s ``source``)
-        where it cut the budget, else where ``max_context_tokens`` comes from.
+        BudgetView
     """
     info = script.budget_info()
     _value, origin = resolve_option("max_context_tokens", script)
@@ -75,14 +171,8 @@ def budget_view(script) -> dict:
             "window": info.window, "source": source, "why": why}
 
 
-def persona_view(npc) -> dict:
-    """
-    The NPC's persona, the first system message of its reply prompts.
-
-    Returns:
-        dict: ``{"text": str, "source": "NPC" | "default"}`` (``default``: the persona a new
-        NPC is given, :data:`ai_contrib.typeclasses.DEFAULT_PERSONA`, unchanged).
-    """
+def persona_view(npc) -> PersonaView:
+    """The NPC's persona, the first system message of its reply prompts (:class:`PersonaView`)."""
     from ..typeclasses import DEFAULT_PERSONA
 
     text = str(npc.db.persona or "")
@@ -90,21 +180,13 @@ def persona_view(npc) -> dict:
     return {"text": text, "source": "default" if text in ("", default) else "NPC"}
 
 
-def npc_summary(npc, script) -> dict:
+def npc_summary(npc, script) -> NPCSummary:
     """
-    One NPC's figures: its line on the index page and in ``ailist``, the head of its page and
-    of ``aihistory``.
-
-    Returns:
-        dict: ``{"id": int, "key": str, "dbref": str, "mode": "awake" | "sleep" | None,
-        "tokens": int, "budget": int, "usage": float (fraction of the budget),
-        "budget_source": str, "budget_why": str (:func:`budget_view`),
-        "sleep_threshold": float, "emergency_threshold": float (fractions), "strategy": str,
-        "last_compaction": str | None (ISO time), "compactions": int, "breaker":
-        (:func:`breaker_view`), "has_script": bool}``; without a script (a broken NPC) only
-        ``id``, ``key``, ``dbref`` and ``has_script`` = False.
+    One NPC's figures (:class:`NPCSummary`): its line on the index page and in ``ailist``, the
+    head of its page and of ``aihistory``.
     """
-    base = {"id": npc.id, "key": npc.key, "dbref": npc.dbref, "has_script": script is not None}
+    base: NPCSummary = {"id": npc.id, "key": npc.key, "dbref": npc.dbref,
+                        "has_script": script is not None}
     if script is None:
         return base
     tokens = int(script.token_count())
@@ -126,18 +208,8 @@ def npc_summary(npc, script) -> dict:
     }
 
 
-def compaction_events(script, count=EVENTS_SHOWN) -> list[dict]:
-    """
-    The compaction log's last ``count`` events, oldest first.
-
-    Returns:
-        list[dict]: ``{"at": str | None, "trigger": str, "strategy": str, "success": bool,
-        "before": int | None, "after": int | None (context tokens when recorded, else the
-        compacted part's), "messages": int | None, "reduction": float | None (percent of the
-        compacted part), "fidelity": float | None, "fidelity_replaced": bool (an extract
-        replaced the model's summary), "error": str | None, "context": bool (True when
-        before/after are the whole context's tokens)}``.
-    """
+def compaction_events(script, count=EVENTS_SHOWN) -> list[CompactionEvent]:
+    """The compaction log's last ``count`` events, oldest first (:class:`CompactionEvent`)."""
     events = []
     for e in list(script.db.compaction_log or [])[-count:]:
         before = e.get("context_before", e.get("original_tokens"))
@@ -153,7 +225,7 @@ def compaction_events(script, count=EVENTS_SHOWN) -> list[dict]:
     return events
 
 
-def journal_page(npc, page=1, size=JOURNAL_PAGE_SIZE) -> dict:
+def journal_page(npc, page=1, size=JOURNAL_PAGE_SIZE) -> JournalPage:
     """
     One page of the NPC's journal, newest first: page 1 holds the newest ``size`` entries.
 
@@ -162,11 +234,7 @@ def journal_page(npc, page=1, size=JOURNAL_PAGE_SIZE) -> dict:
         size (int): entries a page.
 
     Returns:
-        dict: ``{"entries": [{"id", "importance", "source_type", "who" (the speaker, the
-        entity, or for a fact heard from another NPC its chain, "Wren > Marta (1 hop)"),
-        "content", "consolidated": bool, "timestamp", "support", "grounding",
-        "model_support" (the fact's support by its line, or None)}] (newest first), "page": int,
-        "pages": int (at least 1), "total": int, "consolidated": int}``.
+        JournalPage
     """
     journal = ensure_journal(npc.db.journal)
     done = set(journal["consolidated_entry_ids"])
