@@ -21,6 +21,7 @@ Pure functions: no Evennia, Twisted or Django.
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import TypedDict
 
 from .audience import common_audience
 from .text import normalise_player_text
@@ -171,7 +172,16 @@ def time_of_day(hour) -> str:
     return "night"
 
 
-def clock_from_game_seconds(seconds, units=None) -> dict:
+class GameClock(TypedDict, total=False):
+    """The game's clock in words (:func:`clock_from_game_seconds`); a part the calendar cannot
+    give is left out, possibly all (``{}``)."""
+
+    time_of_day: str  #: ``"morning"``, ``"afternoon"``, ``"evening"`` or ``"night"``
+    day: int  #: the day of the season, from 1
+    season: str  #: ``"spring"``, ``"summer"``, ``"autumn"`` or ``"winter"``
+
+
+def clock_from_game_seconds(seconds, units=None) -> GameClock:
     """
     The game's clock in words.
 
@@ -184,9 +194,8 @@ def clock_from_game_seconds(seconds, units=None) -> dict:
             northern hemisphere: spring from March).
 
     Returns:
-        dict: ``{"time_of_day": str, "day": int, "season": str}``: ``day`` is the day of the
-        season, from 1. With a custom calendar lacking ``"hour"`` or ``"day"`` (or with
-        nonsense units) the parts it cannot give are left out, possibly all (``{}``).
+        GameClock: with a custom calendar lacking ``"hour"`` or ``"day"`` (or with nonsense
+        units) the parts it cannot give are left out, possibly all (``{}``).
     """
     seconds = float(seconds)
     if units is None:

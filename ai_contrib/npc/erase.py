@@ -28,7 +28,7 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from evennia.utils import logger
 from twisted.internet import defer
@@ -145,17 +145,26 @@ def busy_reason(script) -> str | None:
     return None
 
 
-def reset_preview(script, character) -> dict:
-    """
-    What :func:`reset_memory` would remove, counted now (O(1) reads, plus one ``stat`` per file).
+class ResetPreview(TypedDict):
+    """What :func:`reset_memory` would remove (:func:`reset_preview`), shown by ``aireset``
+    before it asks to confirm."""
 
-    Returns:
-        dict: ``{"messages": int (in context), "summaries": int, "archive_records": int,
-        "archive_files": [names], "archive_bytes": int, "journal_entries": int,
-        "entity_profiles": int, "compaction_events": int, "compactions": int,
-        "people": [names] (the people records, the most recently spoken to first),
-        "memory": bool (Mem0 memories will be deleted)}``.
-    """
+    messages: int  #: in context
+    summaries: int  #: summary markers among them
+    archive_records: int
+    archive_files: list[str]  #: file names
+    archive_bytes: int
+    journal_entries: int
+    entity_profiles: int
+    compaction_events: int  #: in the compaction log
+    compactions: int  #: the compaction count
+    people: list[str]  #: the people records' names, the most recently spoken to first
+    memory: bool  #: Mem0 memories will be deleted
+
+
+def reset_preview(script, character) -> ResetPreview:
+    """What :func:`reset_memory` would remove, counted now (O(1) reads, plus one ``stat`` per
+    file)."""
     from ..core.messages import is_marker
     from ..memory.journal import ensure_journal
 

@@ -35,6 +35,7 @@ from evennia.utils.dbserialize import deserialize
 
 from ..core.audience import describe_audience, heard_by
 from ..core.scene import (
+    GameClock,
     clock_from_game_seconds,
     impression_from_facts,
     relative_time,
@@ -61,7 +62,7 @@ def game_seconds() -> float | None:
         return None
 
 
-def game_clock() -> dict:
+def game_clock() -> GameClock:
     """
     The game's clock in words (:func:`ai_contrib.core.scene.clock_from_game_seconds`): the
     custom calendar of the game's ``TIME_UNITS`` setting when it defines one, else the real
@@ -69,12 +70,12 @@ def game_clock() -> dict:
     ``TIME_GAME_EPOCH`` applied by ``gametime``).
 
     Returns:
-        dict: ``{"time_of_day", "day", "season"}``, any part missing; ``{}`` without a clock.
+        GameClock: any part missing; ``{}`` without a clock.
     """
     return clock_at(game_seconds())
 
 
-def clock_at(seconds) -> dict:
+def clock_at(seconds) -> GameClock:
     """
     The game's clock at ``seconds`` of game time (as :func:`game_clock`; ``{}`` for None).
     """
