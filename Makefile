@@ -1,10 +1,11 @@
 # Entry points: `make demo` (a real game with an AI NPC), `make test` (the test suite) and
-# `make test-postgres` (the suite again on a throwaway PostgreSQL server with pgvector).
+# `make test-postgres` (the storage lanes and three real games again on a throwaway PostgreSQL
+# server with pgvector).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-postgres demo demo-keep test test-fast test-core test-postgres bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-report bench-locomo-tune bench-recall bench-scale bench-mem0 bench-embedded bench-defaults bench-restart bench-world bench-village bench-actions clean
+.PHONY: install install-postgres demo demo-keep test test-fast test-core test-postgres postgres-lanes bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-report bench-locomo-tune bench-recall bench-scale bench-mem0 bench-embedded bench-defaults bench-restart bench-world bench-village bench-actions clean
 
 install: $(STAMP)
 
@@ -29,7 +30,7 @@ test: install
 
 # the edit-test loop: tests/unit and tests/shell, no real game (tests/e2e), no real model
 # (tests/model) and no benchmark run (tests/bench), on every core (pytest-xdist; each worker has
-# its own test database); `make test` and CI run everything, one test at a time
+# its own test database); `make test` runs everything, one test at a time
 test-fast: install
 	$(PY) -m pytest -q -n auto tests/unit tests/shell $(PYTEST_ARGS)
 
@@ -45,20 +46,28 @@ $(PG_STAMP): $(STAMP)
 	$(PY) -m pip install -q -e ".[postgres]"
 	@touch $(PG_STAMP)
 
-# the suite on PostgreSQL + pgvector (scripts/with_postgres.sh: Debian's packages where the
-# release has pgvector, else the pgserver wheel's build; as root it installs what is missing)
+# the storage lanes and three real games on PostgreSQL + pgvector (scripts/with_postgres.sh:
+# Debian's packages where the release has pgvector, else the pgserver wheel's build; as root it
+# installs what is missing), beside one server for both runs (postgres-lanes)
+test-postgres: install-postgres
+	scripts/with_postgres.sh $(MAKE) --no-print-directory postgres-lanes
+
 # the lanes that touch a database or a vector store, on two workers (each its own test database):
 # the pure core (tests/unit/core), the benchmarks' own tests and runs (tests/unit/benchmarks,
 # tests/bench) and the embedded model's (tests/model) store nothing, and `make test` runs them
 PG_LANES := tests/unit/memory tests/shell
 # then, one at a time, the real games whose storage PostgreSQL changes: memories through
-# compaction, the journal and pgvector back into a prompt; twenty players writing at once;
-# forgetting a player in both databases. The other games' storage is the same Evennia
-# Attributes and Mem0 calls, which the lanes above run on PostgreSQL
+# compaction, the journal and pgvector back into a prompt; privacy by audience, a hung
+# summariser and a kill -9 with its restart; forgetting a player in both databases. The other
+# games store through the same Evennia Attributes and Mem0 calls, which the lanes above run on
+# PostgreSQL
 PG_GAMES := tests/e2e/test_memory.py tests/e2e/test_tavern.py tests/e2e/test_privacy.py
-test-postgres: install-postgres
-	scripts/with_postgres.sh sh -c '$(PY) -m pytest -q -n 2 $(PG_LANES) $(PYTEST_ARGS) && \
-	  $(PY) -m pytest -q $(PG_GAMES) $(PYTEST_ARGS)'
+# a PYTEST_ARGS filter (-k) may leave none of the games: pytest's "no tests" (5) is then no failure
+PG_GAMES_FILTERED := $(if $(PYTEST_ARGS),|| [ $$? -eq 5 ],)
+# run by test-postgres, with AI_DATABASE_URL and AI_MEMORY_PGVECTOR_CONNECTION_STRING set
+postgres-lanes:
+	$(PY) -m pytest -q -n 2 $(PG_LANES) $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(PG_GAMES) $(PYTEST_ARGS) $(PG_GAMES_FILTERED)
 
 bench: install
 	$(PY) benchmarks/storage.py

@@ -900,7 +900,7 @@ def memory_table_rows(systems, stats):
             "fidelity_rejected": int, "max_unsupported_share": float | None, "facts": int,
             "facts_rejected": int, "facts_replaced": int, "invented_quotes_context": int,
             "invented_quotes_journal": int (:func:`invented_quotes`), "misquoted_summaries":
-            int (summaries refused for quoting lines no one said), "quotes_repaired": int
+            int (summaries refused for quotes not their speaker's words), "quotes_repaired": int
             (quotes the sleep's repair removed), "journal_junk": int,
             "journal_classified": int (:func:`journal_kinds`)}}``;
             systems without

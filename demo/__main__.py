@@ -496,8 +496,8 @@ def print_summary(args, game, conversation, stats, compactions, failures, transc
         print(f"   [{f['trigger']:<9}] FAILED: {f['error']}")
     quotes = stats.invented_quotes
     if quotes is not None:
-        print(f"quotes:        {quotes['summaries']} summaries quoted lines no one said "
-              f"({quotes['refused']} quotes) and were replaced by an extract; "
+        print(f"quotes:        {quotes['summaries']} summaries gave {quotes['refused']} quotes "
+              "that are not their speaker's words and were replaced by an extract; "
               f"{quotes['repaired']} such quotes removed from stored texts by the sleep's repair")
     if stats.sleep_session is not None:
         print(f"sleep:         after session {stats.sleep_session}")

@@ -43,17 +43,19 @@ WARMUP_LOG_RE = re.compile(
     r"AI cache warm-up (?P<npc>.+?): (?P<seconds>[\d.]+) s(?: in (?P<steps>\d+) steps)?"
     r"(?:, prompt (?P<prompt>\d+) tokens, (?P<cached>\d+) reused)?"
 )
-#: the server log line of a summary refused by the fidelity check, when it quoted lines no one
-#: said (ai_contrib.npc.compaction_runner): "AI summary of 13 messages failed the fidelity
-#: check (...); 2 quote(s) no one said; replaced by an extract of the span"
+#: the server log line of a summary refused by the fidelity check, when it gave as someone's
+#: words what they never said, to the wrong speaker or over and over
+#: (ai_contrib.npc.compaction_runner): "AI summary of 13 messages failed the fidelity check
+#: (...); 2 quote(s) not their speaker's words; replaced by an extract of the span"
 MISQUOTED_SUMMARY_LOG_RE = re.compile(
     r"AI summary of \d+ messages failed the fidelity check [^\n]*?; "
-    r"(?P<quotes>\d+) quote\(s\) no one said; replaced by an extract"
+    r"(?P<quotes>\d+) quote\(s\) not their speaker's words; replaced by an extract"
 )
-#: the server log line of the sleep's quote repair (ai_contrib.npc.quote_repair):
-#: "AI quote repair Marta: 3 quote(s) no one said removed (1 summaries, 2 journal entries)"
+#: the server log line of the sleep's quote repair (ai_contrib.npc.quote_repair): "AI quote
+#: repair Marta: 3 quote(s) not their speaker's words removed (1 summaries, 2 journal entries)"
 QUOTE_REPAIR_LOG_RE = re.compile(
-    r"AI quote repair (?P<npc>.+?): (?P<quotes>\d+) quote\(s\) no one said removed"
+    r"AI quote repair (?P<npc>.+?): (?P<quotes>\d+) quote\(s\) not their speaker's words "
+    r"removed"
 )
 COMPACTION_FAIL_RE = re.compile(
     r"AI compaction \[(?P<trigger>\w+)(?:, [^\]]+)?\] (?P<npc>.+?) failed: (?P<error>.*)"
@@ -114,9 +116,9 @@ def compactions_from_log(text):
 def invented_quotes_from_log(text, npc=NPC):
     """
     The invented quotes the server log tells of (``docs/design.md``, "Summary fidelity"):
-    ``{"summaries": int (summaries refused for quoting lines no one said, each replaced by an
-    extract), "refused": int (the quotes in them), "repaired": int (quotes removed from stored
-    summaries and journal entries by ``npc``'s sleep repair)}``. A summary's line names no NPC:
+    ``{"summaries": int (summaries refused for quotes that are not their speaker's words, each
+    replaced by an extract), "refused": int (those quotes), "repaired": int (such quotes
+    removed from stored summaries and journal entries by ``npc``'s sleep repair)}``. A summary's line names no NPC:
     every one in ``text`` counts.
     """
     refused = [int(m["quotes"]) for m in MISQUOTED_SUMMARY_LOG_RE.finditer(text)]

@@ -90,7 +90,7 @@ class CompactionEvent(TypedDict):
     """One event of the compaction log as shown (:func:`compaction_events`)."""
 
     at: str | None  #: ISO time
-    trigger: str
+    trigger: str | None
     strategy: str
     success: bool
     #: context tokens before and after when recorded (``context``), else the compacted part's

@@ -40,7 +40,11 @@ when the store opens, ids, vectors and payloads unchanged
 
 What the options are and how they become Mem0's configuration is
 :mod:`ai_contrib.memory.mem0_config`; what a journal entry becomes in Mem0 and who may read it
-(privacy by audience, the shape of a *memory hit*) is :mod:`ai_contrib.memory.mem0_payload`.
+(privacy by audience, the shape of a *memory hit*) is :mod:`ai_contrib.memory.mem0_payload`;
+Mem0's vector-store classes on the shared client or pool are
+:mod:`ai_contrib.memory.mem0_backends`; the move out of the shared collection is
+:mod:`ai_contrib.memory.mem0_migration`; the sleep's journal -> Mem0 step is
+:mod:`ai_contrib.memory.consolidation`.
 """
 
 from __future__ import annotations

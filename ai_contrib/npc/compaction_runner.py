@@ -452,7 +452,8 @@ def guard_summary(script, messages, text) -> tuple[str, dict]:
             f"summary could replace it ({problem or 'no line to take'})"
         )
     # the count stands apart from the reason, which names only the first check that failed
-    misquoted = f"; {len(quotes.failures)} quote(s) no one said" if quotes.failures else ""
+    misquoted = (f"; {len(quotes.failures)} quote(s) not their speaker's words"
+                 if quotes.failures else "")
     logger.log_info(
         f"AI summary of {len(messages)} messages failed the fidelity check "
         f"({reason}){misquoted}; replaced by an extract of the span"

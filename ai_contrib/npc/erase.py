@@ -210,7 +210,8 @@ def reset_memory(script, character) -> Deferred:
     from ..memory.journal import new_journal
     from ..memory.mem0_payload import npc_agent_id
 
-    report = reset_preview(script, character)
+    # the preview's counts, extended with what the reset did
+    report = dict(reset_preview(script, character))
     old_path = script.archive_path()
     agent_id = npc_agent_id(character)
     # a new file name: nothing the NPC says from now on lands in the file being deleted

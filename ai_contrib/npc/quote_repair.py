@@ -200,8 +200,8 @@ def repair_quotes(script, character, limit=REPAIR_ITEMS) -> defer.Deferred:
     report.update(quotes_removed=removed + more, entries=len(changed))
     report["memories"] = yield _forget_memories(character, changed)
     if report["quotes_removed"]:
-        logger.log_info(f"AI quote repair {character}: {report['quotes_removed']} quote(s) no "
-                        f"one said removed ({report['summaries']} summaries, "
+        logger.log_info(f"AI quote repair {character}: {report['quotes_removed']} quote(s) "
+                        f"not their speaker's words removed ({report['summaries']} summaries, "
                         f"{report['entries']} journal entries)")
     return report
 
