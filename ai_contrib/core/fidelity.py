@@ -577,7 +577,8 @@ def extractive_summary(messages, target_tokens, importance, model=None) -> str:
     order as ``"- Name said: text"`` bullets (each word of the name capitalised, the double
     quotes inside a line written as double primes, a line said again by the same speaker once),
     as many as fit ``target_tokens``; when not even the best line fits, it is cut at a word
-    boundary.
+    boundary. Lines that read as markup (more than :data:`MAX_SYMBOL_DENSITY` symbols) are
+    taken only when the span has no other.
 
     Args:
         messages (list[dict]): the span (``core/messages.py`` shape; markers' lines are taken
@@ -591,6 +592,11 @@ def extractive_summary(messages, target_tokens, importance, model=None) -> str:
         str: the summary, or ``""`` when the span has no line to take.
     """
     candidates = _candidate_lines(messages)
+    # a line that reads as markup or a log (a small model's "<pre>" or table, said by the NPC)
+    # would make the extract fail the junk check of score_summary, and with it the compaction:
+    # such lines are left out while the span has others
+    plain = [c for c in candidates if _symbol_density(c[1]) <= MAX_SYMBOL_DENSITY]
+    candidates = plain or candidates
     if not candidates or target_tokens <= 0:
         return ""
     ranked = sorted(range(len(candidates)), key=lambda i: (-importance(candidates[i][0]), i))

@@ -115,6 +115,28 @@ def test_extractive_summary_takes_the_most_important_lines_in_order_within_the_t
     assert extractive_summary([], 100, heuristic_importance) == ""
 
 
+def test_an_extract_leaves_out_markup_lines_while_the_span_has_others():
+    # the embedded model's replies can be markup; an extract taking one (a promise and a
+    # number rank it first) beside a few plain lines failed its own junk check, and the
+    # compaction with it
+    junk = "<pre>| Tom | promised | 3 silver | Friday |</pre>"
+    plain = ["Tell me about the old grey mare, Marta.", "Tom lost his grey mare Pepper last winter.",
+             "The north road was closed by snow for a week.", "Wren paints herons by the river.",
+             "The brewer brings ale on market day.", "The east room has a leaking roof."]
+    messages = [{"role": "user", "name": "Wren", "content": plain[0]},
+                {"role": "assistant", "name": "Marta", "content": junk}]
+    messages += [{"role": "user", "name": "Wren", "content": line} for line in plain[1:]]
+    source, speakers = source_text(messages), speakers_of(messages)
+    text = extractive_summary(messages, 30, heuristic_importance)
+    assert text and "<pre>" not in text
+    assert score_summary(text, source, speakers).passed
+    # positive controls: the junk line beside the extract's best line fails as markup; and a
+    # span of nothing else still gives the junk line rather than nothing
+    with_junk = f"- Marta said: {junk}\n{text.splitlines()[0]}"  # the extract before
+    assert "markup" in score_summary(with_junk, source, speakers).reason
+    assert "<pre>" in extractive_summary(messages[1:2], 200, heuristic_importance)
+
+
 def test_extractive_summary_reads_earlier_summaries_line_by_line():
     marker = make_marker("## Confirmed Facts\n- Bob owes Marta 2 silver.", MESSAGES[:2], 50, 10)
     text = extractive_summary([marker] + MESSAGES[:2], 100, heuristic_importance)
