@@ -118,8 +118,8 @@ def invented_quotes_from_log(text, npc=NPC):
     The invented quotes the server log tells of (``docs/design.md``, "Summary fidelity"):
     ``{"summaries": int (summaries refused for quotes that are not their speaker's words, each
     replaced by an extract), "refused": int (those quotes), "repaired": int (such quotes
-    removed from stored summaries and journal entries by ``npc``'s sleep repair)}``. A summary's line names no NPC:
-    every one in ``text`` counts.
+    removed from stored summaries and journal entries by ``npc``'s sleep repair)}``. A
+    summary's line names no NPC: every one in ``text`` counts.
     """
     refused = [int(m["quotes"]) for m in MISQUOTED_SUMMARY_LOG_RE.finditer(text)]
     repaired = sum(int(m["quotes"]) for m in QUOTE_REPAIR_LOG_RE.finditer(text)

@@ -62,7 +62,8 @@ def consolidate_journal(character, agent_id=None, store=None) -> Deferred:
         done = [jid for jid in result["added"] + result["skipped"] if jid]
         fresh = ensure_journal(plain_entry(character.db.journal or {}))
         known = set(fresh["consolidated_entry_ids"])
-        fresh["consolidated_entry_ids"].extend(jid for jid in dict.fromkeys(done) if jid not in known)
+        fresh["consolidated_entry_ids"].extend(jid for jid in dict.fromkeys(done)
+                                               if jid not in known)
         character.db.journal = fresh
         return ConsolidationResult(SUCCESS, added=len(result["added"]),
                                    already_stored=len(result["skipped"]))

@@ -120,7 +120,8 @@ def test_an_extract_leaves_out_markup_lines_while_the_span_has_others():
     # number rank it first) beside a few plain lines failed its own junk check, and the
     # compaction with it
     junk = "<pre>| Tom | promised | 3 silver | Friday |</pre>"
-    plain = ["Tell me about the old grey mare, Marta.", "Tom lost his grey mare Pepper last winter.",
+    plain = ["Tell me about the old grey mare, Marta.",
+             "Tom lost his grey mare Pepper last winter.",
              "The north road was closed by snow for a week.", "Wren paints herons by the river.",
              "The brewer brings ale on market day.", "The east room has a leaking roof."]
     messages = [{"role": "user", "name": "Wren", "content": plain[0]},
