@@ -25,6 +25,7 @@ from evennia.scripts.scripts import DefaultScript
 from evennia.utils import logger
 
 from .core import lore as core
+from .core.lore import LoreMatch
 from .settings import get_setting, option_value
 
 #: the key of the one lore script
@@ -348,7 +349,7 @@ def lore_texts(npc, turn_texts, earlier_texts):
     return list(reversed(list(turn_texts))) + list(reversed(earlier))
 
 
-def lore_for_npc(npc, texts, budget_tokens=None, count=None):
+def lore_for_npc(npc, texts, budget_tokens=None, count=None) -> LoreMatch:
     """
     The lore entries ``npc`` is given for ``texts`` (``docs/design.md``, "Lore and pins"):
     constant entries and entries a key of which occurs in the texts as whole words, only among
@@ -367,9 +368,8 @@ def lore_for_npc(npc, texts, budget_tokens=None, count=None):
         count (callable | None): ``str -> int`` tokens; None: the NPC model's tokenizer.
 
     Returns:
-        dict: ``{"chosen": [{"id", "text", "tokens", "key" (the trigger, None for a constant
-        entry), "priority", "constant"}], "skipped": [{"id", "reason" ("budget"), "tokens",
-        "key", "priority", "constant"}]}``; both empty when there is no lore.
+        LoreMatch: (:func:`ai_contrib.core.lore.match_lore`); both lists empty when there is
+        no lore.
     """
     store = get_lore_store()
     if store is None:

@@ -20,6 +20,8 @@ from .command_util import shown
 if TYPE_CHECKING:
     from collections.abc import Generator
 
+    from ..npc.erase import RetirementReport
+
 
 def describe_retired(name, report) -> str:
     """
@@ -27,8 +29,7 @@ def describe_retired(name, report) -> str:
 
     Args:
         name (str): the NPC's name.
-        report (dict): :func:`ai_contrib.npc.erase.retire_memory`'s report: ``"moved"``
-            (paths), ``"file_error"``, ``"memories"`` (int or None), ``"memory_error"``.
+        report (RetirementReport): :func:`ai_contrib.npc.erase.retire_memory`'s report.
 
     Returns:
         str: e.g. ``"Hilda: its archive was kept: 2 file(s) moved to
@@ -96,7 +97,7 @@ class CmdDestroy(_EvenniaDestroy):
                 return
             answer = yield prompt
 
-    def tell_retired(self, report, name) -> dict:
+    def tell_retired(self, report, name) -> RetirementReport:
         """Tell the caller what became of ``name``'s memory (:func:`describe_retired`)."""
         self.caller.msg(describe_retired(name, report))
         return report

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 
 from ..core.redact import redact
 from ..core.text import inert_markup
+from ..memory.archive import ArchiveRecord
 from ..settings import get_setting
 
 WIDTH = 80  # columns of the screen the text is wrapped to
@@ -82,7 +83,7 @@ def render(title, data, text=None) -> str:
     return "\n".join(lines)
 
 
-def find_archive_record(script, key) -> dict | None:
+def find_archive_record(script, key) -> ArchiveRecord | None:
     """
     An archive record of the NPC by ``seq`` (digits) or by the id of a message or summary.
 
@@ -92,7 +93,7 @@ def find_archive_record(script, key) -> dict | None:
     Cost: one pass over the archive file at most; lines that cannot match are not parsed.
 
     Returns:
-        dict | None: ``{"kind", "seq", ...record fields}``; a summary in context that the
+        ArchiveRecord | None: a summary in context that the
         archive does not hold (a marker of an older version) as ``{"kind": "summary",
         "marker": <marker>}``.
     """

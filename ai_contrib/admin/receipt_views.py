@@ -7,8 +7,10 @@ exact prompts of the last few replies in ``script.ndb.recent_prompts``. Shapes i
 
 from __future__ import annotations
 
+from ..core.receipts import Receipt, RecentPrompt
 
-def receipts_by_seq(script) -> dict:
+
+def receipts_by_seq(script) -> dict[int, Receipt]:
     """``{reply seq: receipt}`` of the receipts the script keeps (the last 20 replies), as plain
     dicts (an Attribute gives nested containers that json refuses)."""
     from evennia.utils.dbserialize import deserialize
@@ -62,7 +64,7 @@ def reply_records(script, count=5) -> list[dict]:
     return found
 
 
-def recent_prompt(script, seq=None) -> dict | None:
+def recent_prompt(script, seq=None) -> RecentPrompt | None:
     """
     The exact prompt of a recent reply, from ``script.ndb.recent_prompts`` (lost at a server
     restart; at most the last five replies).
@@ -71,7 +73,7 @@ def recent_prompt(script, seq=None) -> dict | None:
         seq (int, optional): the reply's archive seq; None for the newest.
 
     Returns:
-        dict | None: ``{"seq": int, "messages": [{"role", "content"}, ...]}``.
+        RecentPrompt | None: None when none is kept (of that seq).
     """
     prompts = list(script.ndb.recent_prompts or [])
     if not prompts:

@@ -88,7 +88,7 @@ def common_audience(items) -> list[str] | None:
     return normalise_audience(common)
 
 
-def may_hear(items, present) -> dict | list:
+def may_hear(items, present) -> dict[str, str] | list[str]:
     """
     Who of ``present`` may hear a reply built from ``items``: those who could have heard every
     one of them (``docs/design.md``, "Privacy by audience"). The room can change while a reply
@@ -101,7 +101,8 @@ def may_hear(items, present) -> dict | list:
         present (dict | iterable[str]): ``{dbref: name}`` (or dbrefs) of who hears the NPC now.
 
     Returns:
-        dict | list: the members of ``present`` (a dict keeps their names), in its order.
+        dict[str, str] | list[str]: the members of ``present`` (a dict keeps their names,
+        ``{dbref: name}``), in its order.
     """
     items = list(items)
     allowed = [member for member in present

@@ -37,9 +37,10 @@ Message shape: :mod:`ai_contrib.core.messages`; token counts come from the calle
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from .cuts import hold_cut, is_extraction_traffic
-from .messages import SUMMARY_PREFIX, is_marker
+from .messages import SUMMARY_PREFIX, Message, is_marker
 from .splice import splice
 from .summary import check_summary, make_marker
 
@@ -173,16 +174,20 @@ def fitted_window(history, token_counts, immediate_window, target_tokens) -> int
     return kept
 
 
-def cascade_status(history, immediate_window=DEFAULT_IMMEDIATE_WINDOW,
-                   recent_window=DEFAULT_RECENT_WINDOW) -> dict:
-    """
-    Where ``history`` stands in the cascade, for display.
+class CascadeStatus(TypedDict):
+    """Where a history stands in the cascade (:func:`cascade_status`)."""
 
-    Returns:
-        dict: ``raw`` (raw messages), ``short_term`` / ``long_term`` (bool: such a marker is in
-        the history), ``cycles`` (the highest cycle number seen, 0 before the first),
-        ``due_at`` (raw messages at which the next cycle runs) and ``due`` (bool).
-    """
+    raw: int  #: raw messages (neither summary)
+    short_term: bool  #: a short-term summary is in the history
+    long_term: bool  #: a long-term summary is in the history
+    cycles: int  #: the highest cycle number seen, 0 before the first
+    due_at: int  #: raw messages at which the next cycle runs
+    due: bool  #: ``raw >= due_at``
+
+
+def cascade_status(history, immediate_window=DEFAULT_IMMEDIATE_WINDOW,
+                   recent_window=DEFAULT_RECENT_WINDOW) -> CascadeStatus:
+    """Where ``history`` stands in the cascade, for display."""
     raw = raw_count(history)
     tiers = [tier_of(msg) for msg in history]
     has_short = TIER_SHORT in tiers
@@ -297,7 +302,8 @@ def summary_text_of(marker) -> str:
     return text
 
 
-def make_tier_marker(tier, text, replaced, original_tokens, summary_tokens, cycle, **meta) -> dict:
+def make_tier_marker(tier, text, replaced, original_tokens, summary_tokens, cycle, **meta
+                     ) -> Message:
     """
     Build a cascade marker: a ``[CONTEXT SUMMARY]`` system message whose text starts with the
     tier's heading (:data:`TIER_HEADINGS`).
@@ -312,7 +318,7 @@ def make_tier_marker(tier, text, replaced, original_tokens, summary_tokens, cycl
         **meta: more metadata (``trigger``, ...).
 
     Returns:
-        dict: the marker (see :func:`ai_contrib.core.summary.make_marker`), with metadata
+        Message: the marker (see :func:`ai_contrib.core.summary.make_marker`), with metadata
         ``tier``, ``cycle``, ``strategy="cascade"`` and, for a short-term marker,
         ``memory_range_start``/``memory_range_end`` (archive seqs; None when unknown).
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, TypedDict
 
 from . import cascade
 from .audience import shared_part
@@ -142,7 +142,7 @@ class CompactionResult(Outcome):
         """Percent of :attr:`original_tokens` saved (0.0 unless it succeeded)."""
         return self.fields.get("reduction_pct", 0.0)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """
         The stored dict: ``{"skipped": True, "reason", "trigger", ...}``,
         ``{"success": False, "error", "trigger", ...}`` or ``{"success": True, "trigger", ...}``,
@@ -211,11 +211,18 @@ def combine_masked(masked, summary, strategy) -> CompactionResult:
     )
 
 
-def fidelity_fields(fidelity) -> dict:
-    """The compaction-log fields of a fidelity verdict: ``{"fidelity": float,
-    "fidelity_replaced": bool}`` and, when the model's summary failed and was replaced, why
-    (``"fidelity_reason": str``) and its score (``"model_fidelity": float``) (``{}`` for None;
-    ``docs/design.md``, "Summary fidelity")."""
+class FidelityFields(TypedDict, total=False):
+    """The compaction-log fields of a fidelity verdict (:func:`fidelity_fields`)."""
+
+    fidelity: float  #: the kept summary's score
+    fidelity_replaced: bool  #: the model's summary failed and an extract replaced it
+    fidelity_reason: str  #: why it failed (a replaced one only)
+    model_fidelity: float | None  #: the model's summary's score (a replaced one only)
+
+
+def fidelity_fields(fidelity) -> FidelityFields:
+    """The compaction-log fields of a fidelity verdict, ``{}`` for None (``docs/design.md``,
+    "Summary fidelity")."""
     if not fidelity:
         return {}
     fields = {"fidelity": fidelity["score"], "fidelity_replaced": bool(fidelity["replaced"])}
@@ -625,14 +632,16 @@ def breaker_tripped(failures, limit) -> bool:
     return (failures or 0) >= int(limit)
 
 
-def failure_event(at, trigger, error, strategy) -> dict:
-    """The compaction-log event of a failed compaction (``at``: ISO-8601 UTC)."""
+def failure_event(at, trigger, error, strategy) -> dict[str, Any]:
+    """The compaction-log event of a failed compaction (``at``: ISO-8601 UTC): a
+    :class:`CompactionResult`'s stored dict (:meth:`CompactionResult.as_dict`) with ``at``."""
     return {"at": at, "trigger": trigger, "success": False, "error": error, "strategy": strategy}
 
 
-def recovered_event(record) -> dict:
+def recovered_event(record) -> dict[str, Any]:
     """The compaction-log event of a compaction replayed from archive ``record`` (a
-    ``compaction`` record with its ``marker``) after a crash."""
+    ``compaction`` record with its ``marker``) after a crash: a :class:`CompactionResult`'s
+    stored dict with ``at`` and ``recovered``."""
     meta = record["marker"].get("metadata") or {}
     return {
         "at": meta.get("compacted_at"), "trigger": record.get("trigger") or "recovered",
@@ -644,7 +653,24 @@ def recovered_event(record) -> dict:
     }
 
 
-def synthesis_entry(marker) -> dict | None:
+class SynthesisFields(TypedDict):
+    """A summary marker's journal entry (:func:`synthesis_entry`): keyword arguments of
+    :func:`ai_contrib.memory.journal.add_entry`, ``text`` its content."""
+
+    text: str  #: ``[CONTEXT SYNTHESIS]`` and the summary, or a short-term summary's text
+    importance: int  #: 7, or 6 for a cascade short-term summary
+    source_type: str  #: ``"compaction"``
+    tags: list[str]
+    marker_id: str  #: the marker's id: recording the same marker twice adds nothing
+    archive_range: list[int | None]  #: the marker's first and last seq
+    memory_range_start: Any  #: a short-term summary's range of long-term memory, else None
+    memory_range_end: Any
+    audience: list[str] | None  #: the marker's: a synthesis repeats what it replaced
+    visibility: str  #: ``"public"`` without an audience, else ``"private"``
+    left_out_seqs: list[int] | None  #: the lines of its range it was not written from
+
+
+def synthesis_entry(marker) -> SynthesisFields | None:
     """
     The journal entry a summary marker becomes (``docs/design.md``, "Journal and Mem0",
     "Cascade summaries"), as keyword arguments of :func:`ai_contrib.memory.journal.add_entry`

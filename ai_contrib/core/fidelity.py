@@ -35,6 +35,7 @@ from collections.abc import Iterator
 
 import re
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from .messages import is_marker
 from .structured import SECTIONS
@@ -140,7 +141,7 @@ class Fidelity:
         """True when the verdict is ``"pass"``."""
         return self.verdict == "pass"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """A plain dict of the fields (``unsupported`` as a list), for logs and Attributes."""
         out = asdict(self)
         out["unsupported"] = list(self.unsupported)

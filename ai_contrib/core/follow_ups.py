@@ -15,6 +15,7 @@ reads the words of the turn only. Pure module: no Evennia, Twisted or Django imp
 from __future__ import annotations
 
 import re
+from collections.abc import Hashable
 
 #: sentences that ask to go on with the subject in hand; the forms are whole phrases, so a
 #: sentence that names a subject ("What else did Wren buy?") is not one
@@ -88,7 +89,7 @@ def turn_subject(text, subjects, audience_key) -> tuple[str, bool]:
     return (query, True) if query else (text, False)
 
 
-def remember_subject(subjects, audience_key, query) -> dict:
+def remember_subject(subjects, audience_key, query) -> dict[Hashable, str]:
     """
     ``subjects`` with ``query`` as the last subject of ``audience_key`` (the newest last, at
     most :data:`SUBJECTS_KEPT` audiences): a new dict.

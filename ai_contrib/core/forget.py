@@ -23,6 +23,8 @@ entries those of :mod:`ai_contrib.memory.journal`.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from .messages import is_marker
 
 __all__ = ["derived_from", "forget_plan", "forgotten_lines", "forgotten_journal_ids"]
@@ -103,7 +105,18 @@ def forgotten_journal_ids(entries, name, line_ids, seqs, marker_ids) -> list[str
     return found
 
 
-def forget_plan(history, archived, journal_entries, dbref, name) -> dict:
+class ForgetPlan(TypedDict):
+    """What forgetting a player removes (:func:`forget_plan`)."""
+
+    line_ids: list[str]  #: every line of theirs, archived or in context
+    seqs: list[int]  #: their archive seqs: rows of the full-text index
+    context_ids: list[str]  #: messages and summaries to take out of the runtime history
+    lines_in_context: int  #: their lines among ``context_ids``
+    summary_ids: list[str]  #: summaries dropped
+    journal_ids: list[str]  #: journal entries derived from their words
+
+
+def forget_plan(history, archived, journal_entries, dbref, name) -> ForgetPlan:
     """
     Everything to remove for forgetting player ``dbref`` (``name``).
 
@@ -115,11 +128,7 @@ def forget_plan(history, archived, journal_entries, dbref, name) -> dict:
         dbref (str): the player character's dbref. name (str): their name.
 
     Returns:
-        dict: ``{"line_ids": [str] (every line of theirs, archived or in context),
-        "seqs": [int] (their archive seqs: rows of the full-text index),
-        "context_ids": [str] (messages and summaries to take out of the runtime history),
-        "lines_in_context": int, "summary_ids": [str] (summaries dropped),
-        "journal_ids": [str]}``.
+        ForgetPlan
     """
     lines = forgotten_lines(list(archived) + [m for m in history if m.get("seq") is None],
                             dbref)

@@ -34,6 +34,8 @@ Pure functions over plain values.
 
 from __future__ import annotations
 
+from typing import NotRequired, TypedDict
+
 from .dates import aware_datetime
 from .fidelity import says_one_of
 from .text import content_key
@@ -148,7 +150,28 @@ def may_pass(entry, now, max_hops, max_age_days, npcs=()) -> bool:
     return age is not None and age <= float(max_age_days)
 
 
-def gossip_copy(entry, sender_name, sender_dbref, now) -> dict:
+class GossipCopy(TypedDict):
+    """A fact as another NPC hears it (:func:`gossip_copy`): keyword arguments of
+    :func:`ai_contrib.memory.journal.add_entry`, ``content`` first."""
+
+    content: str
+    importance: int
+    source_type: str  #: ``"fact"``
+    tags: list[str]
+    audience: list[str]  #: the source's, unchanged
+    origin: str  #: :func:`origin_of`
+    origin_speaker: str | None  #: who first said it
+    said_at: str | None  #: ISO-8601
+    heard_from: str  #: the sender's name
+    heard_from_id: str  #: the sender's dbref
+    hops: int  #: the source's + 1
+    chain: list[str]  #: the NPCs it passed through, oldest first, the sender last
+    chain_ids: list[str]  #: their dbrefs, where known
+    received_at: str  #: ISO-8601
+    said_in_public: NotRequired[bool]  #: when the source had it
+
+
+def gossip_copy(entry, sender_name, sender_dbref, now) -> GossipCopy:
     """
     The journal entry fields of ``entry`` as another NPC hears it from ``sender``.
 
@@ -159,14 +182,7 @@ def gossip_copy(entry, sender_name, sender_dbref, now) -> dict:
         now (datetime): timezone-aware.
 
     Returns:
-        dict: ``{"content", "importance", "source_type": "fact", "tags", "audience" (the
-        source's, unchanged), "said_in_public" (when the source had it), "origin" (str, see
-        :func:`origin_of`), "origin_speaker" (str | None: who first said it), "said_at" (ISO
-        str), "heard_from" (str), "heard_from_id" (dbref), "hops" (int, the source's + 1),
-        "chain" (list[str]: the NPCs it passed through, oldest first, the sender last),
-        "chain_ids" (list[str]: their dbrefs, where known), "received_at" (ISO str)}``:
-        keyword arguments for
-        :func:`ai_contrib.memory.journal.add_entry` (with ``content`` first).
+        GossipCopy
     """
     chain = [str(name) for name in entry.get("chain") or ()] + [str(sender_name)]
     copy = {

@@ -6,17 +6,8 @@ Pure functions and data: no Evennia, Twisted or Django. The shell (:mod:`ai_cont
 stores the entries, builds the NPC's facts from its Tags and room, and calls
 :func:`match_lore`.
 
-An entry, as :func:`parse_entry` returns it::
-
-    {"id": str,                 # "12" (written in the game) or "tavern-prices" (from a module)
-     "text": str,               # what the NPC knows, as the admin wrote it
-     "keys": [str, ...],        # trigger words or phrases, lower case, single-spaced
-     "constant": bool,          # True: always given (to the NPCs that may know it), no keys
-     "condition": [str, ...],   # who may know it: any one clause is enough (below)
-     "priority": int,           # higher first; 0 by default
-     "source": str,             # "game", or the module path it was loaded from
-     "by": str | None,          # who wrote it in the game (None for a module's)
-     "at": str | None}          # when (ISO 8601, UTC)
+An entry, as :func:`parse_entry` returns it, is a plain dict whose fields :class:`LoreEntry`
+declares.
 
 **Keys** are plain words or phrases, never patterns: a key matches where its words appear in a
 text as consecutive whole words, case-insensitively (``"ale"`` matches "Ale, please!" but not
@@ -46,6 +37,7 @@ NPC are looked at (:func:`npc_scopes`), so an excluded entry is not even a candi
 from __future__ import annotations
 
 import re
+from typing import NotRequired, TypedDict
 
 from .prompts import LORE_HEADING
 
@@ -69,6 +61,39 @@ _PLAIN_KEY = re.compile(r"[\w\s'\u2019-]+")
 _GAME_ID = re.compile(r"[0-9]+")
 _MODULE_ID = re.compile(r"[a-z][a-z0-9_.:-]*")
 _FIELDS = ("id", "text", "keys", "constant", "condition", "priority", "source", "by", "at")
+
+
+class LoreEntry(TypedDict):
+    """A lore entry (module docstring)."""
+
+    id: str  #: ``"12"`` (written in the game) or ``"tavern-prices"`` (from a module)
+    text: str  #: what the NPC knows, as the admin wrote it
+    keys: list[str]  #: trigger words or phrases, lower case, single-spaced
+    constant: bool  #: True: always given (to the NPCs that may know it), no keys
+    condition: list[str]  #: who may know it: any one clause is enough (module docstring)
+    priority: int  #: higher first; 0 by default
+    source: str  #: ``"game"``, or the module path it was loaded from
+    by: str | None  #: who wrote it in the game (None for a module's)
+    at: str | None  #: when (ISO 8601, UTC)
+
+
+class LoreChoice(TypedDict):
+    """An entry :func:`match_lore` chose or skipped for a turn."""
+
+    id: str
+    tokens: int  #: its text's tokens
+    key: str | None  #: the key that triggered it; None for a constant entry
+    constant: bool
+    priority: int
+    text: NotRequired[str]  #: a chosen entry's text
+    reason: NotRequired[str]  #: a skipped entry's: ``"budget"``
+
+
+class LoreMatch(TypedDict):
+    """The lore of one turn (:func:`match_lore`), both lists in ranking order."""
+
+    chosen: list[LoreChoice]
+    skipped: list[LoreChoice]
 
 
 def words(text) -> list[str]:
@@ -202,7 +227,7 @@ def parse_priority(priority) -> int:
         raise ValueError(f"priority must be a whole number, not {priority!r}") from None
 
 
-def parse_entry(raw, source="game") -> dict:
+def parse_entry(raw, source="game") -> LoreEntry:
     """
     Validate one entry and return it normalised (module docstring for the shape;
     ``docs/design.md``, "Lore and pins").
@@ -217,7 +242,7 @@ def parse_entry(raw, source="game") -> dict:
             never collide).
 
     Returns:
-        dict: the entry, with exactly the fields of the module docstring.
+        LoreEntry: with exactly its fields.
 
     Raises:
         ValueError: with a message naming the entry and what is wrong: unknown field, missing
@@ -384,7 +409,7 @@ def _found(text_words, start, key_words):
     return tuple(text_words[start:start + len(key_words)]) == key_words
 
 
-def match_lore(index, npc_facts, texts, budget_tokens, count) -> dict:
+def match_lore(index, npc_facts, texts, budget_tokens, count) -> LoreMatch:
     """
     The lore entries an NPC is given for a turn, within a token budget (``docs/design.md``,
     "Lore and pins").
@@ -413,10 +438,7 @@ def match_lore(index, npc_facts, texts, budget_tokens, count) -> dict:
         count (callable): ``str -> int``, tokens of a text.
 
     Returns:
-        dict: ``{"chosen": [{"id", "text", "tokens": int, "key": str | None (the key that
-        triggered it; None for a constant entry), "constant": bool, "priority": int}, ...],
-        "skipped": [{"id", "reason": "budget", "tokens": int, "key", "constant", "priority"},
-        ...]}``, both in ranking order.
+        LoreMatch
     """
     partitions = [index.partitions[s] for s in npc_scopes(npc_facts) if s in index.partitions]
     best = {}  # id -> (rank, entry, key)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from .messages import tool_call_ids, utc_now_iso
+from .messages import Message, tool_call_ids, utc_now_iso
 from .tokens import count_message_tokens
 
 __all__ = [
@@ -119,7 +119,7 @@ def _tool_names(history):
     return names
 
 
-def make_masked(msg, tool_name, original_tokens=None, now=None) -> dict:
+def make_masked(msg, tool_name, original_tokens=None, now=None) -> Message:
     """
     Return the placeholder for tool message ``msg`` (a new dict; ``msg`` is not modified).
 

@@ -37,10 +37,42 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timezone
+from typing import Any, NotRequired, TypedDict
 
 ROLES = ("system", "user", "assistant", "tool")
 SUMMARY_PREFIX = "[CONTEXT SUMMARY]"
 MARKER_TYPE = "compaction"
+
+
+class Message(TypedDict):
+    """
+    A history entry (the module docstring gives each field's meaning): a plain dict at run
+    time, since it is stored in Attributes and in the archive as it is.
+    """
+
+    id: str  #: 12 hex characters, never reused
+    seq: int | None  #: the archive position; None until archived
+    role: str  #: one of :data:`ROLES`
+    content: str  #: the text, ``""`` for an assistant message of tool calls only
+    timestamp: str  #: ISO-8601 UTC; ``""`` when unknown (older entries)
+    name: NotRequired[str]  #: the speaker
+    tool_calls: NotRequired[list[dict[str, Any]]]  #: OpenAI-style calls (module docstring)
+    tool_call_id: NotRequired[str]  #: on a ``tool`` message, the call it answers
+    metadata: NotRequired[dict[str, Any]]  #: extra data; a marker's range and counts
+
+
+class ChatMessage(TypedDict):
+    """
+    A message as a chat request takes it (OpenAI chat format): the role and the text, with the
+    speaker's API-safe name and the tool fields where the message has them. Prompts are built
+    of these; they are never stored.
+    """
+
+    role: str  #: one of :data:`ROLES`
+    content: str  #: the text
+    name: NotRequired[str]  #: the speaker, API-safe
+    tool_calls: NotRequired[list[dict[str, Any]]]  #: on an assistant message
+    tool_call_id: NotRequired[str]  #: on a ``tool`` message
 
 
 def new_message_id() -> str:
@@ -53,7 +85,7 @@ def utc_now_iso() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-def make_message(role, content, name=None, **fields) -> dict:
+def make_message(role, content, name=None, **fields) -> Message:
     """
     Build a new message dict with a fresh ``id`` and ``timestamp``.
 
@@ -65,7 +97,8 @@ def make_message(role, content, name=None, **fields) -> dict:
             ``timestamp`` to override the clock, ``seq``).
 
     Returns:
-        dict: the message (shape in the module docstring); ``seq`` is ``None`` until archived.
+        Message: the message (shape in the module docstring); ``seq`` is ``None`` until
+        archived.
 
     Raises:
         ValueError: if ``role`` is not a chat role or ``content`` is not a string.
@@ -91,7 +124,7 @@ def make_message(role, content, name=None, **fields) -> dict:
     return msg
 
 
-def normalise_message(msg) -> dict:
+def normalise_message(msg) -> Message:
     """
     Return ``msg`` with every required field present, for entries written by older code.
 

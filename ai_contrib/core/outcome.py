@@ -75,7 +75,7 @@ class ExtractionResult(Outcome):
         """An extraction that did not start, because of ``reason`` (str)."""
         return cls(SKIPPED, reason=reason)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """
         The documented dict (logs, tests of the format): ``{"success": True, "read_ids",
         "facts_recorded", "observations_recorded", "iterations", "stopped_by", "entry_ids",
@@ -118,7 +118,7 @@ class ConsolidationResult(Outcome):
     added: int = 0
     already_stored: int = 0
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """The documented dict: ``{"success": bool, "added": int, "skipped": int}`` (``skipped``:
         :attr:`already_stored`), with ``"disabled": True`` when Mem0 is off and ``"error"`` when
         it failed."""
@@ -180,7 +180,7 @@ class StepResult(Outcome):
         """The figure ``name`` as an int (0 when the step gave none)."""
         return int(self.figures.get(name) or 0)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """The stored dict: the figures for a run, ``{"success": True, "skipped": True,
         "reason": str, ...figures}`` for a skip, ``{"success": False, "error": str}`` for a
         failure."""
@@ -215,7 +215,7 @@ class SleepResults:
     archive_vectors: StepResult | None = None
     people_impressions: StepResult | None = None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, dict[str, Any]]:
         """``{step: result dict}`` for each step run, in the order they ran."""
         out = {}
         for name in self.__dataclass_fields__:

@@ -16,7 +16,7 @@ import re
 from .actions import event_line
 from .audience import heard_by
 from .dates import epoch_seconds, short_time
-from .messages import is_marker, shown_speaker, tool_call_ids
+from .messages import ChatMessage, is_marker, shown_speaker, tool_call_ids
 from .text import normalise_player_text
 from .tokens import PER_MESSAGE_OVERHEAD
 
@@ -47,7 +47,7 @@ _NOTE_MARK = re.compile(r"\[[A-Z]{2,}(?: [A-Z]{2,})*(?:\]| - )|"
 TIME_STAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2})\]")
 
 
-def render_for_chat(msg) -> dict | None:
+def render_for_chat(msg) -> ChatMessage | None:
     """
     Turn a history message into an OpenAI chat message for the reply prompt, or None to skip it.
 

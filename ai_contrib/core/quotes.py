@@ -195,7 +195,7 @@ def find_quotes(text) -> list:
     return [found[key] for key in sorted(found)]
 
 
-def speaker_lines(messages, extra=()) -> dict:
+def speaker_lines(messages, extra=()) -> dict[str, list[str]]:
     """
     Who said what in ``messages``: ``{speaker case-folded: [line, ...]}``. A message's speaker
     is its ``name`` (and the name's first word: "Bob" for "Bob Smith"); an assistant's line is

@@ -11,14 +11,8 @@ later turn adds a note only for what is not already shown, within the room the b
 and at most half of it; a change of subject gives up the newest notes until half the budget is
 free.
 
-A note is a dict::
-
-    {"anchor": str,            # id of the history message it is shown before
-     "audience": list | None,  # dbrefs who heard the reply it was made for (None: no filter)
-     "items": [{"key": str, "kind": str, "line": str,        # retrieval candidates, best
-                "journal_id"?: str}, ...],                  # first (a Mem0 memory's entry)
-     "text": str,              # the rendered section(s), frozen so the prefix never changes
-     "tokens": int}
+A note is a plain dict (kept in ``script.ndb.recall_notes``) whose fields :class:`RecallNote`
+declares.
 
 A note is checked against its source each time it is shown: staff who erase what an item came
 from (``aigossip/erase``, ``aiforget``, ``aireset``) leave *marks* of it (:func:`item_marks`),
@@ -31,6 +25,23 @@ Pure functions: the shell renders items and counts tokens (``render`` and ``coun
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, NotRequired, TypedDict
+
+
+class RecallNote(TypedDict):
+    """A note (module docstring)."""
+
+    anchor: str | None  #: id of the history message it is shown before (None: the turn to come)
+    audience: list[str] | None  #: dbrefs who heard the reply it was made for (None: no filter)
+    #: retrieval candidates, best first: ``{"key": str, "kind": str, "line": str,
+    #: "journal_id"?: str (a Mem0 memory's entry)}``
+    items: list[dict[str, Any]]
+    text: str  #: the rendered section(s), frozen so the prefix never changes
+    tokens: int  #: ``text``'s tokens
+    #: a note planned ahead (:func:`plan_ahead`, ``ai_contrib.npc.fetch_ahead``): the id of the
+    #: message it was warmed after, and the prompt's start then
+    after: NotRequired[str | None]
+    head: NotRequired[Any]
 
 
 def visible_notes(notes, history_ids, listeners=None) -> list:
@@ -109,7 +120,7 @@ QUESTION_DROP_SHARE = 1
 TOPIC_ROOM = 0.5
 
 
-def anchor_costs(history_ids, token_counts) -> dict:
+def anchor_costs(history_ids, token_counts) -> dict[str, int]:
     """
     What giving up a note anchored at each message costs the server's cache: the tokens of the
     prompt from that message to the end, which the server evaluates again once the note before
@@ -120,7 +131,7 @@ def anchor_costs(history_ids, token_counts) -> dict:
         token_counts (list[int]): their tokens, same order.
 
     Returns:
-        dict: ``{id: tokens}``; O(n) in the messages.
+        dict[str, int]: ``{id: tokens}``; O(n) in the messages.
     """
     costs, total = {}, 0
     for msg_id, tokens in zip(reversed(history_ids), reversed(token_counts)):
@@ -214,7 +225,7 @@ def _covers(audience, listeners):
 
 
 def plan_ahead(notes, items, history_ids, budget_tokens, render, count, listeners=None,
-               lent_tokens=0, withdrawn=None) -> dict | None:
+               lent_tokens=0, withdrawn=None) -> RecallNote | None:
     """
     The note a follow-up on the subject in hand would show, fetched ahead while the player
     types (``docs/design.md``, "Recall notes", "Fetched ahead"): the last question's
@@ -229,8 +240,8 @@ def plan_ahead(notes, items, history_ids, budget_tokens, render, count, listener
             withdrawn: as :func:`plan_recall` (``items``: the last turn's candidates).
 
     Returns:
-        dict | None: a note (module docstring) with ``"anchor": None`` (the turn to come),
-        or None when no candidate fits.
+        RecallNote | None: with ``"anchor": None`` (the turn to come), or None when no
+        candidate fits.
     """
     notes, items, _ = withdraw(notes, items, withdrawn)
     _alive, _gone, _compacted, shown = _split(notes, history_ids, listeners)

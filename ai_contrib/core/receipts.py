@@ -35,13 +35,55 @@ with None or an empty list for what it cannot know.
 
 from __future__ import annotations
 
+from typing import Any, TypedDict
+
 #: characters of a retrieved memory's text kept in a receipt
 RECEIPT_TEXT_CHARS = 200
 #: receipts an NPC keeps at hand (``script.db.reply_receipts``); the archive keeps all of them
 RECEIPTS_KEPT = 20
 
 
-def make_receipt(model, seconds, prompt, parts, items, listener_names) -> dict:
+class Receipt(TypedDict, total=False):
+    """
+    A receipt, as kept on the script and shown to staff (module docstring: each field's
+    shape); any key may be missing. A plain dict at run time: it is stored in Attributes and
+    in the archive as it is.
+    """
+
+    model: str | None  #: the model asked
+    seconds: float  #: wall time of the LLM call
+    prompt_tokens: int | None  #: as the server reported them
+    cached_tokens: int | None
+    generated_tokens: int | None
+    listeners: list[str]  #: who heard the reply, by name
+    seq: int | None  #: the reply's archive seq (added when it is kept)
+    at: str | None  #: the reply's timestamp (added when it is kept)
+    parts: list[dict[str, Any]]  #: the prompt's parts, in prompt order
+    world_skipped: list[dict[str, Any]]  #: world left out, with the reason
+    recall: dict[str, Any]  #: the new note's allowance and what it left out
+    cut_for_time: dict[str, Any]  #: the prompt built from less, for time
+    memories: list[dict[str, Any]]  #: retrieved memories (a lean receipt: references only)
+    memories_retrieved: int  #: candidates retrieval returned (a lean receipt's)
+
+
+class RecentPrompt(TypedDict):
+    """The exact prompt of a recent reply (``script.ndb.recent_prompts``)."""
+
+    seq: int | None  #: the reply's archive seq
+    messages: list[dict[str, Any]]  #: the chat messages sent, ``{"role", "content", ...}``
+
+
+class TokenFigures(TypedDict):
+    """A prompt's cost (:func:`token_figures`), in tokens; None where the server did not say."""
+
+    prompt: int | None  #: the prompt's tokens
+    reused: int | None  #: taken from the server's cache
+    evaluated: int | None  #: ``prompt - reused``
+    generated: int | None  #: the reply's tokens
+    parts_total: int  #: the parts' own counts summed (may differ a little from the server's)
+
+
+def make_receipt(model, seconds, prompt, parts, items, listener_names) -> Receipt:
     """
     The receipt of one reply.
 
@@ -60,7 +102,7 @@ def make_receipt(model, seconds, prompt, parts, items, listener_names) -> dict:
         listener_names (iterable[str]): who heard the reply.
 
     Returns:
-        dict: ``{"model", "seconds", "prompt_tokens", "cached_tokens", "generated_tokens",
+        Receipt: ``{"model", "seconds", "prompt_tokens", "cached_tokens", "generated_tokens",
         "listeners": [str], "parts": [dict], "memories": [{"source": "archive" | "mem0",
         "ref": str, "kind": str, "score": float, "text": str (at most
         RECEIPT_TEXT_CHARS characters), "new": bool, "chain"?: str (a fact heard from another
@@ -95,7 +137,7 @@ def make_receipt(model, seconds, prompt, parts, items, listener_names) -> dict:
     }
 
 
-def lean_receipt(receipt) -> dict:
+def lean_receipt(receipt) -> Receipt:
     """
     The receipt as the archive keeps it: every figure and part, the memories first shown in
     this reply by source and reference only (``"source", "ref", "kind", "new"``, and a heard-from
@@ -107,7 +149,7 @@ def lean_receipt(receipt) -> dict:
     "Reply receipts").
 
     Returns:
-        dict: a new dict; ``receipt`` is not changed.
+        Receipt: a new dict; ``receipt`` is not changed.
     """
     lean = dict(receipt)
     memories = receipt.get("memories") or ()
@@ -120,7 +162,7 @@ def lean_receipt(receipt) -> dict:
     return lean
 
 
-def kept_receipts(receipts, receipt, limit=RECEIPTS_KEPT) -> list[dict]:
+def kept_receipts(receipts, receipt, limit=RECEIPTS_KEPT) -> list[Receipt]:
     """``receipts`` (oldest first) with ``receipt`` added, the oldest dropped past ``limit``."""
     return (list(receipts or ()) + [receipt])[-limit:]
 
@@ -251,7 +293,7 @@ def describe_cut(cut) -> str:
     return "; ".join(words)
 
 
-def token_figures(receipt) -> dict:
+def token_figures(receipt) -> TokenFigures:
     """
     The prompt's cost: tokens the server evaluated vs reused from its cache, and generated.
 
@@ -259,10 +301,7 @@ def token_figures(receipt) -> dict:
         receipt (dict): a receipt (see the module docstring).
 
     Returns:
-        dict: ``{"prompt": int | None, "reused": int | None, "evaluated": int | None,
-        "generated": int | None, "parts_total": int}``; ``evaluated`` is ``prompt - reused``
-        when both are known, ``parts_total`` the sum of the parts' token counts (our count,
-        which may differ a little from the server's).
+        TokenFigures: ``evaluated`` only when ``prompt`` and ``reused`` are both known.
     """
     prompt = receipt.get("prompt_tokens")
     reused = receipt.get("cached_tokens")

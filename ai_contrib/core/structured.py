@@ -176,7 +176,7 @@ def _heading(line):
     return None
 
 
-def parse_sections(text) -> dict:
+def parse_sections(text) -> dict[str, str]:
     """
     Split a structured summary into its sections.
 
@@ -191,9 +191,9 @@ def parse_sections(text) -> dict:
         text (str): the summary (``None`` counts as empty).
 
     Returns:
-        dict: ``{section title: body text}`` in the order first seen; text before the first
-        heading is under :data:`PREAMBLE` (``""``). Bodies are stripped; empty sections are
-        left out; an empty ``text`` gives ``{}``.
+        dict[str, str]: ``{section title: body text}`` in the order first seen; text before the
+        first heading is under :data:`PREAMBLE` (``""``). Bodies are stripped; empty sections
+        are left out; an empty ``text`` gives ``{}``.
     """
     sections = {}
     order = []

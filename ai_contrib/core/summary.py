@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import math
 import re
+from typing import NotRequired, TypedDict
 
 from .audience import common_audience
-from .messages import SUMMARY_PREFIX, is_marker, make_message, utc_now_iso
+from .messages import SUMMARY_PREFIX, Message, is_marker, make_message, utc_now_iso
 from .text import MODEL_TEXT_MAX_CHARS, normalise_player_text
 from .tokens import PER_MESSAGE_OVERHEAD, count_tokens, truncate_to_tokens
 
@@ -259,7 +260,7 @@ def _seq_range(compacted):
 
 
 def make_marker(summary_text, compacted, original_token_count, summary_token_count, *,
-                source=None, **meta) -> dict:
+                source=None, **meta) -> Message:
     """
     Build the ``[CONTEXT SUMMARY]`` marker that replaces ``compacted`` (``docs/design.md``,
     "Summary compaction").
@@ -272,7 +273,7 @@ def make_marker(summary_text, compacted, original_token_count, summary_token_cou
         **meta: extra metadata (e.g. ``trigger="sleep"``, ``model=...``).
 
     Returns:
-        dict: a ``system`` message with content ``"[CONTEXT SUMMARY]\\n" + summary_text``
+        Message: a ``system`` message with content ``"[CONTEXT SUMMARY]\\n" + summary_text``
         (normalised, :func:`ai_contrib.core.text.normalise_player_text` with line breaks) and
         ``metadata`` ``type="compaction"``, ``compacted_count``, ``compacted_at`` (ISO-8601 UTC),
         ``original_token_count``, ``summary_token_count``, ``first_id``/``last_id`` (ids of the
@@ -388,7 +389,26 @@ def estimate_summary_tokens(input_tokens, max_output_tokens, ratio=DEFAULT_SUMMA
     return max(0, body) + PER_MESSAGE_OVERHEAD + count_tokens(SUMMARY_PREFIX + "\n")
 
 
-def benefit_decision(current_tokens, estimated_summary_tokens, min_saving_tokens) -> dict:
+class BenefitDecision(TypedDict):
+    """
+    The benefit guard's decision (:func:`benefit_decision`), all token counts; kept as a plain
+    dict in ``script.db.compact_benefit`` for ``aihistory``, where the runner adds the
+    ``NotRequired`` fields (:func:`ai_contrib.npc.compaction_runner.check_benefit`).
+    """
+
+    run: bool  #: compact (True) or skip
+    current_tokens: int  #: tokens the summary would replace
+    estimated_summary_tokens: int  #: the summary's expected size
+    estimated_saving: int  #: ``current_tokens - estimated_summary_tokens``
+    min_saving_tokens: int  #: the smallest saving worth an LLM call
+    reason: str  #: ``"<current> - <estimate> = <saving> >= <min> tokens"`` (or ``<``)
+    at: NotRequired[str]  #: when it was decided (ISO-8601 UTC)
+    trigger: NotRequired[str]  #: what asked for the compaction
+    bypassed: NotRequired[bool]  #: an admin's ``compact/force`` ran it though it would skip
+
+
+def benefit_decision(current_tokens, estimated_summary_tokens, min_saving_tokens
+                     ) -> BenefitDecision:
     """
     The benefit guard (``docs/design.md``, "Summary compaction"): compact only when
     ``current_tokens - estimated_summary_tokens >= min_saving_tokens``.
@@ -400,9 +420,7 @@ def benefit_decision(current_tokens, estimated_summary_tokens, min_saving_tokens
         min_saving_tokens (int): the smallest saving worth an LLM call.
 
     Returns:
-        dict: ``{"run": bool, "current_tokens", "estimated_summary_tokens",
-        "estimated_saving", "min_saving_tokens", "reason": str}`` (``reason`` reads
-        ``"<current> - <estimate> = <saving> >= <min>"`` or with ``<``).
+        BenefitDecision: without its ``NotRequired`` fields.
     """
     saving = int(current_tokens) - int(estimated_summary_tokens)
     run = saving >= int(min_saving_tokens)

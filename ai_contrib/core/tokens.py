@@ -181,7 +181,8 @@ def _seed_one(cache_dir, name):
     return target
 
 
-def seed_tiktoken_cache(cache_dir=None, names=("o200k_base", "cl100k_base")) -> dict:
+def seed_tiktoken_cache(cache_dir=None, names=("o200k_base", "cl100k_base")
+                        ) -> dict[str, str | None]:
     """
     Put the encodings shipped in ``bpe-openai`` into tiktoken's cache, verified.
 
@@ -192,8 +193,9 @@ def seed_tiktoken_cache(cache_dir=None, names=("o200k_base", "cl100k_base")) -> 
         names (iterable of str): encodings to seed, keys of :data:`ENCODING_SHA256`.
 
     Returns:
-        dict: ``{name: path}`` of each verified cache file, ``{name: None}`` where the file
-        could not be produced (package missing, checksum mismatch, directory not writable).
+        dict[str, str | None]: ``{name: path}`` of each verified cache file, ``{name: None}``
+        where the file could not be produced (package missing, checksum mismatch, directory
+        not writable).
 
     Raises:
         KeyError: for an encoding name with no known checksum.

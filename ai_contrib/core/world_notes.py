@@ -24,8 +24,24 @@ A world note is a dict::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, NotRequired, TypedDict
 
 from .recall_notes import visible_notes
+
+
+class Section(TypedDict):
+    """
+    A part of the NPC's world in its reply prompt, before it is placed: a standing section of
+    the system message (the NPC's pins, constant lore, its actions) or a turn's section that
+    becomes a world note (triggered lore, a player's pins, the scene).
+    """
+
+    part: str  #: the receipt part: ``"pins"``, ``"lore"``, ``"scene"``, ``"actions"``
+    key: str  #: what it is about: ``"pins"``, ``"lore:constant"``, ``"lore:<entry id>"``, ...
+    text: str  #: what the prompt shows
+    tokens: int  #: ``text``'s tokens
+    detail: dict[str, Any] | None  #: for the receipt (the pins' ids, the lore entries)
+    signature: NotRequired[Any]  #: what the text was made from, to see it change
 
 
 def shown_world_notes(notes, history_ids, listeners=None) -> list[dict]:

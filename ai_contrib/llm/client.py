@@ -37,7 +37,7 @@ import logging
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from twisted.internet import defer, protocol
 from twisted.internet import error as net_error
@@ -63,6 +63,7 @@ from twisted.web.http import PotentialDataLoss
 from twisted.web.iweb import IAgentEndpointFactory
 from zope.interface import implementer
 
+from ai_contrib.core.messages import ChatMessage
 from ai_contrib.core.redact import has_login, redact, redact_data
 from ai_contrib.llm.errors import (  # noqa: F401  (the error family is importable from here too)
     BODY_EXCERPT_CHARS,
@@ -120,6 +121,25 @@ _NAME_BAD_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
 # request and response shapes
 
 
+class PromptStats(TypedDict):
+    """What the server did with a prompt (:meth:`ChatResult.prompt_stats`): tokens and
+    milliseconds; None where the server does not say."""
+
+    prompt_tokens: int  #: the whole prompt
+    cached_tokens: int  #: taken from the server's prefix cache
+    evaluated_tokens: int  #: ``prompt_tokens - cached_tokens``
+    generated_tokens: int | None
+    prompt_ms: float | None  #: the evaluation's time
+    generation_ms: float | None  #: the generation's time
+
+
+class ServerInfo(TypedDict):
+    """What the model server is (:meth:`LLMClient.known_server`)."""
+
+    kind: str | None  #: ``"llama.cpp"``, ``"openai"``, or None (not known yet)
+    model: str | None  #: the model file the server reports
+
+
 @dataclass
 class ChatResult:
     """
@@ -145,7 +165,7 @@ class ChatResult:
     raw: dict = field(default_factory=dict)
     purpose: str = None
 
-    def prompt_stats(self) -> dict | None:
+    def prompt_stats(self) -> PromptStats | None:
         """
         How much of the prompt the server took from its prefix cache, where it says so.
 
@@ -154,10 +174,7 @@ class ChatResult:
         other hosted APIs with ``usage.prompt_tokens_details.cached_tokens``.
 
         Returns:
-            dict | None: ``{"prompt_tokens": int, "cached_tokens": int, "evaluated_tokens":
-            int, "generated_tokens": int | None, "prompt_ms": float | None, "generation_ms":
-            float | None}`` (tokens, milliseconds), or None when the server reports no cache
-            figures.
+            PromptStats | None: None when the server reports no cache figures.
         """
         timings = self.raw.get("timings") if isinstance(self.raw, dict) else None
         if isinstance(timings, dict) and isinstance(timings.get("prompt_n"), (int, float)):
@@ -209,7 +226,7 @@ def wire_name(name) -> str | None:
     return cleaned or None
 
 
-def to_wire_message(msg) -> dict:
+def to_wire_message(msg) -> ChatMessage:
     """
     Reduce a contrib message dict (see ``ai_contrib.core.messages``) to what the chat API accepts.
 
@@ -221,7 +238,7 @@ def to_wire_message(msg) -> dict:
         msg (dict): ``{"role": str, "content": str, ...}``.
 
     Returns:
-        dict: a new dict, e.g. ``{"role": "user", "content": "hi", "name": "Old_Tom"}``.
+        ChatMessage: a new dict, e.g. ``{"role": "user", "content": "hi", "name": "Old_Tom"}``.
     """
     out = {}
     for key in _WIRE_FIELDS:
@@ -744,15 +761,14 @@ class LLMClient:
 
     # --- the server and the fields it takes ----------------------------------------------------
 
-    def known_server(self) -> dict:
+    def known_server(self) -> ServerInfo:
         """
         What the server is as known now, without a request (``docs/design.md``, "Sampling per
         server and model"): the embedded model is llama.cpp's server with its GGUF; otherwise
         ``AI_LLM_SERVER_KIND`` where it names a kind, and what :meth:`server_info` found.
 
         Returns:
-            dict: ``{"kind": "llama.cpp" | "openai" | None (not known yet), "model": str | None
-            (the model file the server reports)}``.
+            ServerInfo
 
         Raises:
             ValueError: ``AI_LLM_SERVER_KIND`` is not one of its words.
@@ -818,7 +834,7 @@ class LLMClient:
                 self._embedded_model = ""
         return self._embedded_model or None
 
-    def explicit_sampling(self, purpose=None) -> dict:
+    def explicit_sampling(self, purpose=None) -> dict[str, Any]:
         """
         The sampling fields the admin set, sent to any server: ``repeat_penalty``
         (``AI_LLM_REPEAT_PENALTY``), ``repeat_last_n`` (``AI_LLM_REPEAT_LAST_N``) and, for a
@@ -846,7 +862,7 @@ class LLMClient:
                              "of request fields")
         return fields
 
-    def request_fields(self, purpose=None, model=None) -> dict:
+    def request_fields(self, purpose=None, model=None) -> dict[str, Any]:
         """
         The fields a request of ``purpose`` for ``model`` sends besides the standard ones, as
         the server is known now (:func:`ai_contrib.llm.sampling.sampling_fields`): the profile of
@@ -871,7 +887,7 @@ class LLMClient:
 
     def build_payload(
         self, messages, model=None, max_tokens=None, temperature=None, tools=None, **extra
-    ) -> dict:
+    ) -> dict[str, Any]:
         """
         Build the JSON request body of :meth:`chat` (no I/O).
 

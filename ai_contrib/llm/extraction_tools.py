@@ -32,7 +32,7 @@ Models call them in one of three ways, all parsed here into the same normalised 
    ``name(key="value")`` call syntax, ``{"name": ..., "arguments": ...}`` objects and trailing
    prose are all accepted). :data:`TEXT_PROTOCOL_INSTRUCTIONS` is the prompt text that teaches it.
 
-A normalised call is a dict::
+A normalised call is a dict (:class:`Call`)::
 
     {"name": str, "arguments": dict, "id": str, "error": None | str}
 
@@ -50,7 +50,7 @@ import ast
 import json
 import re
 import uuid
-from typing import Any
+from typing import Any, TypedDict
 
 from ..core.text import normalise_player_text
 
@@ -166,7 +166,7 @@ def _structured_call(name, properties):
     }
 
 
-def structured_schema(seqs=None, allow_noop=True, importance=True) -> dict:
+def structured_schema(seqs=None, allow_noop=True, importance=True) -> dict[str, Any]:
     """
     JSON schema of a structured-output reply: ``{"calls": [call, ...]}`` (1 to
     :data:`STRUCTURED_MAX_CALLS` calls), each ``{"name": <tool>, "arguments": {...}}`` with the
@@ -220,7 +220,8 @@ def structured_schema(seqs=None, allow_noop=True, importance=True) -> dict:
     }
 
 
-def structured_response_format(seqs=None, allow_noop=True, importance=True) -> dict:
+def structured_response_format(seqs=None, allow_noop=True, importance=True
+                               ) -> dict[str, Any]:
     """
     The ``response_format`` request field asking for :func:`structured_schema` (OpenAI's
     structured-output form, which llama.cpp's server and vLLM also read).
@@ -306,7 +307,16 @@ def model_data(value) -> Any:
     return value
 
 
-def make_call(name, arguments, call_id=None, error=None) -> dict:
+class Call(TypedDict):
+    """A normalised call (module docstring)."""
+
+    name: str  #: the tool's name as the model wrote it, trimmed
+    arguments: dict[str, Any]  #: the decoded arguments, strings normalised
+    id: str  #: the model's id, or a fresh one
+    error: str | None  #: None for a well-formed call to one of the tools
+
+
+def make_call(name, arguments, call_id=None, error=None) -> Call:
     """
     Build a normalised call dict and validate it; the arguments' strings are normalised
     (:func:`model_data`).
@@ -318,7 +328,7 @@ def make_call(name, arguments, call_id=None, error=None) -> dict:
         error (str, optional): a parse error already found.
 
     Returns:
-        dict: ``{"name", "arguments", "id", "error"}`` (see the module docstring).
+        Call
     """
     call = {
         "name": (name or "").strip().rstrip(".:-"),

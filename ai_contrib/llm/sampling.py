@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 #: The request fields of OpenAI's chat completions (``POST /chat/completions``) and text
 #: completions (``POST /completions``) APIs, from OpenAI's API reference: every OpenAI-compatible
@@ -139,7 +140,8 @@ def llama_cpp_model(props) -> str | None:
     return os.path.basename(str(props.get("model_path") or ""))
 
 
-def sampling_fields(kind, model_name, purpose, explicit, profile_replies=True) -> dict:
+def sampling_fields(kind, model_name, purpose, explicit, profile_replies=True
+                    ) -> dict[str, Any]:
     """
     The fields a request sends besides the ones every request has.
 
@@ -165,7 +167,7 @@ def sampling_fields(kind, model_name, purpose, explicit, profile_replies=True) -
     return fields
 
 
-def standard_only(payload) -> dict:
+def standard_only(payload) -> dict[str, Any]:
     """``payload`` without the fields outside :data:`OPENAI_FIELDS` (a new dict)."""
     return {key: value for key, value in payload.items() if key in OPENAI_FIELDS}
 

@@ -38,10 +38,39 @@ import json
 import os
 import re
 import threading
+from typing import Required, TypedDict
+
+from ..core.messages import Message
+from ..core.receipts import Receipt
 
 _SEQ_RE = re.compile(rb'^\{"seq": (\d+),')
 _archives = {}
 _archives_lock = threading.Lock()
+
+
+class ArchiveRecord(TypedDict, total=False):
+    """
+    One line of the archive (module docstring): ``seq`` and ``kind``, and the fields of its
+    kind.
+    """
+
+    #: the record's place, never repeated (None only in an admin's view of a summary the
+    #: archive does not hold: :func:`ai_contrib.admin.item_views.find_archive_record`)
+    seq: Required[int | None]
+    #: ``"message"``, ``"compaction"``, ``"evict"``, ``"receipt"``, ``"forget"``, ``"resume"``
+    kind: Required[str]
+    msg: Message  #: a message's
+    marker: Message  #: a compaction's summary marker
+    first_id: str  #: a compaction's range of message ids
+    last_id: str
+    trigger: str  #: what asked for the compaction
+    ids: list[str]  #: message ids an eviction or a forget took out of context
+    seqs: list[int]  #: archived seqs a forget took out of the full-text index
+    player: str  #: the dbref a forget was for
+    reason: str  #: why (an eviction, a resume)
+    reply_seq: int  #: the reply a receipt is of
+    receipt: Receipt  #: a lean one (:func:`ai_contrib.core.receipts.lean_receipt`)
+    behind: int  #: a resume's last seq before the gap
 
 
 class ArchiveError(OSError):
@@ -122,9 +151,9 @@ class MessageArchive:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def append(self, kind, **data) -> dict:
+    def append(self, kind, **data) -> ArchiveRecord:
         """
-        Write one record and return it (a dict with ``seq`` and ``kind`` added).
+        Write one record and return it (``data`` with ``seq`` and ``kind`` added).
 
         Raises:
             ArchiveError: if the write fails; nothing is recorded then.
@@ -171,7 +200,7 @@ class MessageArchive:
         self.last_seq = seq
         return record
 
-    def append_message(self, msg) -> dict:
+    def append_message(self, msg) -> Message:
         """Archive message ``msg``, set its ``seq`` and return it (same dict)."""
         msg["seq"] = self.last_seq + 1
         self.append("message", msg=msg)
@@ -179,7 +208,7 @@ class MessageArchive:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def records(self, start_seq=0, end_seq=None, kinds=None) -> Iterator[dict]:
+    def records(self, start_seq=0, end_seq=None, kinds=None) -> Iterator[ArchiveRecord]:
         """
         Yield records with ``start_seq <= seq <= end_seq`` (``end_seq`` None = to the end),
         oldest first, optionally only those whose ``kind`` is in ``kinds``.

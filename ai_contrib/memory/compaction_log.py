@@ -29,7 +29,7 @@ from ..core.compaction import (
     synthesis_entry,
 )
 from ..settings import get_setting
-from .journal import add_entry, ensure_journal, find_entry
+from .journal import JournalEntry, add_entry, ensure_journal, find_entry
 
 __all__ = [
     "breaker_open",
@@ -105,7 +105,7 @@ def record_success(script, character, result, at=None) -> CompactionResult:
     return result
 
 
-def record_synthesis(character, marker) -> dict | None:
+def record_synthesis(character, marker) -> JournalEntry | None:
     """
     Archive the summary ``marker`` as a synthesis entry in the journal, once per marker
     (:func:`ai_contrib.core.compaction.synthesis_entry`). Returns the entry, or None when there

@@ -48,9 +48,10 @@ import os
 import threading
 import zlib
 from collections import OrderedDict
-from typing import Any
+from typing import Any, TypedDict
 
 from ..core.audience import heard_by
+from ..core.messages import Message
 from .archive_vectors import (
     LINE_BEFORE_SQL,
     MAX_K,
@@ -101,6 +102,15 @@ _RANKED_SQL = (
     "LIMIT ?) AS top JOIN docs AS d ON d.rowid = top.rowid ORDER BY top.score, top.rowid")
 _FRESH = {"version": SCHEMA_VERSION, "seq": -1, "offset": 0, "line_start": 0, "line_crc": 0,
           "docs": 0, "tokens": 0}
+
+
+class IndexStats(TypedDict):
+    """An index's counters (:meth:`FullTextIndex.stats`)."""
+
+    seq: int  #: the last archive seq read
+    docs: int  #: rows indexed
+    tokens: int  #: terms indexed, all rows together
+    offset: int  #: bytes of the archive read
 
 
 class FullTextError(Exception):
@@ -373,7 +383,7 @@ class FullTextIndex:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def sync(self) -> dict:
+    def sync(self) -> IndexStats:
         """
         Catch up with the archive: index the messages appended since the last call.
 
@@ -382,26 +392,26 @@ class FullTextIndex:
         rebuilt).
 
         Returns:
-            dict: the index's counters ``{"seq", "docs", "tokens", "offset"}`` after it.
+            IndexStats: the index's counters after it.
 
         Raises:
             FullTextError, ArchiveError.
         """
         return self._run(lambda conn: self.stats())
 
-    def rebuild(self) -> dict:
+    def rebuild(self) -> IndexStats:
         """
         Delete the index and build it again from the whole archive.
 
         Returns:
-            dict: as :meth:`sync`.
+            IndexStats: as :meth:`sync`.
         """
         with self._lock:
             self._discard()
             return self.sync()
 
-    def stats(self) -> dict:
-        """``{"seq", "docs", "tokens", "offset"}``: last archive seq read, rows, tokens, bytes."""
+    def stats(self) -> IndexStats:
+        """The index's counters now."""
         with self._lock:
             if self._state is None:
                 self._open()
@@ -711,7 +721,7 @@ class FullTextIndex:
 
         return self._run(query_rows)
 
-    def neighbours(self, rows, listeners=None, exclude=None) -> dict:
+    def neighbours(self, rows, listeners=None, exclude=None) -> dict[int, list[Message]]:
         """
         The indexed docs right before and right after each of ``rows`` (rowids: the archive
         seqs of the docs), for retrieval units wider than one message (``docs/design.md``,
@@ -724,7 +734,7 @@ class FullTextIndex:
             exclude (callable, optional): as :meth:`search`.
 
         Returns:
-            dict: ``{row: [doc, ...]}`` (0 to 2 docs, before first), each doc with ``seq``.
+            dict[int, list[Message]]: ``{row: [doc, ...]}`` (0 to 2 docs, before first).
 
         Raises:
             FullTextError, ArchiveError.
@@ -967,7 +977,7 @@ class ArchiveSearch:
         return self.index.nearest(vector, model_key(self.embedder), limit, listeners=listeners,
                                   exclude=exclude, read=self._read)
 
-    def neighbours(self, rows, listeners=None) -> dict:
+    def neighbours(self, rows, listeners=None) -> dict[int, list[Message]]:
         """:meth:`FullTextIndex.neighbours` without the docs still in context."""
         exclude = self._exclude()
         return self.index.neighbours(rows, listeners=listeners, exclude=exclude)

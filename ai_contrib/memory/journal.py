@@ -39,24 +39,74 @@ of message ids)
     (:func:`ai_contrib.core.gossip.gossip_copy`). Such a fact has no ``speaker``: the NPC did
     not hear it from the person who said it.
 
-These are pure functions over the dict; the caller saves it back to the Attribute.
+:class:`Journal` and :class:`JournalEntry` declare these fields. These are pure functions over
+the dict; the caller saves it back to the Attribute.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Any, NotRequired, TypedDict
 
 from ..core.text import MODEL_TEXT_MAX_CHARS, normalise_player_text
 
 SOURCE_TYPES = ("fact", "compaction", "observation")
 
 
-def new_journal() -> dict:
+class JournalEntry(TypedDict):
+    """One entry of the journal (the module docstring says what each field means)."""
+
+    id: str  #: unique within the journal
+    content: str  #: the fact, observation or synthesis
+    importance: int  #: 1-10
+    timestamp: str  #: ISO-8601 UTC
+    source_type: str  #: one of :data:`SOURCE_TYPES`
+    tags: list[str]
+    speaker: NotRequired[str]  #: who said it
+    entity: NotRequired[str]  #: whom it is about
+    audience: NotRequired[list[str] | None]  #: dbrefs who heard all of its sources
+    visibility: NotRequired[str]  #: ``"public"`` or ``"private"``
+    source_ids: NotRequired[list[str]]  #: the message ids it was taken from
+    said_in_public: NotRequired[bool]
+    #: a fact's check against the lines it came from (``docs/design.md``, "Facts you can
+    #: trust"): its support (0-1), ``"model"``, ``"replaced"`` or ``"verbatim"``, and the
+    #: model's own wording and support where the line's replaced it
+    support: NotRequired[float]
+    grounding: NotRequired[str]
+    model_support: NotRequired[float]
+    model_text: NotRequired[str]
+    #: a synthesis's: its marker's id, the seqs it covers, the lines it was not written from,
+    #: and a cascade short-term summary's range of long-term memory
+    marker_id: NotRequired[str]
+    archive_range: NotRequired[list[int | None]]
+    left_out_seqs: NotRequired[list[int] | None]
+    memory_range_start: NotRequired[Any]
+    memory_range_end: NotRequired[Any]
+    #: a fact heard from another NPC (:func:`ai_contrib.core.gossip.gossip_copy`)
+    origin: NotRequired[str]
+    origin_speaker: NotRequired[str | None]
+    said_at: NotRequired[str]
+    heard_from: NotRequired[str]
+    heard_from_id: NotRequired[str]
+    hops: NotRequired[int]
+    chain: NotRequired[list[str]]
+    chain_ids: NotRequired[list[str]]
+    received_at: NotRequired[str]
+
+
+class Journal(TypedDict):
+    """``character.db.journal``."""
+
+    entries: list[JournalEntry]  #: oldest first
+    consolidated_entry_ids: list[str]  #: entries already stored in Mem0
+
+
+def new_journal() -> Journal:
     """Return an empty journal dict."""
     return {"entries": [], "consolidated_entry_ids": []}
 
 
-def ensure_journal(journal) -> dict:
+def ensure_journal(journal) -> Journal:
     """Return ``journal`` with both keys present (``None`` gives a new journal)."""
     if not journal:
         return new_journal()
@@ -76,7 +126,7 @@ def add_entry(
     entry_id=None,
     now=None,
     **extra,
-) -> dict:
+) -> JournalEntry:
     """
     Append an entry to ``journal`` and return it.
 
@@ -94,7 +144,7 @@ def add_entry(
         **extra: stored as they are (e.g. ``marker_id``, ``archive_range``).
 
     Returns:
-        dict: the new entry.
+        JournalEntry: the new entry.
 
     Raises:
         ValueError: for empty content or an unknown ``source_type``.
@@ -132,7 +182,7 @@ def add_entry(
     return entry
 
 
-def find_entry(journal, **match) -> dict | None:
+def find_entry(journal, **match) -> JournalEntry | None:
     """Return the first entry whose fields equal all of ``match`` (e.g. ``marker_id=...``), or None."""
     for entry in journal.get("entries", []):
         if all(entry.get(k) == v for k, v in match.items()):
@@ -140,13 +190,13 @@ def find_entry(journal, **match) -> dict | None:
     return None
 
 
-def synthesis_entries(journal, limit=None) -> list[dict]:
+def synthesis_entries(journal, limit=None) -> list[JournalEntry]:
     """Return compaction synthesis entries, newest last (the last ``limit`` if given)."""
     found = [e for e in journal.get("entries", []) if e.get("source_type") == "compaction"]
     return found[-limit:] if limit else found
 
 
-def unconsolidated(journal) -> list:
+def unconsolidated(journal) -> list[JournalEntry]:
     """Return the entries not yet recorded in ``consolidated_entry_ids``, oldest first."""
     done = set(journal.get("consolidated_entry_ids", []))
     return [e for e in journal.get("entries", []) if e.get("id") not in done]

@@ -68,7 +68,7 @@ def memory_setting(name) -> Any:
     return get_setting(name)
 
 
-def memory_config(**overrides) -> dict:
+def memory_config(**overrides) -> dict[str, Any]:
     """All memory options as a dict (``MEMORY_DEFAULTS`` keys), with ``overrides`` applied."""
     config = {name: get_setting(name) for name in MEMORY_DEFAULTS}
     for key, value in overrides.items():
@@ -121,7 +121,7 @@ def import_mem0(memory_dir) -> ModuleType:
     return mem0
 
 
-def build_mem0_config(config, dims, memory_dir) -> dict:
+def build_mem0_config(config, dims, memory_dir) -> dict[str, Any]:
     """
     The ``Memory.from_config`` dict for resolved options.
 

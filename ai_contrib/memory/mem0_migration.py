@@ -10,10 +10,18 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 from .mem0_backends import BatchedLocalWrites
 from .mem0_config import MemoryStoreError
+
+
+class MigrationReport(TypedDict):
+    """What a move out of the shared collection did."""
+
+    memories: int  #: memories moved
+    npcs: int  #: NPCs whose memories moved
+    seconds: float  #: wall time
 
 __all__ = ["MIGRATION_PAGE", "move_pgvector_rows", "move_qdrant_points"]
 
@@ -23,7 +31,7 @@ logger = logging.getLogger(__name__)
 MIGRATION_PAGE = 1000
 
 
-def move_qdrant_points(base, memory_for: Callable[[str], Any]) -> dict:
+def move_qdrant_points(base, memory_for: Callable[[str], Any]) -> MigrationReport:
     """
     Copy every point of the shared Qdrant collection that has an ``agent_id`` into that NPC's
     collection, page by page, then delete the copies from the shared one once every copy is on
@@ -39,7 +47,7 @@ def move_qdrant_points(base, memory_for: Callable[[str], Any]) -> dict:
         memory_for: ``agent_id -> Memory`` of that NPC's collection.
 
     Returns:
-        dict: ``{"memories": int moved, "npcs": int, "seconds": float}``.
+        MigrationReport
 
     Raises:
         MemoryStoreError: if Qdrant fails.
@@ -94,7 +102,7 @@ def move_qdrant_points(base, memory_for: Callable[[str], Any]) -> dict:
     return {"memories": len(moved), "npcs": len(npcs), "seconds": time.perf_counter() - started}
 
 
-def move_pgvector_rows(base, memory_for: Callable[[str], Any]) -> dict:
+def move_pgvector_rows(base, memory_for: Callable[[str], Any]) -> MigrationReport:
     """
     :func:`move_qdrant_points` on pgvector, in SQL: for each ``agent_id`` found in the shared
     table, one transaction inserts its rows into the NPC's table (ids, vectors and payloads
@@ -102,7 +110,7 @@ def move_pgvector_rows(base, memory_for: Callable[[str], Any]) -> dict:
     a crash leaves each NPC's rows in one table or the other, never both or neither.
 
     Returns:
-        dict: as :func:`move_qdrant_points`.
+        MigrationReport
 
     Raises:
         MemoryStoreError: if PostgreSQL fails (NPCs already moved stay moved).

@@ -12,7 +12,7 @@ with ``user_id`` = that player and ``visibility`` ``"private"`` unless the journ
 marked public; a search made in a conversation with player P (``user_id``) returns the NPC's
 public memories and P's private ones only.
 
-A *memory hit* returned by searches is a dict::
+A *memory hit* returned by searches is a :class:`MemoryHit`::
 
     {"text": str, "score": float (cosine similarity, 0-1), "metadata": {
         "journal_id", "importance" (1-10), "source_type" ("fact"|"compaction"|"observation"),
@@ -28,8 +28,10 @@ A *memory hit* returned by searches is a dict::
 from __future__ import annotations
 
 import re
+from typing import Any, NotRequired, TypedDict
 
 from ..core.audience import heard_by
+from .journal import JournalEntry
 
 PAYLOAD_FIELDS = ("speaker", "entity", "marker_id", "first_seq", "last_seq", "first_id", "last_id",
                   "audience", "origin", "origin_speaker", "said_at", "heard_from", "hops", "chain",
@@ -38,6 +40,16 @@ PAYLOAD_FIELDS = ("speaker", "entity", "marker_id", "first_seq", "last_seq", "fi
                   # the lines it came from: a forget finds it by them once the journal entry
                   # has been pruned (docs/design.md, "Forgetting a player")
                   "source_ids")
+
+
+class MemoryHit(TypedDict):
+    """A memory a search found (module docstring)."""
+
+    text: str  #: the memory
+    score: float  #: cosine similarity, 0-1
+    metadata: dict[str, Any]  #: the payload (module docstring), ``memory_id`` and ``user_id``
+    created_at: NotRequired[str | None]  #: ISO-8601 (:meth:`Mem0Store.get_sync`)
+    updated_at: NotRequired[str | None]
 
 
 def player_key(name) -> str | None:
@@ -76,7 +88,7 @@ def entry_visibility(entry) -> str:
     return "private" if entry.get("speaker") else "public"
 
 
-def entry_metadata(entry) -> dict:
+def entry_metadata(entry) -> dict[str, Any]:
     """
     The Mem0 payload metadata for a journal entry (shape: module docstring, minus
     ``memory_id``/``user_id``, which Mem0 sets).
@@ -99,7 +111,7 @@ def entry_metadata(entry) -> dict:
     return {key: value for key, value in meta.items() if value is not None}
 
 
-def scope_filters(agent_id, user_id=None, include_private=False) -> dict:
+def scope_filters(agent_id, user_id=None, include_private=False) -> dict[str, Any]:
     """
     Mem0 search filters for one NPC, applying privacy scoping.
 
@@ -128,7 +140,7 @@ def scope_filters(agent_id, user_id=None, include_private=False) -> dict:
 FILTER_FIELDS = ("agent_id", "user_id", "visibility")
 
 
-def plain_entry(entry) -> dict:
+def plain_entry(entry) -> JournalEntry:
     """A deep copy of a journal entry made of plain dicts, lists and scalars only."""
     from collections.abc import Mapping
 
@@ -168,7 +180,7 @@ def audible_to(hit, listeners) -> bool:
     return bool(listeners) and all(player_key(name) == owner for name in listeners.values())
 
 
-def memory_hit(item) -> dict:
+def memory_hit(item) -> MemoryHit:
     """A Mem0 result item as a memory hit (module docstring)."""
     meta = dict(item.get("metadata") or {})
     meta["memory_id"] = item.get("id")

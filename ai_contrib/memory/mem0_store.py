@@ -56,7 +56,7 @@ import re
 import threading
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .mem0_backends import (
     close_pool,
@@ -78,6 +78,7 @@ from .mem0_config import (
     npc_collection_name,
 )
 from .mem0_payload import (
+    MemoryHit,
     audible_to,
     entry_metadata,
     memory_hit,
@@ -85,7 +86,7 @@ from .mem0_payload import (
     player_key,
     scope_filters,
 )
-from .mem0_migration import move_pgvector_rows, move_qdrant_points
+from .mem0_migration import MigrationReport, move_pgvector_rows, move_qdrant_points
 from .worker import WorkerThread
 
 if TYPE_CHECKING:
@@ -107,6 +108,14 @@ AUDIENCE_MAX_OVERFETCH = 64
 #: memories listed at most by admin tools that count or look up one NPC's memories
 COUNT_LIMIT = 100_000
 _FULL_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+class AddReport(TypedDict):
+    """What :meth:`Mem0Store.add_entries_sync` stored, by journal entry id."""
+
+    added: list[str]  #: entries stored now
+    skipped: list[str]  #: entries stored before, or empty
+    memory_ids: dict[str, str]  #: ``{journal id: Mem0 id}`` of those added
 
 
 class Mem0Store:
@@ -315,7 +324,7 @@ class Mem0Store:
         memory._entity_store = None  # Mem0 names it after collection_name, built lazily
         return memory
 
-    def migrate_shared_collection(self) -> dict:
+    def migrate_shared_collection(self) -> MigrationReport:
         """
         Move every memory in the shared collection (or table) into its NPC's, under the store's
         lock (blocking; :mod:`ai_contrib.memory.mem0_migration`: Qdrant points page by page,
@@ -323,8 +332,7 @@ class Mem0Store:
         :attr:`per_npc`; an already migrated store costs one count.
 
         Returns:
-            dict: ``{"memories": int moved, "npcs": int, "seconds": float}``, also kept in
-            :attr:`migration`.
+            MigrationReport: also kept in :attr:`migration`.
 
         Raises:
             MemoryStoreError: if Qdrant or PostgreSQL fails.
@@ -367,7 +375,7 @@ class Mem0Store:
 
     # ------------------------------------------------------------ sync API
 
-    def add_entries_sync(self, agent_id, entries) -> dict:
+    def add_entries_sync(self, agent_id, entries) -> AddReport:
         """
         Store journal entries as memories of one NPC, skipping those already stored.
 
@@ -379,8 +387,7 @@ class Mem0Store:
                 ``user_id`` (normalised with :func:`player_key`).
 
         Returns:
-            dict: ``{"added": [journal ids], "skipped": [journal ids already stored or empty],
-            "memory_ids": {journal id: Mem0 id}}``.
+            AddReport
 
         Raises:
             MemoryStoreError: if Mem0 fails; entries added before the failure stay added (and
@@ -510,7 +517,7 @@ class Mem0Store:
                 raise MemoryStoreError(f"Mem0 listing failed: {err}") from err
         return [memory_hit(item) for item in (response or {}).get("results") or []]
 
-    def get_sync(self, agent_id, memory_id) -> dict | None:
+    def get_sync(self, agent_id, memory_id) -> MemoryHit | None:
         """
         One memory of one NPC, in full, for admin tools.
 
@@ -520,8 +527,8 @@ class Mem0Store:
                 characters).
 
         Returns:
-            dict | None: the hit (module docstring) plus ``"created_at"`` and ``"updated_at"``
-            (ISO-8601 str or None); None when no memory of the NPC has that id.
+            MemoryHit | None: with ``created_at`` and ``updated_at``; None when no memory of
+            the NPC has that id.
 
         Raises:
             MemoryStoreError: the store failed, or the prefix names several memories.

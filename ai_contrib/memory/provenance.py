@@ -22,6 +22,7 @@ Pure functions.
 from __future__ import annotations
 
 import re
+from typing import TypedDict
 
 from ..core.audience import common_audience
 from ..llm.extraction_tools import ADD_JOURNAL_ENTRY, UPDATE_ENTITY_OBSERVATION
@@ -92,7 +93,22 @@ def said_in_public(content, span, cited=None) -> bool:
     return bool(spoken) and all((m.get("metadata") or {}).get("said_in_public") for m in spoken)
 
 
-def provenance(content, span, cited=None) -> dict:
+class Provenance(TypedDict):
+    """Where an extracted fact came from (:func:`provenance`)."""
+
+    #: the one ``name`` of the user messages among the sources (None when several or none
+    #: spoke)
+    speaker: str | None
+    #: :func:`ai_contrib.core.audience.common_audience` of the whole span (None, public, only
+    #: when none of its messages has an audience)
+    audience: list[str] | None
+    source_ids: list[str]  #: the sources' ids, in span order
+    #: ``"public"`` only when the audience is None and no user message is in the span (a
+    #: player's words, even from before audiences were recorded, stay private)
+    visibility: str
+
+
+def provenance(content, span, cited=None) -> Provenance:
     """
     The speaker, audience and source messages of a fact or observation the model extracted from
     ``span`` (``docs/design.md``, "Privacy by audience"). The audience is that of the whole
@@ -114,14 +130,7 @@ def provenance(content, span, cited=None) -> dict:
             or naming a number that is not the seq of a message of ``span``: the whole span.
 
     Returns:
-        dict: ``{"speaker": str | None, "audience": list[str] | None, "source_ids":
-        list[str], "visibility": "public" | "private"}``: ``speaker`` the one ``name`` of the
-        user messages among the sources (None when several or none spoke), ``audience``
-        :func:`ai_contrib.core.audience.common_audience` of the whole span (None, public, only
-        when none of its messages has an audience), ``source_ids`` the sources' ids in span
-        order, and ``visibility`` ``"public"`` only when the audience is None and no user
-        message is in the span (a player's words, even from before audiences were recorded,
-        stay private).
+        Provenance
     """
     sources = source_messages(content, span, cited)
     # what the model read, not what it cites: a fact may merge a private line it does not cite

@@ -18,7 +18,7 @@ re-pickle, O(n)) is the caller's to schedule, not done per append.
 from __future__ import annotations
 
 from ..core.cuts import eviction_ids, is_extraction_traffic
-from ..core.messages import normalise_message
+from ..core.messages import Message, normalise_message
 from ..core.replay import replay
 from ..core.splice import splice
 from ..core.tokens import TokenLedger
@@ -83,7 +83,7 @@ class RuntimeHistory:
         """Per-message token counts for ``messages`` (default the runtime history), cached."""
         return [self.ledger.tokens_of(m) for m in (self.messages if messages is None else messages)]
 
-    def append(self, msg) -> dict:
+    def append(self, msg) -> Message:
         """
         Archive ``msg`` and add it to the runtime history; returns it with ``seq`` set.
 

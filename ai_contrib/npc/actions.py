@@ -32,6 +32,7 @@ from twisted.internet import defer
 from ..core import actions as core_actions
 from ..core.actions import DONE, FAILED, INVALID, REFUSED, UNKNOWN
 from ..core.lines import speaker_of
+from ..core.world_notes import Section
 from ..llm.errors import LLMHTTPError
 from ..settings import get_setting
 from .scene import note_actions
@@ -306,7 +307,7 @@ def _turn_context(lines, listeners):
             "lines": [m.get("content") or "" for m in lines], "done": []}
 
 
-def actions_section(script, count) -> dict | None:
+def actions_section(script, count) -> Section | None:
     """
     The system message's section on the NPC's actions (:func:`ai_contrib.core.actions.
     actions_section`), as a standing section of :func:`ai_contrib.npc.world.standing_sections`:

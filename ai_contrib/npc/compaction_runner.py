@@ -79,7 +79,12 @@ from ..core.quotes import check_quotes, speaker_lines
 from ..core.messages import is_marker
 from ..core.replay import apply_record
 from ..core.structured import BASE_SUMMARY_INSTRUCTION
-from ..core.summary import DEFAULT_COMPACTION_PROMPT, benefit_decision, estimate_summary_tokens
+from ..core.summary import (
+    DEFAULT_COMPACTION_PROMPT,
+    BenefitDecision,
+    benefit_decision,
+    estimate_summary_tokens,
+)
 from ..core.tick import reaches
 from ..llm import summariser
 from ..llm.client import LLMError, LLMResponseError
@@ -204,7 +209,7 @@ def planned_span(script, trigger="emergency", force=True, strategy=None) -> tupl
 # -- the benefit guard -------------------------------------------------------------------------
 
 
-def check_benefit(script, trigger, current_tokens, force=False) -> dict:
+def check_benefit(script, trigger, current_tokens, force=False) -> BenefitDecision:
     """
     The benefit guard (``docs/design.md``, "Summary compaction"), logged and kept for
     ``aihistory``: a summary runs only when
@@ -218,7 +223,8 @@ def check_benefit(script, trigger, current_tokens, force=False) -> dict:
             (the decision is still recorded, with ``bypassed: True``).
 
     Returns:
-        dict: :func:`ai_contrib.core.summary.benefit_decision` plus ``at`` (ISO-8601 UTC),
+        BenefitDecision: :func:`ai_contrib.core.summary.benefit_decision` plus ``at`` (ISO-8601
+        UTC),
         ``trigger`` and ``bypassed``; also stored in ``script.db.compact_benefit``.
     """
     estimate = estimate_summary_tokens(

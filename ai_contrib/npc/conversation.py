@@ -30,7 +30,7 @@ from twisted.internet import reactor
 from evennia.utils import logger
 from evennia.utils.dbserialize import deserialize
 
-from ..core.messages import make_message
+from ..core.messages import Message, make_message
 from ..memory.archive import get_archive
 from ..memory.runtime import RuntimeHistory
 from ..settings import get_setting
@@ -123,7 +123,7 @@ class ConversationHandler:
         """The live runtime history (list of message dicts); read it, do not mutate it."""
         return self.runtime.messages
 
-    def add_message(self, role, content, name=None, **fields) -> dict:
+    def add_message(self, role, content, name=None, **fields) -> Message:
         """
         Add a message: archived first, then appended to the runtime history; the token total is
         updated from this message alone (O(1) in the history length).
@@ -135,7 +135,7 @@ class ConversationHandler:
             **fields: other message fields (``tool_calls``, ``tool_call_id``, ``metadata``).
 
         Returns:
-            dict: the stored message, with its unique ``id`` and archive ``seq``.
+            Message: the stored message, with its unique ``id`` and archive ``seq``.
 
         Raises:
             ValueError: bad role or content.

@@ -145,6 +145,16 @@ def busy_reason(script) -> str | None:
     return None
 
 
+class RetirementReport(TypedDict, total=False):
+    """What became of a deleted NPC's memory (:func:`retire_memory`); a key is there only for
+    the part that ran (no archive files: no ``moved``; no Mem0 memories: no ``memories``)."""
+
+    moved: list[str]  #: the archive's files, at their new paths in ``deleted/``
+    file_error: str  #: why they could not be moved (``moved`` is then empty)
+    memories: int | None  #: Mem0 memories deleted; None when the deletion failed
+    memory_error: str  #: why the deletion failed
+
+
 class ResetPreview(TypedDict):
     """What :func:`reset_memory` would remove (:func:`reset_preview`), shown by ``aireset``
     before it asks to confirm."""
@@ -343,7 +353,7 @@ def retire_memory(script) -> Deferred:
     logged; nothing waits for them.
 
     Returns:
-        Deferred[dict]: ``{"moved": [paths], "memories": int | None, ...}``; never errbacks.
+        Deferred[RetirementReport]: never errbacks.
     """
     character = script.obj
     path = script.archive_path()

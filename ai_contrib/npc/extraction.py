@@ -58,6 +58,7 @@ from ..core.fact_policy import capped_importance, said_by_npc
 from ..core.fidelity import fact_problem, says_one_of, source_text
 from ..core.grounding import (Grounding, attributed_line, check_fact, line_entity,
                               source_lines, summary_speaker)
+from ..core.messages import ChatMessage
 from ..core.outcome import FAILED, SUCCESS, ExtractionResult
 from ..core.quotes import check_quotes, speaker_lines
 from ..core.rule_facts import states_nothing
@@ -220,7 +221,8 @@ def structured_output_wanted(client) -> bool:
     return not getattr(client, "structured_output_refused", False)
 
 
-def extraction_system_message(persona, journal_entries=(), prompt=None, structured=False) -> dict:
+def extraction_system_message(persona, journal_entries=(), prompt=None, structured=False
+                               ) -> ChatMessage:
     """
     The system message of the extraction requests.
 
@@ -232,7 +234,7 @@ def extraction_system_message(persona, journal_entries=(), prompt=None, structur
             protocol.
 
     Returns:
-        dict: ``{"role": "system", "content": str}``: persona, extraction instructions, how
+        ChatMessage: ``{"role": "system", "content": str}``: persona, extraction instructions, how
         messages are numbered, how to answer, recent journal facts.
     """
     parts = [(persona or "").strip(), (prompt or DEFAULT_PRE_COMPACTION_PROMPT).strip()]

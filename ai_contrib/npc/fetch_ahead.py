@@ -20,7 +20,9 @@ message it follows, and ``"head"``: :func:`ai_contrib.core.prompts.prompt_head` 
 
 from __future__ import annotations
 
+from ..core.messages import ChatMessage
 from ..core.prompts import prompt_head
+from ..core.recall_notes import RecallNote
 from .deadline import warm_up_left, worth_waiting
 
 
@@ -45,7 +47,7 @@ def remember_left_out(script, items, result, asks, listeners) -> None:
     } if wanted else None
 
 
-def ahead_for_turn(script, anchor) -> dict | None:
+def ahead_for_turn(script, anchor) -> RecallNote | None:
     """
     The note warmed ahead when the turn whose first line is ``anchor`` begins right after the
     message it was warmed after (so the server's cache holds it where the prompt shows it);
@@ -90,7 +92,7 @@ def within_fetch(script, allowance) -> int | None:
     return allowance if left is None else max(0, int(allowance - left))
 
 
-def ahead_message(script, listeners, history_ids) -> dict | None:
+def ahead_message(script, listeners, history_ids) -> ChatMessage | None:
     """
     The system message to warm after the prompt's opening for ``listeners``: the note of the
     candidates :func:`remember_left_out` kept, planned beside the shown notes
@@ -104,8 +106,8 @@ def ahead_message(script, listeners, history_ids) -> dict | None:
         history_ids (set[str]): ids of the messages in the runtime history.
 
     Returns:
-        dict | None: ``{"role": "system", "content": str}``, or None when nothing was kept for
-        these listeners, no candidate fits or the memory package is not installed.
+        ChatMessage | None: ``{"role": "system", "content": str}``, or None when nothing was
+        kept for these listeners, no candidate fits or the memory package is not installed.
     """
     kept, script.ndb.fetch_ahead = script.ndb.fetch_ahead, None
     script.ndb.ahead_note = None

@@ -32,6 +32,7 @@ from evennia.utils import logger
 from evennia.utils.search import search_tag
 
 from ..core.gossip import networks, origin_of, select_gossip
+from ..core.outcome import SKIPPED, StepResult
 from ..memory.journal import add_entry, ensure_journal
 from ..settings import get_setting
 from .ai_npcs import ai_npc_ids
@@ -147,7 +148,7 @@ def _off_reason(character, max_hops):
     return None
 
 
-def receive_gossip(script, character, now=None) -> dict:
+def receive_gossip(script, character, now=None) -> StepResult:
     """
     The sleep step "gossip": ``character`` hears from its peers (:func:`peers`) what they
     learned in public, into its journal (``docs/design.md``, "Gossip").
@@ -158,9 +159,8 @@ def receive_gossip(script, character, now=None) -> dict:
         now (datetime, optional): clock override for tests (timezone-aware).
 
     Returns:
-        dict: ``{"success": True, "received": int, "peers": int, "networks": [str]}``, or
-        ``{"success": True, "skipped": True, "reason": str}`` when gossip is off (the NPC's
-        switch, or ``AI_GOSSIP_MAX_HOPS`` 0).
+        StepResult: figures ``{"received": int, "peers": int, "networks": [str]}``; skipped,
+        with the reason, when gossip is off (the NPC's switch, or ``AI_GOSSIP_MAX_HOPS`` 0).
     """
     now = now or datetime.now(timezone.utc)
     at = now.isoformat(timespec="seconds")
@@ -169,7 +169,7 @@ def receive_gossip(script, character, now=None) -> dict:
     if reason:
         character.db.gossip_last = {"at": at, "networks": [], "received": [], "peers": 0,
                                     "skipped": reason}
-        return {"success": True, "skipped": True, "reason": reason}
+        return StepResult(SKIPPED, reason=reason)
     own = npc_networks(character)
     journal = _journal_of(character)
     received = []
@@ -184,8 +184,8 @@ def receive_gossip(script, character, now=None) -> dict:
                         f"{len({r['from'] for r in received})} NPC(s) while asleep")
     character.db.gossip_last = {"at": at, "networks": sorted(own), "received": received,
                                 "peers": len(others)}
-    return {"success": True, "received": len(received), "peers": len(others),
-            "networks": sorted(own)}
+    return StepResult(figures={"received": len(received), "peers": len(others),
+                               "networks": sorted(own)})
 
 
 def meet(character, script_key, now=None) -> dict[str, int]:

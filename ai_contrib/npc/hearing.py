@@ -29,6 +29,7 @@ from evennia.utils.ansi import strip_ansi, strip_mxp
 
 from ..core.audience import normalise_audience
 from ..core.gossip import PUBLIC_ROOM_TAG
+from ..core.messages import Message
 from ..core.text import normalise_player_text
 from ..settings import get_setting
 from .scene import note_exchange
@@ -122,7 +123,7 @@ def npc_names(npc) -> list[str]:
 ROOM_RECORD_SPEAKERS = 200
 
 
-def room_exchanges(room) -> dict:
+def room_exchanges(room) -> dict[str, dict[str, float]]:
     """
     The room's record of exchanges: ``{speaker dbref: {npc dbref: unix seconds}}``, when each
     speaker last spoke with each AI NPC of the room (a line answered by it, or its reply), in
@@ -299,7 +300,7 @@ class HearingHandler:
     def __init__(self, script):
         self.obj = script
 
-    def receive_speech(self, speaker, text, audience=None, to=None) -> dict | None:
+    def receive_speech(self, speaker, text, audience=None, to=None) -> Message | None:
         """
         A player, or another AI NPC, said ``text`` to or near the NPC: record it, and queue an
         answer when the line is addressed to this NPC.
@@ -329,7 +330,7 @@ class HearingHandler:
             to (Object, optional): whom the line was said to (``talk``); None for a ``say``.
 
         Returns:
-            dict | None: the stored user message (None when nothing is left to store).
+            Message | None: the stored user message (None when nothing is left to store).
 
         Raises:
             ArchiveError: the archive could not be written; the line is not stored.
@@ -411,7 +412,7 @@ class HearingHandler:
         shared = room.ndb.ai_line if room is not None and addressed else None
         return (shared or {}).get("thread")
 
-    def observe(self, actor, text, event, audience=None, to_npc=False) -> dict | None:
+    def observe(self, actor, text, event, audience=None, to_npc=False) -> Message | None:
         """
         Record something the NPC saw (``docs/design.md``, "Scene, events and people"): an
         *event* record, a ``system`` message whose text is the game's line in parentheses
@@ -434,7 +435,7 @@ class HearingHandler:
                 it is an AI NPC.
 
         Returns:
-            dict | None: the stored message; None when nothing was recorded (no text, nobody
+            Message | None: the stored message; None when nothing was recorded (no text, nobody
             saw it, the actor is the NPC, the flood limit).
         """
         from ..core.scene import EVENT_KIND, event_text

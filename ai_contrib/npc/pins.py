@@ -2,13 +2,8 @@
 Pins: facts an NPC must never lose (``docs/design.md``, "Lore and pins"), written by staff with
 ``aipin`` (:mod:`ai_contrib.admin.lore_commands`).
 
-They are an Attribute of the NPC character, ``db.ai_pins``, a list of::
-
-    {"id": int,              # 1, 2, ...: never reused for this NPC
-     "text": str,            # the fact, as the admin wrote it
-     "player": str | None,   # dbref of the player character it concerns, None for the NPC's own
-     "by": str | None,       # who pinned it
-     "at": str}              # when (ISO 8601, UTC)
+They are an Attribute of the NPC character, ``db.ai_pins``, a list of plain dicts whose fields
+:class:`Pin` declares.
 
 Pins live on the character, not in the conversation history, so compaction never sees them:
 no summary can drop or distort them, and ``aireset`` keeps them (``aireset/pins`` clears them).
@@ -20,6 +15,7 @@ part of the prompt: pins change only when staff edit them, so they stay in the c
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import TypedDict
 
 #: the Attribute of the NPC character that holds its pins
 PINS_ATTRIBUTE = "ai_pins"
@@ -27,17 +23,22 @@ PINS_ATTRIBUTE = "ai_pins"
 MAX_PIN_CHARS = 500
 
 
-def get_pins(npc) -> list[dict]:
-    """
-    The NPC's pins, oldest first, as plain dicts (shape in the module docstring).
+class Pin(TypedDict):
+    """One pin as stored in ``db.ai_pins`` (module docstring)."""
 
-    Returns:
-        list[dict]
-    """
+    id: int  #: 1, 2, ...: never reused for this NPC
+    text: str  #: the fact, as the admin wrote it
+    player: str | None  #: dbref of the player character it concerns, None for the NPC's own
+    by: str | None  #: who pinned it
+    at: str  #: when (ISO 8601, UTC)
+
+
+def get_pins(npc) -> list[Pin]:
+    """The NPC's pins, oldest first, as plain dicts (copies of the stored ones)."""
     return [dict(pin) for pin in (npc.attributes.get(PINS_ATTRIBUTE) or [])]
 
 
-def add_pin(npc, text, player=None, by=None, budget_tokens=None, count=None) -> dict:
+def add_pin(npc, text, player=None, by=None, budget_tokens=None, count=None) -> Pin:
     """
     Pin a fact on ``npc``.
 
@@ -53,7 +54,7 @@ def add_pin(npc, text, player=None, by=None, budget_tokens=None, count=None) -> 
         count (callable | None): ``str -> int`` tokens (needed with ``budget_tokens``).
 
     Returns:
-        dict: the new pin.
+        Pin: the new pin.
 
     Raises:
         ValueError: empty text, text over :data:`MAX_PIN_CHARS` characters, a ``player``
@@ -81,12 +82,12 @@ def add_pin(npc, text, player=None, by=None, budget_tokens=None, count=None) -> 
     return pin
 
 
-def remove_pin(npc, pin_id) -> dict | None:
+def remove_pin(npc, pin_id) -> Pin | None:
     """
     Remove pin ``pin_id`` (its number) from ``npc``.
 
     Returns:
-        dict | None: the removed pin, None when there was none of that number.
+        Pin | None: the removed pin, None when there was none of that number.
     """
     pins = get_pins(npc)
     kept = [pin for pin in pins if str(pin["id"]) != str(pin_id).strip()]

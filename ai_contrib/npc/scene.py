@@ -11,14 +11,7 @@ What the NPC sees and whom it has met: the Evennia shell around :mod:`ai_contrib
   :func:`all_people`; :func:`update_impressions` refreshes the impressions from the journal
   during the sleep phase.
 
-A people record is a dict::
-
-    {"dbref": "#12", "name": "Wren",
-     "first_met": float, "first_met_game": float | None,   # Unix seconds / game seconds
-     "last_spoke": float | None, "last_spoke_game": float | None,
-     "lines": int,                                          # lines exchanged
-     "impression": str, "impression_audience": list[str] | None,
-     "actions": [{"action": str, "at": float, "audience": list[str]}]}  # the newest last
+A people record is a plain dict, its fields declared by :class:`PersonRecord`.
 
 Event records (what the NPC saw) are written by
 :meth:`ai_contrib.typeclasses.AssistantScript.observe`.
@@ -27,6 +20,7 @@ Event records (what the NPC saw) are written by
 from __future__ import annotations
 
 import time
+from typing import NotRequired, TypedDict
 
 from django.conf import settings
 from evennia.objects.objects import DefaultCharacter
@@ -34,6 +28,7 @@ from evennia.utils import logger
 from evennia.utils.dbserialize import deserialize
 
 from ..core.audience import describe_audience, heard_by
+from ..core.outcome import StepResult
 from ..core.scene import (
     GameClock,
     clock_from_game_seconds,
@@ -92,19 +87,41 @@ def clock_at(seconds) -> GameClock:
 # -- people ---------------------------------------------------------------------------------------
 
 
-def people_record(script, dbref) -> dict | None:
+class PersonRecord(TypedDict):
+    """
+    What the NPC knows of one person it has met (``docs/design.md``, "Scene, events and
+    people"): one Attribute of the script's (category :data:`PEOPLE_CATEGORY`, keyed by the
+    dbref), a plain dict as stored.
+    """
+
+    dbref: str  #: the person's character
+    name: str  #: their name when last seen
+    first_met: float  #: Unix seconds
+    first_met_game: float | None  #: game seconds, None without a game clock
+    last_spoke: float | None  #: Unix seconds of the last line between them
+    last_spoke_game: float | None  #: game seconds of that line
+    lines: int  #: lines passed between them
+    impression: str  #: made from the journal's facts by the sleep; ``""`` before
+    #: dbrefs who may read the impression (the audience of its facts); None: anyone
+    impression_audience: list[str] | None
+    #: what the NPC did on their words, the newest last:
+    #: ``[{"action": str, "at": float (Unix seconds), "audience": list[str]}]``
+    actions: NotRequired[list[dict]]
+
+
+def people_record(script, dbref) -> PersonRecord | None:
     """The people record of ``dbref`` on ``script`` (a plain dict), or None."""
     value = script.attributes.get(str(dbref), category=PEOPLE_CATEGORY)
     return deserialize(value) if value else None
 
 
-def _new_record(dbref, name, now, game_now):
+def _new_record(dbref, name, now, game_now) -> PersonRecord:
     return {"dbref": dbref, "name": name, "first_met": now, "first_met_game": game_now,
             "last_spoke": None, "last_spoke_game": None, "lines": 0, "impression": "",
             "impression_audience": None}
 
 
-def note_exchange(script, people, lines=1, now=None) -> list[dict]:
+def note_exchange(script, people, lines=1, now=None) -> list[PersonRecord]:
     """
     A line passed between the NPC and each of ``people`` (``docs/design.md``, "Scene, events
     and people"): their records are created when new (first met now), ``lines`` is added to
@@ -118,7 +135,7 @@ def note_exchange(script, people, lines=1, now=None) -> list[dict]:
         now (float, optional): Unix seconds (default the clock).
 
     Returns:
-        list[dict]: the updated records.
+        list[PersonRecord]: the updated records.
     """
     now = time.time() if now is None else float(now)
     game_now = game_seconds()
@@ -134,13 +151,13 @@ def note_exchange(script, people, lines=1, now=None) -> list[dict]:
     return updated
 
 
-def people_for(script, dbrefs) -> dict:
+def people_for(script, dbrefs) -> dict[str, PersonRecord]:
     """
     The records of ``dbrefs`` (those the NPC has met; ``docs/design.md``, "Scene, events and
     people"). One Attribute read per dbref.
 
     Returns:
-        dict: ``{dbref: record}``; a dbref without a record is absent.
+        dict[str, PersonRecord]: ``{dbref: record}``; a dbref without a record is absent.
     """
     found = {}
     for dbref in dbrefs or ():
@@ -165,7 +182,7 @@ def audience_label(script, audience) -> str:
 ACTIONS_KEPT = 5
 
 
-def note_actions(script, dbrefs, outcomes, now=None) -> list[dict]:
+def note_actions(script, dbrefs, outcomes, now=None) -> list[PersonRecord]:
     """
     What the NPC did in a turn on the words of each of ``dbrefs`` (the people whose lines it
     answered; ``docs/design.md``, "Actions"): each action the game ran added to their people
@@ -182,7 +199,7 @@ def note_actions(script, dbrefs, outcomes, now=None) -> list[dict]:
         now (float, optional): Unix seconds (default the clock).
 
     Returns:
-        list[dict]: the updated records.
+        list[PersonRecord]: the updated records.
     """
     if not outcomes:
         return []
@@ -200,14 +217,14 @@ def note_actions(script, dbrefs, outcomes, now=None) -> list[dict]:
     return updated
 
 
-def all_people(script) -> list[dict]:
-    """Every record on ``script``, the most recently spoken to first (a list of dicts)."""
+def all_people(script) -> list[PersonRecord]:
+    """Every record on ``script``, the most recently spoken to first."""
     records = [deserialize(attr.value) for attr in script.attributes.all(category=PEOPLE_CATEGORY)]
     records = [r for r in records if isinstance(r, dict)]
     return sorted(records, key=lambda r: -(r.get("last_spoke") or r.get("first_met") or 0))
 
 
-def update_impressions(script, character) -> dict:
+def update_impressions(script, character) -> StepResult:
     """
     The sleep phase's step (``docs/design.md``, "Scene, events and people"): each person's
     impression made again from the newest journal facts
@@ -217,7 +234,7 @@ def update_impressions(script, character) -> dict:
     Cost: people met x journal entries, once per sleep.
 
     Returns:
-        dict: ``{"success": True, "people": int (records read), "updated": int}``.
+        StepResult: figures ``{"people": int (records read), "updated": int}``.
     """
     entries = list((deserialize(character.db.journal) or {}).get("entries") or ())
     updated = 0
@@ -231,7 +248,7 @@ def update_impressions(script, character) -> dict:
         record.update(impression=impression, impression_audience=audience)
         script.attributes.add(str(record["dbref"]), record, category=PEOPLE_CATEGORY)
         updated += 1
-    return {"success": True, "people": len(records), "updated": updated}
+    return StepResult(figures={"people": len(records), "updated": updated})
 
 
 # -- the scene ------------------------------------------------------------------------------------

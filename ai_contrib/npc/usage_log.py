@@ -10,14 +10,22 @@ last :data:`USAGE_LOG_SIZE` kept (a few KB re-pickled per turn).
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import TypedDict
 
 USAGE_LOG_SIZE = 200  # points; at one per turn, a long evening of conversation
 
 
-def record_usage(script) -> dict:
+class UsagePoint(TypedDict):
+    """One point of ``script.db.usage_log``."""
+
+    at: str  #: when (ISO-8601 UTC, seconds)
+    tokens: int  #: tokens in the runtime history then
+    budget: int  #: the effective history budget then (tokens)
+
+
+def record_usage(script) -> UsagePoint:
     """
-    Append ``{"at": ISO time (UTC), "tokens": int, "budget": int}`` (tokens in the runtime
-    history and the effective budget) to ``script.db.usage_log``, keeping the last
+    Append a :class:`UsagePoint` of now (and return it) to ``script.db.usage_log``, keeping the last
     :data:`USAGE_LOG_SIZE` points. Call it in the reactor thread.
     """
     point = {
@@ -31,6 +39,6 @@ def record_usage(script) -> dict:
     return point
 
 
-def usage_series(script) -> list[dict]:
-    """The recorded points, oldest first (list of dicts as :func:`record_usage` writes)."""
+def usage_series(script) -> list[UsagePoint]:
+    """The recorded points, oldest first (copies, as :func:`record_usage` writes them)."""
     return [dict(point) for point in (script.db.usage_log or [])]

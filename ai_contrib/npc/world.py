@@ -14,8 +14,7 @@ reply (:func:`standing_notes`): an entry staff deleted, edited or whose conditio
 holds for the NPC (it walked out of a ``location:`` clause), a pin removed, leaves the prompt
 on the next reply.
 
-Shapes: a *section* is ``{"part": "pins" | "lore" | "scene", "key": str, "text": str,
-"tokens": int, "detail": dict | None, "signature": any}``; world notes as in
+Shapes: a *section* is a :class:`ai_contrib.core.world_notes.Section`; world notes as in
 :mod:`ai_contrib.core.world_notes`.
 """
 
@@ -28,7 +27,7 @@ from ..core.prompts import PINS_HEADING
 from ..core.scene import SCENE_MAX_TOKENS, render_scene
 from ..core.text import normalise_player_text
 from ..core.tokens import count_tokens
-from ..core.world_notes import plan_world_notes, shown_world_notes
+from ..core.world_notes import Section, plan_world_notes, shown_world_notes
 from ..lore import lore_for_npc, lore_index, lore_texts, npc_facts
 from .actions import actions_reserve, actions_section
 from .pins import get_pins
@@ -45,7 +44,7 @@ def _pin_lines(pins):
     return "\n".join(f"- {pin['text']}" for pin in pins)
 
 
-def standing_sections(script, character) -> list[dict]:
+def standing_sections(script, character) -> list[Section]:
     """
     The sections of the system message: the NPC's own pins (staff-written, never summarised,
     never cut: ``docs/design.md``, "Lore and pins"), the constant lore entries it may know,
@@ -53,7 +52,7 @@ def standing_sections(script, character) -> list[dict]:
     actions_section`).
 
     Returns:
-        list[dict]: sections (module docstring), possibly empty; the same list while staff
+        list[Section]: possibly empty; the same list while staff
         change nothing, so the system message stays in the server's cache.
     """
     count = _count(script)

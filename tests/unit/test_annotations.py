@@ -63,3 +63,65 @@ def test_the_walk_reports_a_function_without_one():
     assert [label for label, _node in found] == ["m.py:1 shown", "m.py:4 bare", "m.py:8 Box.open"]
     assert [label for label, node in found if node.returns is None] == ["m.py:4 bare",
                                                                        "m.py:8 Box.open"]
+
+
+#: The public functions outside ``web/`` that return an open ``dict[str, Any]``, each for its
+#: reason: a record's stored form (the record's class declares its fields), a request body or
+#: JSON schema in the OpenAI chat format, or a dict in Mem0's own format. Every other function
+#: returns a declared record (a dataclass or a ``TypedDict``), a ``Message`` or ``ChatMessage``,
+#: or a mapping whose keys and values are typed (``dict[str, int]``).
+OPEN_DICTS = {
+    # stored forms
+    "CompactionResult.as_dict", "failure_event", "recovered_event", "Fidelity.as_dict",
+    "ExtractionResult.as_dict", "ConsolidationResult.as_dict", "StepResult.as_dict",
+    "SleepResults.as_dict",
+    # the OpenAI chat format
+    "LLMClient.explicit_sampling", "LLMClient.request_fields", "LLMClient.build_payload",
+    "structured_schema", "structured_response_format", "sampling_fields", "standard_only",
+    # Mem0's formats
+    "memory_config", "build_mem0_config", "entry_metadata", "scope_filters",
+}
+
+
+def bare_dicts(functions, open_dicts=frozenset()):
+    """The labels of ``functions`` (``(label, node)``) whose return annotation is a bare
+    ``dict`` (``dict``, ``dict | None``, ``Optional[dict]``, ``Dict``), or an open
+    ``dict[str, Any]`` (``dict[str, dict[str, Any]]`` too) not named in ``open_dicts``."""
+    found = []
+    for label, node in functions:
+        if node.returns is None:
+            continue
+        text = ast.unparse(node.returns).replace(" ", "")
+        if text.startswith("Optional["):
+            text = text.removeprefix("Optional[").removesuffix("]")
+        parts = text.split("|")
+        kinds = {part for part in parts if part != "None"}
+        bare = bool(kinds & {"dict", "Dict", "typing.Dict"})
+        is_open = any(part.startswith("dict[str,") and part.endswith("Any]") for part in kinds)
+        if bare or (is_open and label.split(" ", 1)[1] not in open_dicts):
+            found.append(label)
+    return found
+
+
+def test_no_public_function_outside_the_web_views_returns_a_bare_dict():
+    functions = [(label, node) for label, node in public_functions()
+                 if not label.startswith("ai_contrib/web/")]
+    names = {label.split(" ", 1)[1] for label, _node in functions}
+    stale = sorted(OPEN_DICTS - names)
+    assert not stale, f"OPEN_DICTS names functions that are gone: {stale}"
+    # positive control: the web views, JSON at the boundary, are still bare dicts and are seen
+    web = [(label, node) for label, node in public_functions()
+           if label.startswith("ai_contrib/web/")]
+    assert any("npc_detail" in label for label in bare_dicts(web))
+    found = bare_dicts(functions, OPEN_DICTS)
+    assert not found, "public functions returning a bare dict:\n" + "\n".join(found)
+
+
+def test_the_bare_dict_check_sees_each_spelling():
+    tree = ast.parse("def a() -> dict:\n    pass\n\ndef b() -> dict | None:\n    pass\n\n"
+                     "def c() -> Optional[dict]:\n    pass\n\ndef d() -> dict[str, Any]:\n"
+                     "    pass\n\ndef e() -> dict[str, int]:\n    pass\n\n"
+                     "def f() -> Message | None:\n    pass\n\ndef g() -> dict[str, Any]:\n"
+                     "    pass\n")
+    found = _public_functions(tree, "m.py")
+    assert bare_dicts(found, {"g"}) == ["m.py:1 a", "m.py:4 b", "m.py:7 c", "m.py:10 d"]

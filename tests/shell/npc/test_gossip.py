@@ -63,7 +63,7 @@ class GossipCase(NPCTestCase):
 class TestReceiving(GossipCase):
     def test_a_public_fact_reaches_the_zone_with_provenance_and_a_private_one_never(self):
         result = receive_gossip(get_assistant_script(self.bram), self.bram)
-        self.assertEqual(result["received"], 1, result)
+        self.assertEqual(result.count("received"), 1, result)
         [heard] = self.journal(self.bram)
         self.assertEqual(heard["content"], PUBLIC)
         self.assertEqual(heard["heard_from"], "Marta")
@@ -77,10 +77,11 @@ class TestReceiving(GossipCase):
         self.assertEqual([r["from"] for r in self.bram.db.gossip_last["received"]], ["Marta"])
         self.assertEqual([p["to"] for p in self.npc.db.gossip_passed], ["Bram"])
         # another zone hears nothing; a second sleep adds nothing twice
-        self.assertEqual(receive_gossip(get_assistant_script(self.cole), self.cole)["received"], 0)
+        cole = get_assistant_script(self.cole)
+        self.assertEqual(receive_gossip(cole, self.cole).count("received"), 0)
         self.assertEqual(self.journal(self.cole), [])
-        self.assertEqual(receive_gossip(get_assistant_script(self.bram), self.bram)["received"],
-                         0)
+        self.assertEqual(
+            receive_gossip(get_assistant_script(self.bram), self.bram).count("received"), 0)
         self.assertEqual(len(self.journal(self.bram)), 1)
 
     def test_a_player_forgotten_by_the_receiver_is_not_told_to_it_again(self):
@@ -93,7 +94,7 @@ class TestReceiving(GossipCase):
         self.assertEqual(result["journal_entries"], 1)
         self.assertEqual(self.contents(self.bram), [])
         # the next night Marta still knows it: Bram is not told it again
-        self.assertEqual(receive_gossip(bram, self.bram)["received"], 0)
+        self.assertEqual(receive_gossip(bram, self.bram).count("received"), 0)
         self.assertEqual(self.contents(self.bram), [])
         # control: what another player said first still travels
         journal = ensure_journal(self.npc.db.journal)

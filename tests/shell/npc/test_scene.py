@@ -211,7 +211,7 @@ class TestPeople(SceneTestCase):
         self.assertEqual((wren["impression"], wren["impression_audience"]),
                          ("Wren owes three silver", [self.wren]))
         # nothing new: nothing written again
-        self.assertEqual(update_impressions(self.script, self.npc)["updated"], 0)
+        self.assertEqual(update_impressions(self.script, self.npc).count("updated"), 0)
 
 
 class TestScene(SceneTestCase):
