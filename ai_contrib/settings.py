@@ -594,7 +594,7 @@ OPTIONS = (
                "(a new recall note).", unit=SECONDS, per_npc=True, none="no limit"),
         # a turn that asks about the past (core/past_questions) may take longer: the room is
         # shown the thinking emote meanwhile (docs/design.md, "Recall notes")
-        Option("MEMORY_QUESTION_SECONDS", 3.0, FLOAT,
+        Option("MEMORY_QUESTION_SECONDS", 4.5, FLOAT,
                "Prompt evaluation a reply to a question about the past (\"remember\", a past "
                "event, someone by name) may spend on memories it shows for the first time.",
                unit=SECONDS, per_npc=True, none="no limit"),
