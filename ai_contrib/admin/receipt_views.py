@@ -7,6 +7,8 @@ exact prompts of the last few replies in ``script.ndb.recent_prompts``. Shapes i
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from ..core.receipts import Receipt, RecentPrompt
 
 
@@ -19,7 +21,27 @@ def receipts_by_seq(script) -> dict[int, Receipt]:
     return {r.get("seq"): r for r in kept if r.get("seq") is not None}
 
 
-def reply_records(script, count=5) -> list[dict]:
+class AnsweredLine(TypedDict):
+    """A line a reply answered, as the archive's message log holds it."""
+
+    seq: int | None  #: its archive seq
+    name: str | None  #: who said it
+    content: str  #: what was said
+
+
+class ReplyRecord(TypedDict):
+    """A reply of the NPC with its receipt and the lines it answered (:func:`reply_records`)."""
+
+    seq: int  #: the reply's archive seq
+    timestamp: str | None  #: ISO-8601 UTC
+    content: str  #: what the NPC said
+    receipt: Receipt | None  #: None for replies older than the receipts kept
+    #: the lines of the reply's ``metadata["reply_to"]`` still in the archive's message log, in
+    #: order; empty for a reply that records none
+    answered: list[AnsweredLine]
+
+
+def reply_records(script, count=5) -> list[ReplyRecord]:
     """
     The NPC's last ``count`` replies (archived assistant messages), newest last, each with the
     lines it answered.
@@ -28,11 +50,7 @@ def reply_records(script, count=5) -> list[dict]:
     message_log`: after the first call, only what was archived since is parsed).
 
     Returns:
-        list[dict]: ``{"seq": int, "timestamp": str | None, "content": str,
-        "receipt": dict | None (None for replies older than the receipts kept), "answered":
-        [{"seq": int | None, "name": str | None, "content": str}]}`` (``answered``: the lines
-        of the reply's ``metadata["reply_to"]`` still in the archive's message log, in order;
-        empty for a reply that records none).
+        list[ReplyRecord]: newest last.
     """
     receipts = receipts_by_seq(script)
     log = script.archive.message_log()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from .text import normalise_player_text
 from .tokens import truncate_to_tokens
@@ -153,7 +154,7 @@ def without_action_line(text) -> str:
     return (text or "").strip()
 
 
-def tool_schemas(actions) -> list[dict]:
+def tool_schemas(actions) -> list[dict[str, Any]]:
     """
     The OpenAI tool schemas of ``actions`` (``[(name, description)]``, in the order given): one
     function each taking one string ``args``, the command's arguments as a player would type

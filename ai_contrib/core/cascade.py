@@ -410,7 +410,7 @@ def cycle_replacements(cycle, long_marker, short_marker) -> list[tuple]:
     return out
 
 
-def apply_cycle(history, cycle, long_marker, short_marker) -> list[dict]:
+def apply_cycle(history, cycle, long_marker, short_marker) -> list[Message]:
     """
     Return a NEW history with ``cycle`` applied through :func:`ai_contrib.core.splice.splice`
     (messages appended since the plan keep their place).

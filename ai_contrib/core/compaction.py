@@ -32,6 +32,7 @@ from . import cascade
 from .audience import shared_part
 from .cuts import is_extraction_traffic, plan_compaction
 from .fidelity import message_texts
+from .messages import Message
 from .outcome import FAILED, SKIPPED, SUCCESS, Outcome
 from .structured import plan_replace_all
 from .summary import check_summary, make_marker
@@ -322,7 +323,7 @@ class Span:
         return shared_part([msg for msg in self.messages if not is_extraction_traffic(msg)])
 
     @property
-    def shared(self) -> list[dict]:
+    def shared(self) -> list[Message]:
         """The messages the summary is written from
         (:func:`ai_contrib.core.audience.shared_part`), in order; fact extraction's tool
         traffic is never among them."""
@@ -336,7 +337,7 @@ class Span:
         return next(message_texts(self.shared), None) is not None
 
     @property
-    def left_out(self) -> list[dict]:
+    def left_out(self) -> list[Message]:
         """The messages of the span left out of its summary (heard by a narrower group; they
         stay in the archive), in order."""
         return self._parts[1]
@@ -620,7 +621,7 @@ def summarised_result(plan, markers, marker_tokens, context_after, preserved,
 # -- bookkeeping ---------------------------------------------------------------------------------
 
 
-def appended_log(log, event, size=COMPACTION_LOG_SIZE) -> list[dict]:
+def appended_log(log, event, size=COMPACTION_LOG_SIZE) -> list[dict[str, Any]]:
     """The compaction log (list of event dicts, oldest first) with ``event`` added, at most
     ``size`` long."""
     return (list(log or []) + [event])[-size:]

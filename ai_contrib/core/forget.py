@@ -25,12 +25,12 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from .messages import is_marker
+from .messages import Message, is_marker
 
 __all__ = ["derived_from", "forget_plan", "forgotten_lines", "forgotten_journal_ids"]
 
 
-def forgotten_lines(messages, dbref) -> list[dict]:
+def forgotten_lines(messages, dbref) -> list[Message]:
     """
     The messages of ``messages`` that are the player ``dbref``'s (module docstring), in order.
 

@@ -235,7 +235,7 @@ def came_from(entry, origin, receiver_dbref, receiver_name=None) -> bool:
 
 def select_gossip(sender_entries, sender_name, sender_dbref, receiver_entries, receiver_dbref,
                   now, max_hops, max_age_days, limit=None, forgotten=(), npcs=(),
-                  receiver_name=None, erased=()) -> list[dict]:
+                  receiver_name=None, erased=()) -> list[GossipCopy]:
     """
     What one NPC hears from another in one sleep: copies of the sender's facts that may pass
     (:func:`may_pass`), that the receiver does not hold yet (by origin, or by the same words,

@@ -153,7 +153,7 @@ def make_masked(msg, tool_name, original_tokens=None, now=None) -> Message:
 
 
 def plan_masks(history, token_counts, window=DEFAULT_MASK_WINDOW, min_tokens=0, model=None,
-               now=None) -> list[dict]:
+               now=None) -> list[Message]:
     """
     Choose the tool outputs to mask and build their placeholders (micro-compaction,
     ``docs/design.md``, "Observation masking").

@@ -83,7 +83,7 @@ def render_for_chat(msg) -> ChatMessage | None:
 
 
 def build_reply_messages(persona, npc_name, history, token_counts, budget_tokens, memories=None,
-                         listeners=None, keep_ids=()) -> list[dict]:
+                         listeners=None, keep_ids=()) -> list[ChatMessage]:
     """
     Assemble the chat messages for one NPC reply.
 

@@ -28,14 +28,31 @@ from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
 
+class NoteItem(TypedDict):
+    """
+    One memory of a note: a retrieval candidate as the prompt shows it
+    (:func:`ai_contrib.memory.retrieval.note_items`).
+    """
+
+    key: str  #: the candidate's key, unique among the NPC's memories
+    kind: str  #: ``"message"`` (an archived line), ``"memory"`` (Mem0) or ``"experience"``
+    line: str  #: the prompt bullet
+    source: NotRequired[str]  #: ``"archive"`` or ``"mem0"``
+    ref: NotRequired[str]  #: the archive seq, or the Mem0 or journal id
+    score: NotRequired[float]  #: the fused retrieval score
+    stamp: NotRequired[str]  #: an archived line's time, shown once for lines said together
+    said: NotRequired[str]  #: an archived line's bullet without its time
+    seq: NotRequired[int]  #: an archived line's archive seq
+    journal_id: NotRequired[str]  #: a Mem0 memory's journal entry
+    chain: NotRequired[str]  #: a fact heard from another NPC: its provenance
+
+
 class RecallNote(TypedDict):
     """A note (module docstring)."""
 
     anchor: str | None  #: id of the history message it is shown before (None: the turn to come)
     audience: list[str] | None  #: dbrefs who heard the reply it was made for (None: no filter)
-    #: retrieval candidates, best first: ``{"key": str, "kind": str, "line": str,
-    #: "journal_id"?: str (a Mem0 memory's entry)}``
-    items: list[dict[str, Any]]
+    items: list[NoteItem]  #: retrieval candidates, best first
     text: str  #: the rendered section(s), frozen so the prefix never changes
     tokens: int  #: ``text``'s tokens
     #: a note planned ahead (:func:`plan_ahead`, ``ai_contrib.npc.fetch_ahead``): the id of the
@@ -145,7 +162,7 @@ def anchor_costs(history_ids, token_counts) -> dict[str, int]:
 LOST_MARKS = 16
 
 
-def lost_marks(gone) -> list[dict]:
+def lost_marks(gone) -> list[RecallNote]:
     """
     Marks of notes a conversation lost, one per audience (the newest last), at most
     :data:`LOST_MARKS`.

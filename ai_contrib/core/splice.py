@@ -10,6 +10,8 @@ that run is replaced (``docs/design.md``, "Preserve window and cuts"). Message s
 
 from __future__ import annotations
 
+from .messages import Message
+
 __all__ = ["SpliceError", "splice"]
 
 
@@ -25,7 +27,7 @@ def _index_of(history, msg_id, what):
     raise SpliceError(f"{what} id {msg_id!r} is not in the history")
 
 
-def splice(history, first_id, last_id, replacement, *, expected_ids=None) -> list[dict]:
+def splice(history, first_id, last_id, replacement, *, expected_ids=None) -> list[Message]:
     """
     Return a NEW list: ``history`` with the contiguous run from the message ``first_id`` to the
     message ``last_id`` (both included) replaced by ``replacement``.

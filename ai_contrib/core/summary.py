@@ -201,7 +201,7 @@ def _truncated_copy(msg, budget, model):
 
 
 def plan_summary_chunks(messages, token_counts, input_budget_tokens, *,
-                        model=None) -> list[list[dict]]:
+                        model=None) -> list[list[Message]]:
     """
     Split ``messages`` into consecutive chunks whose transcripts each fit the summariser's input.
 

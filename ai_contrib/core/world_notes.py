@@ -10,15 +10,8 @@ with a compaction, or the listeners of this reply cannot see the line it is anch
 shows only what all its listeners heard: lore is world knowledge, shown to whoever listens).
 Pure functions.
 
-A world note is a dict::
-
-    {"anchor": str,            # id of the history message it is shown before
-     "key": str,               # what it is about: "scene", "lore:<entry id>", "pins:<dbref>"
-     "part": str,              # the receipt part: "scene", "lore", "pins"
-     "text": str, "tokens": int,
-     "audience": list | None,  # dbrefs it may be shown to together (None: anyone)
-     "requires": list | None,  # dbrefs who must all be listening (a player's pins)
-     "detail": dict | None}    # for the receipt (which key triggered a lore entry)
+A world note is a plain dict (:class:`WorldNote`): a section (:class:`Section`) anchored at the
+id of a history message, with the audience it may be shown to and who must be listening.
 """
 
 from __future__ import annotations
@@ -44,7 +37,21 @@ class Section(TypedDict):
     signature: NotRequired[Any]  #: what the text was made from, to see it change
 
 
-def shown_world_notes(notes, history_ids, listeners=None) -> list[dict]:
+class WorldNote(TypedDict):
+    """A world note (module docstring): a :class:`Section` placed at a line of the history."""
+
+    anchor: str  #: id of the history message it is shown before
+    key: str  #: what it is about: ``"scene"``, ``"lore:<entry id>"``, ``"pins:<dbref>"``
+    part: str  #: the receipt part: ``"scene"``, ``"lore"``, ``"pins"``
+    text: str  #: what the prompt shows
+    tokens: int  #: ``text``'s tokens
+    audience: list[str] | None  #: dbrefs it may be shown to together (None: anyone)
+    requires: list[str] | None  #: dbrefs who must all be listening (a player's pins)
+    detail: dict[str, Any] | None  #: for the receipt (which key triggered a lore entry)
+    signature: NotRequired[Any]  #: what the text was made from, to see it change
+
+
+def shown_world_notes(notes, history_ids, listeners=None) -> list[WorldNote]:
     """
     The world notes a prompt may show: those :func:`~ai_contrib.core.recall_notes.
     visible_notes` shows, less those whose ``requires`` names someone not listening (a pin

@@ -566,7 +566,7 @@ def _literal(value):
         return value.strip("\"'")
 
 
-def parse_native_tool_calls(tool_calls) -> list[dict]:
+def parse_native_tool_calls(tool_calls) -> list[Call]:
     """
     Normalise native OpenAI ``tool_calls`` (from ``ChatResult.tool_calls``).
 
@@ -590,7 +590,7 @@ def parse_native_tool_calls(tool_calls) -> list[dict]:
     return calls
 
 
-def parse_text_tool_calls(text) -> list[dict]:
+def parse_text_tool_calls(text) -> list[Call]:
     """
     Find text-protocol tool calls in a model's reply.
 
@@ -722,7 +722,7 @@ def _json_object_calls(text):
         yield start, make_call(name, arguments, error=error)
 
 
-def parse_structured_calls(content) -> list[dict]:
+def parse_structured_calls(content) -> list[Call]:
     """
     The calls of a structured-output reply (:func:`structured_schema`): ``{"calls": [{"name",
     "arguments"}, ...]}``. A single call object, or a list of them, is accepted too.

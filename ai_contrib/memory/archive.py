@@ -73,6 +73,12 @@ class ArchiveRecord(TypedDict, total=False):
     behind: int  #: a resume's last seq before the gap
 
 
+#: A line :meth:`MessageArchive.tail` yields: ``(seq, start, line, record)``, the record's seq
+#: (None for a line that is not a record), the line's byte offset, its bytes and the parsed
+#: record (None when not parsed)
+TailLine = tuple[int | None, int, bytes, ArchiveRecord | None]
+
+
 class ArchiveError(OSError):
     """The archive could not be written or read (disk full, permissions, corrupt file)."""
 
@@ -238,7 +244,7 @@ class MessageArchive:
         """Return the archived message dicts with ``seq`` in the range, oldest first."""
         return [rec["msg"] for rec in self.records(start_seq, end_seq, kinds=("message",))]
 
-    def tail(self, offset=0, kinds=None, chunk_bytes=1 << 22) -> Iterator[dict]:
+    def tail(self, offset=0, kinds=None, chunk_bytes=1 << 22) -> Iterator[TailLine]:
         """
         Yield the complete record lines from byte ``offset`` on, for readers that keep their own
         position in the file (the full-text index, :mod:`ai_contrib.memory.fulltext`): each

@@ -666,7 +666,7 @@ class FullTextIndex:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def search(self, query, limit=20, listeners=None, exclude=None) -> list[tuple[dict, float]]:
+    def search(self, query, limit=20, listeners=None, exclude=None) -> list[tuple[Message, float]]:
         """
         The indexed docs that best match ``query`` by BM25, best first (ties: oldest first).
 
@@ -944,7 +944,7 @@ class ArchiveSearch:
         """Docs in the index (after catching up with the archive)."""
         return self.index.sync()["docs"]
 
-    def search(self, query, limit, listeners=None) -> list[tuple[dict, float]]:
+    def search(self, query, limit, listeners=None) -> list[tuple[Message, float]]:
         """:meth:`FullTextIndex.search` without the docs still in context."""
         exclude = self._exclude()
         return self.index.search(query, limit, listeners=listeners, exclude=exclude)

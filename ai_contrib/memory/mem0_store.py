@@ -451,7 +451,7 @@ class Mem0Store:
     def search_sync(
         self, agent_id, query, user_id=None, limit=None, threshold=None, include_private=False,
         listeners=None,
-    ) -> list[dict]:
+    ) -> list[MemoryHit]:
         """
         Memories of one NPC most similar to ``query``, privacy-scoped.
 

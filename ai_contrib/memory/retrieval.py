@@ -70,7 +70,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..core.dates import resolve_relative_dates, short_time
 from ..core.gossip import chain_text, heard_from_text
@@ -81,9 +81,23 @@ from .mem0_config import MemoryStoreError
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
 
+    from ..core.recall_notes import NoteItem
     from .fulltext import ArchiveSearch
 
 logger = logging.getLogger(__name__)
+
+
+class Candidate(TypedDict):
+    """A retrieval candidate (module docstring): a memory, a summary or an archived line."""
+
+    key: str  #: unique among the NPC's memories
+    kind: str  #: ``"memory"``, ``"experience"`` or ``"message"``
+    text: str  #: what is matched and shown
+    score: float  #: the fused RRF score (0.0 until fused)
+    vector_score: float | None  #: cosine similarity, when a vector search found it
+    bm25_score: float | None  #: BM25, when the full-text search found it
+    metadata: dict[str, Any]  #: Mem0's payload, or for a ``"message"`` the archive doc
+
 
 _SUMMARY_PREFIXES = ("[CONTEXT SYNTHESIS]", "[CONTEXT SUMMARY]")
 EXPERIENCE_SOURCE_TYPES = frozenset({"compaction"})
@@ -245,7 +259,7 @@ def contextual_rerank(scores, neighbours, session_of, neighbour_weight=NEIGHBOUR
 def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, listeners=None,
                     neighbour_weight=NEIGHBOUR_WEIGHT, session_weight=SESSION_WEIGHT,
                     archive_vector_weight=ARCHIVE_VECTOR_WEIGHT,
-                    other_speaker_weight=OTHER_SPEAKER_WEIGHT) -> list[dict]:
+                    other_speaker_weight=OTHER_SPEAKER_WEIGHT) -> list[Candidate]:
     """
     Fuse Mem0 hits and archived messages into one ranked list of candidates.
 
@@ -310,7 +324,7 @@ def fuse_candidates(vector_hits, archive_docs, query, k=5, archive_limit=20, lis
     return favour_named_speakers(result, names, other_speaker_weight)
 
 
-def favour_named_speakers(ranked, names, weight=OTHER_SPEAKER_WEIGHT) -> list[dict]:
+def favour_named_speakers(ranked, names, weight=OTHER_SPEAKER_WEIGHT) -> list[Candidate]:
     """
     Rescore reranked candidates for a query that names speakers of the archive: an archived
     line (``kind`` ``"message"``) whose speaker (``metadata["name"]``) is not one of ``names``
@@ -668,7 +682,7 @@ def select_within_budget(
     min_score=0.0,
     count_tokens=None,
     max_experiences=None,
-) -> list[dict]:
+) -> list[Candidate]:
     """
     Take candidates best-first while their rendered bullets fit a token budget.
 
@@ -741,7 +755,7 @@ def format_related_experiences(candidates) -> str:
     return "\n".join([EXPERIENCES_HEADER] + lines) if lines else ""
 
 
-def note_items(context) -> list[dict]:
+def note_items(context) -> list[NoteItem]:
     """
     The chosen candidates of a :func:`build_memory_context` result (a :class:`MemoryContext`,
     or None: none) as recall-note items (:mod:`ai_contrib.core.recall_notes`), best first.

@@ -96,7 +96,7 @@ class RuntimeHistory:
         self.dirty = True
         return msg
 
-    def apply_compaction(self, marker, first_id, last_id, **info) -> list[dict]:
+    def apply_compaction(self, marker, first_id, last_id, **info) -> list[Message]:
         """
         Record a compaction in the archive, then splice ``marker`` over the id range.
 
@@ -122,7 +122,7 @@ class RuntimeHistory:
         self.dirty = True
         return removed
 
-    def drop_extraction_traffic(self) -> list[dict]:
+    def drop_extraction_traffic(self) -> list[Message]:
         """
         Move fact extraction's tool traffic out of the runtime history once the compaction or
         eviction it prepared has landed: its facts are in the journal, and the messages stay
@@ -138,7 +138,7 @@ class RuntimeHistory:
         traffic = [m["id"] for m in self.messages if is_extraction_traffic(m)]
         return self.evict(traffic, reason="journaled before the compaction") if traffic else []
 
-    def evict(self, ids, reason) -> list[dict]:
+    def evict(self, ids, reason) -> list[Message]:
         """
         Drop messages ``ids`` from the runtime history; they stay in the archive.
 
@@ -157,7 +157,7 @@ class RuntimeHistory:
         self.dirty = True
         return removed
 
-    def forget(self, player, ids, seqs) -> list[dict]:
+    def forget(self, player, ids, seqs) -> list[Message]:
         """
         Take ``ids`` (a player's lines and the summaries made from them) out of the runtime
         history for good, and ``seqs`` out of the full-text index (``docs/design.md``,

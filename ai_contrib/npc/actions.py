@@ -40,6 +40,8 @@ from .scene import note_actions
 if TYPE_CHECKING:
     from evennia.commands.cmdset import CmdSet
 
+    from ..core.messages import Message
+
 #: text of Evennia's message for a command that raised (``cmdhandler._ERROR_UNTRAPPED``)
 _UNTRAPPED = "An untrapped error occurred"
 #: base URLs of servers that refused ``tools=`` (asked with the text protocol from then on)
@@ -348,7 +350,7 @@ def _wire_call(call):
             "function": {"name": call.name, "arguments": json.dumps({"args": call.args})}}
 
 
-def store_outcomes(script, outcomes, turn_ids) -> list[dict]:
+def store_outcomes(script, outcomes, turn_ids) -> list[Message]:
     """
     Store each action of a turn in the history as a tool-call pair: an assistant message with
     the call and a tool message with its result, both ``metadata["type"] == "action"`` with the

@@ -52,6 +52,8 @@ threshold); ``cycle``, ``waterfall``, ``short_term_marker_id``, ``long_term_mark
 
 from __future__ import annotations
 
+from typing import Any
+
 from evennia.utils import logger
 from twisted.internet import defer
 
@@ -408,7 +410,7 @@ def summarise(script, messages, prompt=None, instruction=None, structured=True) 
     )
 
 
-def guard_summary(script, messages, text) -> tuple[str, dict]:
+def guard_summary(script, messages, text) -> tuple[str, dict[str, Any]]:
     """
     The fidelity guard (``docs/design.md``, "Summary fidelity"): score ``text`` against
     ``messages`` (:func:`ai_contrib.core.fidelity.score_summary`, then sentence by sentence

@@ -119,7 +119,7 @@ class ConversationHandler:
         return runtime
 
     @property
-    def history(self) -> list[dict]:
+    def history(self) -> list[Message]:
         """The live runtime history (list of message dicts); read it, do not mutate it."""
         return self.runtime.messages
 

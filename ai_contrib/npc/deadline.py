@@ -36,6 +36,7 @@ from ..core.deadline import (
     reply_timeout,
     window_start,
 )
+from ..core.messages import ChatMessage
 from ..core.tokens import count_conversation_tokens
 from ..llm.client import get_client
 from ..settings import auto_or_bool, get_setting
@@ -63,7 +64,7 @@ _monotonic = time.monotonic
 MAX_WINDOW_TRIES = 6
 
 
-def fit_reply(script, character, prompt, shown) -> tuple[list[dict], float]:
+def fit_reply(script, character, prompt, shown) -> tuple[list[ChatMessage], float]:
     """
     The reply prompt to send and its time limit. Called for each request of a turn (each
     action round, the ask after a context overflow): what an earlier one left out for time

@@ -259,7 +259,7 @@ def extraction_system_message(persona, journal_entries=(), prompt=None, structur
 def build_extraction_messages(
     persona, history, journal_entries=(), prompt=None, budget_tokens=None, model=None,
     structured=False,
-) -> list[dict]:
+) -> list[ChatMessage]:
     """
     The chat messages of the first extraction request.
 

@@ -97,7 +97,7 @@ def remove_pin(npc, pin_id) -> Pin | None:
     return next(pin for pin in pins if pin not in kept)
 
 
-def remove_player_pins(npc, dbref) -> list[dict]:
+def remove_player_pins(npc, dbref) -> list[Pin]:
     """
     Remove every pin of ``npc`` about the player ``dbref`` (forgetting a player,
     ``docs/design.md``, "Forgetting a player").

@@ -21,13 +21,14 @@ Shapes: a *section* is a :class:`ai_contrib.core.world_notes.Section`; world not
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from ..core.lore import format_lore, npc_scopes, withdrawn_reason
 from ..core.prompts import PINS_HEADING
 from ..core.scene import SCENE_MAX_TOKENS, render_scene
 from ..core.text import normalise_player_text
 from ..core.tokens import count_tokens
-from ..core.world_notes import Section, plan_world_notes, shown_world_notes
+from ..core.world_notes import Section, WorldNote, plan_world_notes, shown_world_notes
 from ..lore import lore_for_npc, lore_index, lore_texts, npc_facts
 from .actions import actions_reserve, actions_section
 from .pins import get_pins
@@ -176,7 +177,15 @@ def _note_reason(note, character, found):
     return None
 
 
-def standing_notes(character, notes) -> tuple[list[dict], list[dict]]:
+class Withdrawal(TypedDict):
+    """A world note withdrawn from the prompt because its source changed (for the receipt)."""
+
+    key: str  #: the note's key (``"lore:<entry id>"``, ``"pins:<dbref>"``)
+    part: str | None  #: the receipt part
+    reason: str  #: ``"deleted"``, ``"edited"``, ``"condition"`` or ``"removed"``
+
+
+def standing_notes(character, notes) -> tuple[list[WorldNote], list[Withdrawal]]:
     """
     The world notes that still stand against their source, and those that do not: a lore
     entry deleted, edited (text, keys) or whose condition no longer holds for the NPC (it
@@ -185,8 +194,8 @@ def standing_notes(character, notes) -> tuple[list[dict], list[dict]]:
     index (kept in memory, rebuilt after a change) and of the NPC's Tags and room, O(notes).
 
     Returns:
-        tuple: ``(kept, withdrawn)``: the notes that stand, in order, and ``[{"key", "part",
-        "reason": "deleted" | "edited" | "condition" | "removed"}]`` for the receipt.
+        tuple: ``(kept, withdrawn)``: the notes that stand, in order, and a
+        :class:`Withdrawal` for each of the others, for the receipt.
     """
     found, kept, withdrawn = {}, [], []
     for note in notes:

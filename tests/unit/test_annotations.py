@@ -65,39 +65,52 @@ def test_the_walk_reports_a_function_without_one():
                                                                        "m.py:8 Box.open"]
 
 
-#: The public functions outside ``web/`` that return an open ``dict[str, Any]``, each for its
-#: reason: a record's stored form (the record's class declares its fields), a request body or
-#: JSON schema in the OpenAI chat format, or a dict in Mem0's own format. Every other function
-#: returns a declared record (a dataclass or a ``TypedDict``), a ``Message`` or ``ChatMessage``,
-#: or a mapping whose keys and values are typed (``dict[str, int]``).
+#: The public functions outside ``web/`` whose return holds an open ``dict[str, Any]``, each for
+#: its reason: a record's stored form (the record's class declares its fields; the compaction
+#: log's events, a fidelity verdict), a request body or JSON schema in the OpenAI chat format,
+#: or a dict in Mem0's own format. Every other function returns a declared record (a dataclass
+#: or a ``TypedDict``), a ``Message`` or ``ChatMessage``, or a mapping whose keys and values are
+#: typed (``dict[str, int]``), and so do the lists, tuples and iterators it returns.
 OPEN_DICTS = {
     # stored forms
     "CompactionResult.as_dict", "failure_event", "recovered_event", "Fidelity.as_dict",
     "ExtractionResult.as_dict", "ConsolidationResult.as_dict", "StepResult.as_dict",
-    "SleepResults.as_dict",
+    "SleepResults.as_dict", "appended_log", "guard_summary",
     # the OpenAI chat format
-    "LLMClient.explicit_sampling", "LLMClient.request_fields", "LLMClient.build_payload",
+    "tool_schemas", "LLMClient.explicit_sampling", "LLMClient.request_fields", "LLMClient.build_payload",
     "structured_schema", "structured_response_format", "sampling_fields", "standard_only",
     # Mem0's formats
     "memory_config", "build_mem0_config", "entry_metadata", "scope_filters",
 }
 
 
+def _dict_kinds(annotation):
+    """``(bare, open)`` of a return annotation's AST, nested types included: whether a bare
+    ``dict`` (``dict``, ``Dict``, ``typing.Dict``, unsubscripted, anywhere: ``list[dict]``,
+    ``tuple[dict, int]``) or an open ``dict[str, Any]`` occurs in it."""
+    subscripted = {id(node.value) for node in ast.walk(annotation)
+                   if isinstance(node, ast.Subscript)}
+    bare = is_open = False
+    for node in ast.walk(annotation):
+        name = ast.unparse(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        if name in {"dict", "Dict", "typing.Dict"} and id(node) not in subscripted:
+            bare = True
+        if isinstance(node, ast.Subscript) and ast.unparse(node.value) in {"dict", "Dict"}:
+            key_value = ast.unparse(node.slice).replace(" ", "").strip("()")
+            is_open = is_open or key_value.endswith(",Any")
+    return bare, is_open
+
+
 def bare_dicts(functions, open_dicts=frozenset()):
-    """The labels of ``functions`` (``(label, node)``) whose return annotation is a bare
-    ``dict`` (``dict``, ``dict | None``, ``Optional[dict]``, ``Dict``), or an open
-    ``dict[str, Any]`` (``dict[str, dict[str, Any]]`` too) not named in ``open_dicts``."""
+    """The labels of ``functions`` (``(label, node)``) whose return annotation holds a bare
+    ``dict`` anywhere (``dict``, ``dict | None``, ``Optional[dict]``, ``Dict``,
+    ``list[dict]``), or an open ``dict[str, Any]`` (``dict[str, dict[str, Any]]``,
+    ``list[dict[str, Any]]`` too) not named in ``open_dicts``."""
     found = []
     for label, node in functions:
         if node.returns is None:
             continue
-        text = ast.unparse(node.returns).replace(" ", "")
-        if text.startswith("Optional["):
-            text = text.removeprefix("Optional[").removesuffix("]")
-        parts = text.split("|")
-        kinds = {part for part in parts if part != "None"}
-        bare = bool(kinds & {"dict", "Dict", "typing.Dict"})
-        is_open = any(part.startswith("dict[str,") and part.endswith("Any]") for part in kinds)
+        bare, is_open = _dict_kinds(node.returns)
         if bare or (is_open and label.split(" ", 1)[1] not in open_dicts):
             found.append(label)
     return found
@@ -122,6 +135,10 @@ def test_the_bare_dict_check_sees_each_spelling():
                      "def c() -> Optional[dict]:\n    pass\n\ndef d() -> dict[str, Any]:\n"
                      "    pass\n\ndef e() -> dict[str, int]:\n    pass\n\n"
                      "def f() -> Message | None:\n    pass\n\ndef g() -> dict[str, Any]:\n"
-                     "    pass\n")
+                     "    pass\n\ndef h() -> list[dict]:\n    pass\n\n"
+                     "def i() -> tuple[int, dict[str, Any]]:\n    pass\n\n"
+                     "def j() -> list[Message]:\n    pass\n\n"
+                     "def k() -> dict[str, list[Pin]]:\n    pass\n")
     found = _public_functions(tree, "m.py")
-    assert bare_dicts(found, {"g"}) == ["m.py:1 a", "m.py:4 b", "m.py:7 c", "m.py:10 d"]
+    assert bare_dicts(found, {"g"}) == ["m.py:1 a", "m.py:4 b", "m.py:7 c", "m.py:10 d",
+                                        "m.py:22 h", "m.py:25 i"]
