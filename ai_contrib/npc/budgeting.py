@@ -152,7 +152,8 @@ class BudgetHandler:
         script = self.obj
         info = self.info()
         return info.lent + lendable_tokens(
-            info.tokens, script.token_count(), script.cfg("compact_emergency_threshold"))
+            info.tokens, script.conversation.token_count(),
+            script.cfg("compact_emergency_threshold"))
 
     def tokens(self) -> int:
         """The effective history budget in tokens (see :meth:`info`)."""
@@ -161,4 +162,4 @@ class BudgetHandler:
     def usage(self) -> float:
         """Fraction of the effective budget the runtime history uses (0.0 - ..., O(1))."""
         script = self.obj
-        return script.token_count() / max(1, script.budget())
+        return script.conversation.token_count() / max(1, self.tokens())

@@ -175,10 +175,10 @@ def snapshot(script, force=False, trigger="sleep", hold_from=None) -> Snapshot:
                      "cascade_recent_window", "cascade_pressure_window")
     }
     options["preserve_fraction"] = get_setting("COMPACT_PRESERVE_FRACTION")
-    options["keep_ids"] = script.awaiting_answer_ids() + ([hold_from] if hold_from else [])
+    options["keep_ids"] = script.hearing.awaiting_answer_ids() + ([hold_from] if hold_from else [])
     return Snapshot(
-        history, script.runtime.token_counts(history), script.token_count(), script.budget(),
-        trigger, force, options,
+        history, script.runtime.token_counts(history), script.conversation.token_count(),
+        script.budgeting.tokens(), trigger, force, options,
     )
 
 
@@ -341,15 +341,15 @@ def evict_for_emergency(script, character, masked, trigger, strategy="mask") -> 
         CompactionResult: the result of masking and eviction together.
     """
     threshold = float(script.cfg("compact_emergency_threshold"))
-    if not reaches(script.token_usage(), threshold):
+    if not reaches(script.budgeting.usage(), threshold):
         return masked
-    before = masked.get("original_tokens", script.token_count())
+    before = masked.get("original_tokens", script.conversation.token_count())
     try:
         ids = evict_oldest(
-            script, character, eviction_target(threshold, script.budget()),
+            script, character, eviction_target(threshold, script.budgeting.tokens()),
             reason="mask strategy: oldest messages moved out of context at the emergency "
                    "threshold",
-            stop_ids=frozenset(script.awaiting_answer_ids()),  # kept to be answered
+            stop_ids=frozenset(script.hearing.awaiting_answer_ids()),  # kept to be answered
         )
         if ids:
             script.runtime.drop_extraction_traffic()
@@ -359,7 +359,7 @@ def evict_for_emergency(script, character, masked, trigger, strategy="mask") -> 
     if not ids:
         return masked
     script.checkpoint()
-    after = script.token_count()
+    after = script.conversation.token_count()
     result = evicted_result(trigger, strategy, masked.masked_messages, len(ids), before, after)
     log_event(script, result)
     logger.log_info(
@@ -575,7 +575,7 @@ def _summarise_plan(script, character, plan):
         script.ndb.compacting_ids = None
         evicted, script.ndb.compacting_evicted = script.ndb.compacting_evicted or 0, 0
     preserved = sum(1 for m in script.history if not is_marker(m))
-    return summarised_result(plan, markers, tokens, script.token_count(), preserved,
+    return summarised_result(plan, markers, tokens, script.conversation.token_count(), preserved,
                              evicted_tokens=evicted)
 
 

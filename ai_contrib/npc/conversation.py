@@ -56,7 +56,8 @@ def archive_behind_warning(script, last, checkpoint) -> str:
         str
     """
     return (
-        f"AI {script.obj}: its archive ({script.archive_path()}) ends at record {last}, "
+        f"AI {script.obj}: its archive ({script.conversation.archive_path()}) ends at record "
+        f"{last}, "
         f"but the database was saved at record {checkpoint}: the database was "
         "restored without the archive folder, or the archive was lost. The "
         "conversation in context is kept and written back; what was archived before "

@@ -179,7 +179,7 @@ def reset_preview(script, character) -> ResetPreview:
     from ..memory.journal import ensure_journal
 
     history = script.history
-    path = script.archive_path()
+    path = script.conversation.archive_path()
     files = archive_files(path)
     journal = ensure_journal(dict(character.db.journal or {}))
     return {
@@ -222,7 +222,7 @@ def reset_memory(script, character) -> Deferred:
 
     # the preview's counts, extended with what the reset did
     report = dict(reset_preview(script, character))
-    old_path = script.archive_path()
+    old_path = script.conversation.archive_path()
     agent_id = npc_agent_id(character)
     # a new file name: nothing the NPC says from now on lands in the file being deleted
     script.db.archive_id = uuid.uuid4().hex[:8]
@@ -356,7 +356,7 @@ def retire_memory(script) -> Deferred:
         Deferred[RetirementReport]: never errbacks.
     """
     character = script.obj
-    path = script.archive_path()
+    path = script.conversation.archive_path()
     jobs = []
     if archive_files(path):
         moved = _worker().run(_move_files, path)

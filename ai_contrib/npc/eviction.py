@@ -61,13 +61,13 @@ def evict_overflow(script, character) -> int:
     """
     if script.ndb.compacting:
         return 0
-    target = overflow_target(script.cfg("compact_emergency_threshold"), script.budget())
+    target = overflow_target(script.cfg("compact_emergency_threshold"), script.budgeting.tokens())
     try:
         # a line still waiting for its answer, and all after it, stay: evicted, it would never
         # be answered (the reply reads its lines from the history)
         ids = evict_oldest(
             script, character, target, reason="context full and no summary could be made",
-            stop_ids=frozenset(script.awaiting_answer_ids()))
+            stop_ids=frozenset(script.hearing.awaiting_answer_ids()))
     except ArchiveError as err:
         logger.log_err(f"AI {character}: could not evict overflowing messages: {err}")
         return 0
@@ -124,13 +124,13 @@ def bound_in_flight(script, character) -> int:
     Returns:
         int: the number of messages moved out (0 below the cap, or when nothing may go).
     """
-    budget = script.budget()
+    budget = script.budgeting.tokens()
     try:
         cap = inflight_cap(script)
     except ValueError as err:
         logger.log_err(f"AI {character}: {err}; using 2.0")
         cap = 2.0
-    before = script.token_count()
+    before = script.conversation.token_count()
     target = in_flight_target(before, budget, cap)
     if target is None:
         return 0
@@ -139,14 +139,14 @@ def bound_in_flight(script, character) -> int:
             script, character, target,
             reason=f"context at {cap:g} times its budget while a compaction was written",
             keep_ids=script.ndb.compacting_ids or frozenset(),
-            stop_ids=frozenset(script.pending_ids()),
+            stop_ids=frozenset(script.hearing.pending_ids()),
         )
     except ArchiveError as err:
         logger.log_err(f"AI {character}: could not move the oldest messages out: {err}")
         return 0
     if not ids:
         return 0
-    after = script.token_count()
+    after = script.conversation.token_count()
     if script.ndb.compacting:
         script.ndb.compacting_evicted = (script.ndb.compacting_evicted or 0) + before - after
     logger.log_warn(

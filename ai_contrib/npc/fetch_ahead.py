@@ -122,7 +122,7 @@ def ahead_message(script, listeners, history_ids) -> ChatMessage | None:
     from ..core.tokens import count_tokens
 
     note = plan_ahead(script.ndb.recall_notes or [], kept["items"],
-                      history_ids, script.memory_budget(),
+                      history_ids, script.budgeting.memory_budget(),
                       render_note, count_tokens,
                       listeners=None if kept.get("listeners") is None else listeners,
                       lent_tokens=script.budgeting.lendable(),

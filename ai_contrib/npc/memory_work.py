@@ -94,7 +94,7 @@ def check_emergency_compaction(script, character) -> defer.Deferred:
         eviction.evict_overflow(script, character)
     if what != "compact":
         return None
-    usage = script.token_usage()
+    usage = script.budgeting.usage()
     logger.log_warn(f"AI {character}: emergency compaction triggered: {usage:.1%} context usage")
     result = yield compacting.compact_after_extraction(script, character, force=True,
                                                        trigger="emergency")

@@ -101,7 +101,7 @@ def related_memory_context(script, character, query, listeners=None,
         listeners=dict(listeners) if listeners is not None else None,
         include_private=include_private,
         options=replace(retrieval_options(script), budget_tokens=(
-            script.memory_budget() if budget is None else int(budget))),
+            script.budgeting.memory_budget() if budget is None else int(budget))),
     )
 
 

@@ -153,7 +153,7 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None) ->
             get_client().prompt_speed))
         result = plan_recall(
             script.ndb.recall_notes or [], items, anchor, {m["id"] for m in shown},
-            script.memory_budget(), render_note, count_tokens,
+            script.budgeting.memory_budget(), render_note, count_tokens,
             listeners=None if listeners is None else list(listeners),
             new_tokens=allowance, asking=asks is not None,
             # docs/design.md, "Recall notes", "Room lent by the history"
@@ -165,7 +165,7 @@ def recall_for_turn(script, character, query, listeners, anchor, window=None) ->
             # the warm-up gives them up while the player types (docs/design.md, "Recall
             # notes", "Given up after the reply"); with lines said since the turn began, the
             # next turn comes at once and would pay for it
-            give_up_later=_warms_up() and not script.pending_ids())
+            give_up_later=_warms_up() and not script.hearing.pending_ids())
         script.ndb.recall_notes = result.notes
         remember_left_out(script, items, result, asks, listeners)
         notes, fresh = _marked(result)
@@ -357,8 +357,8 @@ def prompt_window(script, turn_ids=()) -> tuple:
         :func:`window_messages`; ``budget`` the history budget in tokens. The tail's start is
         kept in ``script.ndb.prompt_start_id``.
     """
-    budget = script.budget()
-    if not reaches(script.token_usage(), OVER_BUDGET):
+    budget = script.budgeting.tokens()
+    if not reaches(script.budgeting.usage(), OVER_BUDGET):
         script.ndb.prompt_start_id = None
         return None, budget
     history = script.history
@@ -403,7 +403,7 @@ def _ask(script, character, prompt, shown, **request):
         # may be smaller than half the NPC's history, and must not be sent again as it was
         sent = sum(part["tokens"] for part in prompt.parts or ()
                    if part["part"] in ("summary", "history", "turn"))
-        smaller = min(shown[1], script.token_count(), sent or shown[1]) // 2
+        smaller = min(shown[1], script.conversation.token_count(), sent or shown[1]) // 2
         logger.log_warn(
             f"AI {character}: the reply prompt overflowed the model's context window ({err}); "
             f"asking again with a {smaller}-token history"
@@ -414,7 +414,7 @@ def _ask(script, character, prompt, shown, **request):
         result = yield get_client().chat(messages, model=model, purpose="reply",
                                          timeout=timeout, **request)
         if hasattr(script, "start_memory_work"):
-            script.start_memory_work()
+            script.ticking.start_memory_work()
     return result
 
 
@@ -448,7 +448,7 @@ def answer_turn(script, character, hearers) -> defer.Deferred:
     Returns:
         Deferred firing the number of replies said (0 or 1).
     """
-    pending = script.pending_ids()
+    pending = script.hearing.pending_ids()
     if not pending:
         return 0
     listeners = hearers(character)
@@ -463,7 +463,7 @@ def answer_turn(script, character, hearers) -> defer.Deferred:
     gone = [m for m in lines if _speaker_left(line_to_answer(m), listeners, here)]
     if gone:
         logger.log_info(f"AI {character}: {len(gone)} lines not answered: their speakers left")
-        script.set_aside([m["id"] for m in gone])
+        script.hearing.set_aside([m["id"] for m in gone])
     lines = [m for m in lines if m not in gone]
     if not lines:
         return 0
@@ -543,7 +543,8 @@ def _answer(script, character, lines, turn_ids, listeners, hearers=None):
         if character.location:
             line = get_setting("FALLBACK_REPLY").format(name=character.key)
             character.location.msg_contents(line, exclude=[character])
-        script.set_aside(turn_ids)  # answered by the fallback line: not again after a reload
+        # answered by the fallback line: not again after a reload
+        script.hearing.set_aside(turn_ids)
         return 0
     _record_success(script, character)
     # the room may have changed while the reply was written, and a line may have been said
@@ -555,7 +556,7 @@ def _answer(script, character, lines, turn_ids, listeners, hearers=None):
     if not set(heard) - npcs:
         logger.log_info(f"AI {character}: reply not said: no player in the room now could hear "
                         f"all it was built from ({len(present)} present)")
-        script.set_aside(turn_ids)
+        script.hearing.set_aside(turn_ids)
         return 0
     # an AI NPC that did not hear all of it counts as a listener who did not: the reply is
     # murmured, so it neither hears nor stores nor passes it on

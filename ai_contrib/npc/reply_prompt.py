@@ -92,8 +92,8 @@ class ReplyPrompt:
             self.character.db.persona, self.character.key, history,
             self.script.runtime.token_counts(history), budget, notes=self.notes,
             listeners=list(self.listeners), keep_ids=self.turn_ids, standing=self.standing,
-            max_tokens=min(budget, self.script.budget()) if window is None
-            else self.script.budget())
+            max_tokens=min(budget, self.script.budgeting.tokens()) if window is None
+            else self.script.budgeting.tokens())
         # what the prompt was built from, for the check of who may hear the reply when it is
         # spoken (may_hear): what the listeners could all hear, the turn's lines, the notes
         keep = set(self.turn_ids)
@@ -117,7 +117,7 @@ class ReplyPrompt:
         Returns:
             list[dict]: ``{"role", "content"}`` chat messages.
         """
-        messages = list(self(self.script.budget()))
+        messages = list(self(self.script.budgeting.tokens()))
         while len(messages) >= 2 and messages[-1]["role"] == "assistant" \
                 and messages[-2]["role"] == "assistant":
             messages.pop()

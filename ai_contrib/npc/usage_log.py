@@ -30,8 +30,8 @@ def record_usage(script) -> UsagePoint:
     """
     point = {
         "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "tokens": int(script.token_count()),
-        "budget": int(script.budget()),
+        "tokens": int(script.conversation.token_count()),
+        "budget": int(script.budgeting.tokens()),
     }
     log = list(script.db.usage_log or [])
     log.append(point)

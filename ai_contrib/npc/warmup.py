@@ -113,7 +113,7 @@ def warm_in_turn(scripts) -> defer.Deferred:
             # nobody back in the room yet (a stop and start): the prompt of the listeners of
             # its last reply, who are likely to come back to it
             listeners = None if room_listeners(script.obj) else last_audience(script) or None
-            warming = script.warm_if_due(listeners=listeners)
+            warming = script.ticking.warm_if_due(listeners=listeners)
             if warming is not None:
                 sent.append(script)
                 return warming.addBoth(next_one)
