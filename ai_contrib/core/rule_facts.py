@@ -103,6 +103,10 @@ _NOT_NAMES = frozenset(
 _FIRST = frozenset("i i'm i've i'll i'd my mine".split())
 _WE = frozenset("we we're we've we'll we'd us our ours ourselves".split())
 _YOU = frozenset("you you're you've you'll you'd your yours yourself".split())
+#: "you" said to more than the listener ("you two", "you both", "y'all"): rewritten to the
+#: listener's name alone it would be false, so such a sentence is left out, as "we" is
+_PLURAL_YOU = re.compile(
+    r"\b(?:you\s+(?:two|three|both|all|guys|folks|lot)|y'all|yourselves)\b", re.IGNORECASE)
 _ADVERBS = frozenset(
     "never just also really still often always usually only already sometimes even recently "
     "once finally actually truly barely hardly certainly definitely probably rarely seldom "
@@ -267,7 +271,7 @@ def _statement(text, speaker, listener):
         return None
     if words[0] in _QUESTION_WORDS or words[0] in _ORDERS or words[0] in _YOU:
         return None
-    if set(words) & _WE or (set(words) & _YOU and not listener):
+    if set(words) & _WE or (set(words) & _YOU and not listener) or _PLURAL_YOU.search(text):
         return None
     first_person = bool(set(words) & _FIRST)
     if not first_person and not _names(text, listener) and not _NUMBER.search(text) \

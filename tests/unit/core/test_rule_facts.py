@@ -54,6 +54,12 @@ def test_small_talk_questions_and_greetings_give_nothing_beside_a_statement_that
 def test_you_and_we_are_left_out_where_the_line_does_not_say_whom_they_mean():
     assert line_facts("I owe you 3 silver.", "Dave") == []  # said to no one known
     assert line_facts("We saw a bear on the north road.", "Dave", "Marta") == []
+    # "you" said to more than the listener: not the listener's alone
+    for plural in ("you two are", "you both are", "you guys are", "y'all are"):
+        assert line_facts(f"It is great that {plural} building a barn for Scout.", "Dave",
+                          "Marta") == [], plural
+    assert line_facts("It is great that you are building a barn for Scout.", "Dave",
+                      "Marta") == ["It is great that Marta is building a barn for Scout."]
     # positive controls: the listener known; the speaker alone
     assert line_facts("I owe you 3 silver.", "Dave", "Marta") == ["Dave owes Marta 3 silver."]
     assert line_facts("I saw a bear on the north road.", "Dave", "Marta") == [
