@@ -37,18 +37,12 @@ class Section(TypedDict):
     signature: NotRequired[Any]  #: what the text was made from, to see it change
 
 
-class WorldNote(TypedDict):
+class WorldNote(Section):
     """A world note (module docstring): a :class:`Section` placed at a line of the history."""
 
     anchor: str  #: id of the history message it is shown before
-    key: str  #: what it is about: ``"scene"``, ``"lore:<entry id>"``, ``"pins:<dbref>"``
-    part: str  #: the receipt part: ``"scene"``, ``"lore"``, ``"pins"``
-    text: str  #: what the prompt shows
-    tokens: int  #: ``text``'s tokens
     audience: list[str] | None  #: dbrefs it may be shown to together (None: anyone)
     requires: list[str] | None  #: dbrefs who must all be listening (a player's pins)
-    detail: dict[str, Any] | None  #: for the receipt (which key triggered a lore entry)
-    signature: NotRequired[Any]  #: what the text was made from, to see it change
 
 
 def shown_world_notes(notes, history_ids, listeners=None) -> list[WorldNote]:

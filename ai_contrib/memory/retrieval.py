@@ -56,9 +56,8 @@ Shapes:
 :class:`ai_contrib.memory.fulltext.ArchiveSearch` (the NPC's archive on disk, minus what is in
 context).
 
-*candidate*: ``{"key": str, "kind": "memory" | "experience" | "message", "text": str,
-"score": float (fused RRF score), "vector_score": float | None, "bm25_score": float | None,
-"metadata": dict}``; for ``"message"`` candidates ``metadata`` is the archive doc.
+*candidate*: a :class:`Candidate`; for ``"message"`` candidates ``metadata`` is the archive
+doc.
 """
 
 from __future__ import annotations
@@ -88,7 +87,7 @@ logger = logging.getLogger(__name__)
 
 
 class Candidate(TypedDict):
-    """A retrieval candidate (module docstring): a memory, a summary or an archived line."""
+    """A retrieval candidate: a Mem0 memory, a summary (an experience) or an archived line."""
 
     key: str  #: unique among the NPC's memories
     kind: str  #: ``"memory"``, ``"experience"`` or ``"message"``
@@ -761,13 +760,9 @@ def note_items(context) -> list[NoteItem]:
     or None: none) as recall-note items (:mod:`ai_contrib.core.recall_notes`), best first.
 
     Returns:
-        list[dict]: ``{"key": str, "kind": "message" | "memory" | "experience", "line": str (the
-        prompt bullet), "stamp"?, "said"?, "seq"? (an archived message's time, its bullet
-        without the time, its archive seq: :func:`memory_lines`), "source": "archive" |
-        "mem0", "ref": str (archive seq or Mem0/journal id), "score": float (fused),
-        "journal_id"?: str (a Mem0 memory's journal entry), "chain"?:
-        str (a fact heard from another NPC: its provenance,
-        :func:`ai_contrib.core.gossip.chain_text`)}``.
+        list[NoteItem]: each with its ``source``, ``ref`` and ``score``; an archived line's
+        ``stamp``, ``said`` and ``seq`` (:func:`memory_lines`); a Mem0 memory's ``journal_id``;
+        a fact heard from another NPC its ``chain`` (:func:`ai_contrib.core.gossip.chain_text`).
     """
     chosen = list(context.memories) + list(context.experiences) if context else []
     chosen.sort(key=lambda c: -float(c.get("score") or 0.0))

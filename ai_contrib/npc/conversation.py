@@ -56,9 +56,8 @@ def archive_behind_warning(script, last, checkpoint) -> str:
         str
     """
     return (
-        f"AI {script.obj}: its archive ({script.conversation.archive_path()}) ends at record "
-        f"{last}, "
-        f"but the database was saved at record {checkpoint}: the database was "
+        f"AI {script.obj}: its archive ({script.conversation.archive_path()}) ends at "
+        f"record {last}, but the database was saved at record {checkpoint}: the database was "
         "restored without the archive folder, or the archive was lost. The "
         "conversation in context is kept and written back; what was archived before "
         "it is gone from retrieval and aihistory/raw. Restore the archive folder "

@@ -413,7 +413,7 @@ def _ask(script, character, prompt, shown, **request):
         messages, timeout = fit_reply(script, character, prompt, (None, smaller))
         result = yield get_client().chat(messages, model=model, purpose="reply",
                                          timeout=timeout, **request)
-        if hasattr(script, "start_memory_work"):
+        if hasattr(script, "ticking"):
             script.ticking.start_memory_work()
     return result
 
