@@ -244,6 +244,11 @@ OPTIONS = (
                "After a compaction, send an idle NPC's new reply prompt at once so the server "
                "caches it before the next player speaks; \"auto\" = with the embedded model "
                "only (a hosted API bills the warm-up's prompt tokens)."),
+        # the reply server stays free for replies, which meanwhile extend the prompt it holds
+        # instead of waiting 15-27 s for the warm-up (docs/design.md, "Warm-ups handed over")
+        Option("PROMPT_CACHE_WARMUP_HANDOVER", True, BOOL,
+               "With the embedded model and its memory server, have the memory server evaluate "
+               "a cache warm-up and hand its cache to the reply server."),
     ),
     *_group(
         "Embedded model server",

@@ -12,7 +12,8 @@ Protocol with the parent:
   tokens evaluated in one step, llama.cpp's ``n_batch``; default llama.cpp's), "flash_attn":
   "off" | "on" |
   "auto" (llama.cpp's flash attention, default "auto"), "nice": int (added to the
-  process's scheduling niceness, default 0), "parent_pid": int}``;
+  process's scheduling niceness, default 0), "slot_save_path": str (a directory that slot
+  caches are saved to and restored from, and ``GET /slots``; default none), "parent_pid": int}``;
 - environment ``AI_EMBEDDED_API_KEY``: the API key the server demands (passed this way so it never
   shows in ``ps`` output or on stdout);
 - stdout: exactly one JSON line once the server listens: ``{"base_url":
@@ -61,6 +62,17 @@ def _die_with_parent(parent_pid):
 
 #: ``config["flash_attn"]`` -> llama.cpp's ``llama_flash_attn_type`` value
 FLASH_ATTN_TYPES = {"auto": -1, "off": 0, "on": 1}
+
+
+def _slot_files(params, directory):
+    """Let the server save slot caches to files in ``directory`` and restore them (and list its
+    slots): a cache warm-up evaluated by the memory server is restored into a slot of the reply
+    server, which has the same layout (docs/design.md, "Warm-ups handed over")."""
+    if not directory:
+        return
+    params.slot_save_path = os.path.join(directory, "")  # llama.cpp joins path and name
+    if hasattr(params, "endpoint_slots"):
+        params.endpoint_slots = True  # GET /slots: which slot is idle
 
 
 def main(argv) -> int:
@@ -112,6 +124,7 @@ def main(argv) -> int:
     elif config.get("flash_attn", "auto") != "auto":
         sys.stderr.write("embedded model server: this xllamacpp cannot set flash attention; "
                          "llama.cpp chooses\n")
+    _slot_files(params, config.get("slot_save_path"))
     params.hostnames = ["127.0.0.1"]
     params.port = 0  # a free port
     api_key = os.environ.get(API_KEY_ENV)

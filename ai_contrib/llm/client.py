@@ -101,13 +101,18 @@ logger = logging.getLogger(__name__)
 #: What an LLM request may be for (the ``purpose`` of :meth:`LLMClient.chat`): an NPC's reply,
 #: a compaction summary, fact extraction before compaction, importance scoring of a journal
 #: fact, a benchmark's answer to a question, a warm-up of the reply cache after a compaction
-#: (``ai_contrib.npc.warmup``). Never sent to the server; the result and the error carry it, so that
-#: logs and benchmarks (``benchmarks/locomo.py``) tell the calls apart.
-PURPOSES = ("reply", "summary", "extraction", "importance", "answer", "warm")
+#: (``ai_contrib.npc.warmup``), one evaluated by the memory server and handed to the reply server
+#: (``ai_contrib.llm.handover``). Never sent to the server; the result and the error carry it, so
+#: that logs and benchmarks (``benchmarks/locomo.py``) tell the calls apart.
+PURPOSES = ("reply", "summary", "extraction", "importance", "answer", "warm", "handover")
 
 #: Purposes of LLM calls that are memory work, not replies: the embedded model serves them from a
-#: process of its own (``ai_contrib.llm.embedded``, role ``"memory"``).
+#: process of its own (``ai_contrib.llm.embedded``, role ``"memory"``), in its first slot, so
+#: that its last is free for the warm-ups handed over (:data:`HANDOVER_PURPOSE`).
 MEMORY_PURPOSES = frozenset({"summary", "extraction", "importance"})
+
+#: the purpose of a warm-up that the embedded memory server evaluates for the reply server
+HANDOVER_PURPOSE = "handover"
 
 #: Message fields the OpenAI chat API accepts; the contrib's own fields (id, seq, timestamp,
 #: metadata) are stripped before sending because strict servers reject unknown fields.
@@ -880,8 +885,16 @@ class LLMClient:
             return {}
         server = self.known_server()
         auto = _is_auto(get_setting("LLM_REPLY_SAMPLING"))
-        return sampling_fields(server["kind"], server["model"] or model or self.model, purpose,
-                               explicit, profile_replies=auto)
+        fields = sampling_fields(server["kind"], server["model"] or model or self.model,
+                                 purpose, explicit, profile_replies=auto)
+        if purpose in MEMORY_PURPOSES and self._starts_server:
+            from ai_contrib.llm.embedded import memory_server_enabled
+
+            if memory_server_enabled():
+                # memory work one request at a time in the memory server's first slot, as when
+                # it had one: its last is for warm-ups handed over (ai_contrib.llm.handover)
+                fields = {**fields, "id_slot": 0}
+        return fields
 
     # --- payload ---------------------------------------------------------------------------------
 
@@ -1081,9 +1094,51 @@ class LLMClient:
             return defer.succeed((self.base_url, self.api_key))
         from ai_contrib.llm.embedded import start_embedded_server
 
-        role = "memory" if purpose in MEMORY_PURPOSES else "reply"
+        role = "memory" if purpose in MEMORY_PURPOSES or purpose == HANDOVER_PURPOSE \
+            else "reply"
         return start_embedded_server(role=role).addCallback(
             lambda srv: (srv.base_url, srv.api_key))
+
+    @property
+    def starts_server(self) -> bool:
+        """Whether the client sends to the embedded servers it starts (no ``AI_LLM_BASE_URL``)."""
+        return self._starts_server
+
+    @defer.inlineCallbacks
+    def slot_request(self, role, slot=None, action=None, filename=None,
+                     timeout=None) -> Deferred:
+        """
+        One of llama.cpp's slot requests to an embedded server (``role`` ``"reply"`` or
+        ``"memory"``): with no ``action``, ``GET /slots`` (a list of dicts, each with ``"id"``,
+        ``"is_processing"`` and, once used, ``"id_task"``); else ``POST
+        /slots/<slot>?action=<action>`` with ``{"filename": filename}`` (``"save"``: the
+        slot's cache to that file of the servers' slot directory; ``"restore"``: the file into
+        the slot), whose decoded answer it fires with (``"n_saved"`` or ``"n_restored"``
+        tokens). llama.cpp keeps a save or restore for a slot that is busy until it is free.
+
+        Errors (errback): :class:`LLMHTTPError` (a file that does not fit the slot: HTTP 400),
+        :class:`LLMTimeoutError` after ``timeout`` seconds (default the client's),
+        :class:`LLMConnectionError`; ``RuntimeError`` for a client of an external server.
+        """
+        if not self._starts_server:
+            raise RuntimeError("slot requests go to the embedded servers only")
+        from ai_contrib.llm.embedded import start_embedded_server
+
+        server = yield start_embedded_server(role=role)
+        root = server.base_url.rsplit("/v1", 1)[0]
+        if action is None:
+            return (yield self._get_json(f"{root}/slots", server.api_key))
+        url = f"{root}/slots/{int(slot)}?action={action}"
+        headers = {"Content-Type": ["application/json"], "Accept": ["application/json"],
+                   "Authorization": [f"Bearer {server.api_key}"]}
+        body = json.dumps({"filename": filename}).encode("utf-8")
+        try:
+            status, data = yield self._post_once(url, headers, body, timeout)
+        except Exception:
+            self._raise_translated(Failure(), url, timeout)
+        if not 200 <= status < 300:
+            raise http_error(status, data, url, server.api_key)
+        return json.loads(data.decode("utf-8"))
 
     def _post_once(self, url, headers, body, timeout=None):
         """One POST with a deadline covering connect, request, response and body. -> (status, bytes)."""

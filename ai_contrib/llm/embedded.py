@@ -27,12 +27,14 @@ Public API:
 
 from __future__ import annotations
 
+import atexit
 import collections
 import importlib.util
 import json
 import os
 import secrets
 import selectors
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -172,6 +174,23 @@ def memory_server_enabled() -> bool:
     return enabled
 
 
+_slot_directory = []  # created once per process: both servers save and restore slots there
+
+
+def slot_directory() -> str:
+    """
+    The directory the embedded servers save slot caches to and restore them from (llama.cpp's
+    ``slot_save_path``): a private temporary directory, made on the first call and removed when
+    the process exits. A handed-over cache's file is removed once restored
+    (:mod:`ai_contrib.llm.handover`); a 2,000-token prompt's is about 47 MB.
+    """
+    if not _slot_directory:
+        path = tempfile.mkdtemp(prefix="ai-contrib-slots-")
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        _slot_directory.append(path)
+    return _slot_directory[0]
+
+
 def flash_attention() -> str:
     """
     llama.cpp's flash attention for the embedded server: ``"off"``, ``"on"`` or ``"auto"``, from
@@ -210,9 +229,13 @@ def child_invocation(api_key, role="reply") -> tuple:
 
     ``argv`` is ``[sys.executable, CHILD_SCRIPT, config_json]`` (config: model_path, n_ctx, slots,
     threads, batch_threads, n_batch (:data:`EVALUATION_STEP_TOKENS`), flash_attn, nice,
-    parent_pid); ``env`` is a copy of ``os.environ`` plus the API key. The ``"memory"`` role's server has one slot and one thread: memory work runs one request
-    at a time per game and must leave the other cores to replies; it runs at
-    :data:`MEMORY_SERVER_NICE`, so a reply's prompt evaluation takes the cores first.
+    slot_save_path (:func:`slot_directory`), parent_pid); ``env`` is a copy of ``os.environ``
+    plus the API key. The ``"memory"`` role's server has one thread: memory work must leave the
+    other cores to replies; it runs at :data:`MEMORY_SERVER_NICE`, so a reply's prompt
+    evaluation takes the cores first. It has as many slots as the reply server, each of
+    ``AI_EMBEDDED_N_CTX`` tokens, since llama.cpp restores a saved slot only into a server of the
+    same layout: its last slot evaluates cache warm-ups that are then handed to the reply
+    server (:mod:`ai_contrib.llm.handover`), the others memory work.
 
     Raises:
         EmbeddedServerError: see :func:`model_path`, or ``xllamacpp`` is not installed.
@@ -233,10 +256,11 @@ def child_invocation(api_key, role="reply") -> tuple:
         "batch_threads": batch_threads(),
         "n_batch": EVALUATION_STEP_TOKENS,
         "flash_attn": flash_attention(),
+        "slot_save_path": slot_directory(),
         "parent_pid": os.getpid(),
     }
     if role == "memory":
-        config.update(slots=1, threads=1, batch_threads=1, nice=MEMORY_SERVER_NICE)
+        config.update(threads=1, batch_threads=1, nice=MEMORY_SERVER_NICE)
     env = dict(os.environ)
     env[API_KEY_ENV] = api_key
     return [sys.executable, CHILD_SCRIPT, json.dumps(config)], env

@@ -40,6 +40,7 @@ from ..core.messages import ChatMessage
 from ..core.tokens import count_conversation_tokens
 from ..llm.client import get_client
 from ..settings import auto_or_bool, get_setting
+from .held_prompt import held_reply, remember_sent
 
 
 def warmup_enabled() -> bool:
@@ -90,8 +91,13 @@ def fit_reply(script, character, prompt, shown) -> tuple[list[ChatMessage], floa
     previous = script.ndb.server_prompt
     # new notes an earlier request of the turn left out stay out: the receipt counts them
     earlier = prompt.cut["new_notes"] if prompt.cut else 0
-    messages = prompt(budget, window)
-    needed = None if allowance is None else evaluation_tokens(messages, previous, prompt.sizes)
+    messages = _on_held_prompt(script, character, prompt, budget, previous, allowance)
+    if messages is not None:
+        needed = None
+    else:
+        messages = prompt(budget, window)
+        needed = None if allowance is None \
+            else evaluation_tokens(messages, previous, prompt.sizes)
     if needed is None or needed <= allowance:
         script.ndb.short_start_id = script.ndb.held_head_id = None
         prompt.cut = {"new_notes": earlier, "history_from": None} if earlier else None
@@ -109,7 +115,23 @@ def fit_reply(script, character, prompt, shown) -> tuple[list[ChatMessage], floa
             # whole prompt is warmed (npc.ticking.warm_if_due), and the next replies are whole
             script.ndb.cached_head = (prompt.cut["history_from"],)
     script.ndb.server_prompt = messages
+    remember_sent(script, prompt, messages)
     return messages, request_timeout(script, messages, prompt.sizes)
+
+
+def _on_held_prompt(script, character, prompt, budget, previous, allowance):
+    """While the memory server warms the next prompt, the reply prompt that extends the one the
+    reply server holds (:func:`ai_contrib.npc.held_prompt.held_reply`), or None: none, or it
+    would evaluate more than ``allowance`` tokens (then it is built as any)."""
+    if not script.ndb.handing_over:
+        return None
+    messages = held_reply(script, prompt, budget)
+    if messages is None or (allowance is not None and
+                            evaluation_tokens(messages, previous, prompt.sizes) > allowance):
+        return None
+    logger.log_info(f"AI reply {character.key}: on the prompt the server holds while the next "
+                    f"is warmed ({len(messages)} messages)")
+    return messages
 
 
 def request_timeout(script, messages, sizes=None) -> float:

@@ -592,6 +592,10 @@ def _share_warm_up(script, prompt, shown):
     """
     if script.ndb.warming is None:
         return False
+    if script.ndb.handing_over:
+        # the memory server evaluates it (ai_contrib.llm.handover): the reply server is free,
+        # and the reply extends the prompt it holds (npc.held_prompt) or is fitted as any
+        return False
     # the step the server is evaluating ends before it takes the reply, cancelled or not: a
     # cancel spares only what comes after it, and loses what the warm-up leaves in the cache
     if starts_with(prompt(shown[1], shown[0]), script.ndb.warming_messages) \

@@ -29,6 +29,7 @@ from ..core.deadline import cached_messages, held_head, warm_up_steps
 from ..core.recall_notes import visible_notes
 from ..core.tokens import count_message_tokens
 from ..llm.client import get_client
+from ..llm.handover import handover_available, warm_and_hand_over
 from .deadline import (request_timeout, warm_up_lost, warm_up_sent, warm_up_step_tokens,
                        warm_up_stopped)
 from .fetch_ahead import ahead_message, forget_ahead
@@ -199,8 +200,11 @@ def _send_in_steps(script, character, listeners, sent):
     ahead = script.ndb.ahead_note
     shared = messages[:-1] if ahead and messages[-1]["content"] == ahead["text"] else messages
     script.ndb.warming_messages = shared
-    held = cached_messages(messages, script.ndb.server_prompt)
     step = warm_up_step_tokens(script)
+    if step is None and handover_available():
+        # the memory server evaluates it and hands it over: the reply server stays free
+        return (yield _hand_over(script, character, messages, sizes, sent))
+    held = cached_messages(messages, script.ndb.server_prompt)
     # a system message after the first that shows no history message is a note
     notes = [i > 0 and line is None for i, line in enumerate(shows)]
     ends = warm_up_steps(sizes, [m["role"] for m in messages], held, step, notes) \
@@ -225,6 +229,33 @@ def _send_in_steps(script, character, listeners, sent):
         evaluated_to = end
     else:
         script.ndb.held_head_id = None  # the whole prompt is warm: replies are whole again
+    return _series_figures(sent)
+
+
+@defer.inlineCallbacks
+def _hand_over(script, character, messages, sizes, sent):
+    """:func:`_send_in_steps` by the memory server (:func:`ai_contrib.llm.handover.
+    warm_and_hand_over`): meanwhile a reply extends the prompt the reply server holds
+    (``ndb.handing_over``, :mod:`ai_contrib.npc.held_prompt`) and never waits for it; once the
+    cache is restored the reply server holds ``messages`` (``ndb.server_prompt``). One that
+    fails leaves the reply server's cache as it was: it is logged and fires with None."""
+    script.ndb.handing_over = True
+    try:
+        result, restored = yield warm_and_hand_over(
+            messages, model=script.cfg("llm_model"),
+            timeout=request_timeout(script, messages, sizes))
+    except defer.CancelledError:
+        raise
+    except Exception as err:  # the client masks keys in what it raises
+        logger.log_warn(f"AI cache warm-up {character.key} by the memory server failed: {err}")
+        return None
+    finally:
+        script.ndb.handing_over = False
+    script.ndb.server_prompt = messages
+    script.ndb.held_head_id = None
+    sent.append(result.prompt_stats())
+    logger.log_info(f"AI cache warm-up {character.key}: evaluated by the memory server, "
+                    f"{restored} tokens handed to the reply server")
     return _series_figures(sent)
 
 

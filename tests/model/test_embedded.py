@@ -11,6 +11,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from unittest import mock
 
 import pytest
 from django.test import override_settings
@@ -20,6 +21,7 @@ from twisted.trial import unittest
 from ai_contrib import startup
 from ai_contrib.llm import embedded
 from ai_contrib.llm.client import LLMClient, LLMHTTPError
+from ai_contrib.llm.handover import warm_and_hand_over
 from ai_contrib.llm.embedded import (
     EmbeddedServerError,
     EmbeddedServerStopped,
@@ -118,7 +120,12 @@ class TestEmbeddedServer(unittest.TestCase):
         self.assertNotEqual(replies.pid, memory.pid)
         with open(f"/proc/{memory.pid}/cmdline", "rb") as f:
             config = json.loads(f.read().split(b"\0")[2])
-        self.assertEqual((config["slots"], config["threads"], config["batch_threads"]), (1, 1, 1))
+        with open(f"/proc/{replies.pid}/cmdline", "rb") as f:
+            reply_config = json.loads(f.read().split(b"\0")[2])
+        # one thread; as many slots as the reply server, whose slots take its saved caches
+        self.assertEqual((config["threads"], config["batch_threads"]), (1, 1))
+        self.assertEqual((config["slots"], config["n_ctx"]),
+                         (reply_config["slots"], reply_config["n_ctx"]))
         # the memory server yields the cores to replies: its process runs at a higher niceness
         self.assertEqual(_niceness(memory.pid) - _niceness(replies.pid),
                          embedded.MEMORY_SERVER_NICE)
@@ -129,6 +136,34 @@ class TestEmbeddedServer(unittest.TestCase):
             yield client.chat(PROMPT, max_tokens=4, purpose="extraction")
             self.assertIs(running_server("memory"), running_server())
         self.assertEqual(list(embedded._children), ["reply"])
+
+    @defer.inlineCallbacks
+    def test_a_warm_up_the_memory_server_evaluates_is_handed_to_the_reply_server(self):
+        # docs/design.md, "Warm-ups handed over": llama.cpp's slot save and restore between
+        # the two processes
+        start = [{"role": "system", "content": "You are Marta, the innkeeper. " + " ".join(
+            f"Guest {i} asked for a room and paid two silver." for i in range(60))}]
+        other = [{"role": "system", "content": "You are Fenwick, the smith. " + " ".join(
+            f"Customer {i} asked for a nail and paid one copper." for i in range(60))}]
+        turn = [{"role": "user", "content": "Marta, is there stew tonight?", "name": "Bob"}]
+        with override_settings(AI_LLM_BASE_URL=None, AI_LLM_API_KEY=None,
+                               AI_EMBEDDED_MEMORY_SERVER=True):
+            client = LLMClient(timeout=120)
+            self.addCleanup(client.close)
+            with mock.patch("ai_contrib.llm.handover.get_client", return_value=client):
+                warm, restored = yield warm_and_hand_over(start, timeout=120)
+            evaluated = warm.prompt_stats()
+            self.assertGreater(evaluated["prompt_tokens"], 500)
+            # the cache ends before the chat template's opening of the reply to come
+            self.assertGreaterEqual(restored, evaluated["prompt_tokens"] - 4)
+            self.assertEqual(os.listdir(embedded.slot_directory()), [])  # the file is gone
+            reply = (yield client.chat(start + turn, max_tokens=4, purpose="reply")).prompt_stats()
+            # positive control: a prompt of the same size that no slot holds
+            cold = (yield client.chat(other + turn, max_tokens=4, purpose="reply")).prompt_stats()
+        # the reply server evaluated the turn only: the rest came from the memory server
+        self.assertGreaterEqual(reply["cached_tokens"], evaluated["prompt_tokens"] - 8)
+        self.assertLess(reply["evaluated_tokens"], 40)
+        self.assertGreater(cold["evaluated_tokens"], 500)
 
     @defer.inlineCallbacks
     def test_client_without_base_url_starts_the_embedded_server(self):

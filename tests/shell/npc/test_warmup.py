@@ -271,6 +271,86 @@ class TestWarmup(WarmupCase):
         self.assertEqual(len(self.warm_now()), 1)
 
 
+def hand_over_to_the_double(messages, model=None, timeout=None):
+    """:func:`ai_contrib.llm.handover.warm_and_hand_over` with the double as the memory server:
+    the warm-up request goes to it, and what it held is taken as restored (the real save and
+    restore between two llama.cpp servers: ``tests/model/test_embedded.py``)."""
+    d = get_client().chat(messages, model=model, max_tokens=1, purpose="handover",
+                          timeout=timeout)
+    return d.addCallback(lambda result: (result, len(messages)))
+
+
+@override_settings(AI_PROMPT_CACHE_WARMUP=True)
+class TestWarmupHandedOver(WarmupCase):
+    """A warm-up that the memory server evaluates and hands over (``docs/design.md``,
+    "Warm-ups handed over"), held open by the double until the test lets it end."""
+
+    def setUp(self):
+        super().setUp()
+        for target, value in (("handover_available", lambda: True),
+                              ("warm_and_hand_over", hand_over_to_the_double)):
+            patch = mock.patch(f"ai_contrib.npc.warmup.{target}", value)
+            patch.start()
+            self.addCleanup(patch.stop)
+        self.before = self.talk("Marta, a room for the night?")
+
+    def compact(self, *then):
+        """:meth:`WarmupCase.compact` with the budget the last reply had: the talk fills it
+        to the emergency threshold (lines the held prompt then shows as new)."""
+        while self.script.token_usage() < 0.85:
+            self.fill(2)
+        self.llm.enqueue(reply(SUMMARY), *then)
+        head = prompt_head(self.script.history)
+        wait_for(self.script.start_memory_work())
+        self.assertNotEqual(prompt_head(self.script.history), head, "no compaction landed")
+
+    def test_a_reply_during_it_extends_the_prompt_the_server_holds_without_waiting(self):
+        events, gate = [], threading.Event()
+        self.compact(*held_warmup_then_reply(events, gate, "Supper is stew."))
+        warming = self.script.ndb.warming
+        self.assertTrue(self.script.ndb.handing_over)
+        warm = list(self.script.ndb.warming_messages)
+        self.assertIn(SUMMARY, " ".join(m["content"] for m in warm))  # the new start
+        after = self.talk("And supper?", answer="Supper is stew.")  # with the warm-up held
+        self.assertEqual(events, ["warm-up starts", "reply"])
+        self.assertFalse(warming.called)  # neither waited for nor cancelled
+        # the reply is the last prompt as sent, the NPC's answer to it, the lines since and
+        # the new line
+        self.assertEqual(after[:len(self.before)], self.before)
+        self.assertIn("Aye, love.", after[len(self.before)]["content"])
+        self.assertIn("And supper?", after[-1]["content"])
+        # the new summary stands in the warm-up's prompt, not in this one
+        marker = next(m for m in warm if m["content"].startswith("[CONTEXT SUMMARY]"))
+        self.assertIn(SUMMARY, marker["content"])
+        self.assertNotIn(marker, after)
+        # its receipt has the held prompt's parts (the reply before's), then the new ones
+        before, now = (receipt["parts"] for receipt in self.script.db.reply_receipts[-2:])
+        self.assertEqual(now[:len(before)], before)
+        self.assertIn("turn", [part["part"] for part in now[len(before):]])
+        gate.set()
+        wait_for(warming)
+        self.assertFalse(self.script.ndb.handing_over)
+        # handed over: the next reply starts with the warm-up's prompt
+        later = self.talk("Good night, Marta.")
+        self.assertEqual(later[:len(warm)], warm)
+
+    def test_a_newcomer_during_it_gets_a_prompt_of_their_own_and_leaves_it_running(self):
+        events, gate = [], threading.Event()
+        self.compact(*held_warmup_then_reply(events, gate, "Welcome, stranger."))
+        warming = self.script.ndb.warming
+        ann = create.create_object(DefaultCharacter, key="Ann", location=self.room1)
+        self.script.receive_speech(ann, "Marta, is there a room?")
+        wait_for(self.script.run_tick())
+        self.assertEqual(self.script.history[-1]["content"], "Welcome, stranger.")
+        after = replies(self.llm)[-1]["messages"]
+        # built for the room now, not the held prompt of the listeners before
+        self.assertNotEqual(after[:len(self.before)], self.before)
+        self.assertFalse(warming.called)  # not cancelled: the reply server was free
+        gate.set()
+        wait_for(warming)
+        self.assertEqual(events, ["warm-up starts", "reply", "warm-up ends"])
+
+
 @override_settings(AI_PROMPT_CACHE_WARMUP=True, AI_REPLY_EVALUATION_SECONDS=8.0,
                    AI_PROMPT_CACHE_WARMUP_STEP_SECONDS=2.0)
 class TestWarmupInSteps(WarmupCase):

@@ -575,7 +575,7 @@ class TestPurpose(ClientTestBase):
         from ai_contrib.llm.client import PURPOSES
 
         self.assertEqual(set(PURPOSES), {"reply", "summary", "extraction", "importance", "answer",
-                                         "warm"})
+                                         "warm", "handover"})
         self.llm.enqueue(reply("Aye."))
         result = yield self.client.chat(USER, purpose="reply")
         self.assertEqual(result.purpose, "reply")
@@ -621,7 +621,9 @@ class TestReplySampling(ClientTestBase):
         from ai_contrib.llm.client import EMBEDDED_REPLY_SAMPLING
 
         self.assertTrue(EMBEDDED_REPLY_SAMPLING)
-        with override_settings(AI_LLM_REPLY_SAMPLING="auto", AI_LLM_BASE_URL=None):
+        # (memory work in the memory server's first slot: test_memory_work_keeps_the_memory_...)
+        with override_settings(AI_LLM_REPLY_SAMPLING="auto", AI_LLM_BASE_URL=None,
+                               AI_EMBEDDED_MEMORY_SERVER=False):
             yield self.client.chat(USER, purpose="reply")  # a server at a base URL
             embedded = self.make_client(base_url=None)  # the embedded model (not started here)
             self.assertTrue(embedded.embedded)
@@ -763,3 +765,19 @@ class TestSamplingPerServer(ClientTestBase):
         self.assertTrue(errors.refuses_response_format(err))
         self.assertEqual(len(strict.requests), 1)
         self.assertFalse(client.extra_fields_refused)
+
+
+@pytest.mark.parametrize("memory_server", [True, False])
+def test_memory_work_keeps_the_memory_servers_first_slot(memory_server):
+    # its last slot is for the cache warm-ups handed over (docs/design.md, "Warm-ups handed
+    # over"); without a memory server, memory work shares the reply server's slots as any
+    with override_settings(AI_LLM_BASE_URL=None, AI_LLM_API_KEY=None):
+        client = LLMClient()  # on the embedded servers: nothing starts before a request
+    try:
+        with override_settings(AI_EMBEDDED_MEMORY_SERVER=memory_server):
+            fields = {purpose: client.request_fields(purpose)
+                      for purpose in ("summary", "extraction", "reply", "handover")}
+    finally:
+        client.close()
+    pinned = {purpose for purpose, sent in fields.items() if sent.get("id_slot") == 0}
+    assert pinned == ({"summary", "extraction"} if memory_server else set())
