@@ -88,6 +88,12 @@ EMERGENCY_LOG_RE = re.compile(
 MASKING_LOG_RE = re.compile(r"AI masking \[(?P<trigger>\w+)\] (?P<npc>.+?): (?P<count>\d+) old")
 #: "AI summary of 13 messages failed the fidelity check (...); replaced by an extract"
 EXTRACT_LOG_RE = re.compile(r"AI summary of (?P<messages>\d+) messages failed the fidelity check")
+#: "AI cache warm-up Marta: evaluated by the memory server, 1700 tokens handed to the reply
+#: server" (npc.warmup; docs/design.md, "Warm-ups handed over")
+HANDOVER_LOG_RE = re.compile(
+    r"AI cache warm-up (?P<npc>.+?): evaluated by the memory server, (?P<tokens>\d+) tokens")
+#: "AI reply Marta: on the prompt the server holds while the next is warmed (41 messages)"
+HELD_LOG_RE = re.compile(r"AI reply (?P<npc>.+?): on the prompt the server holds while")
 #: "AI Marta: falls asleep (idle)" / "AI Marta: wakes up (...)"
 SLEEP_LOG_RE = re.compile(r"AI (?P<npc>.+?): (?P<what>falls asleep|wakes up) \(")
 
@@ -115,7 +121,9 @@ def parse_log(text, npc=NPC):
         (:func:`demo.replay.reply_record`'s fields), ``warm-up`` (``seconds``, ``prompt``,
         ``cached``), ``compaction`` (``trigger``, ``strategy``, ``messages``, ``before``,
         ``after``), ``compaction-failed`` (``trigger``, ``error``), ``emergency`` (``usage``
-        percent), ``masking`` (``count``), ``extract`` (``messages``), ``sleep`` (``what``).
+        percent), ``masking`` (``count``), ``extract`` (``messages``), ``sleep`` (``what``),
+        ``handover`` (``tokens`` restored in the reply server), ``held`` (a reply on the
+        prompt the reply server held meanwhile).
     """
     events = []
     for line in text.splitlines():
@@ -142,6 +150,10 @@ def parse_log(text, npc=NPC):
             events.append({"kind": "extract", "time": at, "messages": int(m["messages"])})
         elif (m := SLEEP_LOG_RE.search(line)) and m["npc"] == npc:
             events.append({"kind": "sleep", "time": at, "what": m["what"]})
+        elif (m := HANDOVER_LOG_RE.search(line)) and m["npc"] == npc:
+            events.append({"kind": "handover", "time": at, "tokens": int(m["tokens"])})
+        elif (m := HELD_LOG_RE.search(line)) and m["npc"] == npc:
+            events.append({"kind": "held", "time": at})
     return events
 
 
@@ -461,7 +473,9 @@ def print_report(result):
                                                   if t["compactions"] else "")
           + f", failed: {t['compaction_failures']}")
     print(f"- cache warm-ups: {t['warmups']}, median {fmt(t['warmup_median_s'])} s; replies that "
-          f"waited for one: {t['replies_waited']}, max {fmt(t['max_wait_s'])} s")
+          f"waited for one: {t['replies_waited']}, max {fmt(t['max_wait_s'])} s; handed over "
+          f"by the memory server: {t['handovers']}, replies meanwhile on the prompt the reply "
+          f"server held: {t['held_replies']}")
     for wait in t["warmup_waits"]:
         print(f"  - waited {fmt(wait['waited'])} s for a warm-up that evaluated "
               f"{fmt(wait['warmup_evaluated'], '.0f')} tokens in {fmt(wait['warmup_s'])} s; the "
@@ -555,6 +569,8 @@ async def run(args):
             "replies_waited": len(waited),
             "max_wait_s": max(waited) if waited else None,
             "warmup_waits": warmup_waits(events),
+            "handovers": sum(1 for e in events if e["kind"] == "handover"),
+            "held_replies": sum(1 for e in events if e["kind"] == "held"),
             "replies_1_generated": sum(1 for r in replies
                                        if r["generated"] is not None and r["generated"] <= 1),
             "archive_growth": archive_growth,

@@ -484,8 +484,8 @@ MEMORY_CALL_KINDS = ("summary", "extraction", "importance")
 
 
 #: purposes of the requests that answer the questions: ``"answer"`` (the afresh path),
-#: ``"reply"`` and ``"warm"`` (the game path's turns, ``PipelineNPC.say_in_game``)
-ANSWER_PURPOSES = frozenset({"answer", "reply", "warm"})
+#: ``"reply"``, ``"warm"`` and ``"handover"`` (the game path's turns, ``PipelineNPC.say_in_game``)
+ANSWER_PURPOSES = frozenset({"answer", "reply", "warm", "handover"})
 
 
 def memory_call_kind(purpose):

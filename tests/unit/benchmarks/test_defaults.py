@@ -63,10 +63,18 @@ def test_memory_work_is_read_in_order_with_the_seconds_from_trigger_to_compactio
         "2026-11-23 10:00:40 [..] AI compaction [sleep, summary] Marta: 5 messages, "
         "500 -> 200 tokens (60% reduction)",
         "2026-11-23 10:00:41 [..] AI compaction [emergency, summary] Marta failed: timeout",
+        "2026-11-23 10:00:50 [..] AI reply Marta: on the prompt the server holds while the next "
+        "is warmed (41 messages)",
+        "2026-11-23 10:00:52 [..] AI cache warm-up Marta: evaluated by the memory server, 1700 "
+        "tokens handed to the reply server",
+        "2026-11-23 10:00:53 [..] AI cache warm-up Bram: evaluated by the memory server, 900 "
+        "tokens handed to the reply server",
     ])
     events = defaults.parse_log(log)
     assert [e["kind"] for e in events] == [
-        "reply", "emergency", "compaction", "warm-up", "compaction", "compaction-failed"]
+        "reply", "emergency", "compaction", "warm-up", "compaction", "compaction-failed",
+        "held", "handover"]  # Bram's is not Marta's
+    assert events[-1]["tokens"] == 1700
     assert events[2]["before"] == 3300 and events[2]["after"] == 900
     assert events[1]["usage"] == 81.2
     # 12 s from the trigger; the sleep compaction had no trigger line; nor had the failure
