@@ -30,6 +30,7 @@ from ..core.recall_notes import visible_notes
 from ..core.tokens import count_message_tokens
 from ..llm.client import get_client
 from ..llm.handover import handover_available, warm_and_hand_over
+from ..settings import get_setting
 from .deadline import (request_timeout, warm_up_lost, warm_up_sent, warm_up_step_tokens,
                        warm_up_stopped)
 from .fetch_ahead import ahead_message, forget_ahead
@@ -240,10 +241,12 @@ def _hand_over(script, character, messages, sizes, sent):
     cache is restored the reply server holds ``messages`` (``ndb.server_prompt``). One that
     fails leaves the reply server's cache as it was: it is logged and fires with None."""
     script.ndb.handing_over = True
+    # memory-server work beside summaries, at a lower priority than replies: it may take as
+    # long as one of them (AI_COMPACT_TIMEOUT), and the replies meanwhile do not wait for it
+    timeout = max(request_timeout(script, messages, sizes), float(get_setting("COMPACT_TIMEOUT")))
     try:
-        result, restored = yield warm_and_hand_over(
-            messages, model=script.cfg("llm_model"),
-            timeout=request_timeout(script, messages, sizes))
+        result, restored = yield warm_and_hand_over(messages, model=script.cfg("llm_model"),
+                                                    timeout=timeout)
     except defer.CancelledError:
         raise
     except Exception as err:  # the client masks keys in what it raises
