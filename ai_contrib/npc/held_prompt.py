@@ -57,7 +57,7 @@ def held_reply(script, prompt, budget) -> list[ChatMessage] | None:
     none: no warm-up handed over under way (``ndb.handing_over``), the server's cache is not
     the NPC's last reply prompt (``ndb.server_prompt``), that prompt was for other listeners or
     ended with action exchanges, nothing was said since, or its history would exceed
-    ``budget`` (tokens).
+    ``budget`` (tokens) or its notes the NPC's memory budget.
     """
     sent = script.ndb.sent_prompt
     if not script.ndb.handing_over or sent is None or sent["acted"] \
@@ -72,12 +72,15 @@ def held_reply(script, prompt, budget) -> list[ChatMessage] | None:
     # the builder's own rendering of the messages after it: its system message, then them
     tail = prompt(budget, (None, history[at + 1]["id"]))[1:]
     ids, sizes = sent["ids"] + prompt.ids[1:], sent["sizes"] + prompt.sizes[1:]
-    # what the builder holds the summaries and history to (their time stamps included); the
-    # notes have a budget of their own
+    # what the builder holds the summaries and history to (their time stamps included), and
+    # the notes to theirs: each turn's new notes stay in the prompt held from then on
     history = sum(size for size, shows in zip(sizes, ids) if shows is not None)
-    if history > budget:
+    notes = sum(sizes[1:]) - history
+    allowed = script.budgeting.memory_budget()
+    if history > budget or notes > allowed:
         logger.log_info(f"AI reply {script.obj.key}: the prompt the server holds would show "
-                        f"{history} tokens of history, over its budget of {budget}: built anew")
+                        f"{history} tokens of history and {notes} of notes, over their budgets "
+                        f"of {budget} and {allowed}: built anew")
         return None
     prompt.messages = sent["messages"] + tail
     prompt.ids, prompt.sizes = ids, sizes
