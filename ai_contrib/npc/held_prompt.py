@@ -9,7 +9,8 @@ prompt as sent, then the history messages after the last one it showed (the NPC'
 lines said since, the turn, with the notes anchored at them), rendered by the reply prompt's
 own builder. So the reply evaluates only what is new, as between two compactions; it shows
 the lines the compaction summarised as they were, which the listeners heard. It is used while
-its history stays within the NPC's history budget; a prompt for other listeners is built as
+its history stays within the NPC's history budget and its notes within the memory budget; a
+prompt for other listeners is built as
 any other (:mod:`ai_contrib.npc.deadline`).
 """
 
@@ -74,12 +75,12 @@ def held_reply(script, prompt, budget) -> list[ChatMessage] | None:
     ids, sizes = sent["ids"] + prompt.ids[1:], sent["sizes"] + prompt.sizes[1:]
     # what the builder holds the summaries and history to (their time stamps included), and
     # the notes to theirs: each turn's new notes stay in the prompt held from then on
-    history = sum(size for size, shows in zip(sizes, ids) if shows is not None)
-    notes = sum(sizes[1:]) - history
+    lines = sum(size for size, shows in zip(sizes, ids) if shows is not None)
+    notes = sum(sizes[1:]) - lines
     allowed = script.budgeting.memory_budget()
-    if history > budget or notes > allowed:
+    if lines > budget or notes > allowed:
         logger.log_info(f"AI reply {script.obj.key}: the prompt the server holds would show "
-                        f"{history} tokens of history and {notes} of notes, over their budgets "
+                        f"{lines} tokens of history and {notes} of notes, over their budgets "
                         f"of {budget} and {allowed}: built anew")
         return None
     prompt.messages = sent["messages"] + tail
