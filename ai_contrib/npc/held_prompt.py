@@ -10,8 +10,7 @@ lines said since, the turn, with the notes anchored at them), rendered by the re
 own builder. So the reply evaluates only what is new, as between two compactions; it shows
 the lines the compaction summarised as they were, which the listeners heard. It is used while
 its history stays within the NPC's history budget and its notes within the memory budget; a
-prompt for other listeners is built as
-any other (:mod:`ai_contrib.npc.deadline`).
+prompt for other listeners is built as any other (:mod:`ai_contrib.npc.deadline`).
 """
 
 from __future__ import annotations
