@@ -3,12 +3,16 @@ Shared pytest setup: Evennia's flat API (``from evennia import ...``) is only fi
 ``evennia._init()``, which touches the database, so it runs once here with pytest-django's
 database blocker lifted.
 
+The offline embedder keeps each text's vector for the rest of the process
+(``tests/support/embedder_memo.py``): the vectors are the real model's, each computed once.
+
 On PostgreSQL (``AI_DATABASE_URL``, ``make test-postgres``) every end-to-end module's game gets
 databases of its own (:func:`_e2e_databases`).
 """
 
 import pytest
 
+from tests.support import embedder_memo
 from tests.support.postgres_util import (
     DATABASE_VAR,
     PGVECTOR_VAR,
@@ -31,6 +35,7 @@ def pytest_configure(config):
     # trial's own limit on a test (120 s) would end a slow test on a busy machine: its test
     # cases wait on their events under the suite's one hang guard instead
     trial_util.DEFAULT_TIMEOUT_DURATION = HANG_GUARD
+    embedder_memo.install()
     django.setup()
 
 
