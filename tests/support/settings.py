@@ -51,3 +51,14 @@ AI_ARCHIVE_DIR = _throwaway("ai-contrib-test-archive-")
 AI_MEMORY_DIR = _throwaway("ai-contrib-test-memory-")
 AI_LLM_BASE_URL = "http://127.0.0.1:9/v1"  # tests point this at their own HTTP doubles
 AI_TICK_INTERVAL = 3600  # tests drive ticks by hand
+
+# the command sets Evennia's test harness gives its tests (evennia.utils.test_resources,
+# DEFAULT_SETTING_RESETS): the harness puts them in place only while a test runs, but Evennia's
+# account module read CMDSET_ACCOUNT when imported, so every account a test created looked for a
+# game's own `commands` package, failed, and got an error command set instead (each failed
+# import also cost a traceback walk of several ms)
+CMDSET_UNLOGGEDIN = "evennia.game_template.commands.default_cmdsets.UnloggedinCmdSet"
+CMDSET_SESSION = "evennia.game_template.commands.default_cmdsets.SessionCmdSet"
+CMDSET_CHARACTER = "evennia.game_template.commands.default_cmdsets.CharacterCmdSet"
+CMDSET_ACCOUNT = "evennia.game_template.commands.default_cmdsets.AccountCmdSet"
+CMDSET_PATHS = ["evennia.game_template.commands", "evennia", "evennia.contrib"]
