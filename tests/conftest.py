@@ -121,3 +121,41 @@ def _e2e_databases(request):
         finally:
             for url in created:
                 drop_database(url)
+
+
+@pytest.fixture(autouse=True)
+def _dead_tasks_dropped():
+    """
+    Evennia's test harness logs its session in during ``setUp`` with the task handler's
+    ``deferLater`` mocked, so the login's ``utils.delay`` task never runs and stays in
+    ``TASK_HANDLER.tasks``, holding the session, its account, their characters and command sets.
+    Every test's world stayed reachable, and every later ``gc.collect()`` (Evennia's
+    ``flush_cache`` runs one in each test's ``tearDown``) walked all of them: a test's teardown
+    cost grew with the number of tests run before it. A non-persistent task still there when
+    the test is over can no longer run (its call is cancelled or was never scheduled), so it is
+    dropped; persistent ones are the handler's to keep.
+    """
+    from evennia.scripts.taskhandler import TASK_HANDLER
+
+    before = set(TASK_HANDLER.tasks)
+    yield
+    for task_id, task in list(TASK_HANDLER.tasks.items()):
+        if task_id not in before and not task[4]:  # (date, callback, args, kwargs, persistent, d)
+            del TASK_HANDLER.tasks[task_id]
+
+
+@pytest.fixture(autouse=True)
+def _survivors_frozen():
+    """
+    What outlives a collection between two tests (modules, their caches, the memory stack's
+    clients) lives for the rest of the process, yet every ``gc.collect()`` walked all of it
+    again: Evennia's ``flush_cache`` runs one in each test's ``tearDown``, 0.15 s each over
+    the 300,000 objects of a worker's imports. Frozen here, before the test makes anything
+    (the last test's objects were let go at its teardown), a collection walks only what was
+    made since; reference counting still frees what the frozen objects let go of.
+    """
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    yield
