@@ -29,10 +29,11 @@ test: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # the edit-test loop: tests/unit and tests/shell, no real game (tests/e2e), no real model
-# (tests/model) and no benchmark run (tests/bench), on every core (pytest-xdist; each worker has
-# its own test database); `make test` runs everything, one test at a time
+# (tests/model), no benchmark run (tests/bench) and none of the few tests marked `slow` (20 s
+# or more each: pyproject's pytest markers), on every core (pytest-xdist; each worker has its own
+# test database); `make test` runs everything, one test at a time
 test-fast: install
-	$(PY) -m pytest -q -n auto tests/unit tests/shell $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n auto -m "not slow" tests/unit tests/shell $(PYTEST_ARGS)
 
 # the pure core alone (tests/unit/core: pure functions and their property tests)
 test-core: install

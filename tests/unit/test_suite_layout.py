@@ -13,10 +13,13 @@ read from the source with ``ast`` (nothing is imported):
   (``docs/development.md``, "Waiting in tests"): no wait is given a number of seconds, and no
   test reckons a deadline of its own; a wait's limit is the hang guard, ``HANG_GUARD``;
 - no test module at ``tests/`` itself, and no test module imports another (what tests share
-  lives in ``tests/support/``).
+  lives in ``tests/support/``);
+- few tests carry the ``slow`` marker, each on its own test function, and only ``make
+  test-fast`` leaves them out.
 """
 
 import ast
+import re
 
 from tests.support.paths import ROOT
 
@@ -69,6 +72,21 @@ def _has_marker(tree, marker):
     return any(isinstance(node, ast.Attribute) and node.attr == marker
                and isinstance(node.value, ast.Attribute) and node.value.attr == "mark"
                for node in ast.walk(tree))
+
+
+def _marked_tests(tree, marker):
+    """The test functions a source marks ``<...>.mark.<marker>`` by a decorator, and ``"*"``
+    where a module or class marks all of its tests (``pytestmark``)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if any(_has_marker(decorator, marker) for decorator in node.decorator_list):
+                found.append(node.name if node.name.startswith("test") else "*")
+        elif isinstance(node, ast.Assign) and _has_marker(node.value, marker) and any(
+                isinstance(target, ast.Name) and target.id == "pytestmark"
+                for target in node.targets):
+            found.append("*")
+    return sorted(found)
 
 
 #: what runs a script: in a subprocess, or in this process (``runpy``)
@@ -162,7 +180,8 @@ def describe(source):
         built on them), ``game`` (starts a real game), ``e2e`` (carries the marker), ``model``
         (the real embedded model), ``bench`` (runs a benchmark script in a subprocess),
         ``fixed_waits`` (the lines where it waits a fixed number of seconds),
-        ``test_imports`` (other test modules it imports).
+        ``test_imports`` (other test modules it imports), ``slow`` (its tests marked ``slow``:
+        :func:`_marked_tests`).
     """
     tree = ast.parse(source)
     imports, names = _imports(tree), _names(tree)
@@ -179,6 +198,7 @@ def describe(source):
         "test_imports": sorted(name for name in imports
                                if name.startswith("tests.")
                                and name.rsplit(".", 1)[-1].startswith("test_")),
+        "slow": _marked_tests(tree, "slow"),
     }
 
 
@@ -308,3 +328,34 @@ def test_unit_and_shell_tests_wait_on_events_not_for_fixed_seconds():
 def test_no_test_module_imports_another():
     imports = {path: what["test_imports"] for path, what in FILES.items() if what["test_imports"]}
     assert not imports, imports
+
+
+#: the most tests the ``slow`` marker may leave out of ``make test-fast``
+MOST_SLOW = 4
+
+
+def test_the_scan_finds_tests_marked_slow():
+    marked = describe("import pytest\nclass TestIt:\n    @pytest.mark.slow\n"
+                      "    def test_long(self):\n        pass\n"
+                      "    def test_short(self):\n        pass\n")
+    assert marked["slow"] == ["test_long"], marked
+    assert describe("import pytest\npytestmark = pytest.mark.slow\n")["slow"] == ["*"]
+    assert describe("import pytest\n@pytest.mark.slow\nclass TestAll:\n    pass\n")["slow"] == [
+        "*"]
+    assert describe("import pytest\n@pytest.mark.e2e\ndef test_it():\n    pass\n")["slow"] == []
+
+
+def test_few_tests_are_marked_slow_and_only_the_fast_lane_leaves_them_out():
+    slow = {path: what["slow"] for path, what in FILES.items() if what["slow"]}
+    assert all(_kind(path) in ("unit", "shell") for path in slow), slow
+    assert not [path for path, names in slow.items() if "*" in names], slow  # one by one
+    assert 0 < sum(len(names) for names in slow.values()) <= MOST_SLOW, slow
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    recipes = {target: recipe for target, recipe in re.findall(
+        r"^([\w-]+):[^\n]*\n((?:\t[^\n]*\n)+)", makefile, re.MULTILINE)}
+    assert '-m "not slow"' in recipes["test-fast"], recipes["test-fast"]
+    for target in ("test", "postgres-lanes"):  # CI's two runs: no marker expression
+        assert not re.search(r"-m\s*[\"']|slow", recipes[target]), recipes[target]
+    pytest_config = (ROOT / "pyproject.toml").read_text(encoding="utf-8").split(
+        "[tool.pytest.ini_options]", 1)[1]
+    assert "not slow" not in pytest_config.split("markers", 1)[0]  # addopts runs them

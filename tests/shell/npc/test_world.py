@@ -4,6 +4,7 @@ world"): a real AssistantScript in Evennia's test DB and a real HTTP double on 1
 reads the prompts it is sent.
 """
 
+import pytest
 from django.test import override_settings
 from evennia.utils import create
 
@@ -276,6 +277,8 @@ class TestPins(WorldCase):
         self.script.db.cascade_recent_window = 2
         self.script.db.mask_window = 1
 
+    # 50 forced compactions, 10 of each strategy, and 250 replies: the fast lane leaves it out
+    @pytest.mark.slow
     def test_a_pin_is_in_every_prompt_after_compactions_of_each_strategy_and_a_restart(self):
         add_pin(self.npc, "Never sell the blue barrel: the ledger is hidden behind it.")
         add_pin(self.npc, "Wren owes you 2 silver.", player=self.char1.dbref)
