@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-postgres demo demo-keep test test-fast test-core test-postgres postgres-lanes bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-report bench-locomo-tune bench-recall bench-scale bench-mem0 bench-embedded bench-defaults bench-restart bench-world bench-village bench-actions clean
+.PHONY: install install-postgres demo demo-keep test test-fast test-core test-postgres postgres-lanes bench bench-load bench-load-postgres bench-tavern bench-locomo bench-locomo-report bench-locomo-tune bench-recall bench-scale bench-mem0 bench-embedded bench-defaults bench-restart bench-world bench-village bench-evening bench-actions clean
 
 install: $(STAMP)
 
@@ -144,6 +144,12 @@ bench-world: install
 # and what a sleep's gossip costs (about 7 min on 2 cores)
 bench-village: install
 	$(PY) benchmarks/village.py $(BENCH_ARGS)
+
+# an evening in a village on the default install: 4 AI NPCs, 3 telnet players, 60 min of talk on
+# the embedded model, then the same with a process spinning on one core (about 2 h 10 min on 2
+# cores; BENCH_ARGS="--minutes 15 --hog on" for a short one)
+bench-evening: install
+	$(PY) benchmarks/evening.py $(BENCH_ARGS)
 
 # NPC actions: 69 fixed situations said to Marta through the real reply path, actions on and
 # off, on the embedded model (or the server AI_LLM_BASE_URL names); BENCH_ARGS="--max-situations
