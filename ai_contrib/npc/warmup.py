@@ -25,10 +25,7 @@ import time
 from evennia.utils import logger
 from twisted.internet import defer
 
-from ..core.budget import note_allowance
-from ..core.deadline import (cached_messages, evaluation_tokens, held_head,
-                             warm_up_steps)
-from ..core.prompts import prompt_head
+from ..core.deadline import cached_messages, held_head, warm_up_steps
 from ..core.recall_notes import visible_notes
 from ..core.tokens import count_message_tokens
 from ..llm.client import get_client
@@ -40,10 +37,6 @@ from .fetch_ahead import ahead_message, forget_ahead
 from .hearing import room_listeners
 from .replies import describe_reply
 from .reply_prompt import ReplyPrompt, notes_in_order
-
-#: at most this many handovers of one warm-up: the first, then the prompt the NPC's talk made
-#: meanwhile (:func:`_hand_over`)
-HANDOVER_ROUNDS = 3
 
 
 def warmup_messages(script, character, listeners) -> list:
@@ -211,7 +204,7 @@ def _send_in_steps(script, character, listeners, sent):
     step = warm_up_step_tokens(script)
     if step is None and handover_available():
         # the memory server evaluates it and hands it over: the reply server stays free
-        return (yield _hand_over(script, character, listeners, (messages, sizes), sent))
+        return (yield _hand_over(script, character, messages, sizes, sent))
     held = cached_messages(messages, script.ndb.server_prompt)
     # a system message after the first that shows no history message is a note
     notes = [i > 0 and line is None for i, line in enumerate(shows)]
@@ -241,59 +234,32 @@ def _send_in_steps(script, character, listeners, sent):
 
 
 @defer.inlineCallbacks
-def _hand_over(script, character, listeners, prompt, sent):
+def _hand_over(script, character, messages, sizes, sent):
     """:func:`_send_in_steps` by the memory server (:func:`ai_contrib.llm.handover.
-    warm_and_hand_over`), ``prompt`` being ``(messages, sizes)``: meanwhile a reply extends the
-    prompt the reply server holds (``ndb.handing_over``, :mod:`ai_contrib.npc.held_prompt`) and
-    never waits for it. Players who speak meanwhile leave the handed-over prompt behind their
-    NPC's: while what was said since would take a reply longer than ``AI_REPLY_EVALUATION_
-    SECONDS`` to evaluate, the memory server, whose slot holds the prompt it evaluated, catches
-    up on the new one, at most :data:`HANDOVER_ROUNDS` times. Once the cache is restored the
-    reply server holds the last prompt handed over (``ndb.server_prompt``). One that fails
-    leaves the reply server's cache as it was: it is logged and fires with None."""
-    messages, sizes = prompt
-    # the prompt start it warms (npc.ticking.warm_if_due): a reply built from less meanwhile
-    # marks another, which the handover then replaces
-    head = script.ndb.cached_head
+    warm_and_hand_over`): meanwhile a reply extends the prompt the reply server holds
+    (``ndb.handing_over``, :mod:`ai_contrib.npc.held_prompt`) and never waits for it; once the
+    cache is restored the reply server holds ``messages`` (``ndb.server_prompt``). One that
+    fails leaves the reply server's cache as it was: it is logged and fires with None."""
     script.ndb.handing_over = True
-    try:
-        for _ in range(HANDOVER_ROUNDS):
-            result, restored = yield _hand_over_once(script, messages, sizes)
-            if result is None:
-                break  # the reply server keeps what the rounds before handed over
-            script.ndb.server_prompt, script.ndb.held_head_id = messages, None
-            script.ndb.cached_head = head
-            sent.append(result.prompt_stats())
-            logger.log_info(f"AI cache warm-up {character.key}: evaluated by the memory server, "
-                            f"{restored} tokens handed to the reply server")
-            fresh, _, fresh_sizes = warmup_prompt(script, character, listeners)
-            head = prompt_head(script.history)
-            behind = evaluation_tokens(fresh, messages, fresh_sizes)
-            allowance = note_allowance(script.cfg("reply_evaluation_seconds"),
-                                       get_client().prompt_speed)
-            if allowance is None or behind <= allowance:
-                break
-            messages, sizes = fresh, fresh_sizes
-    finally:
-        script.ndb.handing_over = False
-    return _series_figures(sent) if sent else None
-
-
-@defer.inlineCallbacks
-def _hand_over_once(script, messages, sizes):
-    """One :func:`ai_contrib.llm.handover.warm_and_hand_over` of ``messages``: fires with
-    ``(result, restored tokens)``, or ``(None, 0)`` when it failed (logged)."""
     # memory-server work beside summaries, at a lower priority than replies: it may take as
     # long as one of them (AI_COMPACT_TIMEOUT), and the replies meanwhile do not wait for it
     timeout = max(request_timeout(script, messages, sizes), float(get_setting("COMPACT_TIMEOUT")))
     try:
-        return (yield warm_and_hand_over(messages, model=script.cfg("llm_model"),
-                                         timeout=timeout))
+        result, restored = yield warm_and_hand_over(messages, model=script.cfg("llm_model"),
+                                                    timeout=timeout)
     except defer.CancelledError:
         raise
     except Exception as err:  # the client masks keys in what it raises
-        logger.log_warn(f"AI cache warm-up {script.obj.key} by the memory server failed: {err}")
-        return None, 0
+        logger.log_warn(f"AI cache warm-up {character.key} by the memory server failed: {err}")
+        return None
+    finally:
+        script.ndb.handing_over = False
+    script.ndb.server_prompt = messages
+    script.ndb.held_head_id = None
+    sent.append(result.prompt_stats())
+    logger.log_info(f"AI cache warm-up {character.key}: evaluated by the memory server, "
+                    f"{restored} tokens handed to the reply server")
+    return _series_figures(sent)
 
 
 def _stopped_at(script, messages, shows, done):

@@ -334,49 +334,6 @@ class TestWarmupHandedOver(WarmupCase):
         later = self.talk("Good night, Marta.")
         self.assertEqual(later[:len(warm)], warm)
 
-    @override_settings(AI_REPLY_EVALUATION_SECONDS=8.0)
-    def test_talk_during_it_is_caught_up_on_before_the_replies_leave_the_held_prompt(self):
-        # a server at 5 tokens/s: a reply may evaluate 40 tokens, fewer than two lines and
-        # the answers to them
-        patch = mock.patch.object(type(get_client()), "prompt_speed",
-                                  new_callable=mock.PropertyMock, return_value=5.0)
-        patch.start()
-        self.addCleanup(patch.stop)
-        events, gate = [], threading.Event()
-        self.compact(*held_warmup_then_reply(events, gate, "Supper is stew."))
-        warming = self.script.ndb.warming
-        first = list(self.script.ndb.warming_messages)
-        self.talk("And supper? I have walked all day from the river ford and I am starving.",
-                  answer="Supper is stew.")
-        self.talk("And a bath after it, with hot water, and a fire in the room all night long?",
-                  answer="A bath is a copper extra, love, and the fire another.")
-        self.llm.enqueue(reply("A"))  # the second handover
-        gate.set()
-        wait_for(warming)
-        handed = [r["messages"] for r in warmups(self.llm)][-2:]
-        self.assertEqual(handed[0], first)
-        # the second starts with the first, which the memory server's slot holds, and goes
-        # on with what was said meanwhile
-        self.assertEqual(handed[1][:len(first)], first)
-        self.assertIn("Supper is stew.", " ".join(m["content"] for m in handed[1][len(first):]))
-        self.assertFalse(self.script.ndb.handing_over)
-        later = self.talk("Good night, Marta.")
-        self.assertEqual(later[:len(handed[1])], handed[1])
-
-    def test_a_quiet_room_during_it_is_handed_over_once(self):
-        events, gate = [], threading.Event()
-        self.compact(*held_warmup_then_reply(events, gate, "unused"))
-        warming = self.script.ndb.warming
-        wait_until(lambda: "warm-up starts" in events)
-        count = len(warmups(self.llm))
-        gate.set()
-        wait_for(warming)
-        self.assertEqual(len(warmups(self.llm)), count)  # the one under way, no other
-        self.assertFalse(self.script.ndb.handing_over)
-        later = self.talk("Good night, Marta.")
-        self.assertEqual(later[:len(warmups(self.llm)[-1]["messages"])],
-                         warmups(self.llm)[-1]["messages"])
-
     def test_a_newcomer_during_it_gets_a_prompt_of_their_own_and_leaves_it_running(self):
         events, gate = [], threading.Event()
         self.compact(*held_warmup_then_reply(events, gate, "Welcome, stranger."))
