@@ -245,9 +245,8 @@ OPTIONS = (
                "caches it before the next player speaks; \"auto\" = with the embedded model "
                "only (a hosted API bills the warm-up's prompt tokens)."),
         # the reply server stays free for replies, which meanwhile extend the prompt it holds
-        # instead of waiting 15-27 s for the warm-up (docs/design.md, "Warm-ups handed over");
-        # off until measured on a quiet machine: make demo gave 2.28x after the first compaction
-        Option("PROMPT_CACHE_WARMUP_HANDOVER", False, BOOL,
+        # instead of waiting 15-27 s for the warm-up (docs/design.md, "Warm-ups handed over")
+        Option("PROMPT_CACHE_WARMUP_HANDOVER", True, BOOL,
                "With the embedded model and its memory server, have the memory server evaluate "
                "a cache warm-up and hand its cache to the reply server."),
     ),
