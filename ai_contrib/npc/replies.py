@@ -634,7 +634,8 @@ def _write_reply(script, character, prompt, shown, recall, world):
     The model's reply to the turn ``prompt``
     (:class:`~ai_contrib.npc.reply_prompt.ReplyPrompt`) is built for, cleaned, and
     its receipt; the room is shown that the NPC is thinking when it takes long
-    (:func:`show_thinking_later`). A failure (an LLM error, no usable text) is recorded
+    (:func:`show_thinking_later`). An answer with no usable text is asked again once, where the
+    turn took no action; a failure (an LLM error, no usable text again) is recorded
     (:func:`_record_failure`).
 
     Args:
@@ -656,6 +657,14 @@ def _write_reply(script, character, prompt, shown, recall, world):
             waited = time.monotonic() - started
         # the NPC may act before it speaks (docs/design.md, "Actions")
         result = yield ask_acting(script, character, prompt, shown, _ask)
+        reply = _usable_text(result, character)
+        if not reply and not prompt.exchanges:
+            # a sampled completion with no words in it (a small model's stray turn, markup)
+            # is no dead server: the prompt is cached, so a second sample costs its words only
+            logger.log_info(f"AI reply {character.key}: the model returned no usable text; "
+                            f"asked again")
+            result = yield _ask(script, character, prompt, shown)
+            reply = _usable_text(result, character)
         _report_reply(script, character, result, time.monotonic() - started, waited)
         receipt = make_receipt(
             script.cfg("llm_model") or getattr(result, "model", None),
@@ -668,9 +677,6 @@ def _write_reply(script, character, prompt, shown, recall, world):
             receipt["recall"] = recall.recall
         if prompt.cut:
             receipt["cut_for_time"] = prompt.cut
-        # a reply stopped by AI_LLM_MAX_REPLY_TOKENS ends at its last full sentence
-        reply = clean_reply(result.content, character.key,
-                            truncated=getattr(result, "finish_reason", None) == "length")
         if not reply:
             _record_failure(script, character, "the model returned no usable text")
     except LLMError as err:
@@ -680,6 +686,14 @@ def _write_reply(script, character, prompt, shown, recall, world):
         if thinking is not None and thinking.active():
             thinking.cancel()
     return reply, receipt
+
+
+def _usable_text(result, character) -> str:
+    """The words of the model's answer ``result`` (a :class:`~ai_contrib.llm.client.ChatResult`)
+    that ``character`` may say (:func:`ai_contrib.core.prompts.clean_reply`), ``""`` when none;
+    an answer stopped by ``AI_LLM_MAX_REPLY_TOKENS`` ends at its last full sentence."""
+    return clean_reply(result.content, character.key,
+                       truncated=getattr(result, "finish_reason", None) == "length")
 
 
 def _reply_metadata(lines, turn_ids, heard, aloud):

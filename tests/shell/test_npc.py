@@ -122,6 +122,28 @@ class TestConversation(NPCTestCase):
         self.assertNotIn("Traceback", heard)
         self.assertEqual(self.script.history[-1]["role"], "user")
 
+    def test_an_answer_with_no_usable_text_is_asked_again_once_before_the_fallback(self):
+        # a completion that is only another speaker's turn leaves nothing to say
+        stray = f"[2026-11-20 14:05] {self.char2.key}: and then I said no."
+        self.llm.enqueue(reply(stray), reply("Evening, love. The stew is on."))
+        with mock.patch.object(self.char1, "msg") as seen:
+            self.script.receive_speech(self.char1, "Hello?")
+            wait_for(self.script.run_tick())
+        heard = " ".join(str(c) for c in seen.call_args_list)
+        self.assertIn("The stew is on.", heard)
+        self.assertNotIn("lost in thought", heard)
+        self.assertEqual(len(self.llm.requests), 2)
+        self.assertEqual(self.llm.requests[1]["messages"], self.llm.requests[0]["messages"])
+        self.assertEqual(self.script.history[-1]["content"], "Evening, love. The stew is on.")
+        # twice with nothing to say: the fallback line, and no third request
+        self.llm.enqueue(reply(stray), reply(stray))
+        with mock.patch.object(self.char1, "msg") as seen:
+            self.script.receive_speech(self.char1, "Hello again?")
+            wait_for(self.script.run_tick())
+        self.assertIn("Marta seems lost in thought.",
+                      " ".join(str(c) for c in seen.call_args_list))
+        self.assertEqual(len(self.llm.requests), 4)
+
     def test_npcs_hear_each_other_and_answer_only_when_named(self):
         # docs/design.md, "A room of NPCs" (issue 28): an NPC's speech is stored like a player's
         other = create.create_object(AssistantCharacter, key="Gorm", location=self.room1)
