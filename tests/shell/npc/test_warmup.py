@@ -334,6 +334,30 @@ class TestWarmupHandedOver(WarmupCase):
         later = self.talk("Good night, Marta.")
         self.assertEqual(later[:len(warm)], warm)
 
+    def test_a_held_prompt_that_would_leave_its_history_budget_is_built_anew(self):
+        events, gate = [], threading.Event()
+        self.compact(*held_warmup_then_reply(events, gate, "Supper is stew."))
+        warming = self.script.ndb.warming
+        # positive control: a short exchange extends the held prompt
+        held = self.talk("And supper?", answer="Supper is stew.")
+        self.assertEqual(held[:len(self.before)], self.before)
+        # then the talk meanwhile outgrows what the history budget leaves after the held lines
+        # (this class compacts at 0.85 of it)
+        start = self.script.token_usage()
+        while self.script.token_usage() < start + 0.2:
+            self.fill(2)
+        with mock.patch("ai_contrib.npc.held_prompt.logger.log_info") as log:
+            after = self.talk("And a bath?", answer="Supper is stew.")
+        self.assertNotEqual(after[:len(self.before)], self.before)
+        lines = [call.args[0] for call in log.call_args_list]
+        self.assertTrue(any("over their budgets" in line and "built anew" in line
+                            for line in lines), lines)
+        # built as any other prompt: the new summary is in it
+        self.assertIn(SUMMARY, " ".join(m["content"] for m in after))
+        self.assertFalse(warming.called)  # the handover goes on, neither waited for nor cancelled
+        gate.set()
+        wait_for(warming)
+
     def test_a_newcomer_during_it_gets_a_prompt_of_their_own_and_leaves_it_running(self):
         events, gate = [], threading.Event()
         self.compact(*held_warmup_then_reply(events, gate, "Welcome, stranger."))
