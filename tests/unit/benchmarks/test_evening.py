@@ -5,6 +5,7 @@ and the usage polls.
 """
 
 import importlib.util
+import re
 
 from ai_contrib.npc.replies import describe_reply
 from tests.support.paths import ROOT
@@ -16,6 +17,13 @@ _SPEC.loader.exec_module(evening)
 
 
 def test_every_place_is_reached_from_every_other_through_the_crossroads():
+    # the exits walked exist: the template's (game_template/world/tavern.py) and the one dug
+    template = (ROOT / "game_template" / "world" / "tavern.py").read_text(encoding="utf-8")
+    exits = set(re.findall(r'_exit\("\w+", "([^"]+)"', template))
+    assert {"tavern", "gate", "out", "crossroads"} <= exits
+    dug = next(line for line in evening.BUILD if line.startswith("dig "))
+    assert "= guildhall;" in dug and ", out;" in dug
+    assert set(evening.EXIT_TO_CROSSROADS) == set(evening.PLACES)
     for here in evening.PLACES:
         assert evening.route(here, here) == []
         for there in set(evening.PLACES) - {here}:
@@ -25,11 +33,16 @@ def test_every_place_is_reached_from_every_other_through_the_crossroads():
     assert sorted(evening.NPCS) == sorted({"Marta", "Fenwick", "Bram", "Oswin"})
 
 
-def test_an_answer_is_the_npcs_say_line_or_its_fallback_and_no_one_elses():
-    marta = evening.answer_re("Marta")
+def test_an_answer_is_the_npcs_say_line_a_murmur_to_the_player_or_its_fallback():
+    marta = evening.answer_re("Marta", "Wren")
     assert marta.search('Marta says, "Welcome back."')["reply"]
     assert marta.search('Marta says to Wren, "Your room is ready."')["reply"]
+    assert marta.search('Marta leans in and murmurs to Hollis and Wren: "Hush."')["reply"]
     assert marta.search("Marta seems lost in thought.")["fallback"]
+    # a murmur to others, what the others see of it, and other NPCs' lines are not
+    assert marta.search('Marta leans in and murmurs to Hollis: "Hush."') is None
+    assert marta.search('Marta leans in and murmurs to Wrenna: "Hush."') is None
+    assert marta.search("Marta leans in and murmurs something to Hollis.") is None
     assert marta.search('Fenwick says, "A song?"') is None
     assert marta.search("Fenwick seems lost in thought.") is None
 
@@ -49,6 +62,7 @@ def test_one_npcs_figures_count_its_own_replies_failures_and_usage_only():
         "2026-12-05 10:00:02 [..] AI Marta: reply failed (2 in a row): timed out",
         "2026-12-05 10:00:03 [..] AI Fenwick: could not answer (timed out); players see ...",
         "2026-12-05 10:00:04 [..] AI Marta: fact extraction failed: timed out",
+        "2026-12-05 10:00:04 [..] pre-compaction extraction failed: timed out",
         "2026-12-05 10:00:05 [..] AI cache warm-up Marta by the memory server failed: 400",
         "2026-12-05 10:00:06 [..] AI cache warm-up Fenwick failed: timed out",
     ])
@@ -72,4 +86,5 @@ def test_one_npcs_figures_count_its_own_replies_failures_and_usage_only():
     rows = {"Marta": marta, "Fenwick": fenwick}
     everyone = evening.totals(rows, log, outcomes, samples)
     assert (everyone["replies"], everyone["fallbacks"], everyone["max_s"]) == (6, 3, 99.0)
+    assert everyone["extraction_failures"] == 2  # Marta's and the one that names no NPC
     assert everyone["peak_usage"] == 1.1 and everyone["lines"] == 3
