@@ -182,9 +182,10 @@ async def _talk_until(player, rng, lines, args, t_end, outcomes):
         player.send(f"talk {npc} = {next(lines)}")
         match, _ = await player.read_until(answer_re(npc, player.label),
                                            timeout=args.reply_timeout)
+        took = time.monotonic() - sent
         outcome = "timeout" if match is None else "fallback" if match["fallback"] else "reply"
-        outcomes.add(npc, outcome, time.monotonic() - sent)
-        progress(f"  {player.label:<8} -> {npc:<8} {outcome} in {time.monotonic() - sent:5.1f} s")
+        outcomes.add(npc, outcome, took)
+        progress(f"  {player.label:<8} -> {npc:<8} {outcome} in {took:5.1f} s")
         await asyncio.sleep(rng.uniform(*args.think))
 
 

@@ -53,6 +53,13 @@ class TestConfiguration(NPCTestCase):
 
 
 class TestConversation(NPCTestCase):
+    def heard_answer(self, line):
+        """Say ``line`` to the NPC as ``char1`` and run a tick; returns what ``char1`` was sent."""
+        with mock.patch.object(self.char1, "msg") as seen:
+            self.script.receive_speech(self.char1, line)
+            wait_for(self.script.run_tick())
+        return " ".join(str(c) for c in seen.call_args_list)
+
     def test_say_in_room_is_heard_and_answered(self):
         self.llm.enqueue(reply("Welcome to the Prancing Goat, traveller!"))
         with mock.patch.object(self.char1, "msg") as seen:
@@ -114,10 +121,7 @@ class TestConversation(NPCTestCase):
 
     def test_llm_failure_gives_in_character_line_and_no_traceback(self):
         self.llm.enqueue(http_error(500))
-        with mock.patch.object(self.char1, "msg") as seen:
-            self.script.receive_speech(self.char1, "Hello?")
-            wait_for(self.script.run_tick())
-        heard = " ".join(str(c) for c in seen.call_args_list)
+        heard = self.heard_answer("Hello?")
         self.assertIn("Marta seems lost in thought.", heard)
         self.assertNotIn("Traceback", heard)
         self.assertEqual(self.script.history[-1]["role"], "user")
@@ -126,10 +130,7 @@ class TestConversation(NPCTestCase):
         # a completion that is only another speaker's turn leaves nothing to say
         stray = f"[2026-11-20 14:05] {self.char2.key}: and then I said no."
         self.llm.enqueue(reply(stray), reply("Evening, love. The stew is on."))
-        with mock.patch.object(self.char1, "msg") as seen:
-            self.script.receive_speech(self.char1, "Hello?")
-            wait_for(self.script.run_tick())
-        heard = " ".join(str(c) for c in seen.call_args_list)
+        heard = self.heard_answer("Hello?")
         self.assertIn("The stew is on.", heard)
         self.assertNotIn("lost in thought", heard)
         self.assertEqual(len(self.llm.requests), 2)
@@ -137,11 +138,7 @@ class TestConversation(NPCTestCase):
         self.assertEqual(self.script.history[-1]["content"], "Evening, love. The stew is on.")
         # twice with nothing to say: the fallback line, and no third request
         self.llm.enqueue(reply(stray), reply(stray))
-        with mock.patch.object(self.char1, "msg") as seen:
-            self.script.receive_speech(self.char1, "Hello again?")
-            wait_for(self.script.run_tick())
-        self.assertIn("Marta seems lost in thought.",
-                      " ".join(str(c) for c in seen.call_args_list))
+        self.assertIn("Marta seems lost in thought.", self.heard_answer("Hello again?"))
         self.assertEqual(len(self.llm.requests), 4)
 
     def test_npcs_hear_each_other_and_answer_only_when_named(self):
