@@ -155,6 +155,12 @@ def format_compaction_result(npc, result) -> str:
     )
 
 
+def _not_kept(result):
+    """Why a replaced summary was not kept: it failed the fidelity check (it has a score) or
+    the server did not write it in time (none)."""
+    return "failed the check" if result.get("model_fidelity") is not None else "was not used"
+
+
 def _summary_line(npc_key, result):
     return (
         f"Compacted {npc_key}: {result.compacted_messages} messages -> summary, "
@@ -162,8 +168,8 @@ def _summary_line(npc_key, result):
         f"({result.reduction_pct:.1f}% reduction), {result.get('preserved_messages')} kept"
         + context_change(result)
         + (f"; fidelity {fidelity_cell(result)}"
-           + (f" (the model's summary failed the check, {shown(result.get('fidelity_reason'))}: "
-              "an extract of the span replaced it)"
+           + (f" (the model's summary {_not_kept(result)}, {shown(result.get('fidelity_reason'))}"
+              ": an extract of the span replaced it)"
               if result.get("fidelity_replaced") else "")
            if result.get("fidelity") is not None else "")
         + "."

@@ -30,8 +30,10 @@ def _compaction(result, name):
             f"compacted {r.get('compacted_messages')} messages, "
             f"{r.original_tokens} -> {r.new_tokens} tokens "
             f"({r.reduction_pct:.1f}% reduction)"
-            + (f", the model's summary refused ({inert_markup(r.get('fidelity_reason'))}) and "
-               "an extract used" if r.get("fidelity_replaced") else "")
+            + (f", the model's summary "
+               f"{'refused' if r.get('model_fidelity') is not None else 'not used'} "
+               f"({inert_markup(r.get('fidelity_reason'))}) and an extract used"
+               if r.get("fidelity_replaced") else "")
         ),
         own=lambda line: line.rstrip("."),  # the other strategies' own wording, in a list
     )

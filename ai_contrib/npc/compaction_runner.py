@@ -89,7 +89,7 @@ from ..core.summary import (
 )
 from ..core.tick import reaches
 from ..llm import summariser
-from ..llm.client import LLMError, LLMResponseError
+from ..llm.client import LLMError, LLMResponseError, LLMTimeoutError
 from ..memory.archive import ArchiveError
 from ..memory.compaction_log import (
     log_event,
@@ -449,16 +449,8 @@ def guard_summary(script, messages, text) -> tuple[str, dict[str, Any]]:
     if verdict.passed and lines.passed and quotes.passed:
         return text, dict(verdict.as_dict(), replaced=False, line_support=lines.support)
     reason = verdict.reason or lines.reason or quotes.reason
-    model = script.runtime.ledger.model
-    target = summariser.summary_output_tokens(sum(script.runtime.token_counts(messages)))
-    extract = extractive_summary(messages, target, heuristic_importance, model=model)
-    replacement = score_summary(extract, source, speakers)
-    problem = replacement.reason or check_quotes(extract, said).reason
-    if not extract or problem:
-        raise LLMResponseError(
-            f"the summary failed the fidelity check ({reason}) and no extractive "
-            f"summary could replace it ({problem or 'no line to take'})"
-        )
+    extract, fidelity = extract_instead(
+        script, messages, f"the summary failed the fidelity check ({reason})")
     # the count stands apart from the reason, which names only the first check that failed
     misquoted = (f"; {len(quotes.failures)} quote(s) not their speaker's words"
                  if quotes.failures else "")
@@ -466,31 +458,76 @@ def guard_summary(script, messages, text) -> tuple[str, dict[str, Any]]:
         f"AI summary of {len(messages)} messages failed the fidelity check "
         f"({reason}){misquoted}; replaced by an extract of the span"
     )
-    return extract, dict(replacement.as_dict(), replaced=True, model_score=verdict.score,
-                         model_reason=reason, model_line_support=lines.support,
+    return extract, dict(fidelity, model_score=verdict.score, model_reason=reason,
+                         model_line_support=lines.support,
                          model_quote_failures=len(quotes.failures))
+
+
+def extract_instead(script, messages, why) -> tuple[str, dict[str, Any]]:
+    """
+    The summary that needs no model (``docs/design.md``, "Summary fidelity"): an extract of
+    ``messages`` (:func:`ai_contrib.core.fidelity.extractive_summary`, within the summary's
+    token target), checked as a model's summary is (support and quotes).
+
+    Args:
+        script (AssistantScript): the NPC's script.
+        messages (list[dict]): the summarised span. why (str): why the model's summary is not
+            used, for the error below and the fidelity's ``"model_reason"``.
+
+    Returns:
+        tuple: ``(extract, fidelity)``, the fidelity as :func:`guard_summary` gives it for a
+        replaced summary (``"replaced": True``, ``"model_reason": why``).
+
+    Raises:
+        LLMResponseError: no extract could be built, or it fails the checks too (a span too
+        short for its target).
+    """
+    source = source_text(messages)
+    model = script.runtime.ledger.model
+    target = summariser.summary_output_tokens(sum(script.runtime.token_counts(messages)))
+    extract = extractive_summary(messages, target, heuristic_importance, model=model)
+    replacement = score_summary(extract, source, speakers_of(messages))
+    problem = replacement.reason or check_quotes(extract, speaker_lines(messages)).reason
+    if not extract or problem:
+        raise LLMResponseError(
+            f"{why} and no extractive summary could replace it ({problem or 'no line to take'})"
+        )
+    return extract, dict(replacement.as_dict(), replaced=True, model_reason=why)
 
 
 @defer.inlineCallbacks
 def _write_summaries(script, plan):
     """The LLM step: one summary text per span of ``plan``, in order (a promoted cascade tier
-    takes its summary's text unchanged). Errbacks with LLMError."""
-    texts = []
-    for span in plan.spans:
+    takes its summary's text unchanged), and the fidelity of each text already judged (None
+    for the rest). A summary the server did not finish within ``AI_COMPACT_TIMEOUT`` is an
+    extract of its span (:func:`extract_instead`): a slow server still compacts, while one
+    that fails outright leaves the history as it was (``docs/design.md``, "Summary
+    fidelity"). Errbacks with LLMError."""
+    texts, judged = [], [None] * len(plan.spans)
+    for i, span in enumerate(plan.spans):
         # only the lines one listener group heard go into a summary (docs/design.md,
         # "Summaries by audience"); the span is still replaced whole
         if span.promote:
             texts.append(cascade_core.summary_text_of(span.messages[0]))
-        elif not span.has_talk:
+            continue
+        if not span.has_talk:
             texts.append(NO_TALK_SUMMARY)
-        elif span.tier == cascade_core.TIER_LONG:
-            texts.append((yield summariser.fold_summaries(
-                span.shared, style=prompt_style(script), model=_summariser_model(script))))
+            continue
+        if span.tier == cascade_core.TIER_LONG:
+            pending = summariser.fold_summaries(
+                span.shared, style=prompt_style(script), model=_summariser_model(script))
         else:
-            texts.append((yield summarise(
-                script, span.shared, prompt=span.prompt, instruction=span.instruction,
-                structured=span.structured)))
-    return texts
+            pending = summarise(script, span.shared, prompt=span.prompt,
+                                instruction=span.instruction, structured=span.structured)
+        try:
+            texts.append((yield pending))
+        except LLMTimeoutError as err:
+            text, judged[i] = extract_instead(
+                script, span.shared, f"the summary was not written in time ({err})")
+            logger.log_info(f"AI summary of {len(span.shared)} messages was not written in "
+                            f"time; replaced by an extract of the span")
+            texts.append(text)
+    return texts, judged
 
 
 def apply_plan(runtime, plan, markers, **info) -> None:
@@ -542,7 +579,7 @@ def _summarise_plan(script, character, plan):
     script.ndb.compacting_evicted = 0
     try:
         try:
-            texts = yield _write_summaries(script, plan)
+            texts, judged = yield _write_summaries(script, plan)
         except LLMError as err:
             return f"summary failed: {err}"
         problem = build_markers(plan, texts, model=model, min_saving_tokens=minimum)[2]
@@ -551,8 +588,8 @@ def _summarise_plan(script, character, plan):
         fidelities = []
         try:
             for i, span in enumerate(plan.spans):
-                if span.promote or not span.has_talk:  # judged when written; or no model's
-                    fidelities.append(None)
+                if span.promote or not span.has_talk or judged[i]:  # judged when written
+                    fidelities.append(judged[i])
                     continue
                 texts[i], fidelity = guard_summary(script, span.shared, texts[i])
                 fidelities.append(fidelity)

@@ -1,11 +1,13 @@
 """
 The compaction failure policy, failure by failure, against a real HTTP LLM double on 127.0.0.1.
 
-Every failure of the summary step (timeout, HTTP error, connection reset or refused, empty
-summary, an unparseable body, a summary no shorter than what it replaces, one saving fewer than
+Every failure of the summary step (HTTP error, connection reset or refused, empty summary, an
+unparseable body, a summary no shorter than what it replaces, one saving fewer than
 ``AI_COMPACT_MIN_SAVING_TOKENS``, a stall cutting < 5 % of the tokens) must leave the NPC's
 history exactly as it was -- message ids and contents, token count, journal, checkpoint and
-archive -- log a warning and return ``{"success": False, "error": ...}``. Three automatic
+archive -- log a warning and return ``{"success": False, "error": ...}``. A summary the server
+does not finish within ``AI_COMPACT_TIMEOUT`` is no failure: the server is slow, not dead, and
+an extract of the span replaces it. Three automatic
 failures in a row open the circuit breaker (Claude Code's rule), which ``aihistory`` shows with
 the last error; an admin's ``compact`` still runs and reports its own error; a success closes
 the breaker. And the summary requests themselves fit the summariser's context window
@@ -216,14 +218,40 @@ def _flat(text):
     return re.sub(r"[\s|+\-]", "", text)
 
 
-class TestEachFailureLeavesHistoryUnchanged(FaultCase):
-    def test_timeout(self):
+class TestSummaryNotWrittenInTime(FaultCase):
+    def test_a_summary_not_written_in_time_is_replaced_by_an_extract(self):
+        # control: a server that fails outright still leaves the history as it was
+        self.assert_failed_unchanged([http_error(500)], r"^summary failed: .*HTTP 500")
+        _, total = self.plan()
+        gate = threading.Event()
+        self.addCleanup(gate.set)
         with override_settings(AI_COMPACT_TIMEOUT=0.4):  # a summary gets its own timeout
             wait_for(reset_client())
-            # a summary that never comes: the timeout alone ends the wait
-            self.assert_failed_unchanged([hold(threading.Event(), then=reply(SUMMARY))],
-                                         r"^summary failed: .*no complete response within 0.4 s")
+            # a summary that never comes: the timeout alone ends the wait, and the span's
+            # own lines replace it
+            self.llm.enqueue(hold(gate, then=reply(SUMMARY)))
+            said = self.command(CmdCompact(), "/force Marta",
+                                until=r"Compacted Marta|Compaction of Marta failed")
+        self.assertRegex(said, r"Compacted Marta: \d+ messages -> summary")
+        self.assertIn("the model's summary was not used, the summary was not written in time",
+                      said)
+        self.assertIn("an extract of the span replaced it", said)
+        marker = self.script.history[0]
+        self.assertTrue(is_marker(marker))
+        self.assertNotIn(SUMMARY, marker["content"])
+        self.assertIn(" said: ", marker["content"])
+        fidelity = marker["metadata"]["fidelity"]
+        self.assertTrue(fidelity["replaced"])
+        self.assertRegex(fidelity["model_reason"],
+                         r"^the summary was not written in time \(.*within 0.4 s")
+        self.assertLess(self.script.token_count(), total)
+        event = self.script.db.compaction_log[-1]
+        self.assertTrue(event["success"])
+        self.assertIn("not written in time", event["fidelity_reason"])
+        self.assertIsNone(event["model_fidelity"])
 
+
+class TestEachFailureLeavesHistoryUnchanged(FaultCase):
     def test_http_error(self):
         self.assert_failed_unchanged([http_error(500)], r"^summary failed: .*HTTP 500")
 

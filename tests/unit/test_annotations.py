@@ -75,7 +75,7 @@ OPEN_DICTS = {
     # stored forms
     "CompactionResult.as_dict", "failure_event", "recovered_event", "Fidelity.as_dict",
     "ExtractionResult.as_dict", "ConsolidationResult.as_dict", "StepResult.as_dict",
-    "SleepResults.as_dict", "appended_log", "guard_summary",
+    "SleepResults.as_dict", "appended_log", "guard_summary", "extract_instead",
     # the OpenAI chat format
     "tool_schemas", "LLMClient.explicit_sampling", "LLMClient.request_fields", "LLMClient.build_payload",
     "structured_schema", "structured_response_format", "sampling_fields", "standard_only",

@@ -50,7 +50,7 @@ def test_a_busy_sleep_gives_its_figures_and_failures():
 def test_a_refused_summary_and_removed_quotes_are_said():
     refused = CompactionResult.done(
         "sleep", "summary", compacted_messages=30, original_tokens=900, new_tokens=120,
-        reduction_pct=86.666, fidelity=0.9, fidelity_replaced=True,
+        reduction_pct=86.666, fidelity=0.9, fidelity_replaced=True, model_fidelity=0.4,
         fidelity_reason='quotes that are not their speaker\'s words: "My son" (wren): no one said it')
     line = describe_sleep(SleepResults(
         context_compaction=refused,
@@ -69,6 +69,15 @@ def test_a_refused_summary_and_removed_quotes_are_said():
                                        quote_repair=StepResult.of(
                                            {"checked": 0, "quotes_removed": 0})))
     assert "refused" not in line and "quote" not in line
+    # a summary the server did not write in time has no score of its own: not used, not refused
+    late = CompactionResult.done(
+        "sleep", "summary", compacted_messages=30, original_tokens=900, new_tokens=120,
+        reduction_pct=86.666, fidelity=0.9, fidelity_replaced=True, model_fidelity=None,
+        fidelity_reason="the summary was not written in time (no response within 300 s)")
+    line = describe_sleep(SleepResults(context_compaction=late))
+    assert ("the model's summary not used (the summary was not written in time (no response "
+            "within 300 s)) and an extract used") in line
+    assert "refused" not in line
 
 
 def test_a_sleep_cut_short_before_its_work_says_what_woke_the_npc():
