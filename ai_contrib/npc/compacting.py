@@ -24,6 +24,7 @@ from evennia.utils import logger
 from twisted.internet import defer
 
 from ..core.compaction import AUTOMATIC_TRIGGERS, CompactionResult
+from ..core.messages import is_marker
 from ..core.outcome import FAILED, ExtractionResult
 from ..memory.compaction_log import breaker_open
 from ..settings import get_setting
@@ -134,12 +135,18 @@ def extract_before_compaction(script, character, trigger, force=True,
         max_iterations=int(get_setting("PRE_COMPACT_EMERGENCY_ITERATIONS")),
     )
     read = set(extraction.read_ids or ())
+    history = script.history
     if read and not span_ids <= read:  # one request could not hold it all
-        history = script.history
         # a compaction that ran meanwhile (compact/force) may have taken what it read
         positions = [i for i, m in enumerate(history) if m.get("id") in read]
         if positions and positions[-1] + 1 < len(history):
             hold_from = history[positions[-1] + 1]["id"]
+    if hold_from is not None and all(m.get("id") != hold_from for m in history):
+        # the bound on a growing history (npc.eviction.bound_in_flight) moved the oldest lines
+        # out meanwhile, the span's end with them: hold from the first line it left that the
+        # extraction did not read, or a compaction would replace lines no extraction read
+        hold_from = next((m["id"] for m in history if not is_marker(m)
+                          and m.get("id") not in span_ids and m.get("id") not in read), None)
     return hold_from
 
 

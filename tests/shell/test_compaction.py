@@ -13,7 +13,7 @@ from ai_contrib.core.cuts import is_extraction_traffic
 from ai_contrib.core.messages import is_marker
 from ai_contrib.core.outcome import StepResult
 from ai_contrib.core.tokens import count_message_tokens
-from ai_contrib.npc import sleep_phase
+from ai_contrib.npc import compaction_runner, sleep_phase
 
 from demo.replay import invented_quotes_from_log
 from tests.support.llm_double import hold, http_error, reply, tool_calls
@@ -343,6 +343,45 @@ class TestEmergencyExtraction(NPCTestCase):
         self.assertTrue(is_marker(history[0]))
         self.assertEqual(history[1]["id"], added[len(shown)]["id"])
         self.assertIn(fact, [e["content"] for e in self.npc.db.journal["entries"]])
+
+    def test_lines_moved_out_during_the_extraction_leave_nothing_unread_to_replace(self):
+        added = self.fill(50)
+        self.script.db.max_context_tokens = 1500
+        self.script.db.compact_preserve_max_fraction = 0.3
+        span_ids, hold_from = compaction_runner.planned_span(self.script)
+        end = next(i for i, m in enumerate(added) if m["id"] == hold_from)
+        gate = threading.Event()
+        self.llm.enqueue(hold(gate, then=reply("ok")))  # no tool call: the extraction stops
+        compaction = rag_memory.check_emergency_compaction(self.script, self.npc)
+        compaction.addCallback(stored)
+        wait_until(lambda: self.llm.requests)
+        # while it reads, the bound on a growing history moves the oldest lines out, the
+        # span's end with them (npc.eviction.bound_in_flight)
+        self.script.runtime.evict([m["id"] for m in added[:end + 1]], reason="test")
+        later = [self.script.add_message("user", f"later line {i} about the stables", name="Bob")
+                 for i in range(30)]
+        unread = [m["id"] for m in added[end + 1:]] + [m["id"] for m in later]
+        gate.set()
+        wait_for(compaction)
+        read = " ".join(str(m.get("content")) for m in self.llm.requests[0]["messages"])
+        self.assertIn(added[0]["content"], read)  # the span was read, what was moved out...
+        self.assertNotIn(added[end + 1]["content"], read)  # ...and no line after it
+        # no summary replaced a line the extraction did not read: every one is still there
+        self.assertEqual([m["id"] for m in self.script.history], unread)
+        self.assertEqual(len(self.llm.requests), 1)
+        # control: with nothing moved out, the next one replaces what its extraction read
+        self.llm.enqueue(reply("ok"), reply(SUMMARY))
+        more = self.fill(30)
+        self.script.db.max_context_tokens = 1800
+        self.assertGreater(self.script.token_usage(), 0.8)
+        result = stored(wait_for(rag_memory.check_emergency_compaction(self.script, self.npc)))
+        self.assertTrue(result.get("success"), result)
+        self.assertTrue(is_marker(self.script.history[0]))
+        read = " ".join(str(m.get("content")) for m in self.llm.requests[1]["messages"])
+        kept = {m["id"] for m in self.script.history}
+        replaced = [m for m in added[end + 1:] + later + more if m["id"] not in kept]
+        self.assertTrue(replaced)
+        self.assertTrue(all(m["content"] in read for m in replaced))
 
 
 class TestOverflow(NPCTestCase):
