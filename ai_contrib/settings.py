@@ -446,6 +446,13 @@ OPTIONS = (
                none="LLM_MODEL"),
         Option("COMPACT_PROMPT", None, TEXT, "Instructions of the summariser.", per_npc=True,
                none="rag_memory.DEFAULT_COMPACTION_PROMPT"),
+        # the embedded model's summaries of village talk failed the fidelity check 12 times in
+        # 12 (docs/design.md, "Summary fidelity"): asking it cost the memory server minutes
+        Option("COMPACT_SUMMARY_WRITER", "auto", TEXT,
+               "Who writes a compaction's summary: \"model\" the summariser; \"extract\" an "
+               "extract of the span, no model asked; \"auto\" the model until more than half "
+               "of its recent summaries fail the fidelity check, then the extract.",
+               choices=("auto", "model", "extract"), per_npc=True),
         # they run beside the replies, on prompts as long as the whole window (minutes on a
         # CPU), so they get more than a reply
         Option("COMPACT_TIMEOUT", 300, INT,

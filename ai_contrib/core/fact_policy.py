@@ -84,14 +84,15 @@ def capped_importance(importance, sources) -> int:
     return min(int(importance), NPC_LINE_MAX_IMPORTANCE)
 
 
-def ungrounded_share(outcomes) -> float | None:
+def ungrounded_share(outcomes, window=GROUNDING_WINDOW,
+                     minimum=GROUNDING_MIN_FACTS) -> float | None:
     """
-    The share of a model's recent facts that failed (False), over the last
-    :data:`GROUNDING_WINDOW` of ``outcomes`` (bools, oldest first); None when fewer than
-    :data:`GROUNDING_MIN_FACTS` are known.
+    The share of a model's recent facts that failed (False), over the last ``window`` of
+    ``outcomes`` (bools, oldest first); None when fewer than ``minimum`` are known
+    (:func:`ai_contrib.core.fidelity.choose_summary_writer` judges summaries so too).
     """
-    recent = list(outcomes)[-GROUNDING_WINDOW:]
-    if len(recent) < GROUNDING_MIN_FACTS:
+    recent = list(outcomes)[-window:]
+    if len(recent) < minimum:
         return None
     return sum(1 for passed in recent if not passed) / len(recent)
 

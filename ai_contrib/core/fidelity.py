@@ -37,6 +37,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .fact_policy import ungrounded_share
 from .messages import is_marker
 from .structured import SECTIONS
 from .summary import format_message_for_compaction
@@ -46,7 +47,12 @@ from .tokens import count_tokens
 
 __all__ = [
     "Fidelity",
+    "MAX_REPLACED_SHARE",
     "MAX_UNSUPPORTED",
+    "SUMMARY_PROBE_EVERY",
+    "SUMMARY_WINDOW",
+    "SUMMARY_WRITERS",
+    "choose_summary_writer",
     "extractive_summary",
     "fact_problem",
     "items_of",
@@ -614,3 +620,46 @@ def extractive_summary(messages, target_tokens, importance, model=None) -> str:
             words.pop()
         return " ".join(words)
     return "\n".join("- " + candidates[i][1] for i in sorted(chosen))
+
+
+# -- who writes the summary -----------------------------------------------------------------------
+
+#: What ``AI_COMPACT_SUMMARY_WRITER`` takes.
+SUMMARY_WRITERS = ("auto", "model", "extract")
+#: A model's summaries whose outcomes are kept (the newest).
+SUMMARY_WINDOW = 10
+#: Outcomes needed before a model's summaries are judged (fewer: it is asked).
+SUMMARY_MIN = 4
+#: Share of a model's summaries that may be replaced before the extract is written without
+#: asking it. The embedded SmolLM2-135M's summaries failed the checks 16 times in 17 (a village
+#: evening and a LoCoMo replay, ``docs/design.md``, "Summary fidelity"); half is far from that.
+MAX_REPLACED_SHARE = 0.5
+#: While the extract is written for a failing model, every this many-th summary asks it again,
+#: so a model whose summaries pass again (another span, another kind of talk) gets back to
+#: writing them: the record only learns from summaries the model wrote.
+SUMMARY_PROBE_EVERY = 5
+
+
+def choose_summary_writer(setting, outcomes, skipped=0) -> str:
+    """
+    Who writes a compaction's summary (``docs/design.md``, "Summary fidelity").
+
+    Args:
+        setting (str): ``AI_COMPACT_SUMMARY_WRITER``: ``"model"``, ``"extract"`` or ``"auto"``
+            (anything else reads as ``"auto"``).
+        outcomes (iterable[bool]): the model's recent summaries, oldest first (True: kept;
+            False: failed the checks and replaced by an extract).
+        skipped (int): extracts written without asking it since it was last asked.
+
+    Returns:
+        str: ``"extract"`` for ``"extract"``, and for ``"auto"`` once more than
+        :data:`MAX_REPLACED_SHARE` of the last :data:`SUMMARY_WINDOW` (at least
+        :data:`SUMMARY_MIN` known) were replaced, but for every
+        :data:`SUMMARY_PROBE_EVERY`-th summary; else ``"model"``.
+    """
+    setting = str(setting or "auto").strip().lower()
+    if setting in ("model", "extract"):
+        return setting
+    share = ungrounded_share(outcomes, window=SUMMARY_WINDOW, minimum=SUMMARY_MIN)
+    failing = share is not None and share > MAX_REPLACED_SHARE
+    return "extract" if failing and skipped < SUMMARY_PROBE_EVERY - 1 else "model"

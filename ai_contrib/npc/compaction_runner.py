@@ -101,6 +101,7 @@ from ..memory.compaction_log import (
 from ..memory.importance import heuristic_importance
 from ..settings import get_setting
 from .eviction import evict_oldest
+from .summary_writer import summary_record, summary_writer
 
 __all__ = [
     "STRATEGIES",
@@ -501,7 +502,8 @@ def _write_summaries(script, plan):
     takes its summary's text unchanged), and the fidelity of each text already judged (None
     for the rest). A summary the server did not finish within ``AI_COMPACT_TIMEOUT`` is an
     extract of its span (:func:`extract_instead`): a slow server still compacts, while one
-    that fails outright leaves the history as it was (``docs/design.md``, "Summary
+    that fails outright leaves the history as it was; so is a summary the model is not asked
+    for (:func:`ai_contrib.npc.summary_writer.summary_writer`; ``docs/design.md``, "Summary
     fidelity"). Errbacks with LLMError."""
     texts, judged = [], [None] * len(plan.spans)
     for i, span in enumerate(plan.spans):
@@ -512,6 +514,13 @@ def _write_summaries(script, plan):
             continue
         if not span.has_talk:
             texts.append(NO_TALK_SUMMARY)
+            continue
+        writer, why = summary_writer(script, _summariser_model(script))
+        if writer == "extract":
+            text, judged[i] = extract_instead(script, span.shared, why)
+            logger.log_info(f"AI summary of {len(span.shared)} messages written as an extract "
+                            f"of the span ({why})")
+            texts.append(text)
             continue
         if span.tier == cascade_core.TIER_LONG:
             pending = summariser.fold_summaries(
@@ -592,6 +601,7 @@ def _summarise_plan(script, character, plan):
                     fidelities.append(judged[i])
                     continue
                 texts[i], fidelity = guard_summary(script, span.shared, texts[i])
+                summary_record(_summariser_model(script)).asked(not fidelity["replaced"])
                 fidelities.append(fidelity)
         except LLMError as err:
             return f"summary failed: {err}"

@@ -59,3 +59,29 @@ def test_the_setting_forces_either_way():
     assert choose_extractor("rule", [True] * GROUNDING_WINDOW) == "rule"
     assert choose_extractor("model", [False] * GROUNDING_WINDOW) == "model"
     assert choose_extractor("Auto ", [False] * GROUNDING_WINDOW) == "rule"
+
+
+def test_summaries_are_written_by_the_model_until_most_of_its_recent_ones_were_replaced():
+    from ai_contrib.core.fidelity import (
+        MAX_REPLACED_SHARE,
+        SUMMARY_MIN,
+        SUMMARY_PROBE_EVERY,
+        SUMMARY_WINDOW,
+        choose_summary_writer,
+    )
+
+    replaced = [False] * SUMMARY_MIN
+    assert choose_summary_writer("auto", replaced[:-1]) == "model"  # too few to judge
+    assert choose_summary_writer("auto", replaced) == "extract"
+    half = int(SUMMARY_WINDOW * MAX_REPLACED_SHARE)
+    at_bound = [False] * half + [True] * (SUMMARY_WINDOW - half)
+    assert choose_summary_writer("auto", at_bound) == "model"  # at the bound, not above it
+    assert choose_summary_writer(None, replaced) == "extract"  # unset reads as auto
+    assert choose_summary_writer("model", replaced) == "model"
+    assert choose_summary_writer("extract", [True] * SUMMARY_WINDOW) == "extract"
+    # only the newest count: a model whose summaries pass again is asked again
+    assert choose_summary_writer("auto", replaced + [True] * SUMMARY_WINDOW) == "model"
+    # a failing model is still asked for every fifth summary
+    assert [choose_summary_writer("auto", replaced, skipped)
+            for skipped in range(SUMMARY_PROBE_EVERY)] == ["extract"] * 4 + ["model"]
+    assert choose_summary_writer("extract", replaced, SUMMARY_PROBE_EVERY) == "extract"
