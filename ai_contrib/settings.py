@@ -446,8 +446,8 @@ OPTIONS = (
                none="LLM_MODEL"),
         Option("COMPACT_PROMPT", None, TEXT, "Instructions of the summariser.", per_npc=True,
                none="rag_memory.DEFAULT_COMPACTION_PROMPT"),
-        # the embedded model's summaries of village talk failed the fidelity check 12 times in
-        # 12 (docs/design.md, "Summary fidelity"): asking it cost the memory server minutes
+        # the embedded model's summaries of village talk failed the fidelity check 19 times in
+        # 20 (docs/design.md, "Summary fidelity"): asking it cost the memory server minutes
         Option("COMPACT_SUMMARY_WRITER", "auto", TEXT,
                "Who writes a compaction's summary: \"model\" the summariser; \"extract\" an "
                "extract of the span, no model asked; \"auto\" the model until more than half "

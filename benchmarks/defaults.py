@@ -86,8 +86,11 @@ EMERGENCY_LOG_RE = re.compile(
 )
 #: "AI masking [emergency] Marta: 3 old tool outputs archived, 900 -> 700 tokens" (strategies)
 MASKING_LOG_RE = re.compile(r"AI masking \[(?P<trigger>\w+)\] (?P<npc>.+?): (?P<count>\d+) old")
-#: "AI summary of 13 messages failed the fidelity check (...); replaced by an extract"
-EXTRACT_LOG_RE = re.compile(r"AI summary of (?P<messages>\d+) messages failed the fidelity check")
+#: "AI summary of 13 messages failed the fidelity check (...); replaced by an extract", "...
+#: was not written in time; replaced by ...", "... written as an extract of the span (not asked:
+#: ...)" (ai_contrib.npc.compaction_runner): a summary whose text is the span's own lines
+EXTRACT_LOG_RE = re.compile(r"AI summary of (?P<messages>\d+) messages (?:failed the fidelity "
+                            r"check|was not written in time|written as an extract)")
 #: "AI cache warm-up Marta: evaluated by the memory server, 1700 tokens handed to the reply
 #: server" (npc.warmup; docs/design.md, "Warm-ups handed over")
 HANDOVER_LOG_RE = re.compile(

@@ -631,7 +631,7 @@ SUMMARY_WINDOW = 10
 #: Outcomes needed before a model's summaries are judged (fewer: it is asked).
 SUMMARY_MIN = 4
 #: Share of a model's summaries that may be replaced before the extract is written without
-#: asking it. The embedded SmolLM2-135M's summaries failed the checks 16 times in 17 (a village
+#: asking it. The embedded SmolLM2-135M's summaries failed the checks 22 times in 24 (a village
 #: evening and a LoCoMo replay, ``docs/design.md``, "Summary fidelity"); half is far from that.
 MAX_REPLACED_SHARE = 0.5
 #: While the extract is written for a failing model, every this many-th summary asks it again,

@@ -168,3 +168,20 @@ def test_long_lines_are_cut_at_a_word():
     assert defaults.cap_text("one two three", 9) == "one two"
     assert defaults.cap_text("short", 9) == "short"
     assert len(defaults.cap_text("x" * 50, 20)) == 20
+
+
+def test_every_summary_made_of_the_span_s_lines_counts_as_an_extract():
+    log = "\n".join([
+        "2026-11-23 10:00:01 [..] AI summary of 24 messages failed the fidelity check (a line "
+        "reads as Ysolde's words); replaced by an extract of the span",
+        "2026-11-23 10:00:02 [..] AI summary of 64 messages was not written in time; replaced "
+        "by an extract of the span",
+        "2026-11-23 10:00:03 [..] AI summary of 19 messages written as an extract of the span "
+        "(not asked: 3 of the model's last 4 summaries failed the fidelity check)",
+        # control: a kept summary's compaction line is no extract
+        "2026-11-23 10:00:04 [..] AI compaction [emergency, summary] Marta: 30 messages, "
+        "3300 -> 900 tokens (73% reduction)",
+    ])
+    events = defaults.parse_log(log)
+    assert [(e["kind"], e.get("messages")) for e in events] == [
+        ("extract", 24), ("extract", 64), ("extract", 19), ("compaction", 30)]
