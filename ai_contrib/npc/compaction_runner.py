@@ -518,6 +518,7 @@ def _write_summaries(script, plan):
         writer, why = summary_writer(script, _summariser_model(script))
         if writer == "extract":
             text, judged[i] = extract_instead(script, span.shared, why)
+            summary_record(_summariser_model(script)).not_asked()
             logger.log_info(f"AI summary of {len(span.shared)} messages written as an extract "
                             f"of the span ({why})")
             texts.append(text)

@@ -40,6 +40,10 @@ class SummaryRecord:
         self.outcomes.append(bool(kept))
         self.skipped = 0
 
+    def not_asked(self) -> None:
+        """An extract was written without asking the model."""
+        self.skipped += 1
+
 
 def summary_record(model) -> SummaryRecord:
     """The :class:`SummaryRecord` of ``model`` on the process's client (an empty one the first
@@ -51,7 +55,8 @@ def summary_record(model) -> SummaryRecord:
 def summary_writer(script, model) -> tuple[str, str | None]:
     """
     Who writes the NPC's next summary (``AI_COMPACT_SUMMARY_WRITER`` of ``script`` and
-    ``model``'s :class:`SummaryRecord`); an extract written counts as skipped.
+    ``model``'s :class:`SummaryRecord`). It changes nothing: the caller tells the record
+    what was written (:meth:`SummaryRecord.asked`, :meth:`SummaryRecord.not_asked`).
 
     Returns:
         tuple: ``(writer, why)``: ``"model"`` and None, or ``"extract"`` and why the model is
@@ -63,7 +68,6 @@ def summary_writer(script, model) -> tuple[str, str | None]:
         return "model", None
     if setting == "extract":
         return "extract", 'not asked (AI_COMPACT_SUMMARY_WRITER is "extract")'
-    record.skipped += 1
     failed = sum(1 for kept in record.outcomes if not kept)
     return "extract", (f"not asked: {failed} of the model's last {len(record.outcomes)} "
                        f"summaries failed the fidelity check")
