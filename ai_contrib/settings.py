@@ -464,6 +464,12 @@ OPTIONS = (
                "Size the runtime history may reach while memory work (a compaction, the fact "
                "extraction before it, a sleep phase) is under way.",
                unit="multiple of the token budget", minimum=1.0, per_npc=True),
+        Option("COMPACT_HURRY", True, BOOL,
+               "Whether memory work under way stops waiting for the model once the talk brings "
+               "the history halfway from the emergency threshold to the budget: rules journal "
+               "the facts and an extract of the span is the summary. False: the model is "
+               "waited for up to AI_COMPACT_TIMEOUT, the history bounded by "
+               "AI_COMPACT_INFLIGHT_CAP meanwhile.", per_npc=True),
         Option("COMPACT_FAILURE_LIMIT", 3, INT,
                "Consecutive failed automatic compactions before the breaker opens (they pause).",
                unit="compactions"),

@@ -50,7 +50,8 @@ class ExtractionResult(Outcome):
     of the NPC running), ``error`` why a failed one broke off (what it journaled before stays).
     ``read_ids`` are the ids of the history messages its requests showed (None when it did not
     run to its end); ``stopped_by`` is ``"noop"``, ``"no_tool_call"``, ``"scope_guard"``,
-    ``"max_iterations"``, ``"error"``, ``"rule"`` (no model asked) or None (skipped);
+    ``"max_iterations"``, ``"error"``, ``"rule"`` (no model asked), ``"hurried"`` (the model's
+    run cancelled near the budget, the rules read the span) or None (skipped);
     ``modes`` the request modes used (``"structured"``, ``"native"``, ``"text"``; ``"rule"``
     where facts were read by rule, ``docs/design.md``, "Facts players said"). ``facts_replaced`` and ``facts_rejected``
     count the calls whose fact failed the one-line check and was stored as its source line, or

@@ -23,6 +23,8 @@ __all__ = [
     "SLEEP_JOURNAL_MIN_MESSAGES",
     "TickState",
     "due",
+    "hurry_at",
+    "hurry_threshold",
     "in_flight_target",
     "overflow_target",
     "reaches",
@@ -82,6 +84,10 @@ class TickState:
         head_changed (bool): the start of the reply prompt changed since that prompt.
         fetch_ahead (bool): a question's reply left memories out for time, to be fetched
             ahead by the warm-up (``docs/design.md``, "Recall notes", "Fetched ahead").
+        work_began (float | None): the usage when the memory work under way began (None: none
+            runs, or not looked at since it began): where :func:`hurry_at` counts from.
+        hurried (bool): the memory work under way has been hurried; it stays so to its end.
+        hurry_enabled (bool): ``compact_hurry``: memory work may be hurried at all.
     """
 
     awake: bool = True
@@ -108,6 +114,9 @@ class TickState:
     prompted: bool = False
     head_changed: bool = False
     fetch_ahead: bool = False
+    work_began: float | None = None
+    hurried: bool = False
+    hurry_enabled: bool = True
 
 
 @dataclass(frozen=True)
@@ -129,6 +138,10 @@ class Due:
             ``"emergency"`` (the emergency compaction) in the background.
         bound_in_flight (bool): a compaction is under way: keep the history within its
             in-flight cap (:func:`ai_contrib.npc.eviction.bound_in_flight`).
+        hurry (bool): memory work is under way, ``compact_hurry`` on, and the history has
+            reached :func:`hurry_at` (or the work was hurried before): the model's fact extraction
+            and summary are no longer waited for; rules and an extract finish the compaction
+            (:mod:`ai_contrib.npc.hurry`).
         evict_overflow (bool): over the budget with no compaction to bring it back: move the
             oldest lines out (:func:`ai_contrib.npc.eviction.evict_overflow`).
         emergency (str | None): what the emergency check does now: ``"compact"`` (compaction
@@ -159,6 +172,7 @@ class Due:
     wake: str | None = None
     memory_work: str | None = None
     bound_in_flight: bool = False
+    hurry: bool = False
     evict_overflow: bool = False
     emergency: str | None = None
     over_budget: bool = False
@@ -215,6 +229,31 @@ def in_flight_target(tokens, budget, cap) -> float | None:
     return (1.0 + cap) / 2 * budget
 
 
+def hurry_threshold(emergency_threshold) -> float:
+    """
+    The share of the budget at which memory work under way stops waiting for the model
+    (``docs/design.md``, "Hurried near the budget"): halfway between the emergency threshold
+    and :data:`OVER_BUDGET` (0.9 with the default 0.8), so that a compaction the talk outruns
+    is finished by rules and an extract before the history passes its budget, while one with
+    time to spare is written by the model.
+    """
+    return (float(emergency_threshold) + OVER_BUDGET) / 2
+
+
+def hurry_at(began, emergency_threshold) -> float:
+    """
+    The usage (a share of the budget) at which memory work that began at usage ``began``
+    (None: not known yet) is hurried: :func:`hurry_threshold`, or, for work that began above
+    the emergency threshold (a history already over its budget after a restore or a smaller
+    budget), once the talk has added as much again as from that threshold to the hurry
+    threshold. The talk must outrun the model, not merely find it late.
+    """
+    at = hurry_threshold(emergency_threshold)
+    if began is None:
+        return at
+    return max(at, float(began) + (at - float(emergency_threshold)))
+
+
 def _emergency(state):
     return state.compact_enabled and reaches(state.usage, state.emergency_threshold)
 
@@ -262,8 +301,9 @@ def due(state) -> Due:
     sleep work started: a sleep whose work waits for a compaction is never cut off, and still
     lasts its duration once the work runs), it wakes and the tick ends. Awake: the
     emergency compaction starts at its threshold unless the NPC's memory work is running; while
-    a compaction is written the history is kept within its in-flight cap, and without one a
-    history over its budget loses its oldest lines; queued lines are answered unless they are
+    a compaction is written the history is kept within its in-flight cap (and hurried from
+    :func:`hurry_at` on), and without one a history over its budget loses its oldest
+    lines; queued lines are answered unless they are
     AI NPCs' lines waiting for a player's turn; an NPC idle for ``sleep_after_idle`` with
     nothing queued falls asleep. When a reply or memory work ends, lines that can be answered
     are answered at once (``kick``: someone can hear, no player's turn goes first; after memory
@@ -282,6 +322,8 @@ def due(state) -> Due:
     common = {
         "checkpoint": state.checkpoint_due,
         "bound_in_flight": in_flight,
+        "hurry": bool(in_flight) and state.hurry_enabled and (state.hurried or reaches(
+        state.usage, hurry_at(state.work_began, state.emergency_threshold))),
         "evict_overflow": over and not in_flight,
         "emergency": _emergency_check(state, over),
         "over_budget": over,

@@ -28,7 +28,7 @@ from ..core.messages import is_marker
 from ..core.outcome import FAILED, ExtractionResult
 from ..memory.compaction_log import breaker_open
 from ..settings import get_setting
-from . import compaction_runner
+from . import compaction_runner, hurry
 
 
 @defer.inlineCallbacks
@@ -75,8 +75,12 @@ def compact_conversation_history(script, character, force=False, trigger=None, s
         strategy = compaction_runner.resolve_strategy(script, strategy)
     except ValueError as err:
         return CompactionResult.fail(str(err), trigger)
-    result = yield compaction_runner.run_strategy(script, character, strategy, force, trigger,
-                                                  hold_from)
+    try:
+        result = yield compaction_runner.run_strategy(script, character, strategy, force,
+                                                      trigger, hold_from)
+    finally:
+        # the next compaction counts its hurry from where it begins (npc.hurry)
+        hurry.work_ended(script)
     return result
 
 

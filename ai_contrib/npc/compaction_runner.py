@@ -100,6 +100,7 @@ from ..memory.compaction_log import (
 )
 from ..memory.importance import heuristic_importance
 from ..settings import get_setting
+from . import hurry
 from .eviction import evict_oldest
 from .summary_writer import summary_record, summary_writer
 
@@ -504,7 +505,8 @@ def _write_summaries(script, plan):
     extract of its span (:func:`extract_instead`): a slow server still compacts, while one
     that fails outright leaves the history as it was; so is a summary the model is not asked
     for (:func:`ai_contrib.npc.summary_writer.summary_writer`; ``docs/design.md``, "Summary
-    fidelity"). Errbacks with LLMError."""
+    fidelity"); so is one the talk outran (:mod:`ai_contrib.npc.hurry`: the history reached
+    the hurry threshold before or while it was written). Errbacks with LLMError."""
     texts, judged = [], [None] * len(plan.spans)
     for i, span in enumerate(plan.spans):
         # only the lines one listener group heard go into a summary (docs/design.md,
@@ -516,9 +518,13 @@ def _write_summaries(script, plan):
             texts.append(NO_TALK_SUMMARY)
             continue
         writer, why = summary_writer(script, _summariser_model(script))
+        skipped = writer == "extract"  # hurried is no judgement of the model's summaries
+        if writer == "model" and hurry.hurried(script):
+            writer, why = "extract", hurry.HURRIED
         if writer == "extract":
             text, judged[i] = extract_instead(script, span.shared, why)
-            summary_record(_summariser_model(script)).not_asked()
+            if skipped:
+                summary_record(_summariser_model(script)).not_asked()
             logger.log_info(f"AI summary of {len(span.shared)} messages written as an extract "
                             f"of the span ({why})")
             texts.append(text)
@@ -530,12 +536,13 @@ def _write_summaries(script, plan):
             pending = summarise(script, span.shared, prompt=span.prompt,
                                 instruction=span.instruction, structured=span.structured)
         try:
-            texts.append((yield pending))
-        except LLMTimeoutError as err:
-            text, judged[i] = extract_instead(
-                script, span.shared, f"the summary was not written in time ({err})")
+            texts.append((yield hurry.unless_hurried(script, pending)))
+        except (LLMTimeoutError, hurry.Hurried) as err:
+            why = (hurry.HURRIED if isinstance(err, hurry.Hurried)
+                   else f"the summary was not written in time ({err})")
+            text, judged[i] = extract_instead(script, span.shared, why)
             logger.log_info(f"AI summary of {len(span.shared)} messages was not written in "
-                            f"time; replaced by an extract of the span")
+                            f"time ({why}); replaced by an extract of the span")
             texts.append(text)
     return texts, judged
 

@@ -971,9 +971,11 @@ def run_pre_compaction_extraction(script, character, max_iterations=None, client
         - run: ``success``, with ``read_ids`` (ids of the history messages the requests
           showed), ``facts_recorded``, ``observations_recorded``, ``iterations``,
           ``stopped_by`` (``"noop"`` | ``"no_tool_call"`` | ``"scope_guard"`` |
-          ``"max_iterations"``; ``"rule"`` when no model was asked), ``entry_ids`` (journal
-          ids), ``modes`` (``"structured"`` | ``"native"`` | ``"text"``, ..., and ``"rule"``
-          last where facts were read by rule, :mod:`ai_contrib.npc.extractor`),
+          ``"max_iterations"``; ``"rule"`` when no model was asked, ``"hurried"`` when the
+          model's run was cancelled near the budget, :mod:`ai_contrib.npc.hurry`),
+          ``entry_ids`` (journal ids), ``modes`` (``"structured"`` | ``"native"`` |
+          ``"text"``, ..., and ``"rule"`` last where facts were read by rule,
+          :mod:`ai_contrib.npc.extractor`),
           ``facts_replaced`` and ``facts_rejected`` (calls whose fact failed the one-line
           check, or only an NPC said, and was stored as its source line, or not stored;
           ``docs/design.md``, "Facts you can trust", "Facts players said");

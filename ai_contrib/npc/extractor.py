@@ -27,6 +27,7 @@ from ..core.actions import action_fact
 from ..core.fact_policy import GROUNDING_WINDOW, choose_extractor
 from ..core.grounding import SourceLine, attributed_line
 from ..core.rule_facts import rule_facts
+from .hurry import Hurried, hurried, unless_hurried
 
 #: ``{client: {model name: deque of bools}}``: the outcomes of each model's recent facts
 _RECORDS = weakref.WeakKeyDictionary()
@@ -56,8 +57,11 @@ def run_extraction(run) -> defer.Deferred:
     or both (module docstring).
 
     Returns:
-        Deferred[str]: how it stopped: the model loop's ``stopped_by``, or ``"rule"`` when no
-        model was asked. Errbacks as the model's loop does (the outcomes seen are kept).
+        Deferred[str]: how it stopped: the model loop's ``stopped_by``, ``"rule"`` when no
+        model was asked (also when the NPC's memory work is hurried,
+        :mod:`ai_contrib.npc.hurry`), ``"hurried"`` when the model's run was cancelled for it
+        and the rules read the span. Errbacks as the model's loop does (the outcomes seen are
+        kept).
     """
     setting = extractor_setting(run.script)
     record = grounding_record(run.client, run.model)
@@ -67,11 +71,15 @@ def run_extraction(run) -> defer.Deferred:
     except Exception as err:  # noqa: BLE001 - the other facts are still to be read
         logger.log_trace(f"AI {run.character}: the facts of its actions were not journaled: "
                          f"{err}")
-    if choose_extractor(setting, record) == "rule":
+    if choose_extractor(setting, record) == "rule" or hurried(run.script):
         journal_rule_facts(run)
         return "rule"
     try:
-        stopped_by = yield run.run()
+        stopped_by = yield unless_hurried(run.script, run.run())
+    except Hurried:
+        # the talk outran the model: what it journaled stays, the rules read the span whole
+        journal_rule_facts(run)
+        return "hurried"
     finally:
         record.extend(run.outcomes)
     if choose_extractor(setting, record) == "rule":

@@ -1,8 +1,8 @@
 """
 The NPC's memory work, as a handler of its ``AssistantScript`` (``script.memory``): the
-emergency compaction, the sleep phase, the eviction of an over-budget history and the work
-after each turn (``docs/design.md``, "Summary compaction", "Sleep phase", "Memory work is never
-starved", "Observation masking").
+emergency compaction, the sleep phase, the eviction of an over-budget history, the hurry near
+the budget and the work after each turn (``docs/design.md``, "Summary compaction", "Sleep
+phase", "Memory work is never starved", "Hurried near the budget", "Observation masking").
 
 The tick (:mod:`ai_contrib.npc.ticking`) decides when memory work starts and this handler runs
 it; what each piece does is asked of :func:`ai_contrib.core.tick.due` too (whether the
@@ -17,7 +17,7 @@ from evennia.utils import logger
 from twisted.internet import defer
 
 from ..core.tick import due
-from . import compaction_runner, compacting, eviction, sleep_phase
+from . import compaction_runner, compacting, eviction, hurry, sleep_phase
 
 __all__ = ["MemoryHandler", "after_turn_compaction", "check_emergency_compaction"]
 
@@ -63,6 +63,14 @@ class MemoryHandler:
         Returns:
             int: the number of messages moved out."""
         return eviction.bound_in_flight(self.obj, self.obj.obj)
+
+    def hurry(self) -> int:
+        """Stop waiting for the model's memory work near the budget
+        (:func:`ai_contrib.npc.hurry.hurry`).
+
+        Returns:
+            int: the model's requests cancelled."""
+        return hurry.hurry(self.obj)
 
     def after_turn(self) -> defer.Deferred:
         """The work after a turn in which the NPC replied (:func:`after_turn_compaction`).

@@ -13,7 +13,8 @@ The handler holds nothing of its own: the state is the script's ``db.operating_m
 ``ndb`` Attributes as before (``ndb.busy``, ``ndb.memory_work``, ``ndb.memory_work_kind``,
 ``ndb.slept``, ``ndb.sleep_work_since``, ``ndb.awake_since``, ``ndb.last_activity``,
 ``ndb.waiting_for_players``, ``ndb.cached_head``, ``ndb.warming``, ``ndb.warming_for``,
-``ndb.warming_request``, ``ndb.after_turn``, ``ndb.turn``, ``ndb.turn_kind``, ...). It calls
+``ndb.warming_request``, ``ndb.after_turn``, ``ndb.turn``, ``ndb.turn_kind``, and
+``ndb.work_began`` and ``ndb.hurried`` kept by :mod:`ai_contrib.npc.hurry`, ...). It calls
 its own methods and the other handlers directly (``self.kick()``,
 ``script.hearing.pending_ids()``, ``script.budgeting.usage()``); a tick's start and the NPC's
 falling asleep and waking go through the script's names (``script.run_tick``,
@@ -36,7 +37,7 @@ from ..core.recall_notes import give_up_leaving
 from ..core.tick import TickState, due, tick_needed
 from ..memory.compaction_log import breaker_open
 from ..settings import get_setting
-from . import sleep_watch
+from . import hurry, sleep_watch
 from .conversation import queue_checkpoint
 from .hearing import note_room_reply, room_audience, room_listeners, room_npcs
 from .scene import note_exchange
@@ -117,9 +118,12 @@ class TickHandler:
         last = ndb.last_activity or ndb.awake_since
         pending = bool(script.hearing.pending_ids())
         cached = ndb.cached_head
+        usage = script.budgeting.usage()
+        began, hurried = hurry.work_marks(script, ndb.memory_work is not None or ndb.compacting,
+                                          usage)
         return TickState(
             awake=awake,
-            usage=script.budgeting.usage(),
+            usage=usage,
             compact_enabled=bool(script.cfg("compact_enabled")),
             emergency_threshold=float(script.cfg("compact_emergency_threshold")),
             sleep_threshold=float(script.cfg("compact_sleep_threshold")),
@@ -144,6 +148,9 @@ class TickHandler:
             head_changed=bool(head and cached is not None
                               and prompt_head(script.history) != cached),
             fetch_ahead=ndb.fetch_ahead is not None,
+            work_began=began,
+            hurried=hurried,
+            hurry_enabled=bool(script.cfg("compact_hurry")),
         )
 
     def run(self) -> defer.Deferred | None:
@@ -173,6 +180,8 @@ class TickHandler:
         def _done(result):
             script.ndb.busy = False
             now = due(self.state())
+            if now.hurry:
+                script.memory.hurry()  # the talk outran the model's memory work
             if now.bound_in_flight:
                 script.memory.bound_in_flight()  # the reply just added counts too
             # NPCs' lines waiting for a player's turn are kicked when that turn ends
@@ -208,6 +217,8 @@ class TickHandler:
         if now.wake == "rested" or script.db.operating_mode == "sleep":
             return
         now = due(self.state(room=True))
+        if now.hurry:
+            script.memory.hurry()  # near the budget: rules and an extract finish it
         if now.bound_in_flight:
             # a compaction is under way but its summariser may hang: bounded meanwhile
             script.memory.bound_in_flight()

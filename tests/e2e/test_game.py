@@ -54,6 +54,8 @@ def game(tmp_path_factory):
         # the strategies, not the in-flight bound, are under test: with a 400-token budget the
         # bound would move to the archive the lines a forced compaction needs
         "AI_COMPACT_INFLIGHT_CAP": "100",
+        # ... nor the hurry near the budget: the model writes each strategy's summaries
+        "AI_COMPACT_HURRY": "false",
         "AI_SLEEP_AFTER_IDLE": "0",
         # a summary must be shorter than what it replaces; with a 400-token budget that is
         # a few hundred tokens, so the summariser may write at most 120

@@ -234,6 +234,8 @@ async def _bounded_while_hung(game, llm):
     marta = f"me.search('{NPC}', global_search=True).scripts.all()[0]"
     cap = 1.2
     await _py(admin, f"[setattr({marta}.db, 'compact_inflight_cap', {cap}), None][1:]")
+    # the model is waited for whatever the talk does (npc.hurry would write an extract)
+    await _py(admin, f"[setattr({marta}.db, 'compact_hurry', False), None][1:]")
     llm.model.hold(summaries=True)
     before = len(llm.requests)
     evicted_before = sum(1 for r in _archive(game) if r["kind"] == "evict")
@@ -258,6 +260,7 @@ async def _bounded_while_hung(game, llm):
         llm.model.release()
         await _wait_idle(admin)
         await _py(admin, f"[{marta}.attributes.remove('compact_inflight_cap'), None][1:]")
+        await _py(admin, f"[{marta}.attributes.remove('compact_hurry'), None][1:]")
         await wren.close()
         await admin.close()
 

@@ -324,12 +324,14 @@ class TestEmergencyExtraction(NPCTestCase):
         self.llm.enqueue(reply("ok"))  # no tool call: the extraction stops
         self.llm.enqueue(reply(SUMMARY))
         compaction = rag_memory.check_emergency_compaction(self.script, self.npc).addCallback(stored)
-        # the extraction request is out (and held): lines said now move the window
+        # the extraction request is out (and held): lines said now move the window (fewer
+        # than would hurry the compaction, npc.hurry: the model's summary is the one asked)
         wait_until(lambda: self.llm.requests)
         later = [self.script.add_message("user", f"later line {i} about the stables", name="Bob")
-                 for i in range(12)]
+                 for i in range(6)]
         gate.set()
         self.assertTrue(wait_for(compaction)["success"])
+        self.assertIn(SUMMARY, self.script.history[0]["content"])
         read = " ".join(str(m.get("content")) for m in self.llm.requests[0]["messages"])
         shown = [m for m in added if m["content"] in read]
         # it read the oldest lines, which the compaction replaced...

@@ -298,6 +298,7 @@ class TestTurns(NPCTestCase):
         self.script.db.max_context_tokens = 600
         self.script.db.compact_preserve_window = 4
         self.script.db.pre_compact_extraction_enabled = False  # the summary itself hangs
+        self.script.db.compact_hurry = False  # the model is waited for (npc.hurry)
         budget = self.script.budget()
         cap = 2.0 * budget  # AI_COMPACT_INFLIGHT_CAP's default
         self.router.release.clear()
@@ -341,6 +342,7 @@ class TestTurns(NPCTestCase):
         self.script.db.max_context_tokens = 300
         self.script.db.compact_preserve_window = 4
         self.script.db.pre_compact_extraction_enabled = False  # the summary itself hangs
+        self.script.db.compact_hurry = False  # the model is waited for (npc.hurry)
         budget = self.script.budget()
         self.router.release.clear()
         long_line = "the ferry to Eastport is late again and the miller blames the tide " * 25

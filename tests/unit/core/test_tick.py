@@ -12,6 +12,8 @@ from ai_contrib.core.tick import (
     Due,
     TickState,
     due,
+    hurry_at,
+    hurry_threshold,
     in_flight_target,
     overflow_target,
     reaches,
@@ -46,6 +48,9 @@ states = st.builds(
     prompted=st.booleans(),
     head_changed=st.booleans(),
     fetch_ahead=st.booleans(),
+    work_began=st.none() | st.floats(min_value=0, max_value=3, allow_nan=False),
+    hurried=st.booleans(),
+    hurry_enabled=st.booleans(),
 )
 
 
@@ -102,6 +107,39 @@ def test_the_history_is_bounded_by_whatever_is_running(state):
     assert now.bound_in_flight == in_flight
     assert now.evict_overflow == (state.usage >= OVER_BUDGET and not in_flight)
     assert not (now.bound_in_flight and now.evict_overflow)
+
+
+@given(states)
+def test_memory_work_is_hurried_once_the_talk_outruns_it(state):
+    now = due(state)
+    in_flight = state.memory_work or state.compacting
+    at = hurry_at(state.work_began, state.emergency_threshold)
+    threshold = hurry_threshold(state.emergency_threshold)
+    assert state.emergency_threshold <= threshold <= OVER_BUDGET
+    assert at >= threshold
+    if state.work_began is not None:  # the talk must add as much as to the threshold
+        assert at - state.work_began >= threshold - state.emergency_threshold - 1e-9
+    assert now.hurry == bool(in_flight and state.hurry_enabled
+                             and (state.hurried or state.usage >= at))
+    assert not now.hurry or now.bound_in_flight  # only memory work under way is hurried
+
+
+def test_work_begun_at_the_emergency_threshold_is_hurried_halfway_to_the_budget():
+    assert hurry_threshold(0.8) == 0.9
+    assert due(TickState(usage=0.9, compacting=True, work_began=0.8)).hurry
+    # control: the talk has not caught up yet
+    assert not due(TickState(usage=0.89, compacting=True, work_began=0.8)).hurry
+    # work begun over the budget (a restore, a smaller budget) has the same distance to go
+    assert not due(TickState(usage=1.6, compacting=True, work_began=1.55)).hurry
+    assert due(TickState(usage=1.65, compacting=True, work_began=1.55)).hurry
+    # ... unless the game waits for the model whatever the talk does
+    assert not due(TickState(usage=0.9, compacting=True, work_began=0.8,
+                             hurry_enabled=False)).hurry
+    # once hurried, to its end
+    assert due(TickState(usage=0.5, compacting=True, work_began=0.8, hurried=True)).hurry
+    # nothing to hurry: with no work under way an over-budget history is evicted instead
+    assert not due(TickState(usage=1.5)).hurry
+    assert due(TickState(usage=1.5)).evict_overflow
 
 
 @given(states)
