@@ -79,12 +79,13 @@ def hurry(script) -> int:
     """
     script.ndb.hurried = True  # to the end of the work: its summary is not asked for either
     waiters = list(script.ndb.hurry_waiters or ())
-    for cancel in waiters:
-        cancel()
     if waiters:
+        # read first: a cancelled request's caller finishes the compaction before this returns
         logger.log_warn(f"AI {script.obj}: context at {script.budgeting.usage():.0%} of its "
                         f"budget while memory work was under way: {len(waiters)} request(s) "
                         f"to the model cancelled; rules and an extract finish the compaction")
+    for cancel in waiters:
+        cancel()
     return len(waiters)
 
 
