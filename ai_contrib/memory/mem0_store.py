@@ -664,6 +664,16 @@ class Mem0Store:
         """
         return self._worker.run_background(func, *args, **kwargs)
 
+    def run_idle(self, func, *args, **kwargs) -> Deferred:
+        """
+        Run ``func(*args, **kwargs)`` on the store's worker thread as idle work: background
+        work also held while a turn of the process is under way (:mod:`ai_contrib.memory.worker`).
+
+        Returns:
+            Deferred: ``func``'s result or failure.
+        """
+        return self._worker.run_idle(func, *args, **kwargs)
+
     def open(self) -> Deferred:
         """
         Open the store on its worker thread (:meth:`open_sync`); the calling thread never waits.

@@ -1056,8 +1056,8 @@ _embedding_queued = set()
 def _queue_embedding(context, worker, searched, agent_id):
     """
     Once the reply's own retrieval has answered (so it is never delayed), queue up to
-    ``AI_MEMORY_ARCHIVE_EMBED_BATCH`` lines' embedding on ``worker``
-    (:func:`queue_embedding`) for the sources of ``searched`` that may have lines without
+    ``AI_MEMORY_ARCHIVE_EMBED_BATCH`` lines' embedding on ``worker`` as idle work, run once no
+    turn of the process is under way (:func:`queue_embedding`) for the sources of ``searched`` that may have lines without
     vectors and no earlier reply's jobs still queued; nothing where every line has its
     vector, as the index knows in memory
     (:meth:`ai_contrib.memory.fulltext.FullTextIndex.all_embedded`). A failure is logged.
@@ -1080,7 +1080,7 @@ def _queue_embedding(context, worker, searched, agent_id):
             _embedding_queued.difference_update(indexes)
             return result
 
-        queue_embedding(worker, pending, agent_id, lines).addBoth(done).addErrback(
+        queue_embedding(worker, pending, agent_id, lines, idle=True).addBoth(done).addErrback(
             lambda failure: logger.warning("embedding archived lines failed for %s: %s",
                                            agent_id, failure.getErrorMessage()))
     return context
@@ -1094,13 +1094,15 @@ def _queue_embedding(context, worker, searched, agent_id):
 EMBED_JOB_LINES = 2
 
 
-def queue_embedding(worker, sources, agent_id, lines) -> Deferred:
+def queue_embedding(worker, sources, agent_id, lines, idle=False) -> Deferred:
     """
     Embed up to ``lines`` archived lines of each source as background work on ``worker``
     (:meth:`ai_contrib.memory.worker.WorkerThread.run_background`): one
     :func:`embed_archived` job per :data:`EMBED_JOB_LINES` lines, all queued at once, so they
     keep their place among the ordered jobs (an erase's file moves) and a turn's retrieval
-    overtakes the ones not started.
+    overtakes the ones not started. With ``idle``, they are idle jobs
+    (:meth:`~ai_contrib.memory.worker.WorkerThread.run_idle`), held while any turn of the
+    process is under way: the lines a reply archived, which nothing waits for.
 
     Args:
         worker: a :class:`~ai_contrib.memory.worker.WorkerThread` or a ``Mem0Store``.
@@ -1115,8 +1117,8 @@ def queue_embedding(worker, sources, agent_id, lines) -> Deferred:
     """
     from twisted.internet import defer
 
-    jobs = [worker.run_background(embed_archived, sources, agent_id,
-                                  min(EMBED_JOB_LINES, lines - start))
+    submit = worker.run_idle if idle else worker.run_background
+    jobs = [submit(embed_archived, sources, agent_id, min(EMBED_JOB_LINES, lines - start))
             for start in range(0, lines, EMBED_JOB_LINES)]
     return defer.gatherResults(jobs, consumeErrors=True).addCallbacks(
         sum, lambda failure: failure.value.subFailure)

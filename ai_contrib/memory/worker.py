@@ -19,7 +19,15 @@ before. So a job is one of three kinds:
   lines' vectors, journal -> Mem0 consolidation). It yields to every first job queued before
   it starts, and keeps its order among background and ordered jobs, so two writes never change
   places. A background job should be short (a few tenths of a second): a retrieval can still
-  wait for the one that is running.
+  wait for the one that is running;
+- **idle** (:meth:`WorkerThread.run_idle`): background work that is also held while any turn
+  of the process is under way (:func:`turn_started`, :func:`turn_ended`) and until
+  :data:`IDLE_AFTER` seconds after the last one ended: the vectors of the lines a reply has
+  just archived. On a 2-core machine their embedding (70 ms a line, the CPU's and the
+  interpreter's) slowed every reply of a busy room even once the retrieval stopped waiting for
+  it; nothing waits for them (a line without its vector is still found by its words), and the
+  sleep gives the rest theirs. An idle job is never held ahead of an ordered job queued after
+  it: it runs first, so writes keep their order.
 
 The rule is applied when the thread takes its next job, so a retrieval queued while a batch of
 background jobs waits is the next to run.
@@ -30,6 +38,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -40,7 +49,18 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 #: job kinds (module docstring)
-ORDERED, FIRST, BACKGROUND = "ordered", "first", "background"
+ORDERED, FIRST, BACKGROUND, IDLE = "ordered", "first", "background", "idle"
+
+#: seconds after the last turn of the process ended before idle jobs run: a busy room's next
+#: turn starts within a few milliseconds of the one before, and must not find one running
+IDLE_AFTER = 1.0
+
+#: turns of the process under way (the reactor thread changes it; the workers read it)
+_turns = 0
+#: the workers that may hold idle jobs
+_workers = weakref.WeakSet()
+#: the pending call that releases the held idle jobs (the reactor thread's)
+_release = None
 
 
 @dataclass
@@ -50,10 +70,15 @@ class _Job:
     deferred: Any = field(default=None)
 
 
-def next_job(queue) -> int:
+def next_job(queue, hold_idle=False) -> int | None:
     """
     The position in ``queue`` (jobs with a ``kind``, oldest first) of the job to run next: the
-    oldest *first* job not behind an *ordered* one, else the oldest job (module docstring).
+    oldest *first* job not behind an *ordered* one, else the oldest job; with ``hold_idle``
+    (a turn is under way), the oldest job that is not *idle*, unless an *ordered* job comes
+    before any such (module docstring).
+
+    Returns:
+        int | None: the position, or None when only held idle jobs are queued.
 
     Raises:
         IndexError: ``queue`` is empty.
@@ -65,7 +90,47 @@ def next_job(queue) -> int:
             return position
         if job.kind == ORDERED:
             break
-    return 0
+    if not hold_idle:
+        return 0
+    for position, job in enumerate(queue):
+        if job.kind == ORDERED:
+            return 0  # the idle jobs before it run first: writes keep their order
+        if job.kind != IDLE:
+            return position
+    return None
+
+
+def turn_started() -> None:
+    """A turn of the process (a reply being prepared and written) is under way: idle jobs
+    wait (module docstring). Call from the reactor thread, with :func:`turn_ended` after."""
+    global _turns
+    _turns += 1
+
+
+def turn_ended() -> None:
+    """A turn started with :func:`turn_started` ended: once none has been under way for
+    :data:`IDLE_AFTER` seconds, the held idle jobs run. Call from the reactor thread."""
+    global _turns, _release
+    from twisted.internet import reactor
+
+    _turns = max(0, _turns - 1)
+    if _turns == 0:
+        if _release is not None and _release.active():
+            _release.reset(IDLE_AFTER)
+        else:
+            _release = reactor.callLater(IDLE_AFTER, _release_idle)
+
+
+def _idle_held() -> bool:
+    """Whether idle jobs wait now: a turn is under way, or the last one ended less than
+    :data:`IDLE_AFTER` seconds ago (its release is pending)."""
+    return _turns > 0 or (_release is not None and _release.active())
+
+
+def _release_idle():
+    if _turns == 0:
+        for worker in list(_workers):
+            worker.release_idle()
 
 
 class WorkerThread:
@@ -91,6 +156,8 @@ class WorkerThread:
         self._trigger = None
         self._queue = deque()
         self._lock = threading.Lock()  # never held while work runs: the reactor thread takes it
+        self._held = 0  # pool calls that found only held idle jobs (release_idle makes them)
+        _workers.add(self)
 
     @property
     def started(self) -> bool:
@@ -112,6 +179,21 @@ class WorkerThread:
         before it; it keeps its place among the others. Returns a Deferred of its result."""
         return self._submit(BACKGROUND, func, args, kwargs)
 
+    def run_idle(self, func, *args, **kwargs) -> Deferred:
+        """Run ``func`` as an *idle* job: as a background job, held while a turn of the
+        process is under way and for :data:`IDLE_AFTER` seconds after (module docstring).
+        Returns a Deferred of its result, which may wait as long as the room stays busy."""
+        return self._submit(IDLE, func, args, kwargs)
+
+    def release_idle(self) -> None:
+        """Run the idle jobs held while turns were under way (:func:`turn_ended` calls it,
+        from the reactor thread)."""
+        with self._lock:
+            held, self._held = self._held, 0
+            pool = self._pool
+        for _ in range(held if pool is not None else 0):
+            pool.callInThread(self._run_next)
+
     def _submit(self, kind, func, args, kwargs):
         from twisted.internet import defer, reactor
         from twisted.python.threadpool import ThreadPool
@@ -126,8 +208,14 @@ class WorkerThread:
                 self._trigger = reactor.addSystemEventTrigger("before", "shutdown", self._shutdown)
             pool = self._pool
             self._queue.append(job)
+            # idle jobs held meanwhile get their pool calls back now, should their release
+            # have been cancelled (a reactor stopped, a test's cleanup)
+            calls = 1
+            if self._held and not _idle_held():
+                calls, self._held = 1 + self._held, 0
         # one pool call per job: each takes whichever job is due when the thread gets to it
-        pool.callInThread(self._run_next)
+        for _ in range(calls):
+            pool.callInThread(self._run_next)
         return job.deferred
 
     def _run_next(self):
@@ -136,9 +224,21 @@ class WorkerThread:
 
         with self._lock:
             queue = self._queue
-            position = next_job(queue)
+            # read here, not kept: the reactor thread counts the turns; the release comes
+            # IDLE_AFTER seconds after the last turn ended, so a job released then runs
+            hold = _idle_held()
+            position = next_job(queue, hold_idle=hold)
+            if position is None:
+                self._held += 1
+                return
             job = queue[position]
             del queue[position]
+            # this call ran a job whose own call may be parked (an idle job run ahead of an
+            # ordered one): a job that can run now gets a parked call back
+            rearm = bool(self._held and queue and next_job(queue, hold_idle=hold) is not None)
+            if rearm and self._pool is not None:
+                self._held -= 1
+                self._pool.callInThread(self._run_next)
         try:
             result = job.call()
         except BaseException:

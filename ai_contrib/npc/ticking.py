@@ -36,6 +36,7 @@ from ..core.prompts import prompt_head
 from ..core.recall_notes import give_up_leaving
 from ..core.tick import TickState, due, tick_needed
 from ..memory.compaction_log import breaker_open
+from ..memory.worker import turn_ended, turn_started
 from ..settings import get_setting
 from . import hurry, sleep_watch
 from .conversation import queue_checkpoint
@@ -58,6 +59,12 @@ def log_failure(what) -> Callable:
         logger.log_trace(f"{what} failed: {failure.getErrorMessage()}")
 
     return errback
+
+
+def _ended(result):
+    """A turn's Deferred ended (:meth:`TickHandler.answer_pending`): passes ``result`` on."""
+    turn_ended()
+    return result
 
 
 class TickHandler:
@@ -263,7 +270,10 @@ class TickHandler:
         npc_lines = ndb.npc_line_ids or set()
         pending = script.hearing.pending_ids()
         kind = "npc" if pending and all(line in npc_lines for line in pending) else "player"
-        turn = answer_turn(script, character, room_listeners)
+        # idle memory work (archived lines' vectors) waits while any turn is under way
+        turn_started()
+        # an inlineCallbacks function: its errors come in the Deferred, never raised here
+        turn = answer_turn(script, character, room_listeners).addBoth(_ended)
         ndb.turn, ndb.turn_kind = turn, kind
         try:
             said = yield turn

@@ -407,13 +407,13 @@ class RetrievalEmbedsTest(trial.TestCase):
         yield self.store.run(lambda: None)
         self.assertEqual(self.index.vector_count(), len(LINES))
         jobs = []
-        run = self.store.run_background
+        run = self.store.run_idle  # a reply's lines are embedded as idle work
 
         def recording_run(func, *args, **kwargs):
             jobs.append(func)
             return run(func, *args, **kwargs)
 
-        with mock.patch.object(self.store, "run_background", side_effect=recording_run):
+        with mock.patch.object(self.store, "run_idle", side_effect=recording_run):
             reply = yield retrieval.retrieve_memory_context(
                 "npc-v", JOB_QUESTION, source, store=self.store, threshold=0.0)
             yield self.store.run(lambda: None)
@@ -424,7 +424,7 @@ class RetrievalEmbedsTest(trial.TestCase):
             yield retrieval.retrieve_memory_context(
                 "npc-v", JOB_QUESTION, source, store=self.store, threshold=0.0)
             yield self.store.run(lambda: None)
-        # the batch goes as small background jobs, all queued at once
+        # the batch goes as small idle jobs, all queued at once
         batch = option_value("MEMORY_ARCHIVE_EMBED_BATCH")
         self.assertEqual(jobs.count(retrieval.embed_archived),
                          math.ceil(batch / retrieval.EMBED_JOB_LINES))
@@ -448,7 +448,7 @@ class RetrievalEmbedsTest(trial.TestCase):
 
         source = ArchiveSearch(self.index).with_embedder(HeldEmbedder())
         jobs = []
-        run = self.store.run_background
+        run = self.store.run_idle  # a reply's lines are embedded as idle work
 
         def recording_run(func, *args, **kwargs):
             jobs.append(func)
@@ -459,7 +459,7 @@ class RetrievalEmbedsTest(trial.TestCase):
                                                      store=self.store, threshold=0.0)
 
         batch = math.ceil(option_value("MEMORY_ARCHIVE_EMBED_BATCH") / retrieval.EMBED_JOB_LINES)
-        with mock.patch.object(self.store, "run_background", side_effect=recording_run):
+        with mock.patch.object(self.store, "run_idle", side_effect=recording_run):
             yield reply()
             self.assertTrue(embedding.wait(HANG_GUARD))  # its first job runs, the others wait
             self.archive.append_message(message(len(LINES), "Caroline adopted a kitten."))

@@ -11,7 +11,16 @@ import pytest
 from twisted.internet import defer
 from twisted.trial import unittest as trial
 
-from ai_contrib.memory.worker import BACKGROUND, FIRST, ORDERED, WorkerThread, next_job
+from ai_contrib.memory.worker import (
+    BACKGROUND,
+    FIRST,
+    IDLE,
+    ORDERED,
+    WorkerThread,
+    next_job,
+    turn_ended,
+    turn_started,
+)
 
 from tests.support.waiting import HANG_GUARD
 
@@ -31,6 +40,18 @@ def kinds(*names):
 ])
 def test_the_next_job_is_the_oldest_read_not_behind_an_ordered_job(queue, expected):
     assert next_job(kinds(*queue)) == expected
+
+
+@pytest.mark.parametrize("queue, expected", [
+    ([IDLE, BACKGROUND], 1),                          # held while a turn is under way
+    ([IDLE, IDLE], None),                             # nothing else to run
+    ([IDLE, FIRST], 1),
+    ([IDLE, ORDERED, BACKGROUND], 0),                 # never held ahead of an ordered job
+    ([BACKGROUND, IDLE], 0),
+])
+def test_while_a_turn_is_under_way_idle_jobs_wait(queue, expected):
+    assert next_job(kinds(*queue), hold_idle=True) == expected
+    assert next_job(kinds(*queue)) in (0, 1)  # control: with no turn, they run in order
 
 
 def test_an_empty_queue_has_no_next_job():
@@ -109,3 +130,32 @@ class WorkerQueueTest(trial.TestCase):
         self.assertEqual((yield turn), "retrieval")
         self.assertEqual((yield after), "after")
         self.assertEqual(self.ran, ["held", "retrieval", "after"])
+
+    @defer.inlineCallbacks
+    def test_an_idle_job_waits_for_the_turns_of_the_process_then_runs(self):
+        turn_started()
+        try:
+            idle = self.worker.run_idle(self.job("embed the reply's lines"))
+            self.assertEqual((yield self.worker.run_first(self.job("retrieval"))), "retrieval")
+            yield self.worker.run_background(self.job("consolidate"))
+            # queued first, it waited for the turn while the work after it ran
+            self.assertEqual(self.ran, ["retrieval", "consolidate"])
+            self.assertFalse(idle.called)
+        finally:
+            turn_ended()
+        # control: once no turn has been under way for IDLE_AFTER seconds, it runs
+        self.assertEqual((yield idle), "embed the reply's lines")
+        self.assertEqual(self.ran[-1], "embed the reply's lines")
+
+    @defer.inlineCallbacks
+    def test_an_idle_job_never_lets_an_ordered_job_overtake_it(self):
+        turn_started()
+        try:
+            idle = self.worker.run_idle(self.job("embed"))
+            erase = self.worker.run(self.job("erase"))
+            yield defer.gatherResults([idle, erase])
+            self.assertEqual(self.ran, ["embed", "erase"])
+        finally:
+            turn_ended()
+        # and the next idle job waits for the release, which leaves no timer behind
+        self.assertEqual((yield self.worker.run_idle(self.job("later"))), "later")
