@@ -541,6 +541,10 @@ def _write_summaries(script, plan):
             why = (hurry.HURRIED if isinstance(err, hurry.Hurried)
                    else f"the summary was not written in time ({err})")
             text, judged[i] = extract_instead(script, span.shared, why)
+            # a summary that comes too late is of no more use than one that fails the check:
+            # the writer learns to write the extract at once rather than keep the memory
+            # server busy with summaries that are cancelled
+            summary_record(_summariser_model(script)).asked(False)
             logger.log_info(f"AI summary of {len(span.shared)} messages was not written in "
                             f"time ({why}); replaced by an extract of the span")
             texts.append(text)
