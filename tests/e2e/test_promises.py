@@ -692,8 +692,10 @@ HISTORY_PARTS = ("history", "turn", "summary")
 
 
 def test_no_reply_prompt_exceeds_its_budget_while_a_summary_hangs(game, llm):
+    # the summary is waited for however far the talk goes (npc.hurry would write an extract)
     settings = {"max_context_tokens": "300", "compact_strategy": "summary",
-                "compact_preserve_window": "4", "pre_compact_extraction_enabled": "no"}
+                "compact_preserve_window": "4", "pre_compact_extraction_enabled": "no",
+                "compact_hurry": "no"}
 
     async def scenario():
         wren, tamsin = await _player(game, "Wren"), await _player(game, "Tamsin")
