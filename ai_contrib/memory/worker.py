@@ -7,7 +7,7 @@ One thread, because Mem0 and embedded Qdrant are not thread-safe and the archive
 single writer. Its queue is not plain first in, first out: a turn's retrieval must not wait
 behind work no player waits for. On the tavern benchmark (20 players, one NPC), a reply's
 retrieval waited 1.0 s of a 1.57 s turn behind the archived lines embedded after the turn
-before. So a job is one of three kinds:
+before. So a job is one of four kinds:
 
 - **ordered** (:meth:`WorkerThread.run`): runs after every job queued before it, and no job
   queued after it runs before it. Writes a reader must see (a forget's deletions, an erase's
