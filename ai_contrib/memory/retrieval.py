@@ -1057,7 +1057,8 @@ def _queue_embedding(context, worker, searched, agent_id):
     """
     Once the reply's own retrieval has answered (so it is never delayed), queue up to
     ``AI_MEMORY_ARCHIVE_EMBED_BATCH`` lines' embedding on ``worker`` as idle work, run once no
-    turn of the process is under way (:func:`queue_embedding`) for the sources of ``searched`` that may have lines without
+    turn of the process is under way (:func:`queue_embedding`), for the sources of
+    ``searched`` that may have lines without
     vectors and no earlier reply's jobs still queued; nothing where every line has its
     vector, as the index knows in memory
     (:meth:`ai_contrib.memory.fulltext.FullTextIndex.all_embedded`). A failure is logged.
