@@ -249,6 +249,12 @@ OPTIONS = (
         Option("PROMPT_CACHE_WARMUP_HANDOVER", True, BOOL,
                "With the embedded model and its memory server, have the memory server evaluate "
                "a cache warm-up and hand its cache to the reply server."),
+        # the first reply after a restart evaluates only its new tokens (docs/design.md,
+        # "Keeping the cache over a restart")
+        Option("PROMPT_CACHE_KEEP", True, BOOL,
+               "With the embedded model, save the reply server's prompt caches when the game "
+               "stops (about 23 KB a token, in EMBEDDED_CACHE_DIR) and restore them when it "
+               "starts."),
     ),
     *_group(
         "Embedded model server",
@@ -258,6 +264,9 @@ OPTIONS = (
         # SmolLM2-135M takes 8,192, but on a CPU it evaluates ~150-400 prompt tokens/s: a
         # 4,096-token window keeps a reply whose prompt is not cached (after a compaction) well
         # inside AI_LLM_TIMEOUT, even beside a summary
+        Option("EMBEDDED_CACHE_DIR", None, TEXT,
+               "Where the reply server's prompt caches wait while the game is down.",
+               none="<game dir>/server/ai_prompt_cache"),
         Option("EMBEDDED_N_CTX", 4096, INT, "The context window of each embedded request.",
                unit=TOKENS, minimum=1),
         # two, so that a reply never waits behind a compaction's summary or fact extraction

@@ -33,6 +33,7 @@ from ai_contrib.core.redact import redact
 from ai_contrib.core.tokens import prepare_offline_tiktoken
 from ai_contrib.llm.embedded import (
     EmbeddedServerStopped,
+    running_server,
     start_embedded_server,
     stop_embedded_server,
 )
@@ -122,7 +123,7 @@ def at_server_start():
         logger.log_info(
             f"ai_contrib: embedded model server ready at {server.base_url} (pid {server.pid})"
         )
-        warm_after_restart()
+        restore_kept_cache().addCallback(warm_after_restart)
         return server
 
     def failed(failure):
@@ -137,33 +138,64 @@ def at_server_start():
     return start_embedded_server().addCallbacks(ready, failed)
 
 
-def warm_after_restart():
+def likely_first():
     """
-    Warm the new embedded server's cache for the AI NPCs players are likely to speak to first:
-    those in a room with a connected player (after a ``reload``, the players are still there)
-    and those that replied last before the restart
-    (:func:`ai_contrib.npc.last_active.last_active_ids`), the last to reply first, as many as
-    the server has slots (``AI_EMBEDDED_SLOTS``: one more would push the first out of its
-    cache), one after another (``docs/design.md``, "Warming the cache after a restart"). An
-    external server keeps its cache over the game's restart and is not warmed.
+    The AI NPCs players are likely to speak to first after a restart: those in a room with a
+    connected player (after a ``reload``, the players are still there) and those that replied
+    last before it (:func:`ai_contrib.npc.last_active.last_active_ids`), the last to reply
+    first, as many as the embedded server has slots (``AI_EMBEDDED_SLOTS``: one more would push
+    the first out of its cache).
 
     Returns:
-        Deferred[int]: the warm-ups sent (:func:`ai_contrib.npc.warmup.warm_in_turn`); 0, at
-        once, when no NPC is beside a player. Never errbacks.
+        list[tuple]: ``(npc, script)`` pairs; [] when they cannot be found (logged).
     """
     from ai_contrib.admin.npcs import ai_npcs_with_ids, by_last_reply, npcs_beside_players
     from ai_contrib.npc.last_active import last_active_ids
-    from ai_contrib.npc.warmup import warm_in_turn
 
     try:
         found = dict((npc.id, (npc, script))
                      for npc, script in ai_npcs_with_ids(last_active_ids()))
         found.update((npc.id, (npc, script)) for npc, script in npcs_beside_players())
         slots = max(1, int(get_setting("EMBEDDED_SLOTS") or 1))
-        chosen = by_last_reply(found.values())[:slots]
+        return by_last_reply(found.values())[:slots]
     except Exception as err:  # a restart must go on whatever the rooms hold
-        logger.log_err(f"ai_contrib: no cache warm-up after the restart: {err}")
-        chosen = []
+        logger.log_err(f"ai_contrib: the NPCs players may speak to first were not found: {err}")
+        return []
+
+
+def restore_kept_cache():
+    """
+    Restore the prompt cache the last stop kept (:func:`ai_contrib.npc.kept_cache.
+    restore_on_start`; ``docs/design.md``, "Keeping the cache over a restart").
+
+    Returns:
+        Deferred[set[int]]: the ids of the NPCs whose prompt is cached again. Never errbacks.
+    """
+    from ai_contrib.admin.npcs import ai_npcs_with_ids
+    from ai_contrib.npc.kept_cache import restore_on_start
+
+    return restore_on_start(ai_npcs_with_ids)
+
+
+def warm_after_restart(restored=()):
+    """
+    Warm the new embedded server's cache for the AI NPCs players are likely to speak to first
+    (:func:`likely_first`), one after another, leaving out those whose cache the last stop kept
+    and this start restored (``docs/design.md``, "Warming the cache after a restart"). An
+    external server keeps its cache over the game's restart and is not warmed.
+
+    Args:
+        restored (iterable[int]): ids of the NPCs whose prompt is cached again
+            (:func:`restore_kept_cache`).
+
+    Returns:
+        Deferred[int]: the warm-ups sent (:func:`ai_contrib.npc.warmup.warm_in_turn`); 0, at
+        once, when no NPC is to be warmed. Never errbacks.
+    """
+    from ai_contrib.npc.warmup import warm_in_turn
+
+    restored = set(restored or ())
+    chosen = [(npc, script) for npc, script in likely_first() if npc.id not in restored]
     if not chosen:
         return defer.succeed(0)
     logger.log_info("ai_contrib: warming the prompt cache of "
@@ -171,17 +203,58 @@ def warm_after_restart():
     return warm_in_turn([script for _, script in chosen])
 
 
+#: seconds a stopping game's reactor waits, past Evennia's own second, for the prompt cache to
+#: be kept: ``evennia reboot`` starts the new server about two seconds after the old one left
+#: the Portal, and a server still running then keeps it from starting (the old one reconnects
+#: to the new Portal), so a save that takes longer is given up
+KEEP_HOLD = 1.0
+
+
 def at_server_stop():
     """
-    Close the Mem0 store (embedded Qdrant allows one client per path: release it for the next
-    start) and stop the embedded model server if it runs (its child process also exits by
-    itself when the game process dies). Returns a Deferred firing once both are done.
-    """
-    from ai_contrib.memory.mem0_store import get_store
+    Keep the embedded reply server's prompt cache for the next start
+    (:func:`ai_contrib.npc.kept_cache.keep_on_stop`, for :func:`likely_first`), then stop the
+    embedded model servers if they run (a child process also exits by itself when the game
+    process dies); close the Mem0 store (embedded Qdrant allows one client per path: release
+    it for the next start). Evennia does not wait for a stop hook: the reactor's shutdown is
+    held for the keeping alone, and at most :data:`KEEP_HOLD` seconds (a ``"before"``
+    ``"shutdown"`` trigger).
 
+    Returns:
+        Deferred[None]: fires once the cache is kept, the servers stopped and the store closed;
+        never errbacks (a failure is logged).
+    """
+    from twisted.internet import reactor
+
+    from ai_contrib.memory.mem0_store import get_store
+    from ai_contrib.npc.kept_cache import keep_on_stop
+
+    keeping = keep_on_stop(likely_first() if running_server("reply") is not None else [])
+    if not keeping.called:
+        reactor.addSystemEventTrigger("before", "shutdown", _held, keeping, KEEP_HOLD)
+    servers = keeping.addBoth(lambda _: stop_embedded_server())
     return defer.gatherResults(
-        [get_store().close(), stop_embedded_server()], consumeErrors=True
-    ).addErrback(lambda failure: logger.log_err(
+        [get_store().close(), servers], consumeErrors=True
+    ).addCallbacks(lambda _: None, lambda failure: logger.log_err(
         f"ai_contrib: stopping the memory store or the model server failed: "
         f"{failure.getErrorMessage()}"
     ))
+
+
+def _held(work, seconds):
+    """A Deferred firing with None once ``work`` (a Deferred) has fired or ``seconds`` have
+    passed, whichever comes first; ``work``'s result is left to its own callbacks."""
+    from twisted.internet import reactor
+
+    held = defer.Deferred()
+    timer = reactor.callLater(seconds, lambda: held.called or held.callback(None))
+
+    def done(result):
+        if timer.active():
+            timer.cancel()
+        if not held.called:
+            held.callback(None)
+        return result
+
+    work.addBoth(done)
+    return held

@@ -49,6 +49,7 @@ SECRET_KEY = "ai-contrib-tests-only"
 # the archive of raw messages goes to a throwaway directory
 AI_ARCHIVE_DIR = _throwaway("ai-contrib-test-archive-")
 AI_MEMORY_DIR = _throwaway("ai-contrib-test-memory-")
+AI_EMBEDDED_CACHE_DIR = _throwaway("ai-contrib-test-prompt-cache-")
 AI_LLM_BASE_URL = "http://127.0.0.1:9/v1"  # tests point this at their own HTTP doubles
 AI_TICK_INTERVAL = 3600  # tests drive ticks by hand
 

@@ -534,6 +534,17 @@ class TestWarmupAfterRestart(WarmupCase):
         after = self.talk("And supper?")
         self.assertEqual(after[:len(warm)], warm)
 
+    def test_an_npc_whose_cache_was_restored_is_not_warmed_again(self):
+        from ai_contrib.startup import warm_after_restart
+
+        self.script.db.reply_receipts = [{"at": "2026-12-01T10:00:00+00:00"}]
+        tobin = self.npc_beside("Tobin", "2026-12-01T11:00:00+00:00")
+        self.llm.enqueue(reply("A"))
+        # the kept cache was restored for Tobin (ai_contrib.npc.kept_cache): Marta alone
+        self.assertEqual(wait_for(warm_after_restart({tobin.obj.id})), 1)
+        sent = [r["messages"][0]["content"].split(",")[0] for r in warmups(self.llm)]
+        self.assertEqual(sent, ["You are Marta"])
+
     def test_no_npc_beside_a_player_no_warm_up(self):
         from ai_contrib.startup import warm_after_restart
 
