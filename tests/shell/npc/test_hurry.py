@@ -9,6 +9,8 @@ import threading
 
 from ai_contrib.core.messages import is_marker
 from ai_contrib.core.tick import hurry_at, hurry_threshold
+from ai_contrib.llm.client import get_client
+from ai_contrib.npc.extractor import grounding_record
 from ai_contrib.npc.hurry import HURRIED
 from ai_contrib.npc.summary_writer import summary_record
 
@@ -56,6 +58,8 @@ class TestHurriedNearTheBudget(NPCTestCase):
         return said
 
     def test_an_extraction_the_talk_outruns_is_finished_by_rules_and_an_extract(self):
+        record = grounding_record(get_client(), self.script.cfg("llm_model"))
+        outcomes = list(record)
         self.llm.enqueue(hold(self.gate, then=reply("ok")))
         work = self.start()
         # control: under the threshold the tick leaves the model's extraction running
@@ -75,6 +79,8 @@ class TestHurriedNearTheBudget(NPCTestCase):
         # what players said in the span was journaled by rule before it was replaced
         journal = [e["content"] for e in self.npc.db.journal["entries"]]
         self.assertIn("Wren saw a black bear on the north road.", journal)
+        # the model's cancelled run counts as one failed fact: the extractor learns from it
+        self.assertEqual(list(record), outcomes + [False])
         # the lines said meanwhile stay, and the history is back under its budget
         kept = {m["id"] for m in self.script.history}
         self.assertTrue(all(m["id"] in kept for m in later))
