@@ -203,11 +203,12 @@ def warm_after_restart(restored=()):
     return warm_in_turn([script for _, script in chosen])
 
 
-#: seconds a stopping game's reactor waits, past Evennia's own second, for the prompt cache to
-#: be kept: ``evennia reboot`` starts the new server about two seconds after the old one left
-#: the Portal, and a server still running then keeps it from starting (the old one reconnects
-#: to the new Portal), so a save that takes longer is given up
-KEEP_HOLD = 1.0
+#: seconds from the stop hook that a stopping game's reactor may wait for the prompt cache to
+#: be kept (Evennia stops the reactor one second after the hook; an idle slot's save takes
+#: tens of milliseconds): ``evennia reboot`` and ``reload`` start the new server as soon as the
+#: old one has left the Portal, and an old server still running then keeps it from starting
+#: (it reconnects to the new Portal), so a save that takes longer is given up
+KEEP_HOLD = 1.5
 
 
 def at_server_stop():
@@ -217,8 +218,8 @@ def at_server_stop():
     embedded model servers if they run (a child process also exits by itself when the game
     process dies); close the Mem0 store (embedded Qdrant allows one client per path: release
     it for the next start). Evennia does not wait for a stop hook: the reactor's shutdown is
-    held for the keeping alone, and at most :data:`KEEP_HOLD` seconds (a ``"before"``
-    ``"shutdown"`` trigger).
+    held for the keeping alone, at most :data:`KEEP_HOLD` seconds from this call (a
+    ``"before"`` ``"shutdown"`` trigger).
 
     Returns:
         Deferred[None]: fires once the cache is kept, the servers stopped and the store closed;
@@ -230,8 +231,10 @@ def at_server_stop():
     from ai_contrib.npc.kept_cache import keep_on_stop
 
     keeping = keep_on_stop(likely_first() if running_server("reply") is not None else [])
-    if not keeping.called:
-        reactor.addSystemEventTrigger("before", "shutdown", _held, keeping, KEEP_HOLD)
+    # before the servers' stop joins the chain: the shutdown never waits for them to exit
+    held = _held(keeping, KEEP_HOLD)
+    if not held.called:
+        reactor.addSystemEventTrigger("before", "shutdown", lambda: held)
     servers = keeping.addBoth(lambda _: stop_embedded_server())
     return defer.gatherResults(
         [get_store().close(), servers], consumeErrors=True

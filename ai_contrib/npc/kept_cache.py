@@ -99,11 +99,11 @@ def restore_on_start(find) -> defer.Deferred:
     """
     from evennia.server.models import ServerConfig
 
-    record = ServerConfig.objects.conf(KEY, default=None)
-    if not record:
-        return set()
-    ServerConfig.objects.conf(KEY, delete=True)  # tried once, whatever happens
     try:
+        record = ServerConfig.objects.conf(KEY, default=None)
+        if not record:
+            return set()
+        ServerConfig.objects.conf(KEY, delete=True)  # tried once, whatever happens
         if not keeping() or record.get("layout") != cache_layout():
             logger.log_info("ai_contrib: the kept prompt cache was not restored: the model or "
                             "its server's layout changed, or keeping it is turned off")
@@ -118,11 +118,14 @@ def restore_on_start(find) -> defer.Deferred:
         client.measured_prompt_speed = float(record["speed"])
     prompts = record.get("prompts") or {}
     restored = set()
-    for npc, script in find(list(prompts)):
-        for name, value in prompts[npc.id].items():
-            if name in KEPT_NDB:
-                setattr(script.ndb, name, value)
-        restored.add(npc.id)
+    try:
+        for npc, script in find(list(prompts)):
+            for name, value in prompts[npc.id].items():
+                if name in KEPT_NDB:
+                    setattr(script.ndb, name, value)
+            restored.add(npc.id)
+    except Exception as err:  # the slots hold the prompts; the NPCs weigh them as cold
+        logger.log_warn(f"ai_contrib: the NPCs of the kept prompt cache were not found: {err}")
     logger.log_info(f"ai_contrib: {tokens} tokens of prompt cache restored in "
                     f"{len(record['slots'])} slot(s), for {len(restored)} NPC(s)")
     return restored

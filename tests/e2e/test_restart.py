@@ -1,9 +1,10 @@
 """
 End to end, on the defaults (the embedded SmolLM2 model, every ``AI_*`` setting at its
 default): a player talks to Marta, the admin runs ``evennia reboot``, the player logs in again
-and speaks. The reply server's prompt cache was kept over the reboot (``docs/design.md``,
-"Keeping the cache over a restart"), so the first reply after it evaluates only what follows the
-prompt the old server held, not the whole prompt again.
+and speaks; then ``evennia reload`` with the player connected. The reply server's prompt cache
+was kept over each restart (``docs/design.md``, "Keeping the cache over a restart"), so the
+first reply after it evaluates only what follows the prompt the old server held, not the whole
+prompt again.
 """
 
 import asyncio
@@ -50,7 +51,7 @@ async def _say(game, player, text):
         fail_with_logs(game, f"no reply from {NPC} to {text!r}")
 
 
-def test_the_first_reply_after_a_reboot_evaluates_only_its_new_tokens(game):
+def test_the_first_reply_after_a_reboot_or_a_reload_evaluates_only_its_new_tokens(game):
     asyncio.run(_reboot(game))
 
 
@@ -86,3 +87,20 @@ async def _reboot(game):
     # a cold server reuses nothing: all but the new line and its reply came from the kept cache
     assert first["cached"] >= before[-1]["prompt"] - 16, (first, before[-1])
     assert first["prompt"] - first["cached"] < 120, first
+
+    # `evennia reload`, the player still connected: the Portal keeps the sessions and starts
+    # the new server as soon as the old one has left it
+    player = TelnetPlayer("player", game.ports.telnet, transcript=game.transcript)
+    await player.connect()
+    try:
+        await player.login(*PLAYER)
+        last = _replies(game.read_log("server", offset))[-1]
+        offset = game.log_size("server")
+        game.evennia("reload", timeout=300)
+        if game.wait_for_log(RESTORED_RE, offset=offset, timeout=HANG_GUARD) is None:
+            fail_with_logs(game, "the prompt cache was not restored after the reload")
+        await _say(game, player, "Is the stew still hot?")
+    finally:
+        await player.close()
+    after = _replies(game.read_log("server", offset))[0]
+    assert after["cached"] >= last["prompt"] - 16, (after, last)
