@@ -84,13 +84,20 @@ class TickHandler:
 
     def repeat(self) -> None:
         """
-        The script's timer fired (``at_repeat``): run a tick when :meth:`needs_tick` says it has
+        The script's timer fired (``at_repeat``): hurry the memory work under way when the
+        history has reached its hurry point (:mod:`ai_contrib.npc.hurry`; also while a tick is
+        writing a reply, when no tick runs), then run a tick when :meth:`needs_tick` says it has
         work, else only start discovering the model's context window if it is unknown
         (:meth:`ai_contrib.npc.budgeting.BudgetHandler.discover_window`; a tick starts it too),
         so that an idle NPC knows its budget before anyone speaks.
         """
         script = self.obj
-        if self.needs_tick():
+        state = self.state()
+        if due(state).hurry:
+            # here too, not only in the tick: a tick waits for the reply it is writing (8-30 s
+            # on a busy machine), while the talk goes on adding to the history
+            script.memory.hurry()
+        if tick_needed(state):
             script.run_tick()  # which starts the discovery itself
         else:
             script.budgeting.discover_window()

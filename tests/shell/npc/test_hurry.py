@@ -109,3 +109,20 @@ class TestHurriedNearTheBudget(NPCTestCase):
         # a summary that came too late counts as one not kept: the writer learns from it
         self.assertEqual((list(record.outcomes), record.skipped), (outcomes + [False], 0))
         self.assertLess(self.script.token_usage(), 1.0)
+
+    def test_the_timer_hurries_the_work_while_a_tick_is_writing_a_reply(self):
+        self.llm.enqueue(hold(self.gate, then=reply("ok")))
+        work = self.start()
+        # a reply is being written: no tick runs, the timer fires as Evennia's does
+        self.script.ndb.busy = True
+        self.addCleanup(setattr, self.script.ndb, "busy", False)
+        self.talk_to(0.85)
+        self.script.at_repeat()  # control: under the hurry point the model is waited for
+        self.assertFalse(work.called)
+        self.talk_to(self.hurry_at())
+        self.script.at_repeat()
+        result = stored(wait_for(work))
+        self.assertTrue(result["success"], result)
+        self.assertEqual(self.script.history[0]["metadata"]["fidelity"]["model_reason"],
+                         HURRIED)
+        self.assertLess(self.script.token_usage(), 1.0)
