@@ -29,10 +29,11 @@ Measured:
   call per line answered in order implies no more). The output says which rule applied.
   Latency: the covering reply's timestamp minus the line's (both written by the server);
 - by an admin telnet connection (which stays out of the tavern, so it is no listener), every
-  ``--poll`` seconds: ``aihistory Marta`` (the "N / M" tokens or a percentage: context usage
-  over time) and one ``py`` expression reading the NPC script's ``checkpoint_seq`` and
-  ``ndb.last_checkpoint`` (checkpoints: changes seen between polls, a lower bound when two fall
-  between polls);
+  ``--poll`` seconds: one ``py`` expression reading the NPC script's token count and budget
+  (context usage over time; with ``--table-polls`` also ``aihistory Marta``, whose table
+  takes the server's reactor some 150 ms a poll, time the replies then wait for), its
+  ``checkpoint_seq`` and ``ndb.last_checkpoint`` (checkpoints: changes seen between polls, a
+  lower bound when two fall between polls);
 - by the double: requests by kind (reply, extraction, summary);
 - by the clients: lines sent, fallback lines ("Marta seems lost in thought.") heard.
 
@@ -348,15 +349,17 @@ POLL_PY = (
 _POLL_RE = re.compile(rf"^{POLL_MARK} (\{{.*\}})\s*$", re.M)
 
 
-async def poll_once(admin, t0):
-    """One poll: ``{"t", "pct", "used", "budget", "py": {...} | None}`` (t: s since ``t0``)."""
+async def poll_once(admin, t0, table=False):
+    """One poll: ``{"t", "pct", "used", "budget", "py": {...} | None}`` (t: s since ``t0``);
+    ``pct``, ``used`` and ``budget`` only with ``table`` (read from ``aihistory``)."""
     sample = {"t": round(time.monotonic() - t0, 2)}
-    # the first line with "N / M" or a percentage is the usage row; the rest of the table is
-    # read (and ignored) by the next command
-    text = await admin.command(f"aihistory {NPC}", until=_USAGE_LINE_RE, timeout=15)
-    usage = parse_usage(text)
-    if usage:
-        sample["used"], sample["budget"], sample["pct"] = usage
+    if table:
+        # the first line with "N / M" or a percentage is the usage row; the rest of the table
+        # is read (and ignored) by the next command
+        text = await admin.command(f"aihistory {NPC}", until=_USAGE_LINE_RE, timeout=15)
+        usage = parse_usage(text)
+        if usage:
+            sample["used"], sample["budget"], sample["pct"] = usage
     _, text = await _py(admin)
     m = _POLL_RE.search(text)
     sample["py"] = json.loads(m.group(1)) if m else None
@@ -369,11 +372,11 @@ async def _py(admin):
     return await admin.read_until(_POLL_RE, timeout=15)
 
 
-async def poller(admin, t0, interval, samples, stop):
+async def poller(admin, t0, interval, samples, stop, table=False):
     while not stop.is_set():
         started = time.monotonic()
         try:
-            samples.append(await poll_once(admin, t0))
+            samples.append(await poll_once(admin, t0, table))
         except (TelnetError, ConnectionError, ValueError) as err:
             log(f"  poll failed: {err}")
         left = interval - (time.monotonic() - started)
@@ -511,7 +514,7 @@ def analyse(records, players, after_seq, sent, samples, counts, fallbacks, budge
             lag.append(stored - sent_at[msg["content"]])
     # context usage over time
     usage = [(s["t"], s.get("pct")) for s in samples]
-    if all(p is None for _, p in usage):  # aihistory unreadable: use the py poll
+    if all(p is None for _, p in usage):  # no aihistory polls, or unreadable: the py poll's
         usage = [
             (s["t"], 100.0 * s["py"]["tokens"] / max(1, s["py"]["budget"] or budget))
             if s.get("py") else (s["t"], None)
@@ -628,7 +631,8 @@ async def drive(game, args, lines, model, transcript):
         heard_from = len(first.received)
 
         t0 = time.monotonic()
-        poll_task = asyncio.create_task(poller(admin, t0, args.poll, samples, stop))
+        poll_task = asyncio.create_task(
+            poller(admin, t0, args.poll, samples, stop, args.table_polls))
         log(f"  talking for {args.duration:.0f} s ...")
         await asyncio.gather(*(
             talk(p, i, lines, args, t0, sent, random.Random(f"{args.seed}-{i}"))
@@ -828,7 +832,10 @@ def parse_args(argv=None):
     p.add_argument("--drain", type=float, default=60,
                    help="seconds to wait after the talk for the last replies (default 60)")
     p.add_argument("--poll", type=float, default=2.0,
-                   help="seconds between the admin's aihistory polls (default 2)")
+                   help="seconds between the admin's polls of usage (default 2)")
+    p.add_argument("--table-polls", action="store_true",
+                   help="poll usage with aihistory too, as an admin watching it would (its "
+                        "table takes the server's reactor some 150 ms a poll)")
     p.add_argument("--talk-share", type=float, default=0.3,
                    help="share of lines said with 'talk Marta = ...' rather than 'say' (0.3)")
     p.add_argument("--seed", type=int, default=1, help="seed of lines and timing (default 1)")
