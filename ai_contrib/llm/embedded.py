@@ -41,7 +41,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from twisted.internet import defer, protocol
 from twisted.logger import Logger
@@ -241,6 +241,35 @@ def child_invocation(api_key, role="reply") -> tuple:
         EmbeddedServerError: see :func:`model_path`, or ``xllamacpp`` is not installed.
         ValueError: a bad ``AI_EMBEDDED_FLASH_ATTENTION`` (:func:`flash_attention`).
     """
+    config = child_config(role)
+    env = dict(os.environ)
+    env[API_KEY_ENV] = api_key
+    return [sys.executable, CHILD_SCRIPT, json.dumps(config)], env
+
+
+class ChildConfig(TypedDict, total=False):
+    """What the child server is started with (:func:`child_config`), its JSON argument."""
+
+    model_path: str
+    n_ctx: int  #: tokens of each slot
+    slots: int
+    threads: int
+    batch_threads: int
+    n_batch: int
+    flash_attn: str  #: ``"on"``, ``"off"`` or ``"auto"``
+    slot_save_path: str
+    parent_pid: int
+    nice: int  #: the memory server's only
+
+
+def child_config(role="reply") -> ChildConfig:
+    """
+    The configuration :func:`child_invocation` gives the child of ``role``
+    (:class:`ChildConfig`).
+
+    Raises:
+        as :func:`child_invocation`.
+    """
     path = model_path()
     if importlib.util.find_spec("xllamacpp") is None:
         raise EmbeddedServerError(
@@ -248,7 +277,7 @@ def child_invocation(api_key, role="reply") -> tuple:
             "(`pip install 'evennia-ai-contrib[embedded]'`), "
             "or set AI_LLM_BASE_URL to an OpenAI-compatible server"
         )
-    config = {
+    config = ChildConfig(**{
         "model_path": path,
         "n_ctx": int(get_setting("EMBEDDED_N_CTX") or 0),
         "slots": int(get_setting("EMBEDDED_SLOTS") or 1),
@@ -258,12 +287,10 @@ def child_invocation(api_key, role="reply") -> tuple:
         "flash_attn": flash_attention(),
         "slot_save_path": slot_directory(),
         "parent_pid": os.getpid(),
-    }
+    })
     if role == "memory":
         config.update(threads=1, batch_threads=1, nice=MEMORY_SERVER_NICE)
-    env = dict(os.environ)
-    env[API_KEY_ENV] = api_key
-    return [sys.executable, CHILD_SCRIPT, json.dumps(config)], env
+    return config
 
 
 def _parse_ready_line(line):

@@ -25,7 +25,7 @@ from twisted.internet import defer, threads
 
 from ..settings import get_setting
 from .client import get_client
-from .embedded import child_invocation, model_path, running_server, slot_directory
+from .embedded import child_config, model_path, running_server, slot_directory
 
 #: seconds a slot's save or restore may take (one of an idle slot takes tens of milliseconds)
 SLOT_TIMEOUT = 10.0
@@ -60,18 +60,16 @@ def cache_layout() -> CacheLayout:
     """
     What a kept slot file fits: the model file (path, size in bytes, modification time in
     nanoseconds) and the reply server's layout (``n_ctx``, ``slots``, ``flash_attn``, as
-    :func:`ai_contrib.llm.embedded.child_invocation` gives them to the child). A file saved
+    :func:`ai_contrib.llm.embedded.child_config` gives them to the child). A file saved
     under another layout is never restored: llama.cpp would take another model's cache of the
     same size as its own.
 
     Raises:
         EmbeddedServerError: no model file or no ``xllamacpp`` (:func:`model_path`).
     """
-    import json
-
     path = model_path()
     stat = os.stat(path)
-    config = json.loads(child_invocation("", "reply")[0][2])
+    config = child_config("reply")
     return CacheLayout(model=os.path.abspath(path), bytes=stat.st_size,
                        mtime_ns=stat.st_mtime_ns, n_ctx=config["n_ctx"], slots=config["slots"],
                        flash_attn=config["flash_attn"])
